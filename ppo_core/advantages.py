@@ -1,0 +1,69 @@
+"""Reward shaping and generalized advantage estimation over right-padded response tokens."""
+
+from __future__ import annotations
+
+import torch
+
+from ppo_core.masked import masked_whiten
+
+
+def last_token_index(response_mask: torch.Tensor) -> torch.Tensor:
+    """Index of each row's last valid token (0 for an empty row)."""
+    return (response_mask.long().sum(dim=1) - 1).clamp(min=0)
+
+
+def shape_rewards(
+    scores: torch.Tensor, kl: torch.Tensor, kl_coef: float, response_mask: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-token reward r_t = -beta * KL_t, plus the sequence score on the last response token.
+
+    Returns ``(rewards, non_score_rewards)``, both zero on padded positions.
+    """
+    zeros = torch.zeros_like(kl)
+    non_score = torch.where(response_mask.bool(), -kl_coef * kl, zeros)
+    rewards = non_score.clone()
+    rows = torch.arange(rewards.shape[0], device=rewards.device)
+    rewards[rows, last_token_index(response_mask)] += scores.to(rewards.dtype)
+    return rewards, non_score
+
+
+def gae(
+    rewards: torch.Tensor,
+    values: torch.Tensor,
+    response_mask: torch.Tensor,
+    gamma: float,
+    lam: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Generalized advantage estimation (Schulman et al. 2016).
+
+    delta_t = r_t + gamma * V_{t+1} - V_t
+    A_t     = delta_t + gamma * lam * A_{t+1}
+    R_t     = A_t + V_t            (the value targets)
+
+    V and A are 0 past the last valid token, so the episode ends there. Returns
+    ``(advantages, returns)``, both zero on padded positions.
+    """
+    valid = response_mask.bool()
+    rewards = torch.where(valid, rewards, torch.zeros_like(rewards))
+    values = torch.where(valid, values, torch.zeros_like(values))
+    length = rewards.shape[1]
+    advantages_reversed = []
+    next_advantage = torch.zeros_like(rewards[:, 0])
+    for t in reversed(range(length)):
+        next_value = values[:, t + 1] if t + 1 < length else torch.zeros_like(values[:, t])
+        delta = rewards[:, t] + gamma * next_value - values[:, t]
+        next_advantage = torch.where(valid[:, t], delta + gamma * lam * next_advantage, 0.0)
+        advantages_reversed.append(next_advantage)
+    advantages = torch.stack(advantages_reversed[::-1], dim=1)
+    returns = torch.where(valid, advantages + values, torch.zeros_like(values))
+    return advantages, returns
+
+
+def whiten_advantages(advantages: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:
+    """A <- (A - mean A) / std A over the valid tokens of the rollout batch."""
+    return masked_whiten(advantages, response_mask, shift_mean=True)
+
+
+def whiten_rewards(rewards: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:
+    """r <- (r - mean r) / std r + mean r: rescaled, keeping the mean reward."""
+    return masked_whiten(rewards, response_mask, shift_mean=False)

@@ -1,0 +1,293 @@
+"""PPOConfig: every knob of a PPO run, named as in TRL 1.12's PPOConfig where TRL has the concept.
+
+Fields TRL lacks (separate value learning rate, learning-rate schedule, adaptive KL controller,
+entropy bonus, advantage-whitening switch, built-in task) are our own, each with help text.
+Values are checked when the config is built; every problem raises :class:`ConfigError` with a
+one-line message that names the field.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+KL_ESTIMATORS = ("k1", "k2", "k3", "abs")
+LR_SCHEDULES = ("constant", "linear", "cosine")
+
+
+class ConfigError(ValueError):
+    """A config value is wrong; the message is one line and names the field."""
+
+
+def _help(text: str) -> dict[str, str]:
+    return {"help": text}
+
+
+@dataclass
+class PPOConfig:
+    """Hyperparameters of one PPO run; parse it with ``transformers.HfArgumentParser``.
+
+    Example::
+
+        from transformers import HfArgumentParser
+        (config,) = HfArgumentParser(PPOConfig).parse_dict({"learning_rate": 1e-5, "kl_coef": 0.1})
+    """
+
+    # --- models, rewards and data ---
+    task: str | None = field(
+        default="shortest_path",
+        metadata=_help(
+            "Built-in offline task supplying SFT policy, proxy reward model, prompts and a gold score "
+            "('shortest_path', 'shortest_path_tiny'); set to null to bring your own models and prompts."
+        ),
+    )
+    task_cache_dir: str | None = field(
+        default=None,
+        metadata=_help("Where built-in tasks are cached (default: $PPO_TUNE_CACHE or ~/.cache/ppo-tune)."),
+    )
+    sft_model_path: str | None = field(
+        default=None,
+        metadata=_help(
+            "Path or hub name of the SFT causal LM used as policy and reference; its tokenizer is used. "
+            "Default: the built-in task's SFT model."
+        ),
+    )
+    reward_model_path: str | None = field(
+        default=None,
+        metadata=_help(
+            "Reward: a sequence-classification model directory or hub name, or a Python callable "
+            "'module:function' taking (prompts, responses) and returning scores. Default: the task's proxy RM."
+        ),
+    )
+    value_model_path: str | None = field(
+        default=None,
+        metadata=_help(
+            "Trunk for the value network (a scalar head initialised to zero is put on top). "
+            "Default: the reward model's trunk if the reward is a model, else the policy's."
+        ),
+    )
+    prompts_path: str | None = field(
+        default=None,
+        metadata=_help("Text file of prompts, one per line (or .jsonl with a 'prompt' key); overrides the task's."),
+    )
+    num_eval_prompts: int = field(
+        default=8, metadata=_help("Fixed evaluation prompts used for sample generations.")
+    )
+
+    # --- optimisation ---
+    learning_rate: float = field(default=5e-5, metadata=_help("Policy AdamW learning rate (TRL default 5e-5)."))
+    value_learning_rate: float | None = field(
+        default=None, metadata=_help("Value-network AdamW learning rate; null means the same as learning_rate.")
+    )
+    lr_scheduler_type: Literal["constant", "linear", "cosine"] = field(
+        default="linear", metadata=_help("Learning-rate schedule for both optimizers, stepped once per PPO update.")
+    )
+    warmup_ratio: float = field(default=0.0, metadata=_help("Fraction of PPO updates spent in linear warmup."))
+    warmup_steps: int = field(default=0, metadata=_help("Warmup PPO updates; overrides warmup_ratio when > 0."))
+    weight_decay: float = field(default=0.0, metadata=_help("AdamW weight decay."))
+    adam_epsilon: float = field(default=1e-8, metadata=_help("AdamW epsilon."))
+    max_grad_norm: float = field(
+        default=1.0, metadata=_help("Clip each network's gradient norm to this; 0 disables clipping.")
+    )
+
+    # --- batch hierarchy (TRL's) ---
+    per_device_train_batch_size: int = field(
+        default=8, metadata=_help("Micro-batch size of one forward/backward pass on one device.")
+    )
+    gradient_accumulation_steps: int = field(
+        default=1, metadata=_help("Micro-batches per rollout batch (rollout batch = micro-batch x this).")
+    )
+    num_mini_batches: int = field(default=1, metadata=_help("Mini-batches (optimizer steps) per PPO epoch."))
+    num_ppo_epochs: int = field(default=4, metadata=_help("Passes over each rollout batch."))
+    total_episodes: int | None = field(
+        default=None, metadata=_help("Episodes (prompt + response) to train on; null means num_train_epochs x prompts.")
+    )
+    num_train_epochs: float = field(
+        default=3.0, metadata=_help("Passes over the prompts when total_episodes is null.")
+    )
+    local_rollout_forward_batch_size: int = field(
+        default=64, metadata=_help("Rows per no-grad forward pass (generation, reference, reward) in the rollout.")
+    )
+
+    # --- PPO objective ---
+    cliprange: float = field(default=0.2, metadata=_help("Policy ratio clip range epsilon: [1-eps, 1+eps]."))
+    cliprange_value: float = field(default=0.2, metadata=_help("Clip range for value predictions."))
+    vf_coef: float = field(default=0.1, metadata=_help("Value-loss coefficient."))
+    entropy_coef: float = field(default=0.0, metadata=_help("Entropy-bonus coefficient (0 disables the bonus)."))
+    gamma: float = field(default=1.0, metadata=_help("Discount factor."))
+    lam: float = field(default=0.95, metadata=_help("GAE lambda."))
+    whiten_rewards: bool = field(default=False, metadata=_help("Whiten the shaped per-token rewards (no shift)."))
+    whiten_advantages: bool = field(default=True, metadata=_help("Whiten advantages over each rollout batch."))
+
+    # --- KL control ---
+    kl_coef: float = field(
+        default=0.05, metadata=_help("KL penalty beta; the initial beta when kl_target is set.")
+    )
+    kl_estimator: Literal["k1", "k2", "k3", "abs"] = field(
+        default="k1", metadata=_help("Per-token KL estimator: k1 (log ratio), k2, k3 or abs.")
+    )
+    kl_target: float | None = field(
+        default=None,
+        metadata=_help("Target KL in nats for the adaptive controller (Ziegler et al. 2019); null keeps beta fixed."),
+    )
+    kl_horizon: int = field(default=10000, metadata=_help("Adaptive KL controller horizon, in episodes."))
+
+    # --- generation ---
+    response_length: int | None = field(
+        default=None, metadata=_help("Tokens generated per response; null means the task's (TRL default 53).")
+    )
+    temperature: float = field(default=0.7, metadata=_help("Sampling temperature (also divides logits in the update)."))
+    stop_token: Literal["eos"] | None = field(
+        default="eos", metadata=_help("'eos' stops responses at the tokenizer's EOS; exclusive with stop_token_id.")
+    )
+    stop_token_id: int | None = field(default=None, metadata=_help("Token id that ends a response."))
+    missing_eos_penalty: float | None = field(
+        default=None, metadata=_help("Subtracted from the score of responses without a stop token (>= 0).")
+    )
+    num_sample_generations: int = field(
+        default=10, metadata=_help("Times during training that eval-prompt generations are recorded (0: never).")
+    )
+
+    # --- run ---
+    seed: int = field(default=42, metadata=_help("Random seed; on CPU the same seed gives the same metrics."))
+    bf16: bool | None = field(
+        default=None, metadata=_help("bf16 mixed precision; null means on when the GPU supports it.")
+    )
+    use_cpu: bool = field(default=False, metadata=_help("Run on the CPU even when a GPU is present."))
+
+    # --- derived (TRL's batch hierarchy), computed in __post_init__ ---
+    world_size: int = field(default=1, init=False, metadata=_help("Processes (derived)."))
+    micro_batch_size: int = field(default=0, init=False, metadata=_help("per_device x world_size (derived)."))
+    local_batch_size: int = field(default=0, init=False, metadata=_help("per_device x grad_accum (derived)."))
+    batch_size: int = field(default=0, init=False, metadata=_help("local_batch_size x world_size (derived)."))
+    mini_batch_size: int = field(default=0, init=False, metadata=_help("batch_size / num_mini_batches (derived)."))
+    local_mini_batch_size: int = field(
+        default=0, init=False, metadata=_help("local_batch_size / num_mini_batches (derived).")
+    )
+
+    def __post_init__(self) -> None:
+        _check_types(self)
+        _check_ranges(self)
+        self.derive_batch_sizes(world_size=1)
+
+    def derive_batch_sizes(self, world_size: int) -> None:
+        """Compute TRL's batch hierarchy; the update loop splits each mini-batch into micro-batches."""
+        self.world_size = world_size
+        self.local_batch_size = self.per_device_train_batch_size * self.gradient_accumulation_steps
+        self.micro_batch_size = self.per_device_train_batch_size * world_size
+        self.batch_size = self.local_batch_size * world_size
+        self.mini_batch_size = self.batch_size // self.num_mini_batches
+        self.local_mini_batch_size = self.local_batch_size // self.num_mini_batches
+
+    @property
+    def adaptive_kl(self) -> bool:
+        return self.kl_target is not None
+
+    @property
+    def effective_value_learning_rate(self) -> float:
+        return self.learning_rate if self.value_learning_rate is None else self.value_learning_rate
+
+    def to_dict(self) -> dict[str, Any]:
+        """The user-settable fields, for writing the resolved config."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.init}
+
+
+def settable_fields() -> dict[str, dataclasses.Field[Any]]:
+    """PPOConfig's user-settable fields by name (derived fields excluded)."""
+    return {f.name: f for f in dataclasses.fields(PPOConfig) if f.init}
+
+
+def _type_matches(value: Any, annotation: Any) -> bool:
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        return any(_type_matches(value, arg) for arg in typing.get_args(annotation))
+    if origin is Literal:
+        return value in typing.get_args(annotation)
+    if annotation is type(None):
+        return value is None
+    if annotation is bool:
+        return isinstance(value, bool)
+    if annotation is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if annotation is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if annotation is str:
+        return isinstance(value, str)
+    return True
+
+
+def _describe(annotation: Any) -> str:
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_describe(arg) for arg in typing.get_args(annotation))
+    if origin is Literal:
+        return "one of " + ", ".join(repr(arg) for arg in typing.get_args(annotation))
+    if annotation is type(None):
+        return "null"
+    return getattr(annotation, "__name__", str(annotation))
+
+
+def _check_types(config: PPOConfig) -> None:
+    hints = typing.get_type_hints(PPOConfig)
+    for name, config_field in settable_fields().items():
+        value = getattr(config, name)
+        annotation = hints[config_field.name]
+        if not _type_matches(value, annotation):
+            raise ConfigError(f"{name}: expected {_describe(annotation)}, got {value!r}")
+        if annotation in (float, float | None) and isinstance(value, int):
+            setattr(config, name, float(value))
+
+
+def _require(condition: bool, name: str, rule: str, value: Any) -> None:
+    if not condition:
+        raise ConfigError(f"{name}: must be {rule}, got {value!r}")
+
+
+def _check_ranges(c: PPOConfig) -> None:
+    for name in ("learning_rate", "weight_decay", "max_grad_norm", "vf_coef", "entropy_coef",
+                 "cliprange_value", "kl_coef", "warmup_steps"):
+        _require(getattr(c, name) >= 0, name, ">= 0", getattr(c, name))
+    if c.value_learning_rate is not None:
+        _require(c.value_learning_rate >= 0, "value_learning_rate", ">= 0", c.value_learning_rate)
+    _require(c.adam_epsilon > 0, "adam_epsilon", "> 0", c.adam_epsilon)
+    _require(c.cliprange > 0, "cliprange", "> 0", c.cliprange)
+    _require(0.0 <= c.lam <= 1.0, "lam", "in [0, 1]", c.lam)
+    _require(0.0 <= c.gamma <= 1.0, "gamma", "in [0, 1]", c.gamma)
+    _require(0.0 <= c.warmup_ratio < 1.0, "warmup_ratio", "in [0, 1)", c.warmup_ratio)
+    _require(c.temperature > 0, "temperature", "> 0", c.temperature)
+    for name in ("per_device_train_batch_size", "gradient_accumulation_steps", "num_mini_batches",
+                 "num_ppo_epochs", "local_rollout_forward_batch_size", "kl_horizon", "num_eval_prompts"):
+        _require(getattr(c, name) >= 1, name, ">= 1", getattr(c, name))
+    _require(c.num_sample_generations >= 0, "num_sample_generations", ">= 0", c.num_sample_generations)
+    _require(c.num_train_epochs > 0, "num_train_epochs", "> 0", c.num_train_epochs)
+    if c.total_episodes is not None:
+        _require(c.total_episodes >= 1, "total_episodes", ">= 1", c.total_episodes)
+    if c.response_length is not None:
+        _require(c.response_length >= 1, "response_length", ">= 1", c.response_length)
+    if c.kl_target is not None:
+        _require(c.kl_target > 0, "kl_target", "> 0 nats", c.kl_target)
+        _require(c.kl_coef > 0, "kl_coef", "> 0 when kl_target is set (the adaptive controller scales it)",
+                 c.kl_coef)
+    if c.missing_eos_penalty is not None:
+        _require(c.missing_eos_penalty >= 0, "missing_eos_penalty", ">= 0", c.missing_eos_penalty)
+    if c.stop_token is not None and c.stop_token_id is not None:
+        raise ConfigError("stop_token_id: cannot be set together with stop_token; set stop_token to null")
+    local_batch = c.per_device_train_batch_size * c.gradient_accumulation_steps
+    if local_batch % c.num_mini_batches:
+        raise ConfigError(
+            f"num_mini_batches: {c.num_mini_batches} must divide the rollout batch "
+            f"per_device_train_batch_size x gradient_accumulation_steps = {local_batch}"
+        )
+    mini_batch = local_batch // c.num_mini_batches
+    if mini_batch % c.per_device_train_batch_size:
+        raise ConfigError(
+            f"per_device_train_batch_size: {c.per_device_train_batch_size} must divide the mini-batch "
+            f"{mini_batch}; make gradient_accumulation_steps a multiple of num_mini_batches"
+        )
+    if c.task is None:
+        for name in ("sft_model_path", "reward_model_path", "prompts_path"):
+            if getattr(c, name) is None:
+                raise ConfigError(f"{name}: required when task is null")

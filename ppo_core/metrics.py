@@ -1,0 +1,45 @@
+"""The per-update metrics that describe a rollout, under TRL's names."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ppo_core.masked import masked_mean, masked_var, per_row_sum
+from ppo_core.rollout import Rollout
+
+
+def rollout_metrics(
+    rollout: Rollout, kl: torch.Tensor, non_score_rewards: torch.Tensor, returns: torch.Tensor
+) -> dict[str, float]:
+    """KL, entropy and reward of a rollout batch; sequence-level sums averaged over the batch, as TRL logs them."""
+    mask = rollout.response_mask
+    mean_kl = per_row_sum(kl, mask).mean()
+    mean_non_score = per_row_sum(non_score_rewards, mask).mean()
+    mean_score = rollout.scores.mean()
+    explained = 1.0 - masked_var(returns - rollout.values, mask) / masked_var(returns, mask).clamp(min=1e-8)
+    metrics = {
+        "objective/kl": float(mean_kl),
+        "objective/entropy": float(per_row_sum(-rollout.logprobs, mask).mean()),
+        "objective/non_score_reward": float(mean_non_score),
+        "objective/rlhf_reward": float(mean_score + mean_non_score),
+        "objective/scores": float(mean_score),
+        "objective/scores_std": float(rollout.scores.std()) if len(rollout.scores) > 1 else 0.0,
+        "objective/response_length": float(mask.sum(dim=1).float().mean()),
+        "val/num_eos_tokens": float(rollout.has_stop.sum()),
+        "val/mean_value": float(masked_mean(rollout.values, mask)),
+        "val/explained_variance": float(explained),
+    }
+    if rollout.gold_scores is not None:
+        metrics["objective/gold_score"] = float(rollout.gold_scores.mean())
+    return metrics
+
+
+def first_non_finite(metrics: dict[str, float], names: tuple[str, ...]) -> str | None:
+    """The first of ``names`` whose value is NaN or infinite."""
+    for name in names:
+        value = metrics.get(name)
+        if value is not None and not math.isfinite(value):
+            return name
+    return None

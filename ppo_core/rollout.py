@@ -1,0 +1,200 @@
+"""The rollout: sample responses, then score them under the reference, the value network and the reward."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+from transformers import GenerationConfig, PreTrainedModel, PreTrainedTokenizerBase
+
+from ppo_core.models import ValueModel
+from ppo_core.rewards import RewardFunction
+from ppo_core.sequences import (
+    contains_stop,
+    position_ids_from_mask,
+    response_mask_after_stop,
+    token_logprobs,
+)
+
+
+@dataclass
+class Rollout:
+    """One batch of experience; every [B, R] tensor is aligned with ``responses``."""
+
+    prompts: list[str]
+    response_texts: list[str]
+    queries: torch.Tensor  # [B, Q] left-padded prompt ids
+    query_mask: torch.Tensor  # [B, Q]
+    responses: torch.Tensor  # [B, R] sampled ids, pad after the stop token
+    response_mask: torch.Tensor  # [B, R] True up to and including the stop token
+    has_stop: torch.Tensor  # [B]
+    logprobs: torch.Tensor  # [B, R] under the sampling policy, at the sampling temperature
+    ref_logprobs: torch.Tensor  # [B, R]
+    values: torch.Tensor  # [B, R]
+    scores: torch.Tensor  # [B] reward, after the missing-EOS penalty
+    gold_scores: torch.Tensor | None  # [B] a task's gold score, for monitoring only
+
+    @property
+    def num_response_tokens(self) -> int:
+        return int(self.response_mask.sum())
+
+
+def sampling_config(max_new_tokens: int, temperature: float, tokenizer: PreTrainedTokenizerBase,
+                    stop_token_id: int | None) -> GenerationConfig:
+    """Pure sampling from softmax(z / T): no top-k, top-p or penalties from the model's own defaults."""
+    return GenerationConfig(
+        max_new_tokens=max_new_tokens,
+        min_new_tokens=0,
+        do_sample=True,
+        temperature=temperature,
+        top_k=0,
+        top_p=1.0,
+        eos_token_id=stop_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        return_dict_in_generate=True,
+        output_logits=True,
+    )
+
+
+@torch.no_grad()
+def generate(
+    policy: PreTrainedModel,
+    queries: torch.Tensor,
+    query_mask: torch.Tensor,
+    generation_config: GenerationConfig,
+    stop_token_id: int | None,
+    pad_token_id: int,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Sample responses and their log-probabilities at the sampling temperature.
+
+    The log-probabilities come from the logits that generation already computed, so the rollout
+    needs no second forward pass of the policy. Returns ``(responses, response_mask, logprobs)``.
+    """
+    output = policy.generate(
+        input_ids=queries,
+        attention_mask=query_mask,
+        generation_config=generation_config,
+    )
+    responses = output.sequences[:, queries.shape[1]:]
+    logits = torch.stack(output.logits, dim=1)
+    response_mask = response_mask_after_stop(responses, stop_token_id)
+    responses = torch.where(response_mask, responses, torch.full_like(responses, pad_token_id))
+    logprobs = token_logprobs(logits, responses, generation_config.temperature)
+    return responses, response_mask, logprobs
+
+
+def joined_inputs(
+    queries: torch.Tensor, query_mask: torch.Tensor, responses: torch.Tensor, response_mask: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """input_ids, attention_mask and position_ids of prompt + response, padding excluded from attention."""
+    input_ids = torch.cat([queries, responses], dim=1)
+    attention_mask = torch.cat([query_mask.long(), response_mask.long()], dim=1)
+    return input_ids, attention_mask, position_ids_from_mask(attention_mask)
+
+
+def response_logits(
+    model: PreTrainedModel, queries: torch.Tensor, query_mask: torch.Tensor,
+    responses: torch.Tensor, response_mask: torch.Tensor,
+) -> torch.Tensor:
+    """Logits that predict each response token: positions Q-1 .. Q+R-2 of the joined sequence."""
+    input_ids, attention_mask, position_ids = joined_inputs(queries, query_mask, responses, response_mask)
+    logits = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids).logits
+    return logits[:, queries.shape[1] - 1 : -1]
+
+
+def response_values(
+    value_model: ValueModel, queries: torch.Tensor, query_mask: torch.Tensor,
+    responses: torch.Tensor, response_mask: torch.Tensor,
+) -> torch.Tensor:
+    """V(s_t) for the state before each response token."""
+    input_ids, attention_mask, position_ids = joined_inputs(queries, query_mask, responses, response_mask)
+    return value_model(input_ids, attention_mask, position_ids)[:, queries.shape[1] - 1 : -1].float()
+
+
+def decode_responses(
+    tokenizer: PreTrainedTokenizerBase, responses: torch.Tensor, response_mask: torch.Tensor
+) -> list[str]:
+    """Response text without padding or special tokens."""
+    rows = [row[mask].tolist() for row, mask in zip(responses.cpu(), response_mask.cpu(), strict=True)]
+    return tokenizer.batch_decode(rows, skip_special_tokens=True)
+
+
+@dataclass
+class RolloutModels:
+    """What a rollout reads: the current policy, the frozen reference, the value network and the rewards."""
+
+    policy: PreTrainedModel
+    reference: PreTrainedModel
+    value_model: ValueModel
+    reward: RewardFunction
+    gold_score: Callable[[list[str], list[str]], list[float]] | None
+    tokenizer: PreTrainedTokenizerBase
+
+
+@torch.no_grad()
+def collect_rollout(
+    models: RolloutModels,
+    prompts: Sequence[str],
+    generation_config: GenerationConfig,
+    stop_token_id: int | None,
+    forward_batch_size: int,
+    temperature: float,
+    missing_eos_penalty: float | None,
+    device: torch.device,
+) -> Rollout:
+    """Sample one response per prompt and record everything the PPO update needs."""
+    tokenizer = models.tokenizer
+    encoded = tokenizer(list(prompts), return_tensors="pt", padding=True)
+    queries, query_mask = encoded["input_ids"].to(device), encoded["attention_mask"].to(device)
+    chunks: dict[str, list[torch.Tensor]] = {"responses": [], "mask": [], "logprobs": [], "ref": [], "values": []}
+    for start in range(0, len(prompts), forward_batch_size):
+        rows = slice(start, start + forward_batch_size)
+        responses, response_mask, logprobs = generate(
+            models.policy, queries[rows], query_mask[rows], generation_config, stop_token_id,
+            tokenizer.pad_token_id,
+        )
+        ref_logits = response_logits(models.reference, queries[rows], query_mask[rows], responses, response_mask)
+        chunks["responses"].append(responses)
+        chunks["mask"].append(response_mask)
+        chunks["logprobs"].append(logprobs)
+        chunks["ref"].append(token_logprobs(ref_logits, responses, temperature))
+        chunks["values"].append(
+            response_values(models.value_model, queries[rows], query_mask[rows], responses, response_mask)
+        )
+    responses = _cat_right_padded(chunks["responses"], tokenizer.pad_token_id)
+    response_mask = _cat_right_padded(chunks["mask"], False)
+    response_texts = decode_responses(tokenizer, responses, response_mask)
+    has_stop = contains_stop(responses, stop_token_id)
+    scores = models.reward(prompts, response_texts).to(device)
+    if missing_eos_penalty is not None:
+        scores = torch.where(has_stop, scores, scores - missing_eos_penalty)
+    gold = None
+    if models.gold_score is not None:
+        gold = torch.tensor(models.gold_score(list(prompts), response_texts), dtype=torch.float32, device=device)
+    return Rollout(
+        prompts=list(prompts),
+        response_texts=response_texts,
+        queries=queries,
+        query_mask=query_mask,
+        responses=responses,
+        response_mask=response_mask,
+        has_stop=has_stop,
+        logprobs=_cat_right_padded(chunks["logprobs"], 0.0),
+        ref_logprobs=_cat_right_padded(chunks["ref"], 0.0),
+        values=_cat_right_padded(chunks["values"], 0.0),
+        scores=scores,
+        gold_scores=gold,
+    )
+
+
+def _cat_right_padded(parts: list[torch.Tensor], fill: float | int | bool) -> torch.Tensor:
+    """Concatenate [b, r_i] chunks whose generation stopped at different lengths."""
+    width = max(part.shape[1] for part in parts)
+    joined = parts[0].new_full((sum(part.shape[0] for part in parts), width), fill)
+    row = 0
+    for part in parts:
+        joined[row : row + part.shape[0], : part.shape[1]] = part
+        row += part.shape[0]
+    return joined

@@ -1,0 +1,213 @@
+"""PPOTrainer: the PPO loop for causal language models, reading top to bottom in the algorithm's order."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import torch
+from accelerate import Accelerator
+from accelerate.utils import set_seed
+from transformers import get_scheduler
+
+from ppo_core.advantages import gae, shape_rewards, whiten_advantages, whiten_rewards
+from ppo_core.callbacks import SampleGeneration, TrainerCallback
+from ppo_core.config import ConfigError, PPOConfig
+from ppo_core.kl import kl_per_token, make_kl_controller
+from ppo_core.metrics import first_non_finite, rollout_metrics
+from ppo_core.rollout import Rollout, collect_rollout, sampling_config
+from ppo_core.setup import RunSetup, build_setup
+from ppo_core.update import Optimisation, UpdateSettings, ppo_update
+
+GUARDED_METRICS = ("objective/kl", "loss/policy_avg", "loss/value_avg", "objective/scores")
+TRL_DEFAULT_RESPONSE_LENGTH = 53
+
+
+class NonFiniteError(RuntimeError):
+    """A loss, KL or score became NaN or infinite; the message names the metric and the update."""
+
+
+@dataclass
+class TrainResult:
+    metrics: list[dict[str, float]] = field(default_factory=list)
+    samples: list[SampleGeneration] = field(default_factory=list)
+    num_updates: int = 0
+    stop_reason: str | None = None
+
+
+class PPOTrainer:
+    """Trains ``config``'s policy with PPO against its reward, reporting to ``callbacks``.
+
+    Example::
+
+        trainer = PPOTrainer(PPOConfig(task="shortest_path", total_episodes=1024))
+        result = trainer.train()
+        print(result.metrics[-1]["objective/gold_score"])
+    """
+
+    def __init__(self, config: PPOConfig, callbacks: Sequence[TrainerCallback] = ()) -> None:
+        self.config = config
+        self.callbacks = list(callbacks)
+        set_seed(config.seed)
+        bf16 = config.bf16 if config.bf16 is not None else _gpu_supports_bf16(config.use_cpu)
+        self.accelerator = Accelerator(cpu=config.use_cpu, mixed_precision="bf16" if bf16 else "no")
+        config.derive_batch_sizes(self.accelerator.num_processes)
+        self.setup: RunSetup = build_setup(config, self.accelerator.device)
+        self.response_length = config.response_length or self.setup.default_response_length \
+            or TRL_DEFAULT_RESPONSE_LENGTH
+        total_episodes = config.total_episodes or int(config.num_train_epochs * len(self.setup.train_prompts))
+        self.num_updates = max(1, math.ceil(total_episodes / config.batch_size))
+        self._build_optimisation()
+        self.kl_controller = make_kl_controller(config.kl_coef, config.kl_target, config.kl_horizon)
+        self.generation_config = sampling_config(
+            self.response_length, config.temperature, self.setup.tokenizer, self.setup.stop_token_id
+        )
+        self.prompt_generator = torch.Generator().manual_seed(config.seed)
+        self.shuffle_generator = torch.Generator().manual_seed(config.seed + 1)
+        self._prompt_order: list[int] = []
+        self.episode = 0
+
+    def _build_optimisation(self) -> None:
+        c = self.config
+        models = self.setup.models
+        policy_optimizer = torch.optim.AdamW(
+            models.policy.parameters(), lr=c.learning_rate, eps=c.adam_epsilon, weight_decay=c.weight_decay
+        )
+        value_optimizer = torch.optim.AdamW(
+            models.value_model.parameters(), lr=c.effective_value_learning_rate, eps=c.adam_epsilon,
+            weight_decay=c.weight_decay,
+        )
+        warmup = c.warmup_steps or math.ceil(c.warmup_ratio * self.num_updates)
+        schedule = "constant_with_warmup" if c.lr_scheduler_type == "constant" else c.lr_scheduler_type
+        self.schedulers = [
+            get_scheduler(schedule, optimizer, num_warmup_steps=warmup, num_training_steps=self.num_updates)
+            for optimizer in (policy_optimizer, value_optimizer)
+        ]
+        policy, value_model, policy_optimizer, value_optimizer = self.accelerator.prepare(
+            models.policy, models.value_model, policy_optimizer, value_optimizer
+        )
+        models.policy, models.value_model = policy, value_model
+        self.optimisation = Optimisation(self.accelerator, policy, value_model, policy_optimizer, value_optimizer)
+        self.update_settings = UpdateSettings(
+            num_ppo_epochs=c.num_ppo_epochs,
+            local_mini_batch_size=c.local_mini_batch_size,
+            per_device_train_batch_size=c.per_device_train_batch_size,
+            cliprange=c.cliprange,
+            cliprange_value=c.cliprange_value,
+            vf_coef=c.vf_coef,
+            entropy_coef=c.entropy_coef,
+            temperature=c.temperature,
+            max_grad_norm=c.max_grad_norm,
+        )
+
+    def train(self) -> TrainResult:
+        """Run every PPO update, or until a callback asks to stop; raises NonFiniteError on divergence."""
+        result = TrainResult()
+        for callback in self.callbacks:
+            callback.on_train_begin(self.config, self.num_updates)
+        sample_every = max(1, self.num_updates // self.config.num_sample_generations) \
+            if self.config.num_sample_generations else 0
+        if sample_every:
+            self._record_samples(0, result)
+        for update in range(1, self.num_updates + 1):
+            metrics = self.step(update)
+            result.metrics.append(metrics)
+            result.num_updates = update
+            if sample_every and (update % sample_every == 0 or update == self.num_updates):
+                self._record_samples(update, result)
+            stop_reason = None
+            for callback in self.callbacks:
+                stop_reason = callback.on_update(update, metrics) or stop_reason
+            bad_metric = first_non_finite(metrics, GUARDED_METRICS)
+            if bad_metric is not None:
+                raise NonFiniteError(f"{bad_metric} is {metrics[bad_metric]} at update {update}")
+            if stop_reason:
+                result.stop_reason = stop_reason
+                break
+        for callback in self.callbacks:
+            callback.on_train_end(result.num_updates, result.stop_reason)
+        return result
+
+    def step(self, update: int) -> dict[str, float]:
+        """One PPO update: rollout, reward shaping, GAE, then the clipped-objective optimisation."""
+        c = self.config
+        started = time.perf_counter()
+        rollout = self._rollout(self._next_prompts())
+        kl = kl_per_token(rollout.logprobs, rollout.ref_logprobs, c.kl_estimator)
+        kl_coef = self.kl_controller.value
+        rewards, non_score_rewards = shape_rewards(rollout.scores, kl, kl_coef, rollout.response_mask)
+        if c.whiten_rewards:
+            rewards = whiten_rewards(rewards, rollout.response_mask)
+        advantages, returns = gae(rewards, rollout.values, rollout.response_mask, c.gamma, c.lam)
+        if c.whiten_advantages:
+            advantages = whiten_advantages(advantages, rollout.response_mask)
+        rollout_seconds = time.perf_counter() - started
+
+        lrs = [scheduler.get_last_lr()[0] for scheduler in self.schedulers]
+        update_stats = ppo_update(
+            rollout, advantages, returns, self.optimisation, self.update_settings, self.shuffle_generator
+        )
+        for scheduler in self.schedulers:
+            scheduler.step()
+        self.episode += len(rollout.prompts)
+        metrics = rollout_metrics(rollout, kl, non_score_rewards, returns)
+        self.kl_controller.update(metrics["objective/kl"], len(rollout.prompts))
+        update_seconds = time.perf_counter() - started - rollout_seconds
+        return {
+            "update": float(update),
+            "episode": float(self.episode),
+            **metrics,
+            **update_stats,
+            "objective/kl_coef": kl_coef,
+            "lr": lrs[0],
+            "lr_value": lrs[1],
+            "time/rollout_s": rollout_seconds,
+            "time/update_s": update_seconds,
+            "time/tokens_per_s": rollout.num_response_tokens / max(rollout_seconds + update_seconds, 1e-9),
+        }
+
+    def _rollout(self, prompts: list[str]) -> Rollout:
+        c = self.config
+        self.setup.models.policy = self.accelerator.unwrap_model(self.optimisation.policy)
+        with self.accelerator.autocast():
+            return collect_rollout(
+                self.setup.models, prompts, self.generation_config, self.setup.stop_token_id,
+                c.local_rollout_forward_batch_size, c.temperature, c.missing_eos_penalty, self.accelerator.device,
+            )
+
+    def _next_prompts(self) -> list[str]:
+        """A batch of prompts, reshuffling whenever an epoch over the prompts runs out."""
+        prompts = self.setup.train_prompts
+        batch = []
+        while len(batch) < self.config.local_batch_size:
+            if not self._prompt_order:
+                self._prompt_order = torch.randperm(len(prompts), generator=self.prompt_generator).tolist()
+            batch.append(prompts[self._prompt_order.pop()])
+        return batch
+
+    def _record_samples(self, update: int, result: TrainResult) -> None:
+        prompts = self.setup.eval_prompts
+        # A separate seeded stream keeps the training RNG, and so the metrics, independent of sampling here.
+        devices = [self.accelerator.device] if self.accelerator.device.type == "cuda" else []
+        with torch.random.fork_rng(devices=devices):
+            torch.manual_seed(self.config.seed + 7919 * (update + 1))
+            rollout = self._rollout(prompts)
+        gold = rollout.gold_scores.tolist() if rollout.gold_scores is not None else [None] * len(prompts)
+        samples = [
+            SampleGeneration(update, self.episode, index, prompt, response, float(score), gold_value)
+            for index, (prompt, response, score, gold_value) in enumerate(
+                zip(prompts, rollout.response_texts, rollout.scores.tolist(), gold, strict=True)
+            )
+        ]
+        result.samples.extend(samples)
+        for callback in self.callbacks:
+            callback.on_samples(update, samples)
+
+
+def _gpu_supports_bf16(use_cpu: bool) -> bool:
+    return not use_cpu and torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+
+
+__all__ = ["ConfigError", "NonFiniteError", "PPOTrainer", "TrainResult"]
