@@ -59,7 +59,9 @@ class AdaptiveKLController:
         self.value *= 1.0 + proportional_error * n_steps / self.horizon
 
 
-def make_kl_controller(kl_coef: float, kl_target: float | None, kl_horizon: int) -> FixedKLController | AdaptiveKLController:
+def make_kl_controller(
+    kl_coef: float, kl_target: float | None, kl_horizon: int
+) -> FixedKLController | AdaptiveKLController:
     """The controller a config asks for: adaptive when a target is given, fixed otherwise."""
     if kl_target is None:
         return FixedKLController(kl_coef)

@@ -1,0 +1,62 @@
+"""``ppo-tune train CONFIG.yaml [--set key=value ...] [--output DIR]``: one PPO run."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from ppo_core.callbacks import JsonlWriter
+from ppo_core.config import ConfigError
+from ppo_core.config_io import dump_config, load_config
+from ppo_core.progress import ProgressCallback
+from ppo_core.trainer import NonFiniteError, PPOTrainer
+
+
+def add_train_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("config", help="Run config (YAML or JSON) with PPOConfig fields, e.g. studies/train.yaml")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="Override one PPOConfig field; repeatable.")
+    parser.add_argument("--output", default=None, help="Output directory (default: runs/<config name>).")
+    parser.add_argument("--quiet", action="store_true", help="No progress bar.")
+
+
+def train_command(args: argparse.Namespace) -> int:
+    """Run one PPO run and write metrics.jsonl, samples.jsonl and config.yaml; 2 on bad input, 1 on divergence."""
+    try:
+        config = load_config(args.config, args.overrides)
+        output = Path(args.output or Path("runs") / Path(args.config).stem)
+        output.mkdir(parents=True, exist_ok=True)
+        dump_config(config, output / "config.yaml")
+        callbacks = [JsonlWriter(output)] + ([] if args.quiet else [ProgressCallback()])
+        started = time.perf_counter()
+        trainer = PPOTrainer(config, callbacks)
+        result = trainer.train()
+    except ConfigError as error:
+        print(f"ppo-tune train: error: {error}", file=sys.stderr)
+        return 2
+    except NonFiniteError as error:
+        print(f"ppo-tune train: diverged: {error}", file=sys.stderr)
+        return 1
+    summary = _summary(result.metrics, time.perf_counter() - started, output)
+    print(json.dumps(summary, indent=2))
+    return 0
+
+
+def _summary(metrics: list[dict[str, float]], seconds: float, output: Path) -> dict[str, float | str]:
+    first, last = metrics[0], metrics[-1]
+    summary: dict[str, float | str] = {
+        "updates": len(metrics),
+        "seconds": round(seconds, 1),
+        "seconds_per_update": round(sum(m["time/rollout_s"] + m["time/update_s"] for m in metrics) / len(metrics), 3),
+        "first_score": round(first["objective/scores"], 4),
+        "last_score": round(last["objective/scores"], 4),
+        "last_kl": round(last["objective/kl"], 4),
+        "output": str(output),
+    }
+    if "objective/gold_score" in last:
+        summary["first_gold_score"] = round(first["objective/gold_score"], 4)
+        summary["last_gold_score"] = round(last["objective/gold_score"], 4)
+    return summary

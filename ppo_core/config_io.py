@@ -1,0 +1,90 @@
+"""Building a PPOConfig from YAML/JSON files and ``key=value`` overrides, with one-line errors."""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+import typing
+from pathlib import Path
+from typing import Any
+
+import yaml
+from transformers import HfArgumentParser
+
+from ppo_core.config import ConfigError, PPOConfig, settable_fields
+
+# PyYAML follows YAML 1.1, where "1e-5" (no dot) is a string; users write it that way anyway.
+_FLOAT_TEXT = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
+
+
+def read_mapping(path: str | Path, what: str = "config") -> dict[str, Any]:
+    """A YAML or JSON file holding a mapping; ConfigError when it is missing or malformed."""
+    file = Path(path)
+    if not file.is_file():
+        raise ConfigError(f"{what}: no such file {str(path)!r}")
+    try:
+        text = file.read_text(encoding="utf-8")
+        data = json.loads(text) if file.suffix == ".json" else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as error:
+        first = str(error).strip().splitlines()[0]
+        raise ConfigError(f"{what}: {str(path)!r} is not valid {file.suffix.lstrip('.') or 'YAML'} ({first})") \
+            from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{what}: {str(path)!r} must hold a mapping of field: value")
+    return data
+
+
+def parse_overrides(pairs: list[str]) -> dict[str, Any]:
+    """``["kl_coef=0.1", "task=null"]`` -> ``{"kl_coef": 0.1, "task": None}``; values are parsed as YAML."""
+    overrides: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, text = pair.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set: expected key=value, got {pair!r}")
+        try:
+            overrides[key.strip()] = yaml.safe_load(text) if text.strip() else None
+        except yaml.YAMLError:
+            overrides[key.strip()] = text
+    return overrides
+
+
+def check_known_keys(values: dict[str, Any]) -> None:
+    """Reject keys PPOConfig lacks, suggesting the nearest field name."""
+    known = settable_fields()
+    for key in values:
+        if key not in known:
+            close = difflib.get_close_matches(key, known, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ConfigError(f"{key}: unknown config key{hint}")
+
+
+def _coerce_float_text(values: dict[str, Any]) -> dict[str, Any]:
+    hints = typing.get_type_hints(PPOConfig)
+    coerced = dict(values)
+    for key, value in values.items():
+        if isinstance(value, str) and float in (*typing.get_args(hints[key]), hints[key]) \
+                and _FLOAT_TEXT.match(value.strip()):
+            coerced[key] = float(value)
+    return coerced
+
+
+def build_config(values: dict[str, Any]) -> PPOConfig:
+    """Validate and build a PPOConfig from a plain mapping, through HfArgumentParser."""
+    check_known_keys(values)
+    (config,) = HfArgumentParser(PPOConfig).parse_dict(_coerce_float_text(values), allow_extra_keys=False)
+    return config
+
+
+def load_config(path: str | Path | None, overrides: list[str] | None = None) -> PPOConfig:
+    """The config in ``path`` (YAML or JSON), with ``key=value`` overrides applied on top."""
+    values = read_mapping(path) if path is not None else {}
+    values.update(parse_overrides(overrides or []))
+    return build_config(values)
+
+
+def dump_config(config: PPOConfig, path: str | Path) -> None:
+    """Write the resolved config as YAML, readable back by :func:`load_config`."""
+    Path(path).write_text(yaml.safe_dump(config.to_dict(), sort_keys=False), encoding="utf-8")

@@ -1,0 +1,92 @@
+"""PPOConfig: TRL names and defaults, derived batch sizes, and one-line errors naming the field."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from transformers import HfArgumentParser
+
+from ppo_core.config import ConfigError, PPOConfig, settable_fields
+from ppo_core.config_io import build_config, load_config, parse_overrides
+
+
+def test_trl_defaults() -> None:
+    config = PPOConfig()
+    assert (config.num_ppo_epochs, config.cliprange, config.vf_coef, config.cliprange_value) == (4, 0.2, 0.1, 0.2)
+    assert (config.gamma, config.lam, config.kl_coef, config.kl_estimator) == (1.0, 0.95, 0.05, "k1")
+    assert (config.temperature, config.per_device_train_batch_size, config.local_rollout_forward_batch_size) == (
+        0.7, 8, 64,
+    )
+
+
+def test_batch_hierarchy_computed_trls_way() -> None:
+    config = PPOConfig(per_device_train_batch_size=4, gradient_accumulation_steps=8, num_mini_batches=2)
+    assert config.local_batch_size == 32 and config.batch_size == 32 and config.micro_batch_size == 4
+    assert config.mini_batch_size == 16 and config.local_mini_batch_size == 16
+    config.derive_batch_sizes(world_size=2)
+    assert (config.batch_size, config.mini_batch_size, config.micro_batch_size) == (64, 32, 8)
+
+
+def test_every_field_has_help_text() -> None:
+    for name, config_field in settable_fields().items():
+        assert config_field.metadata.get("help"), name
+
+
+def test_hf_argument_parser_reads_flags_json_and_yaml(tmp_path: Path) -> None:
+    parser = HfArgumentParser(PPOConfig)
+    (from_flags,) = parser.parse_args_into_dataclasses(["--kl_coef", "0.1", "--kl_estimator", "k3"])
+    assert from_flags.kl_coef == 0.1 and from_flags.kl_estimator == "k3"
+    (tmp_path / "c.json").write_text(json.dumps({"cliprange": 0.1}))
+    (tmp_path / "c.yaml").write_text("lam: 0.9\nkl_target: 6\n")
+    assert parser.parse_json_file(tmp_path / "c.json")[0].cliprange == 0.1
+    from_yaml = parser.parse_yaml_file(tmp_path / "c.yaml")[0]
+    assert from_yaml.lam == 0.9 and from_yaml.adaptive_kl
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"clip_range": 0.2}, r"^clip_range: unknown config key \(did you mean 'cliprange'\?\)$"),
+        ({"cliprange": 0.0}, r"^cliprange: must be > 0, got 0.0$"),
+        ({"cliprange": -0.1}, r"^cliprange: must be > 0"),
+        ({"lam": 1.5}, r"^lam: must be in \[0, 1\]"),
+        ({"learning_rate": -1e-5}, r"^learning_rate: must be >= 0"),
+        ({"value_learning_rate": -1.0}, r"^value_learning_rate: must be >= 0"),
+        ({"learning_rate": "fast"}, r"^learning_rate: expected float, got 'fast'$"),
+        ({"num_ppo_epochs": 2.5}, r"^num_ppo_epochs: expected int"),
+        ({"whiten_rewards": "yes"}, r"^whiten_rewards: expected bool"),
+        ({"kl_estimator": "k7"}, r"^kl_estimator: expected one of 'k1', 'k2', 'k3', 'abs'"),
+        ({"kl_target": -3.0}, r"^kl_target: must be > 0"),
+        ({"per_device_train_batch_size": 3, "gradient_accumulation_steps": 3, "num_mini_batches": 2},
+         r"^num_mini_batches: 2 must divide the rollout batch"),
+        ({"per_device_train_batch_size": 4, "gradient_accumulation_steps": 2, "num_mini_batches": 4},
+         r"^per_device_train_batch_size: 4 must divide the mini-batch 2"),
+        ({"stop_token": "eos", "stop_token_id": 3}, r"^stop_token_id: cannot be set together"),
+        ({"task": None}, r"^sft_model_path: required when task is null$"),
+    ],
+)
+def test_bad_values_give_one_line_error_naming_the_field(values: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=message) as caught:
+        build_config(values)
+    assert "\n" not in str(caught.value)
+
+
+def test_yaml_float_without_dot_and_overrides(tmp_path: Path) -> None:
+    path = tmp_path / "run.yaml"
+    path.write_text("learning_rate: 1e-5\nkl_coef: 0.1\n")
+    config = load_config(path, ["kl_coef=0.2", "kl_target=null", "num_ppo_epochs=2"])
+    assert config.learning_rate == 1e-5 and config.kl_coef == 0.2 and config.num_ppo_epochs == 2
+    assert parse_overrides(["task=null"]) == {"task": None}
+    with pytest.raises(ConfigError, match="^--set: expected key=value"):
+        parse_overrides(["kl_coef"])
+
+
+def test_missing_and_malformed_files(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="no such file"):
+        load_config(tmp_path / "absent.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("kl_coef: [0.1\n")
+    with pytest.raises(ConfigError, match="is not valid yaml"):
+        load_config(bad)
