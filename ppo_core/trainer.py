@@ -21,7 +21,7 @@ from ppo_core.rollout import Rollout, collect_rollout, sampling_config
 from ppo_core.setup import RunSetup, build_setup
 from ppo_core.update import Optimisation, UpdateSettings, ppo_update
 
-GUARDED_METRICS = ("objective/kl", "loss/policy_avg", "loss/value_avg", "objective/scores")
+GUARDED_METRICS = ("objective/scores", "objective/kl", "loss/policy_avg", "loss/value_avg")
 TRL_DEFAULT_RESPONSE_LENGTH = 53
 
 
@@ -115,14 +115,14 @@ class PPOTrainer:
             metrics = self.step(update)
             result.metrics.append(metrics)
             result.num_updates = update
-            if sample_every and (update % sample_every == 0 or update == self.num_updates):
-                self._record_samples(update, result)
             stop_reason = None
             for callback in self.callbacks:
                 stop_reason = callback.on_update(update, metrics) or stop_reason
             bad_metric = first_non_finite(metrics, GUARDED_METRICS)
             if bad_metric is not None:
                 raise NonFiniteError(f"{bad_metric} is {metrics[bad_metric]} at update {update}")
+            if sample_every and (update % sample_every == 0 or update == self.num_updates or stop_reason):
+                self._record_samples(update, result)
             if stop_reason:
                 result.stop_reason = stop_reason
                 break

@@ -10,3 +10,7 @@ def count_letter_a(prompts: list[str], responses: list[str]) -> list[float]:
 
 def wrong_length(prompts: list[str], responses: list[str]) -> list[float]:
     return [0.0]
+
+
+def nan_reward(prompts: list[str], responses: list[str]) -> list[float]:
+    return [float("nan")] * len(responses)
