@@ -1,10 +1,18 @@
-"""The ``ppo-tune`` command: ``train`` one run, and the study commands."""
+"""The ``ppo-tune`` command: ``train`` one run; ``run``, ``list``, ``show`` and ``best`` for studies."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
+from pathlib import Path
+
+DEFAULT_STUDIES_DIR = Path("studies")
+
+
+class UsageError(ValueError):
+    """Bad input from the command line: printed as one line, exit status 2."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -13,7 +21,136 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ppo-tune", description="Find PPO (RLHF) hyperparameters that work.")
     commands = parser.add_subparsers(dest="command", required=True)
     add_train_arguments(commands.add_parser("train", help="Run one PPO run from a config file."))
+
+    run = commands.add_parser("run", help="Create or resume a study and run its trials.")
+    run.add_argument("study", help="Study file, e.g. studies/quickstart.yaml")
+    run.add_argument("--n-trials", type=int, default=None, help="Finished trials to reach (overrides the file).")
+    run.add_argument("--timeout", type=float, default=None, help="Seconds after which no new trial starts.")
+    run.add_argument("--storage", default=None, help="Optuna storage URL (overrides the file).")
+    run.add_argument("--workers", type=int, default=None,
+                     help="Worker processes on this machine (default: one per GPU, else 1).")
+
+    for name, help_text in (("list", "List studies with trial counts and best values."),
+                            ("show", "Print a study's trial table."),
+                            ("best", "Print the best trial's full config.")):
+        sub = commands.add_parser(name, help=help_text)
+        if name != "list":
+            sub.add_argument("name", help="Study name.")
+        sub.add_argument("--storage", default=None,
+                         help=f"Storage URL (default: every {DEFAULT_STUDIES_DIR}/*.db).")
+        if name == "best":
+            sub.add_argument("--format", choices=("yaml", "json", "trl-args"), default="yaml")
     return parser
+
+
+def storages(storage: str | None) -> list[str]:
+    if storage:
+        return [storage]
+    return [f"sqlite:///{path.resolve()}" for path in sorted(DEFAULT_STUDIES_DIR.glob("*.db"))]
+
+
+def load_named_study(name: str, storage: str | None):
+    import optuna
+
+    from tuner.storage import open_storage
+
+    for url in storages(storage):
+        try:
+            return optuna.load_study(study_name=name, storage=open_storage(url))
+        except KeyError:
+            continue
+    where = storage or f"{DEFAULT_STUDIES_DIR}/*.db"
+    raise UsageError(f"study {name!r} not found in {where}")
+
+
+def _print_frame(frame, title: str) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title)
+    for column in frame.columns:
+        table.add_column(str(column))
+    for row in frame.itertuples(index=False):
+        table.add_row(*[_cell(value) for value in row])
+    Console(width=max(120, 24 * len(frame.columns))).print(table)
+
+
+def _cell(value: object) -> str:
+    if isinstance(value, float):
+        return "" if value != value else f"{value:.4g}"
+    return "" if value is None else str(value)
+
+
+def command_run(args: argparse.Namespace) -> int:
+    from tuner.runner import run_study, visible_gpus
+    from tuner.study_config import load_study_spec
+
+    spec = load_study_spec(args.study)
+    if args.storage:
+        spec.storage = args.storage
+    for flag, value in (("--n-trials", args.n_trials), ("--workers", args.workers)):
+        if value is not None and value < 1:
+            raise UsageError(f"{flag}: must be >= 1, got {value}")
+    workers = args.workers or max(1, len(visible_gpus()))
+    n_trials = args.n_trials if args.n_trials is not None else spec.n_trials
+    timeout = args.timeout if args.timeout is not None else spec.timeout
+    if n_trials is None and timeout is None:
+        raise UsageError("n_trials: the study needs n_trials or timeout (in the file or as flags)")
+    return run_study(spec, n_trials, timeout, workers)
+
+
+def command_list(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from tuner.reports import study_summaries
+    from tuner.storage import open_storage
+
+    frames = [study_summaries(open_storage(url)) for url in storages(args.storage)]
+    frame = pd.concat([f for f in frames if not f.empty], ignore_index=True) if any(not f.empty for f in frames) \
+        else pd.DataFrame()
+    if frame.empty:
+        print("no studies found")
+        return 0
+    _print_frame(frame, "studies")
+    return 0
+
+
+def command_show(args: argparse.Namespace) -> int:
+    from tuner.reports import trials_frame
+
+    study = load_named_study(args.name, args.storage)
+    frame = trials_frame(study)
+    if frame.empty:
+        print(f"study {args.name!r} has no trials yet")
+        return 0
+    frame.columns = [c.removeprefix("param:") for c in frame.columns]
+    _print_frame(frame, f"study {args.name}")
+    return 0
+
+
+def command_best(args: argparse.Namespace) -> int:
+    import yaml
+
+    from tuner.reports import best_trials, trial_config
+    from tuner.trl_args import trl_arguments
+
+    study = load_named_study(args.name, args.storage)
+    best = best_trials(study)
+    if not best:
+        raise UsageError(f"study {args.name!r} has no completed trial yet")
+    config = trial_config(best[0])
+    header = f"best trial {best[0].number}: values {', '.join(f'{v:.4f}' for v in best[0].values)}"
+    if len(best) > 1:
+        header += f" (first of {len(best)} Pareto-optimal trials, by the first objective)"
+    if args.format == "json":
+        print(json.dumps({"trial": best[0].number, "values": best[0].values, "config": config}, indent=2))
+    elif args.format == "yaml":
+        print(f"# {header}")
+        print(yaml.safe_dump(config, sort_keys=False), end="")
+    else:
+        print(f"# {header}")
+        print(trl_arguments(config), end="")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -24,7 +161,20 @@ def main(argv: list[str] | None = None) -> int:
         from ppo_core.cli import train_command
 
         return train_command(args)
-    return 2
+    from sqlalchemy.exc import ArgumentError, OperationalError
+
+    from tuner.study_config import StudyConfigError
+
+    handlers = {"run": command_run, "list": command_list, "show": command_show, "best": command_best}
+    try:
+        return handlers[args.command](args)
+    except (UsageError, StudyConfigError) as error:
+        print(f"ppo-tune {args.command}: error: {error}", file=sys.stderr)
+        return 2
+    except (ArgumentError, OperationalError) as error:
+        first = (str(error).strip().splitlines() or [""])[0]
+        print(f"ppo-tune {args.command}: error: storage: {first}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -1,0 +1,76 @@
+"""Tables of studies and trials (pandas), and the best trial's config, for the CLI and the dashboard."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import optuna
+import pandas as pd
+from optuna.trial import FrozenTrial, TrialState
+
+from tuner.kl_guard import KL_HISTORY_ATTR
+from tuner.objective import CONFIG_ATTR, FAIL_REASON_ATTR, PRUNE_REASON_ATTR
+
+
+def study_summaries(storage: str | optuna.storages.BaseStorage) -> pd.DataFrame:
+    """One row per study: trial counts by state and the best value(s)."""
+    rows = []
+    for summary in optuna.get_all_study_summaries(storage, include_best_trial=False):
+        study = optuna.load_study(study_name=summary.study_name, storage=storage)
+        trials = study.get_trials(deepcopy=False)
+        counts = {state.name.lower(): sum(t.state == state for t in trials) for state in TrialState}
+        best = best_trials(study)
+        rows.append({
+            "study": summary.study_name,
+            "directions": ",".join(d.name.lower() for d in study.directions),
+            "trials": len(trials),
+            **{k: v for k, v in counts.items() if k in ("complete", "pruned", "fail", "running", "waiting")},
+            "best_trial": best[0].number if best else None,
+            "best_value": _format_values(best[0].values) if best else "",
+        })
+    return pd.DataFrame(rows)
+
+
+def best_trials(study: optuna.Study) -> list[FrozenTrial]:
+    """The best trial, or for several objectives the Pareto front ordered by the first objective."""
+    if not study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+        return []
+    if len(study.directions) == 1:
+        return [study.best_trial]
+    sign = -1 if study.directions[0] == optuna.study.StudyDirection.MAXIMIZE else 1
+    return sorted(study.best_trials, key=lambda t: sign * t.values[0])
+
+
+def _format_values(values: list[float] | None) -> str:
+    if not values:
+        return ""
+    return ", ".join(f"{v:.4g}" for v in values)
+
+
+def trial_reason(trial: FrozenTrial) -> str:
+    return str(trial.user_attrs.get(PRUNE_REASON_ATTR) or trial.user_attrs.get(FAIL_REASON_ATTR) or "")
+
+
+def updates_run(trial: FrozenTrial) -> int:
+    return len(trial.user_attrs.get(KL_HISTORY_ATTR, []))
+
+
+def trials_frame(study: optuna.Study) -> pd.DataFrame:
+    """number, state, params, objective values, prune/fail reason, duration and updates for every trial."""
+    names = study.metric_names or [f"value_{i}" for i in range(len(study.directions))]
+    rows = []
+    for trial in study.get_trials(deepcopy=False):
+        row: dict[str, Any] = {"number": trial.number, "state": trial.state.name}
+        row.update({f"param:{k}": v for k, v in trial.params.items()})
+        for index, name in enumerate(names):
+            row[name] = trial.values[index] if trial.values else math.nan
+        duration = trial.duration.total_seconds() if trial.duration is not None else math.nan
+        row.update({"reason": trial_reason(trial), "duration_s": duration, "updates": updates_run(trial)})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def trial_config(trial: FrozenTrial) -> dict[str, Any]:
+    """The full resolved PPOConfig values the trial ran with."""
+    return dict(trial.user_attrs.get(CONFIG_ATTR, {}))

@@ -1,0 +1,259 @@
+"""The study file (``studies/*.yaml``): what to tune, how to search, how to judge and when to stop a trial.
+
+Every problem raises :class:`StudyConfigError` with one line naming the key; the CLI exits with 2.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ppo_core.config import ConfigError, settable_fields
+from ppo_core.config_io import build_config, read_mapping
+from tuner.storage import default_storage_url
+
+SAMPLERS = ("tpe", "random", "cmaes", "gp", "nsgaii", "grid", "qmc")
+PRUNERS = ("median", "percentile", "hyperband", "successive_halving", "none")
+REDUCTIONS = ("last", "mean", "max", "min", "mean_last_k")
+DIRECTIONS = ("maximize", "minimize")
+# Search-space keys that are not PPOConfig fields: they set several fields at once (see search_space.py).
+VIRTUAL_PARAMS = ("kl_control", "rollout_batch_size", "mini_batch_size")
+TOP_LEVEL_KEYS = ("name", "storage", "n_trials", "timeout", "sampler", "pruner", "objectives", "kl_guard", "base",
+                  "search_space", "heartbeat_interval", "description")
+
+
+class StudyConfigError(ValueError):
+    """The study file is wrong; one line that names the key."""
+
+
+@dataclass(frozen=True)
+class Objective:
+    metric: str
+    direction: str = "maximize"
+    reduce: str = "mean_last_k"
+    k: int = 5
+
+    @property
+    def label(self) -> str:
+        return f"{self.metric} ({self.reduce}{f' {self.k}' if self.reduce == 'mean_last_k' else ''})"
+
+
+@dataclass(frozen=True)
+class KLGuard:
+    """When a trial's KL counts as blown up (the seed guidance: above 10-15 or 15-20 nats is divergence)."""
+
+    enabled: bool = True
+    metric: str = "objective/kl"
+    threshold: float = 20.0
+    predict: bool = True
+    window: int = 5
+    min_updates: int = 3
+    predict_min_fraction: float = 0.5
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    name: str
+    type: str
+    low: float | None = None
+    high: float | None = None
+    log: bool = False
+    step: float | None = None
+    choices: tuple[Any, ...] = ()
+
+
+@dataclass
+class StudySpec:
+    name: str
+    storage: str
+    path: Path
+    n_trials: int | None
+    timeout: float | None
+    sampler: dict[str, Any]
+    pruner: dict[str, Any]
+    objectives: list[Objective]
+    kl_guard: KLGuard
+    base: dict[str, Any]
+    search_space: dict[str, ParamSpec] = field(default_factory=dict)
+    heartbeat_interval: int = 10
+
+    @property
+    def directions(self) -> list[str]:
+        return [objective.direction for objective in self.objectives]
+
+    @property
+    def multi_objective(self) -> bool:
+        return len(self.objectives) > 1
+
+
+def _fail(message: str) -> StudyConfigError:
+    return StudyConfigError(message)
+
+
+def _mapping(value: Any, key: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise _fail(f"{key}: expected a mapping, got {value!r}")
+    return value
+
+
+def _check_keys(data: dict[str, Any], allowed: tuple[str, ...], where: str) -> None:
+    for key in data:
+        if key not in allowed:
+            raise _fail(f"{where}{key}: unknown key (expected one of {', '.join(allowed)})")
+
+
+def _number(value: Any, key: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise _fail(f"{key}: expected a number, got {value!r}")
+    try:
+        return float(value)
+    except ValueError:
+        raise _fail(f"{key}: expected a number, got {value!r}") from None
+
+
+def parse_param(name: str, raw: Any) -> ParamSpec:
+    key = f"search_space.{name}"
+    spec = _mapping(raw, key)
+    _check_keys(spec, ("type", "low", "high", "log", "step", "choices"), f"{key}.")
+    kind = spec.get("type")
+    if kind == "categorical":
+        choices = spec.get("choices")
+        if not isinstance(choices, list) or not choices:
+            raise _fail(f"{key}.choices: a categorical parameter needs a non-empty list of choices")
+        return ParamSpec(name, "categorical", choices=tuple(choices))
+    if kind not in ("float", "int"):
+        raise _fail(f"{key}.type: expected float, int or categorical, got {kind!r}")
+    if "low" not in spec or "high" not in spec:
+        raise _fail(f"{key}: {kind} parameters need low and high")
+    low, high = _number(spec["low"], f"{key}.low"), _number(spec["high"], f"{key}.high")
+    log = bool(spec.get("log", False))
+    step = None if spec.get("step") is None else _number(spec["step"], f"{key}.step")
+    if low > high:
+        raise _fail(f"{key}: low {low:g} is greater than high {high:g}")
+    if log and low <= 0:
+        raise _fail(f"{key}: log scale needs low > 0, got {low:g}")
+    if log and step is not None:
+        raise _fail(f"{key}: step and log cannot be used together")
+    if kind == "int" and not (low.is_integer() and high.is_integer()):
+        raise _fail(f"{key}: int parameters need whole-number low and high")
+    return ParamSpec(name, kind, low, high, log, step)
+
+
+def _parse_search_space(raw: Any) -> dict[str, ParamSpec]:
+    known = settable_fields()
+    space = {}
+    for name, spec in _mapping(raw, "search_space").items():
+        if name not in known and name not in VIRTUAL_PARAMS:
+            raise _fail(f"search_space.{name}: PPOConfig has no field {name!r}")
+        space[name] = parse_param(name, spec)
+    if "kl_control" in space:
+        kl_control = space["kl_control"]
+        if kl_control.type != "categorical" or not set(kl_control.choices) <= {"fixed", "adaptive"}:
+            raise _fail("search_space.kl_control: must be categorical with choices from [fixed, adaptive]")
+        if "adaptive" in kl_control.choices and "kl_target" not in space:
+            raise _fail("search_space.kl_control: choosing 'adaptive' needs a kl_target range")
+    for batch_key in ("rollout_batch_size", "mini_batch_size"):
+        spec = space.get(batch_key)
+        if spec is not None and (spec.type != "categorical"
+                                 or not all(isinstance(c, int) and c > 0 and c & (c - 1) == 0 for c in spec.choices)):
+            raise _fail(f"search_space.{batch_key}: must be categorical with powers of two as choices")
+    return space
+
+
+def _parse_objectives(raw: Any) -> list[Objective]:
+    if not isinstance(raw, list) or not raw:
+        raise _fail("objectives: expected a non-empty list of {metric, direction, reduce}")
+    objectives = []
+    for index, item in enumerate(raw):
+        key = f"objectives[{index}]"
+        spec = _mapping(item, key)
+        _check_keys(spec, ("metric", "direction", "reduce", "k"), f"{key}.")
+        if not isinstance(spec.get("metric"), str):
+            raise _fail(f"{key}.metric: expected a metric name such as objective/gold_score")
+        objective = Objective(spec["metric"], spec.get("direction", "maximize"), spec.get("reduce", "mean_last_k"),
+                              int(spec.get("k", 5)))
+        if objective.direction not in DIRECTIONS:
+            raise _fail(f"{key}.direction: expected maximize or minimize, got {objective.direction!r}")
+        if objective.reduce not in REDUCTIONS:
+            raise _fail(f"{key}.reduce: expected one of {', '.join(REDUCTIONS)}, got {objective.reduce!r}")
+        if objective.k < 1:
+            raise _fail(f"{key}.k: must be >= 1")
+        objectives.append(objective)
+    return objectives
+
+
+def _parse_kl_guard(raw: Any) -> KLGuard:
+    spec = _mapping(raw, "kl_guard")
+    allowed = tuple(KLGuard.__dataclass_fields__)
+    _check_keys(spec, allowed, "kl_guard.")
+    guard = KLGuard(**spec)
+    if guard.threshold <= 0 or not math.isfinite(guard.threshold):
+        raise _fail(f"kl_guard.threshold: must be a positive number of nats, got {guard.threshold!r}")
+    if guard.window < 2 or guard.min_updates < 1:
+        raise _fail("kl_guard.window: must be >= 2 (and min_updates >= 1)")
+    return guard
+
+
+def _parse_sampler(raw: Any) -> dict[str, Any]:
+    spec = dict(_mapping(raw, "sampler")) or {"name": "tpe"}
+    if spec.get("name", "tpe") not in SAMPLERS:
+        raise _fail(f"sampler.name: expected one of {', '.join(SAMPLERS)}, got {spec.get('name')!r}")
+    spec.setdefault("name", "tpe")
+    return spec
+
+
+def _parse_pruner(raw: Any) -> dict[str, Any]:
+    spec = dict(_mapping(raw, "pruner")) or {"name": "none"}
+    if spec.get("name", "none") not in PRUNERS:
+        raise _fail(f"pruner.name: expected one of {', '.join(PRUNERS)}, got {spec.get('name')!r}")
+    spec.setdefault("name", "none")
+    return spec
+
+
+def parse_study(data: dict[str, Any], path: Path) -> StudySpec:
+    """Validate a study mapping (as read from ``path``)."""
+    _check_keys(data, TOP_LEVEL_KEYS, "")
+    name = data.get("name")
+    if not isinstance(name, str) or not name.strip():
+        raise _fail("name: the study needs a name")
+    n_trials, timeout = data.get("n_trials"), data.get("timeout")
+    if n_trials is not None and (not isinstance(n_trials, int) or n_trials < 1):
+        raise _fail(f"n_trials: expected a positive integer, got {n_trials!r}")
+    if timeout is not None:
+        timeout = _number(timeout, "timeout")
+    base = _mapping(data.get("base"), "base")
+    try:
+        build_config(base)
+    except ConfigError as error:
+        raise _fail(f"base.{error}") from None
+    spec = StudySpec(
+        name=name,
+        storage=data.get("storage") or default_storage_url(path, name),
+        path=path,
+        n_trials=n_trials,
+        timeout=timeout,
+        sampler=_parse_sampler(data.get("sampler")),
+        pruner=_parse_pruner(data.get("pruner")),
+        objectives=_parse_objectives(data.get("objectives")),
+        kl_guard=_parse_kl_guard(data.get("kl_guard")),
+        base=base,
+        search_space=_parse_search_space(data.get("search_space")),
+        heartbeat_interval=int(data.get("heartbeat_interval", 10)),
+    )
+    for name in spec.search_space:
+        if name in base and name not in VIRTUAL_PARAMS:
+            raise _fail(f"search_space.{name}: also set in base; a field is either fixed or searched")
+    return spec
+
+
+def load_study_spec(path: str | Path) -> StudySpec:
+    """Read and validate a study file."""
+    try:
+        data = read_mapping(path, "study")
+    except ConfigError as error:
+        raise _fail(str(error)) from None
+    return parse_study(data, Path(path))

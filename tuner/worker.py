@@ -1,0 +1,107 @@
+"""A worker process: joins (or creates) the study in the shared storage and runs trials until the target.
+
+Several workers, on one machine or many, coordinate only through Optuna's RDB storage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import optuna
+from optuna.trial import TrialState
+
+from tuner.factory import make_pruner, make_sampler
+from tuner.objective import make_objective
+from tuner.storage import create_engine, open_storage
+from tuner.store import create_tables
+from tuner.study_config import StudySpec, load_study_spec
+
+FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
+
+
+def open_study(spec: StudySpec, heartbeat: bool = True, worker_index: int = 0) -> optuna.Study:
+    """Create the study, or load it when it exists (the resume path)."""
+    storage = open_storage(spec.storage, heartbeat_interval=spec.heartbeat_interval if heartbeat else None)
+    return optuna.create_study(
+        study_name=spec.name,
+        storage=storage,
+        load_if_exists=True,
+        directions=spec.directions,
+        sampler=make_sampler(spec, worker_index),
+        pruner=make_pruner(spec),
+    )
+
+
+class StopWhenTargetReached:
+    """Stops this worker once finished + running trials reach the target, or too many trials failed.
+
+    Counting running trials keeps parallel workers from overshooting the target; the failure cap keeps
+    a broken setup from failing trials forever.
+    """
+
+    def __init__(self, n_trials: int | None, max_failures: int) -> None:
+        self.n_trials = n_trials
+        self.max_failures = max_failures
+
+    def __call__(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+        states = [t.state for t in study.get_trials(deepcopy=False)]
+        finished_or_running = sum(s in FINISHED or s == TrialState.RUNNING for s in states)
+        failed = sum(s == TrialState.FAIL for s in states)
+        if (self.n_trials is not None and finished_or_running >= self.n_trials) or failed >= self.max_failures:
+            study.stop()
+
+
+def finished_count(study: optuna.Study) -> int:
+    return len(study.get_trials(deepcopy=False, states=FINISHED))
+
+
+def run_worker(
+    spec: StudySpec, n_trials: int | None, timeout: float | None, threads: int | None, worker_index: int = 0
+) -> None:
+    """Run trials of ``spec`` in this process until ``n_trials`` are finished study-wide or ``timeout``."""
+    if threads:
+        import torch
+
+        # Several workers share the cores; oversubscribed BLAS threads slow tiny models down tenfold.
+        torch.set_num_threads(threads)
+    study = open_study(spec, worker_index=worker_index)
+    engine = create_engine(spec.storage)
+    create_tables(engine)
+    if n_trials is not None and finished_count(study) >= n_trials:
+        return
+    stopper = StopWhenTargetReached(n_trials, max_failures=max(5, n_trials or 0))
+    study.optimize(
+        make_objective(spec, make_pruner(spec), engine),
+        timeout=timeout,
+        catch=(Exception,),
+        callbacks=[stopper],
+        gc_after_trial=True,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tuner.worker")
+    parser.add_argument("study")
+    parser.add_argument("--storage", default=None)
+    parser.add_argument("--n-trials", type=int, default=None)
+    parser.add_argument("--timeout", type=float, default=None)
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--worker-index", type=int, default=0, help="Offsets the sampler seed per worker.")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    spec = load_study_spec(args.study)
+    if args.storage:
+        spec.storage = args.storage
+    try:
+        run_worker(spec, args.n_trials if args.n_trials is not None else spec.n_trials,
+                   args.timeout if args.timeout is not None else spec.timeout, args.threads, args.worker_index)
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
