@@ -79,7 +79,7 @@ def test_yaml_float_without_dot_and_overrides(tmp_path: Path) -> None:
     config = load_config(path, ["kl_coef=0.2", "kl_target=null", "num_ppo_epochs=2"])
     assert config.learning_rate == 1e-5 and config.kl_coef == 0.2 and config.num_ppo_epochs == 2
     assert parse_overrides(["task=null"]) == {"task": None}
-    with pytest.raises(ConfigError, match="^--set: expected key=value"):
+    with pytest.raises(ConfigError, match=r"^--set: expected key=value"):
         parse_overrides(["kl_coef"])
 
 

@@ -18,7 +18,7 @@ def reference_gae(rewards: list[float], values: list[float], gamma: float, lam: 
     """A_t = sum_{l>=0} (gamma lam)^l delta_{t+l}, with V past the end = 0, as an explicit double sum."""
     n = len(rewards)
     deltas = [rewards[t] + gamma * (values[t + 1] if t + 1 < n else 0.0) - values[t] for t in range(n)]
-    return [sum((gamma * lam) ** l * deltas[t + l] for l in range(n - t)) for t in range(n)]
+    return [sum((gamma * lam) ** k * deltas[t + k] for k in range(n - t)) for t in range(n)]
 
 
 @pytest.mark.parametrize(("gamma", "lam"), [(1.0, 0.95), (0.9, 0.5), (1.0, 1.0), (0.99, 0.0)])

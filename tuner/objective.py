@@ -11,6 +11,8 @@ import sqlalchemy
 
 from ppo_core import NonFiniteError, PPOTrainer, SampleGeneration, TrainerCallback
 from ppo_core.config_io import build_config
+from ppo_core.metrics import first_non_finite
+from ppo_core.trainer import GUARDED_METRICS
 from tuner.kl_guard import BUDGET_ATTR, KL_HISTORY_ATTR, NON_FINITE_ATTR, KLGuardPruner, blowup_reason
 from tuner.search_space import suggest_params
 from tuner.store import TrialStore
@@ -63,7 +65,8 @@ class TrialReporter(TrainerCallback):
             self.histories[objective.metric].append(metrics[objective.metric])
         self.kl_history.append(metrics.get(self.spec.kl_guard.metric, 0.0))
         self.trial.set_user_attr(KL_HISTORY_ATTR, self.kl_history)
-        non_finite = next((name for name, value in metrics.items() if not math.isfinite(value)), None)
+        # The root cause first (score, KL, losses), then whatever else went non-finite.
+        non_finite = first_non_finite(metrics, GUARDED_METRICS) or first_non_finite(metrics, tuple(metrics))
         if non_finite is not None:
             # Numerical divergence is a failure, not a judgement on the hyperparameters' promise: FAIL.
             message = f"{non_finite} is {metrics[non_finite]} at update {update}"

@@ -65,7 +65,8 @@ def open_storage(
             "grace_period": grace_period or 4 * heartbeat_interval,
             "heartbeat_stale_trial_callback": RetryHeartbeatStaleTrialCallback(max_retry=max_retry),
         }
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    # Failed trials are reported with their reason by ppo-tune itself; Optuna would add a traceback per trial.
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
     return RDBStorage(url, engine_kwargs=engine_kwargs(url), **heartbeat)
 
 

@@ -226,10 +226,6 @@ def parse_study(data: dict[str, Any], path: Path) -> StudySpec:
     if timeout is not None:
         timeout = _number(timeout, "timeout")
     base = _mapping(data.get("base"), "base")
-    try:
-        build_config(base)
-    except ConfigError as error:
-        raise _fail(f"base.{error}") from None
     spec = StudySpec(
         name=name,
         storage=data.get("storage") or default_storage_url(path, name),
@@ -247,7 +243,31 @@ def parse_study(data: dict[str, Any], path: Path) -> StudySpec:
     for name in spec.search_space:
         if name in base and name not in VIRTUAL_PARAMS:
             raise _fail(f"search_space.{name}: also set in base; a field is either fixed or searched")
+    _check_example_config(spec)
     return spec
+
+
+def _check_example_config(spec: StudySpec) -> None:
+    """Build one config from base plus the first choice or low end of every searched field, so a base
+    that cannot work (a bad value, a missing model path) fails now rather than in every trial."""
+    from tuner.search_space import batch_hierarchy
+
+    example = dict(spec.base)
+    for name, param in spec.search_space.items():
+        if name not in VIRTUAL_PARAMS:
+            example[name] = param.choices[0] if param.type == "categorical" else \
+                (int(param.low) if param.type == "int" else param.low)
+    if "rollout_batch_size" in spec.search_space or "mini_batch_size" in spec.search_space:
+        rollout = spec.search_space.get("rollout_batch_size")
+        mini = spec.search_space.get("mini_batch_size")
+        first_rollout = int(rollout.choices[0]) if rollout else 8
+        example.update(batch_hierarchy(first_rollout, int(mini.choices[0]) if mini else first_rollout,
+                                       int(spec.base.get("per_device_train_batch_size", 8))))
+    try:
+        build_config(example)
+    except ConfigError as error:
+        field_name = str(error).split(":", 1)[0]
+        raise _fail(f"{'search_space' if field_name in spec.search_space else 'base'}.{error}") from None
 
 
 def load_study_spec(path: str | Path) -> StudySpec:

@@ -1,0 +1,45 @@
+"""Study files for tests: tiny real PPO trials on the conftest models, with a callable reward."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+TESTS_DIR = Path(__file__).parent
+
+
+def write_study(directory: Path, lm_dir: Path, prompts: Path, name: str = "tiny", **overrides: Any) -> Path:
+    """A study YAML in ``directory``; ``overrides`` replace top-level keys, ``base`` entries are merged."""
+    study: dict[str, Any] = {
+        "name": name,
+        "n_trials": 4,
+        "sampler": {"name": "random", "seed": 0},
+        "pruner": {"name": "none"},
+        "objectives": [{"metric": "objective/scores", "direction": "maximize", "reduce": "mean_last_k", "k": 2}],
+        "kl_guard": {"threshold": 1000.0},
+        "heartbeat_interval": 1,
+        "base": {
+            "task": None,
+            "sft_model_path": str(lm_dir),
+            "reward_model_path": "reward_functions:count_letter_a",
+            "prompts_path": str(prompts),
+            "response_length": 5,
+            "per_device_train_batch_size": 8,
+            "total_episodes": 64,
+            "num_ppo_epochs": 1,
+            "num_sample_generations": 2,
+            "num_eval_prompts": 2,
+            "stop_token": None,
+        },
+        "search_space": {"learning_rate": {"type": "float", "low": 1e-4, "high": 1e-3, "log": True}},
+    }
+    base_overrides = overrides.pop("base", {})
+    study.update(overrides)
+    study["base"].update(base_overrides)
+    for searched in study["search_space"]:
+        study["base"].pop(searched, None)
+    path = directory / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(study))
+    return path

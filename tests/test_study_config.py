@@ -1,0 +1,100 @@
+"""Study files: one-line errors with exit status 2, and search spaces whose every sample is a valid config."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import optuna
+import pytest
+
+from ppo_core.config_io import build_config
+from studies import write_study
+from tuner.cli import main
+from tuner.search_space import batch_hierarchy, suggest_params
+from tuner.study_config import StudyConfigError, load_study_spec
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"colour": "blue"}, "colour: unknown key"),
+        ({"search_space": {"learning_rate": {"type": "float", "low": 1e-3, "high": 1e-5}}},
+         "search_space.learning_rate: low 0.001 is greater than high 1e-05"),
+        ({"search_space": {"kl_coef": {"type": "float", "low": 0.0, "high": 0.2, "log": True}}},
+         "search_space.kl_coef: log scale needs low > 0, got 0"),
+        ({"search_space": {"warp_factor": {"type": "float", "low": 1, "high": 2}}},
+         "search_space.warp_factor: PPOConfig has no field 'warp_factor'"),
+        ({"search_space": {"lam": {"type": "uniform", "low": 0.9, "high": 1.0}}}, "search_space.lam.type"),
+        ({"base": {"cliprange": -1.0}}, "base.cliprange: must be > 0"),
+        ({"sampler": {"name": "bayes"}}, "sampler.name: expected one of"),
+        ({"objectives": [{"metric": "objective/scores", "direction": "up"}]}, "objectives[0].direction"),
+        ({"search_space": {"mini_batch_size": {"type": "categorical", "choices": [3, 6]}}},
+         "search_space.mini_batch_size: must be categorical with powers of two"),
+    ],
+)
+def test_bad_study_files_exit_2_with_one_line(
+    tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path, capsys: pytest.CaptureFixture[str],
+    overrides: dict, message: str,
+) -> None:
+    path = write_study(tmp_path, tiny_lm_dir, prompts_file, **overrides)
+    assert main(["run", str(path), "--storage", f"sqlite:///{tmp_path / 'x.db'}"]) == 2
+    error = capsys.readouterr().err.strip()
+    assert "\n" not in error and message in error, error
+    assert not (tmp_path / "x.db").exists()  # nothing was created for a study that cannot run
+
+
+def test_missing_study_file_and_unknown_study(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", str(tmp_path / "absent.yaml")]) == 2
+    assert "no such file" in capsys.readouterr().err
+    assert main(["show", "nope", "--storage", f"sqlite:///{tmp_path / 'empty.db'}"]) == 2
+    assert "study 'nope' not found" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("study_file", sorted((ROOT / "studies").glob("*.yaml")), ids=lambda p: p.name)
+def test_shipped_study_files_are_valid(study_file: Path) -> None:
+    if "base" not in study_file.read_text() or "search_space" not in study_file.read_text():
+        pytest.skip("a run config, not a study")  # run configs are checked by the train tests
+    spec = load_study_spec(study_file)
+    assert spec.objectives and spec.search_space
+
+
+def test_every_batch_combination_divides() -> None:
+    for rollout, mini, cap in itertools.product([8, 16, 32, 64, 128], [1, 4, 8, 16, 32, 64, 128], [1, 3, 4, 8, 16]):
+        build_config({**batch_hierarchy(rollout, mini, cap), "task": "shortest_path"})
+
+
+def test_kl_control_samples_only_the_chosen_knob(tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path) -> None:
+    path = write_study(tmp_path, tiny_lm_dir, prompts_file, search_space={
+        "kl_control": {"type": "categorical", "choices": ["fixed", "adaptive"]},
+        "kl_coef": {"type": "float", "low": 0.01, "high": 0.2, "log": True},
+        "kl_target": {"type": "float", "low": 3.0, "high": 12.0},
+        "rollout_batch_size": {"type": "categorical", "choices": [16, 32]},
+        "mini_batch_size": {"type": "categorical", "choices": [4, 8, 16, 32, 64]},
+    })
+    spec = load_study_spec(path)
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=1))
+    modes = set()
+    for _ in range(30):
+        trial = study.ask()
+        values = suggest_params(trial, spec.search_space, spec.base)
+        config = build_config({**spec.base, **values})
+        modes.add(trial.params["kl_control"])
+        if trial.params["kl_control"] == "fixed":
+            assert "kl_target" not in trial.params and config.kl_target is None
+        else:
+            assert "kl_coef" not in trial.params and config.kl_target is not None
+        assert config.local_batch_size == trial.params["rollout_batch_size"]
+        study.tell(trial, 0.0)
+    assert modes == {"fixed", "adaptive"}
+
+
+def test_search_space_errors_name_the_parameter(tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path) -> None:
+    path = write_study(tmp_path, tiny_lm_dir, prompts_file, search_space={
+        "kl_control": {"type": "categorical", "choices": ["fixed", "adaptive"]},
+        "kl_coef": {"type": "float", "low": 0.01, "high": 0.2},
+    })
+    with pytest.raises(StudyConfigError, match="kl_control: choosing 'adaptive' needs a kl_target range"):
+        load_study_spec(path)

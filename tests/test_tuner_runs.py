@@ -1,0 +1,225 @@
+"""Real studies of a few tiny trials: pruning, failures, resuming, killed workers, parallel workers."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from studies import TESTS_DIR, write_study
+from tuner.cli import main
+from tuner.kl_guard import KLGuardPruner, blowup_reason
+from tuner.objective import FAIL_REASON_ATTR, PRUNE_REASON_ATTR, PRUNED_AT_ATTR
+from tuner.reports import updates_run
+from tuner.storage import create_engine, open_storage
+from tuner.store import count_rows, read_metrics, read_samples
+from tuner.study_config import KLGuard, load_study_spec
+from tuner.worker import run_worker
+
+BLOW_UP = {  # a learning rate and beta that push KL up within a few updates on the letter-counting reward
+    "search_space": {"learning_rate": {"type": "float", "low": 2e-2, "high": 3e-2, "log": True}},
+    "base": {"kl_coef": 0.0001, "total_episodes": 400},
+    "kl_guard": {"threshold": 2.0, "predict": False},
+    "n_trials": 1,
+}
+
+
+@pytest.fixture(autouse=True)
+def reward_functions_importable(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Worker processes import the test reward functions by name, as users' own modules would be.
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS_DIR), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.syspath_prepend(str(TESTS_DIR))
+
+
+def load(path: Path) -> optuna.Study:
+    spec = load_study_spec(path)
+    return optuna.load_study(study_name=spec.name, storage=open_storage(spec.storage))
+
+
+def test_blowup_rule_threshold_trend_and_non_finite() -> None:
+    guard = KLGuard(threshold=10.0, window=3, min_updates=3, predict_min_fraction=0.5)
+    assert blowup_reason([1.0, 2.0, 11.0], 50, guard) is not None
+    assert "passed the threshold" in blowup_reason([11.0], 50, guard)  # type: ignore[operator]
+    rising = [3.0, 4.5, 6.0]  # +1.5/update from 6: crosses 10 in 3 updates
+    assert "trend" in blowup_reason(rising, 50, guard)  # type: ignore[operator]
+    assert blowup_reason(rising, 4, guard) is None  # the budget ends before the line crosses
+    assert blowup_reason([0.5, 1.0, 1.5], 50, guard) is None  # early growth below half the threshold
+    assert blowup_reason([6.0, 5.0, 6.0], 50, guard) is None  # flat
+    assert "nan" in blowup_reason([1.0, float("nan")], 50, guard)  # type: ignore[operator]
+    assert blowup_reason([50.0], 50, KLGuard(enabled=False)) is None
+
+
+def test_kl_guard_composes_with_median_pruner(tmp_path: Path) -> None:
+    storage = open_storage(f"sqlite:///{tmp_path / 'p.db'}")
+    pruner = KLGuardPruner(KLGuard(threshold=5.0), inner=optuna.pruners.MedianPruner(n_startup_trials=1))
+    study = optuna.create_study(storage=storage, pruner=pruner, direction="maximize")
+    good = study.ask()
+    for step in range(3):
+        good.report(1.0, step)
+    study.tell(good, 1.0)
+    blown = study.ask()
+    blown.set_user_attr("kl_history", [1.0, 9.0])
+    blown.report(5.0, 0)  # a good objective does not save a trial whose KL blew up
+    assert blown.should_prune()
+    weak = study.ask()
+    weak.set_user_attr("kl_history", [1.0])
+    weak.report(0.0, 0)
+    assert weak.should_prune()  # the median pruner still works beside the guard
+    fine = study.ask()
+    fine.set_user_attr("kl_history", [1.0])
+    fine.report(2.0, 0)
+    assert not fine.should_prune()
+
+
+def test_kl_blowup_is_pruned_with_reason_and_keeps_its_metrics(
+    tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path
+) -> None:
+    path = write_study(tmp_path, tiny_lm_dir, prompts_file, **BLOW_UP)
+    spec = load_study_spec(path)
+    run_worker(spec, n_trials=1, timeout=None, threads=None)
+    (trial,) = load(path).get_trials()
+    assert trial.state == TrialState.PRUNED
+    assert "objective/kl" in trial.user_attrs[PRUNE_REASON_ATTR]
+    assert "passed the threshold 2" in trial.user_attrs[PRUNE_REASON_ATTR]
+    pruned_at = trial.user_attrs[PRUNED_AT_ATTR]
+    assert 1 <= pruned_at < 25  # stopped early: the budget was 25 updates
+    metrics = read_metrics(create_engine(spec.storage), spec.name)
+    assert metrics["update"].tolist() == list(range(1, pruned_at + 1))
+    assert metrics["objective/kl"].iloc[-1] > 2.0
+
+
+def test_multi_objective_study_prunes_kl_blowup(tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path) -> None:
+    objectives = [{"metric": "objective/scores", "direction": "maximize"},
+                  {"metric": "objective/kl", "direction": "minimize", "reduce": "last"}]
+    path = write_study(tmp_path, tiny_lm_dir, prompts_file, objectives=objectives, **BLOW_UP)
+    run_worker(load_study_spec(path), n_trials=1, timeout=None, threads=None)
+    (trial,) = load(path).get_trials()
+    assert trial.state == TrialState.PRUNED and "threshold" in trial.user_attrs[PRUNE_REASON_ATTR]
+
+
+def test_failing_trials_are_recorded_and_the_study_goes_on(
+    tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path
+) -> None:
+    rewards = ["reward_functions:wrong_length", "reward_functions:nan_reward", "reward_functions:count_letter_a"]
+    path = write_study(
+        tmp_path, tiny_lm_dir, prompts_file, n_trials=3, sampler={"name": "grid"},
+        search_space={"reward_model_path": {"type": "categorical", "choices": rewards}},
+    )
+    assert main(["run", str(path)]) == 0
+    trials = {t.params["reward_model_path"]: t for t in load(path).get_trials()}
+    assert trials[rewards[0]].state == TrialState.FAIL
+    assert "returned 1 scores for" in trials[rewards[0]].user_attrs[FAIL_REASON_ATTR]
+    assert trials[rewards[1]].state == TrialState.FAIL
+    assert "objective/scores is nan at update 1" in trials[rewards[1]].user_attrs[FAIL_REASON_ATTR]
+    assert trials[rewards[2]].state == TrialState.COMPLETE
+
+
+def _wait_for(condition, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.2)
+
+
+def _states(path: Path) -> list[TrialState]:
+    try:
+        return [t.state for t in load(path).get_trials(deepcopy=False)]
+    except KeyError:
+        return []
+
+
+def test_ctrl_c_ends_cleanly_and_rerun_resumes(tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path) -> None:
+    path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=3, base={"total_episodes": 160})
+    command = [sys.executable, "-m", "tuner.cli", "run", str(path)]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    _wait_for(lambda: TrialState.COMPLETE in _states(path) and TrialState.RUNNING in _states(path), 120,
+              "one finished and one running trial")
+    finished_before = {t.number: t.values for t in load(path).get_trials() if t.state == TrialState.COMPLETE}
+    process.send_signal(signal.SIGINT)
+    output = process.communicate(timeout=60)[0].decode()
+    assert process.returncode == 130, output
+    assert "rerun the same command to resume" in output
+    interrupted = [t for t in load(path).get_trials() if t.state == TrialState.FAIL]
+    assert len(interrupted) == 1 and "interrupted" in interrupted[0].user_attrs[FAIL_REASON_ATTR]
+
+    assert main(["run", str(path)]) == 0
+    trials = load(path).get_trials()
+    completed = {t.number: t.values for t in trials if t.state == TrialState.COMPLETE}
+    assert len(completed) == 3
+    assert all(completed[number] == values for number, values in finished_before.items())
+    retried = [t for t in trials if t.user_attrs.get("retry_of") == interrupted[0].number]
+    assert retried and retried[0].params == interrupted[0].params
+
+
+def test_sigkilled_workers_trial_is_failed_and_retried(
+    tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path
+) -> None:
+    path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=2, base={"total_episodes": 800})
+    worker = [sys.executable, "-m", "tuner.worker", str(path), "--threads", "1"]
+    victim = subprocess.Popen(worker)
+    _wait_for(lambda: TrialState.RUNNING in _states(path), 120, "a running trial")
+    victim.send_signal(signal.SIGKILL)
+    victim.wait()
+    assert _states(path) == [TrialState.RUNNING]  # nobody has noticed yet
+    time.sleep(5)  # past the grace period (4 heartbeats of 1 s)
+    run_worker(load_study_spec(path).__class__(**{**vars(load_study_spec(path)),
+                                                  "base": {**load_study_spec(path).base, "total_episodes": 64}}),
+               n_trials=2, timeout=None, threads=None)
+    trials = load(path).get_trials()
+    assert trials[0].state == TrialState.FAIL
+    retries = [t for t in trials if t.system_attrs.get("failed_trial") == 0]
+    assert len(retries) == 1 and retries[0].state == TrialState.COMPLETE
+    assert retries[0].params == trials[0].params
+
+
+def _check_parallel_study(path: Path, workers: int, n_trials: int) -> None:
+    spec = load_study_spec(path)
+    trials = load(path).get_trials()
+    finished = [t for t in trials if t.state in (TrialState.COMPLETE, TrialState.PRUNED)]
+    assert len(finished) >= n_trials
+    assert all(t.state != TrialState.FAIL for t in trials), [t.user_attrs for t in trials]
+    engine = create_engine(spec.storage)
+    metrics = read_metrics(engine, spec.name)
+    # Every update of every trial is stored exactly once, and every trial's samples are there.
+    assert metrics.groupby("trial_number").size().to_dict() == {t.number: updates_run(t) for t in trials}
+    assert not metrics.duplicated(["trial_id", "update"]).any()
+    samples = read_samples(engine, spec.name)
+    assert set(samples["trial_number"]) == {t.number for t in trials}
+    metric_rows, sample_rows = count_rows(engine, spec.name)
+    assert metric_rows == len(metrics) and sample_rows == len(samples)
+
+
+def test_two_workers_on_sqlite_lose_and_duplicate_nothing(
+    tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path
+) -> None:
+    path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=6)
+    assert main(["run", str(path), "--workers", "2"]) == 0
+    _check_parallel_study(path, workers=2, n_trials=6)
+
+
+def postgres_url() -> str:
+    url = os.environ.get("PPO_TUNE_POSTGRES_URL")
+    if not url:
+        if os.environ.get("CI"):
+            pytest.fail("PPO_TUNE_POSTGRES_URL is not set: .ci/run must start PostgreSQL for these tests")
+        pytest.skip("set PPO_TUNE_POSTGRES_URL to run the PostgreSQL tests")
+    return url
+
+
+def test_three_workers_on_postgresql_lose_and_duplicate_nothing(
+    tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path
+) -> None:
+    url = postgres_url()
+    name = f"pg_{os.getpid()}_{int(time.time())}"
+    path = write_study(tmp_path, tiny_lm_dir, prompts_file, name=name, n_trials=6, storage=url)
+    assert main(["run", str(path), "--workers", "3"]) == 0
+    _check_parallel_study(path, workers=3, n_trials=6)
+    assert main(["list", "--storage", url]) == 0
