@@ -1,0 +1,54 @@
+"""The parameters that fully determine a built-in task (and therefore its cache key)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+
+# Bump whenever the build code changes what a given set of parameters produces, so old
+# cache entries are not silently reused.
+BUILD_VERSION = 1
+
+
+@dataclass(frozen=True)
+class TaskParams:
+    """Everything a shortest-path task build depends on; the build is a pure function of this."""
+
+    seed: int
+    # Graph.
+    num_nodes: int
+    num_edges: int
+    max_degree: int
+    # SFT walks: a random walk that takes a goal-directed step with probability greedy_prob.
+    greedy_prob: float
+    max_walk_len: int
+    # Prompts.
+    num_eval_prompts: int
+    # Model size (shared by policy and reward model).
+    n_layer: int
+    n_embd: int
+    n_head: int
+    n_positions: int
+    # SFT training.
+    sft_steps: int
+    sft_batch_size: int
+    sft_lr: float
+    # Reward model: finite preference data and Bradley-Terry training.
+    rm_train_pairs: int
+    rm_heldout_pairs: int
+    rm_epochs: int
+    rm_batch_size: int
+    rm_lr: float
+    # Build-time evaluation of the SFT policy.
+    eval_samples_per_prompt: int
+
+    @property
+    def response_length(self) -> int:
+        """Max new tokens for generation: the longest SFT walk, its EOS, and a little slack."""
+        return self.max_walk_len + 2
+
+    def cache_key(self) -> str:
+        """A 12-hex-digit hash of the parameters and the build version."""
+        payload = json.dumps({"build_version": BUILD_VERSION, **asdict(self)}, sort_keys=True)
+        return hashlib.sha256(payload.encode()).hexdigest()[:12]

@@ -1,0 +1,139 @@
+"""Named task variants, and the on-disk cache that builds each one once and shares it.
+
+A task lives in ``<cache_dir>/tasks/<name>-<hash12>/``, the hash covering every build
+parameter, so all trials (and all tuner worker processes) start from the same SFT
+policy and reward model. Builds go to a temporary directory that is renamed into place
+only when complete, under a file lock, so concurrent callers wait for one build instead
+of racing or reading half-written files.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from filelock import FileLock
+
+from ppo_core.tasks.base import BuiltinTask
+from ppo_core.tasks.build import BUILD_INFO, POLICY_DIR, REWARD_MODEL_DIR, build_task, task_graph, task_prompts
+from ppo_core.tasks.gold import GoldScorer
+from ppo_core.tasks.params import TaskParams
+from ppo_core.tasks.text import format_for_reward
+
+logger = logging.getLogger(__name__)
+
+_COMMON = dict(n_layer=2, n_embd=64, n_head=4, n_positions=64, num_eval_prompts=8, max_degree=4)
+
+VARIANTS: dict[str, TaskParams] = {
+    # The default: ~20 s to build on 2 CPU cores; SFT walks are valid but wasteful.
+    "shortest_path": TaskParams(
+        seed=0,
+        num_nodes=16,
+        num_edges=24,
+        greedy_prob=0.05,
+        max_walk_len=16,
+        sft_steps=350,
+        sft_batch_size=64,
+        sft_lr=3e-3,
+        rm_train_pairs=1500,
+        rm_heldout_pairs=400,
+        rm_epochs=4,
+        rm_batch_size=32,
+        rm_lr=2e-3,
+        eval_samples_per_prompt=32,
+        **_COMMON,
+    ),
+    # For tests: a smaller graph and shorter trainings, a few seconds to build.
+    "shortest_path_tiny": TaskParams(
+        seed=0,
+        num_nodes=10,
+        num_edges=14,
+        greedy_prob=0.1,
+        max_walk_len=10,
+        sft_steps=150,
+        sft_batch_size=64,
+        sft_lr=5e-3,
+        rm_train_pairs=800,
+        rm_heldout_pairs=200,
+        rm_epochs=5,
+        rm_batch_size=32,
+        rm_lr=3e-3,
+        eval_samples_per_prompt=16,
+        **_COMMON,
+    ),
+}
+
+TASK_NAMES: tuple[str, ...] = tuple(VARIANTS)
+
+
+def default_cache_dir() -> Path:
+    """``$PPO_TUNE_CACHE`` if set, else ``~/.cache/ppo-tune``."""
+    env = os.environ.get("PPO_TUNE_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "ppo-tune"
+
+
+def task_params(name: str) -> TaskParams:
+    """The parameters of a named variant; ``ValueError`` naming the valid ones otherwise."""
+    if name not in VARIANTS:
+        raise ValueError(f"unknown task {name!r}; valid tasks: {', '.join(TASK_NAMES)}")
+    return VARIANTS[name]
+
+
+def task_dir(name: str, cache_dir: str | os.PathLike[str] | None = None) -> Path:
+    """Where the named task is (or will be) cached."""
+    root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    return root / "tasks" / f"{name}-{task_params(name).cache_key()}"
+
+
+def _is_complete(directory: Path) -> bool:
+    return (directory / BUILD_INFO).is_file()
+
+
+def _build_atomically(name: str, params: TaskParams, target: Path) -> None:
+    """Build into a sibling temp dir, then rename it to ``target`` (caller holds the lock)."""
+    if target.exists():
+        # Not produced by us (renames are atomic): a leftover to replace, not to trust.
+        shutil.rmtree(target)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        tmp.chmod(0o755)  # mkdtemp makes it private; the cache is meant to be shared and browsed
+        logger.info("building task %s into %s (first use only)", name, target)
+        info = build_task(name, params, tmp)
+        os.rename(tmp, target)
+        logger.info("built task %s in %.1f s", name, info["seconds"]["total"])
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def get_task(name: str, cache_dir: str | None = None) -> BuiltinTask:
+    """Return the named built-in task, building and caching it on first use.
+
+    Safe to call from several processes at once: one builds, the others wait on the lock
+    and then load the same files.
+    """
+    params = task_params(name)
+    target = task_dir(name, cache_dir)
+    if not _is_complete(target):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(target) + ".lock"):
+            if not _is_complete(target):
+                _build_atomically(name, params, target)
+    info = json.loads((target / BUILD_INFO).read_text())
+    graph = task_graph(params)
+    train_prompts, eval_prompts = task_prompts(params, graph)
+    return BuiltinTask(
+        name=name,
+        policy_path=str(target / POLICY_DIR),
+        reward_model_path=str(target / REWARD_MODEL_DIR),
+        train_prompts=train_prompts,
+        eval_prompts=eval_prompts,
+        gold_score=GoldScorer(graph),
+        reward_text=format_for_reward,
+        response_length=params.response_length,
+        info=info,
+    )

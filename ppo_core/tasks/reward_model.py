@@ -1,0 +1,111 @@
+"""The proxy reward model: a GPT-2 sequence classifier trained with a Bradley-Terry loss.
+
+As in RLHF practice it starts from the SFT policy's transformer (so it already "knows"
+the graph's edges) and learns a scalar head from a finite set of preference pairs.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from transformers import GPT2ForSequenceClassification, GPT2LMHeadModel, PreTrainedTokenizerFast
+
+from ppo_core.tasks.pairs import PreferencePair
+from ppo_core.tasks.params import TaskParams
+from ppo_core.tasks.sft import warmup_cosine
+from ppo_core.tasks.text import format_for_reward
+
+# Pulls the mean reward of each pair towards 0 so the RM's scale stays centred (the BT
+# loss alone only fixes differences), which keeps PPO rewards in a sane range.
+CENTERING_COEF = 1e-2
+
+
+def init_reward_model(policy: GPT2LMHeadModel) -> GPT2ForSequenceClassification:
+    """A one-output classifier whose transformer is a copy of the policy's."""
+    config = policy.config.to_dict()
+    # The label maps come from the LM config's defaults and would contradict num_labels=1.
+    config.pop("id2label", None)
+    config.pop("label2id", None)
+    config.update(num_labels=1, architectures=["GPT2ForSequenceClassification"])
+    model = GPT2ForSequenceClassification(type(policy.config).from_dict(config))
+    model.transformer.load_state_dict(policy.transformer.state_dict())
+    return model
+
+
+def pad_right(rows: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-pad token-id lists to one width; returns ``(input_ids, attention_mask)``."""
+    width = max(len(r) for r in rows)
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, row in enumerate(rows):
+        ids[i, : len(row)] = torch.tensor(row, dtype=torch.long)
+        mask[i, : len(row)] = 1
+    return ids, mask
+
+
+def encode_pairs(
+    tokenizer: PreTrainedTokenizerFast, pairs: list[PreferencePair]
+) -> tuple[list[list[int]], list[list[int]]]:
+    """Token ids of the RM texts for the chosen and the rejected side of each pair."""
+    chosen = [format_for_reward(p.prompt, p.chosen) for p in pairs]
+    rejected = [format_for_reward(p.prompt, p.rejected) for p in pairs]
+    return tokenizer(chosen)["input_ids"], tokenizer(rejected)["input_ids"]
+
+
+def score_ids(model: GPT2ForSequenceClassification, rows: list[list[int]], pad_id: int) -> torch.Tensor:
+    """RM scores for pre-tokenised texts, right-padded as the saved RM tokenizer pads.
+
+    Batches are right-padded so GPT-2's default absolute positions match a plain
+    ``model(**tokenizer(texts, padding=True))`` call with the RM directory's tokenizer.
+    A caller that pads on the left must pass ``position_ids = attention_mask.cumsum(-1) - 1``
+    (clamped at 0): with shifted positions this RM's scores are badly wrong.
+    """
+    ids, mask = pad_right(rows, pad_id)
+    return model(input_ids=ids, attention_mask=mask).logits.squeeze(-1)
+
+
+def train_reward_model(
+    policy: GPT2LMHeadModel,
+    tokenizer: PreTrainedTokenizerFast,
+    pairs: list[PreferencePair],
+    params: TaskParams,
+    generator: torch.Generator,
+) -> tuple[GPT2ForSequenceClassification, list[float]]:
+    """Bradley-Terry training on ``pairs``; returns the model (eval mode) and its loss curve."""
+    model = init_reward_model(policy)
+    chosen, rejected = encode_pairs(tokenizer, pairs)
+    steps_per_epoch = -(-len(pairs) // params.rm_batch_size)
+    total = steps_per_epoch * params.rm_epochs
+    optimizer = torch.optim.AdamW(model.parameters(), lr=params.rm_lr, weight_decay=0.01)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: warmup_cosine(step, total))
+    model.train()
+    losses = []
+    for _ in range(params.rm_epochs):
+        order = torch.randperm(len(pairs), generator=generator).tolist()
+        for first in range(0, len(order), params.rm_batch_size):
+            batch = order[first : first + params.rm_batch_size]
+            rows = [chosen[i] for i in batch] + [rejected[i] for i in batch]
+            scores = score_ids(model, rows, tokenizer.pad_token_id)
+            good, bad = scores[: len(batch)], scores[len(batch) :]
+            loss = -F.logsigmoid(good - bad).mean() + CENTERING_COEF * ((good + bad) ** 2).mean()
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            scheduler.step()
+            losses.append(loss.item())
+    model.eval()
+    return model, losses
+
+
+@torch.no_grad()
+def pairwise_accuracy(
+    model: GPT2ForSequenceClassification,
+    tokenizer: PreTrainedTokenizerFast,
+    pairs: list[PreferencePair],
+) -> float:
+    """Fraction of pairs where the RM scores the chosen response strictly higher."""
+    chosen, rejected = encode_pairs(tokenizer, pairs)
+    good = score_ids(model, chosen, tokenizer.pad_token_id)
+    bad = score_ids(model, rejected, tokenizer.pad_token_id)
+    return float((good > bad).float().mean())

@@ -1,0 +1,74 @@
+"""Sampling responses from the policy, used to measure the SFT policy's gold score at build time.
+
+A plain loop rather than ``generate`` so temperature, seeding and EOS handling are exactly
+what the task's text interface says: responses are the tokens after the prompt, cut after
+the first EOS, decoded with ``skip_special_tokens=True``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from transformers import PreTrainedModel, PreTrainedTokenizerFast
+
+
+@torch.no_grad()
+def sample_responses(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerFast,
+    prompts: list[str],
+    temperature: float,
+    max_new_tokens: int,
+    generator: torch.Generator,
+) -> list[str]:
+    """Sample one response per prompt at ``temperature`` (full softmax, no top-k/top-p)."""
+    enc = tokenizer(prompts, padding=True, return_tensors="pt")
+    input_ids, attention_mask = enc["input_ids"], enc["attention_mask"]
+    start = input_ids.shape[1]
+    done = torch.zeros(len(prompts), dtype=torch.bool)
+    for _ in range(max_new_tokens):
+        # Left padding: derive positions from the mask so each prompt starts at position 0.
+        position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
+        logits = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids).logits
+        probs = torch.softmax(logits[:, -1].float() / temperature, dim=-1)
+        nxt = torch.multinomial(probs, 1, generator=generator).squeeze(1)
+        nxt = torch.where(done, torch.full_like(nxt, tokenizer.pad_token_id), nxt)
+        input_ids = torch.cat([input_ids, nxt[:, None]], dim=1)
+        attention_mask = torch.cat([attention_mask, (~done).long()[:, None]], dim=1)
+        done |= nxt == tokenizer.eos_token_id
+        if bool(done.all()):
+            break
+    responses = []
+    for row in input_ids[:, start:].tolist():
+        if tokenizer.eos_token_id in row:
+            row = row[: row.index(tokenizer.eos_token_id) + 1]
+        responses.append(tokenizer.decode(row, skip_special_tokens=True))
+    return responses
+
+
+def mean_gold(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerFast,
+    gold_score: Callable[[list[str], list[str]], list[float]],
+    prompts: list[str],
+    samples_per_prompt: int,
+    temperature: float,
+    max_new_tokens: int,
+    seed: int,
+) -> dict[str, float]:
+    """Mean gold score, rate of valid walks and mean response length (in words) over samples.
+
+    Valid means a positive score: the scorer gives exactly 0.0 to invalid walks only.
+    """
+    generator = torch.Generator().manual_seed(seed)
+    batch = [p for p in prompts for _ in range(samples_per_prompt)]
+    responses = sample_responses(model, tokenizer, batch, temperature, max_new_tokens, generator)
+    scores = gold_score(batch, responses)
+    lengths = [len(r.split()) for r in responses]
+    n = len(scores)
+    return {
+        "gold": sum(scores) / n,
+        "valid_rate": sum(s > 0 for s in scores) / n,
+        "mean_words": sum(lengths) / n,
+    }
