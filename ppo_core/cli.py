@@ -25,6 +25,10 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
 
 def train_command(args: argparse.Namespace) -> int:
     """Run one PPO run and write metrics.jsonl, samples.jsonl and config.yaml; 2 on bad input, 1 on divergence."""
+    from transformers.utils import logging as transformers_logging
+
+    transformers_logging.set_verbosity_error()
+    transformers_logging.disable_progress_bar()
     try:
         config = load_config(args.config, args.overrides)
         output = Path(args.output or Path("runs") / Path(args.config).stem)

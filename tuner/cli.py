@@ -153,9 +153,19 @@ def command_best(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
+def quiet_libraries() -> None:
+    """Our own progress bars and messages replace transformers' per-load bars and reports."""
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    if "transformers" in sys.modules:
+        from transformers.utils import logging as transformers_logging
+
+        transformers_logging.set_verbosity_error()
+        transformers_logging.disable_progress_bar()
+
+
+def main(argv: list[str] | None = None) -> int:
+    quiet_libraries()
     args = build_parser().parse_args(argv)
     if args.command == "train":
         from ppo_core.cli import train_command
