@@ -1,0 +1,190 @@
+"""ppo_core against TRL 1.12's PPOTrainer on identical work: one command runs everything.
+
+    python -m benchmarks.bench_trl                 # CPU: 0.1M and 5M models (about 7 minutes on 2 cores)
+    python -m benchmarks.bench_trl --device cuda   # GPU: a Pythia-160M-shaped model (untested here)
+
+Steps per model size: build the fixture (tokenizer, models, prompts); count each side's work in an
+untimed run and check it is equal; time both sides in fresh processes, alternating; profile
+ppo_core. Writes benchmarks/results/<device>.json and the tables into benchmarks/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import transformers
+
+from benchmarks.aggregate import ratios, side_summary
+from benchmarks.equal_work import compare
+from benchmarks.fixtures import build_fixture, count_parameters
+from benchmarks.flops import peak_flops, update_work
+from benchmarks.machine import machine_facts
+from benchmarks.profile_core import PROFILED_UPDATES
+from benchmarks.report import markdown, write_into_readme
+from benchmarks.sizes import CPU_SIZES, CUDA_SIZES, SIZES
+from benchmarks.workload import CPU_WORKLOAD, CUDA_WORKLOAD, Workload
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+BENCH_DIR = REPO_ROOT / "benchmarks"
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+class Workers:
+    """Runs ``benchmarks.worker`` in fresh processes with a fixed thread count; logs go to files."""
+
+    def __init__(self, scratch: Path, device: str, threads: int) -> None:
+        self.scratch, self.device, self.threads = scratch, device, threads
+        self.runs = 0
+        self.env = {
+            **os.environ,
+            # The environment and torch.set_num_threads agree, so no library spawns extra threads.
+            "OMP_NUM_THREADS": str(threads),
+            "MKL_NUM_THREADS": str(threads),
+            "TRL_EXPERIMENTAL_SILENCE": "1",
+            "TOKENIZERS_PARALLELISM": "false",
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])),
+        }
+
+    def run(self, side: str, mode: str, fixture: Path, workload: Workload) -> dict[str, Any]:
+        self.runs += 1
+        out = self.scratch / f"run{self.runs:03d}-{side}-{mode}.json"
+        log_path = out.with_suffix(".log")
+        command = [
+            sys.executable, "-m", "benchmarks.worker", "--side", side, "--mode", mode,
+            "--fixture", str(fixture), "--workload", json.dumps(workload.to_dict()),
+            "--device", self.device, "--threads", str(self.threads), "--out", str(out),
+        ]
+        with log_path.open("w") as log_file:
+            completed = subprocess.run(command, cwd=REPO_ROOT, env=self.env, stdout=log_file, stderr=subprocess.STDOUT)
+        if completed.returncode != 0:
+            tail = "\n".join(log_path.read_text().splitlines()[-30:])
+            raise RuntimeError(f"worker {side} {mode} failed (exit {completed.returncode}):\n{tail}")
+        return json.loads(out.read_text())
+
+
+def measure_size(
+    name: str, root: Path, workload: Workload, workers: Workers, repeats: int, peak: float | None, profile: bool
+) -> dict[str, Any]:
+    size = SIZES[name]
+    fixture = build_fixture(root / name, size, workload)
+    parameters = count_parameters(fixture)
+    work = update_work(workload, parameters)
+    log(f"[{name}] parameters: policy {parameters['policy']:,}, value {parameters['value']:,}, "
+        f"reward {parameters['reward']:,} (reference = policy)")
+
+    # Counting runs also warm the page cache and the Python bytecode cache for the timed runs.
+    count_workload = replace(workload, warmup_updates=0, measured_updates=1)
+    counted = {side: workers.run(side, "count", fixture.root, count_workload) for side in ("ppo_core", "trl")}
+    check = {**compare(counted["ppo_core"], counted["trl"]), "raw_counts": counted}
+    log(f"[{name}] equal-work check: {'equal' if check['all_equal'] else 'NOT EQUAL'}")
+    for row in check["rows"]:
+        mark = "==" if row["equal"] else "!="
+        log(f"    {row['quantity']:45s} {row['ppo_core']:>14,.0f} {mark} {row['trl']:>14,.0f}")
+
+    runs: dict[str, list[dict[str, Any]]] = {"ppo_core": [], "trl": []}
+    for repeat in range(repeats):
+        # ABAB... with the order flipped every repeat, so drift in machine load hits both sides alike.
+        order = ("ppo_core", "trl") if repeat % 2 == 0 else ("trl", "ppo_core")
+        for side in order:
+            started = time.perf_counter()
+            run = workers.run(side, "time", fixture.root, workload)
+            runs[side].append(run)
+            walls = [u["wall_s"] for u in run["updates"][workload.warmup_updates:]]
+            log(f"[{name}] repeat {repeat + 1}/{repeats} {side:8s}: wall/update "
+                f"{', '.join(f'{w:.3f}' for w in walls)} s (process {time.perf_counter() - started:.0f} s)")
+
+    summary = {side: side_summary(side_runs, workload, work, peak) for side, side_runs in runs.items()}
+    summary["ratio"] = ratios(summary["ppo_core"], summary["trl"])
+    result: dict[str, Any] = {
+        "note": size.note,
+        "parameters": parameters,
+        "work": work,
+        "equal_work": check,
+        "summary": summary,
+        "runs": runs,
+    }
+    if profile:
+        profile_workload = replace(workload, measured_updates=2 + PROFILED_UPDATES)
+        result["profile"] = workers.run("ppo_core", "profile", fixture.root, profile_workload)
+        log(f"[{name}] profiled ppo_core")
+    return result
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    parser.add_argument("--sizes", nargs="+", choices=sorted(SIZES),
+                        help="default: 0.1M 5M on CPU, pythia-160m on CUDA")
+    parser.add_argument("--repeats", type=int, default=4, help="timed runs per side (default 4)")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch threads for both sides (default 1 on CPU: see README; 4 on CUDA)")
+    parser.add_argument("--warmup-updates", type=int, help="updates dropped from each run's timings")
+    parser.add_argument("--measured-updates", type=int, help="timed updates per run")
+    parser.add_argument("--peak-tflops", type=float, help="accelerator peak for MFU (default: fp32 table in flops.py)")
+    parser.add_argument("--no-profile", action="store_true", help="skip the ppo_core profile")
+    parser.add_argument("--out", type=Path, help="results JSON (default benchmarks/results/<device>.json)")
+    parser.add_argument("--no-readme", action="store_true", help="do not rewrite benchmarks/README.md")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    transformers.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+    cuda = args.device == "cuda"
+    sizes = args.sizes or list(CUDA_SIZES if cuda else CPU_SIZES)
+    threads = args.threads or (4 if cuda else 1)
+    workload = CUDA_WORKLOAD if cuda else CPU_WORKLOAD
+    overrides = {"warmup_updates": args.warmup_updates, "measured_updates": args.measured_updates}
+    workload = replace(workload, **{key: value for key, value in overrides.items() if value is not None})
+
+    machine = machine_facts(args.device)
+    peak = args.peak_tflops * 1e12 if args.peak_tflops else None
+    if cuda and peak is None:
+        import torch
+
+        precision = "tf32" if torch.backends.cuda.matmul.allow_tf32 else "fp32"
+        peak = peak_flops(machine.get("gpu", ""), precision)
+        machine["mfu_peak_precision"] = precision
+    machine["mfu_peak_flops"] = peak
+
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="ppo_bench_") as scratch:
+        workers = Workers(Path(scratch), args.device, threads)
+        results = {
+            name: measure_size(name, Path(scratch) / "fixtures", workload, workers, args.repeats, peak,
+                               not args.no_profile)
+            for name in sizes
+        }
+    machine["load_average_at_end"] = os.getloadavg()
+    result = {
+        "settings": {"device": args.device, "threads": threads, "repeats": args.repeats,
+                     "total_seconds": time.perf_counter() - started},
+        "machine": machine,
+        "workload": workload.to_dict(),
+        "sizes": results,
+    }
+    out = args.out or BENCH_DIR / "results" / f"{args.device}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1) + "\n")
+    text = markdown(result)
+    print(text)
+    if not args.no_readme:
+        write_into_readme(BENCH_DIR / "README.md", args.device, text)
+    log(f"wrote {out}{'' if args.no_readme else ' and benchmarks/README.md'} in {time.perf_counter() - started:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,59 @@
+"""Model sizes the benchmark runs: randomly initialised GPT-2 / GPT-NeoX configs, nothing downloaded."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from transformers import GPT2Config, GPTNeoXConfig, PretrainedConfig
+
+
+@dataclass(frozen=True)
+class ModelSize:
+    """One architecture; ``build`` turns it into a transformers config for a tokenizer's special ids."""
+
+    name: str
+    family: str  # "gpt2" or "gpt_neox"
+    vocab_size: int
+    hidden: int
+    layers: int
+    heads: int
+    max_positions: int
+    note: str = ""
+
+    def build(self, pad_token_id: int, eos_token_id: int) -> PretrainedConfig:
+        common: dict[str, Any] = {
+            "vocab_size": self.vocab_size,
+            "pad_token_id": pad_token_id,
+            "eos_token_id": eos_token_id,
+            "bos_token_id": eos_token_id,
+            "num_labels": 1,
+        }
+        if self.family == "gpt2":
+            # Dropout zero: both trainers disable it anyway, and it keeps the two sides' forwards identical.
+            return GPT2Config(
+                n_embd=self.hidden, n_layer=self.layers, n_head=self.heads, n_positions=self.max_positions,
+                resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, **common,
+            )
+        if self.family == "gpt_neox":
+            # Pythia-160M's shape: untied embeddings, rotary on a quarter of each head, parallel residual.
+            return GPTNeoXConfig(
+                hidden_size=self.hidden, num_hidden_layers=self.layers, num_attention_heads=self.heads,
+                intermediate_size=4 * self.hidden, max_position_embeddings=self.max_positions,
+                rotary_pct=0.25, use_parallel_residual=True, tie_word_embeddings=False,
+                hidden_dropout=0.0, attention_dropout=0.0, **common,
+            )
+        raise ValueError(f"unknown model family {self.family!r}")
+
+
+SIZES: dict[str, ModelSize] = {
+    "0.1M": ModelSize("0.1M", "gpt2", vocab_size=256, hidden=48, layers=3, heads=4, max_positions=64,
+                      note="GPT-2, about 0.1M parameters"),
+    "5M": ModelSize("5M", "gpt2", vocab_size=256, hidden=256, layers=6, heads=8, max_positions=64,
+                    note="GPT-2, about 5M parameters"),
+    "pythia-160m": ModelSize("pythia-160m", "gpt_neox", vocab_size=50304, hidden=768, layers=12, heads=12,
+                             max_positions=2048, note="GPT-NeoX shaped like Pythia-160M (CUDA only)"),
+}
+
+CPU_SIZES = ("0.1M", "5M")
+CUDA_SIZES = ("pythia-160m",)

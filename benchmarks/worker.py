@@ -1,0 +1,114 @@
+"""One benchmark run in a fresh process: one side, one mode, results written as JSON.
+
+    python -m benchmarks.worker --side trl --mode time --fixture DIR --workload '{...}' --out run.json
+
+A fresh process per run keeps each side's peak RSS its own and stops one side's warm caches
+(allocator, kernels, imported modules) from helping the other.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+# Before torch and TRL are imported: a thread count fixed by the environment as well as by
+# torch.set_num_threads, and no TRL experimental-API warning in the log.
+os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+
+import torch
+import transformers
+
+from benchmarks.counters import WorkCounter
+from benchmarks.fixtures import Fixture
+from benchmarks.memory import MemoryMeter
+from benchmarks.timing import Side
+from benchmarks.workload import Workload
+
+SIDES = ("ppo_core", "trl")
+MODES = ("time", "count", "profile")
+
+
+def side_class(name: str) -> Callable[[Fixture, Workload, str], Side]:
+    # Imported here so a ppo_core run never imports TRL (and its datasets/pandas) and vice versa.
+    if name == "ppo_core":
+        from benchmarks.core_side import CoreSide
+
+        return CoreSide
+    from benchmarks.trl_side import TrlSide
+
+    return TrlSide
+
+
+def make_side(name: str, fixture: Fixture, workload: Workload, device: str) -> Side:
+    return side_class(name)(fixture, workload, device)
+
+
+def run_time(side_name: str, fixture: Fixture, workload: Workload, device: str) -> dict[str, Any]:
+    build = side_class(side_name)  # imports first: the memory baseline excludes import footprints
+    meter = MemoryMeter(device)
+    meter.start()
+    built = time.perf_counter()
+    side = build(fixture, workload, device)
+    setup_s = time.perf_counter() - built
+    timings = side.train()
+    return {
+        "setup_s": setup_s,
+        "updates": [timing.to_dict() for timing in timings],
+        "memory": meter.report(),
+    }
+
+
+def run_count(side_name: str, fixture: Fixture, workload: Workload, device: str) -> dict[str, Any]:
+    side = make_side(side_name, fixture, workload, device)
+    counter = WorkCounter()
+    for name, module in side.networks().items():
+        counter.watch_module(name, module)
+    counter.watch_generate("policy", side.generating_policy())
+    for name, optimizer in side.optimizers().items():
+        counter.watch_optimizer(name, optimizer)
+    side.train()
+    counter.remove()
+    return {"counts": counter.snapshot(), "updates": workload.total_updates}
+
+
+def run_profile(side_name: str, fixture: Fixture, workload: Workload, device: str) -> dict[str, Any]:
+    from benchmarks.profile_core import profile_core
+
+    if side_name != "ppo_core":
+        raise SystemExit("profile mode profiles ppo_core only")
+    return profile_core(make_side(side_name, fixture, workload, device), workload)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--side", choices=SIDES, required=True)
+    parser.add_argument("--mode", choices=MODES, required=True)
+    parser.add_argument("--fixture", type=Path, required=True)
+    parser.add_argument("--workload", required=True, help="Workload as JSON")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--threads", type=int, required=True)
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args(argv)
+
+    torch.set_num_threads(args.threads)
+    transformers.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+    warnings.filterwarnings("ignore")
+    workload = Workload.from_dict(json.loads(args.workload))
+    fixture = Fixture.at(args.fixture)
+    runner = {"time": run_time, "count": run_count, "profile": run_profile}[args.mode]
+    result = runner(args.side, fixture, workload, args.device)
+    result.update(side=args.side, mode=args.mode, torch_threads=torch.get_num_threads(), device=args.device)
+    args.out.write_text(json.dumps(result, indent=1))
+    print(f"worker {args.side} {args.mode}: done", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
