@@ -59,7 +59,6 @@ def clipped_value_loss(
     return loss, clipfrac
 
 
-def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
-    """H_t = logsumexp(z_t) - sum_v softmax(z_t)_v z_tv, the entropy of each position's distribution."""
-    probabilities = torch.softmax(logits, dim=-1)
-    return torch.logsumexp(logits, dim=-1) - (probabilities * logits).sum(dim=-1)
+def entropy_from_log_probs(log_probs: torch.Tensor) -> torch.Tensor:
+    """H_t = -sum_v p_tv log p_tv, from log-probabilities already normalised over the vocabulary."""
+    return -(log_probs.exp() * log_probs).sum(dim=-1)

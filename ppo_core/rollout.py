@@ -100,8 +100,12 @@ def response_logits(
 ) -> torch.Tensor:
     """Logits that predict each response token: positions Q-1 .. Q+R-2 of the joined sequence."""
     input_ids, attention_mask, position_ids = joined_inputs(queries, query_mask, responses, response_mask)
-    logits = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids).logits
-    return logits[:, queries.shape[1] - 1 : -1]
+    # Only the last R + 1 positions feed the vocabulary projection: prompt logits would be thrown away.
+    logits = model(
+        input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+        logits_to_keep=responses.shape[1] + 1,
+    ).logits
+    return logits[:, :-1]
 
 
 def response_values(

@@ -9,11 +9,10 @@ import torch
 from accelerate import Accelerator
 from transformers import PreTrainedModel
 
-from ppo_core.losses import clipped_policy_loss, clipped_value_loss, entropy_from_logits
+from ppo_core.losses import clipped_policy_loss, clipped_value_loss, entropy_from_log_probs
 from ppo_core.masked import masked_mean
 from ppo_core.models import ValueModel
 from ppo_core.rollout import Rollout, response_logits, response_values
-from ppo_core.sequences import token_logprobs
 
 
 @dataclass
@@ -41,29 +40,36 @@ class Optimisation:
 
 
 class StatsAccumulator:
-    """True averages over every micro-batch of every mini-batch and epoch (TRL 1.12 divided by the wrong count)."""
+    """True averages over every micro-batch of every mini-batch and epoch (TRL 1.12 divided by the wrong count).
+
+    Sums stay on the device; reading them once at the end avoids a GPU sync per micro-batch.
+    """
 
     def __init__(self) -> None:
-        self.values: dict[str, list[torch.Tensor]] = defaultdict(list)
-        self.ratio_sum = torch.zeros(())
-        self.ratio_square_sum = torch.zeros(())
-        self.token_count = torch.zeros(())
+        self.sums: dict[str, torch.Tensor] = {}
+        self.counts: dict[str, int] = defaultdict(int)
+        self.ratio_sums: torch.Tensor | None = None  # [sum r, sum r^2, token count]
 
     def add(self, name: str, value: torch.Tensor) -> None:
-        self.values[name].append(value.detach().float().cpu())
+        value = value.detach().float()
+        self.sums[name] = self.sums[name] + value if name in self.sums else value
+        self.counts[name] += 1
 
     def add_ratios(self, ratio: torch.Tensor, mask: torch.Tensor) -> None:
-        valid = ratio.detach().float()[mask.bool()].cpu()
-        self.ratio_sum += valid.sum()
-        self.ratio_square_sum += (valid**2).sum()
-        self.token_count += valid.numel()
+        valid = mask.bool()
+        ratio = torch.where(valid, ratio.detach().float(), torch.zeros_like(ratio, dtype=torch.float32))
+        sums = torch.stack([ratio.sum(), (ratio**2).sum(), valid.sum().float()])
+        self.ratio_sums = sums if self.ratio_sums is None else self.ratio_sums + sums
 
     def summary(self) -> dict[str, float]:
-        means = {name: float(torch.stack(values).mean()) for name, values in self.values.items()}
-        count = max(float(self.token_count), 1.0)
-        ratio_mean = float(self.ratio_sum) / count
+        names = list(self.sums)
+        totals = torch.stack([self.sums[name] for name in names]).cpu().tolist() if names else []
+        means = {name: total / self.counts[name] for name, total in zip(names, totals, strict=True)}
+        ratio_sum, ratio_square_sum, count = self.ratio_sums.cpu().tolist() if self.ratio_sums is not None \
+            else (0.0, 0.0, 0.0)
+        ratio_mean = ratio_sum / max(count, 1.0)
         means["val/ratio"] = ratio_mean
-        means["val/ratio_var"] = max(float(self.ratio_square_sum) / count - ratio_mean**2, 0.0)
+        means["val/ratio_var"] = max(ratio_square_sum / max(count, 1.0) - ratio_mean**2, 0.0)
         return means
 
 
@@ -104,8 +110,11 @@ def _micro_batch_loss(
     queries, query_mask = rollout.queries[rows], rollout.query_mask[rows]
     responses, mask = rollout.responses[rows], rollout.response_mask[rows]
     logits = response_logits(optimisation.policy, queries, query_mask, responses, mask)
-    logprobs = token_logprobs(logits, responses, settings.temperature)
-    entropy = masked_mean(entropy_from_logits(logits.float() / settings.temperature), mask)
+    log_distribution = torch.log_softmax(logits.float() / settings.temperature, dim=-1)
+    logprobs = torch.gather(log_distribution, -1, responses.unsqueeze(-1)).squeeze(-1)
+    # Without an entropy bonus the entropy is only a diagnostic: keep it out of the graph.
+    with torch.set_grad_enabled(settings.entropy_coef != 0 and torch.is_grad_enabled()):
+        entropy = masked_mean(entropy_from_log_probs(log_distribution), mask)
     values = response_values(optimisation.value_model, queries, query_mask, responses, mask)
 
     policy_out = clipped_policy_loss(logprobs, rollout.logprobs[rows], advantages[rows], mask, settings.cliprange)

@@ -9,7 +9,7 @@ import torch
 
 from ppo_core.advantages import gae, shape_rewards, whiten_advantages
 from ppo_core.kl import AdaptiveKLController, FixedKLController, kl_per_token
-from ppo_core.losses import clipped_policy_loss, clipped_value_loss, entropy_from_logits
+from ppo_core.losses import clipped_policy_loss, clipped_value_loss, entropy_from_log_probs
 from ppo_core.masked import masked_mean, masked_var, masked_whiten
 from ppo_core.sequences import position_ids_from_mask, response_mask_after_stop
 
@@ -156,10 +156,10 @@ def test_whiten_advantages_zero_mean_unit_variance() -> None:
     assert float(masked_var(whitened, mask)) == pytest.approx(1.0, abs=1e-3)
 
 
-def test_entropy_from_logits_matches_definition() -> None:
+def test_entropy_matches_definition() -> None:
     logits = torch.randn(3, 11)
     p = torch.softmax(logits, dim=-1)
-    assert entropy_from_logits(logits).tolist() == pytest.approx((-(p * p.log()).sum(-1)).tolist(), abs=1e-5)
+    assert entropy_from_log_probs(logits.log_softmax(-1)).tolist() == pytest.approx((-(p * p.log()).sum(-1)).tolist(), abs=1e-5)
 
 
 def test_response_mask_stops_after_first_stop_token() -> None:
