@@ -159,7 +159,8 @@ def test_whiten_advantages_zero_mean_unit_variance() -> None:
 def test_entropy_matches_definition() -> None:
     logits = torch.randn(3, 11)
     p = torch.softmax(logits, dim=-1)
-    assert entropy_from_log_probs(logits.log_softmax(-1)).tolist() == pytest.approx((-(p * p.log()).sum(-1)).tolist(), abs=1e-5)
+    expected = (-(p * p.log()).sum(-1)).tolist()
+    assert entropy_from_log_probs(logits.log_softmax(-1)).tolist() == pytest.approx(expected, abs=1e-5)
 
 
 def test_response_mask_stops_after_first_stop_token() -> None:
