@@ -1,16 +1,29 @@
-"""ppo_core: a compact PPO trainer for causal language models, configured with TRL's PPOConfig names."""
+"""ppo_core: a compact PPO trainer for causal language models, configured with TRL's PPOConfig names.
 
-from ppo_core.callbacks import JsonlWriter, SampleGeneration, TrainerCallback
+The trainer and callbacks load lazily, so importing the config (as the tuner's study parser and the
+dashboard do) does not pull in torch and transformers.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
 from ppo_core.config import ConfigError, PPOConfig
-from ppo_core.trainer import NonFiniteError, PPOTrainer, TrainResult
 
-__all__ = [
-    "ConfigError",
-    "JsonlWriter",
-    "NonFiniteError",
-    "PPOConfig",
-    "PPOTrainer",
-    "SampleGeneration",
-    "TrainResult",
-    "TrainerCallback",
-]
+_LAZY = {
+    "JsonlWriter": "ppo_core.callbacks",
+    "SampleGeneration": "ppo_core.callbacks",
+    "TrainerCallback": "ppo_core.callbacks",
+    "NonFiniteError": "ppo_core.trainer",
+    "PPOTrainer": "ppo_core.trainer",
+    "TrainResult": "ppo_core.trainer",
+}
+
+__all__ = ["ConfigError", "PPOConfig", *_LAZY]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'ppo_core' has no attribute {name!r}")

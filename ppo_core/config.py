@@ -219,10 +219,10 @@ def _type_matches(value: Any, annotation: Any) -> bool:
     return True
 
 
-def _describe(annotation: Any) -> str:
+def describe_type(annotation: Any) -> str:
     origin = typing.get_origin(annotation)
     if origin in (typing.Union, types.UnionType):
-        return " or ".join(_describe(arg) for arg in typing.get_args(annotation))
+        return " or ".join(describe_type(arg) for arg in typing.get_args(annotation))
     if origin is Literal:
         return "one of " + ", ".join(repr(arg) for arg in typing.get_args(annotation))
     if annotation is type(None):
@@ -236,7 +236,7 @@ def _check_types(config: PPOConfig) -> None:
         value = getattr(config, name)
         annotation = hints[config_field.name]
         if not _type_matches(value, annotation):
-            raise ConfigError(f"{name}: expected {_describe(annotation)}, got {value!r}")
+            raise ConfigError(f"{name}: expected {describe_type(annotation)}, got {value!r}")
         if annotation in (float, float | None) and isinstance(value, int):
             setattr(config, name, float(value))
 

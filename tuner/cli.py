@@ -30,6 +30,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--workers", type=int, default=None,
                      help="Worker processes on this machine (default: one per GPU, else 1).")
 
+    from dashboard.launch import add_dashboard_arguments
+
+    add_dashboard_arguments(commands.add_parser("dashboard", help="Explore studies in a browser (Streamlit)."))
+
     for name, help_text in (("list", "List studies with trial counts and best values."),
                             ("show", "Print a study's trial table."),
                             ("best", "Print the best trial's full config.")):
@@ -171,6 +175,10 @@ def main(argv: list[str] | None = None) -> int:
         from ppo_core.cli import train_command
 
         return train_command(args)
+    if args.command == "dashboard":
+        from dashboard.launch import dashboard_command
+
+        return dashboard_command(args)
     from sqlalchemy.exc import ArgumentError, OperationalError
 
     from tuner.study_config import StudyConfigError

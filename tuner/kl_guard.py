@@ -20,11 +20,8 @@ import optuna
 from optuna.pruners import BasePruner
 from optuna.trial import FrozenTrial
 
+from tuner.attrs import BUDGET_ATTR, KL_HISTORY_ATTR, NON_FINITE_ATTR
 from tuner.study_config import KLGuard
-
-KL_HISTORY_ATTR = "kl_history"
-BUDGET_ATTR = "budget_updates"
-NON_FINITE_ATTR = "non_finite_metric"
 
 
 def least_squares_slope(values: Sequence[float]) -> float:

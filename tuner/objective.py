@@ -13,15 +13,19 @@ from ppo_core import NonFiniteError, PPOTrainer, SampleGeneration, TrainerCallba
 from ppo_core.config_io import build_config
 from ppo_core.metrics import first_non_finite
 from ppo_core.trainer import GUARDED_METRICS
-from tuner.kl_guard import BUDGET_ATTR, KL_HISTORY_ATTR, NON_FINITE_ATTR, KLGuardPruner, blowup_reason
+from tuner.attrs import (
+    BUDGET_ATTR,
+    CONFIG_ATTR,
+    FAIL_REASON_ATTR,
+    KL_HISTORY_ATTR,
+    NON_FINITE_ATTR,
+    PRUNE_REASON_ATTR,
+    PRUNED_AT_ATTR,
+)
+from tuner.kl_guard import KLGuardPruner, blowup_reason
 from tuner.search_space import suggest_params
 from tuner.store import TrialStore
 from tuner.study_config import Objective, StudySpec
-
-PRUNE_REASON_ATTR = "prune_reason"
-PRUNED_AT_ATTR = "pruned_at_update"
-FAIL_REASON_ATTR = "fail_reason"
-CONFIG_ATTR = "config"
 
 
 def reduce_history(history: Sequence[float], objective: Objective) -> float:

@@ -9,8 +9,7 @@ import optuna
 import pandas as pd
 from optuna.trial import FrozenTrial, TrialState
 
-from tuner.kl_guard import KL_HISTORY_ATTR
-from tuner.objective import CONFIG_ATTR, FAIL_REASON_ATTR, PRUNE_REASON_ATTR
+from tuner.attrs import CONFIG_ATTR, FAIL_REASON_ATTR, KL_HISTORY_ATTR, PRUNE_REASON_ATTR
 
 
 def study_summaries(storage: str | optuna.storages.BaseStorage) -> pd.DataFrame:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import signal
 import subprocess
@@ -77,11 +76,6 @@ def run_study(spec: StudySpec, n_trials: int | None, timeout: float | None, work
     """Create or resume the study, run ``workers`` processes, and return an exit status (130 on Ctrl-C)."""
     console = console or Console(stderr=True)
     study = open_study(spec, heartbeat=False)
-    if not study.metric_names:
-        study.set_metric_names([objective.metric for objective in spec.objectives])
-    # The dashboard draws the blow-up threshold and labels objectives from these.
-    study.set_user_attr("kl_guard", dataclasses.asdict(spec.kl_guard))
-    study.set_user_attr("objectives", [dataclasses.asdict(objective) for objective in spec.objectives])
     create_tables(create_engine(spec.storage))
     already = len(study.get_trials(deepcopy=False, states=FINISHED))
     if already:

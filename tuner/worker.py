@@ -6,6 +6,7 @@ Several workers, on one machine or many, coordinate only through Optuna's RDB st
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 
@@ -24,7 +25,7 @@ FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
 def open_study(spec: StudySpec, heartbeat: bool = True, worker_index: int = 0) -> optuna.Study:
     """Create the study, or load it when it exists (the resume path)."""
     storage = open_storage(spec.storage, heartbeat_interval=spec.heartbeat_interval if heartbeat else None)
-    return optuna.create_study(
+    study = optuna.create_study(
         study_name=spec.name,
         storage=storage,
         load_if_exists=True,
@@ -32,6 +33,13 @@ def open_study(spec: StudySpec, heartbeat: bool = True, worker_index: int = 0) -
         sampler=make_sampler(spec, worker_index),
         pruner=make_pruner(spec),
     )
+    if not study.metric_names:
+        study.set_metric_names([objective.metric for objective in spec.objectives])
+    if "kl_guard" not in study.user_attrs:
+        # The dashboard draws the blow-up threshold and labels objectives from these.
+        study.set_user_attr("kl_guard", dataclasses.asdict(spec.kl_guard))
+        study.set_user_attr("objectives", [dataclasses.asdict(objective) for objective in spec.objectives])
+    return study
 
 
 class StopWhenTargetReached:

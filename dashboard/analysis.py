@@ -1,0 +1,83 @@
+"""Optuna's own plotly views of a study (optuna.visualization), with the preconditions each one needs.
+
+A view that cannot be drawn yet (too few trials, a single parameter) is answered with a message for
+the page to show, never an exception.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import optuna
+import plotly.graph_objects as go
+from optuna import visualization
+from optuna.trial import TrialState
+
+VIEWS = ("Optimization history", "Parameter importances", "Parallel coordinates", "Slice", "Contour", "Timeline",
+         "Pareto front")
+
+
+class NotDrawable(Exception):
+    """Why a view cannot be drawn for this study yet; the message is shown to the user."""
+
+
+def available_views(multi_objective: bool) -> list[str]:
+    return [v for v in VIEWS if multi_objective or v != "Pareto front"]
+
+
+def _requirements(study: optuna.Study, view: str) -> str | None:
+    complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    params = {name for trial in complete for name in trial.params}
+    if view == "Timeline":
+        return None if study.get_trials(deepcopy=False) else "The timeline needs at least one trial."
+    if view == "Pareto front":
+        if len(study.directions) < 2:
+            return "The Pareto front needs a study with several objectives."
+        return None if complete else "The Pareto front needs at least one completed trial."
+    needed = 2 if view in ("Parameter importances", "Contour", "Parallel coordinates") else 1
+    if len(complete) < needed:
+        return f"{view} needs at least {needed} completed trial{'s' if needed > 1 else ''}; " \
+               f"this study has {len(complete)}."
+    if view != "Optimization history" and not params:
+        return f"{view} needs searched parameters; the completed trials have none."
+    if view == "Contour" and len(params) < 2:
+        return "The contour plot needs at least two searched parameters; this study searches one."
+    if view == "Parameter importances" and len({tuple(sorted(t.params.items())) for t in complete}) < 2:
+        return "Parameter importances need completed trials with different parameter values."
+    return None
+
+
+def _target(study: optuna.Study, objective: int) -> dict[str, Any]:
+    if len(study.directions) == 1:
+        return {}
+    name = (study.metric_names or [f"value_{i}" for i in range(len(study.directions))])[objective]
+    return {"target": lambda trial: trial.values[objective], "target_name": name}
+
+
+def figure(study: optuna.Study, view: str, objective: int = 0) -> go.Figure:
+    """Optuna's figure for ``view``; raises :class:`NotDrawable` with the reason when it cannot be drawn."""
+    problem = _requirements(study, view)
+    if problem:
+        raise NotDrawable(problem)
+    target = _target(study, objective)
+    draw: dict[str, Callable[[], go.Figure]] = {
+        "Optimization history": lambda: visualization.plot_optimization_history(study, **target),
+        "Parameter importances": lambda: visualization.plot_param_importances(study, **target),
+        "Parallel coordinates": lambda: visualization.plot_parallel_coordinate(study, **target),
+        "Slice": lambda: visualization.plot_slice(study, **target),
+        "Contour": lambda: visualization.plot_contour(study, **target),
+        "Timeline": lambda: visualization.plot_timeline(study),
+        "Pareto front": lambda: visualization.plot_pareto_front(study, target_names=_names(study)),
+    }
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # Optuna marks some views experimental; the page is no place for that
+        try:
+            return draw[view]()
+        except (ValueError, RuntimeError, ZeroDivisionError) as error:
+            raise NotDrawable(f"Optuna could not draw {view.lower()} for this study: {error}") from error
+
+
+def _names(study: optuna.Study) -> list[str]:
+    return list(study.metric_names or [f"value_{i}" for i in range(len(study.directions))])

@@ -1,0 +1,39 @@
+"""Analysis page: Optuna's own views of the study (optimization history, importances, ..., Pareto front)."""
+
+from __future__ import annotations
+
+import plotly.io as pio
+import streamlit as st
+
+from dashboard import cache
+from dashboard.analysis import NotDrawable, available_views, figure
+from dashboard.page import PageContext, run_page
+from dashboard.widgets import keep_valid
+
+
+@st.cache_data(ttl=cache.TTL_S, max_entries=32, show_spinner="Drawing…")
+def _figure_json(url: str, name: str, token: str, view: str, objective: int) -> tuple[str, str]:
+    """(figure JSON, "") or ("", why it cannot be drawn). Cached: importances fit a forest on every call."""
+    try:
+        return figure(cache.reader(url, name).current().study, view, objective).to_json(), ""
+    except NotDrawable as reason:
+        return "", str(reason)
+
+
+def render(context: PageContext) -> None:
+    view = context.view
+    views = available_views(view.multi_objective)
+    keep_valid("analysis_view", views, views[0])
+    chosen = st.segmented_control("View", views, key="analysis_view") or views[0]
+    objective = 0
+    if view.multi_objective and chosen not in ("Pareto front", "Timeline"):
+        objective = st.radio("Objective", range(len(view.directions)), horizontal=True, key="analysis_objective",
+                             format_func=lambda i: f"{view.objective_names[i]} ({view.directions[i]})")
+    drawn, reason = _figure_json(context.ref.url, context.ref.name, context.token, chosen, objective)
+    if reason:
+        st.info(reason)
+    else:
+        st.plotly_chart(pio.from_json(drawn), key="chart_analysis")
+
+
+run_page("Analysis", render, "Optuna's views of the search: what was tried, what mattered, and when.")

@@ -1,0 +1,120 @@
+"""Compare page: two to four trials side by side: settings, curves, final metrics and generations."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from dashboard.charts import CurveStyle, curves_figure, kl_figure, trial_label
+from dashboard.frames import compare_values, last_values, matched_updates, metric_columns, prompts, samples_at
+from dashboard.page import PageContext, run_page
+from dashboard.tables import PARAM_PREFIX, highlight_differences, objective_labels
+from dashboard.widgets import escape_markdown, keep_valid, number
+
+TRIALS_KEY = "compare_trials"
+FINAL_METRICS = ("objective/kl", "objective/scores", "objective/gold_score", "objective/kl_coef",
+                 "objective/entropy", "loss/value_avg", "policy/clipfrac_avg", "policy/approxkl_avg",
+                 "objective/response_length")
+
+
+def _settings(context: PageContext, chosen: list[int]) -> None:
+    st.subheader("Parameters")
+    rows = context.view.trials.set_index("number")
+    searched = [c.removeprefix(PARAM_PREFIX) for c in rows.columns if c.startswith(PARAM_PREFIX)]
+    params = {n: {k.removeprefix(PARAM_PREFIX): v for k, v in rows.loc[n].items()
+                  if k.startswith(PARAM_PREFIX) and not pd.isna(v)} for n in chosen}
+    table = compare_values(params, searched)
+    st.dataframe(highlight_differences(table), hide_index=True, width="stretch")
+    configs = compare_values({n: context.view.configs.get(n, {}) for n in chosen})
+    with st.expander(f"Full configs ({int(configs['differs'].sum())} settings differ)"):
+        only_differing = st.toggle("Only the settings that differ", value=True, key="compare_only_differing")
+        shown = configs[configs["differs"]] if only_differing else configs
+        st.dataframe(highlight_differences(shown), hide_index=True, width="stretch")
+
+
+def _curves(context: PageContext, chosen: list[int], metrics: pd.DataFrame) -> None:
+    st.subheader("Curves")
+    states = {n: s for n, s in context.view.states().items() if n in chosen}
+    options = metric_columns(metrics)
+    if not options:
+        st.info("No per-update metrics stored for these trials.")
+        return
+    guard = context.view.kl_guard
+    defaults = [guard.metric if guard.metric in options else options[0],
+                "objective/gold_score" if "objective/gold_score" in options else "objective/scores"]
+    style = CurveStyle(x="update")  # every compared trial at full strength
+    for column, default, key in zip(st.columns(2), defaults, ("compare_metric_left", "compare_metric_right"),
+                                    strict=True):
+        keep_valid(key, options, default if default in options else options[0])
+        metric = column.selectbox("Metric", options, key=key)
+        if metric == guard.metric:
+            figure = kl_figure(metrics, states, style, guard.threshold, context.view.kl_targets(), metric)
+        else:
+            figure = curves_figure(metrics, metric, states, style)
+        column.plotly_chart(figure, key=f"chart_{key}")
+
+
+def _final(context: PageContext, chosen: list[int], metrics: pd.DataFrame) -> None:
+    st.subheader("Final metrics")
+    rows = context.view.trials.set_index("number")
+    names = [m for m in FINAL_METRICS if m in metrics.columns and metrics[m].notna().any()]
+    table = last_values(metrics, chosen, names).map(number)
+    labels = objective_labels(context.view)
+    header = pd.DataFrame(
+        {f"#{n}": [rows.loc[n, "state"], str(rows.loc[n, "updates"]),
+                   *(number(rows.loc[n, name]) for name in context.view.objective_names)] for n in chosen},
+        index=["state", "updates", *(labels[name] for name in context.view.objective_names)],
+    )
+    st.dataframe(pd.concat([header, table]), width="stretch")
+    st.caption("Metrics are each trial's last reported update.")
+
+
+def _generations(context: PageContext, chosen: list[int], samples: pd.DataFrame) -> None:
+    st.subheader("Generations")
+    if samples.empty:
+        st.info("No sample generations stored for these trials.")
+        return
+    common = matched_updates(samples, chosen)
+    updates = common or sorted(int(u) for u in samples["update"].unique())
+    # One slider per set of trials, so choosing other trials starts again at their latest common update.
+    key = "compare_update_" + "_".join(str(n) for n in chosen)
+    keep_valid(key, updates, updates[-1])
+    update = st.select_slider("At update", updates, key=key) if len(updates) > 1 else updates[0]
+    if not common:
+        st.caption("These trials share no sampled update; each shows its latest generation before this one.")
+    states = context.view.states()
+    for index, prompt in prompts(samples).items():
+        st.markdown(f"**Prompt {index}:** {escape_markdown(prompt)}")
+        answers = samples_at(samples, index, update).set_index("trial_number")
+        for column, n in zip(st.columns(len(chosen)), chosen, strict=True):
+            column.markdown(f"**{trial_label(n, states[n])}**")
+            if n not in answers.index:
+                column.caption("no generation by this update")
+                continue
+            answer = answers.loc[n]
+            column.code(answer["response"] or "(empty response)", language=None, wrap_lines=True)
+            column.caption(f"update {answer['update']} · proxy {number(answer['score'])} · "
+                           f"gold {number(answer['gold_score'])}")
+
+
+def render(context: PageContext) -> None:
+    view = context.view
+    states = view.states()
+    keep_valid(TRIALS_KEY, view.numbers, context.default_trials(min(4, max(2, len(context.selected)))))
+    chosen = st.multiselect("Trials to compare (2–4)", view.numbers, key=TRIALS_KEY, max_selections=4,
+                            format_func=lambda n: trial_label(n, states[n]))
+    if len(chosen) < 2:
+        st.info("Pick at least two trials to compare.")
+        return
+    trials = list(chosen)
+    metrics = context.metrics()
+    metrics = metrics[metrics["trial_number"].isin(trials)] if not metrics.empty else metrics
+    samples = context.samples()
+    samples = samples[samples["trial_number"].isin(trials)] if not samples.empty else samples
+    _settings(context, trials)
+    _curves(context, trials, metrics)
+    _final(context, trials, metrics)
+    _generations(context, trials, samples)
+
+
+run_page("Compare", render, "Two to four trials side by side; rows that differ are shaded.")

@@ -1,0 +1,59 @@
+"""Health page: for each trial, what its curves say in plain words and what to try (see dashboard.health)."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from dashboard.charts import trial_label
+from dashboard.health import CRITICAL, SEVERITY_RANK, WARNING, Finding, worst
+from dashboard.page import PageContext, run_page
+from dashboard.tables import health_summary
+from dashboard.widgets import escape_markdown
+
+SHOW_OPTIONS = ("Trials with signs", "All trials", "Selected trials")
+MAX_EXPANDED_LISTING = 60  # trials listed one by one below the table; the table has them all
+
+
+def _finding(finding: Finding) -> None:
+    box = st.error if finding.severity == CRITICAL else st.warning if finding.severity == WARNING else st.info
+    box(f"**{finding.sign}**: {finding.evidence}.\n\n**Try:** {finding.advice}")
+
+
+def render(context: PageContext) -> None:
+    findings = context.health()
+    view = context.view
+    severities = {n: worst(findings.get(n, [])) for n in view.numbers}
+    counts = st.columns(3)
+    counts[0].metric("Critical", sum(s == CRITICAL for s in severities.values()))
+    counts[1].metric("Warnings", sum(s == WARNING for s in severities.values()))
+    counts[2].metric("No signs", sum(s == "ok" for s in severities.values()))
+    show = st.radio("Show", SHOW_OPTIONS, horizontal=True, key="health_show")
+    if show == SHOW_OPTIONS[0]:
+        numbers = [n for n in view.numbers if findings.get(n)]
+    elif show == SHOW_OPTIONS[2]:
+        numbers = sorted(context.selected)
+    else:
+        numbers = view.numbers
+    if not numbers:
+        st.success("No trial shows a warning sign." if show == SHOW_OPTIONS[0] else "No trial selected.")
+        return
+    # Selected trials first, then the worst.
+    numbers.sort(key=lambda n: (n not in context.selected, SEVERITY_RANK.get(severities[n], 3), n))
+    st.dataframe(health_summary(view, findings, numbers), hide_index=True, width="stretch")
+    states, reasons = view.states(), view.trials.set_index("number")["reason"]
+    for rank, n in enumerate(numbers[:MAX_EXPANDED_LISTING]):
+        found = findings.get(n, [])
+        title = f"{trial_label(n, states[n])}: {severities[n]}" + (f" ({len(found)} signs)" if found else "")
+        # The selected trials and the three worst open by themselves.
+        with st.expander(title, expanded=n in context.selected or rank < 3):
+            if reasons.get(n):
+                st.caption(f"Stopped: {escape_markdown(str(reasons[n]))}")
+            for finding in found:
+                _finding(finding)
+            if not found:
+                st.success("No warning signs in its curves.")
+    if len(numbers) > MAX_EXPANDED_LISTING:
+        st.caption(f"Listed the first {MAX_EXPANDED_LISTING} of {len(numbers)} trials; the table has them all.")
+
+
+run_page("Health", render, "Warning signs in each trial's curves, with what the tuning guidance suggests.")

@@ -1,0 +1,129 @@
+"""Plotly figures built from the metrics frame: one line per trial, styled by state and selection.
+
+Every trace carries ``meta`` ({"trial": n} or {"role": ...}) so tests and readers can tell lines apart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.colors import qualitative
+
+from dashboard.frames import series_by_trial
+
+PALETTE = qualitative.Plotly + qualitative.D3[1:] + qualitative.Dark2
+# Dotted is kept for the KL targets, so failed trials are dash-dot.
+STATE_DASH = {"COMPLETE": "solid", "RUNNING": "solid", "PRUNED": "dash", "FAIL": "dashdot", "WAITING": "solid"}
+STATE_WORD = {"COMPLETE": "complete", "RUNNING": "running", "PRUNED": "pruned", "FAIL": "failed", "WAITING": "waiting"}
+THRESHOLD_COLOR = "#d62728"
+MAX_LEGEND_TRIALS = 12  # beyond this a legend crowds the chart out; hovering still names the trial
+X_TITLES = {"update": "PPO update", "episode": "episode"}
+
+
+@dataclass(frozen=True)
+class CurveStyle:
+    """How trials are drawn: the x axis, smoothing, and which trials stand out."""
+
+    x: str = "update"
+    smoothing: float = 0.0
+    selected: frozenset[int] = field(default_factory=frozenset)
+
+
+def trial_color(number: int) -> str:
+    """A fixed colour per trial number, so a trial looks the same on every chart."""
+    return PALETTE[number % len(PALETTE)]
+
+
+def trial_label(number: int, state: str) -> str:
+    return f"#{number} {STATE_WORD.get(state, state.lower())}"
+
+
+def _line_style(number: int, state: str, style: CurveStyle) -> dict[str, object]:
+    highlighted = not style.selected or number in style.selected
+    width = 3.0 if style.selected and number in style.selected else 1.6
+    return {
+        "line": {"color": trial_color(number), "dash": STATE_DASH.get(state, "solid"), "width": width},
+        "opacity": 1.0 if highlighted else 0.18,
+    }
+
+
+def _draw_order(numbers: Iterable[int], selected: frozenset[int]) -> list[int]:
+    # Selected trials last, so they are drawn on top of the faded rest.
+    return sorted(numbers, key=lambda n: (n in selected, n))
+
+
+def _layout(title: str, y_title: str, x: str, n_trials: int) -> go.Layout:
+    return go.Layout(
+        title={"text": title}, height=360, margin={"l": 10, "r": 10, "t": 40, "b": 10},
+        xaxis={"title": {"text": X_TITLES.get(x, x)}}, yaxis={"title": {"text": y_title}}, hovermode="closest",
+        showlegend=n_trials <= MAX_LEGEND_TRIALS, legend={"font": {"size": 11}},
+    )
+
+
+def _trial_traces(
+    series: Mapping[int, tuple[np.ndarray, np.ndarray]], states: Mapping[int, str], style: CurveStyle
+) -> list[go.Scatter]:
+    return [
+        go.Scatter(
+            x=series[number][0], y=series[number][1], mode="lines", name=trial_label(number, states[number]),
+            legendgroup=f"trial{number}", meta={"trial": number, "state": states[number]},
+            hovertemplate=f"trial #{number}<br>%{{x}}: %{{y:.4g}}<extra></extra>",
+            **_line_style(number, states[number], style),
+        )
+        for number in _draw_order(series, style.selected)
+    ]
+
+
+def curves_figure(
+    metrics: pd.DataFrame, metric: str, states: Mapping[int, str], style: CurveStyle, title: str | None = None,
+) -> go.Figure:
+    """One line per trial in ``states`` for ``metric``; pruned dashed, failed dash-dot, selected bold."""
+    series = series_by_trial(metrics, metric, style.x, style.smoothing, states)
+    # All traces at once: adding them one by one copies the figure's data each time.
+    return go.Figure(data=_trial_traces(series, states, style),
+                     layout=_layout(title or metric, metric, style.x, len(series)))
+
+
+def _horizontal(y: float, x_range: tuple[float, float], **trace: object) -> go.Scatter:
+    return go.Scatter(x=list(x_range), y=[y, y], mode="lines", **trace)
+
+
+def kl_figure(
+    metrics: pd.DataFrame, states: Mapping[int, str], style: CurveStyle, threshold: float,
+    targets: Mapping[int, float], metric: str = "objective/kl",
+) -> go.Figure:
+    """KL per trial, with the blow-up threshold and each adaptive trial's KL target (dotted, in its colour)."""
+    series = series_by_trial(metrics, metric, style.x, style.smoothing, states)
+    traces = _trial_traces(series, states, style)
+    for number in _draw_order((n for n in targets if n in series), style.selected):
+        x = series[number][0]
+        line = _line_style(number, states[number], style)
+        traces.append(_horizontal(
+            targets[number], (float(x.min()), float(x.max())), name=f"#{number} KL target {targets[number]:g}",
+            legendgroup=f"trial{number}", showlegend=False, meta={"role": "target", "trial": number},
+            line={**line["line"], "dash": "dot", "width": 1.2}, opacity=line["opacity"],
+            hovertemplate=f"trial #{number} KL target {targets[number]:g}<extra></extra>",
+        ))
+    if series:
+        low = min(float(x.min()) for x, _ in series.values())
+        high = max(float(x.max()) for x, _ in series.values())
+        traces.append(_horizontal(
+            threshold, (low, high), name=f"blow-up threshold {threshold:g}", meta={"role": "threshold"},
+            line={"color": THRESHOLD_COLOR, "dash": "longdash", "width": 2}, showlegend=True,
+            hovertemplate=f"blow-up threshold {threshold:g} nats<extra></extra>",
+        ))
+    return go.Figure(data=traces, layout=_layout("KL to the reference policy (nats)", metric, style.x, len(series)))
+
+
+def beta_figure(metrics: pd.DataFrame, states: Mapping[int, str], style: CurveStyle) -> go.Figure:
+    """β (``objective/kl_coef``) in force at each update, for the trials given (the adaptive ones)."""
+    return curves_figure(metrics, "objective/kl_coef", states, style, title="β in force (objective/kl_coef)")
+
+
+def trial_traces(figure: go.Figure) -> list[go.Scatter]:
+    """The traces that draw a trial's curve (not thresholds or targets)."""
+    return [t for t in figure.data if isinstance(t.meta, dict) and "trial" in t.meta and "role" not in t.meta]

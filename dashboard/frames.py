@@ -1,0 +1,147 @@
+"""Small pure transformations of the metrics, samples and trial tables that the pages and charts share."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+KEY_COLUMNS = ("trial_id", "trial_number", "update", "episode")
+# Shown first in metric pickers: the metrics the tuning guidance says to watch.
+PREFERRED_METRICS = (
+    "objective/kl", "objective/scores", "objective/gold_score", "objective/kl_coef", "objective/entropy",
+    "policy/entropy_avg", "loss/value_avg", "loss/policy_avg", "policy/clipfrac_avg", "policy/approxkl_avg",
+    "objective/rlhf_reward", "objective/non_score_reward", "objective/response_length",
+    "val/explained_variance",
+)
+
+
+def metric_columns(metrics: pd.DataFrame) -> list[str]:
+    """The metric names present (with at least one value), the watched ones first."""
+    present = [c for c in metrics.columns if c not in KEY_COLUMNS and metrics[c].notna().any()]
+    preferred = [m for m in PREFERRED_METRICS if m in present]
+    return preferred + sorted(c for c in present if c not in preferred)
+
+
+def has_values(metrics: pd.DataFrame, metric: str) -> bool:
+    return metric in metrics.columns and bool(metrics[metric].notna().any())
+
+
+def ema(values: pd.Series, weight: float) -> pd.Series:
+    """Exponential moving average with TensorBoard's meaning of ``weight`` (0: raw, 0.99: very smooth).
+
+    The bias-corrected form keeps the first points at the data instead of pulling them to zero.
+    """
+    if weight <= 0:
+        return values
+    return values.ewm(alpha=1.0 - min(weight, 0.999), adjust=True, ignore_na=True).mean()
+
+
+def series_by_trial(
+    metrics: pd.DataFrame, metric: str, x: str, smoothing: float, numbers: Iterable[int] | None = None
+) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Each trial's finite (x, y) points for a metric, smoothed; trials without a value are left out.
+
+    Numpy arrays rather than frames: charts of hundreds of trials spend their time converting inputs.
+    """
+    if metric not in metrics.columns or metrics.empty:
+        return {}
+    wanted = None if numbers is None else set(numbers)
+    trials = metrics["trial_number"].to_numpy()
+    xs, ys = metrics[x].to_numpy(dtype=float), metrics[metric].to_numpy(dtype=float)
+    # Rows are sorted by trial then update, so each trial is one contiguous block.
+    starts = np.flatnonzero(np.r_[True, trials[1:] != trials[:-1]])
+    ends = np.r_[starts[1:], len(trials)]
+    series = {}
+    for start, end in zip(starts, ends, strict=True):
+        number = int(trials[start])
+        if wanted is not None and number not in wanted:
+            continue
+        y = ys[start:end]
+        keep = np.isfinite(y)
+        if not keep.any():
+            continue
+        smoothed = ema(pd.Series(y[keep]), smoothing).to_numpy() if smoothing > 0 else y[keep]
+        series[number] = (xs[start:end][keep], smoothed)
+    return series
+
+
+def last_values(metrics: pd.DataFrame, numbers: Sequence[int], names: Sequence[str]) -> pd.DataFrame:
+    """The last reported value of each metric per trial: rows are metrics, columns ``#<trial>``."""
+    table: dict[str, list[float]] = {}
+    for number in numbers:
+        rows = metrics[metrics["trial_number"] == number]
+        column = []
+        for name in names:
+            values = rows[name].dropna() if name in rows.columns else pd.Series(dtype=float)
+            column.append(float(values.iloc[-1]) if len(values) else math.nan)
+        table[f"#{number}"] = column
+    return pd.DataFrame(table, index=list(names))
+
+
+def compare_values(values_by_trial: Mapping[int, Mapping[str, Any]], keys: Iterable[str] | None = None) -> pd.DataFrame:
+    """A table of settings (rows) by trial (columns ``#<trial>``) with a ``differs`` column."""
+    numbers = list(values_by_trial)
+    names = list(keys) if keys is not None else sorted({k for values in values_by_trial.values() for k in values})
+    rows = []
+    for name in names:
+        cells = [values_by_trial[n].get(name) for n in numbers]
+        rendered = [_render(cell) for cell in cells]
+        rows.append({"setting": name, **{f"#{n}": r for n, r in zip(numbers, rendered, strict=True)},
+                     "differs": len(set(rendered)) > 1})
+    return pd.DataFrame(rows, columns=["setting", *(f"#{n}" for n in numbers), "differs"])
+
+
+def _render(value: Any) -> str:
+    # Settings are mixed types (floats, ints, None, strings); one text form compares and displays them alike.
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def samples_at(samples: pd.DataFrame, prompt_index: int, update: int) -> pd.DataFrame:
+    """Per trial, its generation for one prompt at the latest sampled update at or before ``update``."""
+    rows = samples[(samples["prompt_index"] == prompt_index) & (samples["update"] <= update)]
+    if rows.empty:
+        return rows
+    latest = rows.sort_values(["trial_number", "update"]).groupby("trial_number", as_index=False).tail(1)
+    return latest.reset_index(drop=True)
+
+
+def trial_samples(samples: pd.DataFrame, number: int, prompt_index: int) -> pd.DataFrame:
+    """One trial's generations for one prompt, in update order."""
+    rows = samples[(samples["trial_number"] == number) & (samples["prompt_index"] == prompt_index)]
+    return rows.sort_values("update").reset_index(drop=True)
+
+
+def prompts(samples: pd.DataFrame) -> dict[int, str]:
+    """The evaluation prompts by index."""
+    if samples.empty:
+        return {}
+    first = samples.drop_duplicates("prompt_index").sort_values("prompt_index")
+    return dict(zip(first["prompt_index"].astype(int), first["prompt"], strict=True))
+
+
+def sample_updates(samples: pd.DataFrame, numbers: Iterable[int] | None = None) -> list[int]:
+    """The updates at which any of the trials (all trials if None) recorded samples."""
+    rows = samples if numbers is None else samples[samples["trial_number"].isin(list(numbers))]
+    return sorted(int(u) for u in rows["update"].unique())
+
+
+def matched_updates(samples: pd.DataFrame, numbers: Sequence[int]) -> list[int]:
+    """The sample updates that every one of the trials has, so their generations compare like for like."""
+    common: set[int] | None = None
+    for number in numbers:
+        updates = set(samples.loc[samples["trial_number"] == number, "update"].astype(int))
+        common = updates if common is None else common & updates
+    return sorted(common or ())
+
+
+def filter_states(trials: pd.DataFrame, states: Iterable[str]) -> pd.DataFrame:
+    wanted = set(states)
+    return trials[trials["state"].isin(wanted)].reset_index(drop=True)

@@ -1,0 +1,281 @@
+"""What a trial's curves say, in plain words, with the advice that applies.
+
+The signs and the advice follow the tuning guidance "PPO hyperparameters for LLMs"
+(/work/shared/seeds/ppo-hyperparameters-for-llms.txt in this project's seeds): control KL first and
+keep it below roughly 15–20 nats, moving β or the adaptive target when the policy runs away and
+when KL falls to zero; a learning rate that is too high drives KL up and the outputs to collapse;
+an unstable value function spoils the advantages; instability over several PPO epochs calls for
+fewer epochs or a tighter clip range. The numeric limits below are this module's own rules of
+thumb, named so they can be read and changed in one place.
+
+Each rule is a small pure function from one trial's metrics (one row per update, the columns of
+``tuner.store.read_metrics``) to a :class:`Finding` or ``None``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+CRITICAL, WARNING, INFO = "critical", "warning", "info"
+SEVERITY_RANK = {CRITICAL: 0, WARNING: 1, INFO: 2}
+
+KL_HIGH_NATS = 10.0  # the guidance: KL consistently above 10–15 nats is too far from the SFT model
+KL_ZERO_NATS = 0.01  # below this the policy is effectively the reference model
+KL_COLLAPSE_FRACTION = 0.05  # KL fell to under 5% of its peak
+VALUE_LOSS_GROWTH = 4.0  # value loss at the end vs the start
+ENTROPY_KEPT_FRACTION = 0.2  # entropy fell to under 20% of where it started
+CLIPFRAC_HIGH = 0.3  # PPO typically clips 5–20% of tokens
+APPROXKL_HIGH = 0.1  # per-update KL between old and new policy; PPO's trust region wants a few hundredths
+GOLD_GIVE_BACK = 0.2  # gold gave back this much of its gain while the proxy kept rising
+# Reported on every update by every run, so a missing value here can only be a NaN that was stored.
+ALWAYS_REPORTED = ("objective/kl", "objective/scores", "loss/policy_avg", "loss/value_avg")
+
+ADVICE_KL_HIGH = ("Lower the learning rate or raise β (kl_coef); with the adaptive controller, lower kl_target. "
+                  "Keep KL under about 15–20 nats.")
+ADVICE_KL_ZERO = ("Lower β (kl_coef) or raise the learning rate; with the adaptive controller, raise kl_target: "
+                  "a policy pinned to the reference model cannot learn from the reward.")
+ADVICE_VALUE = ("Lower the value learning rate (value_learning_rate) or vf_coef, or tighten cliprange_value: "
+                "an unstable value function corrupts the advantages the policy learns from.")
+ADVICE_ENTROPY = ("Lower the learning rate or raise β to keep the policy near the SFT model; an entropy bonus "
+                  "(entropy_coef) also keeps it from collapsing to a few answers.")
+ADVICE_STEP_SIZE = ("Use fewer PPO epochs (num_ppo_epochs) or a tighter clip range (cliprange), "
+                    "or lower the learning rate: each update moves the policy too far from the one that sampled.")
+ADVICE_NON_FINITE = ("Lower the learning rate(s), keep gradient clipping (max_grad_norm) on, "
+                     "and check that the reward never returns NaN or infinity.")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One sign of trouble: how bad, what, the numbers that show it, and what to try."""
+
+    rule: str
+    severity: str
+    sign: str
+    evidence: str
+    advice: str
+    update: int | None = None
+
+
+@dataclass(frozen=True)
+class HealthContext:
+    """What the rules need besides the metrics: the study's KL guard and the trial's KL target."""
+
+    kl_threshold: float = 20.0
+    kl_metric: str = "objective/kl"
+    kl_target: float | None = None
+    window: int = 5
+
+
+@dataclass(frozen=True)
+class _Series:
+    """A metric's finite values and the updates they belong to (numpy, for speed over hundreds of trials)."""
+
+    updates: np.ndarray
+    values: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def head(self, n: int) -> float:
+        return float(self.values[:n].mean())
+
+    def tail(self, n: int) -> float:
+        return float(self.values[-n:].mean())
+
+    def last_update(self) -> int:
+        return int(self.updates[-1])
+
+
+def _series(metrics: pd.DataFrame, name: str) -> _Series:
+    if name not in metrics.columns or metrics.empty:
+        return _Series(np.empty(0, dtype=int), np.empty(0))
+    values = metrics[name].to_numpy(dtype=float)
+    keep = np.isfinite(values)
+    return _Series(metrics["update"].to_numpy()[keep], values[keep])
+
+
+def non_finite(metrics: pd.DataFrame, context: HealthContext) -> Finding | None:
+    """A metric became NaN or infinite (the run diverged numerically)."""
+    columns = [c for c in metrics.columns if c not in ("trial_id", "trial_number", "update", "episode")]
+    if not columns or metrics.empty:
+        return None
+    values = metrics[columns].to_numpy(dtype=float)
+    finite = np.isfinite(values)
+    # Stored NaNs and missing values read back alike. A column without any value is a metric this run
+    # does not report (a gold score without a task), unless every run reports it.
+    reported = finite.any(axis=0) | np.isin(columns, ALWAYS_REPORTED)
+    bad = (~finite & ~np.isnan(values)) | (np.isnan(values) & reported)
+    if not bad.any():
+        return None
+    row = int(np.argmax(bad.any(axis=1)))
+    column = int(np.argmax(bad[row]))
+    update = int(metrics["update"].iloc[row])
+    name = columns[column]
+    return Finding("non_finite", CRITICAL, f"{name} became non-finite",
+                   f"{name} is {values[row, column]} at update {update}", ADVICE_NON_FINITE, update)
+
+
+def kl_blow_up(metrics: pd.DataFrame, context: HealthContext) -> Finding | None:
+    """KL passed the study's blow-up threshold."""
+    kl = _series(metrics, context.kl_metric)
+    above = np.nonzero(kl.values > context.kl_threshold)[0]
+    if not len(above):
+        return None
+    first = int(above[0])
+    update = int(kl.updates[first])
+    return Finding(
+        "kl_blow_up", CRITICAL, "KL above the blow-up threshold",
+        f"{context.kl_metric} reached {kl.values[first]:.2f} nats at update {update} "
+        f"(threshold {context.kl_threshold:g}; peak {kl.values.max():.2f})", ADVICE_KL_HIGH, update,
+    )
+
+
+def kl_high(metrics: pd.DataFrame, context: HealthContext) -> Finding | None:
+    """KL stays high (above 10 nats) without passing the threshold; an adaptive target that high is by design."""
+    kl = _series(metrics, context.kl_metric)
+    if len(kl) < context.window or (kl.values > context.kl_threshold).any():
+        return None
+    recent = kl.tail(context.window)
+    if recent < KL_HIGH_NATS or (context.kl_target is not None and recent <= 1.5 * context.kl_target):
+        return None
+    return Finding(
+        "kl_high", WARNING, "KL is high",
+        f"{context.kl_metric} averages {recent:.2f} nats over the last {context.window} updates "
+        f"(above {KL_HIGH_NATS:g}; blow-up threshold {context.kl_threshold:g})", ADVICE_KL_HIGH,
+        kl.last_update(),
+    )
+
+
+def kl_collapse(metrics: pd.DataFrame, context: HealthContext) -> Finding | None:
+    """KL fell to zero, or to a small fraction of its peak: the policy is not moving."""
+    kl = _series(metrics, context.kl_metric)
+    if len(kl) < 2 * context.window:
+        return None
+    recent, peak = float(np.abs(kl.values[-context.window:]).mean()), float(kl.values.max())
+    if recent < KL_ZERO_NATS:
+        evidence = f"{context.kl_metric} averages {recent:.4f} nats over the last {context.window} updates"
+    elif peak >= 1.0 and recent < KL_COLLAPSE_FRACTION * peak:
+        evidence = (f"{context.kl_metric} fell from a peak of {peak:.2f} at update "
+                    f"{int(kl.updates[int(np.argmax(kl.values))])} to {recent:.3f} nats over the last "
+                    f"{context.window} updates")
+    else:
+        return None
+    return Finding("kl_collapse", WARNING, "KL collapsed to zero", evidence, ADVICE_KL_ZERO, kl.last_update())
+
+
+def value_loss_diverging(metrics: pd.DataFrame, context: HealthContext) -> Finding | None:
+    """The value loss grows several-fold from its start and is still rising."""
+    loss = _series(metrics, "loss/value_avg")
+    if len(loss) < 2 * context.window:
+        return None
+    start, end = loss.head(context.window), loss.tail(context.window)
+    rising = np.polyfit(np.arange(context.window), loss.values[-context.window:], 1)[0] > 0
+    if start <= 0 or end < VALUE_LOSS_GROWTH * start or not rising:
+        return None
+    return Finding(
+        "value_loss_diverging", WARNING, "Value loss diverging",
+        f"loss/value_avg rose from {start:.3g} (first {context.window} updates) to {end:.3g} "
+        f"(last {context.window}), {end / start:.1f}×", ADVICE_VALUE, loss.last_update(),
+    )
+
+
+def entropy_collapse(metrics: pd.DataFrame, context: HealthContext) -> Finding | None:
+    """The policy's entropy fell to a small fraction of where it started."""
+    name = "policy/entropy_avg" if "policy/entropy_avg" in metrics.columns else "objective/entropy"
+    entropy = _series(metrics, name)
+    if len(entropy) < 2 * context.window:
+        return None
+    start, end = entropy.head(context.window), entropy.tail(context.window)
+    if start <= 0 or end >= ENTROPY_KEPT_FRACTION * start:
+        return None
+    return Finding(
+        "entropy_collapse", WARNING, "Entropy collapsing",
+        f"{name} fell from {start:.3g} to {end:.3g} ({(1 - end / start) * 100:.0f}% lower)", ADVICE_ENTROPY,
+        entropy.last_update(),
+    )
+
+
+def _step_size_rule(rule: str, name: str, limit: float, sign: str) -> Callable[..., Finding | None]:
+    def check(metrics: pd.DataFrame, context: HealthContext) -> Finding | None:
+        values = _series(metrics, name)
+        if len(values) < context.window:
+            return None
+        recent = values.tail(context.window)
+        if recent <= limit:
+            return None
+        return Finding(rule, WARNING, sign,
+                       f"{name} averages {recent:.3g} over the last {context.window} updates (above {limit:g})",
+                       ADVICE_STEP_SIZE, values.last_update())
+
+    check.__name__ = rule
+    check.__doc__ = f"{sign}: the mean of the last updates is above {limit:g}."
+    return check
+
+
+clipfrac_high = _step_size_rule("clipfrac_high", "policy/clipfrac_avg", CLIPFRAC_HIGH, "Clip fraction too high")
+approxkl_high = _step_size_rule("approxkl_high", "policy/approxkl_avg", APPROXKL_HIGH, "Approx-KL too high")
+
+
+def _rolling_mean(values: np.ndarray, window: int) -> np.ndarray:
+    """The mean of each point and up to ``window - 1`` before it."""
+    sums = np.cumsum(np.insert(values, 0, 0.0))
+    ends = np.arange(1, len(values) + 1)
+    starts = np.maximum(ends - window, 0)
+    return (sums[ends] - sums[starts]) / (ends - starts)
+
+
+def over_optimisation(metrics: pd.DataFrame, context: HealthContext) -> Finding | None:
+    """The proxy score keeps rising after the gold score peaked and fell back: the reward model is fooled."""
+    both = metrics[["update", "objective/scores", "objective/gold_score"]] \
+        if {"objective/scores", "objective/gold_score"} <= set(metrics.columns) else None
+    if both is None:
+        return None
+    values = both.to_numpy(dtype=float)
+    values = values[np.isfinite(values).all(axis=1)]
+    if len(values) < 2 * context.window:
+        return None
+    # Rolling means, so a single noisy update neither makes nor hides a peak.
+    proxy, gold = _rolling_mean(values[:, 1], context.window), _rolling_mean(values[:, 2], context.window)
+    peak_at = int(np.argmax(gold))
+    gain, given_back = float(gold[peak_at] - gold[0]), float(gold[peak_at] - gold[-1])
+    if peak_at >= len(gold) - 1 or gain <= 0 or given_back < GOLD_GIVE_BACK * gain or proxy[-1] <= proxy[peak_at]:
+        return None
+    update = int(values[peak_at, 0])
+    return Finding(
+        "over_optimisation", WARNING, "Proxy score up, gold score down (over-optimisation)",
+        f"after update {update} the proxy score rose {proxy[peak_at]:.3g} → {proxy[-1]:.3g} "
+        f"while the gold score fell {gold[peak_at]:.3g} → {gold[-1]:.3g}",
+        f"The policy is exploiting the proxy reward model: prefer the policy from around update {update}, "
+        "raise β or lower kl_target to stay closer to the SFT model, or train for fewer updates.", update,
+    )
+
+
+RULES: tuple[Callable[[pd.DataFrame, HealthContext], Finding | None], ...] = (
+    non_finite, kl_blow_up, kl_high, kl_collapse, value_loss_diverging, entropy_collapse, clipfrac_high,
+    approxkl_high, over_optimisation,
+)
+
+
+def diagnose(metrics: pd.DataFrame, context: HealthContext) -> list[Finding]:
+    """Every rule's finding for one trial's metrics (sorted by update), worst first."""
+    rows = metrics.sort_values("update") if "update" in metrics.columns else metrics
+    findings = [f for rule in RULES if (f := rule(rows, context)) is not None]
+    return sorted(findings, key=lambda f: SEVERITY_RANK[f.severity])
+
+
+def diagnose_trials(metrics: pd.DataFrame, contexts: Mapping[int, HealthContext]) -> dict[int, list[Finding]]:
+    """Findings for each trial in ``contexts`` (trials without metrics get none)."""
+    groups = dict(tuple(metrics.groupby("trial_number"))) if not metrics.empty else {}
+    return {
+        number: diagnose(groups[number], context) if number in groups else []
+        for number, context in contexts.items()
+    }
+
+
+def worst(findings: list[Finding]) -> str:
+    """The worst severity among the findings, or "ok"."""
+    return min((f.severity for f in findings), key=SEVERITY_RANK.__getitem__, default="ok")

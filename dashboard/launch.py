@@ -1,0 +1,69 @@
+"""``ppo-tune dashboard``: start the Streamlit app on this machine.
+
+The storage URL reaches the app through the ``PPO_TUNE_STORAGE`` environment variable rather than the
+command line, so a PostgreSQL password in it does not show in ``ps``. ``streamlit run
+dashboard/app.py -- --storage URL`` works as well.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from dashboard.sources import DEFAULT_STUDIES_DIR, STORAGE_ENV
+
+APP_PATH = Path(__file__).resolve().parent / "app.py"
+DEFAULT_HOST = "127.0.0.1"
+
+
+def add_dashboard_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--storage", default=None,
+                        help=f"Optuna storage URL (default: every {DEFAULT_STUDIES_DIR}/*.db in this directory).")
+    parser.add_argument("--port", type=int, default=None,
+                        help="Port to serve on (default: Streamlit's 8501, or the next free one).")
+    parser.add_argument("--host", default=DEFAULT_HOST,
+                        help=f"Address to bind (default {DEFAULT_HOST}: this machine only; 0.0.0.0 for all).")
+
+
+def streamlit_command(args: argparse.Namespace) -> list[str]:
+    """The ``python -m streamlit run`` command line for these arguments."""
+    command = [
+        sys.executable, "-m", "streamlit", "run", str(APP_PATH),
+        "--server.address", args.host,
+        "--server.headless", "true",
+        "--browser.gatherUsageStats", "false",
+        # The app's files do not change under a user; watching them costs CPU beside running trials.
+        "--server.fileWatcherType", "none",
+        "--client.toolbarMode", "viewer",  # no developer menu or Deploy button: this is a tool, not a project
+    ]
+    if args.port is not None:
+        command += ["--server.port", str(args.port)]
+    return command
+
+
+def dashboard_command(args: argparse.Namespace) -> int:
+    """Run the dashboard until it is stopped; returns its exit status (130 on Ctrl-C)."""
+    if args.port is not None and not 0 < args.port < 65536:
+        print(f"ppo-tune dashboard: error: --port: must be 1-65535, got {args.port}", file=sys.stderr)
+        return 2
+    environment = dict(os.environ)
+    if args.storage:
+        environment[STORAGE_ENV] = args.storage
+    where = args.storage or f"{DEFAULT_STUDIES_DIR}/*.db"
+    print(f"ppo-tune dashboard: studies from {where}; press Ctrl-C to stop", file=sys.stderr)
+    process = subprocess.Popen(streamlit_command(args), env=environment)
+    try:
+        return process.wait()
+    except KeyboardInterrupt:
+        # From a terminal Streamlit got the same SIGINT; from anything else pass it on. Then let it close.
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        return 130

@@ -1,0 +1,177 @@
+"""Serve the dashboard and photograph every page in headless Chromium (Playwright driving the system browser).
+
+Regenerate the README's screenshots (a synthetic study, built in a temporary directory)::
+
+    python -m dashboard.screenshots                       # writes docs/screenshots/<page>.png
+    python -m dashboard.screenshots --storage sqlite:///studies/mine.db --study mine
+
+The browser test uses the same functions on its fixture study.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from dashboard.routes import PAGES
+from dashboard.sources import STORAGE_ENV
+
+if TYPE_CHECKING:  # Playwright is a test dependency; only this tool uses it
+    from playwright.sync_api import Page
+
+APP_PATH = Path(__file__).resolve().parent / "app.py"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync")
+DOCS_DIR = Path(__file__).resolve().parent.parent / "docs" / "screenshots"
+VIEWPORT = {"width": 1440, "height": 1100}
+# The page scrolls inside Streamlit's main container, so a full-page screenshot needs a viewport that tall.
+CONTENT_HEIGHT_SCRIPT = """() => Math.max(
+    ...Array.from(document.querySelectorAll('[data-testid="stMain"], section, div'), (e) => e.scrollHeight))"""
+MAX_HEIGHT = 5000
+DEMO_HIGHLIGHT = (4, 13)  # in the synthetic study: the best trial and one pruned after over-optimising
+# Streamlit is idle when its "Running..." status widget is gone and no element is still a loading skeleton.
+IDLE_SCRIPT = """() => !document.querySelector('[data-testid="stStatusWidget"]')
+    && !document.querySelector('[data-testid="stSkeleton"]')"""
+
+
+@dataclass(frozen=True)
+class PageCapture:
+    slug: str
+    title: str
+    text: str
+    screenshot: Path
+    exceptions: int
+    charts: int
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _wait_healthy(base_url: str, process: subprocess.Popen[bytes], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"streamlit exited with status {process.returncode} before serving")
+        try:
+            with urllib.request.urlopen(f"{base_url}/_stcore/health", timeout=2) as response:
+                if response.read().strip() == b"ok":
+                    return
+        except OSError:
+            time.sleep(0.3)
+    raise TimeoutError(f"streamlit did not answer on {base_url} within {timeout:g} s")
+
+
+@contextlib.contextmanager
+def serve(storage: str, port: int | None = None, log: Path | None = None, timeout: float = 90) -> Iterator[str]:
+    """Run ``streamlit run dashboard/app.py`` on localhost against ``storage``; yields the base URL."""
+    port = port or free_port()
+    command = [
+        sys.executable, "-m", "streamlit", "run", str(APP_PATH), "--server.address", "127.0.0.1",
+        "--server.port", str(port), "--server.headless", "true", "--browser.gatherUsageStats", "false",
+        "--server.fileWatcherType", "none", "--client.toolbarMode", "viewer",
+    ]
+    environment = {**os.environ, STORAGE_ENV: storage}
+    with contextlib.ExitStack() as stack:
+        output = stack.enter_context(open(log, "wb")) if log else subprocess.DEVNULL
+        process = subprocess.Popen(command, env=environment, stdout=output, stderr=subprocess.STDOUT)
+        base_url = f"http://127.0.0.1:{port}"
+        try:
+            _wait_healthy(base_url, process, timeout)
+            yield base_url
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def _settle(page: Page, title: str, timeout_ms: int) -> None:
+    page.get_by_role("heading", name=title, exact=True).first.wait_for(timeout=timeout_ms)
+    # Idle twice, a moment apart: the page may rerun once after its first paint (query params, widgets),
+    # and charts draw just after the script ends.
+    for pause_ms in (400, 300):
+        page.wait_for_function(IDLE_SCRIPT, timeout=timeout_ms)
+        page.wait_for_timeout(pause_ms)
+
+
+def capture_pages(
+    base_url: str, out_dir: Path, study: str | None = None, pages: Sequence[tuple[str, str, str]] = PAGES,
+    timeout_ms: int = 60_000, tall: bool = True, selected: Sequence[int] = (),
+) -> list[PageCapture]:
+    """Open every page in headless Chromium, wait until it has rendered, and screenshot it.
+
+    ``tall`` grows the window to the page's height first, so the screenshot shows all of it.
+    """
+    from playwright.sync_api import sync_playwright
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    parameters = {"study": study, "trials": ",".join(str(n) for n in selected)}
+    query = "?" + urllib.parse.urlencode({k: v for k, v in parameters.items() if v})
+    captures = []
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=list(CHROMIUM_ARGS), headless=True)
+        try:
+            context = browser.new_context(viewport=VIEWPORT, device_scale_factor=1)
+            for index, (slug, title, _icon) in enumerate(pages):
+                page = context.new_page()
+                page.goto(f"{base_url}/{'' if index == 0 else slug}{query}", wait_until="domcontentloaded")
+                _settle(page, title, timeout_ms)
+                height = min(int(page.evaluate(CONTENT_HEIGHT_SCRIPT)) + 40, MAX_HEIGHT)
+                if tall and height > VIEWPORT["height"]:
+                    page.set_viewport_size({"width": VIEWPORT["width"], "height": height})
+                    _settle(page, title, timeout_ms)
+                path = out_dir / f"{slug}.png"
+                page.screenshot(path=str(path))
+                captures.append(PageCapture(
+                    slug, title, page.inner_text("body"), path,
+                    page.locator('[data-testid="stException"]').count(),
+                    page.locator(".js-plotly-plot").count(),
+                ))
+                page.close()
+        finally:
+            browser.close()
+    return captures
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m dashboard.screenshots", description=__doc__.splitlines()[0])
+    parser.add_argument("--storage", default=None, help="Study storage URL (default: build a synthetic study).")
+    parser.add_argument("--study", default=None, help="Study to open (default: the first).")
+    parser.add_argument("--select", default="", help="Trials to highlight, e.g. 3,7 (default: none; the "
+                        "synthetic study highlights two).")
+    parser.add_argument("--out", type=Path, default=DOCS_DIR, help=f"Where to write <page>.png (default {DOCS_DIR}).")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as scratch:
+        storage, selected = args.storage, [int(n) for n in args.select.split(",") if n.strip()]
+        if storage is None:
+            from dashboard.demo import DemoSpec, build_demo_study
+
+            storage = f"sqlite:///{Path(scratch) / 'demo.db'}"
+            build_demo_study(storage, DemoSpec())
+            selected = selected or list(DEMO_HIGHLIGHT)
+        with serve(storage, log=Path(scratch) / "streamlit.log") as base_url:
+            for capture in capture_pages(base_url, args.out, args.study, selected=selected):
+                print(f"{capture.screenshot}  ({capture.charts} charts, {capture.exceptions} exceptions)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,36 @@
+"""The README's config reference, generated from PPOConfig so the two cannot drift apart.
+
+    python -m ppo_core.config_doc   # prints the markdown table
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+
+from ppo_core.config import PPOConfig, describe_type, settable_fields
+
+BEGIN = "<!-- config-reference:begin -->"
+END = "<!-- config-reference:end -->"
+
+
+def reference_table() -> str:
+    hints = typing.get_type_hints(PPOConfig)
+    lines = ["| field | type | default | meaning |", "|---|---|---|---|"]
+    for name, config_field in settable_fields().items():
+        default = config_field.default if config_field.default is not dataclasses.MISSING else ""
+        shown = "null" if default is None else f"{default!r}".strip("'")
+        help_text = config_field.metadata["help"].replace("|", "\\|")
+        lines.append(f"| `{name}` | {describe_type(hints[name])} | `{shown}` | {help_text} |")
+    derived = [f.name for f in dataclasses.fields(PPOConfig) if not f.init]
+    lines.append("")
+    lines.append("Derived, as TRL computes them: " + ", ".join(f"`{name}`" for name in derived) + ".")
+    return "\n".join(lines)
+
+
+def reference_block() -> str:
+    return f"{BEGIN}\n{reference_table()}\n{END}"
+
+
+if __name__ == "__main__":
+    print(reference_block())

@@ -1,0 +1,72 @@
+"""Studies for the dashboard tests, built once per test session.
+
+``dash``: real tuner trials on the conftest models (one pruned for KL blow-up, one adaptive-KL and one
+fixed-β complete, one failed on a NaN reward). ``pareto``: a small synthetic two-objective study with
+gold scores (dashboard.demo), for the views a real tiny study cannot show. Both live in one SQLite file.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import optuna
+import pytest
+
+from dashboard.demo import DemoSpec, build_demo_study
+from studies import TESTS_DIR, write_study
+from tuner.study_config import load_study_spec
+from tuner.worker import run_worker
+
+REAL, PARETO = "dash", "pareto"
+KL_THRESHOLD = 2.0
+ADAPTIVE_TARGET = 1.0
+BLOW_UP_LR = {"learning_rate": {"type": "float", "low": 2e-2, "high": 3e-2, "log": True}}
+
+
+@dataclass(frozen=True)
+class DashboardStudies:
+    url: str
+    directory: Path
+    pruned: int  # trial numbers in the real study
+    adaptive: int
+    fixed: int
+    failed: int
+
+
+_built: list[DashboardStudies] = []  # both dashboard test modules share one build per session
+
+
+def _run(directory: Path, lm_dir: Path, prompts: Path, url: str, n_trials: int | None, seed: int,
+         **overrides: Any) -> None:
+    path = write_study(directory, lm_dir, prompts, name=REAL, storage=url, sampler={"name": "random", "seed": seed},
+                       kl_guard={"threshold": KL_THRESHOLD, "predict": False}, **overrides)
+    # A timeout this short lets exactly one trial start: how the failing trial is kept to one.
+    run_worker(load_study_spec(path), n_trials=n_trials, timeout=None if n_trials else 0.01, threads=None)
+
+
+def shared_studies(factory: pytest.TempPathFactory, lm_dir: Path, prompts: Path) -> DashboardStudies:
+    """Both studies, built on the first call of the session and reused after."""
+    if not _built:
+        _built.append(build_studies(factory.mktemp("dashboard"), lm_dir, prompts))
+    return _built[0]
+
+
+def build_studies(directory: Path, lm_dir: Path, prompts: Path) -> DashboardStudies:
+    """Both studies in ``directory/dash.db``."""
+    if str(TESTS_DIR) not in sys.path:  # the trials import the test reward functions by name
+        sys.path.insert(0, str(TESTS_DIR))
+    url = f"sqlite:///{directory / 'dash.db'}"
+    _run(directory, lm_dir, prompts, url, 1, 0, search_space=BLOW_UP_LR,
+         base={"kl_coef": 0.0001, "total_episodes": 128})
+    _run(directory, lm_dir, prompts, url, 2, 1, base={"kl_target": ADAPTIVE_TARGET})
+    _run(directory, lm_dir, prompts, url, 3, 2, base={})
+    _run(directory, lm_dir, prompts, url, None, 3, base={"reward_model_path": "reward_functions:nan_reward"})
+    # The tuner does not record its KL guard on the study yet; the dashboard reads it from here when it does.
+    study = optuna.load_study(study_name=REAL, storage=url)
+    study.set_user_attr("kl_guard", {"threshold": KL_THRESHOLD, "metric": "objective/kl"})
+    build_demo_study(url, DemoSpec(name=PARETO, n_trials=10, n_updates=24, sample_every=8, threshold=20.0,
+                                   objectives=("objective/scores", "objective/kl")))
+    return DashboardStudies(url, directory, pruned=0, adaptive=1, fixed=2, failed=3)

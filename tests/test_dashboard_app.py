@@ -1,0 +1,261 @@
+"""Every dashboard page in Streamlit's AppTest, on a real tuner study: what a user sees on each page."""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from dashboard_fixtures import ADAPTIVE_TARGET, KL_THRESHOLD, PARETO, REAL, DashboardStudies, shared_studies
+from streamlit.testing.v1 import AppTest
+
+from dashboard.analysis import available_views
+from dashboard.sources import STORAGE_ENV
+from dashboard.state import selection_from_table
+from tuner.storage import create_engine
+from tuner.store import read_samples
+
+APP = Path(__file__).resolve().parent.parent / "dashboard" / "app.py"
+
+
+@pytest.fixture(scope="module")
+def studies(tmp_path_factory: pytest.TempPathFactory, tiny_lm_dir: Path, prompts_file: Path) -> DashboardStudies:
+    return shared_studies(tmp_path_factory, tiny_lm_dir, prompts_file)
+
+
+@pytest.fixture
+def open_page(studies: DashboardStudies, monkeypatch: pytest.MonkeyPatch) -> Any:
+    monkeypatch.setenv(STORAGE_ENV, studies.url)
+
+    def open_(page: str = "study", study: str = REAL, selected: list[int] | None = None) -> AppTest:
+        app = AppTest.from_file(str(APP), default_timeout=60)
+        app.query_params["study"] = study
+        if selected is not None:
+            app.session_state["selected_trials"] = selected
+        app.run()
+        if page != "study":
+            app.switch_page(f"app_pages/{page}.py").run()
+        assert_clean(app)
+        return app
+
+    return open_
+
+
+def assert_clean(app: AppTest) -> None:
+    assert not app.exception, [e.value for e in app.exception]
+
+
+def figures(app: AppTest) -> dict[str, dict[str, Any]]:
+    """Each plotly chart's figure JSON by the chart's key."""
+    return {chart.key: json.loads(chart.proto.spec) for chart in app.get("plotly_chart")}
+
+
+def trial_lines(figure: dict[str, Any]) -> dict[int, dict[str, Any]]:
+    return {t["meta"]["trial"]: t for t in figure["data"] if "trial" in t.get("meta", {}) and "role" not in t["meta"]}
+
+
+def array(values: Any) -> np.ndarray:
+    """A trace's x or y: plotly writes numpy arrays as base64 typed arrays."""
+    if isinstance(values, dict):
+        return np.frombuffer(base64.b64decode(values["bdata"]), dtype=values["dtype"])
+    return np.asarray(values, dtype=float)
+
+
+def same(left: Any, right: Any) -> bool:
+    missing = pd.isna(left) and pd.isna(right)
+    return bool(missing or left == right or (isinstance(left, float) and math.isclose(left, right)))
+
+
+def test_study_page_counts_best_trial_and_table(open_page: Any, studies: DashboardStudies) -> None:
+    app = open_page()
+    assert [t.value for t in app.title] == ["Study"]
+    assert {m.label: m.value for m in app.metric} == {"Trials": "4", "Complete": "2", "Pruned": "1", "Failed": "1"}
+    assert any(m.value.startswith("**Best trial #") for m in app.markdown)
+    table = app.dataframe[0].value.set_index("number")
+    assert table["state"].to_dict() == {studies.pruned: "PRUNED", studies.adaptive: "COMPLETE",
+                                        studies.fixed: "COMPLETE", studies.failed: "FAIL"}
+    assert f"passed the threshold {KL_THRESHOLD:g}" in table.loc[studies.pruned, "reason"]
+    assert "objective/scores is nan" in table.loc[studies.failed, "reason"]
+    assert table.loc[studies.adaptive, "updates"] == 8 and table.loc[studies.pruned, "updates"] == 3
+    assert {"param:learning_rate", "objective/scores", "duration_s", "max_kl"} <= set(table.columns)
+    assert app.sidebar.selectbox(key="study").options == sorted([PARETO, REAL])
+
+    app.multiselect(key="study_state_filter").set_value(["PRUNED"]).run()
+    assert app.dataframe[0].value["number"].tolist() == [studies.pruned]
+    assert_clean(app)
+
+
+def test_selection_is_shared_by_the_sidebar_table_and_charts(open_page: Any, studies: DashboardStudies) -> None:
+    app = open_page()
+    app.sidebar.multiselect(key="selected_trials").set_value([studies.adaptive]).run()
+    # The table shows the shared selection as its own selected rows.
+    assert app.session_state["trial_table"]["selection"]["rows"] == [studies.adaptive]
+    app.switch_page("app_pages/curves.py").run()
+    lines = trial_lines(figures(app)["chart_kl"])
+    assert (lines[studies.adaptive]["opacity"], lines[studies.adaptive]["line"]["width"]) == (1.0, 3.0)
+    assert {lines[n]["opacity"] for n in lines if n != studies.adaptive} == {0.18}
+    app.toggle(key="curves_only_selected").set_value(True).run()
+    assert set(trial_lines(figures(app)["chart_kl"])) == {studies.adaptive}
+    assert_clean(app)
+    # Selecting rows in the table replaces the selection of the rows shown; filtered-out trials keep theirs.
+    assert selection_from_table([0, 2], [5, 6, 7], before=[1, 6]) == [1, 5, 7]
+
+
+def test_curves_page_kl_beta_and_rewards(open_page: Any, studies: DashboardStudies) -> None:
+    app = open_page("curves")
+    assert [s.value for s in app.subheader] == ["KL", "Reward", "More metrics"]
+    charts = figures(app)
+    kl = charts["chart_kl"]
+    lines = trial_lines(kl)
+    assert set(lines) == {studies.pruned, studies.adaptive, studies.fixed, studies.failed}
+    assert lines[studies.pruned]["line"]["dash"] == "dash" and lines[studies.failed]["line"]["dash"] == "dashdot"
+    assert lines[studies.fixed]["line"]["dash"] == "solid"
+    assert array(lines[studies.pruned]["y"]).max() > KL_THRESHOLD  # the blow-up that pruned it is on the chart
+    roles = {t["meta"]["role"]: t for t in kl["data"] if "role" in t["meta"]}
+    assert roles["threshold"]["y"] == [KL_THRESHOLD, KL_THRESHOLD]
+    assert roles["target"]["y"] == [ADAPTIVE_TARGET, ADAPTIVE_TARGET]
+    assert roles["target"]["meta"]["trial"] == studies.adaptive
+    assert len(kl["data"]) == 6  # 4 trials, 1 KL target, 1 threshold
+    assert set(trial_lines(charts["chart_beta"])) == {studies.adaptive}
+    # The failed trial's score was NaN: it has no proxy curve.
+    assert set(trial_lines(charts["chart_proxy"])) == {studies.pruned, studies.adaptive, studies.fixed}
+    assert "chart_gold" not in charts and any("No gold score" in i.value for i in app.info)
+
+    raw = array(lines[studies.fixed]["y"])
+    app.slider(key="curves_smoothing").set_value(0.9).run()
+    app.radio(key="curves_x").set_value("episode").run()
+    smoothed = trial_lines(figures(app)["chart_kl"])[studies.fixed]
+    assert array(smoothed["y"])[0] == raw[0] and array(smoothed["y"])[-1] != raw[-1]
+    assert array(smoothed["x"])[-1] == 64  # 8 updates of 8 episodes
+    app.multiselect(key="curves_more").set_value(["loss/value_avg"]).run()
+    assert len(trial_lines(figures(app)["chart_loss/value_avg"])) >= 3
+    assert_clean(app)
+
+
+def test_curves_show_gold_scores_when_the_study_has_them(open_page: Any) -> None:
+    app = open_page("curves", study=PARETO)
+    charts = figures(app)
+    assert len(trial_lines(charts["chart_gold"])) == 10 and len(trial_lines(charts["chart_proxy"])) == 10
+    assert not app.info
+
+
+def test_samples_page_shows_the_stored_generations(open_page: Any, studies: DashboardStudies) -> None:
+    stored = read_samples(create_engine(studies.url), REAL)
+    app = open_page("samples")
+    assert [s.value for s in app.subheader] == ["Every trial's answer at update 8", "One trial over the updates"]
+    assert len(app.selectbox(key="samples_prompt").options) == stored["prompt_index"].nunique() == 2
+    table = app.dataframe[0].value.set_index("trial_number")
+    assert set(table.index) == set(stored["trial_number"])
+    for number, row in table.iterrows():
+        expected = stored[(stored["trial_number"] == number) & (stored["prompt_index"] == 0)].iloc[-1]
+        assert row["update"] == expected["update"] and row["response"] == expected["response"]
+        assert same(row["score"], expected["score"])
+    # One trial over the updates: the best trial's answers to prompt 0, in update order.
+    trial = app.selectbox(key="samples_trial").value
+    own = stored[(stored["trial_number"] == trial) & (stored["prompt_index"] == 0)]
+    assert [c.value for c in app.code] == own["response"].tolist()
+    assert [m.value.split("**")[1] for m in app.markdown] == [f"Update {u}" for u in own["update"]]
+
+    app.selectbox(key="samples_prompt").set_value(1).run()
+    own = stored[(stored["trial_number"] == trial) & (stored["prompt_index"] == 1)]
+    assert [c.value for c in app.code] == own["response"].tolist()
+    assert_clean(app)
+
+
+def test_compare_page_side_by_side(open_page: Any, studies: DashboardStudies) -> None:
+    stored = read_samples(create_engine(studies.url), REAL)
+    app = open_page("compare")
+    pair = [studies.fixed, studies.adaptive]
+    app.multiselect(key="compare_trials").set_value(pair).run()
+    assert [s.value for s in app.subheader] == ["Parameters", "Curves", "Final metrics", "Generations"]
+    params = app.dataframe[0].value.set_index("setting")
+    assert params.columns.tolist() == [f"#{n}" for n in pair] + ["differs"] and params.loc["learning_rate", "differs"]
+    configs = app.dataframe[1].value.set_index("setting")
+    assert configs.loc["kl_target", f"#{studies.adaptive}"] == f"{ADAPTIVE_TARGET:g}"
+    assert configs.loc["kl_target", f"#{studies.fixed}"] == "—" and configs["differs"].all()
+    final = app.dataframe[2].value
+    assert final.loc["state"].tolist() == ["COMPLETE", "COMPLETE"] and "objective/kl" in final.index
+    charts = figures(app)
+    assert set(trial_lines(charts["chart_compare_metric_left"])) == set(pair)
+    assert set(trial_lines(charts["chart_compare_metric_right"])) == set(pair)
+    # Generations at the last update both trials sampled, prompt by prompt, one column per trial.
+    expected = [stored[(stored["trial_number"] == n) & (stored["prompt_index"] == p) & (stored["update"] == 8)]
+                ["response"].item() for p in (0, 1) for n in pair]
+    assert [c.value for c in app.code] == expected
+
+    app.multiselect(key="compare_trials").set_value([studies.fixed]).run()
+    assert any("at least two" in i.value for i in app.info) and not app.code
+    assert_clean(app)
+
+
+@pytest.mark.parametrize("study", [REAL, PARETO])
+def test_analysis_page_draws_every_optuna_view_or_says_why_not(open_page: Any, study: str) -> None:
+    app = open_page("analysis", study=study)
+    views = available_views(multi_objective=study == PARETO)
+    assert ("Pareto front" in views) == (study == PARETO)
+    outcomes, objective_choices = {}, {}
+    for view in views:
+        app.session_state["analysis_view"] = view
+        app.run()
+        assert_clean(app)
+        charts = figures(app)
+        outcomes[view] = "chart" if charts else app.info[0].value
+        objective_choices[view] = [len(r.options) for r in app.radio if r.key == "analysis_objective"]
+        if charts:
+            assert charts["chart_analysis"]["data"], view
+    assert outcomes["Optimization history"] == outcomes["Timeline"] == outcomes["Slice"] == "chart"
+    if study == REAL:  # one searched parameter
+        assert "two searched parameters" in outcomes["Contour"]
+    else:
+        assert outcomes["Pareto front"] == outcomes["Contour"] == "chart"
+        assert objective_choices["Slice"] == [2] and objective_choices["Pareto front"] == []
+
+
+def test_health_page_names_the_signs_and_the_advice(open_page: Any, studies: DashboardStudies) -> None:
+    app = open_page("health")
+    assert {m.label: m.value for m in app.metric}["Critical"] == "2"
+    table = app.dataframe[0].value.set_index("trial")
+    assert set(table.index) == {studies.pruned, studies.failed}
+    assert table.loc[studies.pruned, "signs"] == "KL above the blow-up threshold"
+    assert "objective/scores became non-finite" in table.loc[studies.failed, "signs"]
+    errors = [e.value for e in app.error]
+    blow_up = next(e for e in errors if e.startswith("**KL above the blow-up threshold**"))
+    assert f"(threshold {KL_THRESHOLD:g}" in blow_up and "Lower the learning rate or raise β" in blow_up
+    assert any("check that the reward never returns NaN" in e for e in errors)
+
+    app.radio(key="health_show").set_value("All trials").run()
+    assert len(app.dataframe[0].value) == 4
+    assert len(app.success) == 2  # the two complete trials: no warning signs
+    assert_clean(app)
+
+
+def test_auto_refresh_runs_the_page_body_as_a_fragment(open_page: Any) -> None:
+    app = open_page("curves")
+    app.sidebar.toggle(key="auto_refresh").set_value(True).run()
+    assert_clean(app)
+    assert "chart_kl" in figures(app)
+
+
+def test_pages_without_studies_say_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(STORAGE_ENV, raising=False)
+    monkeypatch.chdir(tmp_path)  # no studies/ here
+    app = AppTest.from_file(str(APP), default_timeout=60).run()
+    assert_clean(app)
+    assert "No study databases" in app.sidebar.warning[0].value
+    assert "No study to show" in app.info[0].value
+    monkeypatch.setenv(STORAGE_ENV, f"sqlite:///{tmp_path / 'missing.db'}")
+    app = AppTest.from_file(str(APP), default_timeout=60).run()
+    assert_clean(app)
+    assert "no study database at" in app.sidebar.error[0].value
+    assert not (tmp_path / "missing.db").exists()  # reading never creates a database
+
+
+def test_table_columns_are_plain_values(open_page: Any) -> None:
+    # The table's frame is what st.dataframe sorts and filters: every cell a plain value, no objects.
+    frame = open_page().dataframe[0].value
+    assert all(pd.api.types.is_scalar(v) for v in frame.to_numpy().ravel())
