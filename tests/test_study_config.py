@@ -56,8 +56,10 @@ def test_missing_study_file_and_unknown_study(tmp_path: Path, capsys: pytest.Cap
 RUN_CONFIGS = ("train.yaml", "trl_defaults.yaml")
 
 
-@pytest.mark.parametrize("study_file", sorted(p for p in (ROOT / "studies").glob("*.yaml") if p.name not in RUN_CONFIGS),
-                         ids=lambda p: p.name)
+STUDY_FILES = sorted(p for p in (ROOT / "studies").glob("*.yaml") if p.name not in RUN_CONFIGS)
+
+
+@pytest.mark.parametrize("study_file", STUDY_FILES, ids=lambda p: p.name)
 def test_shipped_study_files_are_valid(study_file: Path) -> None:
     spec = load_study_spec(study_file)
     assert spec.objectives and spec.search_space and spec.base["task"] == "shortest_path"
