@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 import torch
 from torch import nn
 from transformers import (
@@ -11,6 +14,7 @@ from transformers import (
     PreTrainedModel,
     PreTrainedTokenizerBase,
 )
+from transformers.utils import logging as transformers_logging
 
 from ppo_core.config import ConfigError
 
@@ -62,10 +66,22 @@ class ValueModel(nn.Module):
 def load_value_model(path: str, field_name: str = "value_model_path") -> ValueModel:
     """A value network on the trunk of any transformers model directory (a causal LM or a reward model)."""
     try:
-        trunk = AutoModel.from_pretrained(path, dtype=torch.float32)
+        # A reward model's own head is expected to be left behind; transformers would report it as unexpected.
+        with _transformers_errors_only():
+            trunk = AutoModel.from_pretrained(path, dtype=torch.float32)
     except (OSError, ValueError) as error:
         raise ConfigError(f"{field_name}: cannot load a model trunk from {path!r} ({_first_line(error)})") from None
     return ValueModel(trunk).eval()
+
+
+@contextlib.contextmanager
+def _transformers_errors_only() -> Iterator[None]:
+    previous = transformers_logging.get_verbosity()
+    transformers_logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        transformers_logging.set_verbosity(previous)
 
 
 def _first_line(error: BaseException) -> str:
