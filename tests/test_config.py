@@ -90,3 +90,11 @@ def test_missing_and_malformed_files(tmp_path: Path) -> None:
     bad.write_text("kl_coef: [0.1\n")
     with pytest.raises(ConfigError, match="is not valid yaml"):
         load_config(bad)
+
+
+def test_readme_config_reference_is_in_step_with_the_dataclass() -> None:
+    from ppo_core.config_doc import BEGIN, END, reference_block
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    assert readme[readme.index(BEGIN): readme.index(END) + len(END)] == reference_block(), \
+        "regenerate with: python -m ppo_core.config_doc"
