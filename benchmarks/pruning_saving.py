@@ -1,0 +1,78 @@
+"""What KL-blow-up pruning saves: the quickstart study with and without the KL guard, same sampler seed.
+
+    python -m benchmarks.pruning_saving [--study studies/quickstart.yaml] [--workers 2]
+
+Both studies run in fresh SQLite files under a temporary directory (or ``--keep DIR``) with every
+other setting equal, including the reward-based pruner. Reported: updates run, wall time, trials
+finished and pruned, and the best gold score. With two workers the order in which trials finish
+varies, so the two studies see the same seed but not identical trial sequences.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+
+import optuna
+import yaml
+from optuna.trial import TrialState
+
+from ppo_core.config_io import read_mapping
+from tuner.attrs import KL_HISTORY_ATTR, PRUNE_REASON_ATTR
+from tuner.runner import run_study
+from tuner.storage import open_storage
+from tuner.study_config import load_study_spec
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_variant(study_file: Path, directory: Path, guard_enabled: bool, workers: int) -> dict[str, object]:
+    # Workers read the study from its file, so each variant gets a file of its own.
+    data = read_mapping(study_file, "study")
+    data["name"] = f"{data['name']}-{'guard' if guard_enabled else 'noguard'}"
+    data.pop("storage", None)
+    data["kl_guard"] = {**data.get("kl_guard", {}), "enabled": guard_enabled}
+    variant_file = directory / f"{data['name']}.yaml"
+    variant_file.write_text(yaml.safe_dump(data, sort_keys=False))
+    spec = load_study_spec(variant_file)
+    label = "with KL guard" if guard_enabled else "without KL guard"
+    started = time.perf_counter()
+    run_study(spec, spec.n_trials, spec.timeout, workers)
+    wall = time.perf_counter() - started
+    trials = optuna.load_study(study_name=spec.name, storage=open_storage(spec.storage)).get_trials()
+    kl_pruned = [t for t in trials if "objective/kl" in str(t.user_attrs.get(PRUNE_REASON_ATTR, ""))]
+    complete = [t for t in trials if t.state == TrialState.COMPLETE]
+    return {
+        "variant": label,
+        "trials finished": sum(t.state in (TrialState.COMPLETE, TrialState.PRUNED) for t in trials),
+        "pruned for KL": len(kl_pruned),
+        "pruned by median": sum(t.state == TrialState.PRUNED for t in trials) - len(kl_pruned),
+        "updates run": sum(len(t.user_attrs.get(KL_HISTORY_ATTR, [])) for t in trials),
+        "wall s": round(wall, 1),
+        "best gold": round(max(t.values[0] for t in complete), 4) if complete else None,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--study", default=str(ROOT / "studies" / "quickstart.yaml"))
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--keep", default=None, help="Directory for the two study databases.")
+    args = parser.parse_args()
+    directory = Path(args.keep or tempfile.mkdtemp(prefix="ppo-tune-pruning-"))
+    directory.mkdir(parents=True, exist_ok=True)
+    rows = [run_variant(Path(args.study), directory, enabled, args.workers) for enabled in (True, False)]
+    header = list(rows[0])
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for row in rows:
+        print("| " + " | ".join(str(row[k]) for k in header) + " |")
+    (ROOT / "benchmarks" / "results").mkdir(exist_ok=True)
+    (ROOT / "benchmarks" / "results" / "pruning_saving.json").write_text(json.dumps(rows, indent=2))
+
+
+if __name__ == "__main__":
+    main()
