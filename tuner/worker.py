@@ -103,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     from transformers.utils import logging as transformers_logging
 
     transformers_logging.disable_progress_bar()
+    transformers_logging.set_verbosity_error()
     spec = load_study_spec(args.study)
     if args.storage:
         spec.storage = args.storage
