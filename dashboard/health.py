@@ -1,7 +1,7 @@
 """What a trial's curves say, in plain words, with the advice that applies.
 
 The signs and the advice follow the tuning guidance "PPO hyperparameters for LLMs"
-(/work/shared/seeds/ppo-hyperparameters-for-llms.txt in this project's seeds): control KL first and
+(the seed guidance ../shared/seeds/ppo-hyperparameters-for-llms.txt, beside this repository): control KL first and
 keep it below roughly 15–20 nats, moving β or the adaptive target when the policy runs away and
 when KL falls to zero; a learning rate that is too high drives KL up and the outputs to collapse;
 an unstable value function spoils the advantages; instability over several PPO epochs calls for
