@@ -57,6 +57,13 @@ def trl_arguments(config: dict[str, Any]) -> str:
         if name == "kl_horizon" and config.get("kl_target") is None:
             continue
         comments.append(f"# {name}={_flag_value(value)}: {why}")
+    if config.get("response_length") is None:
+        comments.append("# response_length: the built-in task's own length was used; TRL would default to 53")
+    if (config.get("num_mini_batches") or 1) > 1:
+        comments.append("# num_mini_batches > 1: TRL 1.12 counts gradient accumulation across mini-batch boundaries "
+                        "and takes fewer optimizer steps than ppo-tune did (benchmarks/README.md)")
+    if (config.get("max_grad_norm") or 0) > 0:
+        comments.append("# max_grad_norm: TRL 1.12's PPO loop does not clip gradients")
     if config.get("task") is not None and config.get("sft_model_path") is None:
         comments.append("# sft_model_path / reward_model_path: the built-in task's models (ppo-tune's cache)")
     return " \\\n".join(flags) + ("\n" + "\n".join(comments) if comments else "") + "\n"
