@@ -14,7 +14,7 @@ from transformers import get_scheduler
 
 from ppo_core.advantages import gae, shape_rewards, whiten_advantages, whiten_rewards
 from ppo_core.callbacks import SampleGeneration, TrainerCallback
-from ppo_core.config import ConfigError, PPOConfig
+from ppo_core.config import PPOConfig
 from ppo_core.kl import kl_per_token, make_kl_controller
 from ppo_core.metrics import first_non_finite, rollout_metrics
 from ppo_core.rollout import Rollout, collect_rollout, sampling_config
@@ -212,4 +212,4 @@ def _gpu_supports_bf16(use_cpu: bool) -> bool:
     return not use_cpu and torch.cuda.is_available() and torch.cuda.is_bf16_supported()
 
 
-__all__ = ["ConfigError", "NonFiniteError", "PPOTrainer", "TrainResult"]
+__all__ = ["NonFiniteError", "PPOTrainer", "TrainResult"]
