@@ -10,7 +10,6 @@ when a page asks for them, so the trial table opens without decoding every updat
 from __future__ import annotations
 
 import hashlib
-import json
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,14 +22,8 @@ from optuna.storages import RDBStorage
 from optuna.trial import FrozenTrial
 
 from dashboard.sources import StudyRef
-from tuner.store import metrics_table, samples_table
+from tuner.store import METRIC_KEYS, decode_metric_rows, metrics_table, samples_table
 
-try:  # orjson decodes the per-update JSON about three times faster; the standard library works too.
-    from orjson import loads as _json_loads
-except ImportError:  # pragma: no cover - depends on the environment
-    _json_loads = json.loads
-
-METRIC_KEYS = ["trial_id", "trial_number", "update", "episode"]
 SAMPLE_COLUMNS = [c.name for c in samples_table.c if c.name not in ("id", "study_name")]
 
 
@@ -46,19 +39,8 @@ class Snapshot:
 
 
 def decode_metrics(rows: list[Any]) -> pd.DataFrame:
-    """Rows of (id, trial_id, trial_number, update, episode, metrics JSON) as a frame with one column per metric.
-
-    Non-finite values are stored as the strings "nan"/"inf"; they come back as floats.
-    """
-    if not rows:
-        return pd.DataFrame(columns=METRIC_KEYS)
-    keys = pd.DataFrame([row[1:5] for row in rows], columns=METRIC_KEYS)
-    values = pd.DataFrame([_json_loads(row[5]) for row in rows])
-    values = values.drop(columns=[c for c in ("update", "episode") if c in values.columns])
-    for column in values.columns:
-        if not pd.api.types.is_numeric_dtype(values[column]):  # "nan"/"inf" strings, or a mixed column
-            values[column] = pd.to_numeric(values[column], errors="coerce")
-    return pd.concat([keys, values], axis=1)
+    """Rows of (id, trial_id, trial_number, update, episode, metrics JSON): the store's decoder, id dropped."""
+    return decode_metric_rows([row[1:] for row in rows])
 
 
 class _AppendOnlyRows:

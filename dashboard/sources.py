@@ -20,10 +20,10 @@ import optuna
 import sqlalchemy
 from optuna.storages import RDBStorage
 
+from tuner.paths import DEFAULT_STUDIES_DIR, discover_storage_urls
 from tuner.storage import SQLITE_BUSY_TIMEOUT_S, sqlite_path
 
 STORAGE_ENV = "PPO_TUNE_STORAGE"
-DEFAULT_STUDIES_DIR = Path("studies")
 
 
 @dataclass(frozen=True, order=True)
@@ -54,7 +54,7 @@ def storage_urls(explicit: str | None = None, studies_dir: Path = DEFAULT_STUDIE
     chosen = explicit or os.environ.get(STORAGE_ENV)
     if chosen:
         return [chosen]
-    return [f"sqlite:///{path.resolve()}" for path in sorted(studies_dir.glob("*.db"))]
+    return discover_storage_urls(studies_dir)
 
 
 def read_only_url(url: str) -> str:

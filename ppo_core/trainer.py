@@ -83,7 +83,8 @@ class PPOTrainer:
         policy, value_model, policy_optimizer, value_optimizer = self.accelerator.prepare(
             models.policy, models.value_model, policy_optimizer, value_optimizer
         )
-        models.policy, models.value_model = policy, value_model
+        # Generation runs on the unwrapped model; the update uses the prepared one.
+        models.policy, models.value_model = self.accelerator.unwrap_model(policy), value_model
         self.optimisation = Optimisation(self.accelerator, policy, value_model, policy_optimizer, value_optimizer)
         self.update_settings = UpdateSettings(
             num_ppo_epochs=c.num_ppo_epochs,
@@ -165,7 +166,6 @@ class PPOTrainer:
 
     def _rollout(self, prompts: list[str]) -> Rollout:
         c = self.config
-        self.setup.models.policy = self.accelerator.unwrap_model(self.optimisation.policy)
         with self.accelerator.autocast():
             return collect_rollout(
                 self.setup.models, prompts, self.generation_config, self.setup.stop_token_id,

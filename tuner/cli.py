@@ -6,9 +6,8 @@ import argparse
 import json
 import os
 import sys
-from pathlib import Path
 
-DEFAULT_STUDIES_DIR = Path("studies")
+from tuner.paths import DEFAULT_STUDIES_DIR, discover_storage_urls
 
 
 class UsageError(ValueError):
@@ -50,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
 def storages(storage: str | None) -> list[str]:
     if storage:
         return [storage]
-    return [f"sqlite:///{path.resolve()}" for path in sorted(DEFAULT_STUDIES_DIR.glob("*.db"))]
+    return discover_storage_urls()
 
 
 def load_named_study(name: str, storage: str | None):
