@@ -21,8 +21,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import transformers
-
 from benchmarks.aggregate import ratios, side_summary
 from benchmarks.equal_work import compare
 from benchmarks.fixtures import build_fixture, count_parameters
@@ -32,6 +30,7 @@ from benchmarks.profile_core import PROFILED_UPDATES
 from benchmarks.report import markdown, write_into_readme
 from benchmarks.sizes import CPU_SIZES, CUDA_SIZES, SIZES
 from benchmarks.workload import CPU_WORKLOAD, CUDA_WORKLOAD, Workload
+from ppo_core.quiet import quiet_transformers
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 BENCH_DIR = REPO_ROOT / "benchmarks"
@@ -141,8 +140,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    transformers.logging.set_verbosity_error()
-    transformers.utils.logging.disable_progress_bar()
+    quiet_transformers()
     cuda = args.device == "cuda"
     sizes = args.sizes or list(CUDA_SIZES if cuda else CPU_SIZES)
     threads = args.threads or (4 if cuda else 1)

@@ -22,8 +22,8 @@ from optuna.trial import TrialState
 
 from ppo_core.config_io import read_mapping
 from tuner.attrs import KL_HISTORY_ATTR, PRUNE_REASON_ATTR
+from tuner.database import open_storage
 from tuner.runner import run_study
-from tuner.storage import open_storage
 from tuner.study_config import load_study_spec
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -13,12 +13,12 @@ import statistics
 from pathlib import Path
 
 import optuna
-from transformers.utils import logging as transformers_logging
 
 from ppo_core import PPOTrainer
 from ppo_core.config_io import build_config, read_mapping
+from ppo_core.quiet import quiet_transformers
+from tuner.database import open_storage
 from tuner.reports import best_trials, trial_config
-from tuner.storage import open_storage
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -36,8 +36,7 @@ def main() -> None:
     parser.add_argument("--baseline", default=str(ROOT / "studies" / "trl_defaults.yaml"))
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     args = parser.parse_args()
-    transformers_logging.set_verbosity_error()
-    transformers_logging.disable_progress_bar()
+    quiet_transformers()
     study = optuna.load_study(study_name=args.study, storage=open_storage(args.storage))
     best = best_trials(study)[0]
     candidates = {

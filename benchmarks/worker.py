@@ -23,13 +23,13 @@ from typing import Any
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
 import torch
-import transformers
 
 from benchmarks.counters import WorkCounter
 from benchmarks.fixtures import Fixture
 from benchmarks.memory import MemoryMeter
 from benchmarks.timing import Side
 from benchmarks.workload import Workload
+from ppo_core.quiet import quiet_transformers
 
 SIDES = ("ppo_core", "trl")
 MODES = ("time", "count", "profile")
@@ -98,8 +98,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
 
     torch.set_num_threads(args.threads)
-    transformers.logging.set_verbosity_error()
-    transformers.utils.logging.disable_progress_bar()
+    quiet_transformers()
     warnings.filterwarnings("ignore")
     workload = Workload.from_dict(json.loads(args.workload))
     fixture = Fixture.at(args.fixture)

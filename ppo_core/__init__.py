@@ -10,17 +10,17 @@ import importlib
 from typing import Any
 
 from ppo_core.config import ConfigError, PPOConfig
+from ppo_core.errors import InputError, NonFiniteError
 
 _LAZY = {
     "JsonlWriter": "ppo_core.callbacks",
     "SampleGeneration": "ppo_core.callbacks",
     "TrainerCallback": "ppo_core.callbacks",
-    "NonFiniteError": "ppo_core.trainer",
     "PPOTrainer": "ppo_core.trainer",
     "TrainResult": "ppo_core.trainer",
 }
 
-__all__ = ["ConfigError", "PPOConfig", *_LAZY]
+__all__ = ["ConfigError", "InputError", "NonFiniteError", "PPOConfig", *_LAZY]
 
 
 def __getattr__(name: str) -> Any:

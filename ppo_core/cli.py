@@ -4,46 +4,41 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
+from typing import Any
 
-from ppo_core.callbacks import JsonlWriter
-from ppo_core.config import ConfigError
 from ppo_core.config_io import dump_config, load_config
-from ppo_core.progress import ProgressCallback
-from ppo_core.trainer import NonFiniteError, PPOTrainer
 
 
-def add_train_arguments(parser: argparse.ArgumentParser) -> None:
+def add_train_command(commands: Any) -> None:
+    """Add ``train`` to an argparse subparsers object; the parsed arguments carry ``handler``."""
+    parser = commands.add_parser("train", help="Run one PPO run from a config file.")
     parser.add_argument("config", help="Run config (YAML or JSON) with PPOConfig fields, e.g. studies/train.yaml")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="Override one PPOConfig field; repeatable.")
     parser.add_argument("--output", default=None, help="Output directory (default: runs/<config name>).")
     parser.add_argument("--quiet", action="store_true", help="No progress bar.")
+    parser.set_defaults(handler=train_command)
 
 
 def train_command(args: argparse.Namespace) -> int:
-    """Run one PPO run and write metrics.jsonl, samples.jsonl and config.yaml; 2 on bad input, 1 on divergence."""
-    from transformers.utils import logging as transformers_logging
+    """Run one PPO run and write metrics.jsonl, samples.jsonl and config.yaml.
 
-    transformers_logging.set_verbosity_error()
-    transformers_logging.disable_progress_bar()
-    try:
-        config = load_config(args.config, args.overrides)
-        output = Path(args.output or Path("runs") / Path(args.config).stem)
-        output.mkdir(parents=True, exist_ok=True)
-        dump_config(config, output / "config.yaml")
-        callbacks = [JsonlWriter(output)] + ([] if args.quiet else [ProgressCallback()])
-        started = time.perf_counter()
-        trainer = PPOTrainer(config, callbacks)
-        result = trainer.train()
-    except ConfigError as error:
-        print(f"ppo-tune train: error: {error}", file=sys.stderr)
-        return 2
-    except NonFiniteError as error:
-        print(f"ppo-tune train: diverged: {error}", file=sys.stderr)
-        return 1
+    Raises ConfigError on bad input and NonFiniteError on divergence; the command line reports them.
+    """
+    # The trainer pulls in torch; ``ppo-tune list`` and ``ppo-tune dashboard`` should not wait for it.
+    from ppo_core.callbacks import JsonlWriter
+    from ppo_core.progress import ProgressCallback
+    from ppo_core.trainer import PPOTrainer
+
+    config = load_config(args.config, args.overrides)
+    output = Path(args.output or Path("runs") / Path(args.config).stem)
+    output.mkdir(parents=True, exist_ok=True)
+    dump_config(config, output / "config.yaml")
+    callbacks = [JsonlWriter(output)] + ([] if args.quiet else [ProgressCallback()])
+    started = time.perf_counter()
+    result = PPOTrainer(config, callbacks).train()
     summary = _summary(result.metrics, time.perf_counter() - started, output)
     print(json.dumps(summary, indent=2))
     return 0

@@ -9,16 +9,19 @@ one-line message that names the field.
 from __future__ import annotations
 
 import dataclasses
+import os
 import types
 import typing
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ppo_core.errors import InputError
+
 KL_ESTIMATORS = ("k1", "k2", "k3", "abs")
 LR_SCHEDULES = ("constant", "linear", "cosine")
 
 
-class ConfigError(ValueError):
+class ConfigError(InputError):
     """A config value is wrong; the message is one line and names the field."""
 
 
@@ -158,7 +161,7 @@ class PPOConfig:
     )
     use_cpu: bool = field(default=False, metadata=_help("Run on the CPU even when a GPU is present."))
 
-    # --- derived (TRL's batch hierarchy), computed in __post_init__ ---
+    # --- derived (TRL's batch hierarchy): filled in once, by __post_init__, and written by nothing else ---
     world_size: int = field(default=1, init=False, metadata=_help("Processes (derived)."))
     micro_batch_size: int = field(default=0, init=False, metadata=_help("per_device x world_size (derived)."))
     local_batch_size: int = field(default=0, init=False, metadata=_help("per_device x grad_accum (derived)."))
@@ -171,9 +174,9 @@ class PPOConfig:
     def __post_init__(self) -> None:
         _check_types(self)
         _check_ranges(self)
-        self.derive_batch_sizes(world_size=1)
+        self._derive_batch_sizes(launched_world_size())
 
-    def derive_batch_sizes(self, world_size: int) -> None:
+    def _derive_batch_sizes(self, world_size: int) -> None:
         """Compute TRL's batch hierarchy; the update loop splits each mini-batch into micro-batches."""
         self.world_size = world_size
         self.local_batch_size = self.per_device_train_batch_size * self.gradient_accumulation_steps
@@ -193,6 +196,17 @@ class PPOConfig:
     def to_dict(self) -> dict[str, Any]:
         """The user-settable fields, for writing the resolved config."""
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.init}
+
+
+def launched_world_size() -> int:
+    """Processes in this launch: ``accelerate launch`` and ``torchrun`` set WORLD_SIZE in every process they start.
+
+    Reading it when the config is built lets the batch hierarchy be derived once, before the trainer exists.
+    """
+    try:
+        return max(1, int(os.environ.get("WORLD_SIZE", "1")))
+    except ValueError:
+        raise ConfigError(f"WORLD_SIZE: expected a number of processes, got {os.environ['WORLD_SIZE']!r}") from None
 
 
 def settable_fields() -> dict[str, dataclasses.Field[Any]]:

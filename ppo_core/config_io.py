@@ -74,7 +74,9 @@ def _coerce_float_text(values: dict[str, Any]) -> dict[str, Any]:
 def build_config(values: dict[str, Any]) -> PPOConfig:
     """Validate and build a PPOConfig from a plain mapping, through HfArgumentParser."""
     check_known_keys(values)
-    (config,) = HfArgumentParser(PPOConfig).parse_dict(_coerce_float_text(values), allow_extra_keys=False)
+    # HfArgumentParser's DataClassType is a NewType no dataclass matches statically.
+    parser = HfArgumentParser(PPOConfig)  # type: ignore[arg-type]
+    (config,) = parser.parse_dict(_coerce_float_text(values), allow_extra_keys=False)
     return config
 
 

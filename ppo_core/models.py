@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
-
 import torch
 from torch import nn
 from transformers import (
@@ -14,9 +11,9 @@ from transformers import (
     PreTrainedModel,
     PreTrainedTokenizerBase,
 )
-from transformers.utils import logging as transformers_logging
 
 from ppo_core.config import ConfigError
+from ppo_core.quiet import transformers_errors_only
 
 
 def load_tokenizer(path: str, field_name: str = "sft_model_path") -> PreTrainedTokenizerBase:
@@ -67,21 +64,11 @@ def load_value_model(path: str, field_name: str = "value_model_path") -> ValueMo
     """A value network on the trunk of any transformers model directory (a causal LM or a reward model)."""
     try:
         # A reward model's own head is expected to be left behind; transformers would report it as unexpected.
-        with _transformers_errors_only():
+        with transformers_errors_only():
             trunk = AutoModel.from_pretrained(path, dtype=torch.float32)
     except (OSError, ValueError) as error:
         raise ConfigError(f"{field_name}: cannot load a model trunk from {path!r} ({_first_line(error)})") from None
     return ValueModel(trunk).eval()
-
-
-@contextlib.contextmanager
-def _transformers_errors_only() -> Iterator[None]:
-    previous = transformers_logging.get_verbosity()
-    transformers_logging.set_verbosity_error()
-    try:
-        yield
-    finally:
-        transformers_logging.set_verbosity(previous)
 
 
 def _first_line(error: BaseException) -> str:

@@ -49,7 +49,7 @@ class SequenceClassifierReward:
         self.reward_text = reward_text
 
     def to(self, device: torch.device) -> SequenceClassifierReward:
-        self.model.to(device)
+        self.model.to(device)  # type: ignore[arg-type]  # transformers types .to() as a decorator
         return self
 
     @torch.no_grad()

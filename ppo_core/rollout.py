@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
-from transformers import GenerationConfig, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from ppo_core.config import PPOConfig
+from ppo_core.generation import generate
 from ppo_core.models import ValueModel
-from ppo_core.rewards import RewardFunction
-from ppo_core.sequences import (
-    contains_stop,
-    position_ids_from_mask,
-    response_mask_after_stop,
-    token_logprobs,
-)
+from ppo_core.sequences import contains_stop, position_ids_from_mask, token_logprobs
+from ppo_core.setup import RunSetup
 
 
 @dataclass
@@ -38,51 +35,6 @@ class Rollout:
     @property
     def num_response_tokens(self) -> int:
         return int(self.response_mask.sum())
-
-
-def sampling_config(max_new_tokens: int, temperature: float, tokenizer: PreTrainedTokenizerBase,
-                    stop_token_id: int | None) -> GenerationConfig:
-    """Pure sampling from softmax(z / T): no top-k, top-p or penalties from the model's own defaults."""
-    return GenerationConfig(
-        max_new_tokens=max_new_tokens,
-        min_new_tokens=0,
-        do_sample=True,
-        temperature=temperature,
-        top_k=0,
-        top_p=1.0,
-        eos_token_id=stop_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-        bos_token_id=tokenizer.bos_token_id,
-        return_dict_in_generate=True,
-        output_logits=True,
-    )
-
-
-@torch.no_grad()
-def generate(
-    policy: PreTrainedModel,
-    queries: torch.Tensor,
-    query_mask: torch.Tensor,
-    generation_config: GenerationConfig,
-    stop_token_id: int | None,
-    pad_token_id: int,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Sample responses and their log-probabilities at the sampling temperature.
-
-    The log-probabilities come from the logits that generation already computed, so the rollout
-    needs no second forward pass of the policy. Returns ``(responses, response_mask, logprobs)``.
-    """
-    output = policy.generate(
-        input_ids=queries,
-        attention_mask=query_mask,
-        generation_config=generation_config,
-    )
-    responses = output.sequences[:, queries.shape[1]:]
-    logits = torch.stack(output.logits, dim=1)
-    response_mask = response_mask_after_stop(responses, stop_token_id)
-    responses = torch.where(response_mask, responses, torch.full_like(responses, pad_token_id))
-    logprobs = token_logprobs(logits, responses, generation_config.temperature)
-    return responses, response_mask, logprobs
 
 
 def joined_inputs(
@@ -125,45 +77,25 @@ def decode_responses(
     return tokenizer.batch_decode(rows, skip_special_tokens=True)
 
 
-@dataclass
-class RolloutModels:
-    """What a rollout reads: the current policy, the frozen reference, the value network and the rewards."""
-
-    policy: PreTrainedModel
-    reference: PreTrainedModel
-    value_model: ValueModel
-    reward: RewardFunction
-    gold_score: Callable[[list[str], list[str]], list[float]] | None
-    tokenizer: PreTrainedTokenizerBase
-
-
 @torch.no_grad()
-def collect_rollout(
-    models: RolloutModels,
-    prompts: Sequence[str],
-    generation_config: GenerationConfig,
-    stop_token_id: int | None,
-    forward_batch_size: int,
-    temperature: float,
-    missing_eos_penalty: float | None,
-    device: torch.device,
-) -> Rollout:
+def collect_rollout(setup: RunSetup, prompts: Sequence[str], config: PPOConfig, device: torch.device) -> Rollout:
     """Sample one response per prompt and record everything the PPO update needs."""
-    tokenizer = models.tokenizer
+    models, tokenizer, stop_token_id = setup.models, setup.models.tokenizer, setup.stop_token_id
+    forward_batch_size = config.local_rollout_forward_batch_size
     encoded = tokenizer(list(prompts), return_tensors="pt", padding=True)
     queries, query_mask = encoded["input_ids"].to(device), encoded["attention_mask"].to(device)
     chunks: dict[str, list[torch.Tensor]] = {"responses": [], "mask": [], "logprobs": [], "ref": [], "values": []}
     for start in range(0, len(prompts), forward_batch_size):
         rows = slice(start, start + forward_batch_size)
         responses, response_mask, logprobs = generate(
-            models.policy, queries[rows], query_mask[rows], generation_config, stop_token_id,
+            models.policy, queries[rows], query_mask[rows], setup.generation_config, stop_token_id,
             tokenizer.pad_token_id,
         )
         ref_logits = response_logits(models.reference, queries[rows], query_mask[rows], responses, response_mask)
         chunks["responses"].append(responses)
         chunks["mask"].append(response_mask)
         chunks["logprobs"].append(logprobs)
-        chunks["ref"].append(token_logprobs(ref_logits, responses, temperature))
+        chunks["ref"].append(token_logprobs(ref_logits, responses, config.temperature))
         chunks["values"].append(
             response_values(models.value_model, queries[rows], query_mask[rows], responses, response_mask)
         )
@@ -172,8 +104,8 @@ def collect_rollout(
     response_texts = decode_responses(tokenizer, responses, response_mask)
     has_stop = contains_stop(responses, stop_token_id)
     scores = models.reward(prompts, response_texts).to(device)
-    if missing_eos_penalty is not None:
-        scores = torch.where(has_stop, scores, scores - missing_eos_penalty)
+    if config.missing_eos_penalty is not None:
+        scores = torch.where(has_stop, scores, scores - config.missing_eos_penalty)
     gold = None
     if models.gold_score is not None:
         gold = torch.tensor(models.gold_score(list(prompts), response_texts), dtype=torch.float32, device=device)

@@ -2,25 +2,44 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
-from transformers import PreTrainedTokenizerBase
+from transformers import GenerationConfig, PreTrainedModel, PreTrainedTokenizerBase
 
 from ppo_core.config import ConfigError, PPOConfig
-from ppo_core.models import load_causal_lm, load_tokenizer, load_value_model
+from ppo_core.generation import sampling_config
+from ppo_core.models import ValueModel, load_causal_lm, load_tokenizer, load_value_model
 from ppo_core.prompts import read_prompts
-from ppo_core.rewards import SequenceClassifierReward, concatenate, load_reward
-from ppo_core.rollout import RolloutModels
+from ppo_core.rewards import RewardFunction, SequenceClassifierReward, concatenate, load_reward
+from ppo_core.tasks.base import BuiltinTask
+
+TRL_DEFAULT_RESPONSE_LENGTH = 53
+
+
+@dataclass
+class RolloutModels:
+    """What a rollout reads: the current policy, the frozen reference, the value network and the rewards."""
+
+    policy: PreTrainedModel
+    reference: PreTrainedModel
+    value_model: ValueModel
+    reward: RewardFunction
+    gold_score: Callable[[list[str], list[str]], list[float]] | None
+    tokenizer: PreTrainedTokenizerBase
 
 
 @dataclass
 class RunSetup:
+    """The loaded models, the prompts, and how to sample: built once per run from its config."""
+
     models: RolloutModels
     train_prompts: list[str]
     eval_prompts: list[str]
     stop_token_id: int | None
-    default_response_length: int | None
+    response_length: int
+    generation_config: GenerationConfig
 
     @property
     def tokenizer(self) -> PreTrainedTokenizerBase:
@@ -37,8 +56,8 @@ def build_setup(config: PPOConfig, device: torch.device) -> RunSetup:
             task = get_task(config.task, config.task_cache_dir)
         except ValueError as error:
             raise ConfigError(f"task: {error}") from None
-    sft_path = config.sft_model_path or task.policy_path  # type: ignore[union-attr]
-    reward_spec = config.reward_model_path or task.reward_model_path  # type: ignore[union-attr]
+    sft_path = config.sft_model_path or _task_part(task, "sft_model_path").policy_path
+    reward_spec = config.reward_model_path or _task_part(task, "reward_model_path").reward_model_path
     reward_text = task.reward_text if task is not None and config.reward_model_path is None else concatenate
 
     tokenizer = load_tokenizer(sft_path)
@@ -56,26 +75,37 @@ def build_setup(config: PPOConfig, device: torch.device) -> RunSetup:
         prompts = read_prompts(config.prompts_path)
         train_prompts, eval_prompts = prompts, prompts[: config.num_eval_prompts]
     else:
-        train_prompts = task.train_prompts  # type: ignore[union-attr]
-        eval_prompts = task.eval_prompts[: config.num_eval_prompts]  # type: ignore[union-attr]
+        train_prompts = _task_part(task, "prompts_path").train_prompts
+        eval_prompts = _task_part(task, "prompts_path").eval_prompts[: config.num_eval_prompts]
     if len(train_prompts) < 1:
         raise ConfigError("prompts_path: no training prompts")
 
     models = RolloutModels(
         policy=policy,
-        reference=reference.to(device),
+        reference=reference.to(device),  # type: ignore[arg-type]  # transformers types .to() as a decorator
         value_model=value_model,
         reward=reward.to(device),
         gold_score=task.gold_score if task is not None else None,
         tokenizer=tokenizer,
     )
+    stop_token_id = _stop_token_id(config, tokenizer)
+    response_length = config.response_length or (task.response_length if task is not None else None) \
+        or TRL_DEFAULT_RESPONSE_LENGTH
     return RunSetup(
         models=models,
         train_prompts=train_prompts,
         eval_prompts=eval_prompts,
-        stop_token_id=_stop_token_id(config, tokenizer),
-        default_response_length=task.response_length if task is not None else None,
+        stop_token_id=stop_token_id,
+        response_length=response_length,
+        generation_config=sampling_config(response_length, config.temperature, tokenizer, stop_token_id),
     )
+
+
+def _task_part(task: BuiltinTask | None, field_name: str) -> BuiltinTask:
+    """The task that supplies what ``field_name`` leaves unset (PPOConfig requires the field when task is null)."""
+    if task is None:
+        raise ConfigError(f"{field_name}: required when task is null")
+    return task
 
 
 def _stop_token_id(config: PPOConfig, tokenizer: PreTrainedTokenizerBase) -> int | None:

@@ -14,19 +14,14 @@ from transformers import get_scheduler
 
 from ppo_core.advantages import gae, shape_rewards, whiten_advantages, whiten_rewards
 from ppo_core.callbacks import SampleGeneration, TrainerCallback
-from ppo_core.config import PPOConfig
+from ppo_core.config import ConfigError, PPOConfig
+from ppo_core.errors import NonFiniteError
 from ppo_core.kl import kl_per_token, make_kl_controller
+from ppo_core.metric_names import GUARDED_METRICS
 from ppo_core.metrics import first_non_finite, rollout_metrics
-from ppo_core.rollout import Rollout, collect_rollout, sampling_config
+from ppo_core.rollout import Rollout, collect_rollout
 from ppo_core.setup import RunSetup, build_setup
-from ppo_core.update import Optimisation, UpdateSettings, ppo_update
-
-GUARDED_METRICS = ("objective/scores", "objective/kl", "loss/policy_avg", "loss/value_avg")
-TRL_DEFAULT_RESPONSE_LENGTH = 53
-
-
-class NonFiniteError(RuntimeError):
-    """A loss, KL or score became NaN or infinite; the message names the metric and the update."""
+from ppo_core.update import Optimisation, ppo_update
 
 
 @dataclass
@@ -53,17 +48,14 @@ class PPOTrainer:
         set_seed(config.seed)
         bf16 = config.bf16 if config.bf16 is not None else _gpu_supports_bf16(config.use_cpu)
         self.accelerator = Accelerator(cpu=config.use_cpu, mixed_precision="bf16" if bf16 else "no")
-        config.derive_batch_sizes(self.accelerator.num_processes)
+        if config.world_size != self.accelerator.num_processes:
+            raise ConfigError(f"world_size: the config was built for {config.world_size} processes but this run "
+                              f"has {self.accelerator.num_processes}; build it in the launched processes")
         self.setup: RunSetup = build_setup(config, self.accelerator.device)
-        self.response_length = config.response_length or self.setup.default_response_length \
-            or TRL_DEFAULT_RESPONSE_LENGTH
         total_episodes = config.total_episodes or int(config.num_train_epochs * len(self.setup.train_prompts))
         self.num_updates = max(1, math.ceil(total_episodes / config.batch_size))
         self._build_optimisation()
         self.kl_controller = make_kl_controller(config.kl_coef, config.kl_target, config.kl_horizon)
-        self.generation_config = sampling_config(
-            self.response_length, config.temperature, self.setup.tokenizer, self.setup.stop_token_id
-        )
         self.prompt_generator = torch.Generator().manual_seed(config.seed)
         self.shuffle_generator = torch.Generator().manual_seed(config.seed + 1)
         self._prompt_order: list[int] = []
@@ -86,17 +78,6 @@ class PPOTrainer:
         # Generation runs on the unwrapped model; the update uses the prepared one.
         models.policy, models.value_model = self.accelerator.unwrap_model(policy), value_model
         self.optimisation = Optimisation(self.accelerator, policy, value_model, policy_optimizer, value_optimizer)
-        self.update_settings = UpdateSettings(
-            num_ppo_epochs=c.num_ppo_epochs,
-            local_mini_batch_size=c.local_mini_batch_size,
-            per_device_train_batch_size=c.per_device_train_batch_size,
-            cliprange=c.cliprange,
-            cliprange_value=c.cliprange_value,
-            vf_coef=c.vf_coef,
-            entropy_coef=c.entropy_coef,
-            temperature=c.temperature,
-            max_grad_norm=c.max_grad_norm,
-        )
 
     def train(self) -> TrainResult:
         """Run every PPO update, or until a callback asks to stop; raises NonFiniteError on divergence."""
@@ -142,9 +123,7 @@ class PPOTrainer:
         rollout_seconds = time.perf_counter() - started
 
         lrs = [scheduler.get_last_lr()[0] for scheduler in self.schedulers]
-        update_stats = ppo_update(
-            rollout, advantages, returns, self.optimisation, self.update_settings, self.shuffle_generator
-        )
+        update_stats = ppo_update(rollout, advantages, returns, self.optimisation, c, self.shuffle_generator)
         for scheduler in self.schedulers:
             scheduler.step()
         self.episode += len(rollout.prompts)
@@ -165,17 +144,13 @@ class PPOTrainer:
         }
 
     def _rollout(self, prompts: list[str]) -> Rollout:
-        c = self.config
         with self.accelerator.autocast():
-            return collect_rollout(
-                self.setup.models, prompts, self.generation_config, self.setup.stop_token_id,
-                c.local_rollout_forward_batch_size, c.temperature, c.missing_eos_penalty, self.accelerator.device,
-            )
+            return collect_rollout(self.setup, prompts, self.config, self.accelerator.device)
 
     def _next_prompts(self) -> list[str]:
         """A batch of prompts, reshuffling whenever an epoch over the prompts runs out."""
         prompts = self.setup.train_prompts
-        batch = []
+        batch: list[str] = []
         while len(batch) < self.config.local_batch_size:
             if not self._prompt_order:
                 self._prompt_order = torch.randperm(len(prompts), generator=self.prompt_generator).tolist()
@@ -212,4 +187,4 @@ def _gpu_supports_bf16(use_cpu: bool) -> bool:
     return not use_cpu and torch.cuda.is_available() and torch.cuda.is_bf16_supported()
 
 
-__all__ = ["NonFiniteError", "PPOTrainer", "TrainResult"]
+__all__ = ["PPOTrainer", "TrainResult"]

@@ -9,23 +9,11 @@ import torch
 from accelerate import Accelerator
 from transformers import PreTrainedModel
 
+from ppo_core.config import PPOConfig
 from ppo_core.losses import clipped_policy_loss, clipped_value_loss, entropy_from_log_probs
 from ppo_core.masked import masked_mean
 from ppo_core.models import ValueModel
 from ppo_core.rollout import Rollout, response_logits, response_values
-
-
-@dataclass
-class UpdateSettings:
-    num_ppo_epochs: int
-    local_mini_batch_size: int
-    per_device_train_batch_size: int
-    cliprange: float
-    cliprange_value: float
-    vf_coef: float
-    entropy_coef: float
-    temperature: float
-    max_grad_norm: float
 
 
 @dataclass
@@ -78,23 +66,24 @@ def ppo_update(
     advantages: torch.Tensor,
     returns: torch.Tensor,
     optimisation: Optimisation,
-    settings: UpdateSettings,
+    config: PPOConfig,
     generator: torch.Generator,
 ) -> dict[str, float]:
     """Optimise the clipped PPO objective on one rollout batch; returns the averaged diagnostics."""
     stats = StatsAccumulator()
     batch_size = rollout.responses.shape[0]
-    micro_batches_per_step = settings.local_mini_batch_size // settings.per_device_train_batch_size
+    mini_batch, micro_batch = config.local_mini_batch_size, config.per_device_train_batch_size
+    micro_batches_per_step = mini_batch // micro_batch
     optimisation.policy.train(False)  # dropout stays off: eval mode is deliberate while training
-    for _epoch in range(settings.num_ppo_epochs):
+    for _epoch in range(config.num_ppo_epochs):
         order = torch.randperm(batch_size, generator=generator).to(rollout.responses.device)
-        for mini_start in range(0, batch_size, settings.local_mini_batch_size):
-            mini_indices = order[mini_start : mini_start + settings.local_mini_batch_size]
-            for micro_start in range(0, len(mini_indices), settings.per_device_train_batch_size):
-                micro_indices = mini_indices[micro_start : micro_start + settings.per_device_train_batch_size]
-                loss = _micro_batch_loss(rollout, advantages, returns, micro_indices, optimisation, settings, stats)
+        for mini_start in range(0, batch_size, mini_batch):
+            mini_indices = order[mini_start : mini_start + mini_batch]
+            for micro_start in range(0, len(mini_indices), micro_batch):
+                micro_indices = mini_indices[micro_start : micro_start + micro_batch]
+                loss = _micro_batch_loss(rollout, advantages, returns, micro_indices, optimisation, config, stats)
                 optimisation.accelerator.backward(loss / micro_batches_per_step)
-            _optimizer_step(optimisation, settings.max_grad_norm)
+            _optimizer_step(optimisation, config.max_grad_norm)
     return stats.summary()
 
 
@@ -104,22 +93,22 @@ def _micro_batch_loss(
     returns: torch.Tensor,
     rows: torch.Tensor,
     optimisation: Optimisation,
-    settings: UpdateSettings,
+    config: PPOConfig,
     stats: StatsAccumulator,
 ) -> torch.Tensor:
     queries, query_mask = rollout.queries[rows], rollout.query_mask[rows]
     responses, mask = rollout.responses[rows], rollout.response_mask[rows]
     logits = response_logits(optimisation.policy, queries, query_mask, responses, mask)
-    log_distribution = torch.log_softmax(logits.float() / settings.temperature, dim=-1)
+    log_distribution = torch.log_softmax(logits.float() / config.temperature, dim=-1)
     logprobs = torch.gather(log_distribution, -1, responses.unsqueeze(-1)).squeeze(-1)
     # Without an entropy bonus the entropy is only a diagnostic: keep it out of the graph.
-    with torch.set_grad_enabled(settings.entropy_coef != 0 and torch.is_grad_enabled()):
+    with torch.set_grad_enabled(config.entropy_coef != 0 and torch.is_grad_enabled()):
         entropy = masked_mean(entropy_from_log_probs(log_distribution), mask)
     values = response_values(optimisation.value_model, queries, query_mask, responses, mask)
 
-    policy_out = clipped_policy_loss(logprobs, rollout.logprobs[rows], advantages[rows], mask, settings.cliprange)
+    policy_out = clipped_policy_loss(logprobs, rollout.logprobs[rows], advantages[rows], mask, config.cliprange)
     value_loss, value_clipfrac = clipped_value_loss(
-        values, rollout.values[rows], returns[rows], mask, settings.cliprange_value
+        values, rollout.values[rows], returns[rows], mask, config.cliprange_value
     )
     stats.add("policy/approxkl_avg", policy_out.approxkl)
     stats.add("policy/clipfrac_avg", policy_out.clipfrac)
@@ -128,7 +117,7 @@ def _micro_batch_loss(
     stats.add("val/clipfrac_avg", value_clipfrac)
     stats.add("policy/entropy_avg", entropy)
     stats.add_ratios(policy_out.ratio, mask)
-    return policy_out.loss - settings.entropy_coef * entropy + settings.vf_coef * value_loss
+    return policy_out.loss - config.entropy_coef * entropy + config.vf_coef * value_loss
 
 
 def _optimizer_step(optimisation: Optimisation, max_grad_norm: float) -> None:

@@ -21,11 +21,12 @@ def test_trl_defaults() -> None:
     )
 
 
-def test_batch_hierarchy_computed_trls_way() -> None:
+def test_batch_hierarchy_computed_trls_way(monkeypatch: pytest.MonkeyPatch) -> None:
     config = PPOConfig(per_device_train_batch_size=4, gradient_accumulation_steps=8, num_mini_batches=2)
     assert config.local_batch_size == 32 and config.batch_size == 32 and config.micro_batch_size == 4
     assert config.mini_batch_size == 16 and config.local_mini_batch_size == 16
-    config.derive_batch_sizes(world_size=2)
+    monkeypatch.setenv("WORLD_SIZE", "2")  # what accelerate launch sets in each of 2 processes
+    config = PPOConfig(per_device_train_batch_size=4, gradient_accumulation_steps=8, num_mini_batches=2)
     assert (config.batch_size, config.mini_batch_size, config.micro_batch_size) == (64, 32, 8)
 
 

@@ -9,8 +9,9 @@ import optuna
 import pytest
 
 from ppo_core.config_io import build_config, load_config
+from ppo_tune.cli import main
 from studies import write_study
-from tuner.cli import main
+from tuner import study_config
 from tuner.search_space import batch_hierarchy, suggest_params
 from tuner.study_config import StudyConfigError, load_study_spec
 
@@ -107,3 +108,29 @@ def test_search_space_errors_name_the_parameter(tmp_path: Path, tiny_lm_dir: Pat
     })
     with pytest.raises(StudyConfigError, match="kl_control: choosing 'adaptive' needs a kl_target range"):
         load_study_spec(path)
+
+
+def test_study_file_check_validates_the_batch_hierarchy_the_trials_run(
+    tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A rollout of 4 x 4 = 16 episodes with only the mini-batch searched: the check once assumed a rollout of 8
+    # and validated 2 accumulation steps while every trial ran 4.
+    path = write_study(tmp_path, tiny_lm_dir, prompts_file,
+                       base={"per_device_train_batch_size": 4, "gradient_accumulation_steps": 4},
+                       search_space={"mini_batch_size": {"type": "categorical", "choices": [4, 8]}})
+    checked: list[dict] = []
+    real_build_config = study_config.build_config
+
+    def recording_build_config(values: dict) -> object:
+        checked.append(dict(values))
+        return real_build_config(values)
+
+    monkeypatch.setattr(study_config, "build_config", recording_build_config)
+    spec = load_study_spec(path)
+    trial_values = suggest_params(optuna.trial.FixedTrial({"mini_batch_size": 4}), spec.search_space, spec.base)
+    trial_config = build_config({**spec.base, **trial_values})
+    assert len(checked) == 1
+    checked_config = real_build_config(checked[0])
+    assert trial_config.local_batch_size == 16 and trial_config.gradient_accumulation_steps == 4
+    for name in ("per_device_train_batch_size", "gradient_accumulation_steps", "num_mini_batches"):
+        assert getattr(checked_config, name) == getattr(trial_config, name), name

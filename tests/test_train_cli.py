@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from ppo_core.config_io import load_config
-from tuner.cli import main
+from ppo_tune.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED_CONFIG = ROOT / "studies" / "train.yaml"

@@ -13,14 +13,14 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
+from ppo_tune.cli import main
 from studies import TESTS_DIR, write_study
-from tuner.cli import main
+from tuner.database import create_engine, open_storage
 from tuner.kl_guard import KLGuardPruner, blowup_reason
 from tuner.objective import FAIL_REASON_ATTR, PRUNE_REASON_ATTR, PRUNED_AT_ATTR
 from tuner.reports import updates_run
-from tuner.storage import create_engine, open_storage
-from tuner.store import count_rows, read_metrics, read_samples
 from tuner.study_config import KLGuard, load_study_spec
+from tuner.trial_records import count_rows, read_metrics, read_samples
 from tuner.worker import run_worker
 
 BLOW_UP = {  # a learning rate and beta that push KL up within a few updates on the letter-counting reward
@@ -138,7 +138,7 @@ def _states(path: Path) -> list[TrialState]:
 
 def test_ctrl_c_ends_cleanly_and_rerun_resumes(tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path) -> None:
     path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=3, base={"total_episodes": 160})
-    command = [sys.executable, "-m", "tuner.cli", "run", str(path)]
+    command = [sys.executable, "-m", "ppo_tune", "run", str(path)]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     _wait_for(lambda: TrialState.COMPLETE in _states(path) and TrialState.RUNNING in _states(path), 120,
               "one finished and one running trial")

@@ -1,0 +1,90 @@
+"""tuner: Optuna studies over PPO's knobs, with trials stopped when their KL blows up.
+
+The public names are listed here, as Optuna's ``__init__`` lists its own. They load on first use, so a
+reader that needs only ``tuner.attrs`` (the dashboard) does not pull in torch through the trainer.
+
+Example::
+
+    import tuner
+
+    spec = tuner.load_study_spec("studies/quickstart.yaml")
+    tuner.run_study(spec, n_trials=spec.n_trials, timeout=None, workers=2)
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+_PUBLIC = {
+    "KLGuard": "tuner.study_config",
+    "Objective": "tuner.study_config",
+    "StudyConfigError": "tuner.study_config",
+    "StudySpec": "tuner.study_config",
+    "load_study_spec": "tuner.study_config",
+    "ParamSpec": "tuner.search_space",
+    "suggest_params": "tuner.search_space",
+    "KLGuardPruner": "tuner.kl_guard",
+    "make_pruner": "tuner.factory",
+    "make_sampler": "tuner.factory",
+    "TrialReporter": "tuner.objective",
+    "make_objective": "tuner.objective",
+    "open_study": "tuner.worker",
+    "run_worker": "tuner.worker",
+    "run_study": "tuner.runner",
+    "create_engine": "tuner.database",
+    "open_storage": "tuner.database",
+    "TrialStore": "tuner.trial_records",
+    "read_metrics": "tuner.trial_records",
+    "read_samples": "tuner.trial_records",
+    "best_trials": "tuner.reports",
+    "trial_config": "tuner.reports",
+    "trials_frame": "tuner.reports",
+    "trl_arguments": "tuner.trl_args",
+}
+
+__all__ = [
+    "KLGuard",
+    "KLGuardPruner",
+    "Objective",
+    "ParamSpec",
+    "StudyConfigError",
+    "StudySpec",
+    "TrialReporter",
+    "TrialStore",
+    "best_trials",
+    "create_engine",
+    "load_study_spec",
+    "make_objective",
+    "make_pruner",
+    "make_sampler",
+    "open_storage",
+    "open_study",
+    "read_metrics",
+    "read_samples",
+    "run_study",
+    "run_worker",
+    "suggest_params",
+    "trial_config",
+    "trials_frame",
+    "trl_arguments",
+]
+
+if TYPE_CHECKING:
+    from tuner.database import create_engine, open_storage
+    from tuner.factory import make_pruner, make_sampler
+    from tuner.kl_guard import KLGuardPruner
+    from tuner.objective import TrialReporter, make_objective
+    from tuner.reports import best_trials, trial_config, trials_frame
+    from tuner.runner import run_study
+    from tuner.search_space import ParamSpec, suggest_params
+    from tuner.study_config import KLGuard, Objective, StudyConfigError, StudySpec, load_study_spec
+    from tuner.trial_records import TrialStore, read_metrics, read_samples
+    from tuner.trl_args import trl_arguments
+    from tuner.worker import open_study, run_worker
+
+
+def __getattr__(name: str) -> Any:
+    if name in _PUBLIC:
+        return getattr(importlib.import_module(_PUBLIC[name]), name)
+    raise AttributeError(f"module 'tuner' has no attribute {name!r}")

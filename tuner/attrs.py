@@ -1,11 +1,12 @@
-"""Names of the trial attributes the tuner writes, in a module light enough for readers (the dashboard).
+"""What the tuner records on studies and trials, and the KL guard's defaults, defined once for writers and readers.
 
-Importing this module imports nothing else, so a reader can name the attributes without loading the
-trainer (and torch) behind ``tuner.objective`` and ``tuner.kl_guard``.
+Importing this module imports nothing else, so a reader (the dashboard) can name the attributes without
+loading the trainer (and torch) behind ``tuner.objective`` and ``tuner.kl_guard``.
 """
 
 from __future__ import annotations
 
+# Trial user attributes.
 KL_HISTORY_ATTR = "kl_history"
 BUDGET_ATTR = "budget_updates"
 NON_FINITE_ATTR = "non_finite_metric"
@@ -13,3 +14,12 @@ PRUNE_REASON_ATTR = "prune_reason"
 PRUNED_AT_ATTR = "pruned_at_update"
 FAIL_REASON_ATTR = "fail_reason"
 CONFIG_ATTR = "config"
+RETRY_OF_ATTR = "retry_of"
+
+# Study user attributes: the KL guard ({"threshold", "metric", ...}) and the objectives, for the dashboard.
+KL_GUARD_ATTR = "kl_guard"
+OBJECTIVES_ATTR = "objectives"
+
+# The seed guidance reads KL above 10-15, or 15-20, nats as divergence; the guard stops trials at the top of it.
+DEFAULT_KL_THRESHOLD = 20.0
+DEFAULT_KL_METRIC = "objective/kl"

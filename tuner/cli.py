@@ -1,26 +1,27 @@
-"""The ``ppo-tune`` command: ``train`` one run; ``run``, ``list``, ``show`` and ``best`` for studies."""
+"""The tuner's subcommands: ``run`` a study, ``list`` studies, ``show`` a study's trials, print its ``best`` config."""
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
-import os
-import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
+from ppo_core.errors import InputError
 from tuner.paths import DEFAULT_STUDIES_DIR, discover_storage_urls
 
+if TYPE_CHECKING:  # optuna and pandas load only for the commands that use them
+    import optuna
+    import pandas as pd
 
-class UsageError(ValueError):
+
+class UsageError(InputError):
     """Bad input from the command line: printed as one line, exit status 2."""
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from ppo_core.cli import add_train_arguments
-
-    parser = argparse.ArgumentParser(prog="ppo-tune", description="Find PPO (RLHF) hyperparameters that work.")
-    commands = parser.add_subparsers(dest="command", required=True)
-    add_train_arguments(commands.add_parser("train", help="Run one PPO run from a config file."))
-
+def add_study_commands(commands: Any) -> None:
+    """Add ``run``, ``list``, ``show`` and ``best`` to an argparse subparsers object; each sets ``handler``."""
     run = commands.add_parser("run", help="Create or resume a study and run its trials.")
     run.add_argument("study", help="Study file, e.g. studies/quickstart.yaml")
     run.add_argument("--n-trials", type=int, default=None, help="Finished trials to reach (overrides the file).")
@@ -28,11 +29,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--storage", default=None, help="Optuna storage URL (overrides the file).")
     run.add_argument("--workers", type=int, default=None,
                      help="Worker processes on this machine (default: one per GPU, else 1).")
+    run.set_defaults(handler=_storage_errors_as_input(command_run))
 
-    from dashboard.launch import add_dashboard_arguments
-
-    add_dashboard_arguments(commands.add_parser("dashboard", help="Explore studies in a browser (Streamlit)."))
-
+    handlers = {"list": command_list, "show": command_show, "best": command_best}
     for name, help_text in (("list", "List studies with trial counts and best values."),
                             ("show", "Print a study's trial table."),
                             ("best", "Print the best trial's full config.")):
@@ -43,7 +42,23 @@ def build_parser() -> argparse.ArgumentParser:
                          help=f"Storage URL (default: every {DEFAULT_STUDIES_DIR}/*.db).")
         if name == "best":
             sub.add_argument("--format", choices=("yaml", "json", "trl-args"), default="yaml")
-    return parser
+        sub.set_defaults(handler=_storage_errors_as_input(handlers[name]))
+
+
+def _storage_errors_as_input(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """A storage URL that SQLAlchemy cannot parse or reach is bad input: one line naming the storage."""
+
+    @functools.wraps(handler)
+    def wrapped(args: argparse.Namespace) -> int:
+        from sqlalchemy.exc import ArgumentError, OperationalError
+
+        try:
+            return handler(args)
+        except (ArgumentError, OperationalError) as error:
+            first = (str(error).strip().splitlines() or [""])[0]
+            raise UsageError(f"storage: {first}") from None
+
+    return wrapped
 
 
 def storages(storage: str | None) -> list[str]:
@@ -52,10 +67,10 @@ def storages(storage: str | None) -> list[str]:
     return discover_storage_urls()
 
 
-def load_named_study(name: str, storage: str | None):
+def load_named_study(name: str, storage: str | None) -> optuna.Study:
     import optuna
 
-    from tuner.storage import open_storage
+    from tuner.database import open_storage
 
     for url in storages(storage):
         try:
@@ -66,7 +81,7 @@ def load_named_study(name: str, storage: str | None):
     raise UsageError(f"study {name!r} not found in {where}")
 
 
-def _print_frame(frame, title: str) -> None:
+def _print_frame(frame: pd.DataFrame, title: str) -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -105,8 +120,8 @@ def command_run(args: argparse.Namespace) -> int:
 def command_list(args: argparse.Namespace) -> int:
     import pandas as pd
 
+    from tuner.database import open_storage
     from tuner.reports import study_summaries
-    from tuner.storage import open_storage
 
     frames = [study_summaries(open_storage(url)) for url in storages(args.storage)]
     frame = pd.concat([f for f in frames if not f.empty], ignore_index=True) if any(not f.empty for f in frames) \
@@ -154,45 +169,3 @@ def command_best(args: argparse.Namespace) -> int:
         print(f"# {header}")
         print(trl_arguments(config), end="")
     return 0
-
-
-def quiet_libraries() -> None:
-    """Our own progress bars and messages replace transformers' per-load bars and reports."""
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    if "transformers" in sys.modules:
-        from transformers.utils import logging as transformers_logging
-
-        transformers_logging.set_verbosity_error()
-        transformers_logging.disable_progress_bar()
-
-
-def main(argv: list[str] | None = None) -> int:
-    quiet_libraries()
-    args = build_parser().parse_args(argv)
-    if args.command == "train":
-        from ppo_core.cli import train_command
-
-        return train_command(args)
-    if args.command == "dashboard":
-        from dashboard.launch import dashboard_command
-
-        return dashboard_command(args)
-    from sqlalchemy.exc import ArgumentError, OperationalError
-
-    from tuner.study_config import StudyConfigError
-
-    handlers = {"run": command_run, "list": command_list, "show": command_show, "best": command_best}
-    try:
-        return handlers[args.command](args)
-    except (UsageError, StudyConfigError) as error:
-        print(f"ppo-tune {args.command}: error: {error}", file=sys.stderr)
-        return 2
-    except (ArgumentError, OperationalError) as error:
-        first = (str(error).strip().splitlines() or [""])[0]
-        print(f"ppo-tune {args.command}: error: storage: {first}", file=sys.stderr)
-        return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -17,6 +17,7 @@ def _grid(space: dict[str, ParamSpec]) -> dict[str, list[Any]]:
         if spec.type == "categorical":
             grid[name] = list(spec.choices)
         elif spec.step is not None or spec.type == "int":
+            assert spec.low is not None and spec.high is not None  # numeric parameters have both
             step = spec.step or 1
             points = np.arange(spec.low, spec.high + step / 2, step)
             grid[name] = [int(p) for p in points] if spec.type == "int" else [float(p) for p in points]

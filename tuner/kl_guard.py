@@ -2,7 +2,7 @@
 
 A trial is stopped when
 1. a reported metric is not finite;
-2. KL passes the threshold (default 20 nats: the seed guidance reads 10-15, or 15-20, nats as divergence);
+2. KL passes the threshold (default ``tuner.attrs.DEFAULT_KL_THRESHOLD`` nats);
 3. a least-squares line through KL's last ``window`` updates crosses the threshold before the trial's
    budget ends, once KL has reached ``predict_min_fraction`` of the threshold (so early, harmless
    growth from 0 is not extrapolated).

@@ -11,8 +11,8 @@ import sqlalchemy
 
 from ppo_core import NonFiniteError, PPOTrainer, SampleGeneration, TrainerCallback
 from ppo_core.config_io import build_config
+from ppo_core.metric_names import GUARDED_METRICS
 from ppo_core.metrics import first_non_finite
-from ppo_core.trainer import GUARDED_METRICS
 from tuner.attrs import (
     BUDGET_ATTR,
     CONFIG_ATTR,
@@ -21,11 +21,12 @@ from tuner.attrs import (
     NON_FINITE_ATTR,
     PRUNE_REASON_ATTR,
     PRUNED_AT_ATTR,
+    RETRY_OF_ATTR,
 )
 from tuner.kl_guard import KLGuardPruner, blowup_reason
 from tuner.search_space import suggest_params
-from tuner.store import TrialStore
 from tuner.study_config import Objective, StudySpec
+from tuner.trial_records import TrialStore
 
 
 def reduce_history(history: Sequence[float], objective: Objective) -> float:
@@ -108,7 +109,7 @@ def make_objective(
             raise
         except KeyboardInterrupt:
             trial.set_user_attr(FAIL_REASON_ATTR, "interrupted (Ctrl-C); queued again for the resumed study")
-            trial.study.enqueue_trial(trial.params, user_attrs={"retry_of": trial.number}, skip_if_exists=False)
+            trial.study.enqueue_trial(trial.params, user_attrs={RETRY_OF_ATTR: trial.number}, skip_if_exists=False)
             raise
         except Exception as error:
             first_line = (str(error).strip().splitlines() or [""])[0]

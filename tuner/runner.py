@@ -13,10 +13,10 @@ from optuna.trial import FrozenTrial
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from tuner.database import create_engine
 from tuner.reports import best_trials, trial_reason
-from tuner.storage import create_engine
-from tuner.store import create_tables
 from tuner.study_config import StudySpec
+from tuner.trial_records import create_tables
 from tuner.worker import FINISHED, open_study
 
 POLL_SECONDS = 1.0

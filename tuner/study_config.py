@@ -6,32 +6,35 @@ Every problem raises :class:`StudyConfigError` with one line naming the key; the
 from __future__ import annotations
 
 import math
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from ppo_core.config import ConfigError, settable_fields
 from ppo_core.config_io import build_config, read_mapping
-from tuner.storage import default_storage_url
+from ppo_core.errors import InputError
+from tuner.attrs import DEFAULT_KL_METRIC, DEFAULT_KL_THRESHOLD
+from tuner.database import default_storage_url
+from tuner.search_space import KL_CONTROL_MODES, VIRTUAL_PARAMS, ParamSpec, choose_point, config_values, first_value
 
 SAMPLERS = ("tpe", "random", "cmaes", "gp", "nsgaii", "grid", "qmc")
 PRUNERS = ("median", "percentile", "hyperband", "successive_halving", "none")
 REDUCTIONS = ("last", "mean", "max", "min", "mean_last_k")
-DIRECTIONS = ("maximize", "minimize")
-# Search-space keys that are not PPOConfig fields: they set several fields at once (see search_space.py).
-VIRTUAL_PARAMS = ("kl_control", "rollout_batch_size", "mini_batch_size")
+Direction = Literal["maximize", "minimize"]
+DIRECTIONS: tuple[Direction, ...] = typing.get_args(Direction)
 TOP_LEVEL_KEYS = ("name", "storage", "n_trials", "timeout", "sampler", "pruner", "objectives", "kl_guard", "base",
                   "search_space", "heartbeat_interval", "description")
 
 
-class StudyConfigError(ValueError):
+class StudyConfigError(InputError):
     """The study file is wrong; one line that names the key."""
 
 
 @dataclass(frozen=True)
 class Objective:
     metric: str
-    direction: str = "maximize"
+    direction: Direction = "maximize"
     reduce: str = "mean_last_k"
     k: int = 5
 
@@ -45,23 +48,12 @@ class KLGuard:
     """When a trial's KL counts as blown up (the seed guidance: above 10-15 or 15-20 nats is divergence)."""
 
     enabled: bool = True
-    metric: str = "objective/kl"
-    threshold: float = 20.0
+    metric: str = DEFAULT_KL_METRIC
+    threshold: float = DEFAULT_KL_THRESHOLD
     predict: bool = True
     window: int = 5
     min_updates: int = 3
     predict_min_fraction: float = 0.5
-
-
-@dataclass(frozen=True)
-class ParamSpec:
-    name: str
-    type: str
-    low: float | None = None
-    high: float | None = None
-    log: bool = False
-    step: float | None = None
-    choices: tuple[Any, ...] = ()
 
 
 @dataclass
@@ -80,7 +72,7 @@ class StudySpec:
     heartbeat_interval: int = 10
 
     @property
-    def directions(self) -> list[str]:
+    def directions(self) -> list[Direction]:
         return [objective.direction for objective in self.objectives]
 
     @property
@@ -152,7 +144,7 @@ def _parse_search_space(raw: Any) -> dict[str, ParamSpec]:
         space[name] = parse_param(name, spec)
     if "kl_control" in space:
         kl_control = space["kl_control"]
-        if kl_control.type != "categorical" or not set(kl_control.choices) <= {"fixed", "adaptive"}:
+        if kl_control.type != "categorical" or not set(kl_control.choices) <= set(KL_CONTROL_MODES):
             raise _fail("search_space.kl_control: must be categorical with choices from [fixed, adaptive]")
         if "adaptive" in kl_control.choices and "kl_target" not in space:
             raise _fail("search_space.kl_control: choosing 'adaptive' needs a kl_target range")
@@ -250,19 +242,7 @@ def parse_study(data: dict[str, Any], path: Path) -> StudySpec:
 def _check_example_config(spec: StudySpec) -> None:
     """Build one config from base plus the first choice or low end of every searched field, so a base
     that cannot work (a bad value, a missing model path) fails now rather than in every trial."""
-    from tuner.search_space import batch_hierarchy
-
-    example = dict(spec.base)
-    for name, param in spec.search_space.items():
-        if name not in VIRTUAL_PARAMS:
-            example[name] = param.choices[0] if param.type == "categorical" else \
-                (int(param.low) if param.type == "int" else param.low)
-    if "rollout_batch_size" in spec.search_space or "mini_batch_size" in spec.search_space:
-        rollout = spec.search_space.get("rollout_batch_size")
-        mini = spec.search_space.get("mini_batch_size")
-        first_rollout = int(rollout.choices[0]) if rollout else 8
-        example.update(batch_hierarchy(first_rollout, int(mini.choices[0]) if mini else first_rollout,
-                                       int(spec.base.get("per_device_train_batch_size", 8))))
+    example = {**spec.base, **config_values(choose_point(spec.search_space, first_value), spec.base)}
     try:
         build_config(example)
     except ConfigError as error:

@@ -7,17 +7,18 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
 import sys
 
 import optuna
 from optuna.trial import TrialState
 
+from ppo_core.quiet import quiet_transformers
+from tuner.attrs import KL_GUARD_ATTR, OBJECTIVES_ATTR
+from tuner.database import create_engine, open_storage
 from tuner.factory import make_pruner, make_sampler
 from tuner.objective import make_objective
-from tuner.storage import create_engine, open_storage
-from tuner.store import create_tables
 from tuner.study_config import StudySpec, load_study_spec
+from tuner.trial_records import create_tables
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
 
@@ -35,10 +36,10 @@ def open_study(spec: StudySpec, heartbeat: bool = True, worker_index: int = 0) -
     )
     if not study.metric_names:
         study.set_metric_names([objective.metric for objective in spec.objectives])
-    if "kl_guard" not in study.user_attrs:
+    if KL_GUARD_ATTR not in study.user_attrs:
         # The dashboard draws the blow-up threshold and labels objectives from these.
-        study.set_user_attr("kl_guard", dataclasses.asdict(spec.kl_guard))
-        study.set_user_attr("objectives", [dataclasses.asdict(objective) for objective in spec.objectives])
+        study.set_user_attr(KL_GUARD_ATTR, dataclasses.asdict(spec.kl_guard))
+        study.set_user_attr(OBJECTIVES_ATTR, [dataclasses.asdict(objective) for objective in spec.objectives])
     return study
 
 
@@ -98,12 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--worker-index", type=int, default=0, help="Offsets the sampler seed per worker.")
     args = parser.parse_args(argv)
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    from transformers.utils import logging as transformers_logging
-
-    transformers_logging.disable_progress_bar()
-    transformers_logging.set_verbosity_error()
+    quiet_transformers()
     spec = load_study_spec(args.study)
     if args.storage:
         spec.storage = args.storage

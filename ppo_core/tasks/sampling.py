@@ -39,12 +39,12 @@ def sample_responses(
         done |= nxt == tokenizer.eos_token_id
         if bool(done.all()):
             break
-    responses = []
+    rows = []
     for row in input_ids[:, start:].tolist():
         if tokenizer.eos_token_id in row:
             row = row[: row.index(tokenizer.eos_token_id) + 1]
-        responses.append(tokenizer.decode(row, skip_special_tokens=True))
-    return responses
+        rows.append(row)
+    return tokenizer.batch_decode(rows, skip_special_tokens=True)
 
 
 def mean_gold(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import sqlite3
 import warnings
 from pathlib import Path
+from typing import Any
 
 import optuna
 import sqlalchemy
@@ -42,7 +43,7 @@ def _prepare_sqlite(path: Path) -> None:
         connection.execute("PRAGMA journal_mode=WAL")
 
 
-def engine_kwargs(url: str) -> dict:
+def engine_kwargs(url: str) -> dict[str, Any]:
     if sqlite_path(url) is not None:
         return {"connect_args": {"timeout": SQLITE_BUSY_TIMEOUT_S}}
     return {"pool_pre_ping": True}
@@ -58,7 +59,7 @@ def open_storage(
     path = sqlite_path(url)
     if path is not None:
         _prepare_sqlite(path)
-    heartbeat = {}
+    heartbeat: dict[str, Any] = {}
     if heartbeat_interval is not None:
         heartbeat = {
             "heartbeat_interval": heartbeat_interval,

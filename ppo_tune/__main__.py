@@ -1,0 +1,7 @@
+"""``python -m ppo_tune`` is ``ppo-tune``, so ``accelerate launch -m ppo_tune train ...`` works too."""
+
+import sys
+
+from ppo_tune.cli import main
+
+sys.exit(main())
