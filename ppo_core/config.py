@@ -81,7 +81,10 @@ class PPOConfig:
     )
 
     # --- optimisation ---
-    learning_rate: float = field(default=5e-5, metadata=_help("Policy AdamW learning rate (TRL default 5e-5)."))
+    learning_rate: float = field(
+        default=3e-6,
+        metadata=_help("Policy AdamW learning rate (TRL 1.12's PPOConfig default, 3e-6; TrainingArguments' is 5e-5)."),
+    )
     value_learning_rate: float | None = field(
         default=None, metadata=_help("Value-network AdamW learning rate; null means the same as learning_rate.")
     )

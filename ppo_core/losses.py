@@ -27,8 +27,10 @@ def clipped_policy_loss(
     """L^CLIP = mean_t max(-A_t r_t, -A_t clip(r_t, 1 - eps, 1 + eps)),  r_t = exp(log pi - log pi_old).
 
     clipfrac = mean_t [clipped term is the larger]; approxkl = mean_t (log r_t)^2 / 2.
+    Padded positions get log r_t = 0 before the exp: a large gap there would overflow, and inf * 0 in the
+    backward pass is NaN even though the mean never reads the position.
     """
-    log_ratio = logprobs - old_logprobs
+    log_ratio = torch.where(response_mask.bool(), logprobs - old_logprobs, torch.zeros_like(logprobs))
     ratio = torch.exp(log_ratio)
     unclipped = -advantages * ratio
     clipped = -advantages * torch.clamp(ratio, 1.0 - cliprange, 1.0 + cliprange)

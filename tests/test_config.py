@@ -19,6 +19,7 @@ def test_trl_defaults() -> None:
     assert (config.temperature, config.per_device_train_batch_size, config.local_rollout_forward_batch_size) == (
         0.7, 8, 64,
     )
+    assert config.learning_rate == 3e-6  # TRL 1.12's PPOConfig overrides TrainingArguments' 5e-5
 
 
 def test_batch_hierarchy_computed_trls_way(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -76,6 +76,19 @@ def test_clipped_policy_loss_masks_padding() -> None:
     assert float(out.loss) == pytest.approx(-1.2, rel=1e-5)
 
 
+def test_clipped_policy_loss_gradient_stays_finite_through_padding() -> None:
+    # A padded position may hold any log-prob gap; exp(1000) overflows to inf, and inf * 0 in the backward
+    # pass would be NaN unless the gap is masked before the exp.
+    logprobs = torch.tensor([[-1.0, 500.0]], requires_grad=True)
+    old_logprobs = torch.tensor([[-1.2, -500.0]])
+    mask = torch.tensor([[True, False]])
+    out = clipped_policy_loss(logprobs, old_logprobs, torch.tensor([[1.0, 1.0]]), mask, cliprange=0.2)
+    out.loss.backward()
+    assert logprobs.grad is not None and torch.isfinite(logprobs.grad).all(), logprobs.grad
+    assert torch.isfinite(out.loss) and torch.isfinite(out.approxkl)
+    assert float(out.ratio[0, 0]) == pytest.approx(math.exp(0.2), rel=1e-6)
+
+
 @pytest.mark.parametrize(
     ("value", "old_value", "target", "expected"),
     [
