@@ -87,14 +87,17 @@ def collect_rollout(setup: RunSetup, prompts: Sequence[str], config: PPOConfig, 
     chunks: dict[str, list[torch.Tensor]] = {"responses": [], "mask": [], "logprobs": [], "ref": [], "values": []}
     for start in range(0, len(prompts), forward_batch_size):
         rows = slice(start, start + forward_batch_size)
-        responses, response_mask, logprobs = generate(
+        responses, response_mask = generate(
             models.policy, queries[rows], query_mask[rows], setup.generation_config, stop_token_id,
             tokenizer.pad_token_id,
         )
+        # The same full forward pass as the update's and the reference's, not generate()'s cached logits:
+        # under bf16 the two differ by a few hundredths of a nat per token, enough to move the first ratio.
+        logits = response_logits(models.policy, queries[rows], query_mask[rows], responses, response_mask)
         ref_logits = response_logits(models.reference, queries[rows], query_mask[rows], responses, response_mask)
         chunks["responses"].append(responses)
         chunks["mask"].append(response_mask)
-        chunks["logprobs"].append(logprobs)
+        chunks["logprobs"].append(token_logprobs(logits, responses, config.temperature))
         chunks["ref"].append(token_logprobs(ref_logits, responses, config.temperature))
         chunks["values"].append(
             response_values(models.value_model, queries[rows], query_mask[rows], responses, response_mask)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 import torch
 from accelerate import Accelerator
+from accelerate.state import AcceleratorState
 from accelerate.utils import set_seed
 from transformers import get_scheduler
 
@@ -47,7 +48,7 @@ class PPOTrainer:
         self.callbacks = list(callbacks)
         set_seed(config.seed)
         bf16 = config.bf16 if config.bf16 is not None else _gpu_supports_bf16(config.use_cpu)
-        self.accelerator = Accelerator(cpu=config.use_cpu, mixed_precision="bf16" if bf16 else "no")
+        self.accelerator = _accelerator(config.use_cpu, "bf16" if bf16 else "no")
         if config.world_size != self.accelerator.num_processes:
             raise ConfigError(f"world_size: the config was built for {config.world_size} processes but this run "
                               f"has {self.accelerator.num_processes}; build it in the launched processes")
@@ -181,6 +182,17 @@ def _adamw(model: torch.nn.Module, learning_rate: float, config: PPOConfig) -> t
     return torch.optim.AdamW(
         model.parameters(), lr=learning_rate, eps=config.adam_epsilon, weight_decay=config.weight_decay, fused=True
     )
+
+
+def _accelerator(cpu: bool, mixed_precision: str) -> Accelerator:
+    """An Accelerator with this precision, even when an earlier trainer in this process chose another.
+
+    accelerate keeps one precision per process and refuses a second; a notebook or a tuner worker builds
+    one trainer after another, so the precision part of its state is cleared (the process group is kept).
+    """
+    if AcceleratorState._shared_state and AcceleratorState().mixed_precision != mixed_precision:
+        AcceleratorState._reset_state(reset_partial_state=False)
+    return Accelerator(cpu=cpu, mixed_precision=mixed_precision)
 
 
 def _gpu_supports_bf16(use_cpu: bool) -> bool:

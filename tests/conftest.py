@@ -8,7 +8,13 @@ from pathlib import Path
 import pytest
 import torch
 from tokenizers import Tokenizer, models, pre_tokenizers
-from transformers import GPT2Config, GPT2ForSequenceClassification, GPT2LMHeadModel, PreTrainedTokenizerFast
+from transformers import (
+    GenerationConfig,
+    GPT2Config,
+    GPT2ForSequenceClassification,
+    GPT2LMHeadModel,
+    PreTrainedTokenizerFast,
+)
 
 WORDS = list(string.ascii_lowercase)
 
@@ -62,3 +68,44 @@ def prompts_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
         lines.append(" ".join(WORDS[int(i)] for i in torch.randint(0, 26, (length,), generator=generator)))
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+@pytest.fixture(scope="session")
+def eos_loving_lm_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A GPT-2 whose every next-token distribution puts almost all its mass on EOS.
+
+    The final layer norm outputs a constant vector v, and EOS's (tied) embedding is a large multiple of v,
+    so EOS's logit dwarfs the others whatever the input.
+    """
+    directory = tmp_path_factory.mktemp("eos_loving_lm")
+    tokenizer = _tokenizer()
+    torch.manual_seed(2)
+    model = GPT2LMHeadModel(_gpt2_config(tokenizer))
+    with torch.no_grad():
+        direction = torch.randn(model.config.n_embd)
+        model.transformer.ln_f.weight.zero_()
+        model.transformer.ln_f.bias.copy_(direction)
+        model.transformer.wte.weight[tokenizer.eos_token_id] = 50 * direction / direction.norm()
+    model.save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return directory
+
+
+# Sampling settings of the kind Qwen's generation_config.json ships; each would change what is sampled.
+SAMPLING_DEFAULTS = {
+    "do_sample": True, "temperature": 1.3, "top_k": 2, "top_p": 0.5, "repetition_penalty": 3.0,
+    "no_repeat_ngram_size": 1, "suppress_tokens": [3, 4, 5], "bad_words_ids": [[6], [7]], "min_new_tokens": 3,
+}
+
+
+@pytest.fixture(scope="session")
+def lm_with_sampling_defaults_dir(tiny_lm_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``tiny_lm_dir``'s weights and tokenizer, plus a generation_config.json full of sampling defaults."""
+    directory = tmp_path_factory.mktemp("lm_with_sampling_defaults")
+    model = GPT2LMHeadModel.from_pretrained(tiny_lm_dir)
+    model.generation_config = GenerationConfig(
+        **SAMPLING_DEFAULTS, eos_token_id=model.config.eos_token_id, pad_token_id=model.config.pad_token_id,
+    )
+    model.save_pretrained(directory)
+    PreTrainedTokenizerFast.from_pretrained(tiny_lm_dir).save_pretrained(directory)
+    return directory

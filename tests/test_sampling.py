@@ -1,0 +1,96 @@
+"""What the rollout samples, and the log-probabilities it records, are exactly what PPO assumes.
+
+PPO's ratio compares the update's log pi(y_t) with the rollout's; both must describe sampling from
+softmax(z / T) with nothing else applied, and the response mask must describe exactly what was generated.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import SAMPLING_DEFAULTS
+from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
+
+from ppo_core import PPOConfig, PPOTrainer
+from ppo_core.rollout import response_logits
+from ppo_core.sequences import token_logprobs
+
+
+def small_config(lm: Path, prompts: Path, **overrides: object) -> PPOConfig:
+    values: dict[str, object] = dict(
+        task=None, sft_model_path=str(lm), reward_model_path="reward_functions:count_letter_a",
+        prompts_path=str(prompts), response_length=6, per_device_train_batch_size=8, total_episodes=8,
+        num_ppo_epochs=1, num_sample_generations=1, num_eval_prompts=8, learning_rate=1e-3,
+    )
+    values.update(overrides)
+    return PPOConfig(**values)  # type: ignore[arg-type]
+
+
+def test_without_a_stop_token_every_response_runs_its_full_length(eos_loving_lm_dir: Path, prompts_file: Path) -> None:
+    # The model emits EOS almost surely at every step; with stop_token null, EOS is an ordinary token.
+    trainer = PPOTrainer(small_config(eos_loving_lm_dir, prompts_file, stop_token=None))
+    rollout = trainer._rollout(trainer.setup.train_prompts[:8])
+    assert rollout.responses.shape == (8, 6)
+    assert bool(rollout.response_mask.all())
+    eos = trainer.setup.tokenizer.eos_token_id
+    assert (rollout.responses == eos).float().mean() > 0.9  # what was sampled, not padding forced after a stop
+    metrics = trainer.train().metrics[0]
+    assert metrics["objective/response_length"] == 6.0 and metrics["val/num_eos_tokens"] == 0.0
+
+
+def test_with_a_stop_token_the_mask_ends_at_it(eos_loving_lm_dir: Path, prompts_file: Path) -> None:
+    trainer = PPOTrainer(small_config(eos_loving_lm_dir, prompts_file, stop_token="eos"))
+    rollout = trainer._rollout(trainer.setup.train_prompts[:8])
+    first_is_stop = rollout.responses[:, 0] == trainer.setup.tokenizer.eos_token_id
+    assert first_is_stop.float().mean() > 0.9
+    assert bool((rollout.response_mask.sum(dim=1)[first_is_stop] == 1).all())
+
+
+def test_sampling_defaults_in_the_models_generation_config_do_not_apply(
+    tiny_lm_dir: Path, lm_with_sampling_defaults_dir: Path, prompts_file: Path,
+) -> None:
+    assert SAMPLING_DEFAULTS["top_k"] == 2  # the saved file would visibly change sampling if it applied
+
+    def run(lm: Path) -> tuple[list[str], list[dict[str, float]]]:
+        result = PPOTrainer(small_config(lm, prompts_file, stop_token="eos", total_episodes=16)).train()
+        metrics = [{k: v for k, v in m.items() if not k.startswith("time/")} for m in result.metrics]
+        return [sample.response for sample in result.samples], metrics
+
+    plain_samples, plain_metrics = run(tiny_lm_dir)
+    assert run(lm_with_sampling_defaults_dir) == (plain_samples, plain_metrics)
+
+
+@pytest.fixture(scope="module")
+def wider_lm_dir(tiny_lm_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 4-layer, 128-wide GPT-2: wide enough that bf16 rounding differs between cached decoding and a full pass."""
+    directory = tmp_path_factory.mktemp("wider_lm")
+    tokenizer = PreTrainedTokenizerFast.from_pretrained(tiny_lm_dir)
+    config = GPT2Config.from_pretrained(tiny_lm_dir, n_embd=128, n_layer=4, n_head=4)
+    torch.manual_seed(3)
+    GPT2LMHeadModel(config).save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return directory
+
+
+def test_rollout_logprobs_match_the_update_under_bf16_autocast(wider_lm_dir: Path, prompts_file: Path) -> None:
+    # At learning rate 0 nothing moves, so every ratio must be 1 and KL to the reference 0; any gap is a
+    # difference between how the rollout and the update compute log-probabilities. generate()'s cached
+    # logits differed from the full forward pass by up to 0.01 nats per token here.
+    config = small_config(wider_lm_dir, prompts_file, bf16=True, use_cpu=True, learning_rate=0.0,
+                          value_learning_rate=0.0, total_episodes=32, stop_token="eos", response_length=12,
+                          per_device_train_batch_size=4, gradient_accumulation_steps=2)
+    trainer = PPOTrainer(config)
+    assert trainer.accelerator.mixed_precision == "bf16"
+    rollout = trainer._rollout(trainer.setup.train_prompts[:8])
+    with torch.no_grad(), trainer.accelerator.autocast():
+        logits = response_logits(trainer.optimisation.policy, rollout.queries[:4], rollout.query_mask[:4],
+                                 rollout.responses[:4], rollout.response_mask[:4])
+    update_logprobs = token_logprobs(logits, rollout.responses[:4], config.temperature)
+    gap = (update_logprobs - rollout.logprobs[:4]).abs()[rollout.response_mask[:4]]
+    assert float(gap.max()) < 1e-4, float(gap.max())
+    for metrics in trainer.train().metrics:
+        assert metrics["val/ratio"] == pytest.approx(1.0, abs=1e-4)
+        assert metrics["policy/approxkl_avg"] < 1e-8
+        assert abs(metrics["objective/kl"]) < 1e-4
