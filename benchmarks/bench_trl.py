@@ -30,7 +30,7 @@ from benchmarks.profile_core import PROFILED_UPDATES
 from benchmarks.report import markdown, write_into_readme
 from benchmarks.sizes import CPU_SIZES, CUDA_SIZES, SIZES
 from benchmarks.workload import CPU_WORKLOAD, CUDA_WORKLOAD, Workload
-from ppo_core.quiet import quiet_transformers
+from ppo_core.quiet import quiet_hugging_face
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 BENCH_DIR = REPO_ROOT / "benchmarks"
@@ -140,7 +140,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    quiet_transformers()
+    quiet_hugging_face()
     cuda = args.device == "cuda"
     sizes = args.sizes or list(CUDA_SIZES if cuda else CPU_SIZES)
     threads = args.threads or (4 if cuda else 1)

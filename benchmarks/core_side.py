@@ -34,7 +34,7 @@ def core_config(fixture: Fixture, workload: Workload, device: str) -> PPOConfig:
         sft_model_path=str(fixture.sft_dir),
         reward_model_path=str(fixture.reward_dir),
         value_model_path=str(fixture.value_dir),
-        prompts_path=str(fixture.prompts_path),
+        dataset_name=str(fixture.prompts_path),
         stop_token=None,
         stop_token_id=None,
         response_length=workload.response_length,

@@ -16,7 +16,7 @@ import optuna
 
 from ppo_core import PPOTrainer
 from ppo_core.config_io import build_config, read_mapping
-from ppo_core.quiet import quiet_transformers
+from ppo_core.quiet import quiet_hugging_face
 from tuner.database import open_storage
 from tuner.reports import best_trials, trial_config
 
@@ -36,7 +36,7 @@ def main() -> None:
     parser.add_argument("--baseline", default=str(ROOT / "studies" / "trl_defaults.yaml"))
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     args = parser.parse_args()
-    quiet_transformers()
+    quiet_hugging_face()
     study = optuna.load_study(study_name=args.study, storage=open_storage(args.storage))
     best = best_trials(study)[0]
     candidates = {

@@ -29,7 +29,7 @@ from benchmarks.fixtures import Fixture
 from benchmarks.memory import MemoryMeter
 from benchmarks.timing import Side
 from benchmarks.workload import Workload
-from ppo_core.quiet import quiet_transformers
+from ppo_core.quiet import quiet_hugging_face
 
 SIDES = ("ppo_core", "trl")
 MODES = ("time", "count", "profile")
@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
 
     torch.set_num_threads(args.threads)
-    quiet_transformers()
+    quiet_hugging_face()
     warnings.filterwarnings("ignore")
     workload = Workload.from_dict(json.loads(args.workload))
     fixture = Fixture.at(args.fixture)

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import time
 from pathlib import Path
 from typing import Any
 
 from ppo_core.config_io import dump_config, load_config
+
+MODEL_DIR = "model"  # under the run's output directory: the trained policy and its tokenizer
 
 
 def add_train_command(commands: Any) -> None:
@@ -17,13 +20,14 @@ def add_train_command(commands: Any) -> None:
     parser.add_argument("config", help="Run config (YAML or JSON) with PPOConfig fields, e.g. studies/train.yaml")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="Override one PPOConfig field; repeatable.")
-    parser.add_argument("--output", default=None, help="Output directory (default: runs/<config name>).")
+    parser.add_argument("--output", default=None,
+                        help="Output directory (default: the config's output_dir, else runs/<config name>).")
     parser.add_argument("--quiet", action="store_true", help="No progress bar.")
     parser.set_defaults(handler=train_command)
 
 
 def train_command(args: argparse.Namespace) -> int:
-    """Run one PPO run and write metrics.jsonl, samples.jsonl and config.yaml.
+    """Run one PPO run; write metrics.jsonl, samples.jsonl, config.yaml and the trained model (``model/``).
 
     Raises ConfigError on bad input and NonFiniteError on divergence; the command line reports them.
     """
@@ -33,13 +37,17 @@ def train_command(args: argparse.Namespace) -> int:
     from ppo_core.trainer import PPOTrainer
 
     config = load_config(args.config, args.overrides)
-    output = Path(args.output or Path("runs") / Path(args.config).stem)
+    output = Path(args.output or config.output_dir or Path("runs") / Path(args.config).stem)
+    config = dataclasses.replace(config, output_dir=str(output))
     output.mkdir(parents=True, exist_ok=True)
     dump_config(config, output / "config.yaml")
     callbacks = [JsonlWriter(output)] + ([] if args.quiet else [ProgressCallback()])
     started = time.perf_counter()
-    result = PPOTrainer(config, callbacks).train()
+    trainer = PPOTrainer(config, callbacks)
+    result = trainer.train()
+    model_dir = trainer.save_model(output / MODEL_DIR)
     summary = _summary(result.metrics, time.perf_counter() - started, output)
+    summary["model"] = str(model_dir)
     print(json.dumps(summary, indent=2))
     return 0
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ppo_core.errors import InputError
+from ppo_core.trl_config import ModelConfig, ScriptArguments, field_help
 
 KL_ESTIMATORS = ("k1", "k2", "k3", "abs")
 LR_SCHEDULES = ("constant", "linear", "cosine")
@@ -25,13 +26,14 @@ class ConfigError(InputError):
     """A config value is wrong; the message is one line and names the field."""
 
 
-def _help(text: str) -> dict[str, str]:
-    return {"help": text}
+_help = field_help
+REPORT_TO = ("none", "all", "tensorboard", "wandb", "trackio", "mlflow", "comet_ml", "aim", "clearml", "dvclive")
 
 
 @dataclass
-class PPOConfig:
-    """Hyperparameters of one PPO run; parse it with ``transformers.HfArgumentParser``.
+class PPOConfig(ScriptArguments, ModelConfig):
+    """Hyperparameters of one PPO run, with TRL's ScriptArguments and ModelConfig fields; parse it with
+    ``transformers.HfArgumentParser``.
 
     Example::
 
@@ -61,9 +63,20 @@ class PPOConfig:
     reward_model_path: str | None = field(
         default=None,
         metadata=_help(
-            "Reward: a sequence-classification model directory or hub name, or a Python callable "
-            "'module:function' taking (prompts, responses) and returning scores. Default: the task's proxy RM."
+            "Reward: a sequence-classification model directory or hub name, or 'module:function' with TRL "
+            "GRPOTrainer's signature f(prompts, completions, **columns) -> list[float]. Default: the task's proxy RM."
         ),
+    )
+    reward_funcs: list[str] | None = field(
+        default=None,
+        metadata=_help(
+            "More rewards, each 'module:function' or a reward model, scored after reward_model_path (as TRL's GRPO "
+            "script orders them) and summed with reward_weights; a None score counts as missing."
+        ),
+    )
+    reward_weights: list[float] | None = field(
+        default=None,
+        metadata=_help("Weight of each reward (TRL GRPOConfig's name), in that order; null weighs each 1.0."),
     )
     value_model_path: str | None = field(
         default=None,
@@ -72,12 +85,11 @@ class PPOConfig:
             "Default: the reward model's trunk if the reward is a model, else the policy's."
         ),
     )
-    prompts_path: str | None = field(
-        default=None,
-        metadata=_help("Text file of prompts, one per line (or .jsonl with a 'prompt' key); overrides the task's."),
-    )
     num_eval_prompts: int = field(
         default=8, metadata=_help("Fixed evaluation prompts used for sample generations.")
+    )
+    max_prompt_length: int | None = field(
+        default=None, metadata=_help("Keep the last this-many prompt tokens, cutting on the left as TRL does.")
     )
 
     # --- optimisation ---
@@ -163,6 +175,15 @@ class PPOConfig:
         default=None, metadata=_help("bf16 mixed precision; null means on when the GPU supports it.")
     )
     use_cpu: bool = field(default=False, metadata=_help("Run on the CPU even when a GPU is present."))
+    output_dir: str | None = field(
+        default=None,
+        metadata=_help("Where the run writes metrics, samples, trackers' logs and the trained model (CLI: --output)."),
+    )
+    report_to: list[str] = field(
+        default_factory=lambda: ["none"],
+        metadata=_help("Trackers that log metrics and samples, through accelerate: none, all, tensorboard, wandb, "
+                       "trackio, mlflow, ... (TrainingArguments' name)."),
+    )
 
     # --- derived (TRL's batch hierarchy): filled in once, by __post_init__, and written by nothing else ---
     world_size: int = field(default=1, init=False, metadata=_help("Processes (derived)."))
@@ -175,6 +196,7 @@ class PPOConfig:
     )
 
     def __post_init__(self) -> None:
+        _accept_single_values_for_lists(self)
         _check_types(self)
         _check_ranges(self)
         self._derive_batch_sizes(launched_world_size())
@@ -191,6 +213,16 @@ class PPOConfig:
     @property
     def adaptive_kl(self) -> bool:
         return self.kl_target is not None
+
+    @property
+    def named_rewards(self) -> list[tuple[str, str]]:
+        """(field, spec) of each reward this config names, in scoring order: reward_model_path, then reward_funcs."""
+        first = [("reward_model_path", self.reward_model_path)] if self.reward_model_path else []
+        return first + [("reward_funcs", spec) for spec in self.reward_funcs or []]
+
+    @property
+    def reward_specs(self) -> list[str]:
+        return [spec for _, spec in self.named_rewards]
 
     @property
     def effective_value_learning_rate(self) -> float:
@@ -217,8 +249,34 @@ def settable_fields() -> dict[str, dataclasses.Field[Any]]:
     return {f.name: f for f in dataclasses.fields(PPOConfig) if f.init}
 
 
+def _list_item_type(annotation: Any) -> Any:
+    """T for ``list[T]`` or ``list[T] | None``; None for other annotations."""
+    for candidate in (annotation, *typing.get_args(annotation)):
+        if typing.get_origin(candidate) is list:
+            return typing.get_args(candidate)[0]
+    return None
+
+
+def _accept_single_values_for_lists(config: PPOConfig) -> None:
+    """``report_to: tensorboard`` or ``--set reward_funcs=a:f,b:g`` mean one- or several-item lists."""
+    hints = typing.get_type_hints(PPOConfig)
+    for name in settable_fields():
+        value = getattr(config, name)
+        if _list_item_type(hints[name]) is None:
+            continue
+        if isinstance(value, str):
+            setattr(config, name, [part.strip() for part in value.split(",") if part.strip()])
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            setattr(config, name, [value])
+        elif isinstance(value, tuple):
+            setattr(config, name, list(value))
+
+
 def _type_matches(value: Any, annotation: Any) -> bool:
     origin = typing.get_origin(annotation)
+    if origin is list:
+        (item,) = typing.get_args(annotation)
+        return isinstance(value, list) and all(_type_matches(v, item) for v in value)
     if origin in (typing.Union, types.UnionType):
         return any(_type_matches(value, arg) for arg in typing.get_args(annotation))
     if origin is Literal:
@@ -244,6 +302,8 @@ def describe_type(annotation: Any) -> str:
         return "one of " + ", ".join(repr(arg) for arg in typing.get_args(annotation))
     if annotation is type(None):
         return "null"
+    if origin is list:
+        return f"list of {describe_type(typing.get_args(annotation)[0])}"
     return getattr(annotation, "__name__", str(annotation))
 
 
@@ -256,6 +316,8 @@ def _check_types(config: PPOConfig) -> None:
             raise ConfigError(f"{name}: expected {describe_type(annotation)}, got {value!r}")
         if annotation in (float, float | None) and isinstance(value, int):
             setattr(config, name, float(value))
+        if isinstance(value, list) and _list_item_type(annotation) is float:
+            setattr(config, name, [float(v) for v in value])
 
 
 def _require(condition: bool, name: str, rule: str, value: Any) -> None:
@@ -304,7 +366,18 @@ def _check_ranges(c: PPOConfig) -> None:
             f"per_device_train_batch_size: {c.per_device_train_batch_size} must divide the mini-batch "
             f"{mini_batch}; make gradient_accumulation_steps a multiple of num_mini_batches"
         )
+    if c.max_prompt_length is not None:
+        _require(c.max_prompt_length >= 1, "max_prompt_length", ">= 1", c.max_prompt_length)
+    for tracker in c.report_to:
+        _require(tracker in REPORT_TO, "report_to", f"one of {', '.join(REPORT_TO)}", tracker)
     if c.task is None:
-        for name in ("sft_model_path", "reward_model_path", "prompts_path"):
+        for name in ("sft_model_path", "dataset_name"):
             if getattr(c, name) is None:
                 raise ConfigError(f"{name}: required when task is null")
+        if not c.reward_specs:
+            raise ConfigError("reward_model_path: required when task is null (or give reward_funcs)")
+    if c.reward_weights is not None:
+        rewards = len(c.reward_specs) or 1  # none named: the task's own reward model
+        if len(c.reward_weights) != rewards:
+            raise ConfigError(f"reward_weights: {len(c.reward_weights)} weights for {rewards} rewards "
+                              f"({', '.join(c.reward_specs) or 'the task reward model'})")

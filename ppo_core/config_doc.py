@@ -18,14 +18,22 @@ def reference_table() -> str:
     hints = typing.get_type_hints(PPOConfig)
     lines = ["| field | type | default | meaning |", "|---|---|---|---|"]
     for name, config_field in settable_fields().items():
-        default = config_field.default if config_field.default is not dataclasses.MISSING else ""
-        shown = "null" if default is None else f"{default!r}".strip("'")
+        default = config_field.default
+        if default is dataclasses.MISSING and config_field.default_factory is not dataclasses.MISSING:
+            default = config_field.default_factory()
+        shown = "null" if default is None else ("" if default is dataclasses.MISSING else _shown(default))
         help_text = config_field.metadata["help"].replace("|", "\\|")
         lines.append(f"| `{name}` | {describe_type(hints[name])} | `{shown}` | {help_text} |")
     derived = [f.name for f in dataclasses.fields(PPOConfig) if not f.init]
     lines.append("")
     lines.append("Derived, as TRL computes them: " + ", ".join(f"`{name}`" for name in derived) + ".")
     return "\n".join(lines)
+
+
+def _shown(value: object) -> str:
+    if isinstance(value, list):
+        return "[" + ", ".join(_shown(item) for item in value) + "]"
+    return f"{value!r}".strip("'")
 
 
 def reference_block() -> str:

@@ -13,6 +13,7 @@ import yaml
 from transformers import HfArgumentParser
 
 from ppo_core.config import ConfigError, PPOConfig, settable_fields
+from ppo_core.errors import first_line
 
 # PyYAML follows YAML 1.1, where "1e-5" (no dot) is a string; users write it that way anyway.
 _FLOAT_TEXT = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
@@ -27,7 +28,7 @@ def read_mapping(path: str | Path, what: str = "config") -> dict[str, Any]:
         text = file.read_text(encoding="utf-8")
         data = json.loads(text) if file.suffix == ".json" else yaml.safe_load(text)
     except (json.JSONDecodeError, yaml.YAMLError) as error:
-        first = str(error).strip().splitlines()[0]
+        first = first_line(error)
         raise ConfigError(f"{what}: {str(path)!r} is not valid {file.suffix.lstrip('.') or 'YAML'} ({first})") \
             from None
     if data is None:

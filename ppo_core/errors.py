@@ -9,3 +9,9 @@ class InputError(ValueError):
 
 class NonFiniteError(RuntimeError):
     """A loss, KL or score became NaN or infinite; the message names the metric and the update."""
+
+
+def first_line(error: BaseException) -> str:
+    """The first line of an error's message (its type's name when it has none), for one-line reports."""
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__

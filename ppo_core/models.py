@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
 import torch
 from torch import nn
 from transformers import (
@@ -12,28 +16,73 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
-from ppo_core.config import ConfigError
+from ppo_core.config import ConfigError, PPOConfig
+from ppo_core.errors import first_line
 from ppo_core.quiet import transformers_errors_only
 
+DTYPES: dict[str, torch.dtype | str] = {
+    "auto": "auto", "bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32,
+}
 
-def load_tokenizer(path: str, field_name: str = "sft_model_path") -> PreTrainedTokenizerBase:
-    """The policy's tokenizer, left-padding prompts so every response starts at the same column."""
+
+@dataclass(frozen=True)
+class LoadOptions:
+    """How every model of a run loads (TRL ModelConfig's fields)."""
+
+    dtype: str = "float32"
+    attn_implementation: str | None = None
+    trust_remote_code: bool = False
+    revision: str = "main"
+
+    @classmethod
+    def from_config(cls, config: PPOConfig) -> LoadOptions:
+        return cls(config.dtype, config.attn_implementation, config.trust_remote_code, config.model_revision)
+
+    def from_pretrained_kwargs(self) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {"dtype": DTYPES[self.dtype], "revision": self.revision,
+                                  "trust_remote_code": self.trust_remote_code}
+        if self.attn_implementation is not None:
+            kwargs["attn_implementation"] = self.attn_implementation
+        return kwargs
+
+
+def load_tokenizer(path: str, options: LoadOptions = LoadOptions(),
+                   field_name: str = "sft_model_path") -> PreTrainedTokenizerBase:
+    """The policy's tokenizer: prompts padded and, past max_prompt_length, cut on the left, so every response
+    starts at the same column right after the prompt's end. A tokenizer without a pad token borrows EOS."""
     try:
-        tokenizer = AutoTokenizer.from_pretrained(path, padding_side="left")
+        tokenizer = AutoTokenizer.from_pretrained(path, padding_side="left", truncation_side="left",
+                                                  revision=options.revision,
+                                                  trust_remote_code=options.trust_remote_code)
     except (OSError, ValueError) as error:
-        raise ConfigError(f"{field_name}: cannot load a tokenizer from {path!r} ({_first_line(error)})") from None
+        raise ConfigError(f"{field_name}: cannot load a tokenizer from {path!r} ({first_line(error)})") from None
     if tokenizer.pad_token_id is None:
-        # Masks, not the pad id, decide what is padding, so borrowing EOS is safe here.
+        if tokenizer.eos_token_id is None:
+            raise ConfigError(f"{field_name}: the tokenizer of {path!r} has neither a pad nor an EOS token")
+        # Llama's tokenizers have no pad token. Masks, not the pad id, decide what is padding, so borrowing
+        # EOS is safe here.
         tokenizer.pad_token = tokenizer.eos_token
     return tokenizer
 
 
-def load_causal_lm(path: str, field_name: str = "sft_model_path") -> PreTrainedModel:
+def copy_tokenizer(path: str, options: LoadOptions, directory: Path) -> None:
+    """Save the tokenizer as the user's own files define it.
+
+    The run's copy pads and cuts prompts on the left, may borrow EOS as its pad token, and its backend keeps the
+    last call's padding and truncation lengths; written out, those would change how the trained model's users
+    tokenize. PPO never changes a tokenizer, so a fresh load of the original is the faithful copy.
+    """
+    AutoTokenizer.from_pretrained(path, revision=options.revision,
+                                  trust_remote_code=options.trust_remote_code).save_pretrained(directory)
+
+
+def load_causal_lm(path: str, options: LoadOptions = LoadOptions(),
+                   field_name: str = "sft_model_path") -> PreTrainedModel:
     """A causal LM in eval mode: dropout off, because PPO's ratio must compare like with like."""
     try:
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+        model = AutoModelForCausalLM.from_pretrained(path, **options.from_pretrained_kwargs())
     except (OSError, ValueError) as error:
-        raise ConfigError(f"{field_name}: cannot load a causal LM from {path!r} ({_first_line(error)})") from None
+        raise ConfigError(f"{field_name}: cannot load a causal LM from {path!r} ({first_line(error)})") from None
     return model.eval()
 
 
@@ -60,17 +109,13 @@ class ValueModel(nn.Module):
         return self.head(hidden.to(self.head.weight.dtype)).squeeze(-1)
 
 
-def load_value_model(path: str, field_name: str = "value_model_path") -> ValueModel:
+def load_value_model(path: str, options: LoadOptions = LoadOptions(),
+                     field_name: str = "value_model_path") -> ValueModel:
     """A value network on the trunk of any transformers model directory (a causal LM or a reward model)."""
     try:
         # A reward model's own head is expected to be left behind; transformers would report it as unexpected.
         with transformers_errors_only():
-            trunk = AutoModel.from_pretrained(path, dtype=torch.float32)
+            trunk = AutoModel.from_pretrained(path, **options.from_pretrained_kwargs())
     except (OSError, ValueError) as error:
-        raise ConfigError(f"{field_name}: cannot load a model trunk from {path!r} ({_first_line(error)})") from None
+        raise ConfigError(f"{field_name}: cannot load a model trunk from {path!r} ({first_line(error)})") from None
     return ValueModel(trunk).eval()
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__

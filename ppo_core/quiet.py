@@ -1,4 +1,4 @@
-"""Quieting transformers: ppo-tune's own progress bars and one-line messages replace its per-load bars and reports."""
+"""Quieting transformers and datasets: ppo-tune's own progress bars and one-line messages replace theirs."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import os
 from collections.abc import Iterator
 
 
-def quiet_transformers() -> None:
-    """Errors only, and no download or load progress bars, for every later transformers call in this process."""
+def quiet_hugging_face() -> None:
+    """Errors only, and no download or load progress bars, for every later transformers and datasets call."""
     # The environment reaches worker processes and transformers imported after this call.
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
@@ -16,6 +16,10 @@ def quiet_transformers() -> None:
 
     transformers_logging.set_verbosity_error()
     transformers_logging.disable_progress_bar()
+    import datasets
+
+    datasets.disable_progress_bars()
+    datasets.logging.set_verbosity_error()
 
 
 @contextlib.contextmanager

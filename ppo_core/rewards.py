@@ -1,118 +1,92 @@
-"""Reward sources: a sequence-classification model, a Python callable ``module:function``, or a task's RM.
+"""Rewards: what each one reads about a batch of episodes, loading them by name, and their weighted sum.
 
-Every source takes the prompts and the decoded responses as text and returns one score per row,
-so the reward model may use a tokenizer different from the policy's.
+A reward is a TRL-style function ``module:function`` (``ppo_core.reward_functions``) or a sequence-classification
+model (``ppo_core.reward_models``). Several are combined as TRL's GRPOTrainer combines them: a weighted sum
+over the rewards that scored the row, where a function may return None for "not applicable".
 """
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable, Sequence
-from pathlib import Path
+import math
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 import torch
-from transformers import AutoModelForSequenceClassification, AutoTokenizer, PreTrainedModel
+from transformers import PreTrainedTokenizerBase
 
-from ppo_core.config import ConfigError
-from ppo_core.sequences import position_ids_from_mask
-
-
-class RewardFunction(Protocol):
-    def __call__(self, prompts: Sequence[str], responses: Sequence[str]) -> torch.Tensor: ...
+from ppo_core.prompt_data import PromptSet
 
 
-def concatenate(prompt: str, response: str) -> str:
-    return prompt + response
+@dataclass(frozen=True)
+class RewardInputs:
+    """One batch of episodes as every reward may read it: prompts and text, and the policy's token ids."""
+
+    prompts: PromptSet
+    completions: list[str]  # each response decoded without padding or special tokens
+    queries: torch.Tensor  # [B, Q] left-padded prompt ids (the policy's tokenizer)
+    query_mask: torch.Tensor
+    responses: torch.Tensor  # [B, R] response ids, pad after the stop token
+    response_mask: torch.Tensor  # [B, R] True up to and including the stop token
+    has_stop: torch.Tensor  # [B]
+    tokenizer: PreTrainedTokenizerBase
 
 
-class SequenceClassifierReward:
-    """Scores ``reward_text(prompt, response)`` with a one-label sequence-classification model."""
+@dataclass(frozen=True)
+class RewardScores:
+    """One reward's scores [B], and which rows it scored: a function may answer None for "not applicable"."""
 
-    def __init__(
-        self,
-        path: str,
-        batch_size: int,
-        reward_text: Callable[[str, str], str] = concatenate,
-    ) -> None:
-        try:
-            self.model: PreTrainedModel = AutoModelForSequenceClassification.from_pretrained(
-                path, dtype=torch.float32
-            ).eval()
-            self.tokenizer = AutoTokenizer.from_pretrained(path, padding_side="right")
-        except (OSError, ValueError) as error:
-            raise ConfigError(f"reward_model_path: cannot load a reward model from {path!r} ({error})") from None
-        if self.tokenizer.pad_token_id is None:
-            self.tokenizer.pad_token = self.tokenizer.eos_token
-        self.path = path
-        self.batch_size = batch_size
-        self.reward_text = reward_text
+    values: torch.Tensor
+    scored: torch.Tensor
 
-    def to(self, device: torch.device) -> SequenceClassifierReward:
-        self.model.to(device)  # type: ignore[arg-type]  # transformers types .to() as a decorator
+    @classmethod
+    def every_row(cls, values: torch.Tensor) -> RewardScores:
+        return cls(values, torch.ones_like(values, dtype=torch.bool))
+
+
+class Reward(Protocol):
+    """One reward source."""
+
+    name: str
+
+    def __call__(self, inputs: RewardInputs) -> RewardScores: ...
+
+    def to(self, device: torch.device) -> Reward: ...
+
+
+class WeightedRewards:
+    """sum_k w_k r_k over the rewards that scored the row (TRL's nansum), and each reward on its own."""
+
+    def __init__(self, rewards: Sequence[Reward], weights: Sequence[float] | None = None) -> None:
+        self.rewards = list(rewards)
+        self.weights = list(weights) if weights is not None else [1.0] * len(self.rewards)
+
+    def to(self, device: torch.device) -> WeightedRewards:
+        self.rewards = [reward.to(device) for reward in self.rewards]
         return self
 
-    @torch.no_grad()
-    def __call__(self, prompts: Sequence[str], responses: Sequence[str]) -> torch.Tensor:
-        texts = [self.reward_text(p, r) for p, r in zip(prompts, responses, strict=True)]
-        device = self.model.device
-        scores = []
-        for start in range(0, len(texts), self.batch_size):
-            batch = self.tokenizer(texts[start : start + self.batch_size], return_tensors="pt", padding=True)
-            scores.append(self._score(batch["input_ids"].to(device), batch["attention_mask"].to(device)))
-        return torch.cat(scores).float()
+    @property
+    def names(self) -> list[str]:
+        return [reward.name for reward in self.rewards]
 
-    def _score(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        # The head is read at the last attended token, found from the mask rather than the pad id:
-        # models whose pad token is EOS would otherwise be scored one token early.
-        head = getattr(self.model, "score", None)
-        if head is None:
-            return self.model(input_ids=input_ids, attention_mask=attention_mask).logits[:, 0]
-        hidden = self.model.base_model(
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            position_ids=position_ids_from_mask(attention_mask),
-        ).last_hidden_state
-        last = attention_mask.long().sum(dim=1) - 1
-        return head(hidden[torch.arange(hidden.shape[0], device=hidden.device), last])[:, 0]
+    def __call__(self, inputs: RewardInputs) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """The combined score [B], and each reward's own scores [B] by name with NaN where it gave none.
 
-
-class CallableReward:
-    """A plain function ``f(prompts, responses) -> scores`` named as ``module:function``."""
-
-    def __init__(self, spec: str) -> None:
-        module_name, _, function_name = spec.partition(":")
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError as error:
-            raise ConfigError(f"reward_model_path: cannot import module {module_name!r} ({error})") from None
-        function = getattr(module, function_name, None)
-        if not callable(function):
-            raise ConfigError(f"reward_model_path: {module_name!r} has no callable {function_name!r}")
-        self.function = function
-        self.spec = spec
-
-    def to(self, device: torch.device) -> CallableReward:
-        return self
-
-    def __call__(self, prompts: Sequence[str], responses: Sequence[str]) -> torch.Tensor:
-        scores = torch.as_tensor(self.function(list(prompts), list(responses)), dtype=torch.float32).flatten()
-        if scores.numel() != len(prompts):
-            raise ValueError(f"reward function {self.spec} returned {scores.numel()} scores for {len(prompts)} rows")
-        return scores
-
-
-def is_callable_spec(spec: str) -> bool:
-    """``module:function`` rather than a path or hub name (a Windows drive letter is not a module)."""
-    module_name, sep, function_name = spec.partition(":")
-    return bool(sep) and module_name.replace(".", "").replace("_", "").isalnum() and function_name.isidentifier() \
-        and not Path(spec).exists() and len(module_name) > 1
-
-
-def load_reward(
-    spec: str, batch_size: int, reward_text: Callable[[str, str], str] = concatenate
-) -> SequenceClassifierReward | CallableReward:
-    """The reward a ``reward_model_path`` names: ``module:function`` or a model directory / hub name."""
-    if is_callable_spec(spec):
-        return CallableReward(spec)
-    return SequenceClassifierReward(spec, batch_size, reward_text)
+        score_i = sum_k w_k r_ki over the rewards k that scored row i; a NaN a reward did return stays NaN,
+        so a broken reward is caught as a non-finite score rather than read as "no opinion".
+        """
+        device = inputs.queries.device
+        scores = [reward(inputs) for reward in self.rewards]
+        values = torch.stack([s.values.to(device=device, dtype=torch.float32) for s in scores], dim=1)
+        scored = torch.stack([s.scored.to(device) for s in scores], dim=1)
+        weights = torch.tensor(self.weights, dtype=torch.float32, device=device)
+        unscored = ~scored.any(dim=1)
+        if bool(unscored.any()):
+            row = int(unscored.nonzero()[0, 0])
+            warnings.warn(f"no reward scored row {row} ({inputs.prompts.texts[row][:80]!r}); it counts as 0, "
+                          f"as in TRL", stacklevel=2)
+        total = torch.where(scored, values * weights, torch.zeros_like(values)).sum(dim=1)
+        per_reward = {reward.name: torch.where(scored[:, k], values[:, k], torch.full_like(values[:, k], math.nan))
+                      for k, reward in enumerate(self.rewards)}
+        return total, per_reward

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -11,6 +10,8 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from ppo_core.config import PPOConfig
 from ppo_core.generation import generate
 from ppo_core.models import ValueModel
+from ppo_core.prompt_data import PromptSet
+from ppo_core.rewards import RewardInputs
 from ppo_core.sequences import contains_stop, position_ids_from_mask, token_logprobs
 from ppo_core.setup import RunSetup
 
@@ -19,7 +20,7 @@ from ppo_core.setup import RunSetup
 class Rollout:
     """One batch of experience; every [B, R] tensor is aligned with ``responses``."""
 
-    prompts: list[str]
+    prompts: list[str]  # as the policy read them (a conversation rendered by the chat template)
     response_texts: list[str]
     queries: torch.Tensor  # [B, Q] left-padded prompt ids
     query_mask: torch.Tensor  # [B, Q]
@@ -30,6 +31,7 @@ class Rollout:
     ref_logprobs: torch.Tensor  # [B, R]
     values: torch.Tensor  # [B, R]
     scores: torch.Tensor  # [B] reward, after the missing-EOS penalty
+    reward_scores: dict[str, torch.Tensor]  # [B] each reward's own score by name, NaN where it gave none
     gold_scores: torch.Tensor | None  # [B] a task's gold score, for monitoring only
 
     @property
@@ -77,15 +79,28 @@ def decode_responses(
     return tokenizer.batch_decode(rows, skip_special_tokens=True)
 
 
+def encode_prompts(
+    tokenizer: PreTrainedTokenizerBase, batch: PromptSet, max_prompt_length: int | None
+) -> dict[str, torch.Tensor]:
+    """Left-padded prompt ids and mask; past ``max_prompt_length`` tokens a prompt loses its beginning, as in TRL.
+
+    A chat template already wrote the special tokens into the text, so they are added only to plain prompts.
+    """
+    return tokenizer(
+        batch.texts, return_tensors="pt", padding=True, add_special_tokens=not batch.conversational,
+        truncation=max_prompt_length is not None, max_length=max_prompt_length,
+    )
+
+
 @torch.no_grad()
-def collect_rollout(setup: RunSetup, prompts: Sequence[str], config: PPOConfig, device: torch.device) -> Rollout:
+def collect_rollout(setup: RunSetup, batch: PromptSet, config: PPOConfig, device: torch.device) -> Rollout:
     """Sample one response per prompt and record everything the PPO update needs."""
     models, tokenizer, stop_token_id = setup.models, setup.models.tokenizer, setup.stop_token_id
     forward_batch_size = config.local_rollout_forward_batch_size
-    encoded = tokenizer(list(prompts), return_tensors="pt", padding=True)
+    encoded = encode_prompts(tokenizer, batch, config.max_prompt_length)
     queries, query_mask = encoded["input_ids"].to(device), encoded["attention_mask"].to(device)
     chunks: dict[str, list[torch.Tensor]] = {"responses": [], "mask": [], "logprobs": [], "ref": [], "values": []}
-    for start in range(0, len(prompts), forward_batch_size):
+    for start in range(0, len(batch), forward_batch_size):
         rows = slice(start, start + forward_batch_size)
         responses, response_mask = generate(
             models.policy, queries[rows], query_mask[rows], setup.generation_config, stop_token_id,
@@ -106,14 +121,17 @@ def collect_rollout(setup: RunSetup, prompts: Sequence[str], config: PPOConfig, 
     response_mask = _cat_right_padded(chunks["mask"], False)
     response_texts = decode_responses(tokenizer, responses, response_mask)
     has_stop = contains_stop(responses, stop_token_id)
-    scores = models.reward(prompts, response_texts).to(device)
+    scores, reward_scores = models.rewards(RewardInputs(
+        prompts=batch, completions=response_texts, queries=queries, query_mask=query_mask, responses=responses,
+        response_mask=response_mask, has_stop=has_stop, tokenizer=tokenizer,
+    ))
     if config.missing_eos_penalty is not None:
         scores = torch.where(has_stop, scores, scores - config.missing_eos_penalty)
     gold = None
     if models.gold_score is not None:
-        gold = torch.tensor(models.gold_score(list(prompts), response_texts), dtype=torch.float32, device=device)
+        gold = torch.tensor(models.gold_score(batch.texts, response_texts), dtype=torch.float32, device=device)
     return Rollout(
-        prompts=list(prompts),
+        prompts=batch.texts,
         response_texts=response_texts,
         queries=queries,
         query_mask=query_mask,
@@ -124,6 +142,7 @@ def collect_rollout(setup: RunSetup, prompts: Sequence[str], config: PPOConfig, 
         ref_logprobs=_cat_right_padded(chunks["ref"], 0.0),
         values=_cat_right_padded(chunks["values"], 0.0),
         scores=scores,
+        reward_scores=reward_scores,
         gold_scores=gold,
     )
 

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 from transformers import GenerationConfig, PreTrainedModel, PreTrainedTokenizerBase
 
 from ppo_core.config import ConfigError, PPOConfig
 from ppo_core.generation import sampling_config
-from ppo_core.models import ValueModel, load_causal_lm, load_tokenizer, load_value_model
-from ppo_core.prompts import read_prompts
-from ppo_core.rewards import RewardFunction, SequenceClassifierReward, concatenate, load_reward
+from ppo_core.models import LoadOptions, ValueModel, load_causal_lm, load_tokenizer, load_value_model
+from ppo_core.prompt_data import PromptSet, load_prompt_sets, text_prompts
+from ppo_core.reward_functions import FunctionReward
+from ppo_core.reward_models import SequenceClassifierReward
+from ppo_core.rewards import Reward, WeightedRewards
 from ppo_core.tasks.base import BuiltinTask
 
 TRL_DEFAULT_RESPONSE_LENGTH = 53
@@ -25,7 +28,7 @@ class RolloutModels:
     policy: PreTrainedModel
     reference: PreTrainedModel
     value_model: ValueModel
-    reward: RewardFunction
+    rewards: WeightedRewards
     gold_score: Callable[[list[str], list[str]], list[float]] | None
     tokenizer: PreTrainedTokenizerBase
 
@@ -35,11 +38,12 @@ class RunSetup:
     """The loaded models, the prompts, and how to sample: built once per run from its config."""
 
     models: RolloutModels
-    train_prompts: list[str]
-    eval_prompts: list[str]
+    train_prompts: PromptSet
+    eval_prompts: PromptSet
     stop_token_id: int | None
     response_length: int
     generation_config: GenerationConfig
+    policy_path: str  # where the policy and its tokenizer came from
 
     @property
     def tokenizer(self) -> PreTrainedTokenizerBase:
@@ -56,35 +60,27 @@ def build_setup(config: PPOConfig, device: torch.device) -> RunSetup:
             task = get_task(config.task, config.task_cache_dir)
         except ValueError as error:
             raise ConfigError(f"task: {error}") from None
+    options = LoadOptions.from_config(config)
     sft_path = config.sft_model_path or _task_part(task, "sft_model_path").policy_path
-    reward_spec = config.reward_model_path or _task_part(task, "reward_model_path").reward_model_path
-    reward_text = task.reward_text if task is not None and config.reward_model_path is None else concatenate
+    tokenizer = load_tokenizer(sft_path, options)
+    policy = load_causal_lm(sft_path, options)
+    reference = load_causal_lm(sft_path, options).requires_grad_(False)
 
-    tokenizer = load_tokenizer(sft_path)
-    policy = load_causal_lm(sft_path)
-    reference = load_causal_lm(sft_path).requires_grad_(False)
-    reward = load_reward(reward_spec, config.local_rollout_forward_batch_size, reward_text)
-    value_trunk = config.value_model_path or (
-        reward_spec if isinstance(reward, SequenceClassifierReward) else sft_path
-    )
-    value_model = load_value_model(value_trunk)
-    if isinstance(reward, SequenceClassifierReward):
-        reward.model.requires_grad_(False)
-
-    if config.prompts_path is not None:
-        prompts = read_prompts(config.prompts_path)
-        train_prompts, eval_prompts = prompts, prompts[: config.num_eval_prompts]
+    if config.dataset_name is not None:
+        train_prompts, eval_prompts = load_prompt_sets(config, tokenizer)
     else:
-        train_prompts = _task_part(task, "prompts_path").train_prompts
-        eval_prompts = _task_part(task, "prompts_path").eval_prompts[: config.num_eval_prompts]
-    if len(train_prompts) < 1:
-        raise ConfigError("prompts_path: no training prompts")
+        task_prompts = _task_part(task, "dataset_name")
+        train_prompts = text_prompts(task_prompts.train_prompts)
+        eval_prompts = text_prompts(task_prompts.eval_prompts[: config.num_eval_prompts])
+
+    rewards = _load_rewards(config, task, options, tokenizer)
+    value_model = load_value_model(config.value_model_path or _value_trunk(rewards, sft_path), options)
 
     models = RolloutModels(
         policy=policy,
         reference=reference.to(device),  # type: ignore[arg-type]  # transformers types .to() as a decorator
         value_model=value_model,
-        reward=reward.to(device),
+        rewards=rewards.to(device),
         gold_score=task.gold_score if task is not None else None,
         tokenizer=tokenizer,
     )
@@ -98,7 +94,55 @@ def build_setup(config: PPOConfig, device: torch.device) -> RunSetup:
         stop_token_id=stop_token_id,
         response_length=response_length,
         generation_config=sampling_config(response_length, config.temperature, tokenizer, stop_token_id),
+        policy_path=sft_path,
     )
+
+
+def _load_rewards(config: PPOConfig, task: BuiltinTask | None, options: LoadOptions,
+                  tokenizer: PreTrainedTokenizerBase) -> WeightedRewards:
+    """The rewards the config names, or the task's proxy reward model, scored on the text it was trained on."""
+    batch_size = config.local_rollout_forward_batch_size
+    if config.reward_specs:
+        def load_model(path: str) -> SequenceClassifierReward:
+            return SequenceClassifierReward(path, options, batch_size, tokenizer)
+
+        return load_rewards(config.named_rewards, config.reward_weights, load_model)
+    task_reward = _task_part(task, "reward_model_path")
+    model = SequenceClassifierReward(task_reward.reward_model_path, options, batch_size, tokenizer,
+                                     reward_text=task_reward.reward_text)
+    return WeightedRewards([model], config.reward_weights)
+
+
+def _value_trunk(rewards: WeightedRewards, sft_path: str) -> str:
+    """The first reward model that reads the policy's token ids, else the policy: a trunk on another vocabulary
+    would read the policy's ids as different tokens (or index past its embedding table)."""
+    for reward in rewards.rewards:
+        if isinstance(reward, SequenceClassifierReward) and reward.vocabulary_matches:
+            return reward.path
+    return sft_path
+
+
+def is_function_spec(spec: str) -> bool:
+    """``module:function`` rather than a path or hub name (a Windows drive letter is not a module)."""
+    module_name, sep, function_name = spec.partition(":")
+    return bool(sep) and module_name.replace(".", "").replace("_", "").isalnum() and function_name.isidentifier() \
+        and not Path(spec).exists() and len(module_name) > 1
+
+
+def load_rewards(
+    named: Sequence[tuple[str, str]],
+    weights: Sequence[float] | None,
+    load_model: Callable[[str], Reward],
+) -> WeightedRewards:
+    """The rewards named by (config field, spec) pairs, in order: functions imported, models loaded with
+    ``load_model``."""
+    rewards = [FunctionReward(spec, field) if is_function_spec(spec) else load_model(spec) for field, spec in named]
+    seen: dict[str, int] = {}
+    for reward in rewards:  # two rewards of the same name would share one metric
+        seen[reward.name] = seen.get(reward.name, 0) + 1
+        if seen[reward.name] > 1:
+            reward.name = f"{reward.name}_{seen[reward.name]}"
+    return WeightedRewards(rewards, weights)
 
 
 def _task_part(task: BuiltinTask | None, field_name: str) -> BuiltinTask:

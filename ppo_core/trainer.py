@@ -6,6 +6,7 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 from accelerate import Accelerator
@@ -20,8 +21,11 @@ from ppo_core.errors import NonFiniteError
 from ppo_core.kl import kl_per_token, make_kl_controller
 from ppo_core.metric_names import GUARDED_METRICS
 from ppo_core.metrics import first_non_finite, rollout_metrics
+from ppo_core.models import LoadOptions, copy_tokenizer
+from ppo_core.prompt_data import PromptSet
 from ppo_core.rollout import Rollout, collect_rollout
 from ppo_core.setup import RunSetup, build_setup
+from ppo_core.trackers import TrackerCallback, tracker_dir
 from ppo_core.update import Optimisation, ppo_update
 
 
@@ -45,14 +49,14 @@ class PPOTrainer:
 
     def __init__(self, config: PPOConfig, callbacks: Sequence[TrainerCallback] = ()) -> None:
         self.config = config
-        self.callbacks = list(callbacks)
         set_seed(config.seed)
         bf16 = config.bf16 if config.bf16 is not None else _gpu_supports_bf16(config.use_cpu)
-        self.accelerator = _accelerator(config.use_cpu, "bf16" if bf16 else "no")
+        self.accelerator = _accelerator(config.use_cpu, "bf16" if bf16 else "no", config)
         if config.world_size != self.accelerator.num_processes:
             raise ConfigError(f"world_size: the config was built for {config.world_size} processes but this run "
                               f"has {self.accelerator.num_processes}; build it in the launched processes")
         self.setup: RunSetup = build_setup(config, self.accelerator.device)
+        self.callbacks = list(callbacks) + ([TrackerCallback(self.accelerator)] if self.accelerator.log_with else [])
         total_episodes = config.total_episodes or int(config.num_train_epochs * len(self.setup.train_prompts))
         self.num_updates = max(1, math.ceil(total_episodes / config.batch_size))
         self._build_optimisation()
@@ -129,6 +133,8 @@ class PPOTrainer:
             scheduler.step()
         self.episode += len(rollout.prompts)
         metrics = rollout_metrics(rollout, kl, non_score_rewards, returns)
+        if len(rollout.reward_scores) > 1:  # with one reward, objective/scores already says it
+            metrics.update({f"rewards/{name}": float(part.nanmean()) for name, part in rollout.reward_scores.items()})
         self.kl_controller.update(metrics["objective/kl"], len(rollout.prompts))
         update_seconds = time.perf_counter() - started - rollout_seconds
         return {
@@ -144,19 +150,27 @@ class PPOTrainer:
             "time/tokens_per_s": rollout.num_response_tokens / max(rollout_seconds + update_seconds, 1e-9),
         }
 
-    def _rollout(self, prompts: list[str]) -> Rollout:
-        with self.accelerator.autocast():
-            return collect_rollout(self.setup, prompts, self.config, self.accelerator.device)
+    def save_model(self, path: str | Path) -> Path:
+        """Save the policy and its tokenizer with ``save_pretrained``, loadable with AutoModelForCausalLM."""
+        directory = Path(path)
+        policy = self.accelerator.unwrap_model(self.optimisation.policy)
+        policy.save_pretrained(directory)
+        copy_tokenizer(self.setup.policy_path, LoadOptions.from_config(self.config), directory)
+        return directory
 
-    def _next_prompts(self) -> list[str]:
+    def _rollout(self, batch: PromptSet) -> Rollout:
+        with self.accelerator.autocast():
+            return collect_rollout(self.setup, batch, self.config, self.accelerator.device)
+
+    def _next_prompts(self) -> PromptSet:
         """A batch of prompts, reshuffling whenever an epoch over the prompts runs out."""
         prompts = self.setup.train_prompts
-        batch: list[str] = []
-        while len(batch) < self.config.local_batch_size:
+        rows: list[int] = []
+        while len(rows) < self.config.local_batch_size:
             if not self._prompt_order:
                 self._prompt_order = torch.randperm(len(prompts), generator=self.prompt_generator).tolist()
-            batch.append(prompts[self._prompt_order.pop()])
-        return batch
+            rows.append(self._prompt_order.pop())
+        return prompts.select(rows)
 
     def _record_samples(self, update: int, result: TrainResult) -> None:
         prompts = self.setup.eval_prompts
@@ -169,7 +183,7 @@ class PPOTrainer:
         samples = [
             SampleGeneration(update, self.episode, index, prompt, response, float(score), gold_value)
             for index, (prompt, response, score, gold_value) in enumerate(
-                zip(prompts, rollout.response_texts, rollout.scores.tolist(), gold, strict=True)
+                zip(rollout.prompts, rollout.response_texts, rollout.scores.tolist(), gold, strict=True)
             )
         ]
         result.samples.extend(samples)
@@ -184,15 +198,18 @@ def _adamw(model: torch.nn.Module, learning_rate: float, config: PPOConfig) -> t
     )
 
 
-def _accelerator(cpu: bool, mixed_precision: str) -> Accelerator:
-    """An Accelerator with this precision, even when an earlier trainer in this process chose another.
+def _accelerator(cpu: bool, mixed_precision: str, config: PPOConfig) -> Accelerator:
+    """An Accelerator with this precision and the config's trackers, even when an earlier trainer in this
+    process chose another precision.
 
     accelerate keeps one precision per process and refuses a second; a notebook or a tuner worker builds
     one trainer after another, so the precision part of its state is cleared (the process group is kept).
     """
     if AcceleratorState._shared_state and AcceleratorState().mixed_precision != mixed_precision:
         AcceleratorState._reset_state(reset_partial_state=False)
-    return Accelerator(cpu=cpu, mixed_precision=mixed_precision)
+    trackers = [name for name in config.report_to if name != "none"]
+    return Accelerator(cpu=cpu, mixed_precision=mixed_precision, log_with=trackers or None,
+                       project_dir=tracker_dir(config) if trackers else None)
 
 
 def _gpu_supports_bf16(use_cpu: bool) -> bool:

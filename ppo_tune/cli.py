@@ -7,8 +7,8 @@ import sys
 
 from dashboard.launch import add_dashboard_arguments, dashboard_command
 from ppo_core.cli import add_train_command
-from ppo_core.errors import InputError, NonFiniteError
-from ppo_core.quiet import quiet_transformers
+from ppo_core.errors import InputError, NonFiniteError, first_line
+from ppo_core.quiet import quiet_hugging_face
 from tuner.cli import add_study_commands
 
 EXIT_BAD_INPUT = 2
@@ -29,20 +29,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run one subcommand; its exit status, 2 with one line on stderr for bad input, 1 when training diverged."""
-    quiet_transformers()
+    quiet_hugging_face()
     args = build_parser().parse_args(argv)
     try:
         return int(args.handler(args))
     except InputError as error:
-        print(f"ppo-tune {args.command}: error: {_first_line(error)}", file=sys.stderr)
+        print(f"ppo-tune {args.command}: error: {first_line(error)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except NonFiniteError as error:
-        print(f"ppo-tune {args.command}: diverged: {_first_line(error)}", file=sys.stderr)
+        print(f"ppo-tune {args.command}: diverged: {first_line(error)}", file=sys.stderr)
         return EXIT_DIVERGED
-
-
-def _first_line(error: BaseException) -> str:
-    return (str(error).strip().splitlines() or [type(error).__name__])[0]
 
 
 if __name__ == "__main__":

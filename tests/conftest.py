@@ -109,3 +109,18 @@ def lm_with_sampling_defaults_dir(tiny_lm_dir: Path, tmp_path_factory: pytest.Te
     model.save_pretrained(directory)
     PreTrainedTokenizerFast.from_pretrained(tiny_lm_dir).save_pretrained(directory)
     return directory
+
+
+@pytest.fixture(scope="session")
+def small_vocab_rm_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A GPT-2 reward model whose word-level vocabulary (a-e) is smaller than, and different from, the policy's."""
+    directory = tmp_path_factory.mktemp("small_vocab_rm")
+    vocab = {token: index for index, token in enumerate(["<unk>", "<pad>", "<eos>", "a", "b", "c", "d", "e"])}
+    backend = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="<pad>", eos_token="<eos>",
+                                        unk_token="<unk>")
+    torch.manual_seed(4)
+    GPT2ForSequenceClassification(_gpt2_config(tokenizer)).save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return directory

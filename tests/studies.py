@@ -24,7 +24,7 @@ def write_study(directory: Path, lm_dir: Path, prompts: Path, name: str = "tiny"
             "task": None,
             "sft_model_path": str(lm_dir),
             "reward_model_path": "reward_functions:count_letter_a",
-            "prompts_path": str(prompts),
+            "dataset_name": str(prompts),
             "response_length": 5,
             "per_device_train_batch_size": 8,
             "total_episodes": 64,

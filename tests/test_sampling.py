@@ -21,7 +21,7 @@ from ppo_core.sequences import token_logprobs
 def small_config(lm: Path, prompts: Path, **overrides: object) -> PPOConfig:
     values: dict[str, object] = dict(
         task=None, sft_model_path=str(lm), reward_model_path="reward_functions:count_letter_a",
-        prompts_path=str(prompts), response_length=6, per_device_train_batch_size=8, total_episodes=8,
+        dataset_name=str(prompts), response_length=6, per_device_train_batch_size=8, total_episodes=8,
         num_ppo_epochs=1, num_sample_generations=1, num_eval_prompts=8, learning_rate=1e-3,
     )
     values.update(overrides)
@@ -31,7 +31,7 @@ def small_config(lm: Path, prompts: Path, **overrides: object) -> PPOConfig:
 def test_without_a_stop_token_every_response_runs_its_full_length(eos_loving_lm_dir: Path, prompts_file: Path) -> None:
     # The model emits EOS almost surely at every step; with stop_token null, EOS is an ordinary token.
     trainer = PPOTrainer(small_config(eos_loving_lm_dir, prompts_file, stop_token=None))
-    rollout = trainer._rollout(trainer.setup.train_prompts[:8])
+    rollout = trainer._rollout(trainer.setup.train_prompts.select(range(8)))
     assert rollout.responses.shape == (8, 6)
     assert bool(rollout.response_mask.all())
     eos = trainer.setup.tokenizer.eos_token_id
@@ -42,7 +42,7 @@ def test_without_a_stop_token_every_response_runs_its_full_length(eos_loving_lm_
 
 def test_with_a_stop_token_the_mask_ends_at_it(eos_loving_lm_dir: Path, prompts_file: Path) -> None:
     trainer = PPOTrainer(small_config(eos_loving_lm_dir, prompts_file, stop_token="eos"))
-    rollout = trainer._rollout(trainer.setup.train_prompts[:8])
+    rollout = trainer._rollout(trainer.setup.train_prompts.select(range(8)))
     first_is_stop = rollout.responses[:, 0] == trainer.setup.tokenizer.eos_token_id
     assert first_is_stop.float().mean() > 0.9
     assert bool((rollout.response_mask.sum(dim=1)[first_is_stop] == 1).all())
@@ -83,7 +83,7 @@ def test_rollout_logprobs_match_the_update_under_bf16_autocast(wider_lm_dir: Pat
                           per_device_train_batch_size=4, gradient_accumulation_steps=2)
     trainer = PPOTrainer(config)
     assert trainer.accelerator.mixed_precision == "bf16"
-    rollout = trainer._rollout(trainer.setup.train_prompts[:8])
+    rollout = trainer._rollout(trainer.setup.train_prompts.select(range(8)))
     with torch.no_grad(), trainer.accelerator.autocast():
         logits = response_logits(trainer.optimisation.policy, rollout.queries[:4], rollout.query_mask[:4],
                                  rollout.responses[:4], rollout.response_mask[:4])

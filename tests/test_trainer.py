@@ -6,12 +6,15 @@ from pathlib import Path
 
 import pytest
 import torch
+from transformers import PreTrainedTokenizerBase
 
 from ppo_core import NonFiniteError, PPOConfig, PPOTrainer, TrainerCallback
 from ppo_core.config import ConfigError
 from ppo_core.losses import clipped_policy_loss
-from ppo_core.models import load_causal_lm, load_tokenizer, load_value_model
-from ppo_core.rewards import SequenceClassifierReward, load_reward
+from ppo_core.models import LoadOptions, load_causal_lm, load_tokenizer, load_value_model
+from ppo_core.prompt_data import text_prompts
+from ppo_core.reward_models import SequenceClassifierReward
+from ppo_core.rewards import RewardInputs
 from ppo_core.rollout import response_logits, response_values
 from ppo_core.sequences import token_logprobs
 
@@ -21,7 +24,7 @@ TIME_METRICS = ("time/rollout_s", "time/update_s", "time/tokens_per_s")
 def small_config(lm: Path, prompts: Path, **overrides: object) -> PPOConfig:
     values: dict[str, object] = dict(
         task=None, sft_model_path=str(lm), reward_model_path="reward_functions:count_letter_a",
-        prompts_path=str(prompts), response_length=6, per_device_train_batch_size=4,
+        dataset_name=str(prompts), response_length=6, per_device_train_batch_size=4,
         gradient_accumulation_steps=4, num_mini_batches=2, num_ppo_epochs=2, total_episodes=48,
         num_sample_generations=2, num_eval_prompts=3, learning_rate=1e-3, stop_token="eos",
     )
@@ -142,14 +145,28 @@ def test_non_finite_score_stops_with_update_named(tiny_lm_dir: Path, prompts_fil
 
 
 def test_reward_from_a_sequence_classifier_directory(tiny_lm_dir: Path, tiny_rm_dir: Path, prompts_file: Path) -> None:
-    reward = load_reward(str(tiny_rm_dir), batch_size=2)
-    assert isinstance(reward, SequenceClassifierReward)
-    scores = reward(["a b", "c"], ["d e f", "g"])
+    tokenizer = load_tokenizer(str(tiny_lm_dir))
+    reward = SequenceClassifierReward(str(tiny_rm_dir), LoadOptions(), batch_size=2, policy_tokenizer=tokenizer)
+    scores = reward(reward_inputs(tokenizer, ["a b", "c"], ["d e f", "g"])).values
     # The score is read at the last real token whatever the padding: scoring alone gives the same number.
-    torch.testing.assert_close(scores[1:], reward(["c"], ["g"]), atol=1e-5, rtol=0)
+    torch.testing.assert_close(scores[1:], reward(reward_inputs(tokenizer, ["c"], ["g"])).values, atol=1e-5, rtol=0)
     config = small_config(tiny_lm_dir, prompts_file, reward_model_path=str(tiny_rm_dir), total_episodes=32)
     result = PPOTrainer(config).train()
     assert len(result.metrics) == 2
+
+
+def reward_inputs(tokenizer: PreTrainedTokenizerBase, prompts: list[str], responses: list[str]) -> RewardInputs:
+    """A batch as the rollout hands it to rewards: left-padded prompts, right-padded responses."""
+    queries = tokenizer(prompts, return_tensors="pt", padding=True)
+    tokenizer.padding_side = "right"
+    answers = tokenizer(responses, return_tensors="pt", padding=True)
+    tokenizer.padding_side = "left"
+    return RewardInputs(
+        prompts=text_prompts(prompts), completions=responses, queries=queries["input_ids"],
+        query_mask=queries["attention_mask"], responses=answers["input_ids"],
+        response_mask=answers["attention_mask"].bool(), has_stop=torch.zeros(len(prompts), dtype=torch.bool),
+        tokenizer=tokenizer,
+    )
 
 
 @pytest.mark.parametrize(

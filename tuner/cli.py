@@ -8,7 +8,7 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ppo_core.errors import InputError
+from ppo_core.errors import InputError, first_line
 from tuner.paths import DEFAULT_STUDIES_DIR, discover_storage_urls
 
 if TYPE_CHECKING:  # optuna and pandas load only for the commands that use them
@@ -55,8 +55,7 @@ def _storage_errors_as_input(handler: Callable[[argparse.Namespace], int]) -> Ca
         try:
             return handler(args)
         except (ArgumentError, OperationalError) as error:
-            first = (str(error).strip().splitlines() or [""])[0]
-            raise UsageError(f"storage: {first}") from None
+            raise UsageError(f"storage: {first_line(error)}") from None
 
     return wrapped
 

@@ -11,6 +11,7 @@ import sqlalchemy
 
 from ppo_core import NonFiniteError, PPOTrainer, SampleGeneration, TrainerCallback
 from ppo_core.config_io import build_config
+from ppo_core.errors import first_line
 from ppo_core.metric_names import GUARDED_METRICS
 from ppo_core.metrics import first_non_finite
 from tuner.attrs import (
@@ -112,8 +113,7 @@ def make_objective(
             trial.study.enqueue_trial(trial.params, user_attrs={RETRY_OF_ATTR: trial.number}, skip_if_exists=False)
             raise
         except Exception as error:
-            first_line = (str(error).strip().splitlines() or [""])[0]
-            trial.set_user_attr(FAIL_REASON_ATTR, f"{type(error).__name__}: {first_line}"[:1000])
+            trial.set_user_attr(FAIL_REASON_ATTR, f"{type(error).__name__}: {first_line(error)}"[:1000])
             raise
         results = [reduce_history(reporter.histories[o.metric], o) for o in spec.objectives]
         return results[0] if len(results) == 1 else results

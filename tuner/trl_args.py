@@ -11,7 +11,10 @@ TRL_FIELDS = (
     "num_mini_batches", "num_ppo_epochs", "total_episodes", "num_train_epochs", "local_rollout_forward_batch_size",
     "cliprange", "cliprange_value", "vf_coef", "gamma", "lam", "whiten_rewards", "kl_coef", "kl_estimator",
     "response_length", "temperature", "stop_token", "stop_token_id", "missing_eos_penalty",
-    "num_sample_generations", "seed", "bf16", "use_cpu",
+    "num_sample_generations", "seed", "bf16", "use_cpu", "output_dir", "report_to",
+    # ScriptArguments and ModelConfig, which TRL's PPO script parses beside PPOConfig.
+    "dataset_name", "dataset_config", "dataset_train_split", "dataset_test_split",
+    "model_revision", "dtype", "attn_implementation", "trust_remote_code",
 )
 TRL_KL_ESTIMATORS = ("k1", "k3")
 
@@ -22,7 +25,9 @@ WHY_NOT_IN_TRL = {
     "entropy_coef": "TRL has no entropy bonus",
     "whiten_advantages": "TRL always whitens advantages",
     "value_model_path": "pass the value model to PPOTrainer(value_model=...)",
-    "prompts_path": "pass your prompts as PPOTrainer(train_dataset=...)",
+    "reward_funcs": "TRL 1.12's PPOTrainer takes one reward model; combine rewards in it, or use GRPOTrainer",
+    "reward_weights": "TRL 1.12's PPOTrainer takes one reward model",
+    "max_prompt_length": "truncate the prompts when you build TRL's train_dataset",
     "task": "ppo-tune's built-in offline task",
 }
 # Values of ours that behave as TRL does, so they need no comment.
@@ -30,6 +35,8 @@ SAME_AS_TRL = {"entropy_coef": 0.0, "whiten_advantages": True}
 
 
 def _flag_value(value: Any) -> str:
+    if isinstance(value, list):
+        return " ".join(_flag_value(item) for item in value)
     if isinstance(value, bool):
         return str(value)
     if isinstance(value, float):

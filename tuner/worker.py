@@ -12,7 +12,7 @@ import sys
 import optuna
 from optuna.trial import TrialState
 
-from ppo_core.quiet import quiet_transformers
+from ppo_core.quiet import quiet_hugging_face
 from tuner.attrs import KL_GUARD_ATTR, OBJECTIVES_ATTR
 from tuner.database import create_engine, open_storage
 from tuner.factory import make_pruner, make_sampler
@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--worker-index", type=int, default=0, help="Offsets the sampler seed per worker.")
     args = parser.parse_args(argv)
-    quiet_transformers()
+    quiet_hugging_face()
     spec = load_study_spec(args.study)
     if args.storage:
         spec.storage = args.storage
