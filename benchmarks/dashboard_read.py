@@ -1,7 +1,7 @@
 """How fast the dashboard reads a big study: 200 trials x 200 updates by default.
 
 Builds a synthetic study in a temporary SQLite file with the tuner's own writers (Optuna trials with
-their attributes and intermediate values, ``tuner.store`` metrics and samples), then times the
+their attributes and intermediate values, ``tuner.trial_records`` metrics and samples), then times the
 dashboard's read path: the first (cold) read, the per-rerun refresh of an unchanged and of a
 growing study, the derived tables and charts, and each page rendered by Streamlit's AppTest::
 
@@ -40,11 +40,10 @@ def median_time(action: Callable[[], Any], repeat: int) -> float:
 def read_path(url: str, name: str, repeat: int) -> list[tuple[str, float]]:
     """Times of the plain loaders, charts and health rules (no Streamlit)."""
     from dashboard.charts import CurveStyle, curves_figure, kl_figure
-    from dashboard.data import build_study_view, open_reader
-    from dashboard.health import HealthContext, diagnose_trials
-    from dashboard.sources import StudyRef
-    from tuner.storage import create_engine
-    from tuner.store import TrialStore
+    from dashboard.health_rules import HealthContext, diagnose_trials
+    from dashboard.study_reader import StudyRef, build_study_view, open_reader
+    from tuner.database import create_engine
+    from tuner.trial_records import TrialStore
 
     rows: list[tuple[str, float]] = []
     seconds, reader = timed(lambda: open_reader(StudyRef(url, name)))
@@ -93,7 +92,9 @@ def pages(url: str, name: str) -> list[tuple[str, float]]:
     import streamlit as st
     from streamlit.testing.v1 import AppTest
 
-    os.environ["PPO_TUNE_STORAGE"] = url
+    from dashboard.launch import STORAGE_ENV
+
+    os.environ[STORAGE_ENV] = url
     rows = []
     for page in PAGE_ORDER:
         st.cache_data.clear()
@@ -123,8 +124,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     sys.path.insert(0, str(REPO))
     # Imports are paid once when the server starts, not when a page opens: take them out of the timings.
-    import dashboard.navigation  # noqa: F401
-    from dashboard.demo import DemoSpec, build_demo_study
+    import dashboard.app
+    import dashboard.ui  # noqa: F401
+    from tools.demo_study import DemoSpec, build_demo_study
 
     logging.disable(logging.WARNING)  # AppTest and Streamlit's caches warn about their bare mode on every run
 

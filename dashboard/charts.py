@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -14,6 +15,7 @@ import plotly.graph_objects as go
 from plotly.colors import qualitative
 
 from dashboard.frames import series_by_trial
+from tuner.attrs import DEFAULT_KL_METRIC
 
 PALETTE = qualitative.Plotly + qualitative.D3[1:] + qualitative.Dark2
 # Dotted is kept for the KL targets, so failed trials are dash-dot.
@@ -42,7 +44,7 @@ def trial_label(number: int, state: str) -> str:
     return f"#{number} {STATE_WORD.get(state, state.lower())}"
 
 
-def _line_style(number: int, state: str, style: CurveStyle) -> dict[str, object]:
+def _line_style(number: int, state: str, style: CurveStyle) -> dict[str, Any]:
     highlighted = not style.selected or number in style.selected
     width = 3.0 if style.selected and number in style.selected else 1.6
     return {
@@ -94,7 +96,7 @@ def _horizontal(y: float, x_range: tuple[float, float], **trace: object) -> go.S
 
 def kl_figure(
     metrics: pd.DataFrame, states: Mapping[int, str], style: CurveStyle, threshold: float,
-    targets: Mapping[int, float], metric: str = "objective/kl",
+    targets: Mapping[int, float], metric: str = DEFAULT_KL_METRIC,
 ) -> go.Figure:
     """KL per trial, with the blow-up threshold and each adaptive trial's KL target (dotted, in its colour)."""
     series = series_by_trial(metrics, metric, style.x, style.smoothing, states)

@@ -1,4 +1,8 @@
-"""Small pure transformations of the metrics, samples and trial tables that the pages and charts share."""
+"""The study's data shaped for the charts, tables and summaries the pages show: pure pandas, no Streamlit.
+
+The metrics and samples frames come from ``dashboard.study_reader``; the functions here pick, smooth,
+align and compare them, and turn a :class:`~dashboard.study_reader.StudyView` into display tables.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-KEY_COLUMNS = ("trial_id", "trial_number", "update", "episode")
+from dashboard.health_rules import Finding, worst
+from dashboard.study_reader import PARAM_PREFIX, StudyView
+from tuner.trial_records import METRIC_KEYS
+
+DIFFERS_STYLE = "background-color: rgba(255, 193, 7, 0.28)"
 # Shown first in metric pickers: the metrics the tuning guidance says to watch.
 PREFERRED_METRICS = (
     "objective/kl", "objective/scores", "objective/gold_score", "objective/kl_coef", "objective/entropy",
@@ -21,7 +29,7 @@ PREFERRED_METRICS = (
 
 def metric_columns(metrics: pd.DataFrame) -> list[str]:
     """The metric names present (with at least one value), the watched ones first."""
-    present = [c for c in metrics.columns if c not in KEY_COLUMNS and metrics[c].notna().any()]
+    present = [c for c in metrics.columns if c not in METRIC_KEYS and metrics[c].notna().any()]
     preferred = [m for m in PREFERRED_METRICS if m in present]
     return preferred + sorted(c for c in present if c not in preferred)
 
@@ -142,6 +150,71 @@ def matched_updates(samples: pd.DataFrame, numbers: Sequence[int]) -> list[int]:
     return sorted(common or ())
 
 
-def filter_states(trials: pd.DataFrame, states: Iterable[str]) -> pd.DataFrame:
+def number(value: Any, digits: int = 4) -> str:
+    """A score for display: '—' when missing."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "—"
+    return f"{float(value):.{digits}g}"
+
+
+def trial_table(view: StudyView, states: Iterable[str]) -> pd.DataFrame:
+    """The trial table, only the trials in ``states``."""
     wanted = set(states)
-    return trials[trials["state"].isin(wanted)].reset_index(drop=True)
+    return view.trials[view.trials["state"].isin(wanted)].reset_index(drop=True)
+
+
+def objective_labels(view: StudyView) -> dict[str, str]:
+    """Column labels for the objective values: Optuna's metric names if the study set them."""
+    if any(not name.startswith("value_") for name in view.objective_names):
+        return {name: name for name in view.objective_names}
+    if len(view.objective_names) == 1:
+        return {view.objective_names[0]: f"objective ({view.directions[0]})"}
+    return {name: f"objective {i + 1} ({view.directions[i]})" for i, name in enumerate(view.objective_names)}
+
+
+def trial_params(view: StudyView, number: int) -> dict[str, Any]:
+    """A trial's searched parameters by name, from the trial table; those it did not sample are left out."""
+    row = view.trials[view.trials["number"] == number].iloc[0]
+    return {str(c).removeprefix(PARAM_PREFIX): v for c, v in row.items()
+            if str(c).startswith(PARAM_PREFIX) and not pd.isna(v)}
+
+
+def best_summary(view: StudyView) -> str:
+    """One markdown line: the best trial (or the Pareto front) and its values."""
+    if not view.best:
+        return "No completed trial yet, so no best trial."
+    rows = view.trials.set_index("number")
+    if view.multi_objective:
+        front = ", ".join(f"#{n}" for n in view.best)
+        return f"**Pareto front** ({len(view.best)} trials, {' / '.join(view.directions)}): {front}"
+    best = view.best[0]
+    name = view.objective_names[0]
+    value = rows.loc[best, name]
+    params = ", ".join(
+        f"{k} = {number(v) if isinstance(v, float) else v}" for k, v in trial_params(view, best).items()
+    )
+    return f"**Best trial #{best}**: {objective_labels(view)[name]} = {number(value)}" + \
+        (f" with {params}" if params else "")
+
+
+def highlight_differences(table: pd.DataFrame) -> Any:
+    """A Styler that shades the rows whose values differ between trials."""
+    def shade(row: pd.Series) -> list[str]:
+        return [DIFFERS_STYLE if row["differs"] else ""] * len(row)
+
+    return table.style.apply(shade, axis=1)
+
+
+def health_summary(
+    view: StudyView, findings: Mapping[int, list[Finding]], numbers: Iterable[int]
+) -> pd.DataFrame:
+    """One row per trial: its state, worst severity and the signs found."""
+    rows = view.trials.set_index("number")
+    records = []
+    for n in numbers:
+        found = findings.get(n, [])
+        records.append({
+            "trial": n, "state": rows.loc[n, "state"], "health": worst(found),
+            "signs": "; ".join(f.sign for f in found), "reason": rows.loc[n, "reason"],
+        })
+    return pd.DataFrame(records, columns=["trial", "state", "health", "signs", "reason"])

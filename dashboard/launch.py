@@ -14,8 +14,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from dashboard.sources import DEFAULT_STUDIES_DIR, STORAGE_ENV
+# Only the standard library and tuner.paths: every ``ppo-tune`` command imports this module to build its parser.
+from tuner.paths import DEFAULT_STUDIES_DIR
 
+STORAGE_ENV = "PPO_TUNE_STORAGE"  # read by dashboard.study_reader.storage_urls
 APP_PATH = Path(__file__).resolve().parent / "app.py"
 DEFAULT_HOST = "127.0.0.1"
 
@@ -60,10 +62,15 @@ def dashboard_command(args: argparse.Namespace) -> int:
         return process.wait()
     except KeyboardInterrupt:
         # From a terminal Streamlit got the same SIGINT; from anything else pass it on. Then let it close.
-        process.send_signal(signal.SIGINT)
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process, signal.SIGINT)
         return 130
+
+
+def stop(process: subprocess.Popen[bytes], sig: int = signal.SIGTERM, timeout: float = 10) -> None:
+    """Send the server ``sig`` and wait for it to close; kill it if it is still running after ``timeout`` s."""
+    process.send_signal(sig)
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()

@@ -2,7 +2,7 @@
 
 ``dash``: real tuner trials on the conftest models (one pruned for KL blow-up, one adaptive-KL and one
 fixed-β complete, one failed on a NaN reward). ``pareto``: a small synthetic two-objective study with
-gold scores (dashboard.demo), for the views a real tiny study cannot show. Both live in one SQLite file.
+gold scores (tools.demo_study), for the views a real tiny study cannot show. Both live in one SQLite file.
 """
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ from typing import Any
 import optuna
 import pytest
 
-from dashboard.demo import DemoSpec, build_demo_study
 from studies import TESTS_DIR, write_study
+from tools.demo_study import DemoSpec, build_demo_study
+from tuner.attrs import DEFAULT_KL_METRIC, DEFAULT_KL_THRESHOLD, KL_GUARD_ATTR
 from tuner.study_config import load_study_spec
 from tuner.worker import run_worker
 
@@ -66,7 +67,7 @@ def build_studies(directory: Path, lm_dir: Path, prompts: Path) -> DashboardStud
     _run(directory, lm_dir, prompts, url, None, 3, base={"reward_model_path": "reward_functions:nan_reward"})
     # The tuner does not record its KL guard on the study yet; the dashboard reads it from here when it does.
     study = optuna.load_study(study_name=REAL, storage=url)
-    study.set_user_attr("kl_guard", {"threshold": KL_THRESHOLD, "metric": "objective/kl"})
-    build_demo_study(url, DemoSpec(name=PARETO, n_trials=10, n_updates=24, sample_every=8, threshold=20.0,
-                                   objectives=("objective/scores", "objective/kl")))
+    study.set_user_attr(KL_GUARD_ATTR, {"threshold": KL_THRESHOLD, "metric": DEFAULT_KL_METRIC})
+    build_demo_study(url, DemoSpec(name=PARETO, n_trials=10, n_updates=24, sample_every=8,
+                                   threshold=DEFAULT_KL_THRESHOLD, objectives=("objective/scores", "objective/kl")))
     return DashboardStudies(url, directory, pruned=0, adaptive=1, fixed=2, failed=3)

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from dashboard_fixtures import KL_THRESHOLD, REAL, DashboardStudies, shared_studies
 
-from dashboard.routes import PAGES
-from dashboard.screenshots import CHROMIUM, capture_pages, serve
+from dashboard.app import PAGES
+from tools.screenshots import CHROMIUM, capture_pages, serve
 
 # What each page must say once rendered (headings, labels, the numbers behind them).
 EXPECTED_TEXT = {

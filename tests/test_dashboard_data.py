@@ -1,4 +1,4 @@
-"""The dashboard's plain-Python layers: sources, the incremental reader, frames, charts, analysis, launch."""
+"""The dashboard's plain-Python layers: the study reader, frames, charts, Optuna's views, launch."""
 
 from __future__ import annotations
 
@@ -15,13 +15,22 @@ import pandas as pd
 import pytest
 import sqlalchemy
 
-from dashboard import analysis, charts, frames
-from dashboard.data import DEFAULT_KL_THRESHOLD, build_study_view, kl_guard_settings, open_reader
-from dashboard.demo import DemoSample, DemoSpec, build_demo_study
-from dashboard.launch import add_dashboard_arguments, streamlit_command
-from dashboard.sources import STORAGE_ENV, StudyRef, parse_app_args, read_only_url, storage_urls
-from tuner.storage import create_engine
-from tuner.store import TrialStore
+from dashboard import charts, frames, optuna_views
+from dashboard.app import parse_app_args
+from dashboard.launch import STORAGE_ENV, add_dashboard_arguments, streamlit_command
+from dashboard.study_reader import (
+    StudyRef,
+    build_study_view,
+    kl_guard_settings,
+    open_reader,
+    read_only_url,
+    storage_urls,
+)
+from ppo_core.callbacks import SampleGeneration
+from tools.demo_study import DemoSpec, build_demo_study
+from tuner.attrs import DEFAULT_KL_THRESHOLD
+from tuner.database import create_engine
+from tuner.trial_records import TrialStore
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -72,7 +81,7 @@ def test_reader_reads_only_new_rows_and_the_token_follows(tmp_path: Path) -> Non
     store = TrialStore(engine, "s", trial_id, 1)
     store.write_metrics(3, {"update": 3.0, "episode": 192.0, "objective/kl": math.inf, "objective/scores": 0.5})
     assert reader.refresh().token != first.token  # seen without reading the rows
-    store.write_samples([DemoSample(3, 192, 0, "p", "an answer", 0.5, None)])
+    store.write_samples([SampleGeneration(3, 192, 0, "p", "an answer", 0.5, None)])
     assert reader.refresh().token != first.token
     second = reader.metrics()
     assert len(second) == len(first_metrics) + 1 and len(first_metrics) == 7  # the earlier frame is intact
@@ -137,23 +146,23 @@ def test_charts_one_line_per_trial_styled_by_state_and_selection(demo_url: str) 
 
 def test_analysis_views_and_their_preconditions(tmp_path: Path) -> None:
     study = optuna.create_study(storage=f"sqlite:///{tmp_path / 'a.db'}")
-    with pytest.raises(analysis.NotDrawable, match="at least 1 completed trial"):
-        analysis.figure(study, "Optimization history")
+    with pytest.raises(optuna_views.NotDrawable, match="at least 1 completed trial"):
+        optuna_views.figure(study, "Optimization history")
     study.optimize(lambda t: t.suggest_float("x", 0, 1), n_trials=1)
-    assert analysis.figure(study, "Optimization history").data
-    with pytest.raises(analysis.NotDrawable, match="at least 2 completed"):
-        analysis.figure(study, "Parameter importances")
+    assert optuna_views.figure(study, "Optimization history").data
+    with pytest.raises(optuna_views.NotDrawable, match="at least 2 completed"):
+        optuna_views.figure(study, "Parameter importances")
     study.optimize(lambda t: t.suggest_float("x", 0, 1), n_trials=4)
-    assert analysis.figure(study, "Parameter importances").data
-    with pytest.raises(analysis.NotDrawable, match="two searched parameters"):
-        analysis.figure(study, "Contour")
-    with pytest.raises(analysis.NotDrawable, match="several objectives"):
-        analysis.figure(study, "Pareto front")
-    assert "Pareto front" not in analysis.available_views(False)
+    assert optuna_views.figure(study, "Parameter importances").data
+    with pytest.raises(optuna_views.NotDrawable, match="two searched parameters"):
+        optuna_views.figure(study, "Contour")
+    with pytest.raises(optuna_views.NotDrawable, match="several objectives"):
+        optuna_views.figure(study, "Pareto front")
+    assert "Pareto front" not in optuna_views.available_views(False)
     two = optuna.create_study(directions=["maximize", "minimize"])
     two.optimize(lambda t: (t.suggest_float("x", 0, 1), t.suggest_float("y", 0, 1)), n_trials=6)
-    assert analysis.figure(two, "Pareto front").data
-    assert analysis.figure(two, "Slice", objective=1).data
+    assert optuna_views.figure(two, "Pareto front").data
+    assert optuna_views.figure(two, "Slice", objective=1).data
 
 
 def test_launch_command_binds_localhost_and_keeps_the_url_off_the_command_line() -> None:
@@ -172,12 +181,26 @@ def test_launch_command_binds_localhost_and_keeps_the_url_off_the_command_line()
 
 
 def test_the_dashboard_does_not_import_torch() -> None:
-    modules = ["dashboard.navigation", "dashboard.launch", "dashboard.data", "dashboard.charts", "dashboard.health",
-               "dashboard.analysis", "dashboard.cache", "tuner.reports", "tuner.attrs"]
-    code = f"import json, sys; import {', '.join(modules)}; print(json.dumps(sorted(m for m in sys.modules " \
+    modules = ["dashboard.app", "dashboard.launch", "dashboard.study_reader", "dashboard.frames", "dashboard.charts",
+               "dashboard.health_rules", "dashboard.optuna_views", "dashboard.session", "dashboard.ui",
+               "tuner.reports", "tuner.attrs"]
+    code = "import json, sys; import {}; print(json.dumps(sorted(m for m in sys.modules " \
            "if m.split('.')[0] in ('torch', 'transformers', 'ppo_core'))))"
-    output = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
-    assert json.loads(output.stdout) == []
+
+    def loaded(imports: list[str]) -> list[str]:
+        output = subprocess.run([sys.executable, "-c", code.format(", ".join(imports))], capture_output=True,
+                                text=True, cwd=REPO, check=True)
+        return list(json.loads(output.stdout))
+
+    dashboard = loaded(modules)
+    assert [m for m in dashboard if m.split(".")[0] in ("torch", "transformers")] == []
+    # From ppo_core only the shared metric names, with what their package loads eagerly (never the trainer).
+    light = loaded(["ppo_core.metric_names"])
+    assert set(dashboard) <= set(light), sorted(set(dashboard) - set(light))
+    assert [m for m in light if m.split(".")[0] in ("torch", "transformers")] == []
+    # Every support module is in the list above, so a new one cannot slip past this test.
+    package = {p.stem for p in (REPO / "dashboard").glob("*.py")} - {"__init__"}
+    assert package == {m.removeprefix("dashboard.") for m in modules if m.startswith("dashboard.")}
 
 
 def test_demo_study_is_shaped_like_a_tuner_study(demo_url: str) -> None:

@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dashboard import health
-from dashboard.health import CRITICAL, WARNING, HealthContext, diagnose, diagnose_trials, worst
+from dashboard import health_rules
+from dashboard.health_rules import CRITICAL, WARNING, HealthContext, diagnose, diagnose_trials, worst
 
 CONTEXT = HealthContext(kl_threshold=20.0)
 N = 30
@@ -139,7 +139,7 @@ def test_findings_are_sorted_worst_first_and_per_trial() -> None:
     frame = with_column(healthy(), "objective/kl", np.linspace(0, 30, N))
     frame = with_column(frame, "policy/clipfrac_avg", np.full(N, 0.5))
     findings = diagnose(frame, CONTEXT)
-    assert [f.severity for f in findings] == sorted((f.severity for f in findings), key=health.SEVERITY_RANK.get)
+    assert [f.severity for f in findings] == sorted((f.severity for f in findings), key=health_rules.SEVERITY_RANK.get)
     assert worst(findings) == CRITICAL
     both = pd.concat([healthy(), frame.assign(trial_number=1)], ignore_index=True)
     by_trial = diagnose_trials(both, {0: CONTEXT, 1: CONTEXT, 2: CONTEXT})

@@ -12,9 +12,9 @@ import optuna_dashboard
 import pytest
 
 from studies import TESTS_DIR, write_study
-from tuner.storage import create_engine
-from tuner.store import count_rows
+from tuner.database import create_engine
 from tuner.study_config import load_study_spec
+from tuner.trial_records import count_rows
 from tuner.worker import run_worker
 
 

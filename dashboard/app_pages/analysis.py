@@ -5,17 +5,16 @@ from __future__ import annotations
 import plotly.io as pio
 import streamlit as st
 
-from dashboard import cache
-from dashboard.analysis import NotDrawable, available_views, figure
-from dashboard.page import PageContext, run_page
-from dashboard.widgets import keep_valid
+from dashboard import session
+from dashboard.optuna_views import NotDrawable, available_views, figure
+from dashboard.ui import PageContext, keep_valid, run_page
 
 
-@st.cache_data(ttl=cache.TTL_S, max_entries=32, show_spinner="Drawing…")
+@st.cache_data(ttl=session.TTL_S, max_entries=32, show_spinner="Drawing…")
 def _figure_json(url: str, name: str, token: str, view: str, objective: int) -> tuple[str, str]:
     """(figure JSON, "") or ("", why it cannot be drawn). Cached: importances fit a forest on every call."""
     try:
-        return figure(cache.reader(url, name).current().study, view, objective).to_json(), ""
+        return figure(session.reader(url, name).current().study, view, objective).to_json(), ""
     except NotDrawable as reason:
         return "", str(reason)
 

@@ -6,10 +6,20 @@ import pandas as pd
 import streamlit as st
 
 from dashboard.charts import CurveStyle, curves_figure, kl_figure, trial_label
-from dashboard.frames import compare_values, last_values, matched_updates, metric_columns, prompts, samples_at
-from dashboard.page import PageContext, run_page
-from dashboard.tables import PARAM_PREFIX, highlight_differences, objective_labels
-from dashboard.widgets import escape_markdown, keep_valid, number
+from dashboard.frames import (
+    compare_values,
+    highlight_differences,
+    last_values,
+    matched_updates,
+    metric_columns,
+    number,
+    objective_labels,
+    prompts,
+    samples_at,
+    trial_params,
+)
+from dashboard.study_reader import PARAM_PREFIX
+from dashboard.ui import PageContext, escape_markdown, keep_valid, run_page
 
 TRIALS_KEY = "compare_trials"
 FINAL_METRICS = ("objective/kl", "objective/scores", "objective/gold_score", "objective/kl_coef",
@@ -19,10 +29,9 @@ FINAL_METRICS = ("objective/kl", "objective/scores", "objective/gold_score", "ob
 
 def _settings(context: PageContext, chosen: list[int]) -> None:
     st.subheader("Parameters")
-    rows = context.view.trials.set_index("number")
-    searched = [c.removeprefix(PARAM_PREFIX) for c in rows.columns if c.startswith(PARAM_PREFIX)]
-    params = {n: {k.removeprefix(PARAM_PREFIX): v for k, v in rows.loc[n].items()
-                  if k.startswith(PARAM_PREFIX) and not pd.isna(v)} for n in chosen}
+    columns = context.view.trials.columns
+    searched = [str(c).removeprefix(PARAM_PREFIX) for c in columns if str(c).startswith(PARAM_PREFIX)]
+    params = {n: trial_params(context.view, n) for n in chosen}
     table = compare_values(params, searched)
     st.dataframe(highlight_differences(table), hide_index=True, width="stretch")
     configs = compare_values({n: context.view.configs.get(n, {}) for n in chosen})

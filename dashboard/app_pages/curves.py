@@ -6,8 +6,7 @@ import streamlit as st
 
 from dashboard.charts import X_TITLES, beta_figure, curves_figure, kl_figure
 from dashboard.frames import has_values, metric_columns
-from dashboard.page import PageContext, run_page
-from dashboard.widgets import keep_valid
+from dashboard.ui import PageContext, keep_valid, run_page
 
 PROXY, GOLD = "objective/scores", "objective/gold_score"
 

@@ -1,14 +1,13 @@
-"""Health page: for each trial, what its curves say in plain words and what to try (see dashboard.health)."""
+"""Health page: for each trial, what its curves say in plain words and what to try (see dashboard.health_rules)."""
 
 from __future__ import annotations
 
 import streamlit as st
 
 from dashboard.charts import trial_label
-from dashboard.health import CRITICAL, SEVERITY_RANK, WARNING, Finding, worst
-from dashboard.page import PageContext, run_page
-from dashboard.tables import health_summary
-from dashboard.widgets import escape_markdown
+from dashboard.frames import health_summary
+from dashboard.health_rules import CRITICAL, SEVERITY_RANK, WARNING, Finding, worst
+from dashboard.ui import PageContext, escape_markdown, run_page
 
 SHOW_OPTIONS = ("Trials with signs", "All trials", "Selected trials")
 MAX_EXPANDED_LISTING = 60  # trials listed one by one below the table; the table has them all

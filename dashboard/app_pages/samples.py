@@ -6,9 +6,8 @@ import pandas as pd
 import streamlit as st
 
 from dashboard.charts import trial_label
-from dashboard.frames import prompts, sample_updates, samples_at, trial_samples
-from dashboard.page import PageContext, run_page
-from dashboard.widgets import keep_valid, number
+from dashboard.frames import number, prompts, sample_updates, samples_at, trial_samples
+from dashboard.ui import PageContext, keep_valid, run_page
 
 PROMPT_KEY, UPDATE_KEY, TRIAL_KEY = "samples_prompt", "samples_update", "samples_trial"
 TEXT_CONFIG = {

@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import state
-from dashboard.page import PageContext, run_page
-from dashboard.tables import best_summary, trial_table, trial_table_config
-from dashboard.widgets import keep_valid
+from dashboard import session
+from dashboard.frames import best_summary, trial_table
+from dashboard.ui import PageContext, keep_valid, run_page, trial_table_config
 
 TABLE_KEY = "trial_table"
 SHOWN_KEY = "_trial_table_numbers"  # the trial number of each table row, for the selection callback
@@ -22,7 +21,7 @@ STATE_LABELS = {"COMPLETE": "Complete", "PRUNED": "Pruned", "FAIL": "Failed", "R
 def _on_table_select() -> None:
     rows = st.session_state[TABLE_KEY]["selection"]["rows"]
     shown = st.session_state.get(SHOWN_KEY, [])
-    state.select_trials(state.selection_from_table(rows, shown, state.selected_trials()))
+    session.select_trials(session.selection_from_table(rows, shown, session.selected_trials()))
 
 
 def _height(rows: int) -> int:

@@ -1,4 +1,5 @@
-"""Streamlit caches around the plain loaders.
+"""What a Streamlit session keeps between reruns: the caches around the study reader, and the session state
+(the chosen study, the selected trials, auto-refresh).
 
 Connections and study readers are resources kept for the life of the server. Everything derived
 from a study is cached by (storage URL, study name, change token): the token is recomputed on every
@@ -9,6 +10,7 @@ one is looking at any more.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import pandas as pd
@@ -16,13 +18,28 @@ import sqlalchemy
 import streamlit as st
 from optuna.storages import RDBStorage
 
-from dashboard.data import StudyView, build_study_view
-from dashboard.health import Finding, HealthContext, diagnose_trials
-from dashboard.reader import StudyReader
-from dashboard.sources import StudyRef, open_read_only_engine, open_read_only_storage, study_names
+from dashboard.health_rules import Finding, HealthContext, diagnose_trials
+from dashboard.study_reader import (
+    StudyReader,
+    StudyRef,
+    StudyView,
+    build_study_view,
+    open_read_only_engine,
+    open_read_only_storage,
+    safe_url,
+    study_names,
+)
+from ppo_core.errors import first_line
 
 TTL_S = 120
 MAX_STUDIES = 8
+
+STUDY_KEY = "study"
+REFS_KEY = "_study_refs"  # label -> StudyRef for the picker's current options
+SELECTED_KEY = "selected_trials"
+REFRESH_KEY = "auto_refresh"
+APP_RERUN_KEY = "_rerun_app"
+REFRESH_EVERY_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -50,19 +67,14 @@ def reader(url: str, name: str) -> StudyReader:
 
 @st.cache_data(ttl=5, show_spinner=False)
 def list_studies(urls: tuple[str, ...]) -> Listing:
-    refs, errors = [], []
+    refs: list[StudyRef] = []
+    errors: list[str] = []
     for url in urls:
         try:
             refs.extend(StudyRef(url, name) for name in study_names(storage(url)))
         except Exception as error:  # one unreadable file must not hide the others' studies
-            first = (str(error).strip().splitlines() or [""])[0]
-            errors.append(f"{safe_url(url)}: {type(error).__name__}: {first}")
+            errors.append(f"{safe_url(url)}: {type(error).__name__}: {first_line(error)}")
     return Listing(tuple(refs), tuple(errors))
-
-
-def safe_url(url: str) -> str:
-    """The URL with any password masked, for display."""
-    return sqlalchemy.engine.make_url(url).render_as_string(hide_password=True)
 
 
 def refresh(ref: StudyRef) -> str:
@@ -95,3 +107,41 @@ def health(url: str, name: str, token: str) -> dict[int, list[Finding]]:
         for number in view.numbers
     }
     return diagnose_trials(metrics(url, name, token), contexts)
+
+
+def current_study() -> StudyRef | None:
+    refs: dict[str, StudyRef] = st.session_state.get(REFS_KEY, {})
+    return refs.get(st.session_state.get(STUDY_KEY, ""))
+
+
+def selected_trials() -> list[int]:
+    return [int(n) for n in st.session_state.get(SELECTED_KEY, [])]
+
+
+def select_trials(numbers: Iterable[int]) -> None:
+    """Replace the selection; only from callbacks or before the sidebar's picker is drawn."""
+    st.session_state[SELECTED_KEY] = sorted({int(n) for n in numbers})
+    # A page body running as a fragment does not redraw the sidebar; ask for a full rerun.
+    st.session_state[APP_RERUN_KEY] = True
+
+
+def selection_from_table(rows: Iterable[int], shown: list[int], before: Iterable[int]) -> list[int]:
+    """The selection after the table's selected rows changed to ``rows`` (positions in ``shown``).
+
+    Trials the table does not show (filtered out) keep their selection; the table owns only its rows.
+    """
+    picked = {shown[i] for i in rows if 0 <= i < len(shown)}
+    return sorted(picked | {n for n in before if n not in shown})
+
+
+def clear_selection() -> None:
+    st.session_state[SELECTED_KEY] = []
+
+
+def take_app_rerun_request() -> bool:
+    return bool(st.session_state.pop(APP_RERUN_KEY, False))
+
+
+def refresh_interval() -> float | None:
+    """Seconds between automatic reruns of the page body, or None when auto-refresh is off."""
+    return REFRESH_EVERY_S if st.session_state.get(REFRESH_KEY, False) else None

@@ -5,9 +5,9 @@ grows faster with a higher learning rate, more epochs and a smaller β; an adapt
 KL near its target by moving β; the proxy score keeps rising with KL while the gold score peaks and
 falls (over-optimisation); trials whose KL passes the guard's threshold are pruned, as the tuner
 would. Trials, their attributes and intermediate values go through Optuna's storage API and the
-metrics and samples through ``tuner.store.TrialStore``, so the database looks like a real study's.
+metrics and samples through ``tuner.trial_records.TrialStore``, so the database looks like a real study's.
 
-The dashboard never imports this module: it writes.
+It writes, so it lives outside the read-only ``dashboard`` package, which never imports it.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import optuna
@@ -23,17 +23,21 @@ import sqlalchemy
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import FrozenTrial, TrialState
 
+from ppo_core.callbacks import SampleGeneration
 from tuner.attrs import (
     BUDGET_ATTR,
     CONFIG_ATTR,
+    DEFAULT_KL_METRIC,
+    DEFAULT_KL_THRESHOLD,
     FAIL_REASON_ATTR,
+    KL_GUARD_ATTR,
     KL_HISTORY_ATTR,
     NON_FINITE_ATTR,
     PRUNE_REASON_ATTR,
     PRUNED_AT_ATTR,
 )
-from tuner.storage import create_engine, open_storage
-from tuner.store import TrialStore, create_tables
+from tuner.database import create_engine, open_storage
+from tuner.trial_records import TrialStore, create_tables
 
 EVAL_PROMPTS = (
     "Write a haiku about the sea.",
@@ -69,26 +73,13 @@ class DemoSpec:
     n_updates: int = 60
     episodes_per_update: int = 64
     sample_every: int = 10
-    threshold: float = 20.0
+    threshold: float = DEFAULT_KL_THRESHOLD
     seed: int = 0
     # One objective: the proxy score; two: the proxy score up and KL down (a Pareto front).
     objectives: tuple[str, ...] = ("objective/scores",)
     running_trials: int = 0  # the last trials are left RUNNING, half-way through, as if a worker were busy
     stop_trials: bool = True  # prune KL blow-ups and fail diverged runs; False runs every trial to the end
     start: dt.datetime = field(default_factory=lambda: dt.datetime(2025, 1, 1, 9, 0, 0))
-
-
-@dataclass
-class DemoSample:
-    """The attributes ``TrialStore.write_samples`` reads (ppo_core's SampleGeneration has the same)."""
-
-    update: int
-    episode: int
-    prompt_index: int
-    prompt: str
-    response: str
-    score: float
-    gold_score: float | None
 
 
 def _sample_params(rng: np.random.Generator) -> dict[str, Any]:
@@ -177,7 +168,9 @@ def _response(prompt_index: int, kl: float, threshold: float, rng: np.random.Gen
     return " ".join([*kept, *bait])
 
 
-def _samples(curves: dict[str, np.ndarray], updates: int, spec: DemoSpec, rng: np.random.Generator) -> list[DemoSample]:
+def _samples(
+    curves: dict[str, np.ndarray], updates: int, spec: DemoSpec, rng: np.random.Generator
+) -> list[SampleGeneration]:
     sampled = sorted({0, *range(spec.sample_every, updates + 1, spec.sample_every), updates})
     samples = []
     for update in sampled:
@@ -185,7 +178,7 @@ def _samples(curves: dict[str, np.ndarray], updates: int, spec: DemoSpec, rng: n
         score = float(curves["objective/scores"][update - 1]) if update else 0.2
         gold = float(curves["objective/gold_score"][update - 1]) if update else 0.2
         for index, prompt in enumerate(EVAL_PROMPTS):
-            samples.append(DemoSample(
+            samples.append(SampleGeneration(
                 update, update * spec.episodes_per_update, index, prompt, _response(index, kl, spec.threshold, rng),
                 round(score + float(rng.normal(0, 0.2)), 4), round(gold + float(rng.normal(0, 0.2)), 4),
             ))
@@ -224,9 +217,11 @@ def build_demo_study(url: str, spec: DemoSpec | None = None) -> None:
     """Write the synthetic study ``spec.name`` into the storage at ``url`` (created if missing)."""
     spec = spec or DemoSpec()
     storage = open_storage(url)
-    directions = ["minimize" if m == "objective/kl" else "maximize" for m in spec.objectives]
+    directions: list[Literal["minimize", "maximize"]] = [
+        "minimize" if m == "objective/kl" else "maximize" for m in spec.objectives
+    ]
     study = optuna.create_study(study_name=spec.name, storage=storage, directions=directions)
-    study.set_user_attr("kl_guard", {"threshold": spec.threshold, "metric": "objective/kl"})
+    study.set_user_attr(KL_GUARD_ATTR, {"threshold": spec.threshold, "metric": DEFAULT_KL_METRIC})
     study_id = storage.get_study_id_from_name(spec.name)
     engine = create_engine(url)
     if engine.dialect.name == "sqlite":

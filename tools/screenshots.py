@@ -2,8 +2,8 @@
 
 Regenerate the README's screenshots (a synthetic study, built in a temporary directory)::
 
-    python -m dashboard.screenshots                       # writes docs/screenshots/<page>.png
-    python -m dashboard.screenshots --storage sqlite:///studies/mine.db --study mine
+    python -m tools.screenshots                       # writes docs/screenshots/<page>.png
+    python -m tools.screenshots --storage sqlite:///studies/mine.db --study mine
 
 The browser test uses the same functions on its fixture study.
 """
@@ -25,18 +25,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dashboard.routes import PAGES
-from dashboard.sources import STORAGE_ENV
+from dashboard.app import PAGES
+from dashboard.launch import STORAGE_ENV, stop, streamlit_command
 
 if TYPE_CHECKING:  # Playwright is a test dependency; only this tool uses it
-    from playwright.sync_api import Page
+    from playwright.sync_api import Page, ViewportSize
 
-APP_PATH = Path(__file__).resolve().parent / "app.py"
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync")
 DOCS_DIR = Path(__file__).resolve().parent.parent / "docs" / "screenshots"
-VIEWPORT = {"width": 1440, "height": 1100}
+VIEWPORT: ViewportSize = {"width": 1440, "height": 1100}
 # The page scrolls inside Streamlit's main container, so a full-page screenshot needs a viewport that tall.
 CONTENT_HEIGHT_SCRIPT = """() => Math.max(
     ...Array.from(document.querySelectorAll('[data-testid="stMain"], section, div'), (e) => e.scrollHeight))"""
@@ -81,11 +80,8 @@ def _wait_healthy(base_url: str, process: subprocess.Popen[bytes], timeout: floa
 def serve(storage: str, port: int | None = None, log: Path | None = None, timeout: float = 90) -> Iterator[str]:
     """Run ``streamlit run dashboard/app.py`` on localhost against ``storage``; yields the base URL."""
     port = port or free_port()
-    command = [
-        sys.executable, "-m", "streamlit", "run", str(APP_PATH), "--server.address", "127.0.0.1",
-        "--server.port", str(port), "--server.headless", "true", "--browser.gatherUsageStats", "false",
-        "--server.fileWatcherType", "none", "--client.toolbarMode", "viewer",
-    ]
+    # The command `ppo-tune dashboard` runs, so the pages are photographed as users see them.
+    command = streamlit_command(argparse.Namespace(host="127.0.0.1", port=port))
     environment = {**os.environ, STORAGE_ENV: storage}
     with contextlib.ExitStack() as stack:
         output = stack.enter_context(open(log, "wb")) if log else subprocess.DEVNULL
@@ -95,12 +91,7 @@ def serve(storage: str, port: int | None = None, log: Path | None = None, timeou
             _wait_healthy(base_url, process, timeout)
             yield base_url
         finally:
-            process.terminate()
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            stop(process, timeout=15)
 
 
 def _settle(page: Page, title: str, timeout_ms: int) -> None:
@@ -152,7 +143,7 @@ def capture_pages(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m dashboard.screenshots", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m tools.screenshots", description=__doc__.splitlines()[0])
     parser.add_argument("--storage", default=None, help="Study storage URL (default: build a synthetic study).")
     parser.add_argument("--study", default=None, help="Study to open (default: the first).")
     parser.add_argument("--select", default="", help="Trials to highlight, e.g. 3,7 (default: none; the "
@@ -162,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as scratch:
         storage, selected = args.storage, [int(n) for n in args.select.split(",") if n.strip()]
         if storage is None:
-            from dashboard.demo import DemoSpec, build_demo_study
+            from tools.demo_study import DemoSpec, build_demo_study
 
             storage = f"sqlite:///{Path(scratch) / 'demo.db'}"
             build_demo_study(storage, DemoSpec())

@@ -15,6 +15,8 @@ import plotly.graph_objects as go
 from optuna import visualization
 from optuna.trial import TrialState
 
+from dashboard.study_reader import objective_names
+
 VIEWS = ("Optimization history", "Parameter importances", "Parallel coordinates", "Slice", "Contour", "Timeline",
          "Pareto front")
 
@@ -52,8 +54,7 @@ def _requirements(study: optuna.Study, view: str) -> str | None:
 def _target(study: optuna.Study, objective: int) -> dict[str, Any]:
     if len(study.directions) == 1:
         return {}
-    name = (study.metric_names or [f"value_{i}" for i in range(len(study.directions))])[objective]
-    return {"target": lambda trial: trial.values[objective], "target_name": name}
+    return {"target": lambda trial: trial.values[objective], "target_name": objective_names(study)[objective]}
 
 
 def figure(study: optuna.Study, view: str, objective: int = 0) -> go.Figure:
@@ -69,7 +70,7 @@ def figure(study: optuna.Study, view: str, objective: int = 0) -> go.Figure:
         "Slice": lambda: visualization.plot_slice(study, **target),
         "Contour": lambda: visualization.plot_contour(study, **target),
         "Timeline": lambda: visualization.plot_timeline(study),
-        "Pareto front": lambda: visualization.plot_pareto_front(study, target_names=_names(study)),
+        "Pareto front": lambda: visualization.plot_pareto_front(study, target_names=list(objective_names(study))),
     }
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # Optuna marks some views experimental; the page is no place for that
@@ -77,7 +78,3 @@ def figure(study: optuna.Study, view: str, objective: int = 0) -> go.Figure:
             return draw[view]()
         except (ValueError, RuntimeError, ZeroDivisionError) as error:
             raise NotDrawable(f"Optuna could not draw {view.lower()} for this study: {error}") from error
-
-
-def _names(study: optuna.Study) -> list[str]:
-    return list(study.metric_names or [f"value_{i}" for i in range(len(study.directions))])

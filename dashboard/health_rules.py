@@ -9,7 +9,7 @@ fewer epochs or a tighter clip range. The numeric limits below are this module's
 thumb, named so they can be read and changed in one place.
 
 Each rule is a small pure function from one trial's metrics (one row per update, the columns of
-``tuner.store.read_metrics``) to a :class:`Finding` or ``None``.
+``tuner.trial_records.read_metrics``) to a :class:`Finding` or ``None``.
 """
 
 from __future__ import annotations
@@ -19,6 +19,10 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+
+from ppo_core.metric_names import GUARDED_METRICS
+from tuner.attrs import DEFAULT_KL_METRIC, DEFAULT_KL_THRESHOLD
+from tuner.trial_records import METRIC_KEYS
 
 CRITICAL, WARNING, INFO = "critical", "warning", "info"
 SEVERITY_RANK = {CRITICAL: 0, WARNING: 1, INFO: 2}
@@ -31,8 +35,6 @@ ENTROPY_KEPT_FRACTION = 0.2  # entropy fell to under 20% of where it started
 CLIPFRAC_HIGH = 0.3  # PPO typically clips 5–20% of tokens
 APPROXKL_HIGH = 0.1  # per-update KL between old and new policy; PPO's trust region wants a few hundredths
 GOLD_GIVE_BACK = 0.2  # gold gave back this much of its gain while the proxy kept rising
-# Reported on every update by every run, so a missing value here can only be a NaN that was stored.
-ALWAYS_REPORTED = ("objective/kl", "objective/scores", "loss/policy_avg", "loss/value_avg")
 
 ADVICE_KL_HIGH = ("Lower the learning rate or raise β (kl_coef); with the adaptive controller, lower kl_target. "
                   "Keep KL under about 15–20 nats.")
@@ -64,8 +66,8 @@ class Finding:
 class HealthContext:
     """What the rules need besides the metrics: the study's KL guard and the trial's KL target."""
 
-    kl_threshold: float = 20.0
-    kl_metric: str = "objective/kl"
+    kl_threshold: float = DEFAULT_KL_THRESHOLD
+    kl_metric: str = DEFAULT_KL_METRIC
     kl_target: float | None = None
     window: int = 5
 
@@ -100,14 +102,14 @@ def _series(metrics: pd.DataFrame, name: str) -> _Series:
 
 def non_finite(metrics: pd.DataFrame, context: HealthContext) -> Finding | None:
     """A metric became NaN or infinite (the run diverged numerically)."""
-    columns = [c for c in metrics.columns if c not in ("trial_id", "trial_number", "update", "episode")]
+    columns = [c for c in metrics.columns if c not in METRIC_KEYS]
     if not columns or metrics.empty:
         return None
     values = metrics[columns].to_numpy(dtype=float)
     finite = np.isfinite(values)
     # Stored NaNs and missing values read back alike. A column without any value is a metric this run
-    # does not report (a gold score without a task), unless every run reports it.
-    reported = finite.any(axis=0) | np.isin(columns, ALWAYS_REPORTED)
+    # does not report (a gold score without a task), unless every run reports it (the guarded metrics).
+    reported = finite.any(axis=0) | np.isin(columns, GUARDED_METRICS)
     bad = (~finite & ~np.isnan(values)) | (np.isnan(values) & reported)
     if not bad.any():
         return None

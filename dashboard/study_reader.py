@@ -1,0 +1,334 @@
+"""Reading a study, read-only: where the studies are, connections that cannot write, an incremental reader,
+and the study as the pages see it (:class:`StudyView`). Nothing here knows about Streamlit.
+
+The dashboard never writes: SQLite files are opened with ``mode=ro`` (a write fails instead of
+locking out a worker; WAL lets readers and the writer go on side by side), PostgreSQL sessions are
+``default_transaction_read_only``, and Optuna's storage is told not to create tables.
+
+A :class:`StudyReader` lives as long as the dashboard process (Streamlit keeps it as a resource), so a
+refresh of a running study reads only what is new: Optuna's cached storage re-reads unfinished trials
+only, and the store's rows, which are only ever appended, are fetched past the last row id seen. A
+refresh reads the trials and only the newest row ids of the store; the rows themselves are read when a
+page asks for them, so the trial table opens without decoding every update of every trial.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import threading
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import optuna
+import pandas as pd
+import sqlalchemy
+from optuna.storages import RDBStorage
+from optuna.trial import FrozenTrial
+
+from dashboard.launch import STORAGE_ENV
+from tuner.attrs import CONFIG_ATTR, DEFAULT_KL_METRIC, DEFAULT_KL_THRESHOLD, KL_GUARD_ATTR, KL_HISTORY_ATTR
+from tuner.database import SQLITE_BUSY_TIMEOUT_S, sqlite_path
+from tuner.paths import DEFAULT_STUDIES_DIR, discover_storage_urls
+from tuner.reports import best_trials, trials_frame
+from tuner.trial_records import METRIC_KEYS, decode_metric_rows, metrics_table, samples_table
+
+PARAM_PREFIX = "param:"  # how tuner.reports.trials_frame names the searched parameters' columns
+SAMPLE_COLUMNS = [c.name for c in samples_table.c if c.name not in ("id", "study_name")]
+STATE_ORDER = ("COMPLETE", "PRUNED", "FAIL", "RUNNING", "WAITING")
+
+
+@dataclass(frozen=True, order=True)
+class StudyRef:
+    """One study in one storage."""
+
+    url: str
+    name: str
+
+    def label(self, several_storages: bool) -> str:
+        """The picker's text: the study name, with its database file when several are open."""
+        if not several_storages:
+            return self.name
+        path = sqlite_path(self.url)
+        return f"{self.name} ({path.name if path else sqlalchemy.engine.make_url(self.url).database})"
+
+
+def storage_urls(explicit: str | None = None, studies_dir: Path = DEFAULT_STUDIES_DIR) -> list[str]:
+    """The storage given (argument, then ``$PPO_TUNE_STORAGE``), else every ``studies/*.db`` like the CLI."""
+    chosen = explicit or os.environ.get(STORAGE_ENV)
+    if chosen:
+        return [chosen]
+    return discover_storage_urls(studies_dir)
+
+
+def safe_url(url: str) -> str:
+    """The URL with any password masked, for display."""
+    return sqlalchemy.engine.make_url(url).render_as_string(hide_password=True)
+
+
+def read_only_url(url: str) -> str:
+    """A SQLite URL rewritten to open its file read-only; other URLs unchanged."""
+    path = sqlite_path(url)
+    if path is None:
+        return url
+    return f"sqlite:///file:{quote(str(path.resolve()))}?mode=ro&uri=true"
+
+
+def read_only_engine_kwargs(url: str) -> dict[str, Any]:
+    if sqlite_path(url) is not None:
+        return {"connect_args": {"timeout": SQLITE_BUSY_TIMEOUT_S}}
+    if sqlalchemy.engine.make_url(url).get_backend_name() == "postgresql":
+        return {"pool_pre_ping": True, "connect_args": {"options": "-c default_transaction_read_only=on"}}
+    return {"pool_pre_ping": True}
+
+
+def open_read_only_engine(url: str) -> sqlalchemy.Engine:
+    """A SQLAlchemy engine on the study database that cannot write."""
+    return sqlalchemy.create_engine(read_only_url(url), **read_only_engine_kwargs(url))
+
+
+def open_read_only_storage(url: str) -> RDBStorage:
+    """Optuna's storage on the same database, without creating tables; raises if it is no Optuna database."""
+    path = sqlite_path(url)
+    if path is not None and not path.is_file():
+        raise FileNotFoundError(f"no study database at {path}")
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return RDBStorage(read_only_url(url), engine_kwargs=read_only_engine_kwargs(url), skip_table_creation=True)
+
+
+def study_names(storage: RDBStorage) -> list[str]:
+    return sorted(optuna.get_all_study_names(storage))
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The study's trials at one refresh; ``token`` changes when they or the stored rows change."""
+
+    token: str
+    study: optuna.Study
+    trials: tuple[FrozenTrial, ...]
+    user_attrs: dict[str, Any]
+    system_attrs: dict[str, Any]
+
+
+def decode_metrics(rows: Sequence[Sequence[Any]]) -> pd.DataFrame:
+    """Rows of (id, trial_id, trial_number, update, episode, metrics JSON): the store's decoder, id dropped."""
+    return decode_metric_rows([row[1:] for row in rows])
+
+
+def _decode_samples(rows: Sequence[Sequence[Any]]) -> pd.DataFrame:
+    return pd.DataFrame([row[1:] for row in rows], columns=SAMPLE_COLUMNS)
+
+
+class _AppendOnlyRows:
+    """Rows of one store table for one study, fetched past the last id seen."""
+
+    def __init__(
+        self, table: sqlalchemy.Table, columns: list[str], decode: Callable[[Sequence[Sequence[Any]]], pd.DataFrame],
+        order: list[str],
+    ) -> None:
+        self.table = table
+        self.columns = [table.c.id, *(table.c[name] for name in columns)]
+        self.decode = decode
+        self.order = order
+        self.last_id = 0
+        self.frame: pd.DataFrame | None = None
+
+    def newest_id(self, connection: sqlalchemy.Connection, study_name: str) -> int:
+        """The newest row's id: cheap (the study index), and it changes whenever a row is added."""
+        query = sqlalchemy.select(sqlalchemy.func.max(self.table.c.id)).where(self.table.c.study_name == study_name)
+        return int(connection.execute(query).scalar() or 0)
+
+    def refresh(self, connection: sqlalchemy.Connection, study_name: str) -> pd.DataFrame:
+        query = sqlalchemy.select(*self.columns).where(
+            (self.table.c.study_name == study_name) & (self.table.c.id > self.last_id)
+        ).order_by(self.table.c.id)
+        rows = connection.execute(query).all()
+        if rows or self.frame is None:
+            new = self.decode(rows)
+            if rows:
+                self.last_id = int(rows[-1][0])
+            # Each refresh builds a new frame, so a snapshot handed out earlier never changes under a reader.
+            old = self.frame
+            combined = new if old is None or old.empty else pd.concat([old, new], ignore_index=True)
+            self.frame = combined.sort_values(self.order, kind="stable").reset_index(drop=True)
+        return self.frame
+
+
+class StudyReader:
+    """One study's data, refreshed on demand; safe to share between Streamlit sessions."""
+
+    def __init__(self, ref: StudyRef, storage: RDBStorage, engine: sqlalchemy.Engine) -> None:
+        self.ref = ref
+        self.engine = engine
+        self.storage = storage
+        self.study = optuna.load_study(study_name=ref.name, storage=storage)
+        self.study_id = storage.get_study_id_from_name(ref.name)
+        self._lock = threading.Lock()
+        self._metrics = _AppendOnlyRows(
+            metrics_table, ["trial_id", "trial_number", "update", "episode", "metrics"], decode_metrics,
+            ["trial_number", "update"],
+        )
+        self._samples = _AppendOnlyRows(samples_table, SAMPLE_COLUMNS, _decode_samples,
+                                        ["trial_number", "update", "prompt_index"])
+        self._has_store = False
+        self._snapshot: Snapshot | None = None
+
+    def _store_exists(self) -> bool:
+        # A study made by Optuna alone, or one whose first worker has not created the tables yet, has none.
+        if not self._has_store:
+            self._has_store = sqlalchemy.inspect(self.engine).has_table(metrics_table.name)
+        return self._has_store
+
+    def refresh(self) -> Snapshot:
+        """Read the trials and the store's newest row ids; return the snapshot and its token."""
+        with self._lock:
+            trials = tuple(self.study.get_trials(deepcopy=False))
+            ids = (0, 0)
+            if self._store_exists():
+                with self.engine.connect() as connection:
+                    ids = (self._metrics.newest_id(connection, self.ref.name),
+                           self._samples.newest_id(connection, self.ref.name))
+            # Study attributes (the KL guard) are read through the storage: Optuna 5's Study has no system_attrs.
+            user_attrs = self.storage.get_study_user_attrs(self.study_id)
+            system_attrs = self.storage.get_study_system_attrs(self.study_id)
+            self._snapshot = Snapshot(change_token(trials, *ids), self.study, trials, user_attrs, system_attrs)
+            return self._snapshot
+
+    def current(self) -> Snapshot:
+        """The last snapshot (refreshing once if there is none yet)."""
+        return self._snapshot or self.refresh()
+
+    def metrics(self) -> pd.DataFrame:
+        """Every stored update of every trial (one column per metric), reading only the rows not seen yet."""
+        return self._rows(self._metrics, METRIC_KEYS)
+
+    def samples(self) -> pd.DataFrame:
+        """Every stored sample generation, reading only the rows not seen yet."""
+        return self._rows(self._samples, SAMPLE_COLUMNS)
+
+    def _rows(self, rows: _AppendOnlyRows, empty_columns: list[str]) -> pd.DataFrame:
+        with self._lock:
+            if not self._store_exists():
+                return pd.DataFrame(columns=empty_columns)
+            with self.engine.connect() as connection:
+                return rows.refresh(connection, self.ref.name)
+
+
+def change_token(trials: tuple[FrozenTrial, ...], metrics_id: int, samples_id: int) -> str:
+    """A short string that changes when a trial is added or changes state, or a metric or sample is stored."""
+    states = "".join(str(trial.state.value) for trial in trials)
+    digest = hashlib.blake2b(states.encode(), digest_size=6).hexdigest()
+    return f"{len(trials)}-{digest}-{metrics_id}-{samples_id}"
+
+
+def open_reader(ref: StudyRef) -> StudyReader:
+    """A reader on a study, for scripts and benchmarks (the app keeps one per study in its cache)."""
+    return StudyReader(ref, open_read_only_storage(ref.url), open_read_only_engine(ref.url))
+
+
+@dataclass(frozen=True)
+class KLGuardSettings:
+    threshold: float = DEFAULT_KL_THRESHOLD
+    metric: str = DEFAULT_KL_METRIC
+
+
+@dataclass(frozen=True)
+class StudyView:
+    """Everything about a study's trials that the pages show, without the per-update data."""
+
+    ref: StudyRef
+    directions: tuple[str, ...]
+    objective_names: tuple[str, ...]
+    trials: pd.DataFrame  # one row per trial, columns as tuner.reports.trials_frame plus KL columns
+    configs: Mapping[int, Mapping[str, Any]]
+    best: tuple[int, ...]  # the best trial, or the Pareto front
+    kl_guard: KLGuardSettings
+    counts: Mapping[str, int] = field(default_factory=dict)  # trials by state, states with none left out
+
+    @property
+    def numbers(self) -> list[int]:
+        return [int(n) for n in self.trials["number"]] if not self.trials.empty else []
+
+    @property
+    def multi_objective(self) -> bool:
+        return len(self.directions) > 1
+
+    def states(self) -> dict[int, str]:
+        return dict(zip(self.numbers, self.trials["state"], strict=True)) if not self.trials.empty else {}
+
+    def kl_targets(self) -> dict[int, float]:
+        """The adaptive controller's target of each trial that has one."""
+        targets = {}
+        for number, config in self.configs.items():
+            target = config.get("kl_target")
+            if isinstance(target, (int, float)) and math.isfinite(target):
+                targets[number] = float(target)
+        return targets
+
+
+def objective_names(study: optuna.Study) -> tuple[str, ...]:
+    """The objectives' names: Optuna's metric names if the study set them, else ``value_<i>``."""
+    return tuple(study.metric_names or [f"value_{i}" for i in range(len(study.directions))])
+
+
+def kl_guard_settings(user_attrs: Mapping[str, Any], system_attrs: Mapping[str, Any]) -> KLGuardSettings:
+    """The study's KL guard as recorded on the study (user attrs first), else the tuner's default."""
+    recorded = user_attrs.get(KL_GUARD_ATTR) or system_attrs.get(KL_GUARD_ATTR) or {}
+    if not isinstance(recorded, Mapping):
+        return KLGuardSettings()
+    try:
+        threshold = float(recorded.get("threshold", DEFAULT_KL_THRESHOLD))
+    except (TypeError, ValueError):
+        threshold = DEFAULT_KL_THRESHOLD
+    metric = recorded.get("metric")
+    return KLGuardSettings(threshold, metric if isinstance(metric, str) else DEFAULT_KL_METRIC)
+
+
+def _max_finite(values: list[Any]) -> float:
+    finite = [float(v) for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
+    return max(finite) if finite else math.nan
+
+
+def _kl_columns(trial: FrozenTrial) -> dict[str, Any]:
+    config = trial.user_attrs.get(CONFIG_ATTR, {}) or {}
+    history = list(trial.user_attrs.get(KL_HISTORY_ATTR, []) or [])
+    target = config.get("kl_target")
+    return {
+        "kl_control": "adaptive" if target is not None else ("fixed" if config else ""),
+        "max_kl": _max_finite(history),
+        "last_kl": float(history[-1]) if history and isinstance(history[-1], (int, float)) else math.nan,
+    }
+
+
+def build_study_view(ref: StudyRef, snapshot: Snapshot) -> StudyView:
+    study = snapshot.study
+    frame = trials_frame(study)
+    by_number = {trial.number: trial for trial in snapshot.trials}
+    if not frame.empty:
+        extra = pd.DataFrame([_kl_columns(by_number[int(n)]) for n in frame["number"]], index=frame.index)
+        if f"{PARAM_PREFIX}kl_control" in frame.columns:  # searched, so the parameter column already says it
+            extra = extra.drop(columns="kl_control")
+        # Keep reports' column order and put the KL summary after the objective values.
+        insert_at = list(frame.columns).index("reason")
+        for offset, column in enumerate(extra.columns):
+            frame.insert(insert_at + offset, column, extra[column])
+    counts = {state: int((frame["state"] == state).sum()) for state in STATE_ORDER} if not frame.empty else {}
+    counts = {state: count for state, count in counts.items() if count}
+    return StudyView(
+        ref=ref,
+        directions=tuple(d.name.lower() for d in study.directions),
+        objective_names=objective_names(study),
+        trials=frame,
+        configs={trial.number: dict(trial.user_attrs.get(CONFIG_ATTR, {}) or {}) for trial in snapshot.trials},
+        best=tuple(trial.number for trial in best_trials(study)),
+        kl_guard=kl_guard_settings(snapshot.user_attrs, snapshot.system_attrs),
+        counts=counts,
+    )
