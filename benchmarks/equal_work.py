@@ -29,7 +29,10 @@ def _parameters_stepped(counts: dict[str, dict[str, int]], updates: int) -> floa
 
 
 def compare(core: dict[str, Any], trl: dict[str, Any]) -> dict[str, Any]:
-    """Rows of (quantity, ppo_core, TRL, equal) per PPO update, and whether every row is equal."""
+    """Rows of (quantity, ppo_core, TRL, equal) per PPO update, and whether every row is equal.
+
+    The policy's no-grad rows compare ppo_core with TRL plus one reference-shaped scoring pass (see below).
+    """
     core_counts, trl_counts = core["counts"], trl["counts"]
     core_updates, trl_updates = core["updates"], trl["updates"]
     rows: list[dict[str, Any]] = []
@@ -49,8 +52,14 @@ def compare(core: dict[str, Any], trl: dict[str, Any]) -> dict[str, Any]:
 
     add_count("generated tokens", "policy", "generated_tokens")
     add_count("generate calls", "policy", "generate_calls")
-    add_count("policy no-grad forwards (generation steps)", "policy", "forward_calls_no_grad")
-    add_count("policy no-grad forward tokens", "policy", "forward_tokens_no_grad")
+    # A known difference, counted exactly: ppo_core scores its samples with one full forward pass, the same
+    # inputs as the reference's, rather than reusing generate()'s cached logits, which differ from the update's
+    # forward under bf16. Its count is TRL's plus one reference-shaped pass.
+    for key, quantity in (("forward_calls_no_grad", "policy no-grad forwards (generation + one scoring pass)"),
+                          ("forward_tokens_no_grad", "policy no-grad forward tokens (generation + scoring)")):
+        add(quantity, _per_update(core_counts, "policy", key, core_updates),
+            _per_update(trl_counts, "policy", key, trl_updates) + _per_update(trl_counts, "reference", key,
+                                                                             trl_updates))
     for network in ("reference", "value", "reward"):
         add_count(f"{network} no-grad forwards", network, "forward_calls_no_grad")
         add_count(f"{network} no-grad forward tokens", network, "forward_tokens_no_grad")

@@ -22,15 +22,25 @@ METRIC_KEYS = ["trial_id", "trial_number", "update", "episode"]
 
 metadata = MetaData()
 
+def _row_key_columns() -> list[Column[Any]]:
+    """The columns that place a row: its study, Optuna's trial (id and number), its update and episode.
+
+    A function, because SQLAlchemy binds each Column object to one table.
+    """
+    return [
+        Column("id", Integer, primary_key=True, autoincrement=True),
+        Column("study_name", String(512), nullable=False),
+        Column("trial_id", Integer, nullable=False),
+        Column("trial_number", Integer, nullable=False),
+        Column("update", Integer, nullable=False),
+        Column("episode", Integer, nullable=False),
+    ]
+
+
 metrics_table = Table(
     "ppo_tune_metrics",
     metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("study_name", String(512), nullable=False),
-    Column("trial_id", Integer, nullable=False),
-    Column("trial_number", Integer, nullable=False),
-    Column("update", Integer, nullable=False),
-    Column("episode", Integer, nullable=False),
+    *_row_key_columns(),
     Column("metrics", Text, nullable=False),  # JSON object: every metric ppo_core reports
     UniqueConstraint("trial_id", "update", name="uq_ppo_tune_metrics_trial_update"),
     Index("ix_ppo_tune_metrics_study", "study_name"),
@@ -39,12 +49,7 @@ metrics_table = Table(
 samples_table = Table(
     "ppo_tune_samples",
     metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("study_name", String(512), nullable=False),
-    Column("trial_id", Integer, nullable=False),
-    Column("trial_number", Integer, nullable=False),
-    Column("update", Integer, nullable=False),
-    Column("episode", Integer, nullable=False),
+    *_row_key_columns(),
     Column("prompt_index", Integer, nullable=False),
     Column("prompt", Text, nullable=False),
     Column("response", Text, nullable=False),
