@@ -34,7 +34,8 @@ from optuna.trial import FrozenTrial
 from dashboard.launch import STORAGE_ENV
 from tuner.attrs import CONFIG_ATTR, DEFAULT_KL_METRIC, DEFAULT_KL_THRESHOLD, KL_GUARD_ATTR, KL_HISTORY_ATTR
 from tuner.database import SQLITE_BUSY_TIMEOUT_S, sqlite_path
-from tuner.paths import DEFAULT_STUDIES_DIR, discover_storage_urls
+from tuner.paths import DEFAULT_STUDIES_DIR
+from tuner.paths import storage_urls as tuner_storage_urls
 from tuner.reports import best_trials, trials_frame
 from tuner.trial_records import METRIC_KEYS, decode_metric_rows, metrics_table, samples_table
 
@@ -60,10 +61,7 @@ class StudyRef:
 
 def storage_urls(explicit: str | None = None, studies_dir: Path = DEFAULT_STUDIES_DIR) -> list[str]:
     """The storage given (argument, then ``$PPO_TUNE_STORAGE``), else every ``studies/*.db`` like the CLI."""
-    chosen = explicit or os.environ.get(STORAGE_ENV)
-    if chosen:
-        return [chosen]
-    return discover_storage_urls(studies_dir)
+    return tuner_storage_urls(explicit or os.environ.get(STORAGE_ENV), studies_dir)
 
 
 def safe_url(url: str) -> str:

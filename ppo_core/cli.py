@@ -9,8 +9,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ppo_core.config_io import dump_config, load_config
-
 MODEL_DIR = "model"  # under the run's output directory: the trained policy and its tokenizer
 
 
@@ -31,8 +29,10 @@ def train_command(args: argparse.Namespace) -> int:
 
     Raises ConfigError on bad input and NonFiniteError on divergence; the command line reports them.
     """
-    # The trainer pulls in torch; ``ppo-tune list`` and ``ppo-tune dashboard`` should not wait for it.
+    # The trainer pulls in torch and the config reader transformers; ``ppo-tune list`` and ``ppo-tune dashboard``
+    # should not wait for either.
     from ppo_core.callbacks import JsonlWriter
+    from ppo_core.config_io import dump_config, load_config
     from ppo_core.progress import ProgressCallback
     from ppo_core.trainer import PPOTrainer
 

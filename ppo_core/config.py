@@ -9,6 +9,7 @@ one-line message that names the field.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import types
 import typing
@@ -26,7 +27,6 @@ class ConfigError(InputError):
     """A config value is wrong; the message is one line and names the field."""
 
 
-_help = field_help
 REPORT_TO = ("none", "all", "tensorboard", "wandb", "trackio", "mlflow", "comet_ml", "aim", "clearml", "dvclive")
 
 
@@ -44,155 +44,166 @@ class PPOConfig(ScriptArguments, ModelConfig):
     # --- models, rewards and data ---
     task: str | None = field(
         default="shortest_path",
-        metadata=_help(
+        metadata=field_help(
             "Built-in offline task supplying SFT policy, proxy reward model, prompts and a gold score "
             "('shortest_path', 'shortest_path_tiny'); set to null to bring your own models and prompts."
         ),
     )
     task_cache_dir: str | None = field(
         default=None,
-        metadata=_help("Where built-in tasks are cached (default: $PPO_TUNE_CACHE or ~/.cache/ppo-tune)."),
+        metadata=field_help("Where built-in tasks are cached (default: $PPO_TUNE_CACHE or ~/.cache/ppo-tune)."),
     )
     sft_model_path: str | None = field(
         default=None,
-        metadata=_help(
+        metadata=field_help(
             "Path or hub name of the SFT causal LM used as policy and reference; its tokenizer is used. "
             "Default: the built-in task's SFT model."
         ),
     )
     reward_model_path: str | None = field(
         default=None,
-        metadata=_help(
+        metadata=field_help(
             "Reward: a sequence-classification model directory or hub name, or 'module:function' with TRL "
             "GRPOTrainer's signature f(prompts, completions, **columns) -> list[float]. Default: the task's proxy RM."
         ),
     )
     reward_funcs: list[str] | None = field(
         default=None,
-        metadata=_help(
+        metadata=field_help(
             "More rewards, each 'module:function' or a reward model, scored after reward_model_path (as TRL's GRPO "
             "script orders them) and summed with reward_weights; a None score counts as missing."
         ),
     )
     reward_weights: list[float] | None = field(
         default=None,
-        metadata=_help("Weight of each reward (TRL GRPOConfig's name), in that order; null weighs each 1.0."),
+        metadata=field_help("Weight of each reward (TRL GRPOConfig's name), in that order; null weighs each 1.0."),
     )
     value_model_path: str | None = field(
         default=None,
-        metadata=_help(
+        metadata=field_help(
             "Trunk for the value network (a scalar head initialised to zero is put on top). "
             "Default: the reward model's trunk if the reward is a model, else the policy's."
         ),
     )
     num_eval_prompts: int = field(
-        default=8, metadata=_help("Fixed evaluation prompts used for sample generations.")
+        default=8, metadata=field_help("Fixed evaluation prompts used for sample generations.")
     )
     max_prompt_length: int | None = field(
-        default=None, metadata=_help("Keep the last this-many prompt tokens, cutting on the left as TRL does.")
+        default=None, metadata=field_help("Keep the last this-many prompt tokens, cutting on the left as TRL does.")
     )
 
     # --- optimisation ---
     learning_rate: float = field(
         default=3e-6,
-        metadata=_help("Policy AdamW learning rate (TRL 1.12's PPOConfig default, 3e-6; TrainingArguments' is 5e-5)."),
+        metadata=field_help("Policy AdamW learning rate (TRL 1.12's PPOConfig default, 3e-6; "
+                            "TrainingArguments' is 5e-5)."),
     )
     value_learning_rate: float | None = field(
-        default=None, metadata=_help("Value-network AdamW learning rate; null means the same as learning_rate.")
+        default=None, metadata=field_help("Value-network AdamW learning rate; null means the same as learning_rate.")
     )
     lr_scheduler_type: Literal["constant", "linear", "cosine"] = field(
-        default="linear", metadata=_help("Learning-rate schedule for both optimizers, stepped once per PPO update.")
+        default="linear",
+        metadata=field_help("Learning-rate schedule for both optimizers, stepped once per PPO "
+                            "update."),
     )
-    warmup_ratio: float = field(default=0.0, metadata=_help("Fraction of PPO updates spent in linear warmup."))
-    warmup_steps: int = field(default=0, metadata=_help("Warmup PPO updates; overrides warmup_ratio when > 0."))
-    weight_decay: float = field(default=0.0, metadata=_help("AdamW weight decay."))
-    adam_epsilon: float = field(default=1e-8, metadata=_help("AdamW epsilon."))
+    warmup_ratio: float = field(default=0.0, metadata=field_help("Fraction of PPO updates spent in linear warmup."))
+    warmup_steps: int = field(default=0, metadata=field_help("Warmup PPO updates; overrides warmup_ratio when > 0."))
+    weight_decay: float = field(default=0.0, metadata=field_help("AdamW weight decay."))
+    adam_epsilon: float = field(default=1e-8, metadata=field_help("AdamW epsilon."))
     max_grad_norm: float = field(
-        default=1.0, metadata=_help("Clip each network's gradient norm to this; 0 disables clipping.")
+        default=1.0, metadata=field_help("Clip each network's gradient norm to this; 0 disables clipping.")
     )
 
     # --- batch hierarchy (TRL's) ---
     per_device_train_batch_size: int = field(
-        default=8, metadata=_help("Micro-batch size of one forward/backward pass on one device.")
+        default=8, metadata=field_help("Micro-batch size of one forward/backward pass on one device.")
     )
     gradient_accumulation_steps: int = field(
-        default=1, metadata=_help("Micro-batches per rollout batch (rollout batch = micro-batch x this).")
+        default=1, metadata=field_help("Micro-batches per rollout batch (rollout batch = micro-batch x this).")
     )
-    num_mini_batches: int = field(default=1, metadata=_help("Mini-batches (optimizer steps) per PPO epoch."))
-    num_ppo_epochs: int = field(default=4, metadata=_help("Passes over each rollout batch."))
+    num_mini_batches: int = field(default=1, metadata=field_help("Mini-batches (optimizer steps) per PPO epoch."))
+    num_ppo_epochs: int = field(default=4, metadata=field_help("Passes over each rollout batch."))
     total_episodes: int | None = field(
-        default=None, metadata=_help("Episodes (prompt + response) to train on; null means num_train_epochs x prompts.")
+        default=None,
+        metadata=field_help("Episodes (prompt + response) to train on; null means num_train_epochs x "
+                            "prompts."),
     )
     num_train_epochs: float = field(
-        default=3.0, metadata=_help("Passes over the prompts when total_episodes is null.")
+        default=3.0, metadata=field_help("Passes over the prompts when total_episodes is null.")
     )
     local_rollout_forward_batch_size: int = field(
-        default=64, metadata=_help("Rows per no-grad forward pass (generation, reference, reward) in the rollout.")
+        default=64, metadata=field_help("Rows per no-grad forward pass (generation, reference, reward) in the rollout.")
     )
 
     # --- PPO objective ---
-    cliprange: float = field(default=0.2, metadata=_help("Policy ratio clip range epsilon: [1-eps, 1+eps]."))
-    cliprange_value: float = field(default=0.2, metadata=_help("Clip range for value predictions."))
-    vf_coef: float = field(default=0.1, metadata=_help("Value-loss coefficient."))
-    entropy_coef: float = field(default=0.0, metadata=_help("Entropy-bonus coefficient (0 disables the bonus)."))
-    gamma: float = field(default=1.0, metadata=_help("Discount factor."))
-    lam: float = field(default=0.95, metadata=_help("GAE lambda."))
-    whiten_rewards: bool = field(default=False, metadata=_help("Whiten the shaped per-token rewards (no shift)."))
-    whiten_advantages: bool = field(default=True, metadata=_help("Whiten advantages over each rollout batch."))
+    cliprange: float = field(default=0.2, metadata=field_help("Policy ratio clip range epsilon: [1-eps, 1+eps]."))
+    cliprange_value: float = field(default=0.2, metadata=field_help("Clip range for value predictions."))
+    vf_coef: float = field(default=0.1, metadata=field_help("Value-loss coefficient."))
+    entropy_coef: float = field(default=0.0, metadata=field_help("Entropy-bonus coefficient (0 disables the bonus)."))
+    gamma: float = field(default=1.0, metadata=field_help("Discount factor."))
+    lam: float = field(default=0.95, metadata=field_help("GAE lambda."))
+    whiten_rewards: bool = field(default=False, metadata=field_help("Whiten the shaped per-token rewards (no shift)."))
+    whiten_advantages: bool = field(default=True, metadata=field_help("Whiten advantages over each rollout batch."))
 
     # --- KL control ---
     kl_coef: float = field(
-        default=0.05, metadata=_help("KL penalty beta; the initial beta when kl_target is set.")
+        default=0.05, metadata=field_help("KL penalty beta; the initial beta when kl_target is set.")
     )
     kl_estimator: Literal["k1", "k2", "k3", "abs"] = field(
-        default="k1", metadata=_help("Per-token KL estimator: k1 (log ratio), k2, k3 or abs.")
+        default="k1", metadata=field_help("Per-token KL estimator: k1 (log ratio), k2, k3 or abs.")
     )
     kl_target: float | None = field(
         default=None,
-        metadata=_help("Target KL in nats for the adaptive controller (Ziegler et al. 2019); null keeps beta fixed."),
+        metadata=field_help("Target KL in nats for the adaptive controller (Ziegler et al. 2019); null keeps "
+                            "beta fixed."),
     )
-    kl_horizon: int = field(default=10000, metadata=_help("Adaptive KL controller horizon, in episodes."))
+    kl_horizon: int = field(default=10000, metadata=field_help("Adaptive KL controller horizon, in episodes."))
 
     # --- generation ---
     response_length: int | None = field(
-        default=None, metadata=_help("Tokens generated per response; null means the task's (TRL default 53).")
+        default=None, metadata=field_help("Tokens generated per response; null means the task's (TRL default 53).")
     )
-    temperature: float = field(default=0.7, metadata=_help("Sampling temperature (also divides logits in the update)."))
+    temperature: float = field(
+        default=0.7, metadata=field_help("Sampling temperature (also divides logits in the update).")
+    )
     stop_token: Literal["eos"] | None = field(
-        default="eos", metadata=_help("'eos' stops responses at the tokenizer's EOS; exclusive with stop_token_id.")
+        default="eos",
+        metadata=field_help("'eos' stops responses at the tokenizer's EOS; exclusive with "
+                            "stop_token_id."),
     )
-    stop_token_id: int | None = field(default=None, metadata=_help("Token id that ends a response."))
+    stop_token_id: int | None = field(default=None, metadata=field_help("Token id that ends a response."))
     missing_eos_penalty: float | None = field(
-        default=None, metadata=_help("Subtracted from the score of responses without a stop token (>= 0).")
+        default=None, metadata=field_help("Subtracted from the score of responses without a stop token (>= 0).")
     )
     num_sample_generations: int = field(
-        default=10, metadata=_help("Times during training that eval-prompt generations are recorded (0: never).")
+        default=10, metadata=field_help("Times during training that eval-prompt generations are recorded (0: never).")
     )
 
     # --- run ---
-    seed: int = field(default=42, metadata=_help("Random seed; on CPU the same seed gives the same metrics."))
+    seed: int = field(default=42, metadata=field_help("Random seed; on CPU the same seed gives the same metrics."))
     bf16: bool | None = field(
-        default=None, metadata=_help("bf16 mixed precision; null means on when the GPU supports it.")
+        default=None, metadata=field_help("bf16 mixed precision; null means on when the GPU supports it.")
     )
-    use_cpu: bool = field(default=False, metadata=_help("Run on the CPU even when a GPU is present."))
+    use_cpu: bool = field(default=False, metadata=field_help("Run on the CPU even when a GPU is present."))
     output_dir: str | None = field(
         default=None,
-        metadata=_help("Where the run writes metrics, samples, trackers' logs and the trained model (CLI: --output)."),
+        metadata=field_help("Where the run writes metrics, samples, trackers' logs and the trained model "
+                            "(CLI: --output)."),
     )
     report_to: list[str] = field(
         default_factory=lambda: ["none"],
-        metadata=_help("Trackers that log metrics and samples, through accelerate: none, all, tensorboard, wandb, "
+        metadata=field_help("Trackers that log metrics and samples, through accelerate: none, all, tensorboard, wandb, "
                        "trackio, mlflow, ... (TrainingArguments' name)."),
     )
 
     # --- derived (TRL's batch hierarchy): filled in once, by __post_init__, and written by nothing else ---
-    world_size: int = field(default=1, init=False, metadata=_help("Processes (derived)."))
-    micro_batch_size: int = field(default=0, init=False, metadata=_help("per_device x world_size (derived)."))
-    local_batch_size: int = field(default=0, init=False, metadata=_help("per_device x grad_accum (derived)."))
-    batch_size: int = field(default=0, init=False, metadata=_help("local_batch_size x world_size (derived)."))
-    mini_batch_size: int = field(default=0, init=False, metadata=_help("batch_size / num_mini_batches (derived)."))
+    world_size: int = field(default=1, init=False, metadata=field_help("Processes (derived)."))
+    micro_batch_size: int = field(default=0, init=False, metadata=field_help("per_device x world_size (derived)."))
+    local_batch_size: int = field(default=0, init=False, metadata=field_help("per_device x grad_accum (derived)."))
+    batch_size: int = field(default=0, init=False, metadata=field_help("local_batch_size x world_size (derived)."))
+    mini_batch_size: int = field(default=0, init=False, metadata=field_help("batch_size / num_mini_batches (derived)."))
     local_mini_batch_size: int = field(
-        default=0, init=False, metadata=_help("local_batch_size / num_mini_batches (derived).")
+        default=0, init=False, metadata=field_help("local_batch_size / num_mini_batches (derived).")
     )
 
     def __post_init__(self) -> None:
@@ -244,6 +255,12 @@ def launched_world_size() -> int:
         raise ConfigError(f"WORLD_SIZE: expected a number of processes, got {os.environ['WORLD_SIZE']!r}") from None
 
 
+@functools.cache
+def field_types() -> dict[str, Any]:
+    """PPOConfig's field annotations, resolved once: every config built reads them."""
+    return typing.get_type_hints(PPOConfig)
+
+
 def settable_fields() -> dict[str, dataclasses.Field[Any]]:
     """PPOConfig's user-settable fields by name (derived fields excluded)."""
     return {f.name: f for f in dataclasses.fields(PPOConfig) if f.init}
@@ -259,7 +276,7 @@ def _list_item_type(annotation: Any) -> Any:
 
 def _accept_single_values_for_lists(config: PPOConfig) -> None:
     """``report_to: tensorboard`` or ``--set reward_funcs=a:f,b:g`` mean one- or several-item lists."""
-    hints = typing.get_type_hints(PPOConfig)
+    hints = field_types()
     for name in settable_fields():
         value = getattr(config, name)
         if _list_item_type(hints[name]) is None:
@@ -308,7 +325,7 @@ def describe_type(annotation: Any) -> str:
 
 
 def _check_types(config: PPOConfig) -> None:
-    hints = typing.get_type_hints(PPOConfig)
+    hints = field_types()
     for name, config_field in settable_fields().items():
         value = getattr(config, name)
         annotation = hints[config_field.name]

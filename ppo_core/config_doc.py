@@ -6,16 +6,15 @@
 from __future__ import annotations
 
 import dataclasses
-import typing
 
-from ppo_core.config import PPOConfig, describe_type, settable_fields
+from ppo_core.config import PPOConfig, describe_type, field_types, settable_fields
 
 BEGIN = "<!-- config-reference:begin -->"
 END = "<!-- config-reference:end -->"
 
 
 def reference_table() -> str:
-    hints = typing.get_type_hints(PPOConfig)
+    hints = field_types()
     lines = ["| field | type | default | meaning |", "|---|---|---|---|"]
     for name, config_field in settable_fields().items():
         default = config_field.default

@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 from transformers import HfArgumentParser
 
-from ppo_core.config import ConfigError, PPOConfig, settable_fields
+from ppo_core.config import ConfigError, PPOConfig, field_types, settable_fields
 from ppo_core.errors import first_line
 
 # PyYAML follows YAML 1.1, where "1e-5" (no dot) is a string; users write it that way anyway.
@@ -63,7 +63,7 @@ def check_known_keys(values: dict[str, Any]) -> None:
 
 
 def _coerce_float_text(values: dict[str, Any]) -> dict[str, Any]:
-    hints = typing.get_type_hints(PPOConfig)
+    hints = field_types()
     coerced = dict(values)
     for key, value in values.items():
         if isinstance(value, str) and float in (*typing.get_args(hints[key]), hints[key]) \

@@ -4,22 +4,37 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 from collections.abc import Iterator
+
+# What transformers, huggingface_hub and datasets read from the environment when they are imported.
+QUIET_ENVIRONMENT = {
+    "TRANSFORMERS_VERBOSITY": "error",
+    "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+    "DATASETS_VERBOSITY": "error",
+    "HF_DATASETS_DISABLE_PROGRESS_BARS": "1",
+}
 
 
 def quiet_hugging_face() -> None:
-    """Errors only, and no download or load progress bars, for every later transformers and datasets call."""
-    # The environment reaches worker processes and transformers imported after this call.
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    from transformers.utils import logging as transformers_logging
+    """Errors only, and no download or load progress bars, from transformers and datasets in this process and its
+    workers. A user's own settings of these variables win.
 
-    transformers_logging.set_verbosity_error()
-    transformers_logging.disable_progress_bar()
-    import datasets
+    The environment does it without importing either library, so a command that never loads a model (``list``,
+    ``dashboard``) does not pay their start-up; only a library already imported is told directly.
+    """
+    for name, value in QUIET_ENVIRONMENT.items():
+        os.environ.setdefault(name, value)
+    if "transformers" in sys.modules and os.environ["TRANSFORMERS_VERBOSITY"] == "error":
+        from transformers.utils import logging as transformers_logging
 
-    datasets.disable_progress_bars()
-    datasets.logging.set_verbosity_error()
+        transformers_logging.set_verbosity_error()
+        transformers_logging.disable_progress_bar()
+    if "datasets" in sys.modules and os.environ["DATASETS_VERBOSITY"] == "error":
+        import datasets
+
+        datasets.disable_progress_bars()
+        datasets.logging.set_verbosity_error()
 
 
 @contextlib.contextmanager

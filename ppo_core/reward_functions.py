@@ -59,12 +59,10 @@ class FunctionReward:
         completions: list[Any] = list(inputs.completions)
         if batch.conversational:
             completions = [[{"role": "assistant", "content": text}] for text in completions]
-        completion_ids = [row[mask].tolist() for row, mask in zip(inputs.responses.cpu(), inputs.response_mask.cpu(),
-                                                                  strict=True)]
         columns = {name: values for name, values in batch.columns.items() if name not in RESERVED}
         try:
             output = self.function(prompts=list(batch.prompts), completions=completions,
-                                   completion_ids=completion_ids, **columns)
+                                   completion_ids=inputs.completion_ids, **columns)
         except Exception as error:
             raise RewardFunctionError(f"reward {self.spec} raised {type(error).__name__}: {first_line(error)}") \
                 from None

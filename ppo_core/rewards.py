@@ -25,6 +25,7 @@ class RewardInputs:
 
     prompts: PromptSet
     completions: list[str]  # each response decoded without padding or special tokens
+    completion_ids: list[list[int]]  # each response's token ids, its stop token included
     queries: torch.Tensor  # [B, Q] left-padded prompt ids (the policy's tokenizer)
     query_mask: torch.Tensor
     responses: torch.Tensor  # [B, R] response ids, pad after the stop token
@@ -65,10 +66,6 @@ class WeightedRewards:
     def to(self, device: torch.device) -> WeightedRewards:
         self.rewards = [reward.to(device) for reward in self.rewards]
         return self
-
-    @property
-    def names(self) -> list[str]:
-        return [reward.name for reward in self.rewards]
 
     def __call__(self, inputs: RewardInputs) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """The combined score [B], and each reward's own scores [B] by name with NaN where it gave none.

@@ -71,12 +71,14 @@ def response_values(
     return value_model(input_ids, attention_mask, position_ids)[:, queries.shape[1] - 1 : -1].float()
 
 
-def decode_responses(
-    tokenizer: PreTrainedTokenizerBase, responses: torch.Tensor, response_mask: torch.Tensor
-) -> list[str]:
+def response_token_ids(responses: torch.Tensor, response_mask: torch.Tensor) -> list[list[int]]:
+    """Each response's token ids without padding, the stop token included."""
+    return [row[mask].tolist() for row, mask in zip(responses.cpu(), response_mask.cpu(), strict=True)]
+
+
+def decode_responses(tokenizer: PreTrainedTokenizerBase, completion_ids: list[list[int]]) -> list[str]:
     """Response text without padding or special tokens."""
-    rows = [row[mask].tolist() for row, mask in zip(responses.cpu(), response_mask.cpu(), strict=True)]
-    return tokenizer.batch_decode(rows, skip_special_tokens=True)
+    return tokenizer.batch_decode(completion_ids, skip_special_tokens=True)
 
 
 def encode_prompts(
@@ -119,11 +121,13 @@ def collect_rollout(setup: RunSetup, batch: PromptSet, config: PPOConfig, device
         )
     responses = _cat_right_padded(chunks["responses"], tokenizer.pad_token_id)
     response_mask = _cat_right_padded(chunks["mask"], False)
-    response_texts = decode_responses(tokenizer, responses, response_mask)
+    completion_ids = response_token_ids(responses, response_mask)
+    response_texts = decode_responses(tokenizer, completion_ids)
     has_stop = contains_stop(responses, stop_token_id)
     scores, reward_scores = models.rewards(RewardInputs(
-        prompts=batch, completions=response_texts, queries=queries, query_mask=query_mask, responses=responses,
-        response_mask=response_mask, has_stop=has_stop, tokenizer=tokenizer,
+        prompts=batch, completions=response_texts, completion_ids=completion_ids, queries=queries,
+        query_mask=query_mask, responses=responses, response_mask=response_mask, has_stop=has_stop,
+        tokenizer=tokenizer,
     ))
     if config.missing_eos_penalty is not None:
         scores = torch.where(has_stop, scores, scores - config.missing_eos_penalty)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,8 +41,7 @@ class RunSetup:
     train_prompts: PromptSet
     eval_prompts: PromptSet
     stop_token_id: int | None
-    response_length: int
-    generation_config: GenerationConfig
+    generation_config: GenerationConfig  # its max_new_tokens is the response length
     policy_path: str  # where the policy and its tokenizer came from
 
     @property
@@ -92,7 +91,6 @@ def build_setup(config: PPOConfig, device: torch.device) -> RunSetup:
         train_prompts=train_prompts,
         eval_prompts=eval_prompts,
         stop_token_id=stop_token_id,
-        response_length=response_length,
         generation_config=sampling_config(response_length, config.temperature, tokenizer, stop_token_id),
         policy_path=sft_path,
     )
@@ -100,17 +98,24 @@ def build_setup(config: PPOConfig, device: torch.device) -> RunSetup:
 
 def _load_rewards(config: PPOConfig, task: BuiltinTask | None, options: LoadOptions,
                   tokenizer: PreTrainedTokenizerBase) -> WeightedRewards:
-    """The rewards the config names, or the task's proxy reward model, scored on the text it was trained on."""
+    """The rewards the config names, in order, or the task's proxy reward model on the text it was trained on."""
     batch_size = config.local_rollout_forward_batch_size
-    if config.reward_specs:
-        def load_model(path: str) -> SequenceClassifierReward:
-            return SequenceClassifierReward(path, options, batch_size, tokenizer)
-
-        return load_rewards(config.named_rewards, config.reward_weights, load_model)
-    task_reward = _task_part(task, "reward_model_path")
-    model = SequenceClassifierReward(task_reward.reward_model_path, options, batch_size, tokenizer,
-                                     reward_text=task_reward.reward_text)
-    return WeightedRewards([model], config.reward_weights)
+    if not config.named_rewards:
+        task_reward = _task_part(task, "reward_model_path")
+        model = SequenceClassifierReward(task_reward.reward_model_path, options, batch_size, tokenizer,
+                                         reward_text=task_reward.reward_text)
+        return WeightedRewards([model], config.reward_weights)
+    rewards: list[Reward] = [
+        FunctionReward(spec, field) if _is_function_spec(spec)
+        else SequenceClassifierReward(spec, options, batch_size, tokenizer)
+        for field, spec in config.named_rewards
+    ]
+    seen: dict[str, int] = {}
+    for reward in rewards:  # two rewards of the same name would share one metric
+        seen[reward.name] = seen.get(reward.name, 0) + 1
+        if seen[reward.name] > 1:
+            reward.name = f"{reward.name}_{seen[reward.name]}"
+    return WeightedRewards(rewards, config.reward_weights)
 
 
 def _value_trunk(rewards: WeightedRewards, sft_path: str) -> str:
@@ -122,27 +127,11 @@ def _value_trunk(rewards: WeightedRewards, sft_path: str) -> str:
     return sft_path
 
 
-def is_function_spec(spec: str) -> bool:
+def _is_function_spec(spec: str) -> bool:
     """``module:function`` rather than a path or hub name (a Windows drive letter is not a module)."""
     module_name, sep, function_name = spec.partition(":")
     return bool(sep) and module_name.replace(".", "").replace("_", "").isalnum() and function_name.isidentifier() \
         and not Path(spec).exists() and len(module_name) > 1
-
-
-def load_rewards(
-    named: Sequence[tuple[str, str]],
-    weights: Sequence[float] | None,
-    load_model: Callable[[str], Reward],
-) -> WeightedRewards:
-    """The rewards named by (config field, spec) pairs, in order: functions imported, models loaded with
-    ``load_model``."""
-    rewards = [FunctionReward(spec, field) if is_function_spec(spec) else load_model(spec) for field, spec in named]
-    seen: dict[str, int] = {}
-    for reward in rewards:  # two rewards of the same name would share one metric
-        seen[reward.name] = seen.get(reward.name, 0) + 1
-        if seen[reward.name] > 1:
-            reward.name = f"{reward.name}_{seen[reward.name]}"
-    return WeightedRewards(rewards, weights)
 
 
 def _task_part(task: BuiltinTask | None, field_name: str) -> BuiltinTask:

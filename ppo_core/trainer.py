@@ -51,7 +51,7 @@ class PPOTrainer:
         self.config = config
         set_seed(config.seed)
         bf16 = config.bf16 if config.bf16 is not None else _gpu_supports_bf16(config.use_cpu)
-        self.accelerator = _accelerator(config.use_cpu, "bf16" if bf16 else "no", config)
+        self.accelerator = _accelerator(config, "bf16" if bf16 else "no")
         if config.world_size != self.accelerator.num_processes:
             raise ConfigError(f"world_size: the config was built for {config.world_size} processes but this run "
                               f"has {self.accelerator.num_processes}; build it in the launched processes")
@@ -198,7 +198,7 @@ def _adamw(model: torch.nn.Module, learning_rate: float, config: PPOConfig) -> t
     )
 
 
-def _accelerator(cpu: bool, mixed_precision: str, config: PPOConfig) -> Accelerator:
+def _accelerator(config: PPOConfig, mixed_precision: str) -> Accelerator:
     """An Accelerator with this precision and the config's trackers, even when an earlier trainer in this
     process chose another precision.
 
@@ -208,7 +208,7 @@ def _accelerator(cpu: bool, mixed_precision: str, config: PPOConfig) -> Accelera
     if AcceleratorState._shared_state and AcceleratorState().mixed_precision != mixed_precision:
         AcceleratorState._reset_state(reset_partial_state=False)
     trackers = [name for name in config.report_to if name != "none"]
-    return Accelerator(cpu=cpu, mixed_precision=mixed_precision, log_with=trackers or None,
+    return Accelerator(cpu=config.use_cpu, mixed_precision=mixed_precision, log_with=trackers or None,
                        project_dir=tracker_dir(config) if trackers else None)
 
 

@@ -9,10 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-DTYPES = ("auto", "bfloat16", "float16", "float32")
-
 
 def field_help(text: str) -> dict[str, str]:
+    """A dataclass field's metadata, as HfArgumentParser reads its help text."""
     return {"help": text}
 
 

@@ -15,7 +15,7 @@ from ppo_core.models import LoadOptions, load_causal_lm, load_tokenizer, load_va
 from ppo_core.prompt_data import text_prompts
 from ppo_core.reward_models import SequenceClassifierReward
 from ppo_core.rewards import RewardInputs
-from ppo_core.rollout import response_logits, response_values
+from ppo_core.rollout import response_logits, response_token_ids, response_values
 from ppo_core.sequences import token_logprobs
 
 TIME_METRICS = ("time/rollout_s", "time/update_s", "time/tokens_per_s")
@@ -162,7 +162,9 @@ def reward_inputs(tokenizer: PreTrainedTokenizerBase, prompts: list[str], respon
     answers = tokenizer(responses, return_tensors="pt", padding=True)
     tokenizer.padding_side = "left"
     return RewardInputs(
-        prompts=text_prompts(prompts), completions=responses, queries=queries["input_ids"],
+        prompts=text_prompts(prompts), completions=responses,
+        completion_ids=response_token_ids(answers["input_ids"], answers["attention_mask"].bool()),
+        queries=queries["input_ids"],
         query_mask=queries["attention_mask"], responses=answers["input_ids"],
         response_mask=answers["attention_mask"].bool(), has_stop=torch.zeros(len(prompts), dtype=torch.bool),
         tokenizer=tokenizer,

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ppo_core.errors import InputError, first_line
-from tuner.paths import DEFAULT_STUDIES_DIR, discover_storage_urls
+from tuner.paths import DEFAULT_STUDIES_DIR, storage_urls
 
 if TYPE_CHECKING:  # optuna and pandas load only for the commands that use them
     import optuna
@@ -60,18 +60,12 @@ def _storage_errors_as_input(handler: Callable[[argparse.Namespace], int]) -> Ca
     return wrapped
 
 
-def storages(storage: str | None) -> list[str]:
-    if storage:
-        return [storage]
-    return discover_storage_urls()
-
-
 def load_named_study(name: str, storage: str | None) -> optuna.Study:
     import optuna
 
     from tuner.database import open_storage
 
-    for url in storages(storage):
+    for url in storage_urls(storage):
         try:
             return optuna.load_study(study_name=name, storage=open_storage(url))
         except KeyError:
@@ -122,7 +116,7 @@ def command_list(args: argparse.Namespace) -> int:
     from tuner.database import open_storage
     from tuner.reports import study_summaries
 
-    frames = [study_summaries(open_storage(url)) for url in storages(args.storage)]
+    frames = [study_summaries(open_storage(url)) for url in storage_urls(args.storage)]
     frame = pd.concat([f for f in frames if not f.empty], ignore_index=True) if any(not f.empty for f in frames) \
         else pd.DataFrame()
     if frame.empty:
