@@ -179,10 +179,24 @@ class PPOConfig(ScriptArguments, ModelConfig):
         default=10, metadata=field_help("Times during training that eval-prompt generations are recorded (0: never).")
     )
 
+    # --- memory ---
+    gradient_checkpointing: bool = field(
+        default=False,
+        metadata=field_help("Recompute activations in the backward pass of the policy and the value network: "
+                            "less memory for about a third more update time (TrainingArguments' name)."),
+    )
+    value_use_peft: bool = field(
+        default=True,
+        metadata=field_help("With use_peft, the value network is a LoRA on its trunk plus a trained head; false "
+                            "trains a separate full value network."),
+    )
+
     # --- run ---
     seed: int = field(default=42, metadata=field_help("Random seed; on CPU the same seed gives the same metrics."))
     bf16: bool | None = field(
-        default=None, metadata=field_help("bf16 mixed precision; null means on when the GPU supports it.")
+        default=None,
+        metadata=field_help("bf16 mixed precision (autocast over float32 trained weights); null means on when the "
+                            "GPU supports it or dtype is bfloat16."),
     )
     use_cpu: bool = field(default=False, metadata=field_help("Run on the CPU even when a GPU is present."))
     output_dir: str | None = field(
@@ -383,6 +397,10 @@ def _check_ranges(c: PPOConfig) -> None:
             f"per_device_train_batch_size: {c.per_device_train_batch_size} must divide the mini-batch "
             f"{mini_batch}; make gradient_accumulation_steps a multiple of num_mini_batches"
         )
+    if c.use_peft:
+        _require(c.lora_r >= 1, "lora_r", ">= 1", c.lora_r)
+        _require(c.lora_alpha > 0, "lora_alpha", "> 0", c.lora_alpha)
+        _require(0.0 <= c.lora_dropout < 1.0, "lora_dropout", "in [0, 1)", c.lora_dropout)
     if c.max_prompt_length is not None:
         _require(c.max_prompt_length >= 1, "max_prompt_length", ">= 1", c.max_prompt_length)
     for tracker in c.report_to:

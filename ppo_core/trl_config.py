@@ -24,7 +24,8 @@ class ModelConfig:
     )
     dtype: Literal["auto", "bfloat16", "float16", "float32"] = field(
         default="float32",
-        metadata=field_help("dtype the policy, reference and reward models load in; 'auto' takes the checkpoint's."),
+        metadata=field_help("dtype of the frozen weights (reference, reward models, a LoRA policy's base); 'auto' "
+                            "takes the checkpoint's. Trained weights stay float32 under bf16 autocast."),
     )
     attn_implementation: str | None = field(
         default=None,
@@ -32,6 +33,36 @@ class ModelConfig:
     )
     trust_remote_code: bool = field(
         default=False, metadata=field_help("Run modelling code shipped with a hub model; off unless you trust it.")
+    )
+    use_peft: bool = field(
+        default=False,
+        metadata=field_help("Train LoRA adapters instead of the whole policy; the reference is then the same base "
+                            "model with its adapters disabled, not a second copy."),
+    )
+    lora_r: int = field(default=16, metadata=field_help("LoRA rank."))
+    lora_alpha: int = field(default=32, metadata=field_help("LoRA alpha: adapters are scaled by lora_alpha / lora_r."))
+    lora_dropout: float = field(
+        default=0.05,
+        metadata=field_help("LoRA dropout, passed to peft; PPO keeps every dropout off while it trains (the ratio "
+                            "must compare like with like), so it only matters to a later fine-tune of the adapter."),
+    )
+    lora_target_modules: list[str] | None = field(
+        default=None,
+        metadata=field_help("Modules that get adapters, e.g. q_proj,v_proj or all-linear; null takes peft's default "
+                            "for the architecture."),
+    )
+    lora_target_parameters: list[str] | None = field(
+        default=None, metadata=field_help("Parameters (not modules) that get adapters, e.g. MoE expert weights.")
+    )
+    lora_modules_to_save: list[str] | None = field(
+        default=None, metadata=field_help("Modules trained in full next to the adapters, e.g. lm_head.")
+    )
+    lora_task_type: str = field(default="CAUSAL_LM", metadata=field_help("peft task type of the policy's adapter."))
+    use_rslora: bool = field(
+        default=False, metadata=field_help("Rank-stabilised LoRA: scale adapters by lora_alpha / sqrt(lora_r).")
+    )
+    use_dora: bool = field(
+        default=False, metadata=field_help("Weight-decomposed LoRA (DoRA): slower steps, sometimes better at low rank.")
     )
 
 
