@@ -6,13 +6,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
+from typing import cast
 
 from peft import LoraConfig, PeftModel, get_peft_model
 from torch import nn
-from transformers import PreTrainedModel
+from transformers import AutoModelForCausalLM, PreTrainedModel
 
 from ppo_core.config import ConfigError, PPOConfig
 from ppo_core.errors import first_line
+from ppo_core.models import LoadOptions
 
 
 def lora_config(config: PPOConfig, task_type: str | None) -> LoraConfig:
@@ -31,17 +34,21 @@ def lora_config(config: PPOConfig, task_type: str | None) -> LoraConfig:
     )
 
 
-def add_adapter(model: PreTrainedModel, config: PPOConfig, task_type: str | None, field_name: str) -> PeftModel:
-    """``model`` frozen, with a trainable LoRA adapter; a target that matches nothing is the user's error."""
+def add_adapter(model: PreTrainedModel, config: PPOConfig, task_type: str | None,
+                field_name: str) -> PreTrainedModel:
+    """``model`` frozen, with a trainable LoRA adapter; a target that matches nothing is the user's error.
+
+    Typed as the model it wraps: a PeftModel forwards, generates and saves through the same calls.
+    """
     try:
-        return get_peft_model(model, lora_config(config, task_type))
+        return cast(PreTrainedModel, get_peft_model(model, lora_config(config, task_type)))
     except (ValueError, KeyError) as error:
         raise ConfigError(f"{field_name}: cannot add a LoRA adapter to {model.config.model_type!r} "
                           f"({first_line(error)})") from None
 
 
 @contextmanager
-def adapters_disabled(model: nn.Module) -> Iterator[nn.Module]:
+def adapters_disabled(model: PreTrainedModel) -> Iterator[PreTrainedModel]:
     """``model`` as it was before training: a LoRA policy with its adapters off is the reference policy."""
     if isinstance(model, PeftModel):
         with model.disable_adapter():
@@ -66,3 +73,17 @@ class ParameterCount:
 def count_parameters(model: nn.Module) -> ParameterCount:
     parameters = list(model.parameters())
     return ParameterCount(sum(p.numel() for p in parameters if p.requires_grad), sum(p.numel() for p in parameters))
+
+
+def save_merged(base_path: str, adapter_dir: Path, options: LoadOptions, directory: Path) -> Path:
+    """Load the base as its checkpoint stores it, merge the saved adapter into its weights, save the result.
+
+    A fresh base rather than the trained one: under dtype bfloat16 the run's frozen base may be lower precision
+    than the checkpoint, and merging would write that rounding into every weight.
+    """
+    base = AutoModelForCausalLM.from_pretrained(
+        base_path, **{**options.from_pretrained_kwargs(), "dtype": "auto"}
+    )
+    merged = PeftModel.from_pretrained(base, str(adapter_dir)).merge_and_unload()
+    merged.save_pretrained(directory)
+    return directory

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 from torch import nn
@@ -20,6 +21,7 @@ from ppo_core.config import ConfigError, PPOConfig
 from ppo_core.errors import first_line
 from ppo_core.quiet import transformers_errors_only
 
+ModuleT = TypeVar("ModuleT", bound=nn.Module)
 DTYPES: dict[str, torch.dtype | str] = {
     "auto": "auto", "bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32,
 }
@@ -37,6 +39,11 @@ class LoadOptions:
     @classmethod
     def from_config(cls, config: PPOConfig) -> LoadOptions:
         return cls(config.dtype, config.attn_implementation, config.trust_remote_code, config.model_revision)
+
+    def trainable(self) -> LoadOptions:
+        """Trained weights load in float32: the master copy that bf16 autocast computes from and AdamW updates.
+        Only frozen weights (reference, rewards, a LoRA base) take ``dtype``."""
+        return dataclasses.replace(self, dtype="float32")
 
     def from_pretrained_kwargs(self) -> dict[str, Any]:
         kwargs: dict[str, Any] = {"dtype": DTYPES[self.dtype], "revision": self.revision,
@@ -86,6 +93,24 @@ def load_causal_lm(path: str, options: LoadOptions = LoadOptions(),
     return model.eval()
 
 
+def without_dropout(model: ModuleT) -> ModuleT:
+    """Zero every dropout of a model that trains, so training mode (which gradient checkpointing needs) computes
+    what eval mode does: the update's log-probabilities must match the rollout's for the first ratio to be 1."""
+    for module in model.modules():
+        if isinstance(module, nn.Dropout):
+            module.p = 0.0
+        # Attention kernels take their dropout as a float attribute (Llama, Qwen2, GPT-NeoX), not a module.
+        if isinstance(getattr(module, "attention_dropout", None), float):
+            setattr(module, "attention_dropout", 0.0)  # noqa: B010  # mypy types Module attributes as tensors
+    return model
+
+
+def enable_gradient_checkpointing(model: PreTrainedModel) -> None:
+    """Recompute each layer's activations in the backward pass. The non-reentrant kind needs no gradient on the
+    inputs, so it works under a frozen LoRA base; it takes effect only while the model is in training mode."""
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+
+
 class ValueModel(nn.Module):
     """V(s_t): a transformer trunk and a linear head mapping each hidden state to a scalar.
 
@@ -104,18 +129,24 @@ class ValueModel(nn.Module):
         self, input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor
     ) -> torch.Tensor:
         hidden = self.trunk(
-            input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids
+            input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=False
         ).last_hidden_state
         return self.head(hidden.to(self.head.weight.dtype)).squeeze(-1)
 
 
-def load_value_model(path: str, options: LoadOptions = LoadOptions(),
-                     field_name: str = "value_model_path") -> ValueModel:
-    """A value network on the trunk of any transformers model directory (a causal LM or a reward model)."""
+def load_trunk(path: str, options: LoadOptions = LoadOptions(),
+               field_name: str = "value_model_path") -> PreTrainedModel:
+    """The transformer trunk (no head) of any transformers model directory: a causal LM or a reward model."""
     try:
         # A reward model's own head is expected to be left behind; transformers would report it as unexpected.
         with transformers_errors_only():
             trunk = AutoModel.from_pretrained(path, **options.from_pretrained_kwargs())
     except (OSError, ValueError) as error:
         raise ConfigError(f"{field_name}: cannot load a model trunk from {path!r} ({first_line(error)})") from None
-    return ValueModel(trunk).eval()
+    return trunk
+
+
+def load_value_model(path: str, options: LoadOptions = LoadOptions(),
+                     field_name: str = "value_model_path") -> ValueModel:
+    """A value network on the trunk of any transformers model directory (a causal LM or a reward model)."""
+    return ValueModel(load_trunk(path, options, field_name)).eval()

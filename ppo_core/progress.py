@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from ppo_core.callbacks import TrainerCallback
@@ -18,6 +19,7 @@ class ProgressCallback(TrainerCallback):
             TextColumn("{task.fields[status]}"),
             TimeElapsedColumn(),
             TimeRemainingColumn(),
+            console=Console(stderr=True),  # stdout carries the run's JSON summary alone
         )
         self.task_id: Any = None
 

@@ -113,11 +113,12 @@ class SequenceClassifierReward:
         # ids are padded on both sides, and models whose pad token is EOS would otherwise be read one token early.
         head = getattr(self.model, "score", None)
         if head is None:
-            return self.model(input_ids=input_ids, attention_mask=attention_mask).logits[:, 0]
+            return self.model(input_ids=input_ids, attention_mask=attention_mask).logits[:, 0]  # encoders: no cache
         hidden = self.model.base_model(
             input_ids=input_ids,
             attention_mask=attention_mask,
             position_ids=position_ids_from_mask(attention_mask),
+            use_cache=False,  # a decoder (it has a score head): one pass, nothing to cache
         ).last_hidden_state
         last = attention_mask.shape[1] - 1 - attention_mask.long().flip(dims=[1]).argmax(dim=1)
         return head(hidden[torch.arange(hidden.shape[0], device=hidden.device), last])[:, 0]

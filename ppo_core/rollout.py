@@ -54,10 +54,11 @@ def response_logits(
 ) -> torch.Tensor:
     """Logits that predict each response token: positions Q-1 .. Q+R-2 of the joined sequence."""
     input_ids, attention_mask, position_ids = joined_inputs(queries, query_mask, responses, response_mask)
-    # Only the last R + 1 positions feed the vocabulary projection: prompt logits would be thrown away.
+    # Only the last R + 1 positions feed the vocabulary projection: prompt logits would be thrown away. One pass
+    # over the whole sequence needs no KV cache (and gradient checkpointing refuses one).
     logits = model(
         input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-        logits_to_keep=responses.shape[1] + 1,
+        logits_to_keep=responses.shape[1] + 1, use_cache=False,
     ).logits
     return logits[:, :-1]
 
@@ -111,7 +112,8 @@ def collect_rollout(setup: RunSetup, batch: PromptSet, config: PPOConfig, device
         # The same full forward pass as the update's and the reference's, not generate()'s cached logits:
         # under bf16 the two differ by a few hundredths of a nat per token, enough to move the first ratio.
         logits = response_logits(models.policy, queries[rows], query_mask[rows], responses, response_mask)
-        ref_logits = response_logits(models.reference, queries[rows], query_mask[rows], responses, response_mask)
+        with models.reference_policy() as reference:
+            ref_logits = response_logits(reference, queries[rows], query_mask[rows], responses, response_mask)
         chunks["responses"].append(responses)
         chunks["mask"].append(response_mask)
         chunks["logprobs"].append(token_logprobs(logits, responses, config.temperature))

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -11,7 +12,16 @@ from transformers import GenerationConfig, PreTrainedModel, PreTrainedTokenizerB
 
 from ppo_core.config import ConfigError, PPOConfig
 from ppo_core.generation import sampling_config
-from ppo_core.models import LoadOptions, ValueModel, load_causal_lm, load_tokenizer, load_value_model
+from ppo_core.lora import adapters_disabled, add_adapter
+from ppo_core.models import (
+    LoadOptions,
+    ValueModel,
+    enable_gradient_checkpointing,
+    load_causal_lm,
+    load_tokenizer,
+    load_trunk,
+    without_dropout,
+)
 from ppo_core.prompt_data import PromptSet, load_prompt_sets, text_prompts
 from ppo_core.reward_functions import FunctionReward
 from ppo_core.reward_models import SequenceClassifierReward
@@ -25,12 +35,21 @@ TRL_DEFAULT_RESPONSE_LENGTH = 53
 class RolloutModels:
     """What a rollout reads: the current policy, the frozen reference, the value network and the rewards."""
 
-    policy: PreTrainedModel
-    reference: PreTrainedModel
+    policy: PreTrainedModel  # or a peft model with the policy's LoRA adapter
+    reference: PreTrainedModel | None  # None: the LoRA policy with its adapters switched off
     value_model: ValueModel
     rewards: WeightedRewards
     gold_score: Callable[[list[str], list[str]], list[float]] | None
     tokenizer: PreTrainedTokenizerBase
+
+    @contextmanager
+    def reference_policy(self) -> Iterator[PreTrainedModel]:
+        """The frozen reference: its own copy, or under LoRA the shared base with the adapters off."""
+        if self.reference is not None:
+            yield self.reference
+        else:
+            with adapters_disabled(self.policy) as reference:
+                yield reference
 
 
 @dataclass
@@ -62,8 +81,7 @@ def build_setup(config: PPOConfig, device: torch.device) -> RunSetup:
     options = LoadOptions.from_config(config)
     sft_path = config.sft_model_path or _task_part(task, "sft_model_path").policy_path
     tokenizer = load_tokenizer(sft_path, options)
-    policy = load_causal_lm(sft_path, options)
-    reference = load_causal_lm(sft_path, options).requires_grad_(False)
+    policy, reference = _policy_and_reference(config, sft_path, options)
 
     if config.dataset_name is not None:
         train_prompts, eval_prompts = load_prompt_sets(config, tokenizer)
@@ -73,11 +91,11 @@ def build_setup(config: PPOConfig, device: torch.device) -> RunSetup:
         eval_prompts = text_prompts(task_prompts.eval_prompts[: config.num_eval_prompts])
 
     rewards = _load_rewards(config, task, options, tokenizer)
-    value_model = load_value_model(config.value_model_path or _value_trunk(rewards, sft_path), options)
+    value_model = _value_model(config, config.value_model_path or _value_trunk(rewards, sft_path), options)
 
     models = RolloutModels(
         policy=policy,
-        reference=reference.to(device),  # type: ignore[arg-type]  # transformers types .to() as a decorator
+        reference=reference.to(device) if reference is not None else None,  # type: ignore[arg-type]
         value_model=value_model,
         rewards=rewards.to(device),
         gold_score=task.gold_score if task is not None else None,
@@ -94,6 +112,34 @@ def build_setup(config: PPOConfig, device: torch.device) -> RunSetup:
         generation_config=sampling_config(response_length, config.temperature, tokenizer, stop_token_id),
         policy_path=sft_path,
     )
+
+
+def _policy_and_reference(config: PPOConfig, path: str,
+                          options: LoadOptions) -> tuple[PreTrainedModel, PreTrainedModel | None]:
+    """The trained policy and its frozen reference. Under LoRA the base is frozen in ``dtype`` and is itself the
+    reference once the adapters are off: one copy of the weights instead of two."""
+    if config.use_peft:
+        base = load_causal_lm(path, options)
+        if config.gradient_checkpointing:
+            enable_gradient_checkpointing(base)
+        policy = add_adapter(base, config, config.lora_task_type, "lora_target_modules")
+        return without_dropout(policy), None
+    policy = without_dropout(load_causal_lm(path, options.trainable()))
+    if config.gradient_checkpointing:
+        enable_gradient_checkpointing(policy)
+    return policy, load_causal_lm(path, options).requires_grad_(False)
+
+
+def _value_model(config: PPOConfig, trunk_path: str, options: LoadOptions) -> ValueModel:
+    """V(s) on ``trunk_path``: under LoRA (unless value_use_peft is off) a frozen trunk in ``dtype`` with its own
+    adapter, else a fully trained float32 trunk; the scalar head is always trained in float32."""
+    lora = config.use_peft and config.value_use_peft
+    trunk = load_trunk(trunk_path, options if lora else options.trainable())
+    if config.gradient_checkpointing:
+        enable_gradient_checkpointing(trunk)
+    if lora:
+        trunk = add_adapter(trunk, config, None, "value_use_peft")
+    return ValueModel(without_dropout(trunk)).eval()
 
 
 def _load_rewards(config: PPOConfig, task: BuiltinTask | None, options: LoadOptions,

@@ -71,10 +71,24 @@ def ppo_update(
 ) -> dict[str, float]:
     """Optimise the clipped PPO objective on one rollout batch; returns the averaged diagnostics."""
     stats = StatsAccumulator()
+    # Gradient checkpointing recomputes only in training mode; dropout was zeroed at load, so both modes compute the
+    # same function. Generation needs eval mode back afterwards (checkpointing would turn its KV cache off).
+    for model in (optimisation.policy, optimisation.value_model):
+        model.train(config.gradient_checkpointing)
+    try:
+        _optimise(rollout, advantages, returns, optimisation, config, generator, stats)
+    finally:
+        optimisation.policy.eval()
+        optimisation.value_model.eval()
+    return stats.summary()
+
+
+def _optimise(rollout: Rollout, advantages: torch.Tensor, returns: torch.Tensor, optimisation: Optimisation,
+              config: PPOConfig, generator: torch.Generator, stats: StatsAccumulator) -> None:
+    """Epochs x shuffled mini-batches x accumulated micro-batches, one optimizer step per mini-batch."""
     batch_size = rollout.responses.shape[0]
     mini_batch, micro_batch = config.local_mini_batch_size, config.per_device_train_batch_size
     micro_batches_per_step = mini_batch // micro_batch
-    optimisation.policy.train(False)  # dropout stays off: eval mode is deliberate while training
     for _epoch in range(config.num_ppo_epochs):
         order = torch.randperm(batch_size, generator=generator).to(rollout.responses.device)
         for mini_start in range(0, batch_size, mini_batch):
@@ -84,7 +98,6 @@ def ppo_update(
                 loss = _micro_batch_loss(rollout, advantages, returns, micro_indices, optimisation, config, stats)
                 optimisation.accelerator.backward(loss / micro_batches_per_step)
             _optimizer_step(optimisation, config.max_grad_norm)
-    return stats.summary()
 
 
 def _micro_batch_loss(

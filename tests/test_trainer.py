@@ -18,7 +18,8 @@ from ppo_core.rewards import RewardInputs
 from ppo_core.rollout import response_logits, response_token_ids, response_values
 from ppo_core.sequences import token_logprobs
 
-TIME_METRICS = ("time/rollout_s", "time/update_s", "time/tokens_per_s")
+# Measurements of the machine, not of the run: they differ between identical runs.
+TIME_METRICS = ("time/rollout_s", "time/update_s", "time/tokens_per_s", "memory/peak_gib")
 
 
 def small_config(lm: Path, prompts: Path, **overrides: object) -> PPOConfig:
