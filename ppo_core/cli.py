@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
-MODEL_DIR = "model"  # under the run's output directory: the trained policy and its tokenizer
+MODEL_DIR = "model"  # under the run's output directory: the trained policy (or its LoRA adapter) and its tokenizer
+MERGED_DIR = "merged"  # with --merge: the adapter merged into its base, a plain model
 
 
 def add_train_command(commands: Any) -> None:
@@ -21,6 +23,11 @@ def add_train_command(commands: Any) -> None:
     parser.add_argument("--output", default=None,
                         help="Output directory (default: the config's output_dir, else runs/<config name>).")
     parser.add_argument("--quiet", action="store_true", help="No progress bar.")
+    parser.add_argument("--estimate", action="store_true",
+                        help="Print parameter counts, memory per model and tokens per update, then exit: no weights "
+                             "load, nothing is written.")
+    parser.add_argument("--merge", action="store_true",
+                        help=f"With use_peft, also write the adapter merged into its base to DIR/{MERGED_DIR}.")
     parser.set_defaults(handler=train_command)
 
 
@@ -37,6 +44,11 @@ def train_command(args: argparse.Namespace) -> int:
     from ppo_core.trainer import PPOTrainer
 
     config = load_config(args.config, args.overrides)
+    if args.estimate:
+        from ppo_core.estimate import estimate_run, print_estimate
+
+        print_estimate(estimate_run(config))
+        return 0
     output = Path(args.output or config.output_dir or Path("runs") / Path(args.config).stem)
     config = dataclasses.replace(config, output_dir=str(output))
     output.mkdir(parents=True, exist_ok=True)
@@ -44,17 +56,24 @@ def train_command(args: argparse.Namespace) -> int:
     callbacks = [JsonlWriter(output)] + ([] if args.quiet else [ProgressCallback()])
     started = time.perf_counter()
     trainer = PPOTrainer(config, callbacks)
+    if not args.quiet:
+        for name, count in trainer.parameter_counts.items():
+            print(f"{name}: {count}", file=sys.stderr)
     result = trainer.train()
     model_dir = trainer.save_model(output / MODEL_DIR)
     summary = _summary(result.metrics, time.perf_counter() - started, output)
     summary["model"] = str(model_dir)
+    if args.merge and config.use_peft:
+        summary["merged_model"] = str(trainer.save_merged_model(model_dir, output / MERGED_DIR))
+    summary["trainable_parameters"] = {name: count.trainable for name, count in trainer.parameter_counts.items()}
+    summary["total_parameters"] = {name: count.total for name, count in trainer.parameter_counts.items()}
     print(json.dumps(summary, indent=2))
     return 0
 
 
-def _summary(metrics: list[dict[str, float]], seconds: float, output: Path) -> dict[str, float | str]:
+def _summary(metrics: list[dict[str, float]], seconds: float, output: Path) -> dict[str, Any]:
     first, last = metrics[0], metrics[-1]
-    summary: dict[str, float | str] = {
+    summary: dict[str, Any] = {
         "updates": len(metrics),
         "seconds": round(seconds, 1),
         "seconds_per_update": round(sum(m["time/rollout_s"] + m["time/update_s"] for m in metrics) / len(metrics), 3),
