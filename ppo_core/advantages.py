@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
-from ppo_core.masked import masked_whiten
+from ppo_core.masked import local, masked_whiten
 
 
 def last_token_index(response_mask: torch.Tensor) -> torch.Tensor:
@@ -59,11 +61,13 @@ def gae(
     return advantages, returns
 
 
-def whiten_advantages(advantages: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:
-    """A <- (A - mean A) / std A over the valid tokens of the rollout batch."""
-    return masked_whiten(advantages, response_mask, shift_mean=True)
+def whiten_advantages(advantages: torch.Tensor, response_mask: torch.Tensor,
+                      total: Callable[[torch.Tensor], torch.Tensor] = local) -> torch.Tensor:
+    """A <- (A - mean A) / std A over the valid tokens of the rollout batch (of every rank, through ``total``)."""
+    return masked_whiten(advantages, response_mask, shift_mean=True, total=total)
 
 
-def whiten_rewards(rewards: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:
+def whiten_rewards(rewards: torch.Tensor, response_mask: torch.Tensor,
+                   total: Callable[[torch.Tensor], torch.Tensor] = local) -> torch.Tensor:
     """r <- (r - mean r) / std r + mean r: rescaled, keeping the mean reward."""
-    return masked_whiten(rewards, response_mask, shift_mean=False)
+    return masked_whiten(rewards, response_mask, shift_mean=False, total=total)

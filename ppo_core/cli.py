@@ -38,7 +38,8 @@ def train_command(args: argparse.Namespace) -> int:
     """
     # The trainer pulls in torch and the config reader transformers; ``ppo-tune list`` and ``ppo-tune dashboard``
     # should not wait for either.
-    from ppo_core.callbacks import JsonlWriter
+    from ppo_core.callbacks import JsonlWriter, TrainerCallback
+    from ppo_core.config import launched_rank
     from ppo_core.config_io import dump_config, load_config
     from ppo_core.progress import ProgressCallback
     from ppo_core.trainer import PPOTrainer
@@ -51,16 +52,22 @@ def train_command(args: argparse.Namespace) -> int:
         return 0
     output = Path(args.output or config.output_dir or Path("runs") / Path(args.config).stem)
     config = dataclasses.replace(config, output_dir=str(output))
-    output.mkdir(parents=True, exist_ok=True)
-    dump_config(config, output / "config.yaml")
-    callbacks = [JsonlWriter(output)] + ([] if args.quiet else [ProgressCallback()])
+    # Under ``accelerate launch`` every process runs this command; the main one alone writes and prints.
+    main_process = launched_rank() == 0
+    callbacks: list[TrainerCallback] = []
+    if main_process:
+        output.mkdir(parents=True, exist_ok=True)
+        dump_config(config, output / "config.yaml")
+        callbacks = [JsonlWriter(output)] + ([] if args.quiet else [ProgressCallback()])
     started = time.perf_counter()
     trainer = PPOTrainer(config, callbacks)
-    if not args.quiet:
+    if not args.quiet and main_process:
         for name, count in trainer.parameter_counts.items():
             print(f"{name}: {count}", file=sys.stderr)
     result = trainer.train()
     model_dir = trainer.save_model(output / MODEL_DIR)
+    if not main_process:
+        return 0
     summary = _summary(result.metrics, time.perf_counter() - started, output)
     summary["model"] = str(model_dir)
     if args.merge and config.use_peft:

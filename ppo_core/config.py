@@ -269,6 +269,14 @@ def launched_world_size() -> int:
         raise ConfigError(f"WORLD_SIZE: expected a number of processes, got {os.environ['WORLD_SIZE']!r}") from None
 
 
+def launched_rank() -> int:
+    """This process's rank in its launch (0 when not launched), read before any process group exists."""
+    try:
+        return int(os.environ.get("RANK", "0"))
+    except ValueError:
+        raise ConfigError(f"RANK: expected a process rank, got {os.environ['RANK']!r}") from None
+
+
 @functools.cache
 def field_types() -> dict[str, Any]:
     """PPOConfig's field annotations, resolved once: every config built reads them."""

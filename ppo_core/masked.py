@@ -6,6 +6,8 @@ Padded positions may hold anything, NaN and inf included: they are selected away
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
 
@@ -29,15 +31,25 @@ def masked_var(values: torch.Tensor, mask: torch.Tensor, unbiased: bool = True) 
     return variance
 
 
-def masked_whiten(
-    values: torch.Tensor, mask: torch.Tensor, shift_mean: bool = True, eps: float = 1e-8
-) -> torch.Tensor:
-    """whiten(x) = (x - mean) / sqrt(var + eps), plus the mean back when ``shift_mean`` is False.
+def local(value: torch.Tensor) -> torch.Tensor:
+    """A statistic of this process's rows as it is: the ``total`` of a single-process run."""
+    return value
 
-    Padded positions come back as 0.
+
+def masked_whiten(
+    values: torch.Tensor, mask: torch.Tensor, shift_mean: bool = True, eps: float = 1e-8,
+    total: Callable[[torch.Tensor], torch.Tensor] = local,
+) -> torch.Tensor:
+    """whiten(x) = (x - mean) / sqrt(var + eps), plus the mean back when ``shift_mean`` is False, with
+    mean = sum_t m_t x_t / n and var = sum_t m_t (x_t - mean)^2 / (n - 1), n = sum_t m_t.
+
+    ``total`` sums a statistic over every process's rows (the identity in one process), so that a data-parallel
+    run whitens its global batch, as one process holding all of it would. Padded positions come back as 0.
     """
-    mean = masked_mean(values, mask)
-    whitened = (values - mean) * torch.rsqrt(masked_var(values, mask) + eps)
+    count = total(mask.sum().to(values.dtype))
+    mean = total(masked_sum(values, mask)) / count.clamp(min=1)
+    variance = total(masked_sum((values - mean) ** 2, mask)) / (count - 1).clamp(min=1)
+    whitened = (values - mean) * torch.rsqrt(variance + eps)
     if not shift_mean:
         whitened = whitened + mean
     return torch.where(mask.bool(), whitened, torch.zeros_like(whitened))

@@ -17,6 +17,7 @@ from transformers import get_scheduler
 from ppo_core.advantages import gae, shape_rewards, whiten_advantages, whiten_rewards
 from ppo_core.callbacks import SampleGeneration, TrainerCallback
 from ppo_core.config import ConfigError, PPOConfig
+from ppo_core.distributed import ProcessGroup, rank_share
 from ppo_core.errors import NonFiniteError
 from ppo_core.kl import kl_per_token, make_kl_controller
 from ppo_core.lora import ParameterCount, count_parameters, save_merged
@@ -42,6 +43,10 @@ class TrainResult:
 class PPOTrainer:
     """Trains ``config``'s policy with PPO against its reward, reporting to ``callbacks``.
 
+    Under ``accelerate launch`` with N processes each rank trains on its share of every global batch of
+    ``batch_size`` prompts; metrics are computed over the global batch, and the callbacks run on the main process
+    only (a stop one of them asks for stops every rank).
+
     Example::
 
         trainer = PPOTrainer(PPOConfig(task="shortest_path", total_episodes=1024))
@@ -59,8 +64,14 @@ class PPOTrainer:
         if config.world_size != self.accelerator.num_processes:
             raise ConfigError(f"world_size: the config was built for {config.world_size} processes but this run "
                               f"has {self.accelerator.num_processes}; build it in the launched processes")
+        self.group = ProcessGroup(self.accelerator)
         self.setup: RunSetup = build_setup(config, self.accelerator.device)
-        self.callbacks = list(callbacks) + ([TrackerCallback(self.accelerator)] if self.accelerator.log_with else [])
+        if self.group.world_size > 1:
+            set_seed(config.seed + self.group.rank)  # the same weights everywhere, but each rank samples its own
+        # Callbacks write files, trackers and studies: the main process alone runs them, on global metrics.
+        self.callbacks: list[TrainerCallback] = []
+        if self.group.is_main:
+            self.callbacks = [*callbacks, *([TrackerCallback(self.accelerator)] if self.accelerator.log_with else [])]
         total_episodes = config.total_episodes or int(config.num_train_epochs * len(self.setup.train_prompts))
         self.num_updates = max(1, math.ceil(total_episodes / config.batch_size))
         self.parameter_counts: dict[str, ParameterCount] = {
@@ -88,8 +99,10 @@ class PPOTrainer:
         policy, value_model, policy_optimizer, value_optimizer = self.accelerator.prepare(
             models.policy, models.value_model, policy_optimizer, value_optimizer
         )
-        # Generation runs on the unwrapped model; the update uses the prepared one.
-        models.policy, models.value_model = self.accelerator.unwrap_model(policy), value_model
+        # The rollout runs the unwrapped models (a wrapped one would wait for the other ranks at every forward);
+        # the update uses the prepared ones, whose gradients are averaged over the ranks.
+        models.policy, models.value_model = self.accelerator.unwrap_model(policy), \
+            self.accelerator.unwrap_model(value_model)
         self.optimisation = Optimisation(self.accelerator, policy, value_model, policy_optimizer, value_optimizer)
 
     def train(self) -> TrainResult:
@@ -99,7 +112,7 @@ class PPOTrainer:
             callback.on_train_begin(self.config, self.num_updates)
         sample_every = max(1, self.num_updates // self.config.num_sample_generations) \
             if self.config.num_sample_generations else 0
-        if sample_every:
+        if sample_every and self.group.is_main:
             self._record_samples(0, result)
         for update in range(1, self.num_updates + 1):
             metrics = self.step(update)
@@ -108,10 +121,12 @@ class PPOTrainer:
             stop_reason = None
             for callback in self.callbacks:
                 stop_reason = callback.on_update(update, metrics) or stop_reason
+            stop_reason = self.group.from_main(stop_reason)
             bad_metric = first_non_finite(metrics, GUARDED_METRICS)
             if bad_metric is not None:
                 raise NonFiniteError(f"{bad_metric} is {metrics[bad_metric]} at update {update}")
-            if sample_every and (update % sample_every == 0 or update == self.num_updates or stop_reason):
+            if sample_every and self.group.is_main and \
+                    (update % sample_every == 0 or update == self.num_updates or stop_reason):
                 self._record_samples(update, result)
             if stop_reason:
                 result.stop_reason = stop_reason
@@ -129,23 +144,26 @@ class PPOTrainer:
         kl = kl_per_token(rollout.logprobs, rollout.ref_logprobs, c.kl_estimator)
         kl_coef = self.kl_controller.value
         rewards, non_score_rewards = shape_rewards(rollout.scores, kl, kl_coef, rollout.response_mask)
+        total = self.group.total  # whitening and averages over the global batch, not this rank's share
         if c.whiten_rewards:
-            rewards = whiten_rewards(rewards, rollout.response_mask)
+            rewards = whiten_rewards(rewards, rollout.response_mask, total)
         advantages, returns = gae(rewards, rollout.values, rollout.response_mask, c.gamma, c.lam)
         if c.whiten_advantages:
-            advantages = whiten_advantages(advantages, rollout.response_mask)
+            advantages = whiten_advantages(advantages, rollout.response_mask, total)
         rollout_seconds = time.perf_counter() - started
 
         lrs = [scheduler.get_last_lr()[0] for scheduler in self.schedulers]
-        update_stats = ppo_update(rollout, advantages, returns, self.optimisation, c, self.shuffle_generator)
+        update_stats = ppo_update(rollout, advantages, returns, self.optimisation, c, self.shuffle_generator, total)
         for scheduler in self.schedulers:
             scheduler.step()
-        self.episode += len(rollout.prompts)
-        metrics = rollout_metrics(rollout, kl, non_score_rewards, returns)
-        if len(rollout.reward_scores) > 1:  # with one reward, objective/scores already says it
-            metrics.update({f"rewards/{name}": float(part.nanmean()) for name, part in rollout.reward_scores.items()})
-        self.kl_controller.update(metrics["objective/kl"], len(rollout.prompts))
-        update_seconds = time.perf_counter() - started - rollout_seconds
+        self.episode += c.batch_size
+        seen, (kl, non_score_rewards, returns) = self.group.global_rollout(rollout, kl, non_score_rewards, returns)
+        metrics = rollout_metrics(seen, kl, non_score_rewards, returns)
+        if len(seen.reward_scores) > 1:  # with one reward, objective/scores already says it
+            metrics.update({f"rewards/{name}": float(part.nanmean()) for name, part in seen.reward_scores.items()})
+        self.kl_controller.update(metrics["objective/kl"], c.batch_size)  # every rank steps alike, on global KL
+        rollout_seconds, update_seconds = self.group.maximum(rollout_seconds), \
+            self.group.maximum(time.perf_counter() - started - rollout_seconds)
         return {
             "update": float(update),
             "episode": float(self.episode),
@@ -156,17 +174,19 @@ class PPOTrainer:
             "lr_value": lrs[1],
             "time/rollout_s": rollout_seconds,
             "time/update_s": update_seconds,
-            "time/tokens_per_s": rollout.num_response_tokens / max(rollout_seconds + update_seconds, 1e-9),
-            "memory/peak_gib": peak_memory_gib(self.accelerator.device),
+            "time/tokens_per_s": seen.num_response_tokens / max(rollout_seconds + update_seconds, 1e-9),
+            "memory/peak_gib": self.group.maximum(peak_memory_gib(self.accelerator.device)),  # the fullest rank
         }
 
     def save_model(self, path: str | Path) -> Path:
         """Save the policy and its tokenizer with ``save_pretrained``: a model AutoModelForCausalLM loads, or under
         use_peft the adapter alone, which ``peft.AutoPeftModelForCausalLM`` loads onto its base."""
         directory = Path(path)
-        policy = self.accelerator.unwrap_model(self.optimisation.policy)
-        policy.save_pretrained(directory)
-        copy_tokenizer(self.setup.policy_path, LoadOptions.from_config(self.config), directory)
+        self.accelerator.wait_for_everyone()
+        if self.group.is_main:
+            policy = self.accelerator.unwrap_model(self.optimisation.policy)
+            policy.save_pretrained(directory)
+            copy_tokenizer(self.setup.policy_path, LoadOptions.from_config(self.config), directory)
         return directory
 
     def save_merged_model(self, adapter_dir: str | Path, path: str | Path) -> Path:
@@ -181,14 +201,15 @@ class PPOTrainer:
             return collect_rollout(self.setup, batch, self.config, self.accelerator.device)
 
     def _next_prompts(self) -> PromptSet:
-        """A batch of prompts, reshuffling whenever an epoch over the prompts runs out."""
+        """This rank's share of the next global batch of prompts, reshuffling whenever an epoch over the prompts
+        runs out. Every rank draws the same global batch (the same seeded order), then keeps its own rows."""
         prompts = self.setup.train_prompts
         rows: list[int] = []
-        while len(rows) < self.config.local_batch_size:
+        while len(rows) < self.config.batch_size:
             if not self._prompt_order:
                 self._prompt_order = torch.randperm(len(prompts), generator=self.prompt_generator).tolist()
             rows.append(self._prompt_order.pop())
-        return prompts.select(rows)
+        return prompts.select(rank_share(rows, self.group.rank, self.group.world_size))
 
     def _record_samples(self, update: int, result: TrainResult) -> None:
         prompts = self.setup.eval_prompts
@@ -227,7 +248,10 @@ def _accelerator(config: PPOConfig, mixed_precision: str) -> Accelerator:
     if AcceleratorState._shared_state and AcceleratorState().mixed_precision != mixed_precision:
         AcceleratorState._reset_state(reset_partial_state=False)
     trackers = [name for name in config.report_to if name != "none"]
-    return Accelerator(cpu=config.use_cpu, mixed_precision=mixed_precision, log_with=trackers or None,
+    # Several processes on a machine without GPUs share the work over gloo, which accelerate sets up only when told
+    # the run is on the CPU.
+    cpu = config.use_cpu or (config.world_size > 1 and not torch.cuda.is_available())
+    return Accelerator(cpu=cpu, mixed_precision=mixed_precision, log_with=trackers or None,
                        project_dir=tracker_dir(config) if trackers else None)
 
 

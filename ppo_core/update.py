@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -11,7 +13,7 @@ from transformers import PreTrainedModel
 
 from ppo_core.config import PPOConfig
 from ppo_core.losses import clipped_policy_loss, clipped_value_loss, entropy_from_log_probs
-from ppo_core.masked import masked_mean
+from ppo_core.masked import local, masked_mean
 from ppo_core.models import ValueModel
 from ppo_core.rollout import Rollout, response_logits, response_values
 
@@ -49,12 +51,18 @@ class StatsAccumulator:
         sums = torch.stack([ratio.sum(), (ratio**2).sum(), valid.sum().float()])
         self.ratio_sums = sums if self.ratio_sums is None else self.ratio_sums + sums
 
-    def summary(self) -> dict[str, float]:
+    def summary(self, total: Callable[[torch.Tensor], torch.Tensor] = local) -> dict[str, float]:
+        """Means over every micro-batch of every rank: ``total`` sums the sums and the counts over ranks."""
         names = list(self.sums)
-        totals = torch.stack([self.sums[name] for name in names]).cpu().tolist() if names else []
-        means = {name: total / self.counts[name] for name, total in zip(names, totals, strict=True)}
-        ratio_sum, ratio_square_sum, count = self.ratio_sums.cpu().tolist() if self.ratio_sums is not None \
-            else (0.0, 0.0, 0.0)
+        device = next(iter(self.sums.values())).device if names else torch.device("cpu")
+        counts = torch.tensor([float(self.counts[name]) for name in names], device=device)
+        ratio_sums = self.ratio_sums if self.ratio_sums is not None else torch.zeros(3, device=device)
+        # One reduction for everything: [sums..., counts..., ratio sums].
+        packed = total(torch.cat([torch.stack([self.sums[name] for name in names]) if names else counts, counts,
+                                  ratio_sums.to(device)])).cpu().tolist()
+        sums, totals_of_counts = packed[: len(names)], packed[len(names) : 2 * len(names)]
+        means = {name: value / count for name, value, count in zip(names, sums, totals_of_counts, strict=True)}
+        ratio_sum, ratio_square_sum, count = packed[2 * len(names) :]
         ratio_mean = ratio_sum / max(count, 1.0)
         means["val/ratio"] = ratio_mean
         means["val/ratio_var"] = max(ratio_square_sum / max(count, 1.0) - ratio_mean**2, 0.0)
@@ -68,8 +76,10 @@ def ppo_update(
     optimisation: Optimisation,
     config: PPOConfig,
     generator: torch.Generator,
+    total: Callable[[torch.Tensor], torch.Tensor] = local,
 ) -> dict[str, float]:
-    """Optimise the clipped PPO objective on one rollout batch; returns the averaged diagnostics."""
+    """Optimise the clipped PPO objective on one rollout batch; returns the diagnostics averaged over every
+    micro-batch (of every rank, through ``total``)."""
     stats = StatsAccumulator()
     # Gradient checkpointing recomputes only in training mode; dropout was zeroed at load, so both modes compute the
     # same function. Generation needs eval mode back afterwards (checkpointing would turn its KV cache off).
@@ -80,7 +90,7 @@ def ppo_update(
     finally:
         optimisation.policy.eval()
         optimisation.value_model.eval()
-    return stats.summary()
+    return stats.summary(total)
 
 
 def _optimise(rollout: Rollout, advantages: torch.Tensor, returns: torch.Tensor, optimisation: Optimisation,
@@ -95,9 +105,23 @@ def _optimise(rollout: Rollout, advantages: torch.Tensor, returns: torch.Tensor,
             mini_indices = order[mini_start : mini_start + mini_batch]
             for micro_start in range(0, len(mini_indices), micro_batch):
                 micro_indices = mini_indices[micro_start : micro_start + micro_batch]
-                loss = _micro_batch_loss(rollout, advantages, returns, micro_indices, optimisation, config, stats)
-                optimisation.accelerator.backward(loss / micro_batches_per_step)
+                last = micro_start + micro_batch >= len(mini_indices)
+                # Several processes average their gradients once per optimizer step, not once per micro-batch.
+                with _gradient_sync(optimisation, last):
+                    loss = _micro_batch_loss(rollout, advantages, returns, micro_indices, optimisation, config,
+                                             stats)
+                    optimisation.accelerator.backward(loss / micro_batches_per_step)
             _optimizer_step(optimisation, config.max_grad_norm)
+
+
+def _gradient_sync(optimisation: Optimisation, sync: bool) -> contextlib.AbstractContextManager[object]:
+    """Both networks' gradient all-reduce on (``sync``) or deferred to a later micro-batch."""
+    if sync:
+        return contextlib.nullcontext()
+    stack = contextlib.ExitStack()
+    for model in (optimisation.policy, optimisation.value_model):
+        stack.enter_context(optimisation.accelerator.no_sync(model))
+    return stack
 
 
 def _micro_batch_loss(

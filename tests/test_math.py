@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import threading
 
 import pytest
 import torch
@@ -167,6 +168,34 @@ def test_whiten_advantages_zero_mean_unit_variance() -> None:
     whitened = whiten_advantages(advantages, mask)
     assert float(masked_mean(whitened, mask)) == pytest.approx(0.0, abs=1e-5)
     assert float(masked_var(whitened, mask)) == pytest.approx(1.0, abs=1e-3)
+
+
+def test_whitening_shares_across_ranks_equals_whitening_the_whole_batch() -> None:
+    # Two "ranks" in two threads, each holding half the rows; ``total`` adds a statistic across them, as an
+    # all-reduce does. The halves whitened together must equal the whole batch whitened in one place.
+    values, mask = torch.randn(8, 6) * 3 + 1, torch.rand(8, 6) > 0.3
+    halves = [(values[:4], mask[:4]), (values[4:], mask[4:])]
+    barrier, posted = threading.Barrier(2), [torch.zeros(()), torch.zeros(())]
+    results: list[torch.Tensor | None] = [None, None]
+
+    def rank(index: int) -> None:
+        def total(statistic: torch.Tensor) -> torch.Tensor:
+            posted[index] = statistic
+            barrier.wait()
+            summed = posted[0] + posted[1]
+            barrier.wait()  # nobody posts the next statistic before both have read this one
+            return summed
+
+        results[index] = masked_whiten(*halves[index], shift_mean=False, total=total)
+
+    threads = [threading.Thread(target=rank, args=(index,)) for index in (0, 1)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    together = torch.cat([result for result in results if result is not None])
+    torch.testing.assert_close(together, masked_whiten(values, mask, shift_mean=False))
+    assert not torch.allclose(together, torch.cat([masked_whiten(*half, shift_mean=False) for half in halves]))
 
 
 def test_entropy_matches_definition() -> None:

@@ -1,0 +1,83 @@
+"""What the processes of a data-parallel run share: each rank's share of a global batch, sums over every rank, the
+rollout seen whole for its metrics, and the main process's decisions. In one process every operation is the identity.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+from accelerate import Accelerator
+from accelerate.utils import broadcast_object_list
+
+from ppo_core.rollout import Rollout
+
+
+def rank_share(rows: list[int], rank: int, world_size: int) -> list[int]:
+    """Rank ``rank``'s contiguous share of a global batch: ranks see disjoint rows, together the whole batch."""
+    per_rank = len(rows) // world_size
+    return rows[rank * per_rank : (rank + 1) * per_rank]
+
+
+class ProcessGroup:
+    """The run's processes, through accelerate (DDP on GPUs, gloo on CPUs)."""
+
+    def __init__(self, accelerator: Accelerator) -> None:
+        self.accelerator = accelerator
+        self.rank = accelerator.process_index
+        self.world_size = accelerator.num_processes
+
+    @property
+    def is_main(self) -> bool:
+        return bool(self.accelerator.is_main_process)
+
+    def total(self, value: torch.Tensor) -> torch.Tensor:
+        """sum over ranks of ``value`` (a tensor of any shape)."""
+        if self.world_size == 1:
+            return value
+        return self.accelerator.reduce(value, reduction="sum")
+
+    def maximum(self, value: float) -> float:
+        """max over ranks: a peak, or the slowest rank's time."""
+        if self.world_size == 1:
+            return value
+        tensor = torch.tensor([value], dtype=torch.float64, device=self.accelerator.device)
+        return float(self.accelerator.gather(tensor).max())
+
+    def from_main(self, value: str | None) -> str | None:
+        """The main process's ``value`` on every rank, so that a stop decided there stops every rank together."""
+        if self.world_size == 1:
+            return value
+        box: list[str | None] = [value]
+        broadcast_object_list(box, from_process=0)
+        return box[0]
+
+    def global_rollout(self, rollout: Rollout, *per_token: torch.Tensor) -> tuple[Rollout, list[torch.Tensor]]:
+        """The rollout of every rank, rows concatenated in rank order, with ``per_token`` [B, R] tensors alongside:
+        what its metrics are computed over, so each is a true global value and not one rank's.
+
+        Only the tensor fields are gathered; text, prompts and query tensors stay this rank's.
+        """
+        if self.world_size == 1:
+            return rollout, list(per_token)
+        rows = self._rows
+        gathered = dataclasses.replace(
+            rollout,
+            responses=rows(rollout.responses, 0), response_mask=rows(rollout.response_mask, False),
+            has_stop=rows(rollout.has_stop, False), logprobs=rows(rollout.logprobs, 0.0),
+            ref_logprobs=rows(rollout.ref_logprobs, 0.0), values=rows(rollout.values, 0.0),
+            scores=rows(rollout.scores, 0.0),
+            reward_scores={name: rows(part, 0.0) for name, part in rollout.reward_scores.items()},
+            gold_scores=rows(rollout.gold_scores, 0.0) if rollout.gold_scores is not None else None,
+        )
+        return gathered, [rows(tensor, 0.0) for tensor in per_token]
+
+    def _rows(self, tensor: torch.Tensor, pad: float | int | bool) -> torch.Tensor:
+        """Every rank's rows of ``tensor``; [B, R] tensors are first right-padded to the longest R of any rank."""
+        flags = tensor.dtype == torch.bool  # gloo gathers no bool tensors
+        if flags:
+            tensor = tensor.to(torch.uint8)
+        if tensor.dim() > 1:
+            tensor = self.accelerator.pad_across_processes(tensor, dim=1, pad_index=int(pad) if flags else pad)
+        gathered = self.accelerator.gather(tensor)
+        return gathered.bool() if flags else gathered

@@ -1,0 +1,111 @@
+"""One run on two processes (gloo, on the CPU) against one process with the same global batch.
+
+A reward function logs, per rank, the dataset rows it scored and the scores it gave, so the test sees each rank's
+share of every batch from outside the trainer, and can check the reported metrics against the scores themselves.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from rank_rewards import LOG_DIR_ENV
+
+from ppo_core.kl import make_kl_controller
+from tools import tiny_models
+
+ROOT = Path(__file__).resolve().parent.parent
+UPDATES = 20
+GLOBAL_BATCH = 32
+
+
+def run(tmp_path: Path, name: str, processes: int, config: Path, **overrides: Any) -> tuple[list[dict[str, Any]],
+                                                                                         dict[int, list[dict]]]:
+    """Train from the CLI on ``processes`` processes; the metrics it wrote and each rank's reward log."""
+    log_dir = tmp_path / f"{name}_log"
+    log_dir.mkdir()
+    launcher = [sys.executable, "-m", "ppo_tune"] if processes == 1 else [
+        sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", str(processes),
+        "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", "-m", "ppo_tune",
+    ]
+    sets = [item for key, value in overrides.items() for item in ("--set", f"{key}={value}")]
+    env = {**os.environ, LOG_DIR_ENV: str(log_dir), "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'tests'}"}
+    completed = subprocess.run([*launcher, "train", str(config), "--output", str(tmp_path / name), "--quiet", *sets],
+                               cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    metrics = [json.loads(line) for line in (tmp_path / name / "metrics.jsonl").read_text().splitlines()]
+    logs = {int(path.stem.removeprefix("rank")): [json.loads(line) for line in path.read_text().splitlines()]
+            for path in log_dir.glob("rank*.jsonl")}
+    return metrics, logs
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    root = tmp_path_factory.mktemp("data_parallel")
+    policy = tiny_models.write_llama(root / "llama", seed=1)
+    prompts = root / "prompts.jsonl"
+    prompts.write_text("".join(json.dumps({"prompt": f"row {i}: say words with the letter a:", "row": i}) + "\n"
+                               for i in range(64)))  # two batches per epoch: no batch straddles two epochs
+    config = root / "run.yaml"
+    config.write_text(yaml.safe_dump({
+        "task": None, "sft_model_path": str(policy), "dataset_name": str(prompts),
+        "reward_funcs": ["rank_rewards:logged_letter_a"], "response_length": 8, "temperature": 1.0,
+        "total_episodes": UPDATES * GLOBAL_BATCH, "num_ppo_epochs": 4, "num_mini_batches": 2,
+        "per_device_train_batch_size": 8, "learning_rate": 1e-2, "kl_coef": 0.05, "kl_target": 2.0,
+        "num_sample_generations": 0, "seed": 1,
+    }))
+    # The same global batch (32) and global mini-batch (16): 1 x 8 x 4 accumulation, and 2 x 8 x 2.
+    one = run(root, "one", 1, config, gradient_accumulation_steps=4)
+    two = run(root, "two", 2, config, gradient_accumulation_steps=2)
+    return {"one": one, "two": two}
+
+
+def test_each_rank_scores_its_own_share_of_the_global_batch(runs: dict[str, Any]) -> None:
+    (_, one_log), (_, two_log) = runs["one"], runs["two"]
+    assert set(two_log) == {0, 1} and len(two_log[0]) == len(two_log[1]) == len(one_log[0]) == UPDATES
+    for update in range(UPDATES):
+        rank0, rank1 = two_log[0][update]["rows"], two_log[1][update]["rows"]
+        assert len(rank0) == len(rank1) == GLOBAL_BATCH // 2
+        assert not set(rank0) & set(rank1)  # disjoint shares, never the same prompts twice
+        # Together the two ranks see exactly the prompts one process sees with the whole batch.
+        assert Counter(rank0 + rank1) == Counter(one_log[0][update]["rows"])
+
+
+def test_metrics_are_global_not_the_main_ranks(runs: dict[str, Any]) -> None:
+    metrics, logs = runs["two"]
+    differs_from_rank0 = 0
+    for update, row in enumerate(metrics):
+        scores = logs[0][update]["scores"] + logs[1][update]["scores"]
+        assert row["objective/scores"] == pytest.approx(sum(scores) / len(scores), abs=1e-6)
+        rank0 = logs[0][update]["scores"]
+        differs_from_rank0 += abs(sum(rank0) / len(rank0) - row["objective/scores"]) > 1e-6
+        assert row["episode"] == (update + 1) * GLOBAL_BATCH
+        # Every rank shaped its rewards with the coefficient the main rank reports: the non-score reward of the
+        # global batch is -beta x its KL only if no rank used another beta.
+        assert row["objective/non_score_reward"] == pytest.approx(-row["objective/kl_coef"] * row["objective/kl"],
+                                                                  rel=1e-4, abs=1e-6)
+    assert differs_from_rank0 > UPDATES // 2
+
+
+def test_the_kl_controller_steps_on_the_global_kl(runs: dict[str, Any]) -> None:
+    metrics, _ = runs["two"]
+    controller = make_kl_controller(0.05, 2.0, 10000)
+    for row in metrics:
+        assert row["objective/kl_coef"] == pytest.approx(controller.value, rel=1e-9)
+        controller.update(row["objective/kl"], GLOBAL_BATCH)
+
+
+def test_two_processes_learn_as_one_does(runs: dict[str, Any]) -> None:
+    curves = {name: [row["objective/scores"] for row in runs[name][0]] for name in ("one", "two")}
+    for name, scores in curves.items():
+        first, last = sum(scores[:4]) / 4, sum(scores[-4:]) / 4
+        assert last > first + 0.2, (name, first, last)
+    # Different samples (each rank draws its own), the same learning: final rewards within sampling noise.
+    assert abs(sum(curves["one"][-4:]) - sum(curves["two"][-4:])) / 4 < 0.15, curves
