@@ -222,9 +222,9 @@ def update_logits_bytes(rows: int, response_length: int, vocab_size: int) -> int
 
 
 def rollout_logits_bytes(rows: int, response_length: int, vocab_size: int, itemsize: int) -> int:
-    """2·b·(R+1)·V·(itemsize + 4): the policy's and the reference's logits, alive together, then the float32
-    temperature-scaled logits and log-softmax of each in turn (no gradient)."""
-    return 2 * rows * (response_length + 1) * vocab_size * (itemsize + 4)
+    """b·(R+1)·V·(itemsize + 8): one model's logits, then their float32 temperature-scaled copy and its
+    log-softmax (no gradient); the rollout reduces each model's logits to log-probabilities before the next."""
+    return rows * (response_length + 1) * vocab_size * (itemsize + 8)
 
 
 def autocast_copy_bytes(models: list[ModelEstimate], itemsize: int) -> int:

@@ -111,13 +111,15 @@ def collect_rollout(setup: RunSetup, batch: PromptSet, config: PPOConfig, device
         )
         # The same full forward pass as the update's and the reference's, not generate()'s cached logits:
         # under bf16 the two differ by a few hundredths of a nat per token, enough to move the first ratio.
-        logits = response_logits(models.policy, queries[rows], query_mask[rows], responses, response_mask)
+        # Each model's logits are reduced to log-probabilities before the next forward: with a large vocabulary
+        # two [b, R, V] logits tensors alive at once would set the rollout's memory peak.
+        inputs = (queries[rows], query_mask[rows], responses, response_mask)
+        chunks["logprobs"].append(token_logprobs(response_logits(models.policy, *inputs), responses,
+                                                 config.temperature))
         with models.reference_policy() as reference:
-            ref_logits = response_logits(reference, queries[rows], query_mask[rows], responses, response_mask)
+            chunks["ref"].append(token_logprobs(response_logits(reference, *inputs), responses, config.temperature))
         chunks["responses"].append(responses)
         chunks["mask"].append(response_mask)
-        chunks["logprobs"].append(token_logprobs(logits, responses, config.temperature))
-        chunks["ref"].append(token_logprobs(ref_logits, responses, config.temperature))
         chunks["values"].append(
             response_values(models.value_model, queries[rows], query_mask[rows], responses, response_mask)
         )

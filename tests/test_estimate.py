@@ -178,7 +178,7 @@ def test_memory_formulas_by_hand() -> None:
     assert kv_cache_bytes(SHAPE, s, b, itemsize=2) == 2 * 2 * 1 * 4 * s * b * 2
     assert update_logits_bytes(rows=b, response_length=4, vocab_size=10) == 2 * b * 5 * 10 * 4
     # The policy's and reference's logits (bf16 here), then a float32 scaled copy and log-softmax.
-    assert rollout_logits_bytes(rows=b, response_length=4, vocab_size=10, itemsize=2) == 2 * b * 5 * 10 * (2 + 4)
+    assert rollout_logits_bytes(rows=b, response_length=4, vocab_size=10, itemsize=2) == b * 5 * 10 * (2 + 8)
 
 
 def test_autocast_copies_every_float32_weight_of_the_trained_networks(
