@@ -8,9 +8,24 @@ import dataclasses
 
 import torch
 from accelerate import Accelerator
-from accelerate.utils import broadcast_object_list
+from accelerate.utils import DistributedType, broadcast_object_list
 
+from ppo_core.config import ConfigError
 from ppo_core.rollout import Rollout
+
+SHARDED_LAUNCHES = {DistributedType.FSDP: "FSDP", DistributedType.DEEPSPEED: "DeepSpeed"}
+
+
+def check_launch(distributed_type: DistributedType) -> None:
+    """Refuse the launches ppo_core cannot run yet, in one line, before any model loads.
+
+    The rollout generates with the unwrapped policy, whose weights FSDP and ZeRO-3 leave sharded, and the trainer
+    prepares two models with two optimizers, which accelerate's DeepSpeed integration does not take.
+    """
+    if distributed_type in SHARDED_LAUNCHES:
+        raise ConfigError(f"accelerate launch: {SHARDED_LAUNCHES[distributed_type]} is not supported yet (the "
+                          "rollout generates with the unwrapped policy); launch plain multi-GPU data parallel, with "
+                          "use_peft, dtype bfloat16 and gradient_checkpointing for large models")
 
 
 def rank_share(rows: list[int], rank: int, world_size: int) -> list[int]:

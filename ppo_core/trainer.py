@@ -17,7 +17,7 @@ from transformers import get_scheduler
 from ppo_core.advantages import gae, shape_rewards, whiten_advantages, whiten_rewards
 from ppo_core.callbacks import SampleGeneration, TrainerCallback
 from ppo_core.config import ConfigError, PPOConfig
-from ppo_core.distributed import ProcessGroup, rank_share
+from ppo_core.distributed import ProcessGroup, check_launch, rank_share
 from ppo_core.errors import NonFiniteError
 from ppo_core.kl import kl_per_token, make_kl_controller
 from ppo_core.lora import ParameterCount, count_parameters, save_merged
@@ -64,6 +64,7 @@ class PPOTrainer:
         if config.world_size != self.accelerator.num_processes:
             raise ConfigError(f"world_size: the config was built for {config.world_size} processes but this run "
                               f"has {self.accelerator.num_processes}; build it in the launched processes")
+        check_launch(self.accelerator.distributed_type)
         self.group = ProcessGroup(self.accelerator)
         self.setup: RunSetup = build_setup(config, self.accelerator.device)
         if self.group.world_size > 1:

@@ -124,3 +124,13 @@ def small_vocab_rm_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     GPT2ForSequenceClassification(_gpt2_config(tokenizer)).save_pretrained(directory)
     tokenizer.save_pretrained(directory)
     return directory
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked ``cuda`` need the hardware itself; elsewhere they are reported as skipped, with the reason."""
+    gpus = torch.cuda.device_count()
+    for item in items:
+        marker = item.get_closest_marker("cuda")
+        needed = marker.kwargs.get("gpus", 1) if marker is not None else 0
+        if needed > gpus:
+            item.add_marker(pytest.mark.skip(reason=f"needs {needed} CUDA GPU(s), this machine has {gpus}"))

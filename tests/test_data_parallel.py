@@ -16,8 +16,11 @@ from typing import Any
 
 import pytest
 import yaml
+from accelerate.utils import DistributedType
 from rank_rewards import LOG_DIR_ENV
 
+from ppo_core.config import ConfigError
+from ppo_core.distributed import check_launch
 from ppo_core.kl import make_kl_controller
 from tools import tiny_models
 
@@ -46,9 +49,8 @@ def run(tmp_path: Path, name: str, processes: int, config: Path, **overrides: An
     return metrics, logs
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    root = tmp_path_factory.mktemp("data_parallel")
+def write_run_config(root: Path) -> Path:
+    """A tiny Llama, 64 prompts with their row number, and a run that learns the letter reward in 20 updates."""
     policy = tiny_models.write_llama(root / "llama", seed=1)
     prompts = root / "prompts.jsonl"
     prompts.write_text("".join(json.dumps({"prompt": f"row {i}: say words with the letter a:", "row": i}) + "\n"
@@ -61,6 +63,13 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         "per_device_train_batch_size": 8, "learning_rate": 1e-2, "kl_coef": 0.05, "kl_target": 2.0,
         "num_sample_generations": 0, "seed": 1,
     }))
+    return config
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    root = tmp_path_factory.mktemp("data_parallel")
+    config = write_run_config(root)
     # The same global batch (32) and global mini-batch (16): 1 x 8 x 4 accumulation, and 2 x 8 x 2.
     one = run(root, "one", 1, config, gradient_accumulation_steps=4)
     two = run(root, "two", 2, config, gradient_accumulation_steps=2)
@@ -109,3 +118,13 @@ def test_two_processes_learn_as_one_does(runs: dict[str, Any]) -> None:
         assert last > first + 0.2, (name, first, last)
     # Different samples (each rank draws its own), the same learning: final rewards within sampling noise.
     assert abs(sum(curves["one"][-4:]) - sum(curves["two"][-4:])) / 4 < 0.15, curves
+
+
+@pytest.mark.parametrize(("launch", "name"), [(DistributedType.FSDP, "FSDP"), (DistributedType.DEEPSPEED, "DeepSpeed")])
+def test_sharded_launches_are_refused_in_one_line(launch: DistributedType, name: str) -> None:
+    # accelerate starts FSDP and DeepSpeed only on accelerators, so the refusal itself is what runs here.
+    with pytest.raises(ConfigError, match=rf"^accelerate launch: {name} is not supported yet") as error:
+        check_launch(launch)
+    assert "\n" not in str(error.value)
+    check_launch(DistributedType.MULTI_GPU)
+    check_launch(DistributedType.MULTI_CPU)

@@ -1,0 +1,45 @@
+"""The GPU paths, on the hardware: LoRA with bf16 frozen weights and checkpointing, the CUDA memory peak, and one
+run on two GPUs against one GPU with the same global batch. Skipped, with the reason, on machines without them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from test_data_parallel import GLOBAL_BATCH, UPDATES, run, write_run_config
+
+from ppo_core import PPOConfig, PPOTrainer
+from tools import tiny_data, tiny_models
+
+
+@pytest.mark.cuda
+def test_lora_bf16_checkpointing_on_a_gpu(tmp_path: Path) -> None:
+    policy = tiny_models.write_llama(tmp_path / "llama", seed=1)
+    data = tiny_data.write_jsonl_splits(tmp_path / "data", "standard", n_train=32, n_test=8)
+    values: dict[str, Any] = {
+        "task": None, "sft_model_path": str(policy), "dataset_name": str(data),
+        "reward_funcs": ["examples.bring_your_own.rewards:letter_reward"], "response_length": 6,
+        "per_device_train_batch_size": 8, "total_episodes": 16, "num_sample_generations": 0,
+        "use_peft": True, "lora_r": 4, "dtype": "bfloat16", "gradient_checkpointing": True,
+    }
+    trainer = PPOTrainer(PPOConfig(**values))
+    assert trainer.accelerator.device.type == "cuda" and trainer.accelerator.mixed_precision == "bf16"
+    metrics = trainer.train().metrics
+    assert metrics[0]["objective/kl"] == pytest.approx(0.0, abs=1e-6)
+    # The allocator's peak, not the process's resident set: a tiny model needs far less than a GiB on the GPU.
+    assert all(0 < m["memory/peak_gib"] < 1 for m in metrics)
+    assert torch.cuda.max_memory_allocated() > 0
+
+
+@pytest.mark.cuda(gpus=2)
+def test_two_gpus_share_the_global_batch(tmp_path: Path) -> None:
+    config = write_run_config(tmp_path)
+    _, one_log = run(tmp_path, "one", 1, config, gradient_accumulation_steps=4)
+    metrics, two_log = run(tmp_path, "two", 2, config, gradient_accumulation_steps=2)
+    for update in range(UPDATES):
+        rows = two_log[0][update]["rows"] + two_log[1][update]["rows"]
+        assert sorted(rows) == sorted(one_log[0][update]["rows"])
+        scores = two_log[0][update]["scores"] + two_log[1][update]["scores"]
+        assert metrics[update]["objective/scores"] == pytest.approx(sum(scores) / GLOBAL_BATCH, abs=1e-6)
