@@ -47,7 +47,7 @@ from ppo_core.lora import ParameterCount, add_adapter, count_parameters
 from ppo_core.models import LoadOptions, load_tokenizer
 from ppo_core.prompt_data import PromptSet, load_prompt_sets, text_prompts
 from ppo_core.reward_models import same_vocabulary
-from ppo_core.setup import TRL_DEFAULT_RESPONSE_LENGTH, _is_function_spec, _task_part
+from ppo_core.setup import TRL_DEFAULT_RESPONSE_LENGTH, is_function_spec, task_part
 from ppo_core.tasks.base import BuiltinTask
 
 TRAINABLE_BYTES = 16  # per trained parameter: float32 weight 4 + gradient 4 + AdamW's two float32 moments 8
@@ -271,7 +271,7 @@ def estimate_run(config: PPOConfig) -> RunEstimate:
     """
     task = _task(config)
     options = LoadOptions.from_config(config)
-    policy_path = config.sft_model_path or _task_part(task, "sft_model_path").policy_path
+    policy_path = config.sft_model_path or task_part(task, "sft_model_path").policy_path
     policy_config = _model_config(policy_path, "sft_model_path", config)
     tokenizer = load_tokenizer(policy_path, options)
     policy = _policy(config, policy_path, policy_config)
@@ -354,8 +354,8 @@ def _adapted(model: PreTrainedModel, config: PPOConfig, task_type: str | None, f
 def _reward_model_paths(config: PPOConfig, task: BuiltinTask | None) -> list[tuple[str, str]]:
     """(field, path) of each reward model, in scoring order; the task's when the config names no reward."""
     if not config.named_rewards:
-        return [("reward_model_path", _task_part(task, "reward_model_path").reward_model_path)]
-    return [(field, spec) for field, spec in config.named_rewards if not _is_function_spec(spec)]
+        return [("reward_model_path", task_part(task, "reward_model_path").reward_model_path)]
+    return [(field, spec) for field, spec in config.named_rewards if not is_function_spec(spec)]
 
 
 def _reward(config: PPOConfig, field_name: str, path: str) -> ModelEstimate:
@@ -405,7 +405,7 @@ def _tokens(config: PPOConfig, task: BuiltinTask | None, tokenizer: PreTrainedTo
 def _train_prompts(config: PPOConfig, task: BuiltinTask | None, tokenizer: PreTrainedTokenizerBase) -> PromptSet:
     if config.dataset_name is not None:
         return load_prompt_sets(config, tokenizer)[0]
-    return text_prompts(_task_part(task, "dataset_name").train_prompts)
+    return text_prompts(task_part(task, "dataset_name").train_prompts)
 
 
 def prompt_lengths(prompts: PromptSet, tokenizer: PreTrainedTokenizerBase) -> list[int]:

@@ -79,14 +79,14 @@ def build_setup(config: PPOConfig, device: torch.device) -> RunSetup:
         except ValueError as error:
             raise ConfigError(f"task: {error}") from None
     options = LoadOptions.from_config(config)
-    sft_path = config.sft_model_path or _task_part(task, "sft_model_path").policy_path
+    sft_path = config.sft_model_path or task_part(task, "sft_model_path").policy_path
     tokenizer = load_tokenizer(sft_path, options)
     policy, reference = _policy_and_reference(config, sft_path, options)
 
     if config.dataset_name is not None:
         train_prompts, eval_prompts = load_prompt_sets(config, tokenizer)
     else:
-        task_prompts = _task_part(task, "dataset_name")
+        task_prompts = task_part(task, "dataset_name")
         train_prompts = text_prompts(task_prompts.train_prompts)
         eval_prompts = text_prompts(task_prompts.eval_prompts[: config.num_eval_prompts])
 
@@ -147,12 +147,12 @@ def _load_rewards(config: PPOConfig, task: BuiltinTask | None, options: LoadOpti
     """The rewards the config names, in order, or the task's proxy reward model on the text it was trained on."""
     batch_size = config.local_rollout_forward_batch_size
     if not config.named_rewards:
-        task_reward = _task_part(task, "reward_model_path")
+        task_reward = task_part(task, "reward_model_path")
         model = SequenceClassifierReward(task_reward.reward_model_path, options, batch_size, tokenizer,
                                          reward_text=task_reward.reward_text)
         return WeightedRewards([model], config.reward_weights)
     rewards: list[Reward] = [
-        FunctionReward(spec, field) if _is_function_spec(spec)
+        FunctionReward(spec, field) if is_function_spec(spec)
         else SequenceClassifierReward(spec, options, batch_size, tokenizer)
         for field, spec in config.named_rewards
     ]
@@ -173,14 +173,14 @@ def _value_trunk(rewards: WeightedRewards, sft_path: str) -> str:
     return sft_path
 
 
-def _is_function_spec(spec: str) -> bool:
+def is_function_spec(spec: str) -> bool:
     """``module:function`` rather than a path or hub name (a Windows drive letter is not a module)."""
     module_name, sep, function_name = spec.partition(":")
     return bool(sep) and module_name.replace(".", "").replace("_", "").isalnum() and function_name.isidentifier() \
         and not Path(spec).exists() and len(module_name) > 1
 
 
-def _task_part(task: BuiltinTask | None, field_name: str) -> BuiltinTask:
+def task_part(task: BuiltinTask | None, field_name: str) -> BuiltinTask:
     """The task that supplies what ``field_name`` leaves unset (PPOConfig requires the field when task is null)."""
     if task is None:
         raise ConfigError(f"{field_name}: required when task is null")
