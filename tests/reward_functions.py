@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import time
 from typing import Any
 
 
@@ -34,3 +37,28 @@ def words(prompts: list[Any], completions: list[Any], **kwargs: Any) -> list[str
 def none_for_odd_rows(prompts: list[Any], completions: list[Any], **kwargs: Any) -> list[float | None]:
     """A reward that only applies to every other row, as TRL's reward functions may say with None."""
     return [1.0 if index % 2 == 0 else None for index in range(len(completions))]
+
+
+# Faults that take a trial's process down, for the tuner's one-process-per-trial tests.
+
+
+def exits(prompts: list[Any], completions: list[Any], **kwargs: Any) -> list[float]:
+    """Ends the process at once, as a user's reward calling os._exit would: no exception, no clean-up."""
+    os._exit(1)
+
+
+def out_of_memory(prompts: list[Any], completions: list[Any], **kwargs: Any) -> list[float]:
+    raise MemoryError("the reward needed more memory than there is")
+
+
+def killed(prompts: list[Any], completions: list[Any], **kwargs: Any) -> list[float]:
+    """Dies by SIGKILL, as a process the kernel's out-of-memory killer picks does."""
+    os.kill(os.getpid(), signal.SIGKILL)
+    return [0.0] * len(completions)
+
+
+def hangs(prompts: list[Any], completions: list[Any], **kwargs: Any) -> list[float]:
+    """Never returns (until the trial's process is killed)."""
+    while True:
+        time.sleep(1)
+

@@ -1,11 +1,19 @@
-"""Study files for tests: tiny real PPO trials on the conftest models, with a callable reward."""
+"""Study files for tests: tiny real PPO trials on the conftest models, with a callable reward; and the processes a
+study runs, followed through psutil."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import optuna
+import psutil
 import yaml
+
+from tuner.database import open_storage
+from tuner.study_config import load_study_spec
 
 TESTS_DIR = Path(__file__).parent
 
@@ -43,3 +51,34 @@ def write_study(directory: Path, lm_dir: Path, prompts: Path, name: str = "tiny"
     path = directory / f"{name}.yaml"
     path.write_text(yaml.safe_dump(study))
     return path
+
+
+def load(path: Path) -> optuna.Study:
+    """The study a study file names, loaded from its storage."""
+    spec = load_study_spec(path)
+    return optuna.load_study(study_name=spec.name, storage=open_storage(spec.storage))
+
+
+def wait_for(condition: Callable[[], object], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.2)
+
+
+def descendants(pid: int) -> list[psutil.Process]:
+    """Every process below ``pid`` now: workers, their fork servers and trial processes."""
+    return psutil.Process(pid).children(recursive=True)
+
+
+def still_running(processes: list[psutil.Process]) -> list[str]:
+    """The processes of ``processes`` still alive (a zombie has ended; only its parent has not reaped it yet)."""
+    alive = []
+    for process in processes:
+        try:
+            if process.is_running() and process.status() != psutil.STATUS_ZOMBIE:
+                alive.append(f"{process.pid} {' '.join(process.cmdline())[:200]}")
+        except psutil.NoSuchProcess:
+            pass
+    return alive

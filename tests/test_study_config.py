@@ -34,6 +34,11 @@ ROOT = Path(__file__).resolve().parent.parent
         ({"objectives": [{"metric": "objective/scores", "direction": "up"}]}, "objectives[0].direction"),
         ({"search_space": {"mini_batch_size": {"type": "categorical", "choices": [3, 6]}}},
          "search_space.mini_batch_size: must be categorical with powers of two"),
+        ({"trial_timeout": -1}, "trial_timeout: must be > 0 seconds, got -1"),
+        ({"trial_timeout": 0}, "trial_timeout: must be > 0 seconds, got 0"),
+        ({"trial_timeout": "an hour"}, "trial_timeout: expected a number of seconds, got 'an hour'"),
+        ({"processes_per_trial": 0}, "processes_per_trial: expected a positive integer, got 0"),
+        ({"processes_per_trial": 1.5}, "processes_per_trial: expected a positive integer, got 1.5"),
     ],
 )
 def test_bad_study_files_exit_2_with_one_line(
@@ -45,6 +50,13 @@ def test_bad_study_files_exit_2_with_one_line(
     error = capsys.readouterr().err.strip()
     assert "\n" not in error and message in error, error
     assert not (tmp_path / "x.db").exists()  # nothing was created for a study that cannot run
+
+
+def test_trial_process_options(tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path) -> None:
+    defaults = load_study_spec(write_study(tmp_path, tiny_lm_dir, prompts_file))
+    assert (defaults.trial_timeout, defaults.processes_per_trial) == (None, 1)
+    spec = load_study_spec(write_study(tmp_path, tiny_lm_dir, prompts_file, trial_timeout=90, processes_per_trial=2))
+    assert (spec.trial_timeout, spec.processes_per_trial) == (90.0, 2)
 
 
 def test_missing_study_file_and_unknown_study(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

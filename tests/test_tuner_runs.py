@@ -14,10 +14,10 @@ import pytest
 from optuna.trial import TrialState
 
 from ppo_tune.cli import main
-from studies import TESTS_DIR, write_study
+from studies import TESTS_DIR, descendants, load, still_running, wait_for, write_study
+from tuner.attrs import FAIL_REASON_ATTR, KL_HISTORY_ATTR, PRUNE_REASON_ATTR, PRUNED_AT_ATTR
 from tuner.database import create_engine, open_storage
 from tuner.kl_guard import KLGuardPruner, blowup_reason
-from tuner.objective import FAIL_REASON_ATTR, PRUNE_REASON_ATTR, PRUNED_AT_ATTR
 from tuner.reports import updates_run
 from tuner.study_config import KLGuard, load_study_spec
 from tuner.trial_records import count_rows, read_metrics, read_samples
@@ -36,11 +36,6 @@ def reward_functions_importable(monkeypatch: pytest.MonkeyPatch) -> None:
     # Worker processes import the test reward functions by name, as users' own modules would be.
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS_DIR), os.environ.get("PYTHONPATH", "")]))
     monkeypatch.syspath_prepend(str(TESTS_DIR))
-
-
-def load(path: Path) -> optuna.Study:
-    spec = load_study_spec(path)
-    return optuna.load_study(study_name=spec.name, storage=open_storage(spec.storage))
 
 
 def test_blowup_rule_threshold_trend_and_non_finite() -> None:
@@ -121,14 +116,6 @@ def test_failing_trials_are_recorded_and_the_study_goes_on(
     assert trials[rewards[2]].state == TrialState.COMPLETE
 
 
-def _wait_for(condition, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.2)
-
-
 def _states(path: Path) -> list[TrialState]:
     try:
         return [t.state for t in load(path).get_trials(deepcopy=False)]
@@ -139,14 +126,17 @@ def _states(path: Path) -> list[TrialState]:
 def test_ctrl_c_ends_cleanly_and_rerun_resumes(tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path) -> None:
     path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=3, base={"total_episodes": 160})
     command = [sys.executable, "-m", "ppo_tune", "run", str(path)]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    _wait_for(lambda: TrialState.COMPLETE in _states(path) and TrialState.RUNNING in _states(path), 120,
-              "one finished and one running trial")
+    # A process group of its own, as a terminal gives a command, so that Ctrl-C can reach all of it at once.
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    wait_for(lambda: TrialState.COMPLETE in _states(path) and TrialState.RUNNING in _states(path), 120,
+             "one finished and one running trial")
     finished_before = {t.number: t.values for t in load(path).get_trials() if t.state == TrialState.COMPLETE}
-    process.send_signal(signal.SIGINT)
+    study_processes = descendants(process.pid)  # the worker, its fork server and the running trial's process
+    os.killpg(process.pid, signal.SIGINT)  # Ctrl-C: to the whole group, and ppo-tune passes it on to its workers
     output = process.communicate(timeout=60)[0].decode()
     assert process.returncode == 130, output
     assert "rerun the same command to resume" in output
+    wait_for(lambda: not still_running(study_processes), 30, "the interrupted study's processes to end")
     interrupted = [t for t in load(path).get_trials() if t.state == TrialState.FAIL]
     assert len(interrupted) == 1 and "interrupted" in interrupted[0].user_attrs[FAIL_REASON_ATTR]
 
@@ -159,15 +149,27 @@ def test_ctrl_c_ends_cleanly_and_rerun_resumes(tmp_path: Path, tiny_lm_dir: Path
     assert retried and retried[0].params == interrupted[0].params
 
 
+def _running_trial_has_updated(path: Path) -> bool:
+    try:
+        trials = load(path).get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+    except KeyError:
+        return False
+    return any(KL_HISTORY_ATTR in trial.user_attrs for trial in trials)
+
+
 def test_sigkilled_workers_trial_is_failed_and_retried(
     tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path
 ) -> None:
     path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=2, base={"total_episodes": 800})
     worker = [sys.executable, "-m", "tuner.worker", str(path), "--threads", "1"]
     victim = subprocess.Popen(worker)
-    _wait_for(lambda: TrialState.RUNNING in _states(path), 120, "a running trial")
+    wait_for(lambda: _running_trial_has_updated(path), 120, "a running trial's first update")
+    trial_processes = descendants(victim.pid)  # its fork server and the trial's own process
+    assert trial_processes
     victim.send_signal(signal.SIGKILL)
     victim.wait()
+    # The trial's process notices its worker's death and ends itself, rather than train on for nobody.
+    wait_for(lambda: not still_running(trial_processes), 30, "the killed worker's trial process to end")
     assert _states(path) == [TrialState.RUNNING]  # nobody has noticed yet
     time.sleep(5)  # past the grace period (4 heartbeats of 1 s)
     run_worker(load_study_spec(path).__class__(**{**vars(load_study_spec(path)),

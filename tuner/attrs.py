@@ -16,6 +16,10 @@ FAIL_REASON_ATTR = "fail_reason"
 CONFIG_ATTR = "config"
 RETRY_OF_ATTR = "retry_of"
 
+# Trial system attribute (Optuna's internal kind, kept out of the user attributes readers list): how the trial's own
+# process says it ended, for the worker to read when that process exits (see tuner.trial_protocol).
+OUTCOME_SYSTEM_ATTR = "ppo_tune:outcome"
+
 # Study user attributes: the KL guard ({"threshold", "metric", ...}) and the objectives, for the dashboard.
 KL_GUARD_ATTR = "kl_guard"
 OBJECTIVES_ATTR = "objectives"

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 
 import optuna
 from optuna.trial import FrozenTrial
@@ -15,7 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from tuner.database import create_engine
 from tuner.reports import best_trials, trial_reason
-from tuner.study_config import StudySpec
+from tuner.study_config import StudyConfigError, StudySpec
 from tuner.trial_records import create_tables
 from tuner.worker import FINISHED, open_study
 
@@ -36,13 +37,39 @@ def visible_gpus() -> list[str]:
     return [str(index) for index in range(count)]
 
 
+def gpu_groups(gpus: Sequence[str], workers: int, processes_per_trial: int) -> list[list[str]]:
+    """The GPU ids each worker's trials see (its CUDA_VISIBLE_DEVICES), from the ids this machine exposes.
+
+    Without GPUs every worker gets none: trials run on the CPU, several processes of one trial over gloo. With one
+    process per trial each worker gets one GPU, shared round-robin when there are more workers than GPUs. With N
+    processes per trial each worker gets N GPUs of its own (one process per GPU, as NCCL requires), so the machine
+    needs N x workers of them; GPUs left over stay idle.
+
+    Example::
+
+        gpu_groups(["0", "1", "2", "3"], workers=2, processes_per_trial=2)  # [["0", "1"], ["2", "3"]]
+    """
+    if not gpus:
+        return [[] for _ in range(workers)]
+    if processes_per_trial == 1:
+        return [[gpus[index % len(gpus)]] for index in range(workers)]
+    if len(gpus) < processes_per_trial:
+        raise StudyConfigError(f"processes_per_trial: {processes_per_trial} processes per trial need "
+                               f"{processes_per_trial} GPUs, this machine has {len(gpus)}")
+    if len(gpus) < processes_per_trial * workers:
+        raise StudyConfigError(f"processes_per_trial: {workers} workers x {processes_per_trial} processes need "
+                               f"{processes_per_trial * workers} GPUs, this machine has {len(gpus)} "
+                               f"(run with --workers {len(gpus) // processes_per_trial})")
+    return [list(gpus[index * processes_per_trial:(index + 1) * processes_per_trial]) for index in range(workers)]
+
+
 def worker_commands(spec: StudySpec, n_trials: int | None, timeout: float | None,
                     workers: int) -> list[tuple[list[str], dict[str, str]]]:
-    """The command line and environment of each worker: one per GPU, or CPU threads shared out."""
-    gpus = visible_gpus()
+    """The command line and environment of each worker: its GPUs, or its share of the CPU threads."""
+    groups = gpu_groups(visible_gpus(), workers, spec.processes_per_trial)
     threads = max(1, (os.cpu_count() or 1) // workers)
     commands = []
-    for index in range(workers):
+    for index, gpus in enumerate(groups):
         command = [sys.executable, "-m", "tuner.worker", str(spec.path), "--storage", spec.storage,
                    "--worker-index", str(index)]
         if n_trials is not None:
@@ -51,7 +78,7 @@ def worker_commands(spec: StudySpec, n_trials: int | None, timeout: float | None
             command += ["--timeout", str(timeout)]
         env = dict(os.environ)
         if gpus:
-            env["CUDA_VISIBLE_DEVICES"] = gpus[index % len(gpus)]
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
         else:
             command += ["--threads", str(threads)]
         commands.append((command, env))
@@ -75,13 +102,13 @@ def run_study(spec: StudySpec, n_trials: int | None, timeout: float | None, work
               console: Console | None = None) -> int:
     """Create or resume the study, run ``workers`` processes, and return an exit status (130 on Ctrl-C)."""
     console = console or Console(stderr=True)
+    commands = worker_commands(spec, n_trials, timeout, workers)  # first: too few GPUs creates no study
     study = open_study(spec, heartbeat=False)
     create_tables(create_engine(spec.storage))
     already = len(study.get_trials(deepcopy=False, states=FINISHED))
     if already:
         console.print(f"resuming study {spec.name!r}: {already} trials already finished")
-    processes = [subprocess.Popen(command, env=env) for command, env in worker_commands(spec, n_trials, timeout,
-                                                                                         workers)]
+    processes = [subprocess.Popen(command, env=env) for command, env in commands]
     reported = {trial.number for trial in study.get_trials(deepcopy=False) if trial.state.is_finished()}
     progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                         TextColumn("{task.fields[best]}"), TimeElapsedColumn(), console=console)

@@ -24,7 +24,7 @@ REDUCTIONS = ("last", "mean", "max", "min", "mean_last_k")
 Direction = Literal["maximize", "minimize"]
 DIRECTIONS: tuple[Direction, ...] = typing.get_args(Direction)
 TOP_LEVEL_KEYS = ("name", "storage", "n_trials", "timeout", "sampler", "pruner", "objectives", "kl_guard", "base",
-                  "search_space", "heartbeat_interval", "description")
+                  "search_space", "heartbeat_interval", "description", "trial_timeout", "processes_per_trial")
 
 
 class StudyConfigError(InputError):
@@ -70,6 +70,10 @@ class StudySpec:
     base: dict[str, Any]
     search_space: dict[str, ParamSpec] = field(default_factory=dict)
     heartbeat_interval: int = 10
+    trial_timeout: float | None = None
+    """Seconds one trial's process may run; past it the process is killed and the trial is FAIL. None: no limit."""
+    processes_per_trial: int = 1
+    """Processes that train one trial together, under ``accelerate launch`` when more than one."""
 
     @property
     def directions(self) -> list[Direction]:
@@ -105,6 +109,14 @@ def _number(value: Any, key: str) -> float:
         return float(value)
     except ValueError:
         raise _fail(f"{key}: expected a number, got {value!r}") from None
+
+
+def _seconds(value: Any, key: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _fail(f"{key}: expected a number of seconds, got {value!r}")
+    if not value > 0 or not math.isfinite(value):
+        raise _fail(f"{key}: must be > 0 seconds, got {value!r}")
+    return float(value)
 
 
 def parse_param(name: str, raw: Any) -> ParamSpec:
@@ -217,6 +229,11 @@ def parse_study(data: dict[str, Any], path: Path) -> StudySpec:
         raise _fail(f"n_trials: expected a positive integer, got {n_trials!r}")
     if timeout is not None:
         timeout = _number(timeout, "timeout")
+    trial_timeout, processes_per_trial = data.get("trial_timeout"), data.get("processes_per_trial", 1)
+    if trial_timeout is not None:
+        trial_timeout = _seconds(trial_timeout, "trial_timeout")
+    if isinstance(processes_per_trial, bool) or not isinstance(processes_per_trial, int) or processes_per_trial < 1:
+        raise _fail(f"processes_per_trial: expected a positive integer, got {processes_per_trial!r}")
     base = _mapping(data.get("base"), "base")
     spec = StudySpec(
         name=name,
@@ -231,6 +248,8 @@ def parse_study(data: dict[str, Any], path: Path) -> StudySpec:
         base=base,
         search_space=_parse_search_space(data.get("search_space")),
         heartbeat_interval=int(data.get("heartbeat_interval", 10)),
+        trial_timeout=trial_timeout,
+        processes_per_trial=processes_per_trial,
     )
     for name in spec.search_space:
         if name in base and name not in VIRTUAL_PARAMS:

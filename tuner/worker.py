@@ -1,6 +1,8 @@
 """A worker process: joins (or creates) the study in the shared storage and runs trials until the target.
 
-Several workers, on one machine or many, coordinate only through Optuna's RDB storage.
+Several workers, on one machine or many, coordinate only through Optuna's RDB storage. A worker chooses each
+trial's parameters and waits for it; the trial itself runs in a process of its own (``tuner.trial_launch``), so
+nothing a trial does can take the worker down, and the worker does not import the trainer.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from tuner.database import create_engine, open_storage
 from tuner.factory import make_pruner, make_sampler
 from tuner.objective import make_objective
 from tuner.study_config import StudySpec, load_study_spec
+from tuner.trial_launch import start_fork_server
 from tuner.trial_records import create_tables
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
@@ -69,25 +72,17 @@ def finished_count(study: optuna.Study) -> int:
 def run_worker(
     spec: StudySpec, n_trials: int | None, timeout: float | None, threads: int | None, worker_index: int = 0
 ) -> None:
-    """Run trials of ``spec`` in this process until ``n_trials`` are finished study-wide or ``timeout``."""
-    if threads:
-        import torch
-
-        # Several workers share the cores; oversubscribed BLAS threads slow tiny models down tenfold.
-        torch.set_num_threads(threads)
+    """Run trials of ``spec`` until ``n_trials`` are finished study-wide or ``timeout``, each in its own process(es)
+    with ``threads`` CPU threads between them (several workers share the cores; oversubscribed BLAS threads slow
+    tiny models down tenfold)."""
     study = open_study(spec, worker_index=worker_index)
-    engine = create_engine(spec.storage)
-    create_tables(engine)
+    create_tables(create_engine(spec.storage))
     if n_trials is not None and finished_count(study) >= n_trials:
         return
+    if spec.processes_per_trial == 1:
+        start_fork_server()  # now, so that its imports overlap with the first trial's sampling
     stopper = StopWhenTargetReached(n_trials, max_failures=max(5, n_trials or 0))
-    study.optimize(
-        make_objective(spec, make_pruner(spec), engine),
-        timeout=timeout,
-        catch=(Exception,),
-        callbacks=[stopper],
-        gc_after_trial=True,
-    )
+    study.optimize(make_objective(spec, threads), timeout=timeout, catch=(Exception,), callbacks=[stopper])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,126 @@
+"""One process per trial: whatever a trial's process does (crash, run out of memory, die by a signal, hang past
+``trial_timeout``), that trial fails with its reason and the worker and the study go on. Several processes per
+trial run under accelerate launch, on GPUs shared out in groups."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from optuna.trial import TrialState
+
+from ppo_tune.cli import main
+from studies import TESTS_DIR, load, write_study
+from tuner.attrs import FAIL_REASON_ATTR, PRUNE_REASON_ATTR, PRUNED_AT_ATTR
+from tuner.database import create_engine
+from tuner.runner import gpu_groups
+from tuner.study_config import StudyConfigError, load_study_spec
+from tuner.trial_launch import TrialJob, trial_command
+from tuner.trial_records import read_metrics
+from tuner.worker import run_worker
+
+# Long enough for any healthy tiny trial here on a loaded machine (they take a second or two), short enough
+# that the hanging trial does not hold the suite up for long.
+TRIAL_TIMEOUT = 8
+
+FAULTS = ["reward_functions:exits", "reward_functions:out_of_memory", "reward_functions:killed",
+          "reward_functions:hangs"]
+
+
+@pytest.fixture(autouse=True)
+def reward_functions_importable(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Trial processes import the test reward functions by name, as users' own modules would be.
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS_DIR), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.syspath_prepend(str(TESTS_DIR))
+
+
+def test_faults_fail_their_trial_with_the_reason_and_the_study_goes_on(
+    tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path
+) -> None:
+    rewards = [*FAULTS, "reward_functions:count_letter_a"]
+    path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=len(rewards), sampler={"name": "grid"},
+                       trial_timeout=TRIAL_TIMEOUT,
+                       search_space={"reward_model_path": {"type": "categorical", "choices": rewards}})
+    assert main(["run", str(path)]) == 0  # the worker outlived every fault (a dead worker makes this 1)
+    trials = {t.params["reward_model_path"]: t for t in load(path).get_trials()}
+    assert {reward: t.state for reward, t in trials.items()} == {
+        **dict.fromkeys(FAULTS, TrialState.FAIL), "reward_functions:count_letter_a": TrialState.COMPLETE}
+    reasons = {reward: t.user_attrs.get(FAIL_REASON_ATTR) for reward, t in trials.items()}
+    assert reasons["reward_functions:exits"] == "exit status 1"
+    assert reasons["reward_functions:killed"] == "killed by signal SIGKILL"
+    assert reasons["reward_functions:hangs"] == f"trial_timeout: exceeded {TRIAL_TIMEOUT} s"
+    # ppo_core names the reward that raised; the MemoryError inside is what makes it "out of memory".
+    oom = reasons["reward_functions:out_of_memory"]
+    assert oom.startswith("out of memory: ") and "the reward needed more memory than there is" in oom, oom
+
+
+def test_two_processes_per_trial_stop_together_when_pruned(
+    tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path
+) -> None:
+    # One trial of two processes (gloo on the CPU) whose wild learning rate blows KL up: the main process alone
+    # reports and decides to prune, and both stop there. A completed trial takes the same path as with one process.
+    path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=1, processes_per_trial=2,
+                       sampler={"name": "grid"}, kl_guard={"threshold": 2.0, "predict": False},
+                       search_space={"learning_rate": {"type": "categorical", "choices": [3e-2]}},
+                       base={"kl_coef": 0.0001, "total_episodes": 320})
+    spec = load_study_spec(path)
+    run_worker(spec, n_trials=1, timeout=None, threads=2)
+    (trial,) = load(path).get_trials()
+    assert trial.state == TrialState.PRUNED and "passed the threshold 2" in trial.user_attrs[PRUNE_REASON_ATTR]
+    pruned_at = trial.user_attrs[PRUNED_AT_ATTR]
+    assert pruned_at < 20  # the budget: 320 episodes, 16 an update
+    metrics = read_metrics(create_engine(spec.storage), spec.name)
+    # Every update stored once, by the main process; each took 8 episodes from each of the 2 processes.
+    assert metrics["update"].tolist() == list(range(1, pruned_at + 1))
+    assert metrics["episode"].tolist() == [16 * update for update in range(1, pruned_at + 1)]
+
+
+def test_trial_command_lines() -> None:
+    job = TrialJob(storage="sqlite:////studies/s.db", study_file="/studies/s.yaml", trial_id=7, worker_pid=123,
+                   threads=3)
+    assert trial_command(job, processes=1) == [sys.executable, "-m", "tuner.trial_process", *job.arguments()]
+    command = trial_command(job, processes=2)
+    launcher, module = command[:command.index("-m", 3)], command[command.index("-m", 3):]
+    assert launcher[:3] == [sys.executable, "-m", "accelerate.commands.launch"]
+    options = " ".join(launcher[3:])
+    # --multi_gpu is what makes accelerate start N processes at all; without a GPU they talk over gloo.
+    assert "--multi_gpu" in options and "--num_processes 2" in options
+    assert "--main_process_port 0" in options  # a free port each time: two workers' trials cannot collide
+    assert module == ["-m", "tuner.trial_process", *job.arguments()]
+    assert TrialJob.from_arguments(job.arguments()) == job
+
+
+@pytest.mark.parametrize(
+    ("gpus", "workers", "processes_per_trial", "groups"),
+    [
+        ([], 2, 1, [[], []]),  # no GPU: CPU threads are shared out instead
+        ([], 1, 2, [[]]),  # no GPU and two processes per trial: gloo on the CPU
+        (["0", "1"], 2, 1, [["0"], ["1"]]),
+        (["0", "1"], 3, 1, [["0"], ["1"], ["0"]]),  # one process per trial: extra workers share GPUs, as before
+        (["0", "1", "2", "3"], 2, 2, [["0", "1"], ["2", "3"]]),
+        (["0", "1", "2", "3", "4"], 2, 2, [["0", "1"], ["2", "3"]]),  # the odd one out stays idle
+        (["3", "5", "6", "7"], 1, 4, [["3", "5", "6", "7"]]),  # ids as CUDA_VISIBLE_DEVICES listed them
+    ],
+)
+def test_workers_get_gpus_in_groups_of_processes_per_trial(
+    gpus: list[str], workers: int, processes_per_trial: int, groups: list[list[str]]
+) -> None:
+    assert gpu_groups(gpus, workers, processes_per_trial) == groups
+
+
+@pytest.mark.parametrize(
+    ("gpus", "workers", "processes_per_trial", "message"),
+    [
+        (["0"], 1, 2, "processes_per_trial: 2 processes per trial need 2 GPUs, this machine has 1"),
+        (["0", "1", "2"], 2, 2, "processes_per_trial: 2 workers x 2 processes need 4 GPUs, this machine has 3 "
+                                "(run with --workers 1)"),
+    ],
+)
+def test_too_few_gpus_for_the_trials_is_one_line(
+    gpus: list[str], workers: int, processes_per_trial: int, message: str
+) -> None:
+    with pytest.raises(StudyConfigError) as error:
+        gpu_groups(gpus, workers, processes_per_trial)
+    assert str(error.value) == message
