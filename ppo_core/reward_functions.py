@@ -63,6 +63,8 @@ class FunctionReward:
         try:
             output = self.function(prompts=list(batch.prompts), completions=completions,
                                    completion_ids=inputs.completion_ids, **columns)
+        except (MemoryError, torch.OutOfMemoryError):
+            raise  # the machine ran out, not the user's input: no one-line "bad input" exit for it
         except Exception as error:
             raise RewardFunctionError(f"reward {self.spec} raised {type(error).__name__}: {first_line(error)}") \
                 from None

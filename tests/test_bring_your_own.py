@@ -243,6 +243,16 @@ def test_a_reward_that_returns_none_leaves_the_row_to_the_others(zoo: dict[str, 
     torch.testing.assert_close(rollout.scores[::2], letter[::2] + partial[::2])
 
 
+def test_a_reward_out_of_memory_is_not_reported_as_bad_input(zoo: dict[str, Path]) -> None:
+    # Running out of memory is the machine's limit, not the user's mistake: it must not become a one-line
+    # "bad input" (exit 2); the tuner records it on the trial as "out of memory".
+    config = PPOConfig(task=None, sft_model_path=str(zoo["gpt2"]), dataset_name=str(zoo["standard"]),
+                       reward_funcs=["reward_functions:out_of_memory"], response_length=4,
+                       per_device_train_batch_size=8, total_episodes=8, num_ppo_epochs=1, num_sample_generations=0)
+    with pytest.raises(MemoryError, match="more memory than there is"):
+        PPOTrainer(config).train()
+
+
 def test_trust_remote_code_is_off_unless_asked() -> None:
     assert PPOConfig().trust_remote_code is False
     with pytest.raises(ConfigError, match="reward_weights: 1 weights for 2 rewards"):

@@ -23,7 +23,7 @@ from tuner.worker import run_worker
 
 # Long enough for any healthy tiny trial here on a loaded machine (they take a second or two), short enough
 # that the hanging trial does not hold the suite up for long.
-TRIAL_TIMEOUT = 8
+TRIAL_TIMEOUT = 15
 
 FAULTS = ["reward_functions:exits", "reward_functions:out_of_memory", "reward_functions:killed",
           "reward_functions:hangs"]

@@ -27,7 +27,7 @@ _PUBLIC = {
     "KLGuardPruner": "tuner.kl_guard",
     "make_pruner": "tuner.factory",
     "make_sampler": "tuner.factory",
-    "TrialReporter": "tuner.objective",
+    "TrialReporter": "tuner.trial_reporter",
     "make_objective": "tuner.objective",
     "open_study": "tuner.worker",
     "run_worker": "tuner.worker",
@@ -74,12 +74,13 @@ if TYPE_CHECKING:
     from tuner.database import create_engine, open_storage
     from tuner.factory import make_pruner, make_sampler
     from tuner.kl_guard import KLGuardPruner
-    from tuner.objective import TrialReporter, make_objective
+    from tuner.objective import make_objective
     from tuner.reports import best_trials, trial_config, trials_frame
     from tuner.runner import run_study
     from tuner.search_space import ParamSpec, suggest_params
     from tuner.study_config import KLGuard, Objective, StudyConfigError, StudySpec, load_study_spec
     from tuner.trial_records import TrialStore, read_metrics, read_samples
+    from tuner.trial_reporter import TrialReporter
     from tuner.trl_args import trl_arguments
     from tuner.worker import open_study, run_worker
 

@@ -102,7 +102,8 @@ def command_run(args: argparse.Namespace) -> int:
     for flag, value in (("--n-trials", args.n_trials), ("--workers", args.workers)):
         if value is not None and value < 1:
             raise UsageError(f"{flag}: must be >= 1, got {value}")
-    workers = args.workers or max(1, len(visible_gpus()))
+    # By default one worker per GPU, or per group of processes_per_trial GPUs.
+    workers = args.workers or max(1, len(visible_gpus()) // spec.processes_per_trial)
     n_trials = args.n_trials if args.n_trials is not None else spec.n_trials
     timeout = args.timeout if args.timeout is not None else spec.timeout
     if n_trials is None and timeout is None:

@@ -13,7 +13,6 @@ import os
 import signal
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any
 
 import optuna
 
@@ -80,12 +79,3 @@ def _second_ctrl_c_ignored() -> Iterator[None]:
 def _failed(trial: optuna.Trial, reason: str) -> TrialFailed:
     trial.set_user_attr(FAIL_REASON_ATTR, reason[:1000])
     return TrialFailed(reason)
-
-
-def __getattr__(name: str) -> Any:
-    # ``tuner.TrialReporter`` and older imports name this module; the reporter now lives with the trial's process.
-    if name in ("TrialReporter", "reduce_history"):
-        import tuner.trial_reporter
-
-        return getattr(tuner.trial_reporter, name)
-    raise AttributeError(f"module 'tuner.objective' has no attribute {name!r}")
