@@ -16,6 +16,7 @@ from transformers import AutoModelForCausalLM
 
 from ppo_core import PPOConfig, PPOTrainer
 from ppo_core.config import ConfigError
+from ppo_core.metric_names import run_metrics
 from ppo_core.models import load_causal_lm
 from ppo_core.rollout import response_logits
 from ppo_tune.cli import main
@@ -161,7 +162,7 @@ def test_gradient_checkpointing_recomputes_and_changes_nothing_else(assets: dict
         calls = []
         mlp.register_forward_pre_hook(lambda *_: calls.append(1))
         metrics = trainer.train().metrics
-        return [{k: v for k, v in m.items() if not k.startswith(("time/", "memory/"))} for m in metrics], len(calls)
+        return [run_metrics(m) for m in metrics], len(calls)
 
     plain, plain_calls = run(False)
     checkpointed, checkpointed_calls = run(True)

@@ -14,6 +14,7 @@ from conftest import SAMPLING_DEFAULTS
 from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
 
 from ppo_core import PPOConfig, PPOTrainer
+from ppo_core.metric_names import run_metrics
 from ppo_core.rollout import response_logits
 from ppo_core.sequences import token_logprobs
 
@@ -55,7 +56,7 @@ def test_sampling_defaults_in_the_models_generation_config_do_not_apply(
 
     def run(lm: Path) -> tuple[list[str], list[dict[str, float]]]:
         result = PPOTrainer(small_config(lm, prompts_file, stop_token="eos", total_episodes=16)).train()
-        metrics = [{k: v for k, v in m.items() if not k.startswith("time/")} for m in result.metrics]
+        metrics = [run_metrics(m) for m in result.metrics]
         return [sample.response for sample in result.samples], metrics
 
     plain_samples, plain_metrics = run(tiny_lm_dir)

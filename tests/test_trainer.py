@@ -11,6 +11,7 @@ from transformers import PreTrainedTokenizerBase
 from ppo_core import NonFiniteError, PPOConfig, PPOTrainer, TrainerCallback
 from ppo_core.config import ConfigError
 from ppo_core.losses import clipped_policy_loss
+from ppo_core.metric_names import run_metrics
 from ppo_core.models import LoadOptions, load_causal_lm, load_tokenizer, load_value_model
 from ppo_core.prompt_data import text_prompts
 from ppo_core.reward_models import SequenceClassifierReward
@@ -99,7 +100,7 @@ def test_zero_learning_rates_leave_policy_unchanged_and_kl_zero(tiny_lm_dir: Pat
 def test_same_seed_same_metrics_on_cpu(tiny_lm_dir: Path, prompts_file: Path) -> None:
     def run(seed: int) -> list[dict[str, float]]:
         result = PPOTrainer(small_config(tiny_lm_dir, prompts_file, seed=seed)).train()
-        return [{k: v for k, v in m.items() if k not in TIME_METRICS} for m in result.metrics]
+        return [run_metrics(m) for m in result.metrics]
 
     first = run(3)
     assert first == run(3)
