@@ -39,6 +39,12 @@ ROOT = Path(__file__).resolve().parent.parent
         ({"trial_timeout": "an hour"}, "trial_timeout: expected a number of seconds, got 'an hour'"),
         ({"processes_per_trial": 0}, "processes_per_trial: expected a positive integer, got 0"),
         ({"processes_per_trial": 1.5}, "processes_per_trial: expected a positive integer, got 1.5"),
+        # Booleans are booleans: a string was read as true.
+        ({"search_space": {"kl_coef": {"type": "float", "low": 0.01, "high": 0.2, "log": "maybe"}}},
+         "search_space.kl_coef.log: expected true or false, got 'maybe'"),
+        ({"kl_guard": {"enabled": "no"}}, "kl_guard.enabled: expected true or false, got 'no'"),
+        ({"kl_guard": {"threshold": "high"}}, "kl_guard.threshold: expected a number, got 'high'"),
+        ({"kl_guard": {"window": 2.5}}, "kl_guard.window: expected a whole number, got 2.5"),
     ],
 )
 def test_bad_study_files_exit_2_with_one_line(
@@ -62,7 +68,14 @@ def test_trial_process_options(tmp_path: Path, tiny_lm_dir: Path, prompts_file: 
 def test_missing_study_file_and_unknown_study(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["run", str(tmp_path / "absent.yaml")]) == 2
     assert "no such file" in capsys.readouterr().err
-    assert main(["show", "nope", "--storage", f"sqlite:///{tmp_path / 'empty.db'}"]) == 2
+    missing = tmp_path / "missing.db"
+    for command in (["show", "nope"], ["best", "nope"], ["list"]):
+        assert main([*command, "--storage", f"sqlite:///{missing}"]) == 2
+        assert f"storage: no database at {missing}" in capsys.readouterr().err
+        assert not missing.exists()  # a read-only command never creates the file it was asked to read
+    empty = tmp_path / "empty.db"
+    optuna.create_study(storage=f"sqlite:///{empty}", study_name="other")
+    assert main(["show", "nope", "--storage", f"sqlite:///{empty}"]) == 2
     assert "study 'nope' not found" in capsys.readouterr().err
 
 

@@ -60,12 +60,24 @@ def _storage_errors_as_input(handler: Callable[[argparse.Namespace], int]) -> Ca
     return wrapped
 
 
+def readable_storage_urls(storage: str | None) -> list[str]:
+    """The storages a read-only command reads: a SQLite file that is not there is an error, not a new database."""
+    from tuner.database import sqlite_path
+
+    urls = storage_urls(storage)
+    for url in urls:
+        path = sqlite_path(url)
+        if path is not None and not path.exists():
+            raise UsageError(f"storage: no database at {path}")
+    return urls
+
+
 def load_named_study(name: str, storage: str | None) -> optuna.Study:
     import optuna
 
     from tuner.database import open_storage
 
-    for url in storage_urls(storage):
+    for url in readable_storage_urls(storage):
         try:
             return optuna.load_study(study_name=name, storage=open_storage(url))
         except KeyError:
@@ -117,7 +129,7 @@ def command_list(args: argparse.Namespace) -> int:
     from tuner.database import open_storage
     from tuner.reports import study_summaries
 
-    frames = [study_summaries(open_storage(url)) for url in storage_urls(args.storage)]
+    frames = [study_summaries(open_storage(url)) for url in readable_storage_urls(args.storage)]
     frame = pd.concat([f for f in frames if not f.empty], ignore_index=True) if any(not f.empty for f in frames) \
         else pd.DataFrame()
     if frame.empty:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -102,6 +103,19 @@ def _check_keys(data: dict[str, Any], allowed: tuple[str, ...], where: str) -> N
             raise _fail(f"{where}{key}: unknown key (expected one of {', '.join(allowed)})")
 
 
+def _boolean(value: Any, key: str) -> bool:
+    """YAML's true or false; a string such as 'maybe' or 'no' would otherwise be read as true."""
+    if not isinstance(value, bool):
+        raise _fail(f"{key}: expected true or false, got {value!r}")
+    return value
+
+
+def _whole(value: Any, key: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _fail(f"{key}: expected a whole number, got {value!r}")
+    return value
+
+
 def _number(value: Any, key: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise _fail(f"{key}: expected a number, got {value!r}")
@@ -134,7 +148,7 @@ def parse_param(name: str, raw: Any) -> ParamSpec:
     if "low" not in spec or "high" not in spec:
         raise _fail(f"{key}: {kind} parameters need low and high")
     low, high = _number(spec["low"], f"{key}.low"), _number(spec["high"], f"{key}.high")
-    log = bool(spec.get("log", False))
+    log = _boolean(spec.get("log", False), f"{key}.log")
     step = None if spec.get("step") is None else _number(spec["step"], f"{key}.step")
     if low > high:
         raise _fail(f"{key}: low {low:g} is greater than high {high:g}")
@@ -194,7 +208,15 @@ def _parse_kl_guard(raw: Any) -> KLGuard:
     spec = _mapping(raw, "kl_guard")
     allowed = tuple(KLGuard.__dataclass_fields__)
     _check_keys(spec, allowed, "kl_guard.")
-    guard = KLGuard(**spec)
+    readers: dict[str, Callable[[Any, str], Any]] = {"bool": _boolean, "int": _whole, "float": _number}
+    checked: dict[str, Any] = {}
+    for name, value in spec.items():
+        kind = KLGuard.__dataclass_fields__[name].type  # a string under postponed annotations
+        reader = readers.get(str(kind))
+        checked[name] = reader(value, f"kl_guard.{name}") if reader is not None else value
+    if not isinstance(checked.get("metric", ""), str):
+        raise _fail(f"kl_guard.metric: expected a metric name, got {checked['metric']!r}")
+    guard = KLGuard(**checked)
     if guard.threshold <= 0 or not math.isfinite(guard.threshold):
         raise _fail(f"kl_guard.threshold: must be a positive number of nats, got {guard.threshold!r}")
     if guard.window < 2 or guard.min_updates < 1:
