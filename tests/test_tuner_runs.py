@@ -116,6 +116,31 @@ def test_failing_trials_are_recorded_and_the_study_goes_on(
     assert trials[rewards[2]].state == TrialState.COMPLETE
 
 
+def test_a_study_where_no_trial_completes_exits_1_and_says_why(
+    tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Every trial failed and the run said nothing and exited 0.
+    path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=2,
+                       base={"reward_model_path": "reward_functions:raises"})
+    assert main(["run", str(path)]) == 1
+    error = capsys.readouterr().err
+    assert "no trial completed" in error
+    assert "RewardFunctionError: reward reward_functions:raises raised ValueError: this reward is broken" in error
+
+
+def test_a_dead_worker_is_named_with_how_it_died(tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path) -> None:
+    # A worker killed under ``ppo-tune run`` made it exit 1 without a word.
+    path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=1, base={"total_episodes": 800})
+    runner = subprocess.Popen([sys.executable, "-m", "ppo_tune", "run", str(path)], stderr=subprocess.PIPE,
+                              text=True)
+    wait_for(lambda: _running_trial_has_updated(path), 120, "a running trial's first update")
+    worker = next(p for p in descendants(runner.pid) if "tuner.worker" in " ".join(p.cmdline()))
+    worker.send_signal(signal.SIGKILL)
+    _, error = runner.communicate(timeout=120)
+    assert runner.returncode == 1
+    assert "worker 0 was killed by signal SIGKILL" in error, error
+
+
 def _states(path: Path) -> list[TrialState]:
     try:
         return [t.state for t in load(path).get_trials(deepcopy=False)]

@@ -7,16 +7,18 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Sequence
 
 import optuna
-from optuna.trial import FrozenTrial
+from optuna.trial import FrozenTrial, TrialState
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from tuner.database import create_engine
 from tuner.reports import best_trials, trial_reason
 from tuner.study_config import StudyConfigError, StudySpec
+from tuner.trial_launch import describe_exit
 from tuner.trial_records import create_tables
 from tuner.worker import FINISHED, open_study
 
@@ -135,5 +137,18 @@ def run_study(spec: StudySpec, n_trials: int | None, timeout: float | None, work
             process.wait()
         console.print(f"interrupted: finished trials are saved; rerun the same command to resume {spec.name!r}")
         return 130
-    failed_workers = [process.returncode for process in processes if process.returncode not in (0, 130)]
+    failed_workers = [(index, process.returncode) for index, process in enumerate(processes)
+                      if process.returncode not in (0, 130)]
+    for index, returncode in failed_workers:
+        console.print(f"worker {index} was {describe_exit(returncode)}" if returncode < 0
+                      else f"worker {index} ended with {describe_exit(returncode)}", soft_wrap=True)
+    trials = study.get_trials(deepcopy=False)
+    if not any(trial.state == TrialState.COMPLETE for trial in trials):
+        reasons = Counter(trial_reason(trial) or "no reason recorded" for trial in trials
+                          if trial.state == TrialState.FAIL)
+        common = reasons.most_common(1)
+        # One unbroken line, whatever the terminal's width: it is what a user (or a script) greps for.
+        console.print("no trial completed" + (f"; {common[0][1]} failed with: {common[0][0]}" if common else ""),
+                      soft_wrap=True, markup=False)
+        return 1
     return 1 if failed_workers else 0
