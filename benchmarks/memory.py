@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import resource
 from pathlib import Path
 
 import torch
+
+from ppo_core.memory import peak_memory_gib
 
 
 def current_rss_mib() -> float:
@@ -17,8 +18,8 @@ def current_rss_mib() -> float:
 
 
 def peak_rss_mib() -> float:
-    """Highest resident set size of this process so far (ru_maxrss is in KiB on Linux), in MiB."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    """Highest resident set size of this process so far, in MiB: the reading a run reports as memory/peak_gib."""
+    return peak_memory_gib(torch.device("cpu")) * 1024
 
 
 class MemoryMeter:

@@ -249,6 +249,11 @@ class PPOConfig(ScriptArguments, ModelConfig):
     def reward_specs(self) -> list[str]:
         return [spec for _, spec in self.named_rewards]
 
+    def uses_bf16(self, gpu_supports_bf16: bool) -> bool:
+        """bf16 autocast: as ``bf16`` says, else on where the GPU supports it or the frozen weights are bfloat16
+        (autocast then computes the float32 trained weights in bf16 alike)."""
+        return self.bf16 if self.bf16 is not None else gpu_supports_bf16 or self.dtype == "bfloat16"
+
     @property
     def effective_value_learning_rate(self) -> float:
         return self.learning_rate if self.value_learning_rate is None else self.value_learning_rate
@@ -258,23 +263,23 @@ class PPOConfig(ScriptArguments, ModelConfig):
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.init}
 
 
-def launched_world_size() -> int:
-    """Processes in this launch: ``accelerate launch`` and ``torchrun`` set WORLD_SIZE in every process they start.
-
-    Reading it when the config is built lets the batch hierarchy be derived once, before the trainer exists.
-    """
+def _launch_variable(name: str, default: int, meaning: str) -> int:
+    """An integer that ``accelerate launch`` and ``torchrun`` set in every process they start."""
     try:
-        return max(1, int(os.environ.get("WORLD_SIZE", "1")))
+        return int(os.environ.get(name, str(default)))
     except ValueError:
-        raise ConfigError(f"WORLD_SIZE: expected a number of processes, got {os.environ['WORLD_SIZE']!r}") from None
+        raise ConfigError(f"{name}: expected {meaning}, got {os.environ[name]!r}") from None
+
+
+def launched_world_size() -> int:
+    """Processes in this launch (WORLD_SIZE). Reading it when the config is built lets the batch hierarchy be
+    derived once, before the trainer exists."""
+    return max(1, _launch_variable("WORLD_SIZE", 1, "a number of processes"))
 
 
 def launched_rank() -> int:
-    """This process's rank in its launch (0 when not launched), read before any process group exists."""
-    try:
-        return int(os.environ.get("RANK", "0"))
-    except ValueError:
-        raise ConfigError(f"RANK: expected a process rank, got {os.environ['RANK']!r}") from None
+    """This process's rank in its launch (RANK; 0 when not launched), read before any process group exists."""
+    return _launch_variable("RANK", 0, "a process rank")
 
 
 @functools.cache

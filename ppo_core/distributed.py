@@ -52,12 +52,12 @@ class ProcessGroup:
             return value
         return self.accelerator.reduce(value, reduction="sum")
 
-    def maximum(self, value: float) -> float:
-        """max over ranks: a peak, or the slowest rank's time."""
+    def maxima(self, *values: float) -> list[float]:
+        """Each value's max over ranks (a peak, or the slowest rank's time), in one collective for all of them."""
         if self.world_size == 1:
-            return value
-        tensor = torch.tensor([value], dtype=torch.float64, device=self.accelerator.device)
-        return float(self.accelerator.gather(tensor).max())
+            return list(values)
+        tensor = torch.tensor([values], dtype=torch.float64, device=self.accelerator.device)
+        return self.accelerator.gather(tensor).amax(dim=0).tolist()
 
     def from_main(self, value: str | None) -> str | None:
         """The main process's ``value`` on every rank, so that a stop decided there stops every rank together."""

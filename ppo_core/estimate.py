@@ -45,9 +45,10 @@ from ppo_core.config import ConfigError, PPOConfig
 from ppo_core.errors import first_line
 from ppo_core.lora import ParameterCount, add_adapter, count_parameters
 from ppo_core.models import LoadOptions, load_tokenizer
-from ppo_core.prompt_data import PromptSet, load_prompt_sets, text_prompts
+from ppo_core.prompt_data import PromptSet
 from ppo_core.reward_models import same_vocabulary
-from ppo_core.setup import TRL_DEFAULT_RESPONSE_LENGTH, is_function_spec, task_part
+from ppo_core.rollout import encode_prompts
+from ppo_core.setup import is_function_spec, load_task, prompt_sets, response_length, task_part
 from ppo_core.tasks.base import BuiltinTask
 
 TRAINABLE_BYTES = 16  # per trained parameter: float32 weight 4 + gradient 4 + AdamW's two float32 moments 8
@@ -257,8 +258,7 @@ def frozen_dtype(model_config: PretrainedConfig, dtype: str) -> str:
 def activation_itemsize(config: PPOConfig) -> int:
     """2 under bf16 autocast, else 4. ``bf16: null`` counts as on unless ``use_cpu``: the GPU a run is sized for
     (A100, H100, L4, ...) supports it."""
-    bf16 = config.bf16 if config.bf16 is not None else not config.use_cpu or config.dtype == "bfloat16"
-    return 2 if bf16 else 4
+    return 2 if config.uses_bf16(gpu_supports_bf16=not config.use_cpu) else 4  # sized for a bf16-capable GPU
 
 
 # --------------------------------------------------------------------------------------------------- the run
@@ -299,14 +299,7 @@ def _task(config: PPOConfig) -> BuiltinTask | None:
     """The built-in task when it supplies anything the config leaves unset (building it may train tiny models once)."""
     needed = config.sft_model_path is None or config.dataset_name is None or not config.named_rewards \
         or config.response_length is None
-    if config.task is None or not needed:
-        return None
-    from ppo_core.tasks import get_task
-
-    try:
-        return get_task(config.task, config.task_cache_dir)
-    except ValueError as error:
-        raise ConfigError(f"task: {error}") from None
+    return load_task(config) if needed else None
 
 
 def _model_config(path: str, field_name: str, config: PPOConfig) -> PretrainedConfig:
@@ -392,25 +385,18 @@ def _value(config: PPOConfig, field_name: str, path: str, model_config: Pretrain
 
 
 def _tokens(config: PPOConfig, task: BuiltinTask | None, tokenizer: PreTrainedTokenizerBase) -> TokenEstimate:
-    response_length = config.response_length or (task.response_length if task is not None else None) \
-        or TRL_DEFAULT_RESPONSE_LENGTH
+    responses = response_length(config, task)
     if config.max_prompt_length is not None:
-        return TokenEstimate(config.batch_size, config.max_prompt_length, config.max_prompt_length, response_length,
+        return TokenEstimate(config.batch_size, config.max_prompt_length, config.max_prompt_length, responses,
                              prompts_measured=False)
-    lengths = prompt_lengths(_train_prompts(config, task, tokenizer), tokenizer)
-    return TokenEstimate(config.batch_size, max(lengths), sum(lengths) / len(lengths), response_length,
+    lengths = prompt_lengths(prompt_sets(config, task, tokenizer)[0], tokenizer)
+    return TokenEstimate(config.batch_size, max(lengths), sum(lengths) / len(lengths), responses,
                          prompts_measured=True)
 
 
-def _train_prompts(config: PPOConfig, task: BuiltinTask | None, tokenizer: PreTrainedTokenizerBase) -> PromptSet:
-    if config.dataset_name is not None:
-        return load_prompt_sets(config, tokenizer)[0]
-    return text_prompts(task_part(task, "dataset_name").train_prompts)
-
-
 def prompt_lengths(prompts: PromptSet, tokenizer: PreTrainedTokenizerBase) -> list[int]:
-    """Tokens of each prompt as the rollout encodes it: special tokens added to plain text, not to a rendered chat."""
-    return [len(ids) for ids in tokenizer(prompts.texts, add_special_tokens=not prompts.conversational)["input_ids"]]
+    """Tokens of each prompt as the rollout encodes it (its own ``encode_prompts``), padding not counted."""
+    return [int(n) for n in encode_prompts(tokenizer, prompts, None)["attention_mask"].sum(dim=1)]
 
 
 def _activations(config: PPOConfig, tokens: TokenEstimate, policy: Shape, value: Shape, itemsize: int,

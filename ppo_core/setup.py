@@ -70,25 +70,12 @@ class RunSetup:
 
 def build_setup(config: PPOConfig, device: torch.device) -> RunSetup:
     """Load what ``config`` names: explicit paths first, the built-in task's parts for the rest."""
-    task = None
-    if config.task is not None:
-        from ppo_core.tasks import get_task
-
-        try:
-            task = get_task(config.task, config.task_cache_dir)
-        except ValueError as error:
-            raise ConfigError(f"task: {error}") from None
+    task = load_task(config)
     options = LoadOptions.from_config(config)
     sft_path = config.sft_model_path or task_part(task, "sft_model_path").policy_path
     tokenizer = load_tokenizer(sft_path, options)
     policy, reference = _policy_and_reference(config, sft_path, options)
-
-    if config.dataset_name is not None:
-        train_prompts, eval_prompts = load_prompt_sets(config, tokenizer)
-    else:
-        task_prompts = task_part(task, "dataset_name")
-        train_prompts = text_prompts(task_prompts.train_prompts)
-        eval_prompts = text_prompts(task_prompts.eval_prompts[: config.num_eval_prompts])
+    train_prompts, eval_prompts = prompt_sets(config, task, tokenizer)
 
     rewards = _load_rewards(config, task, options, tokenizer)
     value_model = _value_model(config, config.value_model_path or _value_trunk(rewards, sft_path), options)
@@ -102,16 +89,43 @@ def build_setup(config: PPOConfig, device: torch.device) -> RunSetup:
         tokenizer=tokenizer,
     )
     stop_token_id = _stop_token_id(config, tokenizer)
-    response_length = config.response_length or (task.response_length if task is not None else None) \
-        or TRL_DEFAULT_RESPONSE_LENGTH
     return RunSetup(
         models=models,
         train_prompts=train_prompts,
         eval_prompts=eval_prompts,
         stop_token_id=stop_token_id,
-        generation_config=sampling_config(response_length, config.temperature, tokenizer, stop_token_id),
+        generation_config=sampling_config(response_length(config, task), config.temperature, tokenizer,
+                                          stop_token_id),
         policy_path=sft_path,
     )
+
+
+def load_task(config: PPOConfig) -> BuiltinTask | None:
+    """The config's built-in task, or None when ``task`` is null (building it may train tiny models once)."""
+    if config.task is None:
+        return None
+    from ppo_core.tasks import get_task
+
+    try:
+        return get_task(config.task, config.task_cache_dir)
+    except ValueError as error:
+        raise ConfigError(f"task: {error}") from None
+
+
+def prompt_sets(config: PPOConfig, task: BuiltinTask | None,
+                tokenizer: PreTrainedTokenizerBase) -> tuple[PromptSet, PromptSet]:
+    """The training and evaluation prompts: the dataset's when the config names one, else the task's."""
+    if config.dataset_name is not None:
+        return load_prompt_sets(config, tokenizer)
+    task_prompts = task_part(task, "dataset_name")
+    return (text_prompts(task_prompts.train_prompts),
+            text_prompts(task_prompts.eval_prompts[: config.num_eval_prompts]))
+
+
+def response_length(config: PPOConfig, task: BuiltinTask | None) -> int:
+    """Tokens generated per response: the config's, else the task's, else TRL's default."""
+    return config.response_length or (task.response_length if task is not None else None) \
+        or TRL_DEFAULT_RESPONSE_LENGTH
 
 
 def _policy_and_reference(config: PPOConfig, path: str,

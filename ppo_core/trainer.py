@@ -57,10 +57,8 @@ class PPOTrainer:
     def __init__(self, config: PPOConfig, callbacks: Sequence[TrainerCallback] = ()) -> None:
         self.config = config
         set_seed(config.seed)
-        # Frozen bfloat16 weights next to float32 trained ones: autocast makes both compute in bf16 alike.
-        bf16 = config.bf16 if config.bf16 is not None \
-            else _gpu_supports_bf16(config.use_cpu) or config.dtype == "bfloat16"
-        self.accelerator = _accelerator(config, "bf16" if bf16 else "no")
+        self.accelerator = _accelerator(config, "bf16" if config.uses_bf16(_gpu_supports_bf16(config.use_cpu))
+                                        else "no")
         if config.world_size != self.accelerator.num_processes:
             raise ConfigError(f"world_size: the config was built for {config.world_size} processes but this run "
                               f"has {self.accelerator.num_processes}; build it in the launched processes")
@@ -163,8 +161,9 @@ class PPOTrainer:
         if len(seen.reward_scores) > 1:  # with one reward, objective/scores already says it
             metrics.update({f"rewards/{name}": float(part.nanmean()) for name, part in seen.reward_scores.items()})
         self.kl_controller.update(metrics["objective/kl"], c.batch_size)  # every rank steps alike, on global KL
-        rollout_seconds, update_seconds = self.group.maximum(rollout_seconds), \
-            self.group.maximum(time.perf_counter() - started - rollout_seconds)
+        # The slowest rank's times and the fullest rank's memory.
+        rollout_seconds, update_seconds, peak_gib = self.group.maxima(
+            rollout_seconds, time.perf_counter() - started - rollout_seconds, peak_memory_gib(self.accelerator.device))
         return {
             "update": float(update),
             "episode": float(self.episode),
@@ -176,7 +175,7 @@ class PPOTrainer:
             "time/rollout_s": rollout_seconds,
             "time/update_s": update_seconds,
             "time/tokens_per_s": seen.num_response_tokens / max(rollout_seconds + update_seconds, 1e-9),
-            "memory/peak_gib": self.group.maximum(peak_memory_gib(self.accelerator.device)),  # the fullest rank
+            "memory/peak_gib": peak_gib,
         }
 
     def save_model(self, path: str | Path) -> Path:

@@ -26,6 +26,7 @@ import optuna
 import torch
 import tqdm.std  # type: ignore[import-untyped]
 
+from ppo_core.config import launched_rank
 from ppo_core.config_io import build_config
 from ppo_core.errors import first_line
 from ppo_core.quiet import quiet_hugging_face
@@ -125,11 +126,6 @@ def _thread_lock_for_progress_bars() -> None:
     tqdm.std.tqdm.set_lock(threading.RLock())
 
 
-def is_main_process() -> bool:
-    """Rank 0 under accelerate launch (which sets RANK in every process it starts); a lone process is the main one."""
-    return int(os.environ.get("RANK", "0")) == 0
-
-
 def run_trial(job: TrialJob) -> Outcome:
     """Train the trial ``job`` names, reporting through the storage, and record how it ended."""
     spec = load_study_spec(job.study_file)
@@ -152,7 +148,7 @@ def run_trial(job: TrialJob) -> Outcome:
         outcome = Outcome("pruned", reason=str(pruned))
     except Exception as error:
         outcome = Outcome("fail", reason=failure_reason(error))
-    if outcome.state == "fail" or is_main_process():
+    if outcome.state == "fail" or launched_rank() == 0:  # rank 0 under accelerate launch, or a lone process
         record_outcome(storage, job.trial_id, outcome)
     return outcome
 
