@@ -12,6 +12,7 @@ from ppo_core.config_io import build_config, load_config
 from ppo_tune.cli import main
 from studies import write_study
 from tuner import study_config
+from tuner.constraints import Constraint
 from tuner.search_space import batch_hierarchy, suggest_params
 from tuner.study_config import StudyConfigError, load_study_spec
 
@@ -45,6 +46,31 @@ ROOT = Path(__file__).resolve().parent.parent
         ({"kl_guard": {"enabled": "no"}}, "kl_guard.enabled: expected true or false, got 'no'"),
         ({"kl_guard": {"threshold": "high"}}, "kl_guard.threshold: expected a number, got 'high'"),
         ({"kl_guard": {"window": 2.5}}, "kl_guard.window: expected a whole number, got 2.5"),
+        # Warm starts: a list of presets or mappings of searched parameters, each checked when the file loads.
+        ({"enqueue": "trl_defaults"}, "enqueue: expected a list of trl_defaults, seed_guidance or mappings"),
+        ({"enqueue": ["trl"]}, "enqueue[0]: expected trl_defaults or seed_guidance, or a mapping of searched "
+                               "parameters to values, got 'trl'"),
+        ({"enqueue": ["trl_defaults", {"lam": 0.9}]}, "enqueue[1].lam: not a searched parameter"),
+        ({"enqueue": [{"learning_rate": "fast"}]}, "enqueue[0].learning_rate: expected a number, got 'fast'"),
+        ({"search_space": {"num_mini_batches": {"type": "int", "low": 1, "high": 3}},
+          "enqueue": [{"num_mini_batches": 3}]}, "enqueue[0]: num_mini_batches: 3 must divide the rollout batch"),
+        # Constraints: a metric, a reduction and at least one bound.
+        ({"constraints": {"metric": "objective/kl"}}, "constraints: expected a list of {metric, reduce, max"),
+        ({"constraints": [{"metric": "objective/kl", "max": 8}]}, "constraints[0].reduce: expected one of last, "),
+        ({"constraints": [{"metric": "objective/kl", "reduce": "max"}]}, "constraints[0]: needs a max or a min"),
+        ({"constraints": [{"metric": "objective/kl", "reduce": "max", "max": "high"}]},
+         "constraints[0].max: expected a number, got 'high'"),
+        ({"constraints": [{"metric": "objective/kl", "reduce": "max", "max": float("nan")}]},
+         "constraints[0].max: must be a finite number, got nan"),
+        ({"constraints": [{"metric": "objective/kl", "reduce": "max", "max": 1, "min": 2}]},
+         "constraints[0]: min 2 is greater than max 1"),
+        ({"constraints": [{"metric": "objective/kl", "reduce": "max", "max": 8, "budget": 1}]},
+         "constraints[0].budget: unknown key"),
+        ({"constraints": [{"metric": "objective/kl", "reduce": "mean_last_k", "k": 0, "max": 8}]},
+         "constraints[0].k: must be >= 1"),
+        ({"constraints": [{"reduce": "max", "max": 8}]}, "constraints[0].metric: expected a metric name"),
+        ({"constraints": [{"metric": "objective/kl", "reduce": "max", "max": 8}] * 2},
+         "constraints[1]: the same as constraints[0]"),
     ],
 )
 def test_bad_study_files_exit_2_with_one_line(
@@ -56,6 +82,17 @@ def test_bad_study_files_exit_2_with_one_line(
     error = capsys.readouterr().err.strip()
     assert "\n" not in error and message in error, error
     assert not (tmp_path / "x.db").exists()  # nothing was created for a study that cannot run
+
+
+def test_constraints_and_warm_starts_are_parsed(tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path) -> None:
+    spec = load_study_spec(write_study(
+        tmp_path, tiny_lm_dir, prompts_file, enqueue=["trl_defaults", {"learning_rate": "5e-4"}],
+        constraints=[{"metric": "objective/kl", "reduce": "max", "max": 8.0},
+                     {"metric": "eval/score", "reduce": "mean_last_k", "min": "0.5"}]))
+    assert spec.constraints == [Constraint("objective/kl", "max", 5, max=8.0),
+                                Constraint("eval/score", "mean_last_k", 5, min=0.5)]  # k: the objectives' default
+    assert [(start.label, start.params) for start in spec.enqueue] == [
+        ("trl_defaults", {"learning_rate": 1e-4}), ("enqueue[1]", {"learning_rate": 5e-4})]
 
 
 def test_trial_process_options(tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path) -> None:

@@ -15,6 +15,8 @@ PRUNED_AT_ATTR = "pruned_at_update"
 FAIL_REASON_ATTR = "fail_reason"
 CONFIG_ATTR = "config"
 RETRY_OF_ATTR = "retry_of"
+# Which ``enqueue`` entry of the study file queued the trial: trl_defaults, seed_guidance or enqueue[i].
+WARM_START_ATTR = "warm_start"
 
 # Trial system attribute (Optuna's internal kind, kept out of the user attributes readers list): how the trial's own
 # process says it ended, for the worker to read when that process exits (see tuner.trial_protocol).

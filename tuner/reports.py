@@ -10,6 +10,7 @@ import pandas as pd
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.attrs import CONFIG_ATTR, FAIL_REASON_ATTR, KL_HISTORY_ATTR, PRUNE_REASON_ATTR
+from tuner.constraints import feasible
 
 
 def study_summaries(storage: str | optuna.storages.BaseStorage) -> pd.DataFrame:
@@ -32,9 +33,10 @@ def study_summaries(storage: str | optuna.storages.BaseStorage) -> pd.DataFrame:
 
 
 def best_trials(study: optuna.Study) -> list[FrozenTrial]:
-    """The best trial, or for several objectives the Pareto front ordered by the first objective."""
-    if not study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
-        return []
+    """The best trial, or for several objectives the Pareto front ordered by the first objective; among feasible
+    trials only, as Optuna chooses them (empty while no completed trial keeps every constraint)."""
+    if not any(feasible(t) for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))):
+        return []  # study.best_trial would raise ValueError
     if len(study.directions) == 1:
         return [study.best_trial]
     sign = -1 if study.directions[0] == optuna.study.StudyDirection.MAXIMIZE else 1

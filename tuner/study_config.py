@@ -16,8 +16,10 @@ from ppo_core.config import ConfigError, settable_fields
 from ppo_core.config_io import build_config, read_mapping
 from ppo_core.errors import InputError
 from tuner.attrs import DEFAULT_KL_METRIC, DEFAULT_KL_THRESHOLD
+from tuner.constraints import Constraint
 from tuner.database import default_storage_url
 from tuner.search_space import KL_CONTROL_MODES, VIRTUAL_PARAMS, ParamSpec, choose_point, config_values, first_value
+from tuner.warm_start import WarmStart, WarmStartError, warm_start_points
 
 SAMPLERS = ("tpe", "random", "cmaes", "gp", "nsgaii", "grid", "qmc")
 PRUNERS = ("median", "percentile", "hyperband", "successive_halving", "none")
@@ -25,7 +27,8 @@ REDUCTIONS = ("last", "mean", "max", "min", "mean_last_k")
 Direction = Literal["maximize", "minimize"]
 DIRECTIONS: tuple[Direction, ...] = typing.get_args(Direction)
 TOP_LEVEL_KEYS = ("name", "storage", "n_trials", "timeout", "sampler", "pruner", "objectives", "kl_guard", "base",
-                  "search_space", "heartbeat_interval", "description", "trial_timeout", "processes_per_trial")
+                  "search_space", "heartbeat_interval", "description", "trial_timeout", "processes_per_trial",
+                  "enqueue", "constraints")
 
 
 class StudyConfigError(InputError):
@@ -75,6 +78,11 @@ class StudySpec:
     """Seconds one trial's process may run; past it the process is killed and the trial is FAIL. None: no limit."""
     processes_per_trial: int = 1
     """Processes that train one trial together, under ``accelerate launch`` when more than one."""
+    enqueue: list[WarmStart] = field(default_factory=list)
+    """The study's first trials (``enqueue``: trl_defaults, seed_guidance or values), as points of the search space;
+    ``tuner.warm_start.enqueue_warm_starts`` queues them on a new study."""
+    constraints: list[Constraint] = field(default_factory=list)
+    """Bounds on reduced metrics (e.g. a KL budget) that a feasible trial keeps; set on each trial for Optuna."""
 
     @property
     def directions(self) -> list[Direction]:
@@ -204,6 +212,52 @@ def _parse_objectives(raw: Any) -> list[Objective]:
     return objectives
 
 
+def _parse_constraints(raw: Any) -> list[Constraint]:
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise _fail("constraints: expected a list of {metric, reduce, max and/or min}")
+    constraints: list[Constraint] = []
+    for index, item in enumerate(raw):
+        key = f"constraints[{index}]"
+        spec = _mapping(item, key)
+        _check_keys(spec, ("metric", "reduce", "k", "max", "min"), f"{key}.")
+        if not isinstance(spec.get("metric"), str):
+            raise _fail(f"{key}.metric: expected a metric name such as objective/kl")
+        # No default: a budget on the run's largest value and one on its last are different promises.
+        if spec.get("reduce") not in REDUCTIONS:
+            raise _fail(f"{key}.reduce: expected one of {', '.join(REDUCTIONS)}, got {spec.get('reduce')!r}")
+        k = _whole(spec.get("k", Objective.k), f"{key}.k")
+        if k < 1:
+            raise _fail(f"{key}.k: must be >= 1")
+        bounds = {name: None if spec.get(name) is None else _number(spec[name], f"{key}.{name}")
+                  for name in ("max", "min")}
+        for name, bound in bounds.items():
+            if bound is not None and not math.isfinite(bound):
+                raise _fail(f"{key}.{name}: must be a finite number, got {bound!r}")
+        if bounds["max"] is None and bounds["min"] is None:
+            raise _fail(f"{key}: needs a max or a min (or both)")
+        if bounds["max"] is not None and bounds["min"] is not None and bounds["min"] > bounds["max"]:
+            raise _fail(f"{key}: min {bounds['min']:g} is greater than max {bounds['max']:g}")
+        constraint = Constraint(spec["metric"], spec["reduce"], k, bounds["max"], bounds["min"])
+        if constraint in constraints:
+            raise _fail(f"{key}: the same as constraints[{constraints.index(constraint)}]")
+        constraints.append(constraint)
+    return constraints
+
+
+def _parse_enqueue(raw: Any, space: dict[str, ParamSpec]) -> list[WarmStart]:
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise _fail("enqueue: expected a list of trl_defaults, seed_guidance or mappings of searched parameters to "
+                    "values")
+    try:
+        return warm_start_points(space, raw)
+    except WarmStartError as error:
+        raise _fail(str(error)) from None
+
+
 def _parse_kl_guard(raw: Any) -> KLGuard:
     spec = _mapping(raw, "kl_guard")
     allowed = tuple(KLGuard.__dataclass_fields__)
@@ -257,6 +311,7 @@ def parse_study(data: dict[str, Any], path: Path) -> StudySpec:
     if isinstance(processes_per_trial, bool) or not isinstance(processes_per_trial, int) or processes_per_trial < 1:
         raise _fail(f"processes_per_trial: expected a positive integer, got {processes_per_trial!r}")
     base = _mapping(data.get("base"), "base")
+    search_space = _parse_search_space(data.get("search_space"))
     spec = StudySpec(
         name=name,
         storage=data.get("storage") or default_storage_url(path, name),
@@ -268,15 +323,18 @@ def parse_study(data: dict[str, Any], path: Path) -> StudySpec:
         objectives=_parse_objectives(data.get("objectives")),
         kl_guard=_parse_kl_guard(data.get("kl_guard")),
         base=base,
-        search_space=_parse_search_space(data.get("search_space")),
+        search_space=search_space,
         heartbeat_interval=int(data.get("heartbeat_interval", 10)),
         trial_timeout=trial_timeout,
         processes_per_trial=processes_per_trial,
+        enqueue=_parse_enqueue(data.get("enqueue"), search_space),
+        constraints=_parse_constraints(data.get("constraints")),
     )
     for name in spec.search_space:
         if name in base and name not in VIRTUAL_PARAMS:
             raise _fail(f"search_space.{name}: also set in base; a field is either fixed or searched")
     _check_example_config(spec)
+    _check_warm_start_configs(spec)
     return spec
 
 
@@ -289,6 +347,17 @@ def _check_example_config(spec: StudySpec) -> None:
     except ConfigError as error:
         field_name = str(error).split(":", 1)[0]
         raise _fail(f"{'search_space' if field_name in spec.search_space else 'base'}.{error}") from None
+
+
+def _check_warm_start_configs(spec: StudySpec) -> None:
+    """Build the config of every warm start, as the example config is built, so that one that cannot run fails now."""
+    for index, start in enumerate(spec.enqueue):
+        if start.skipped is None:
+            try:
+                build_config({**spec.base, **config_values(start.params, spec.base)})
+            except ConfigError as error:
+                key = f"enqueue[{index}]"
+                raise _fail(f"{key}{'' if start.label == key else f' ({start.label})'}: {error}") from None
 
 
 def load_study_spec(path: str | Path) -> StudySpec:

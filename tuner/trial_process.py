@@ -143,6 +143,7 @@ def run_trial(job: TrialJob) -> Outcome:
         # Built again here: under accelerate launch the batch sizes derive from this launch's number of processes.
         config = build_config(frozen.user_attrs[CONFIG_ATTR])
         PPOTrainer(config, [reporter]).train()
+        reporter.set_constraints()  # before the outcome, so that whoever reads it finds the constraints set
         outcome = Outcome("complete", tuple(reporter.objective_values()))
     except optuna.TrialPruned as pruned:
         outcome = Outcome("pruned", reason=str(pruned))

@@ -4,13 +4,17 @@ A :class:`TrialReporter` runs in the trial's own process (``tuner.trial_process`
 It stops a run by returning the reason from ``on_update``, never by raising: under accelerate launch only the main
 process calls it, and the trainer stops every process on a returned reason, where an exception would leave the
 others waiting.
+
+Metrics may be sparse: held-out evaluation metrics (``eval/...``) come only on evaluation updates. An objective's or a
+constraint's history holds the updates that reported its metric, and the trial reports to Optuna (and asks its pruner)
+on the updates that report the first objective's.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import optuna
 
@@ -19,22 +23,38 @@ from ppo_core.errors import NonFiniteError
 from ppo_core.metric_names import GUARDED_METRICS
 from ppo_core.metrics import first_non_finite
 from tuner.attrs import BUDGET_ATTR, KL_HISTORY_ATTR, NON_FINITE_ATTR, PRUNE_REASON_ATTR, PRUNED_AT_ATTR
+from tuner.constraints import constraint_values
 from tuner.kl_guard import KLGuardPruner, blowup_reason
-from tuner.study_config import Objective, StudySpec
+from tuner.study_config import StudySpec
 from tuner.trial_records import TrialStore
 
 
-def reduce_history(history: Sequence[float], objective: Objective) -> float:
-    """The objective's value from a metric's per-update history (e.g. the mean of the last k updates)."""
+class Reduction(Protocol):
+    """How a metric's history becomes one number: an objective's or a constraint's ``reduce`` and ``k``."""
+
+    @property
+    def reduce(self) -> str: ...
+
+    @property
+    def k(self) -> int: ...
+
+
+class MissingMetricError(LookupError):
+    """A run ended without ever reporting a metric that an objective or a constraint names."""
+
+
+def reduce_history(history: Sequence[float], reduction: Reduction) -> float:
+    """One number from a metric's history (one value per update that reported it): its last, mean, max or min, or
+    the mean of its last k values; NaN for an empty history."""
     if not history:
         return math.nan
-    if objective.reduce == "last":
+    if reduction.reduce == "last":
         return history[-1]
-    if objective.reduce == "max":
+    if reduction.reduce == "max":
         return max(history)
-    if objective.reduce == "min":
+    if reduction.reduce == "min":
         return min(history)
-    window = history if objective.reduce == "mean" else history[-objective.k:]
+    window = history if reduction.reduce == "mean" else history[-reduction.k:]
     return sum(window) / len(window)
 
 
@@ -46,6 +66,7 @@ class TrialReporter(TrainerCallback):
 
         reporter = TrialReporter(trial, spec, make_pruner(spec), TrialStore(engine, spec.name, trial_id, number))
         PPOTrainer(config, [reporter]).train()
+        reporter.set_constraints()  # completed or pruned alike
         values = reporter.objective_values()  # or optuna.TrialPruned, or the error that failed the run
     """
 
@@ -54,7 +75,9 @@ class TrialReporter(TrainerCallback):
         self.spec = spec
         self.pruner = pruner
         self.store = store
-        self.histories: dict[str, list[float]] = {objective.metric: [] for objective in spec.objectives}
+        tracked = [objective.metric for objective in spec.objectives] + [c.metric for c in spec.constraints]
+        self.histories: dict[str, list[float]] = {metric: [] for metric in tracked}
+        self.updates = 0  # updates seen; none on the processes whose callbacks the trainer does not call
         self.kl_history: list[float] = []
         self.budget_updates = 0
         self.prune_reason: str | None = None
@@ -69,11 +92,10 @@ class TrialReporter(TrainerCallback):
 
     def on_update(self, update: int, metrics: dict[str, float]) -> str | None:
         self.store.write_metrics(update, metrics)
-        for objective in self.spec.objectives:
-            if objective.metric not in metrics:
-                self.error = KeyError(f"objective metric {objective.metric!r} is not reported by this run")
-                return str(self.error)
-            self.histories[objective.metric].append(metrics[objective.metric])
+        self.updates += 1
+        for metric, history in self.histories.items():
+            if metric in metrics:
+                history.append(metrics[metric])
         self.kl_history.append(metrics.get(self.spec.kl_guard.metric, 0.0))
         self.trial.set_user_attr(KL_HISTORY_ATTR, self.kl_history)
         # The root cause first (score, KL, losses), then whatever else went non-finite.
@@ -85,8 +107,8 @@ class TrialReporter(TrainerCallback):
             self.error = NonFiniteError(message)
             return message
         reason = blowup_reason(self.kl_history, self.budget_updates, self.pruner.guard)
-        if reason is None and not self.spec.multi_objective:
-            first = self.spec.objectives[0]
+        first = self.spec.objectives[0]
+        if reason is None and not self.spec.multi_objective and first.metric in metrics:
             value = reduce_history(self.histories[first.metric], first)
             if math.isfinite(value):
                 self.trial.report(value, update)
@@ -98,11 +120,43 @@ class TrialReporter(TrainerCallback):
             self.prune_reason = reason
         return reason
 
+    def set_constraints(self) -> None:
+        """Once the run is over, set each constraint's value on the trial (``trial.set_constraint``), completed or
+        pruned alike, so that Optuna's samplers learn where the feasible region is and ``study.best_trial`` skips
+        infeasible trials. A failed run sets none.
+
+        A metric that no update reported: in a completed run that is a mistake (a misspelt metric, or evaluation
+        never on), and the trial fails with :class:`MissingMetricError`, as for an objective, rather than count as
+        infeasible in every trial alike; a pruned run may just have stopped before the metric's first report, and
+        its constraint is left unset (unknown is not infeasible; Optuna then counts the trial as it counts any
+        pruned one), as its prune reason says.
+        """
+        if self.error is not None or not self.updates:
+            return
+        unreported = list(dict.fromkeys(c.metric for c in self.spec.constraints if not self.histories[c.metric]))
+        names = ", ".join(repr(metric) for metric in unreported)
+        if unreported and self.prune_reason is None:
+            self.error = MissingMetricError(f"constraint metric {names} was never reported by this run")
+            raise self.error
+        for constraint in self.spec.constraints:
+            history = self.histories[constraint.metric]
+            if history:
+                for key, value in constraint_values(constraint, reduce_history(history, constraint)).items():
+                    self.trial.set_constraint(key, value)
+        if unreported:
+            self.prune_reason = f"{self.prune_reason}; no value of {names} before then, so its constraint is unset"
+            self.trial.set_user_attr(PRUNE_REASON_ATTR, self.prune_reason)
+
     def objective_values(self) -> list[float]:
-        """The trial's objective values once the run is over; raises the error that failed it, or
-        ``optuna.TrialPruned`` with the reason it was stopped."""
+        """The trial's objective values once the run is over; raises the error that failed it,
+        ``optuna.TrialPruned`` with the reason it was stopped, or :class:`MissingMetricError` for an objective
+        metric that no update reported."""
         if self.error is not None:
             raise self.error
         if self.prune_reason is not None:
             raise optuna.TrialPruned(self.prune_reason)
+        for objective in self.spec.objectives:
+            # A process that saw no update (under accelerate launch, all but the main one) has nothing to judge.
+            if self.updates and not self.histories[objective.metric]:
+                raise MissingMetricError(f"objective metric {objective.metric!r} was never reported by this run")
         return [reduce_history(self.histories[o.metric], o) for o in self.spec.objectives]
