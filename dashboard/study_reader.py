@@ -34,6 +34,7 @@ from optuna.trial import FrozenTrial
 from dashboard.launch import STORAGE_ENV
 from tuner.attrs import CONFIG_ATTR, DEFAULT_KL_METRIC, DEFAULT_KL_THRESHOLD, KL_GUARD_ATTR, KL_HISTORY_ATTR
 from tuner.database import SQLITE_BUSY_TIMEOUT_S, sqlite_path
+from tuner.edge_findings import EdgeFinding, edge_findings, stored_search_space
 from tuner.paths import DEFAULT_STUDIES_DIR
 from tuner.paths import storage_urls as tuner_storage_urls
 from tuner.reports import best_trials, trials_frame
@@ -250,6 +251,7 @@ class StudyView:
     best: tuple[int, ...]  # the best trial, or the Pareto front
     kl_guard: KLGuardSettings
     counts: Mapping[str, int] = field(default_factory=dict)  # trials by state, states with none left out
+    edge_findings: tuple[EdgeFinding, ...] = ()  # searched ranges whose best trials crowd against a bound
 
     @property
     def numbers(self) -> list[int]:
@@ -329,4 +331,6 @@ def build_study_view(ref: StudyRef, snapshot: Snapshot) -> StudyView:
         best=tuple(trial.number for trial in best_trials(study)),
         kl_guard=kl_guard_settings(snapshot.user_attrs, snapshot.system_attrs),
         counts=counts,
+        edge_findings=tuple(edge_findings(snapshot.trials, stored_search_space(snapshot.user_attrs),
+                                          study.directions)),
     )

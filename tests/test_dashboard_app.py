@@ -13,12 +13,13 @@ import optuna
 import pandas as pd
 import pytest
 from dashboard_fixtures import ADAPTIVE_TARGET, KL_THRESHOLD, PARETO, REAL, DashboardStudies, shared_studies
+from optuna.distributions import FloatDistribution
 from streamlit.testing.v1 import AppTest
 
 from dashboard.launch import STORAGE_ENV
 from dashboard.optuna_views import available_views
 from dashboard.session import selection_from_table
-from tuner.attrs import KL_HISTORY_ATTR, PRUNED_AT_ATTR
+from tuner.attrs import DEFINITION_ATTR, KL_HISTORY_ATTR, PRUNED_AT_ATTR
 from tuner.database import create_engine
 from tuner.trial_records import read_samples
 
@@ -95,6 +96,28 @@ def test_study_page_counts_best_trial_and_table(open_page: Any, studies: Dashboa
     app.multiselect(key="study_state_filter").set_value(["PRUNED"]).run()
     assert app.dataframe[0].value["number"].tolist() == [studies.pruned]
     assert_clean(app)
+
+
+def test_study_page_shows_ranges_whose_best_trials_crowd_a_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Ten trials of a study whose definition is stored; the best three sit at the top of the learning-rate range.
+    url = f"sqlite:///{tmp_path / 'edge.db'}"
+    study = optuna.create_study(storage=url, study_name="edge", direction="maximize")
+    raw = {"type": "float", "low": 1e-6, "high": 5e-5, "log": True}
+    study.set_user_attr(DEFINITION_ATTR, {"name": "edge", "search_space": {"learning_rate": raw}})
+    for value in range(10):
+        study.add_trial(optuna.trial.create_trial(
+            value=float(value), params={"learning_rate": 4.5e-5 if value >= 7 else 7e-6},
+            distributions={"learning_rate": FloatDistribution(1e-6, 5e-5, log=True)}))
+    monkeypatch.setenv(STORAGE_ENV, url)
+    app = AppTest.from_file(str(APP), default_timeout=60)
+    app.query_params["study"] = "edge"
+    app.run()
+    assert_clean(app)
+    assert [w.value.replace("\\", "") for w in app.warning] == [
+        "**Edge of the search space**: learning_rate: the best 3 of 10 trials lie within 10% of the upper bound "
+        "5e-05; widen the range above it"]
 
 
 def test_selection_is_shared_by_the_sidebar_table_and_charts(open_page: Any, studies: DashboardStudies) -> None:

@@ -25,6 +25,8 @@ OUTCOME_SYSTEM_ATTR = "ppo_tune:outcome"
 # Study user attributes: the KL guard ({"threshold", "metric", ...}) and the objectives, for the dashboard.
 KL_GUARD_ATTR = "kl_guard"
 OBJECTIVES_ATTR = "objectives"
+# Study user attribute: the study file's mapping as the study was created (or last changed with --allow-changes).
+DEFINITION_ATTR = "definition"
 
 # The seed guidance reads KL above 10-15, or 15-20, nats as divergence; the guard stops trials at the top of it.
 DEFAULT_KL_THRESHOLD = 20.0

@@ -140,6 +140,7 @@ def command_list(args: argparse.Namespace) -> int:
 
 
 def command_show(args: argparse.Namespace) -> int:
+    from tuner.edge_findings import edge_findings, format_edge_findings, stored_search_space
     from tuner.reports import trials_frame
 
     study = load_named_study(args.name, args.storage)
@@ -149,6 +150,9 @@ def command_show(args: argparse.Namespace) -> int:
         return 0
     frame.columns = [c.removeprefix("param:") for c in frame.columns]
     _print_frame(frame, f"study {args.name}")
+    findings = edge_findings(study.get_trials(deepcopy=False), stored_search_space(study.user_attrs), study.directions)
+    if findings:
+        print(format_edge_findings(findings))
     return 0
 
 

@@ -1,4 +1,5 @@
-"""Study page: trial counts by state, the best trial, and the trial table.
+"""Study page: trial counts by state, the best trial, searched ranges the best trials crowd against (edge
+findings), and the trial table.
 
 Rows selected in the table become the selection every page highlights.
 """
@@ -9,7 +10,7 @@ import streamlit as st
 
 from dashboard import session
 from dashboard.frames import best_summary, trial_table
-from dashboard.ui import PageContext, keep_valid, run_page, trial_table_config
+from dashboard.ui import PageContext, escape_markdown, keep_valid, run_page, trial_table_config
 
 TABLE_KEY = "trial_table"
 SHOWN_KEY = "_trial_table_numbers"  # the trial number of each table row, for the selection callback
@@ -36,6 +37,8 @@ def render(context: PageContext) -> None:
     for column, (name, count) in zip(columns[1:], view.counts.items(), strict=True):
         column.metric(STATE_LABELS.get(name, name.capitalize()), count)
     st.markdown(best_summary(view))
+    for finding in view.edge_findings:
+        st.warning(f"**Edge of the search space**: {escape_markdown(finding.message)}")
 
     present = [s for s, count in view.counts.items() if count]
     keep_valid(FILTER_KEY, present, present)
