@@ -3,6 +3,7 @@ reporter with sparse metrics (held-out evaluation reports only on some updates),
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 from typing import Any
@@ -65,10 +66,16 @@ def test_best_trials_skip_infeasible_trials(tmp_path: Path) -> None:
     assert [t.values for t in best_trials(front)] == [[2.0, 1.0], [1.0, 0.5]]
 
 
-def reporter_for(tmp_path: Path, lm_dir: Path, prompts: Path, **study: Any) -> tuple[TrialReporter, optuna.Study]:
-    """A reporter on a real trial of a real SQLite study, fed by hand instead of by the trainer."""
+def reporter_for(
+    tmp_path: Path, lm_dir: Path, prompts: Path, objectives: list[Objective] | None = None,
+    constraints: list[Constraint] | None = None, **study: Any,
+) -> tuple[TrialReporter, optuna.Study]:
+    """A reporter on a real trial of a real SQLite study, fed by hand instead of by the trainer. The objectives and
+    constraints are set on the parsed spec: they name evaluation metrics that only runs with held-out evaluation
+    report, and these runs are the hand-made updates below."""
     tmp_path.mkdir(exist_ok=True)
     spec = load_study_spec(write_study(tmp_path, lm_dir, prompts, **study))
+    spec = dataclasses.replace(spec, objectives=objectives or spec.objectives, constraints=constraints or [])
     storage = open_storage(spec.storage)
     create_tables(create_engine(spec.storage))
     optuna_study = optuna.create_study(study_name=spec.name, storage=storage, directions=spec.directions,
@@ -88,14 +95,14 @@ def update_metrics(update: int, evaluated: bool) -> dict[str, float]:
     return metrics
 
 
-EVAL_OBJECTIVE = [{"metric": "eval/score", "direction": "maximize", "reduce": "mean_last_k", "k": 2}]
+EVAL_OBJECTIVE = [Objective("eval/score", "maximize", "mean_last_k", k=2)]
 
 
 def test_sparse_objective_reports_on_evaluation_updates_only(
     tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path
 ) -> None:
     reporter, study = reporter_for(tmp_path, tiny_lm_dir, prompts_file, objectives=EVAL_OBJECTIVE,
-                                   constraints=[{"metric": "eval/kl", "reduce": "last", "max": 1.0}])
+                                   constraints=[Constraint("eval/kl", "last", k=5, max=1.0)])
     for update in range(1, 7):
         # The reporter used to fail the run at update 1, where eval/score is missing.
         assert reporter.on_update(update, update_metrics(update, evaluated=update % 3 == 0)) is None
@@ -116,7 +123,7 @@ def test_a_metric_never_reported_fails_a_completed_run(tmp_path: Path, tiny_lm_d
         reporter.objective_values()
 
     reporter, study = reporter_for(tmp_path / "c", tiny_lm_dir, prompts_file,
-                                   constraints=[{"metric": "eval/kl", "reduce": "max", "max": 1.0}])
+                                   constraints=[Constraint("eval/kl", "max", k=5, max=1.0)])
     reporter.on_update(1, update_metrics(1, evaluated=False))
     with pytest.raises(MissingMetricError, match="constraint metric 'eval/kl' was never reported by this run"):
         reporter.set_constraints()
@@ -128,8 +135,7 @@ def test_a_pruned_run_sets_what_it_measured_and_says_what_it_did_not(
 ) -> None:
     reporter, study = reporter_for(
         tmp_path, tiny_lm_dir, prompts_file, kl_guard={"threshold": 0.15, "predict": False},
-        constraints=[{"metric": "objective/kl", "reduce": "max", "max": 0.1},
-                     {"metric": "eval/kl", "reduce": "max", "max": 1.0}])
+        constraints=[Constraint("objective/kl", "max", k=5, max=0.1), Constraint("eval/kl", "max", k=5, max=1.0)])
     assert reporter.on_update(1, update_metrics(1, evaluated=False)) is None
     assert "passed the threshold" in str(reporter.on_update(2, update_metrics(2, evaluated=False)))
     reporter.set_constraints()

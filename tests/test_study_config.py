@@ -88,9 +88,9 @@ def test_constraints_and_warm_starts_are_parsed(tmp_path: Path, tiny_lm_dir: Pat
     spec = load_study_spec(write_study(
         tmp_path, tiny_lm_dir, prompts_file, enqueue=["trl_defaults", {"learning_rate": "5e-4"}],
         constraints=[{"metric": "objective/kl", "reduce": "max", "max": 8.0},
-                     {"metric": "eval/score", "reduce": "mean_last_k", "min": "0.5"}]))
+                     {"metric": "objective/scores", "reduce": "mean_last_k", "min": "0.5"}]))
     assert spec.constraints == [Constraint("objective/kl", "max", 5, max=8.0),
-                                Constraint("eval/score", "mean_last_k", 5, min=0.5)]  # k: the objectives' default
+                                Constraint("objective/scores", "mean_last_k", 5, min=0.5)]  # k: the objectives' k
     assert [(start.label, start.params) for start in spec.enqueue] == [
         ("trl_defaults", {"learning_rate": 1e-4}), ("enqueue[1]", {"learning_rate": 5e-4})]
 

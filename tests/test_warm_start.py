@@ -19,9 +19,9 @@ from tuner.database import open_storage
 from tuner.search_space import ParamSpec, batch_hierarchy, suggest_params
 from tuner.study_config import load_study_spec, parse_param
 from tuner.warm_start import (
+    UnfitValue,
     WarmStart,
     WarmStartError,
-    _Unfit,
     enqueue_warm_starts,
     fit_value,
     geometric_middle,
@@ -128,7 +128,7 @@ def test_fit_value(param: ParamSpec, value: Any, fitted: Any, note: str | None) 
     (spec(type="float", low=0.1, high=0.3), "high"),
 ])
 def test_values_no_choice_can_stand_for(param: ParamSpec, value: Any) -> None:
-    with pytest.raises(_Unfit):
+    with pytest.raises(UnfitValue):
         fit_value(param, value)
 
 

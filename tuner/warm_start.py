@@ -123,8 +123,9 @@ PRESETS: dict[str, Callable[[], dict[str, Any]]] = {"trl_defaults": trl_default_
                                                      "seed_guidance": guidance_values}
 
 
-class _Unfit(Exception):
-    """No value of the parameter's range or choices can stand for the value given."""
+class UnfitValue(Exception):
+    """No value of the parameter's range or choices can stand for the value given (:func:`fit_value`); a preset
+    with one is skipped, an explicit entry with one is a :class:`WarmStartError`."""
 
     def __init__(self, name: str, reason: str) -> None:
         super().__init__(f"{name}: {reason}")
@@ -154,7 +155,7 @@ def fit_value(spec: ParamSpec, value: Any) -> tuple[Any, str | None]:
 
     A range clips ``value`` to [low, high], snaps it to low + k·step when there is a step, and rounds it to the
     nearest whole number for an int parameter; a categorical keeps a value among its choices, and takes the nearest
-    one (:func:`_nearest_choice`) for a number when every choice is a number. Raises ``_Unfit`` otherwise.
+    one (:func:`_nearest_choice`) for a number when every choice is a number. Raises ``UnfitValue`` otherwise.
     """
     if spec.type == "categorical":
         for choice in spec.choices:
@@ -164,9 +165,9 @@ def fit_value(spec: ParamSpec, value: Any) -> tuple[Any, str | None]:
             nearest = _nearest_choice(spec.choices, value)
             return nearest, f"{spec.name} {value!r} is not among the choices {list(spec.choices)}; the nearest, " \
                             f"{nearest!r}, taken"
-        raise _Unfit(spec.name, f"{value!r} is not among the choices {list(spec.choices)}")
+        raise UnfitValue(spec.name, f"{value!r} is not among the choices {list(spec.choices)}")
     if not _is_number(value):
-        raise _Unfit(spec.name, f"{value!r} is not a number")
+        raise UnfitValue(spec.name, f"{value!r} is not a number")
     assert spec.low is not None and spec.high is not None  # the study file's parser requires both
     fitted = min(max(float(value), spec.low), spec.high)
     if spec.step is not None:
@@ -188,7 +189,7 @@ def fit_value(spec: ParamSpec, value: Any) -> tuple[Any, str | None]:
 def _fit_point(label: str, space: Mapping[str, ParamSpec], given: Mapping[str, Any],
                implied: Mapping[str, Any] | None = None) -> WarmStart:
     """The point of ``space`` with the values ``given``, those they ``implied`` for knobs left out, and TRL's
-    defaults for the rest, each fitted to the space; raises ``_Unfit``."""
+    defaults for the rest, each fitted to the space; raises ``UnfitValue``."""
     implied = implied or {}
     defaults = trl_default_values()
     notes: list[str] = []
@@ -199,14 +200,14 @@ def _fit_point(label: str, space: Mapping[str, ParamSpec], given: Mapping[str, A
         if spec.name in given:
             value = given[spec.name]
             if value is None:
-                raise _Unfit(spec.name, f"{label} sets none")
+                raise UnfitValue(spec.name, f"{label} sets none")
         elif spec.name in implied:
             value = implied[spec.name]
             followed.append(spec.name)
         else:
             value = defaults.get(spec.name)
             if value is None:
-                raise _Unfit(spec.name, "no value given, and TRL's PPOConfig default is None")
+                raise UnfitValue(spec.name, "no value given, and TRL's PPOConfig default is None")
             filled.append(spec.name)
         fitted, note = fit_value(spec, value)
         if note is not None:
@@ -282,7 +283,7 @@ def warm_start_points(space: Mapping[str, ParamSpec], entries: Sequence[Any]) ->
         if isinstance(entry, str) and entry in PRESETS:
             try:
                 starts.append(_fit_point(entry, space, PRESETS[entry]()))
-            except _Unfit as unfit:
+            except UnfitValue as unfit:
                 starts.append(WarmStart(entry, skipped=str(unfit)))
         elif isinstance(entry, Mapping):
             try:
@@ -290,7 +291,7 @@ def warm_start_points(space: Mapping[str, ParamSpec], entries: Sequence[Any]) ->
                 implied = implied_values(given)
                 _check_kl_knobs(where, given, implied)
                 starts.append(_fit_point(where, space, given, implied))
-            except _Unfit as unfit:
+            except UnfitValue as unfit:
                 raise WarmStartError(f"{where}.{unfit.name}: {unfit.reason}") from None
         else:
             raise WarmStartError(f"{where}: expected {' or '.join(PRESETS)}, or a mapping of searched parameters to "
