@@ -11,6 +11,7 @@ from typing import Any
 
 from ppo_core.config import ConfigError, PPOConfig
 from ppo_core.errors import InputError, NonFiniteError
+from ppo_core.reported_metrics import evaluation_metrics, reported_metrics
 
 _LAZY = {
     "JsonlWriter": "ppo_core.callbacks",
@@ -20,7 +21,8 @@ _LAZY = {
     "TrainResult": "ppo_core.trainer",
 }
 
-__all__ = ["ConfigError", "InputError", "NonFiniteError", "PPOConfig", *_LAZY]
+__all__ = ["ConfigError", "InputError", "NonFiniteError", "PPOConfig", "evaluation_metrics", "reported_metrics",
+           *_LAZY]
 
 
 def __getattr__(name: str) -> Any:

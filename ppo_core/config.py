@@ -14,6 +14,7 @@ import os
 import types
 import typing
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 from ppo_core.errors import InputError
@@ -84,9 +85,6 @@ class PPOConfig(ScriptArguments, ModelConfig):
             "Trunk for the value network (a scalar head initialised to zero is put on top). "
             "Default: the reward model's trunk if the reward is a model, else the policy's."
         ),
-    )
-    num_eval_prompts: int = field(
-        default=8, metadata=field_help("Fixed evaluation prompts used for sample generations.")
     )
     max_prompt_length: int | None = field(
         default=None, metadata=field_help("Keep the last this-many prompt tokens, cutting on the left as TRL does.")
@@ -179,6 +177,22 @@ class PPOConfig(ScriptArguments, ModelConfig):
         default=10, metadata=field_help("Times during training that eval-prompt generations are recorded (0: never).")
     )
 
+    # --- held-out evaluation ---
+    num_eval_prompts: int = field(
+        default=8,
+        metadata=field_help("Held-out prompts used for both evaluation and sample generations: the task's held-out "
+                            "trips, or the first of the dataset's test split."),
+    )
+    eval_steps: float | None = field(
+        default=None,
+        metadata=field_help("Evaluate on the held-out prompts every this many PPO updates and after the last; below "
+                            "1 it is a fraction of the run's updates (TrainingArguments' meaning). null: no "
+                            "evaluation."),
+    )
+    num_eval_samples: int = field(
+        default=4, metadata=field_help("Responses sampled per held-out prompt at each evaluation.")
+    )
+
     # --- memory ---
     gradient_checkpointing: bool = field(
         default=False,
@@ -261,6 +275,13 @@ class PPOConfig(ScriptArguments, ModelConfig):
     def to_dict(self) -> dict[str, Any]:
         """The user-settable fields, for writing the resolved config."""
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.init}
+
+
+def is_function_spec(spec: str) -> bool:
+    """``module:function`` rather than a path or hub name (a Windows drive letter is not a module)."""
+    module_name, sep, function_name = spec.partition(":")
+    return bool(sep) and module_name.replace(".", "").replace("_", "").isalnum() and function_name.isidentifier() \
+        and not Path(spec).exists() and len(module_name) > 1
 
 
 def _launch_variable(name: str, default: int, meaning: str) -> int:
@@ -382,10 +403,16 @@ def _check_ranges(c: PPOConfig) -> None:
     _require(0.0 <= c.warmup_ratio < 1.0, "warmup_ratio", "in [0, 1)", c.warmup_ratio)
     _require(c.temperature > 0, "temperature", "> 0", c.temperature)
     for name in ("per_device_train_batch_size", "gradient_accumulation_steps", "num_mini_batches",
-                 "num_ppo_epochs", "local_rollout_forward_batch_size", "kl_horizon", "num_eval_prompts"):
+                 "num_ppo_epochs", "local_rollout_forward_batch_size", "kl_horizon", "num_eval_prompts",
+                 "num_eval_samples"):
         _require(getattr(c, name) >= 1, name, ">= 1", getattr(c, name))
     _require(c.num_sample_generations >= 0, "num_sample_generations", ">= 0", c.num_sample_generations)
     _require(c.num_train_epochs > 0, "num_train_epochs", "> 0", c.num_train_epochs)
+    if c.eval_steps is not None:
+        _require(c.eval_steps > 0, "eval_steps", "> 0", c.eval_steps)
+        # At 1 and above it counts updates; a fraction of the run is only meaningful below 1.
+        _require(c.eval_steps < 1 or float(c.eval_steps).is_integer(), "eval_steps",
+                 "a whole number of updates when >= 1 (below 1, a fraction of the run's updates)", c.eval_steps)
     if c.total_episodes is not None:
         _require(c.total_episodes >= 1, "total_episodes", ">= 1", c.total_episodes)
     if c.response_length is not None:

@@ -29,9 +29,14 @@ def check_launch(distributed_type: DistributedType) -> None:
 
 
 def rank_share(rows: list[int], rank: int, world_size: int) -> list[int]:
-    """Rank ``rank``'s contiguous share of a global batch: ranks see disjoint rows, together the whole batch."""
-    per_rank = len(rows) // world_size
-    return rows[rank * per_rank : (rank + 1) * per_rank]
+    """Rank ``rank``'s contiguous share of a global batch: ranks see disjoint rows, together the whole batch.
+
+    With n rows over W ranks, rank r takes n // W rows, plus one more when r < n mod W (a training batch divides
+    evenly; the held-out set need not, and none of it is dropped).
+    """
+    per_rank, extra = divmod(len(rows), world_size)
+    start = rank * per_rank + min(rank, extra)
+    return rows[start : start + per_rank + (rank < extra)]
 
 
 class ProcessGroup:

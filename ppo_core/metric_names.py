@@ -2,9 +2,36 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from pathlib import PurePath
+
 # Reported on every update by every run, and checked for NaN and infinity after each one: the root causes of
 # a divergence (the score, KL and the two losses), in the order a diagnosis should name them.
 GUARDED_METRICS = ("objective/scores", "objective/kl", "loss/policy_avg", "loss/value_avg")
+
+# Every metric every update of every run reports: the rollout's (ppo_core.metrics.rollout_metrics), the update's
+# diagnostics (ppo_core.update), and the trainer's own counters, schedule and measurements of the machine.
+UPDATE_METRICS = (
+    "update", "episode",
+    "objective/kl", "objective/entropy", "objective/non_score_reward", "objective/rlhf_reward",
+    "objective/scores", "objective/scores_std", "objective/response_length", "objective/kl_coef",
+    "val/num_eos_tokens", "val/mean_value", "val/explained_variance", "val/ratio", "val/ratio_var",
+    "val/clipfrac_avg",
+    "policy/approxkl_avg", "policy/clipfrac_avg", "policy/entropy_avg", "loss/policy_avg", "loss/value_avg",
+    "lr", "lr_value",
+    "time/rollout_s", "time/update_s", "time/tokens_per_s", "memory/peak_gib",
+)
+# Reported on every update when the run has a gold scorer (a built-in task).
+GOLD_SCORE = "objective/gold_score"
+
+# The held-out evaluation's metrics, reported on evaluation updates only (ppo_core.evaluation).
+EVAL_PREFIX = "eval/"
+EVAL_SCORE = "eval/score"
+EVAL_GOLD_SCORE = "eval/gold_score"  # with a gold scorer only
+EVAL_KL = "eval/kl"
+EVAL_RESPONSE_LENGTH = "eval/response_length"
+EVAL_SECONDS = "time/eval_s"
+EVAL_METRICS = (EVAL_SCORE, EVAL_KL, EVAL_RESPONSE_LENGTH, EVAL_SECONDS)
 
 # Groups that measure the machine rather than the run: two identical runs (same seed, same config) differ in them.
 MACHINE_METRIC_GROUPS = ("time/", "memory/")
@@ -13,3 +40,27 @@ MACHINE_METRIC_GROUPS = ("time/", "memory/")
 def run_metrics(metrics: dict[str, float]) -> dict[str, float]:
     """``metrics`` without the machine's measurements: what a seeded run must reproduce exactly."""
     return {name: value for name, value in metrics.items() if not name.startswith(MACHINE_METRIC_GROUPS)}
+
+
+def reward_metric(name: str) -> str:
+    """The metric of one reward's own mean score, reported when a run sums several rewards."""
+    return f"rewards/{name}"
+
+
+def reward_name(spec: str, is_function: bool) -> str:
+    """A reward's name: the function's for ``module:function``, else the model directory's (or the hub name's)
+    last part."""
+    if is_function:
+        return spec.partition(":")[2]
+    return PurePath(spec).name or spec
+
+
+def distinct_names(names: Sequence[str]) -> list[str]:
+    """``names`` with the k-th repeat of a name (k >= 2) renamed ``name_k``: two rewards of one name would
+    otherwise share one metric."""
+    seen: dict[str, int] = {}
+    distinct = []
+    for name in names:
+        seen[name] = seen.get(name, 0) + 1
+        distinct.append(name if seen[name] == 1 else f"{name}_{seen[name]}")
+    return distinct

@@ -19,6 +19,7 @@ from ppo_core.callbacks import SampleGeneration, TrainerCallback
 from ppo_core.config import ConfigError, PPOConfig
 from ppo_core.distributed import ProcessGroup, check_launch, rank_share
 from ppo_core.errors import NonFiniteError
+from ppo_core.evaluation import evaluate, evaluation_interval, is_evaluation_update, separate_rng
 from ppo_core.kl import kl_per_token, make_kl_controller
 from ppo_core.lora import ParameterCount, count_parameters, save_merged
 from ppo_core.memory import peak_memory_gib, reset_peak_memory
@@ -73,6 +74,7 @@ class PPOTrainer:
             self.callbacks = [*callbacks, *([TrackerCallback(self.accelerator)] if self.accelerator.log_with else [])]
         total_episodes = config.total_episodes or int(config.num_train_epochs * len(self.setup.train_prompts))
         self.num_updates = max(1, math.ceil(total_episodes / config.batch_size))
+        self.eval_interval = evaluation_interval(config.eval_steps, self.num_updates)
         self.parameter_counts: dict[str, ParameterCount] = {
             "policy": count_parameters(self.setup.models.policy),
             "value": count_parameters(self.setup.models.value_model),
@@ -105,7 +107,8 @@ class PPOTrainer:
         self.optimisation = Optimisation(self.accelerator, policy, value_model, policy_optimizer, value_optimizer)
 
     def train(self) -> TrainResult:
-        """Run every PPO update, or until a callback asks to stop; raises NonFiniteError on divergence."""
+        """Run every PPO update, or until a callback asks to stop, evaluating on the held-out prompts where
+        ``eval_steps`` says; raises NonFiniteError on divergence."""
         result = TrainResult()
         for callback in self.callbacks:
             callback.on_train_begin(self.config, self.num_updates)
@@ -115,6 +118,8 @@ class PPOTrainer:
             self._record_samples(0, result)
         for update in range(1, self.num_updates + 1):
             metrics = self.step(update)
+            if is_evaluation_update(update, self.num_updates, self.eval_interval):
+                metrics.update(evaluate(self._rollout, self.setup, self.config, self.group, update))
             result.metrics.append(metrics)
             result.num_updates = update
             stop_reason = None
@@ -214,9 +219,7 @@ class PPOTrainer:
     def _record_samples(self, update: int, result: TrainResult) -> None:
         prompts = self.setup.eval_prompts
         # A separate seeded stream keeps the training RNG, and so the metrics, independent of sampling here.
-        devices = [self.accelerator.device] if self.accelerator.device.type == "cuda" else []
-        with torch.random.fork_rng(devices=devices):
-            torch.manual_seed(self.config.seed + 7919 * (update + 1))
+        with separate_rng(self.accelerator.device, self.config.seed + 7919 * (update + 1)):
             rollout = self._rollout(prompts)
         gold = rollout.gold_scores.tolist() if rollout.gold_scores is not None else [None] * len(prompts)
         samples = [
