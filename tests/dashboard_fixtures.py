@@ -45,7 +45,9 @@ def _run(directory: Path, lm_dir: Path, prompts: Path, url: str, n_trials: int |
     path = write_study(directory, lm_dir, prompts, name=REAL, storage=url, sampler={"name": "random", "seed": seed},
                        kl_guard={"threshold": KL_THRESHOLD, "predict": False}, **overrides)
     # A timeout this short lets exactly one trial start: how the failing trial is kept to one.
-    run_worker(load_study_spec(path), n_trials=n_trials, timeout=None if n_trials else 0.01, threads=None)
+    # One study built in stages, each with a base of its own: a changed definition, allowed.
+    run_worker(load_study_spec(path), n_trials=n_trials, timeout=None if n_trials else 0.01, threads=None,
+               allow_changes=True)
 
 
 def shared_studies(factory: pytest.TempPathFactory, lm_dir: Path, prompts: Path) -> DashboardStudies:

@@ -78,7 +78,7 @@ def test_two_processes_per_trial_stop_together_when_pruned(
 
 
 def test_trial_command_lines() -> None:
-    job = TrialJob(storage="sqlite:////studies/s.db", study_file="/studies/s.yaml", trial_id=7, worker_pid=123,
+    job = TrialJob(storage="sqlite:////studies/s.db", study_name="s", trial_id=7, worker_pid=123,
                    threads=3)
     assert trial_command(job, processes=1) == [sys.executable, "-m", "tuner.trial_process", *job.arguments()]
     command = trial_command(job, processes=2)

@@ -17,14 +17,30 @@ CONFIG_ATTR = "config"
 RETRY_OF_ATTR = "retry_of"
 # Which ``enqueue`` entry of the study file queued the trial: trl_defaults, seed_guidance or enqueue[i].
 WARM_START_ATTR = "warm_start"
+# A validation run's source trial (its number in the tuned study) and the fresh seed it runs on.
+VALIDATES_ATTR = "validates_trial"
+SEED_ATTR = "seed"
+
+# What a failed trial's retry must keep: the attributes that say what to run (a validation run's fixed config and
+# its source). The rest (KL history, reasons) describes the failed attempt and stays with it.
+RETRY_CARRIES = (CONFIG_ATTR, VALIDATES_ATTR, SEED_ATTR, WARM_START_ATTR)
+STALE_REASON = "worker stopped sending heartbeats"
 
 # Trial system attribute (Optuna's internal kind, kept out of the user attributes readers list): how the trial's own
 # process says it ended, for the worker to read when that process exits (see tuner.trial_protocol).
 OUTCOME_SYSTEM_ATTR = "ppo_tune:outcome"
 
+
+def retry_user_attrs(user_attrs: dict[str, object], number: int) -> dict[str, object]:
+    """The user attributes of the trial that retries trial ``number``, which had ``user_attrs``."""
+    return {**{key: user_attrs[key] for key in RETRY_CARRIES if key in user_attrs}, RETRY_OF_ATTR: number}
+
+
 # Study user attributes: the KL guard ({"threshold", "metric", ...}) and the objectives, for the dashboard.
 KL_GUARD_ATTR = "kl_guard"
 OBJECTIVES_ATTR = "objectives"
+# Study user attribute of a validation study (tuner.validation): the name of the study whose configurations it reruns.
+VALIDATION_OF_ATTR = "validation_of"
 # Study user attribute: the study file's mapping as the study was created (or last changed with --allow-changes).
 DEFINITION_ATTR = "definition"
 

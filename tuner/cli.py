@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -29,7 +30,22 @@ def add_study_commands(commands: Any) -> None:
     run.add_argument("--storage", default=None, help="Optuna storage URL (overrides the file).")
     run.add_argument("--workers", type=int, default=None,
                      help="Worker processes on this machine (default: one per GPU, else 1).")
+    run.add_argument("--allow-changes", action="store_true",
+                     help="Resume the study even though the file changed its objectives, base, search space, "
+                          "sampler, pruner, KL guard, constraints or warm starts (the new definition is kept).")
     run.set_defaults(handler=_storage_errors_as_input(command_run))
+
+    validate = commands.add_parser(
+        "validate", help="Rerun a study's best configurations on seeds it never used; mean and 95% CI of each.")
+    validate.add_argument("name", help="Study name.")
+    validate.add_argument("--top-k", type=int, default=3, help="Configurations to rerun, best first (default 3).")
+    validate.add_argument("--seeds", type=int, default=5, help="Fresh seeds per configuration (default 5).")
+    validate.add_argument("--storage", default=None,
+                          help=f"Storage URL (default: every {DEFAULT_STUDIES_DIR}/*.db).")
+    validate.add_argument("--workers", type=int, default=None,
+                          help="Worker processes on this machine (default: one per GPU, else 1).")
+    validate.add_argument("--format", choices=("table", "json"), default="table")
+    validate.set_defaults(handler=_storage_errors_as_input(command_validate))
 
     handlers = {"list": command_list, "show": command_show, "best": command_best}
     for name, help_text in (("list", "List studies with trial counts and best values."),
@@ -72,18 +88,23 @@ def readable_storage_urls(storage: str | None) -> list[str]:
     return urls
 
 
-def load_named_study(name: str, storage: str | None) -> optuna.Study:
+def find_named_study(name: str, storage: str | None) -> tuple[optuna.Study, str]:
+    """The study called ``name`` and the URL of the storage it was found in."""
     import optuna
 
     from tuner.database import open_storage
 
     for url in readable_storage_urls(storage):
         try:
-            return optuna.load_study(study_name=name, storage=open_storage(url))
+            return optuna.load_study(study_name=name, storage=open_storage(url)), url
         except KeyError:
             continue
     where = storage or f"{DEFAULT_STUDIES_DIR}/*.db"
     raise UsageError(f"study {name!r} not found in {where}")
+
+
+def load_named_study(name: str, storage: str | None) -> optuna.Study:
+    return find_named_study(name, storage)[0]
 
 
 def _print_frame(frame: pd.DataFrame, title: str) -> None:
@@ -120,7 +141,7 @@ def command_run(args: argparse.Namespace) -> int:
     timeout = args.timeout if args.timeout is not None else spec.timeout
     if n_trials is None and timeout is None:
         raise UsageError("n_trials: the study needs n_trials or timeout (in the file or as flags)")
-    return run_study(spec, n_trials, timeout, workers)
+    return run_study(spec, n_trials, timeout, workers, allow_changes=args.allow_changes)
 
 
 def command_list(args: argparse.Namespace) -> int:
@@ -156,22 +177,77 @@ def command_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def command_validate(args: argparse.Namespace) -> int:
+    from optuna.trial import TrialState
+
+    from tuner.runner import run_study, visible_gpus
+    from tuner.study_definition import stored_spec
+    from tuner.validation import load_validation, queue_runs, validation_results, validation_spec
+    from tuner.worker import open_study
+
+    for flag, value in (("--top-k", args.top_k), ("--seeds", args.seeds), ("--workers", args.workers)):
+        if value is not None and value < 1:
+            raise UsageError(f"{flag}: must be >= 1, got {value}")
+    study, url = find_named_study(args.name, args.storage)
+    spec = validation_spec(stored_spec(study, url))
+    if not study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+        raise UsageError(f"study {args.name!r} has no completed trial to validate")
+    validation, _ = open_study(spec, heartbeat=False, allow_changes=True)  # derived from the study: follows it
+    queued = queue_runs(study, validation, args.top_k, args.seeds)
+    if queued:
+        print(f"queued {len(queued)} validation runs of trial(s) "
+              f"{', '.join(sorted({str(number) for number, _ in queued}, key=int))}", file=sys.stderr)
+    workers = args.workers or max(1, len(visible_gpus()) // spec.processes_per_trial)
+    status = run_study(spec, None, None, workers, stored=True)
+    results = validation_results(study, load_validation(args.name, url))
+    if args.format == "json":
+        print(json.dumps([result.to_dict() for result in results], indent=2))
+    else:
+        _print_validation(results, study.metric_names[0] if study.metric_names else "value", args.name)
+    if status == 130:
+        return status
+    incomplete = [r for r in results if r.pending or r.n == 0]
+    return 1 if status != 0 or incomplete else 0
+
+
+def _print_validation(results: list[Any], metric: str, name: str) -> None:
+    import pandas as pd
+
+    rows = []
+    for result in results:
+        mean, low, high = result.interval
+        rows.append({"trial": result.trial, f"tuning {metric}": result.tuning_value, "n": result.n,
+                     "mean": mean, "95% CI low": low, "95% CI high": high, "failed": result.failed,
+                     "pending": result.pending})
+    _print_frame(pd.DataFrame(rows), f"{name}: validated on fresh seeds, best validated mean first")
+
+
 def command_best(args: argparse.Namespace) -> int:
     import yaml
 
     from tuner.reports import best_trials, trial_config
     from tuner.trl_args import trl_arguments
+    from tuner.validation import load_validation, validation_results
 
-    study = load_named_study(args.name, args.storage)
+    study, url = find_named_study(args.name, args.storage)
     best = best_trials(study)
     if not best:
-        raise UsageError(f"study {args.name!r} has no completed trial yet")
-    config = trial_config(best[0])
-    header = f"best trial {best[0].number}: values {', '.join(f'{v:.4f}' for v in best[0].values)}"
-    if len(best) > 1:
+        raise UsageError(f"study {args.name!r} has no completed (feasible) trial yet")
+    validated = [r for r in validation_results(study, load_validation(args.name, url)) if r.n > 0]
+    chosen, validation = best[0], None
+    header = f"best trial {chosen.number}: values {', '.join(f'{v:.4f}' for v in chosen.values)}"
+    if validated:
+        validation = validated[0]
+        chosen = study.get_trials(deepcopy=False)[validation.trial]
+        mean, low, high = validation.interval
+        header = (f"best trial {chosen.number} by validated mean (ppo-tune validate): {mean:.4f}, 95% CI "
+                  f"{low:.4f} to {high:.4f} over {validation.n} fresh seeds; tuning value {chosen.values[0]:.4f}")
+    elif len(best) > 1:
         header += f" (first of {len(best)} Pareto-optimal trials, by the first objective)"
+    config = trial_config(chosen)
     if args.format == "json":
-        print(json.dumps({"trial": best[0].number, "values": best[0].values, "config": config}, indent=2))
+        print(json.dumps({"trial": chosen.number, "values": chosen.values, "config": config,
+                          "validation": validation.to_dict() if validation else None}, indent=2))
     elif args.format == "yaml":
         print(f"# {header}")
         print(yaml.safe_dump(config, sort_keys=False), end="")

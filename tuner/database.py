@@ -7,6 +7,7 @@ failed and retried by the others.
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import warnings
 from pathlib import Path
@@ -14,9 +15,15 @@ from typing import Any
 
 import optuna
 import sqlalchemy
-from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
+from optuna.exceptions import UpdateFinishedTrialError
+from optuna.storages import RDBStorage
+from optuna.trial import FrozenTrial, TrialState
+
+from tuner.attrs import FAIL_REASON_ATTR, STALE_REASON, retry_user_attrs
 
 SQLITE_BUSY_TIMEOUT_S = 60
+GRACE_HEARTBEATS = 4
+"""Missed heartbeats after which a RUNNING trial's worker counts as dead."""
 
 # Heartbeats and the retry callback are marked experimental in Optuna, but they are the documented way
 # to recover a killed worker's trial; the warning would print once per worker per start.
@@ -49,26 +56,57 @@ def engine_kwargs(url: str) -> dict[str, Any]:
     return {"pool_pre_ping": True}
 
 
+class RetryStaleTrial:
+    """Queue a stale trial again (at most ``max_retry`` times in a chain of retries), carrying only what says what
+    to run: Optuna's own callback copies every user attribute, the dead attempt's KL history and reasons too."""
+
+    def __init__(self, max_retry: int) -> None:
+        self.max_retry = max_retry
+
+    def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        history = [*trial.system_attrs.get("retry_history", []), trial.number]
+        if len(history) > self.max_retry:
+            return
+        study.add_trial(optuna.trial.create_trial(
+            state=TrialState.WAITING, params=trial.params, distributions=trial.distributions,
+            user_attrs=retry_user_attrs(trial.user_attrs, trial.number),
+            system_attrs={"failed_trial": trial.number, "retry_history": history},
+        ))
+
+
+class HeartbeatStorage(RDBStorage):
+    """RDBStorage whose stale trials say why they failed.
+
+    Optuna fails a trial whose worker stopped sending heartbeats (in ``optuna.storages.fail_stale_trials``, which
+    every worker runs before each trial and ``ppo-tune run`` runs on a resume) without a reason; the reason is set
+    here, while the trial is still RUNNING and can take one. This overrides a private method of Optuna's
+    (``_get_stale_trial_ids``): tests/test_study_state.py fails if it stops being called.
+    """
+
+    def _get_stale_trial_ids(self, study_id: int) -> list[int]:
+        stale = super()._get_stale_trial_ids(study_id)
+        for trial_id in stale:
+            with contextlib.suppress(UpdateFinishedTrialError):  # another process failed it first
+                self.set_trial_user_attr(trial_id, FAIL_REASON_ATTR, STALE_REASON)
+        return stale
+
+
 def open_storage(
     url: str,
     heartbeat_interval: int | None = None,
-    grace_period: int | None = None,
-    max_retry: int | None = 1,
+    max_retry: int = 1,
 ) -> RDBStorage:
     """An Optuna RDB storage; with a heartbeat, stale RUNNING trials are failed and retried ``max_retry`` times."""
     path = sqlite_path(url)
     if path is not None:
         _prepare_sqlite(path)
-    heartbeat: dict[str, Any] = {}
-    if heartbeat_interval is not None:
-        heartbeat = {
-            "heartbeat_interval": heartbeat_interval,
-            "grace_period": grace_period or 4 * heartbeat_interval,
-            "heartbeat_stale_trial_callback": RetryHeartbeatStaleTrialCallback(max_retry=max_retry),
-        }
     # Failed trials are reported with their reason by ppo-tune itself; Optuna would add a traceback per trial.
     optuna.logging.set_verbosity(optuna.logging.ERROR)
-    return RDBStorage(url, engine_kwargs=engine_kwargs(url), **heartbeat)
+    if heartbeat_interval is None:
+        return RDBStorage(url, engine_kwargs=engine_kwargs(url))
+    return HeartbeatStorage(url, engine_kwargs=engine_kwargs(url), heartbeat_interval=heartbeat_interval,
+                            grace_period=GRACE_HEARTBEATS * heartbeat_interval,
+                            heartbeat_stale_trial_callback=RetryStaleTrial(max_retry))
 
 
 def create_engine(url: str) -> sqlalchemy.Engine:

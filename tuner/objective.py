@@ -18,39 +18,48 @@ import optuna
 
 from ppo_core.config_io import build_config
 from ppo_core.errors import first_line
-from tuner.attrs import CONFIG_ATTR, FAIL_REASON_ATTR, RETRY_OF_ATTR
+from tuner.attrs import CONFIG_ATTR, FAIL_REASON_ATTR, VALIDATES_ATTR, retry_user_attrs
 from tuner.search_space import suggest_params
 from tuner.study_config import StudySpec
 from tuner.trial_launch import run_trial_process
 from tuner.trial_protocol import TrialJob
 
 INTERRUPTED = "interrupted (Ctrl-C); queued again for the resumed study"
+NOTHING_QUEUED = "not run: the queue was empty"
 
 
 class TrialFailed(RuntimeError):
     """The trial's process failed, crashed, was killed or ran past trial_timeout; the message says which."""
 
 
-def make_objective(spec: StudySpec, threads: int | None = None) -> Callable[[optuna.Trial], float | list[float]]:
+def make_objective(spec: StudySpec, threads: int | None = None,
+                   queue_only: bool = False) -> Callable[[optuna.Trial], float | list[float]]:
     """The function ``study.optimize`` calls: it chooses the trial's config, runs the trial in its own process(es)
     with ``threads`` CPU threads between them, and returns the objective value(s), raises ``optuna.TrialPruned``,
-    or raises :class:`TrialFailed` with the reason also recorded on the trial."""
+    or raises :class:`TrialFailed` with the reason also recorded on the trial.
+
+    With ``queue_only`` (a validation study) only queued runs are run: a trial Optuna created because another
+    worker took the last queued one stops the study and is pruned, untrained."""
     processes = spec.processes_per_trial
     threads_per_process = max(1, threads // processes) if threads else None
 
     def objective(trial: optuna.Trial) -> float | list[float]:
+        if queue_only and VALIDATES_ATTR not in trial.user_attrs:
+            trial.study.stop()
+            raise optuna.TrialPruned(NOTHING_QUEUED)
         try:
-            try:
-                values = {**spec.base, **suggest_params(trial, spec.search_space, spec.base)}
-                trial.set_user_attr(CONFIG_ATTR, build_config(values).to_dict())
-            except Exception as error:
-                raise _failed(trial, f"{type(error).__name__}: {first_line(error)}") from error
-            job = TrialJob(spec.storage, str(spec.path.resolve()), trial._trial_id, os.getpid(), threads_per_process)
+            if VALIDATES_ATTR not in trial.user_attrs:  # a validation run's config was fixed when it was queued
+                try:
+                    values = {**spec.base, **suggest_params(trial, spec.search_space, spec.base)}
+                    trial.set_user_attr(CONFIG_ATTR, build_config(values).to_dict())
+                except Exception as error:
+                    raise _failed(trial, f"{type(error).__name__}: {first_line(error)}") from error
+            job = TrialJob(spec.storage, spec.name, trial._trial_id, os.getpid(), threads_per_process)
             outcome = run_trial_process(job, processes, spec.trial_timeout, trial.storage)
         except KeyboardInterrupt:
             with _second_ctrl_c_ignored():
                 trial.set_user_attr(FAIL_REASON_ATTR, INTERRUPTED)
-                trial.study.enqueue_trial(trial.params, user_attrs={RETRY_OF_ATTR: trial.number},
+                trial.study.enqueue_trial(trial.params, user_attrs=retry_user_attrs(trial.user_attrs, trial.number),
                                           skip_if_exists=False)
             raise
         if outcome.state == "pruned":

@@ -11,11 +11,14 @@ from collections import Counter
 from collections.abc import Sequence
 
 import optuna
+from optuna.storages import fail_stale_trials
 from optuna.trial import FrozenTrial, TrialState
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from tuner.database import create_engine
+from tuner.database import GRACE_HEARTBEATS, create_engine
+from tuner.edge_findings import edge_findings, format_edge_findings
+from tuner.failure_streak import SAME_FAILURES_TO_STOP, failure_streak
 from tuner.reports import best_trials, trial_reason
 from tuner.study_config import StudyConfigError, StudySpec
 from tuner.trial_launch import describe_exit
@@ -65,15 +68,16 @@ def gpu_groups(gpus: Sequence[str], workers: int, processes_per_trial: int) -> l
     return [list(gpus[index * processes_per_trial:(index + 1) * processes_per_trial]) for index in range(workers)]
 
 
-def worker_commands(spec: StudySpec, n_trials: int | None, timeout: float | None,
-                    workers: int) -> list[tuple[list[str], dict[str, str]]]:
-    """The command line and environment of each worker: its GPUs, or its share of the CPU threads."""
+def worker_commands(spec: StudySpec, n_trials: int | None, timeout: float | None, workers: int,
+                    stored: bool = False) -> list[tuple[list[str], dict[str, str]]]:
+    """The command line and environment of each worker: its GPUs, or its share of the CPU threads. ``stored``:
+    the workers read the study's stored definition instead of a study file (a validation study has none)."""
     groups = gpu_groups(visible_gpus(), workers, spec.processes_per_trial)
     threads = max(1, (os.cpu_count() or 1) // workers)
     commands = []
     for index, gpus in enumerate(groups):
-        command = [sys.executable, "-m", "tuner.worker", str(spec.path), "--storage", spec.storage,
-                   "--worker-index", str(index)]
+        command = [sys.executable, "-m", "tuner.worker", spec.name if stored else str(spec.path),
+                   "--storage", spec.storage, "--worker-index", str(index), *(["--stored"] if stored else [])]
         if n_trials is not None:
             command += ["--n-trials", str(n_trials)]
         if timeout is not None:
@@ -100,16 +104,41 @@ def _best_text(study: optuna.Study) -> str:
     return f"best {', '.join(f'{v:.4f}' for v in best[0].values)} (trial {best[0].number})"
 
 
+def recover_dead_trials(study: optuna.Study, heartbeat_interval: int, console: Console,
+                        poll_seconds: float = POLL_SECONDS) -> None:
+    """Fail (and queue again) the RUNNING trials whose workers died, before any worker counts them as running.
+
+    A trial whose heartbeat is already older than the grace period is failed at once. One whose worker died moments
+    ago still looks alive: it is watched for up to one grace period, and failed when its heartbeats have not come
+    back. A trial still RUNNING after that has a live worker (elsewhere) and is left to it.
+    """
+    fail_stale_trials(study)
+    running = [t.number for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))]
+    if not running:
+        return
+    grace = GRACE_HEARTBEATS * heartbeat_interval
+    console.print(f"trial(s) {', '.join(map(str, running))} were RUNNING: waiting up to {grace} s for their "
+                  "heartbeats before retrying them")
+    deadline = time.monotonic() + grace + poll_seconds
+    while running and time.monotonic() < deadline:
+        time.sleep(poll_seconds)
+        fail_stale_trials(study)
+        running = [t.number for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))]
+
+
 def run_study(spec: StudySpec, n_trials: int | None, timeout: float | None, workers: int,
-              console: Console | None = None) -> int:
+              console: Console | None = None, allow_changes: bool = False, stored: bool = False) -> int:
     """Create or resume the study, run ``workers`` processes, and return an exit status (130 on Ctrl-C)."""
     console = console or Console(stderr=True)
-    commands = worker_commands(spec, n_trials, timeout, workers)  # first: too few GPUs creates no study
-    study = open_study(spec, heartbeat=False)
+    commands = worker_commands(spec, n_trials, timeout, workers, stored)  # first: too few GPUs creates no study
+    study, messages = open_study(spec, allow_changes=allow_changes)
+    for message in messages:
+        console.print(message, soft_wrap=True, markup=False)
     create_tables(create_engine(spec.storage))
     already = len(study.get_trials(deepcopy=False, states=FINISHED))
     if already:
         console.print(f"resuming study {spec.name!r}: {already} trials already finished")
+    recover_dead_trials(study, spec.heartbeat_interval, console)
     processes = [subprocess.Popen(command, env=env) for command, env in commands]
     reported = {trial.number for trial in study.get_trials(deepcopy=False) if trial.state.is_finished()}
     progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -143,11 +172,21 @@ def run_study(spec: StudySpec, n_trials: int | None, timeout: float | None, work
         console.print(f"worker {index} was {describe_exit(returncode)}" if returncode < 0
                       else f"worker {index} ended with {describe_exit(returncode)}", soft_wrap=True)
     trials = study.get_trials(deepcopy=False)
-    if not any(trial.state == TrialState.COMPLETE for trial in trials):
+    findings = format_edge_findings(edge_findings(trials, spec.search_space, study.directions))
+    if findings:
+        console.print(findings, soft_wrap=True, markup=False)
+    completed = any(trial.state == TrialState.COMPLETE for trial in trials)
+    streak = None if stored else failure_streak(trials)  # in a validation, a config failing on every seed is a result
+    # One unbroken line each, whatever the terminal's width: it is what a user (or a script) greps for.
+    if streak is not None:
+        console.print(("" if completed else "no trial completed; ")
+                      + f"stopped after {SAME_FAILURES_TO_STOP} trials in a row failed with: {streak}",
+                      soft_wrap=True, markup=False)
+        return 1
+    if not completed:
         reasons = Counter(trial_reason(trial) or "no reason recorded" for trial in trials
                           if trial.state == TrialState.FAIL)
         common = reasons.most_common(1)
-        # One unbroken line, whatever the terminal's width: it is what a user (or a script) greps for.
         console.print("no trial completed" + (f"; {common[0][1]} failed with: {common[0][0]}" if common else ""),
                       soft_wrap=True, markup=False)
         return 1

@@ -18,6 +18,7 @@ from ppo_core.errors import InputError
 from tuner.attrs import DEFAULT_KL_METRIC, DEFAULT_KL_THRESHOLD
 from tuner.constraints import Constraint
 from tuner.database import default_storage_url
+from tuner.metric_check import unreported_metric
 from tuner.search_space import KL_CONTROL_MODES, VIRTUAL_PARAMS, ParamSpec, choose_point, config_values, first_value
 from tuner.warm_start import WarmStart, WarmStartError, warm_start_points
 
@@ -83,6 +84,16 @@ class StudySpec:
     ``tuner.warm_start.enqueue_warm_starts`` queues them on a new study."""
     constraints: list[Constraint] = field(default_factory=list)
     """Bounds on reduced metrics (e.g. a KL budget) that a feasible trial keeps; set on each trial for Optuna."""
+    definition: dict[str, Any] = field(default_factory=dict)
+    """The study file's mapping as read: stored on the study, so that a resume can tell what changed and
+    ``ppo-tune validate`` can rebuild the spec from the storage alone."""
+
+    def named_metrics(self) -> list[tuple[str, str]]:
+        """(key in the study file, metric name) for each metric the study reads from its runs."""
+        named = [(f"objectives[{index}].metric", objective.metric) for index, objective in enumerate(self.objectives)]
+        named += [(f"constraints[{index}].metric", constraint.metric)
+                  for index, constraint in enumerate(self.constraints)]
+        return named + ([("kl_guard.metric", self.kl_guard.metric)] if self.kl_guard.enabled else [])
 
     @property
     def directions(self) -> list[Direction]:
@@ -329,6 +340,7 @@ def parse_study(data: dict[str, Any], path: Path) -> StudySpec:
         processes_per_trial=processes_per_trial,
         enqueue=_parse_enqueue(data.get("enqueue"), search_space),
         constraints=_parse_constraints(data.get("constraints")),
+        definition=data,
     )
     for name in spec.search_space:
         if name in base and name not in VIRTUAL_PARAMS:
@@ -343,10 +355,13 @@ def _check_example_config(spec: StudySpec) -> None:
     that cannot work (a bad value, a missing model path) fails now rather than in every trial."""
     example = {**spec.base, **config_values(choose_point(spec.search_space, first_value), spec.base)}
     try:
-        build_config(example)
+        config = build_config(example)
     except ConfigError as error:
         field_name = str(error).split(":", 1)[0]
         raise _fail(f"{'search_space' if field_name in spec.search_space else 'base'}.{error}") from None
+    unreported = unreported_metric(spec.named_metrics(), config)
+    if unreported is not None:
+        raise _fail(unreported)
 
 
 def _check_warm_start_configs(spec: StudySpec) -> None:

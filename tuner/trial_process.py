@@ -1,4 +1,4 @@
-"""One trial in a process of its own: ``python -m tuner.trial_process --storage URL --study-file F --trial-id N ...``
+"""One trial in a process of its own: ``python -m tuner.trial_process --storage URL --study-name S --trial-id N ...``
 
 A worker starts this (forked from its fork server, or under ``accelerate launch`` for several processes per
 trial) after its sampler chose the trial's parameters and stored the resulting config on the trial. Here the trial
@@ -34,7 +34,7 @@ from ppo_core.trainer import PPOTrainer
 from tuner.attrs import CONFIG_ATTR
 from tuner.database import create_engine, open_storage
 from tuner.factory import make_pruner
-from tuner.study_config import load_study_spec
+from tuner.study_definition import stored_spec
 from tuner.trial_protocol import Outcome, TrialJob, record_outcome
 from tuner.trial_records import TrialStore
 from tuner.trial_reporter import TrialReporter
@@ -128,13 +128,11 @@ def _thread_lock_for_progress_bars() -> None:
 
 def run_trial(job: TrialJob) -> Outcome:
     """Train the trial ``job`` names, reporting through the storage, and record how it ended."""
-    spec = load_study_spec(job.study_file)
-    spec.storage = job.storage
     storage = open_storage(job.storage)
-    pruner = make_pruner(spec)
     # The sampler already ran in the worker; a random one is the cheapest to set up and is never asked anything.
-    study = optuna.load_study(study_name=spec.name, storage=storage, sampler=optuna.samplers.RandomSampler(),
-                              pruner=pruner)
+    study = optuna.load_study(study_name=job.study_name, storage=storage, sampler=optuna.samplers.RandomSampler())
+    spec = stored_spec(study, job.storage)
+    pruner = study.pruner = make_pruner(spec)
     trial = optuna.Trial(study, job.trial_id)
     frozen = storage.get_trial(job.trial_id)
     store = TrialStore(create_engine(job.storage), spec.name, job.trial_id, frozen.number)

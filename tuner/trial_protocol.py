@@ -2,14 +2,14 @@
 
 The worker hands the process a :class:`TrialJob` as command-line arguments (the same ones whether the process is
 forked, started with ``python -m tuner.trial_process`` or by ``accelerate launch``). Everything else the process
-needs is in the shared storage: the study file names the objectives, pruner and KL guard, and the trial's
-``config`` user attribute holds the values the worker's sampler chose. The process reports its :class:`Outcome`
+needs is in the shared storage: the study's stored definition names the objectives, pruner and KL guard, and the
+trial's ``config`` user attribute holds the values the worker's sampler chose. The process reports its :class:`Outcome`
 back on the trial, as a system attribute; its exit status only matters when it died before it could.
 
 Example::
 
-    job = TrialJob(storage="sqlite:///studies/quickstart.db", study_file="studies/quickstart.yaml",
-                   trial_id=3, worker_pid=os.getpid())
+    job = TrialJob(storage="sqlite:///studies/quickstart.db", study_name="quickstart", trial_id=3,
+                   worker_pid=os.getpid())
     subprocess.run([sys.executable, "-m", "tuner.trial_process", *job.arguments()])
     outcome = read_outcome(storage, 3)
 """
@@ -35,8 +35,8 @@ class TrialJob:
 
     storage: str
     """The study's storage URL, as the worker opened it (a ``--storage`` flag may have overridden the file's)."""
-    study_file: str
-    """The study file: objectives, pruner and KL guard come from it, as they did for the worker."""
+    study_name: str
+    """The study: its stored definition names the objectives, pruner and KL guard, as it did for the worker."""
     trial_id: int
     """Optuna's trial id (unique in the storage), whose ``config`` user attribute holds the values to train with."""
     worker_pid: int
@@ -46,7 +46,7 @@ class TrialJob:
 
     def arguments(self) -> list[str]:
         """The job as command-line arguments of ``python -m tuner.trial_process``."""
-        arguments = ["--storage", self.storage, "--study-file", self.study_file, "--trial-id", str(self.trial_id),
+        arguments = ["--storage", self.storage, "--study-name", self.study_name, "--trial-id", str(self.trial_id),
                      "--worker-pid", str(self.worker_pid)]
         return arguments + (["--threads", str(self.threads)] if self.threads else [])
 
@@ -55,12 +55,12 @@ class TrialJob:
         parser = argparse.ArgumentParser(prog="python -m tuner.trial_process",
                                          description="Run one trial of a study; started by a tuner worker.")
         parser.add_argument("--storage", required=True)
-        parser.add_argument("--study-file", required=True)
+        parser.add_argument("--study-name", required=True)
         parser.add_argument("--trial-id", type=int, required=True)
         parser.add_argument("--worker-pid", type=int, required=True)
         parser.add_argument("--threads", type=int, default=None)
         args = parser.parse_args(argv)
-        return cls(args.storage, args.study_file, args.trial_id, args.worker_pid, args.threads)
+        return cls(args.storage, args.study_name, args.trial_id, args.worker_pid, args.threads)
 
 
 @dataclass(frozen=True)

@@ -14,20 +14,30 @@ import sys
 import optuna
 from optuna.trial import TrialState
 
+from ppo_core.errors import InputError
 from ppo_core.quiet import quiet_hugging_face
-from tuner.attrs import KL_GUARD_ATTR, OBJECTIVES_ATTR
+from tuner.attrs import KL_GUARD_ATTR, OBJECTIVES_ATTR, VALIDATION_OF_ATTR
 from tuner.database import create_engine, open_storage
 from tuner.factory import make_pruner, make_sampler
+from tuner.failure_streak import failure_streak
 from tuner.objective import make_objective
 from tuner.study_config import StudySpec, load_study_spec
+from tuner.study_definition import check_definition, stored_spec
 from tuner.trial_launch import start_fork_server
 from tuner.trial_records import create_tables
+from tuner.warm_start import enqueue_warm_starts
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
 
 
-def open_study(spec: StudySpec, heartbeat: bool = True, worker_index: int = 0) -> optuna.Study:
-    """Create the study, or load it when it exists (the resume path)."""
+def open_study(spec: StudySpec, heartbeat: bool = True, worker_index: int = 0,
+               allow_changes: bool = False) -> tuple[optuna.Study, list[str]]:
+    """Create the study, or load it when it exists (the resume path), with the lines to tell the user: what changed
+    in its definition since (a resume with ``allow_changes``), and the warm starts queued (a new study).
+
+    A resume whose study file changed what the trials run or how they are judged raises
+    ``tuner.study_definition.StudyChangedError`` unless ``allow_changes``.
+    """
     storage = open_storage(spec.storage, heartbeat_interval=spec.heartbeat_interval if heartbeat else None)
     study = optuna.create_study(
         study_name=spec.name,
@@ -43,25 +53,37 @@ def open_study(spec: StudySpec, heartbeat: bool = True, worker_index: int = 0) -
         # The dashboard draws the blow-up threshold and labels objectives from these.
         study.set_user_attr(KL_GUARD_ATTR, dataclasses.asdict(spec.kl_guard))
         study.set_user_attr(OBJECTIVES_ATTR, [dataclasses.asdict(objective) for objective in spec.objectives])
-    return study
+    changes = check_definition(study, spec, allow_changes)
+    if changes:
+        study.set_user_attr(OBJECTIVES_ATTR, [dataclasses.asdict(objective) for objective in spec.objectives])
+        study.set_user_attr(KL_GUARD_ATTR, dataclasses.asdict(spec.kl_guard))
+    messages = [f"study definition changed (--allow-changes): {change}" for change in changes]
+    return study, messages + enqueue_warm_starts(study, spec.enqueue)
 
 
 class StopWhenTargetReached:
-    """Stops this worker once finished + running trials reach the target, or too many trials failed.
+    """Stops this worker once finished + running trials reach the target, or too many trials failed, or the last
+    few failed with one error (``tuner.failure_streak``).
 
-    Counting running trials keeps parallel workers from overshooting the target; the failure cap keeps
-    a broken setup from failing trials forever.
+    Counting running trials keeps parallel workers from overshooting the target; the failure cap and the streak
+    keep a broken setup from failing trials forever.
     """
 
-    def __init__(self, n_trials: int | None, max_failures: int) -> None:
+    def __init__(self, n_trials: int | None, max_failures: int, queue_only: bool = False) -> None:
         self.n_trials = n_trials
         self.max_failures = max_failures
+        self.queue_only = queue_only
 
     def __call__(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
-        states = [t.state for t in study.get_trials(deepcopy=False)]
-        finished_or_running = sum(s in FINISHED or s == TrialState.RUNNING for s in states)
-        failed = sum(s == TrialState.FAIL for s in states)
-        if (self.n_trials is not None and finished_or_running >= self.n_trials) or failed >= self.max_failures:
+        trials = study.get_trials(deepcopy=False)
+        if self.queue_only:  # a validation study: its queue is the whole job, and one failing config is a result
+            if not any(t.state == TrialState.WAITING for t in trials):
+                study.stop()
+            return
+        finished_or_running = sum(t.state in FINISHED or t.state == TrialState.RUNNING for t in trials)
+        failed = sum(t.state == TrialState.FAIL for t in trials)
+        if (self.n_trials is not None and finished_or_running >= self.n_trials) or failed >= self.max_failures \
+                or failure_streak(trials) is not None:
             study.stop()
 
 
@@ -70,37 +92,55 @@ def finished_count(study: optuna.Study) -> int:
 
 
 def run_worker(
-    spec: StudySpec, n_trials: int | None, timeout: float | None, threads: int | None, worker_index: int = 0
+    spec: StudySpec, n_trials: int | None, timeout: float | None, threads: int | None, worker_index: int = 0,
+    allow_changes: bool = False,
 ) -> None:
     """Run trials of ``spec`` until ``n_trials`` are finished study-wide or ``timeout``, each in its own process(es)
     with ``threads`` CPU threads between them (several workers share the cores; oversubscribed BLAS threads slow
     tiny models down tenfold)."""
-    study = open_study(spec, worker_index=worker_index)
+    study, _ = open_study(spec, worker_index=worker_index, allow_changes=allow_changes)
     create_tables(create_engine(spec.storage))
+    queue_only = VALIDATION_OF_ATTR in study.user_attrs
+    if queue_only and not study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
+        return
     if n_trials is not None and finished_count(study) >= n_trials:
         return
     if spec.processes_per_trial == 1:
         start_fork_server()  # now, so that its imports overlap with the first trial's sampling
-    stopper = StopWhenTargetReached(n_trials, max_failures=max(5, n_trials or 0))
-    study.optimize(make_objective(spec, threads), timeout=timeout, catch=(Exception,), callbacks=[stopper])
+    stopper = StopWhenTargetReached(n_trials, max_failures=max(5, n_trials or 0), queue_only=queue_only)
+    study.optimize(make_objective(spec, threads, queue_only), timeout=timeout, catch=(Exception,),
+                   callbacks=[stopper])
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tuner.worker")
-    parser.add_argument("study")
+    parser.add_argument("study", help="A study file, or with --stored the name of a study in --storage.")
+    parser.add_argument("--stored", action="store_true",
+                        help="Run the study as its stored definition says (a validation study has no file).")
     parser.add_argument("--storage", default=None)
     parser.add_argument("--n-trials", type=int, default=None)
     parser.add_argument("--timeout", type=float, default=None)
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--worker-index", type=int, default=0, help="Offsets the sampler seed per worker.")
+    parser.add_argument("--allow-changes", action="store_true",
+                        help="Resume even if the study file changed what the study runs or how it judges trials.")
     args = parser.parse_args(argv)
     quiet_hugging_face()
-    spec = load_study_spec(args.study)
-    if args.storage:
-        spec.storage = args.storage
     try:
+        if args.stored:
+            spec = stored_spec(optuna.load_study(study_name=args.study, storage=open_storage(args.storage)),
+                               args.storage)
+        else:
+            spec = load_study_spec(args.study)
+            if args.storage:
+                spec.storage = args.storage
+        if args.allow_changes:
+            open_study(spec, heartbeat=False, allow_changes=True)
         run_worker(spec, args.n_trials if args.n_trials is not None else spec.n_trials,
                    args.timeout if args.timeout is not None else spec.timeout, args.threads, args.worker_index)
+    except InputError as error:  # a study file that is wrong, or no longer the study's own
+        print(f"python -m tuner.worker: error: {error}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         return 130
     return 0

@@ -1,0 +1,119 @@
+"""A study that tells the truth about its state: changed definitions, repeated failures, and dead workers' trials."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from optuna.trial import TrialState
+
+from ppo_tune.cli import main
+from studies import TESTS_DIR, descendants, load, still_running, wait_for, write_study
+from tuner.attrs import FAIL_REASON_ATTR, KL_HISTORY_ATTR, RETRY_OF_ATTR
+from tuner.study_definition import definition_changes
+
+
+@pytest.fixture(autouse=True)
+def reward_functions_importable(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Worker processes import the test reward functions by name, as users' own modules would be.
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS_DIR), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.syspath_prepend(str(TESTS_DIR))
+
+
+def _edit(path: Path, **changes: object) -> None:
+    data = yaml.safe_load(path.read_text())
+    for key, value in changes.items():
+        if isinstance(value, dict) and isinstance(data.get(key), dict):
+            data[key].update(value)
+        else:
+            data[key] = value
+    path.write_text(yaml.safe_dump(data))
+
+
+def test_definition_changes_name_the_field() -> None:
+    stored = {"base": {"seed": 0, "kl_coef": 0.1}, "objectives": [{"metric": "a"}], "n_trials": 3}
+    current = {"base": {"seed": 1, "kl_coef": 0.1}, "objectives": [{"metric": "a"}], "n_trials": 30}
+    assert definition_changes(stored, current) == ["base.seed 0 -> 1"]  # n_trials may change freely
+    assert definition_changes(stored, {**stored, "objectives": [{"metric": "b"}]}) == \
+        ['objectives [{"metric": "a"}] -> [{"metric": "b"}]']
+    assert definition_changes({"base": {"lr": 1e-5}}, {"base": {"lr": 0.00001}}) == []
+
+
+def test_a_changed_definition_exits_2_unless_allowed(
+    tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A study file whose objectives or base differ from the stored study "resumed" it, did nothing and exited 0.
+    path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=1)
+    assert main(["run", str(path)]) == 0
+    capsys.readouterr()
+    _edit(path, objectives=[{"metric": "objective/kl", "direction": "minimize"}], n_trials=2)
+    assert main(["run", str(path)]) == 2
+    error = capsys.readouterr().err.strip()
+    assert len(error.splitlines()) == 1
+    assert "objectives" in error and "objective/scores" in error and "--allow-changes" in error
+    assert len(load(path).get_trials()) == 1  # nothing ran
+
+    _edit(path, objectives=[{"metric": "objective/scores"}], base={"seed": 3})
+    assert main(["run", str(path)]) == 2
+    assert "base.seed unset -> 3" in capsys.readouterr().err  # write_study leaves the seed to PPOConfig
+
+
+def test_allow_changes_resumes_and_records_the_new_definition(
+    tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=1)
+    assert main(["run", str(path)]) == 0
+    _edit(path, base={"num_ppo_epochs": 2}, n_trials=2)
+    assert main(["run", str(path), "--allow-changes"]) == 0
+    assert "base.num_ppo_epochs 1 -> 2" in capsys.readouterr().err
+    assert len(load(path).get_trials(states=(TrialState.COMPLETE,))) == 2
+    assert main(["run", str(path)]) == 0  # the changed definition is now the study's own
+
+
+def test_the_same_error_k_times_in_a_row_stops_the_study(
+    tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A broken setup failed every one of n_trials trials before the study gave up.
+    path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=8,
+                       base={"reward_model_path": "reward_functions:raises"})
+    assert main(["run", str(path)]) == 1
+    trials = load(path).get_trials()
+    assert [t.state for t in trials] == [TrialState.FAIL] * 3
+    error = capsys.readouterr().err
+    assert "stopped after 3 trials in a row failed with: RewardFunctionError" in error, error
+
+
+def _running_trial_has_updated(path: Path) -> bool:
+    try:
+        trials = load(path).get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+    except KeyError:
+        return False
+    return any(KL_HISTORY_ATTR in trial.user_attrs for trial in trials)
+
+
+def test_a_resume_right_after_a_killed_worker_fails_its_trial_with_a_reason_and_retries_it(
+    tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path
+) -> None:
+    # Rerunning at once left the dead trial RUNNING and the study stopped one trial short; only a later run failed
+    # it, with an empty reason.
+    path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=2, base={"total_episodes": 800})
+    victim = subprocess.Popen([sys.executable, "-m", "tuner.worker", str(path), "--threads", "1"])
+    wait_for(lambda: _running_trial_has_updated(path), 120, "a running trial's first update")
+    trial_processes = descendants(victim.pid)
+    victim.send_signal(signal.SIGKILL)
+    victim.wait()
+    wait_for(lambda: not still_running(trial_processes), 30, "the killed worker's trial process to end")
+    _edit(path, base={"total_episodes": 64})  # shorter trials from here on
+    assert main(["run", str(path), "--allow-changes"]) == 0  # at once: within the heartbeat grace period
+    trials = load(path).get_trials()
+    assert trials[0].state == TrialState.FAIL
+    assert trials[0].user_attrs[FAIL_REASON_ATTR] == "worker stopped sending heartbeats"
+    retries = [t for t in trials if t.user_attrs.get(RETRY_OF_ATTR) == 0]
+    assert len(retries) == 1 and retries[0].params == trials[0].params
+    assert FAIL_REASON_ATTR not in retries[0].user_attrs  # the dead trial's reason stays with it
+    assert sum(t.state == TrialState.COMPLETE for t in trials) == 2  # not one short

@@ -1,0 +1,140 @@
+"""``ppo-tune validate``: the best configurations rerun on fresh seeds, with means and 95% intervals."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from ppo_tune.cli import main
+from studies import TESTS_DIR, load, wait_for, write_study
+from tuner.attrs import CONFIG_ATTR, FAIL_REASON_ATTR, SEED_ATTR, VALIDATES_ATTR
+from tuner.confidence import mean_interval
+from tuner.database import create_engine, open_storage
+from tuner.study_config import load_study_spec
+from tuner.trial_records import read_metrics
+from tuner.validation import FIRST_VALIDATION_SEED, fresh_seeds, validation_study_name
+
+
+@pytest.fixture(autouse=True)
+def reward_functions_importable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS_DIR), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.syspath_prepend(str(TESTS_DIR))
+
+
+def _t_quantile_by_integration(p: float, dof: int) -> float:
+    """The slow reference: Student's t quantile by bisection on its CDF, integrated from the density (Simpson)."""
+    norm = math.gamma((dof + 1) / 2) / (math.sqrt(dof * math.pi) * math.gamma(dof / 2))
+
+    def cdf(x: float, steps: int = 4000) -> float:
+        h = x / steps
+        f = [norm * (1 + (i * h) ** 2 / dof) ** (-(dof + 1) / 2) for i in range(steps + 1)]
+        return 0.5 + h / 3 * (f[0] + f[-1] + 4 * sum(f[1:-1:2]) + 2 * sum(f[2:-1:2]))
+
+    low, high = 0.0, 50.0
+    for _ in range(60):
+        middle = (low + high) / 2
+        low, high = (middle, high) if cdf(middle) < p else (low, middle)
+    return (low + high) / 2
+
+
+@pytest.mark.parametrize("values", [[0.5, 0.7], [0.61, 0.58, 0.66, 0.7, 0.52], [1.0, 2.0, 4.0, 8.0, 16.0, 3.0, 1.5]])
+def test_mean_interval_matches_a_slow_reference(values: list[float]) -> None:
+    n = len(values)
+    mean = sum(values) / n
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+    half = _t_quantile_by_integration(0.975, n - 1) * sd / math.sqrt(n)
+    got = mean_interval(values)
+    assert got == pytest.approx((mean, mean - half, mean + half), rel=1e-6)
+
+
+def test_mean_interval_of_one_or_no_value() -> None:
+    mean, low, high = mean_interval([0.4])
+    assert mean == 0.4 and math.isnan(low) and math.isnan(high)
+    assert all(math.isnan(v) for v in mean_interval([]))
+
+
+def test_fresh_seeds_skip_the_used_ones() -> None:
+    assert fresh_seeds({1000, 1002}, 3) == [1001, 1003, 1004]
+    assert fresh_seeds(set(), 2, first=7) == [7, 8]
+
+
+def test_validate_reruns_the_top_configs_on_fresh_seeds_and_best_ranks_by_them(
+    tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=3, base={"seed": FIRST_VALIDATION_SEED})
+    assert main(["run", str(path)]) == 0
+    capsys.readouterr()
+    assert main(["validate", "tiny", "--storage", load_study_spec(path).storage, "--top-k", "2", "--seeds", "2",
+                 "--format", "json"]) == 0
+    results = json.loads(capsys.readouterr().out)
+    study = load(path)
+    ranked = sorted((t for t in study.get_trials() if t.state == TrialState.COMPLETE), key=lambda t: -t.values[0])
+    assert {r["trial"] for r in results} == {t.number for t in ranked[:2]}
+    assert all(r["n"] == 2 and r["ci_low"] <= r["mean"] <= r["ci_high"] for r in results)
+    assert results[0]["mean"] >= results[1]["mean"]
+
+    storage = open_storage(load_study_spec(path).storage)
+    validation = optuna.load_study(study_name=validation_study_name("tiny"), storage=storage)
+    runs = validation.get_trials()
+    assert len(runs) == 4 and all(run.state == TrialState.COMPLETE for run in runs)
+    # The study trained on seed 1000: the fresh seeds skip it.
+    assert sorted({run.user_attrs[SEED_ATTR] for run in runs}) == [FIRST_VALIDATION_SEED + 1, FIRST_VALIDATION_SEED + 2]
+    source = {t.number: t for t in study.get_trials()}
+    for run in runs:
+        tuned = source[run.user_attrs[VALIDATES_ATTR]].user_attrs[CONFIG_ATTR]
+        assert run.user_attrs[CONFIG_ATTR] == {**tuned, "seed": run.user_attrs[SEED_ATTR]}
+    # Each run's updates are stored like a trial's, under the validation study.
+    metrics = read_metrics(create_engine(load_study_spec(path).storage), validation_study_name("tiny"))
+    assert set(metrics["trial_number"]) == {run.number for run in runs}
+    for result in results:  # the interval is over the runs' own values
+        values = [run.values[0] for run in runs if run.user_attrs[VALIDATES_ATTR] == result["trial"]]
+        assert result["mean"] == pytest.approx(sum(values) / 2)
+
+    assert main(["best", "tiny", "--storage", load_study_spec(path).storage, "--format", "json"]) == 0
+    best = json.loads(capsys.readouterr().out)
+    assert best["trial"] == results[0]["trial"] and best["validation"]["n"] == 2
+    assert main(["best", "tiny", "--storage", load_study_spec(path).storage]) == 0
+    assert "by validated mean" in capsys.readouterr().out
+
+    # A second validate finds everything done: nothing queued, nothing rerun.
+    assert main(["validate", "tiny", "--storage", load_study_spec(path).storage, "--top-k", "2", "--seeds", "2"]) == 0
+    assert len(validation.get_trials()) == 4
+
+
+def test_an_interrupted_validation_resumes(tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path) -> None:
+    path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=1)
+    assert main(["run", str(path)]) == 0
+    storage_url = load_study_spec(path).storage
+    command = [sys.executable, "-m", "ppo_tune", "validate", "tiny", "--storage", storage_url, "--top-k", "1",
+               "--seeds", "3"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    storage = open_storage(storage_url)
+
+    def states() -> list[TrialState]:
+        try:
+            return [t.state for t in optuna.load_study(study_name=validation_study_name("tiny"),
+                                                        storage=storage).get_trials(deepcopy=False)]
+        except KeyError:
+            return []
+
+    wait_for(lambda: TrialState.COMPLETE in states() and TrialState.RUNNING in states(), 120,
+             "one finished and one running validation run")
+    os.killpg(process.pid, signal.SIGINT)
+    output = process.communicate(timeout=60)[0].decode()
+    assert process.returncode == 130, output
+
+    assert main(["validate", "tiny", "--storage", storage_url, "--top-k", "1", "--seeds", "3"]) == 0
+    runs = optuna.load_study(study_name=validation_study_name("tiny"), storage=storage).get_trials()
+    interrupted = [run for run in runs if run.state == TrialState.FAIL]
+    assert len(interrupted) == 1 and "interrupted" in interrupted[0].user_attrs[FAIL_REASON_ATTR]
+    complete = [run for run in runs if run.state == TrialState.COMPLETE]
+    assert sorted(run.user_attrs[SEED_ATTR] for run in complete) == fresh_seeds(set(), 3)

@@ -1,0 +1,183 @@
+"""Re-validation: the K best configurations of a study, trained again on seeds the study never used.
+
+A tuned winner is partly luck: it won on one seed (Eimer et al., ICML 2023, keep tuning and test seeds apart and
+report the test seeds' result). ``ppo-tune validate`` reruns the top configurations on fresh seeds and reports each
+one's mean and 95% confidence interval.
+
+The runs live in a study of their own in the same storage, ``<study>:validation``, so the tuned study's trial
+count, sampler and best trial stay untouched, while the runs' metrics and samples are stored and shown like any
+trial's. Each run is a queued trial carrying its full config (the source trial's, with the new seed) and its
+source trial's number; workers run the queue and nothing else, so an interrupted validation resumes where it
+stopped, as a study does.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import optuna
+from optuna.study import StudyDirection
+from optuna.trial import FrozenTrial, TrialState
+
+from tuner.attrs import CONFIG_ATTR, SEED_ATTR, VALIDATES_ATTR, VALIDATION_OF_ATTR
+from tuner.confidence import mean_interval
+from tuner.constraints import feasible
+from tuner.study_config import StudySpec
+
+VALIDATION_SUFFIX = ":validation"
+FIRST_VALIDATION_SEED = 1000
+"""Validation seeds count up from here, skipping any seed the study trained with: every configuration of every
+study meets the same seeds (a paired comparison), and a second ``validate`` with more seeds keeps the first ones."""
+
+
+def validation_study_name(name: str) -> str:
+    return name + VALIDATION_SUFFIX
+
+
+def fresh_seeds(used: set[int], count: int, first: int = FIRST_VALIDATION_SEED) -> list[int]:
+    """The first ``count`` integers from ``first`` up that are not in ``used``."""
+    return list(itertools.islice((seed for seed in itertools.count(first) if seed not in used), count))
+
+
+def _config_key(config: dict[str, Any]) -> str:
+    return repr(sorted((key, repr(value)) for key, value in config.items() if key != "seed"))
+
+
+def ranked_trials(study: optuna.Study) -> list[FrozenTrial]:
+    """Completed trials, best first by the first objective; feasible ones before infeasible ones."""
+    sign = -1.0 if study.directions[0] == StudyDirection.MAXIMIZE else 1.0
+    complete = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+                if t.values and not math.isnan(t.values[0])]
+    return sorted(complete, key=lambda t: (not feasible(t), sign * t.values[0], t.number))
+
+
+def top_trials(study: optuna.Study, k: int) -> list[FrozenTrial]:
+    """The best ``k`` completed trials with distinct configurations (a warm start the sampler proposed again, or a
+    retried trial, is one configuration), best first."""
+    chosen: list[FrozenTrial] = []
+    seen: set[str] = set()
+    for trial in ranked_trials(study):
+        key = _config_key(trial.user_attrs.get(CONFIG_ATTR, {}))
+        if key not in seen:
+            seen.add(key)
+            chosen.append(trial)
+        if len(chosen) == k:
+            break
+    return chosen
+
+
+def validation_spec(spec: StudySpec) -> StudySpec:
+    """The validation study's spec: the tuned study's objectives and constraints, every run trained to the end (no
+    pruner, no KL guard: a configuration that blows up on a fresh seed must show it), and nothing to search."""
+    definition = copy.deepcopy(spec.definition)
+    definition.update(name=validation_study_name(spec.name), storage=spec.storage, search_space={},
+                      sampler={"name": "random"}, pruner={"name": "none"},
+                      kl_guard={**definition.get("kl_guard", {}), "enabled": False})
+    for key in ("enqueue", "n_trials", "timeout"):
+        definition.pop(key, None)
+    validation = copy.copy(spec)
+    validation.name = definition["name"]
+    validation.search_space, validation.enqueue = {}, []
+    validation.sampler, validation.pruner = definition["sampler"], definition["pruner"]
+    validation.kl_guard = type(spec.kl_guard)(**{**vars(spec.kl_guard), "enabled": False})
+    validation.n_trials = validation.timeout = None
+    validation.definition = definition
+    return validation
+
+
+def queue_runs(study: optuna.Study, validation: optuna.Study, top_k: int, seeds: int) -> list[tuple[int, int]]:
+    """Queue a run for every (top configuration, fresh seed) pair that has none yet; returns the pairs queued."""
+    validation.set_user_attr(VALIDATION_OF_ATTR, study.study_name)
+    used = {int(t.user_attrs[CONFIG_ATTR]["seed"]) for t in study.get_trials(deepcopy=False)
+            if "seed" in t.user_attrs.get(CONFIG_ATTR, {})}
+    chosen_seeds = fresh_seeds(used, seeds)
+    present = {(t.user_attrs.get(VALIDATES_ATTR), t.user_attrs.get(SEED_ATTR))
+               for t in validation.get_trials(deepcopy=False)}
+    queued = []
+    for trial in top_trials(study, top_k):
+        for seed in chosen_seeds:
+            if (trial.number, seed) in present:
+                continue
+            config = {**trial.user_attrs[CONFIG_ATTR], "seed": seed}
+            validation.enqueue_trial({}, user_attrs={CONFIG_ATTR: config, VALIDATES_ATTR: trial.number,
+                                                     SEED_ATTR: seed}, skip_if_exists=False)
+            queued.append((trial.number, seed))
+    return queued
+
+
+@dataclass(frozen=True)
+class ValidatedConfig:
+    """One configuration's validation: its runs' first-objective values on fresh seeds and their 95% interval."""
+
+    trial: int
+    tuning_value: float
+    values: tuple[float, ...]
+    failed: int
+    """Runs that ended in failure (a non-finite metric, an error): a configuration that breaks on a fresh seed."""
+    pending: int
+    """Runs queued or running."""
+    feasible_runs: int
+    """Completed runs that kept the study's constraints (all of them when it has none)."""
+
+    @property
+    def n(self) -> int:
+        return len(self.values)
+
+    @property
+    def interval(self) -> tuple[float, float, float]:
+        return mean_interval(self.values)
+
+    def to_dict(self) -> dict[str, Any]:
+        mean, low, high = self.interval
+        return {"trial": self.trial, "n": self.n, "mean": _json_number(mean), "ci_low": _json_number(low),
+                "ci_high": _json_number(high), "tuning_value": _json_number(self.tuning_value),
+                "failed": self.failed, "pending": self.pending, "feasible_runs": self.feasible_runs}
+
+
+def _json_number(value: float) -> float | None:
+    return None if math.isnan(value) else value
+
+
+def validation_results(study: optuna.Study, validation: optuna.Study | None) -> list[ValidatedConfig]:
+    """Each validated configuration of ``study``, ranked by validated mean (best first, by the first objective's
+    direction); a configuration without a completed run comes last."""
+    if validation is None:
+        return []
+    runs: dict[int, list[FrozenTrial]] = {}
+    retried = {t.user_attrs.get("retry_of") for t in validation.get_trials(deepcopy=False)}
+    for run in validation.get_trials(deepcopy=False):
+        if VALIDATES_ATTR in run.user_attrs and run.number not in retried:  # a retried run's retry stands for it
+            runs.setdefault(int(run.user_attrs[VALIDATES_ATTR]), []).append(run)
+    source = {t.number: t for t in study.get_trials(deepcopy=False)}
+    results = []
+    for number, trials in runs.items():
+        complete = [t for t in trials if t.state == TrialState.COMPLETE and t.values and not math.isnan(t.values[0])]
+        tuned = source.get(number)
+        results.append(ValidatedConfig(
+            trial=number,
+            tuning_value=tuned.values[0] if tuned is not None and tuned.values else math.nan,
+            values=tuple(t.values[0] for t in complete),
+            failed=sum(t.state == TrialState.FAIL for t in trials),
+            pending=sum(t.state in (TrialState.WAITING, TrialState.RUNNING) for t in trials),
+            feasible_runs=sum(feasible(t) for t in complete),
+        ))
+    return rank_validated(results, study.directions[0] == StudyDirection.MAXIMIZE)
+
+
+def rank_validated(results: Sequence[ValidatedConfig], maximize: bool) -> list[ValidatedConfig]:
+    """Best validated mean first; configurations with no completed run last, in trial order."""
+    sign = -1.0 if maximize else 1.0
+    return sorted(results, key=lambda r: (r.n == 0, sign * r.interval[0] if r.n else 0.0, r.trial))
+
+
+def load_validation(study_name: str, storage: str | optuna.storages.BaseStorage) -> optuna.Study | None:
+    """The study's validation study in ``storage`` (the study's own), or None when it was never validated."""
+    try:
+        return optuna.load_study(study_name=validation_study_name(study_name), storage=storage)
+    except KeyError:
+        return None
