@@ -41,14 +41,14 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
-from ppo_core.config import ConfigError, PPOConfig
+from ppo_core.config import ConfigError, PPOConfig, is_function_spec
 from ppo_core.errors import first_line
 from ppo_core.lora import ParameterCount, add_adapter, count_parameters
 from ppo_core.models import LoadOptions, load_tokenizer
 from ppo_core.prompt_data import PromptSet
 from ppo_core.reward_models import same_vocabulary
 from ppo_core.rollout import encode_prompts
-from ppo_core.setup import is_function_spec, load_task, prompt_sets, response_length, task_part
+from ppo_core.setup import load_task, prompt_sets, response_length, task_part
 from ppo_core.tasks.base import BuiltinTask
 
 TRAINABLE_BYTES = 16  # per trained parameter: float32 weight 4 + gradient 4 + AdamW's two float32 moments 8

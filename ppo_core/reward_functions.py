@@ -21,6 +21,7 @@ import torch
 
 from ppo_core.config import ConfigError
 from ppo_core.errors import InputError, first_line
+from ppo_core.metric_names import reward_name
 from ppo_core.rewards import RewardInputs, RewardScores
 
 # Keyword arguments the trainer passes itself; dataset columns of these names are not passed again.
@@ -49,7 +50,7 @@ class FunctionReward:
             raise ConfigError(f"{field_name}: {module_name!r} has no callable {function_name!r}")
         self.function: Callable[..., Any] = function
         self.spec = spec
-        self.name = function_name
+        self.name = reward_name(spec, is_function=True)
 
     def to(self, device: torch.device) -> FunctionReward:
         return self

@@ -16,13 +16,13 @@ A built-in task may instead give the text its reward model was trained on (``rew
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 
 import torch
 from transformers import AutoModelForSequenceClassification, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from ppo_core.config import ConfigError
 from ppo_core.errors import first_line
+from ppo_core.metric_names import reward_name
 from ppo_core.models import LoadOptions
 from ppo_core.rewards import RewardInputs, RewardScores
 from ppo_core.sequences import position_ids_from_mask
@@ -59,7 +59,7 @@ class SequenceClassifierReward:
             # Masks, not the pad id, decide what is padding, so borrowing EOS is safe here.
             self.tokenizer.pad_token = self.tokenizer.eos_token
         self.path = path
-        self.name = Path(path).name or path
+        self.name = reward_name(path, is_function=False)
         self.batch_size = batch_size
         self.reward_text = reward_text
         self.vocabulary_matches = same_vocabulary(self.tokenizer, policy_tokenizer)

@@ -5,14 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 from transformers import GenerationConfig, PreTrainedModel, PreTrainedTokenizerBase
 
-from ppo_core.config import ConfigError, PPOConfig
+from ppo_core.config import ConfigError, PPOConfig, is_function_spec
 from ppo_core.generation import sampling_config
 from ppo_core.lora import adapters_disabled, add_adapter
+from ppo_core.metric_names import distinct_names
 from ppo_core.models import (
     LoadOptions,
     ValueModel,
@@ -170,11 +170,8 @@ def _load_rewards(config: PPOConfig, task: BuiltinTask | None, options: LoadOpti
         else SequenceClassifierReward(spec, options, batch_size, tokenizer)
         for field, spec in config.named_rewards
     ]
-    seen: dict[str, int] = {}
-    for reward in rewards:  # two rewards of the same name would share one metric
-        seen[reward.name] = seen.get(reward.name, 0) + 1
-        if seen[reward.name] > 1:
-            reward.name = f"{reward.name}_{seen[reward.name]}"
+    for reward, name in zip(rewards, distinct_names([reward.name for reward in rewards]), strict=True):
+        reward.name = name  # two rewards of one name would share one metric
     return WeightedRewards(rewards, config.reward_weights)
 
 
@@ -185,13 +182,6 @@ def _value_trunk(rewards: WeightedRewards, sft_path: str) -> str:
         if isinstance(reward, SequenceClassifierReward) and reward.vocabulary_matches:
             return reward.path
     return sft_path
-
-
-def is_function_spec(spec: str) -> bool:
-    """``module:function`` rather than a path or hub name (a Windows drive letter is not a module)."""
-    module_name, sep, function_name = spec.partition(":")
-    return bool(sep) and module_name.replace(".", "").replace("_", "").isalnum() and function_name.isidentifier() \
-        and not Path(spec).exists() and len(module_name) > 1
 
 
 def task_part(task: BuiltinTask | None, field_name: str) -> BuiltinTask:
