@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
 from pathlib import Path
 
+import optuna
 import pytest
 import yaml
 from optuna.trial import TrialState
@@ -15,6 +17,7 @@ from optuna.trial import TrialState
 from ppo_tune.cli import main
 from studies import TESTS_DIR, descendants, load, still_running, wait_for, write_study
 from tuner.attrs import FAIL_REASON_ATTR, KL_HISTORY_ATTR, RETRY_OF_ATTR
+from tuner.database import open_storage
 from tuner.study_definition import definition_changes
 
 
@@ -117,3 +120,21 @@ def test_a_resume_right_after_a_killed_worker_fails_its_trial_with_a_reason_and_
     assert len(retries) == 1 and retries[0].params == trials[0].params
     assert FAIL_REASON_ATTR not in retries[0].user_attrs  # the dead trial's reason stays with it
     assert sum(t.state == TrialState.COMPLETE for t in trials) == 2  # not one short
+
+
+def test_two_workers_never_claim_the_same_queued_trial_on_sqlite(tmp_path: Path) -> None:
+    # Two validation workers both ran queued run 0 (pysqlite reads outside a transaction, so both saw it WAITING
+    # and both set it RUNNING): its samples were written twice and the second worker crashed telling a FAIL trial.
+    url = f"sqlite:///{tmp_path / 'race.db'}"
+    study = optuna.create_study(study_name="race", storage=open_storage(url))
+    for index in range(150):
+        study.enqueue_trial({}, user_attrs={"index": index}, skip_if_exists=False)
+    outputs = [tmp_path / f"claimed{index}.json" for index in range(2)]
+    claimers = [subprocess.Popen([sys.executable, str(TESTS_DIR / "claim_queued.py"), url, str(out)],
+                                 stderr=subprocess.PIPE, text=True) for out in outputs]
+    errors = [claimer.communicate(timeout=300)[1] for claimer in claimers]
+    assert [claimer.returncode for claimer in claimers] == [0, 0], errors
+    first, second = (set(json.loads(out.read_text())) for out in outputs)
+    assert not first & second
+    # Each claimer may create one new trial when the other took the last queued one between its look and its ask.
+    assert set(range(150)) <= first | second and len(first | second) <= 152

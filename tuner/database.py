@@ -91,6 +91,26 @@ class HeartbeatStorage(RDBStorage):
         return stale
 
 
+def serialise_sqlite_transactions(engine: sqlalchemy.Engine) -> None:
+    """Make every transaction on a SQLite ``engine`` take the write lock when it begins (``BEGIN IMMEDIATE``).
+
+    pysqlite reads outside any transaction until the first write, so Optuna's claim of a queued trial (read it is
+    WAITING, then set it RUNNING) is not atomic on SQLite: two workers could both claim it and both run it. With
+    the lock taken at BEGIN, the read and the write are one step. (SQLAlchemy's documented pysqlite recipe;
+    PostgreSQL's SELECT ... FOR UPDATE already does this.)
+    """
+
+    @sqlalchemy.event.listens_for(engine, "connect")
+    def _no_implicit_begin(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None
+
+    @sqlalchemy.event.listens_for(engine, "begin")
+    def _begin_immediate(connection: sqlalchemy.Connection) -> None:
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+    engine.dispose()  # connections opened before the listeners would go on beginning lazily
+
+
 def open_storage(
     url: str,
     heartbeat_interval: int | None = None,
@@ -103,10 +123,14 @@ def open_storage(
     # Failed trials are reported with their reason by ppo-tune itself; Optuna would add a traceback per trial.
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     if heartbeat_interval is None:
-        return RDBStorage(url, engine_kwargs=engine_kwargs(url))
-    return HeartbeatStorage(url, engine_kwargs=engine_kwargs(url), heartbeat_interval=heartbeat_interval,
-                            grace_period=GRACE_HEARTBEATS * heartbeat_interval,
-                            heartbeat_stale_trial_callback=RetryStaleTrial(max_retry))
+        storage = RDBStorage(url, engine_kwargs=engine_kwargs(url))
+    else:
+        storage = HeartbeatStorage(url, engine_kwargs=engine_kwargs(url), heartbeat_interval=heartbeat_interval,
+                                   grace_period=GRACE_HEARTBEATS * heartbeat_interval,
+                                   heartbeat_stale_trial_callback=RetryStaleTrial(max_retry))
+    if path is not None:
+        serialise_sqlite_transactions(storage.engine)
+    return storage
 
 
 def create_engine(url: str) -> sqlalchemy.Engine:
