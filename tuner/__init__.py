@@ -41,6 +41,11 @@ _PUBLIC = {
     "trial_config": "tuner.reports",
     "trials_frame": "tuner.reports",
     "trl_arguments": "tuner.trl_args",
+    "validation_results": "tuner.validation",
+    "load_validation": "tuner.validation",
+    "mean_interval": "tuner.confidence",
+    "edge_findings": "tuner.edge_findings",
+    "warm_start_points": "tuner.warm_start",
 }
 
 __all__ = [
@@ -54,10 +59,13 @@ __all__ = [
     "TrialStore",
     "best_trials",
     "create_engine",
+    "edge_findings",
     "load_study_spec",
+    "load_validation",
     "make_objective",
     "make_pruner",
     "make_sampler",
+    "mean_interval",
     "open_storage",
     "open_study",
     "read_metrics",
@@ -68,10 +76,14 @@ __all__ = [
     "trial_config",
     "trials_frame",
     "trl_arguments",
+    "validation_results",
+    "warm_start_points",
 ]
 
 if TYPE_CHECKING:
+    from tuner.confidence import mean_interval
     from tuner.database import create_engine, open_storage
+    from tuner.edge_findings import edge_findings
     from tuner.factory import make_pruner, make_sampler
     from tuner.kl_guard import KLGuardPruner
     from tuner.objective import make_objective
@@ -82,6 +94,8 @@ if TYPE_CHECKING:
     from tuner.trial_records import TrialStore, read_metrics, read_samples
     from tuner.trial_reporter import TrialReporter
     from tuner.trl_args import trl_arguments
+    from tuner.validation import load_validation, validation_results
+    from tuner.warm_start import warm_start_points
     from tuner.worker import open_study, run_worker
 
 
