@@ -1,0 +1,353 @@
+"""What a tuner buys: the quickstart study against random search and two fixed configs, at equal PPO updates.
+
+    python -m benchmarks.tuning_quality [--budget-updates N] [--sampler-seeds 3] [--validation-seeds 5]
+                                        [--workers 2] [--work-dir DIR] [--quick]
+
+Four methods on the built-in task (the base of ``studies/quickstart.yaml``), all judged by the quickstart's
+objective (the held-out ``eval/gold_score`` over the last two evaluations) and KL budget (``eval/kl``, a constraint):
+
+- ``tpe``: the quickstart study as shipped (TPE, KL guard, median pruner, its ``enqueue`` warm starts);
+- ``random``: random search, no pruner, no KL guard, no warm starts;
+- ``trl_defaults``: ``studies/trl_defaults.yaml`` (TRL 1.12's defaults) with the quickstart's evaluation settings;
+- ``guidance``: the seed guidance's starting point (``tuner.warm_start.guidance_values``) on the quickstart base.
+
+Each ``tpe``/``random`` study (one per sampler seed) runs trials one after another until the PPO updates its trials
+ran (``tuner.reports.updates_run``: a pruned trial counts the updates it ran) reach ``--budget-updates``; the trial
+running then is finished. The two fixed configs are one-trial studies. Every method's chosen config (the best
+tuning trial, or the one trial) is then retrained on fresh seeds with ``ppo-tune validate --top-k 1``, the same
+seeds for every study. Studies run ``--workers`` at a time with one CPU thread each; validations run one study at
+a time with ``--workers`` workers. The default budget (960 updates per study, 3 sampler seeds, 5 validation seeds)
+took 42 min on 2 cores shared with other jobs; results and what they mean: benchmarks/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from benchmarks.machine import machine_facts
+from tuner.confidence import mean_interval
+
+ROOT = Path(__file__).resolve().parent.parent
+QUICKSTART = ROOT / "studies" / "quickstart.yaml"
+TRL_DEFAULTS = ROOT / "studies" / "trl_defaults.yaml"
+RESULTS = ROOT / "benchmarks" / "results"
+SEARCHES = ("tpe", "random")
+FIXED = ("trl_defaults", "guidance")
+# The quickstart's evaluation settings, copied onto TRL's defaults so that both are judged on the same held-out runs.
+EVAL_FIELDS = ("eval_steps", "num_eval_samples", "num_eval_prompts")
+WITHIN = 0.05
+"""'Compute to come within 5% of the best': updates until the best-so-far reaches (1 - WITHIN) x the best."""
+DEFAULT_BUDGET = 960
+QUICK = {"budget_updates": 150, "sampler_seeds": 1, "validation_seeds": 2}
+FULL = {"budget_updates": DEFAULT_BUDGET, "sampler_seeds": 3, "validation_seeds": 5}
+
+
+def guidance_base(quickstart: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The seed guidance's starting point as config values on the quickstart base: the quickstart's own
+    ``seed_guidance`` warm start (fitted to its space: rollouts of 256 become 32), plus the guidance's stated values
+    for fields the study does not search (λ 0.95, c1 0.5)."""
+    from ppo_core.config import settable_fields
+    from tuner.search_space import VIRTUAL_PARAMS, config_values
+    from tuner.study_config import parse_study
+    from tuner.warm_start import guidance_values, warm_start_points
+
+    space = parse_study(quickstart, QUICKSTART).search_space
+    (start,) = warm_start_points(space, ["seed_guidance"])
+    stated = {name: value for name, value in guidance_values().items()
+              if name not in space and name not in VIRTUAL_PARAMS and name in settable_fields()}
+    return {**quickstart["base"], **config_values(start.params, quickstart["base"]), **stated}, list(start.notes)
+
+
+def study_definitions(quickstart: dict[str, Any], work_dir: Path, sampler_seeds: int) -> list[dict[str, Any]]:
+    """Every study's file contents, tuning studies first; each in its own SQLite file under ``work_dir``."""
+    definitions = []
+    for seed in range(sampler_seeds):
+        tpe = {**quickstart, "sampler": {**quickstart["sampler"], "seed": seed}}
+        random = {**quickstart, "sampler": {"name": "random", "seed": seed}, "pruner": {"name": "none"},
+                  "kl_guard": {**quickstart.get("kl_guard", {}), "enabled": False}}
+        random.pop("enqueue", None)
+        definitions += [{**tpe, "name": f"tq-tpe-s{seed}"}, {**random, "name": f"tq-random-s{seed}"}]
+    evaluation = {key: quickstart["base"][key] for key in EVAL_FIELDS if key in quickstart["base"]}
+    trl_base = {**yaml.safe_load(TRL_DEFAULTS.read_text()), **evaluation}
+    fixed = {key: value for key, value in quickstart.items() if key not in ("enqueue", "search_space")}
+    fixed.update(n_trials=1, search_space={}, sampler={"name": "random", "seed": 0}, pruner={"name": "none"},
+                 kl_guard={**quickstart.get("kl_guard", {}), "enabled": False})  # one run: nothing to prune
+    definitions += [{**fixed, "name": "tq-trl_defaults", "base": trl_base},
+                    {**fixed, "name": "tq-guidance", "base": guidance_base(quickstart)[0]}]
+    for definition in definitions:
+        definition.pop("timeout", None)
+        definition["storage"] = f"sqlite:///{work_dir / definition['name']}.db"
+    return definitions
+
+
+def method_of(name: str) -> str:
+    return name.split("-")[1]
+
+
+class BudgetStop:
+    """Stops the study once its trials have run ``budget`` PPO updates; the trial that crossed it has finished."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+
+    def __call__(self, study: Any, trial: Any) -> None:
+        from tuner.reports import updates_run
+
+        spent = sum(updates_run(t) for t in study.get_trials(deepcopy=False))
+        value = f"{trial.value:.4f}" if trial.values else "-"
+        print(f"{study.study_name}: trial {trial.number} {trial.state.name} value {value} updates "
+              f"{updates_run(trial)}; {spent}/{self.budget} updates spent", flush=True)
+        if spent >= self.budget:
+            study.stop()
+
+
+def run_one_study(path: str, budget: int | None) -> dict[str, Any]:
+    """Run the study file at ``path`` in this process, trials one at a time on one CPU thread: until ``budget``
+    updates, or one trial when None. Returns its wall time, warm-start notes and trials."""
+    import optuna
+    from optuna.trial import FrozenTrial
+
+    from ppo_core.quiet import quiet_hugging_face
+    from tuner.attrs import WARM_START_ATTR
+    from tuner.constraints import feasible
+    from tuner.database import create_engine
+    from tuner.objective import make_objective
+    from tuner.reports import trial_reason, updates_run
+    from tuner.study_config import load_study_spec
+    from tuner.trial_launch import start_fork_server
+    from tuner.trial_records import create_tables
+    from tuner.worker import StopWhenTargetReached, open_study
+
+    quiet_hugging_face()
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    spec = load_study_spec(path)
+    started = time.perf_counter()
+    study, messages = open_study(spec)
+    create_tables(create_engine(spec.storage))
+    start_fork_server()
+    callbacks: list[Callable[[optuna.Study, FrozenTrial], None]] = [
+        StopWhenTargetReached(None, max_failures=5), BudgetStop(budget if budget is not None else 0)]
+    study.optimize(make_objective(spec, threads=1), n_trials=None if budget is not None else 1,
+                   catch=(Exception,), callbacks=callbacks)
+    trials = [{"number": t.number, "state": t.state.name, "value": t.values[0] if t.values else None,
+               "updates": updates_run(t), "feasible": t.state == optuna.trial.TrialState.COMPLETE and feasible(t),
+               "warm_start": t.user_attrs.get(WARM_START_ATTR), "params": t.params, "reason": trial_reason(t) or None,
+               "duration_s": round(t.duration.total_seconds(), 2) if t.duration else None}
+              for t in study.get_trials(deepcopy=False)]
+    return {"wall_s": round(time.perf_counter() - started, 1), "messages": messages, "trials": trials}
+
+
+def validate(name: str, storage: str, seeds: int, workers: int) -> dict[str, Any]:
+    """``ppo-tune validate NAME --top-k 1``: the chosen trial retrained on ``seeds`` fresh seeds, and each run."""
+    from tuner.attrs import SEED_ATTR
+    from tuner.database import open_storage
+    from tuner.validation import load_validation
+
+    command = [sys.executable, "-m", "ppo_tune", "validate", name, "--storage", storage, "--top-k", "1",
+               "--seeds", str(seeds), "--format", "json", "--workers", str(workers)]
+    started = time.perf_counter()
+    finished = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=False)
+    wall = round(time.perf_counter() - started, 1)
+    try:
+        (result,) = json.loads(finished.stdout)
+    except ValueError:  # no JSON (it failed before printing), or not exactly one config
+        return {"returncode": finished.returncode, "wall_s": wall, "error": finished.stdout[-2000:], "runs": []}
+    validation = load_validation(name, open_storage(storage))
+    assert validation is not None  # the command above created it
+    runs = [{"seed": t.user_attrs.get(SEED_ATTR), "state": t.state.name,
+             "value": t.values[0] if t.values else None} for t in validation.get_trials(deepcopy=False)]
+    return {**result, "returncode": finished.returncode, "wall_s": wall, "runs": runs}
+
+
+def progress(trials: list[dict[str, Any]], threshold: float) -> int | None:
+    """Cumulative updates at the end of the first trial whose best-so-far value (among completed trials that keep
+    the study's constraints, as Optuna's best trial) reached ``threshold``."""
+    spent, best = 0, float("-inf")
+    for trial in sorted(trials, key=lambda t: t["number"]):
+        spent += trial["updates"]
+        if trial["feasible"] and trial["value"] is not None:
+            best = max(best, trial["value"])
+        if best >= threshold:
+            return spent
+    return None
+
+
+def median_reach(reached: list[int | None]) -> float | None:
+    """The median over sampler seeds, a seed that never got there counting as infinitely late; None: not reached."""
+    middle = statistics.median(float("inf") if r is None else float(r) for r in reached)
+    return None if middle == float("inf") else middle
+
+
+def summarise(studies: list[dict[str, Any]], validation_seeds: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Per method: pooled validation mean and 95% CI, each study's validated mean, tuning values, updates, wall
+    time, and the updates to come within WITHIN of the best tuning value of any tpe/random study."""
+    tuned = [t["value"] for s in studies if s["method"] in SEARCHES for t in s["trials"]
+             if t["feasible"] and t["value"] is not None]
+    best = max(tuned) if tuned else float("nan")
+    threshold = best - WITHIN * abs(best)
+    for study in studies:
+        study["updates_spent"] = sum(t["updates"] for t in study["trials"])
+        study["updates_to_within_5pct"] = progress(study["trials"], threshold) if study["method"] in SEARCHES else None
+        runs = [r["value"] for r in study["validation"]["runs"] if r["state"] == "COMPLETE" and r["value"] is not None]
+        study["validated_values"] = runs
+    methods: dict[str, Any] = {}
+    for method in SEARCHES + FIXED:
+        group = [s for s in studies if s["method"] == method]
+        pooled = [v for s in group for v in s["validated_values"]]
+        mean, low, high = mean_interval(pooled)
+        methods[method] = {
+            "validated_mean": mean, "ci_low": low, "ci_high": high, "n": len(pooled),
+            "validated_mean_per_study": [statistics.fmean(s["validated_values"]) if s["validated_values"] else None
+                                         for s in group],
+            "chosen_trials": [s["validation"].get("trial") for s in group],
+            "tuning_values": [s["validation"].get("tuning_value") for s in group],
+            "updates_spent": [s["updates_spent"] for s in group],
+            "tuning_wall_s": [s["wall_s"] for s in group],
+            "validation_wall_s": [s["validation"]["wall_s"] for s in group],
+        }
+        if method in SEARCHES:
+            reached = [s["updates_to_within_5pct"] for s in group]
+            methods[method].update(updates_to_within_5pct=reached, updates_to_within_5pct_median=median_reach(reached))
+    return methods, {"best_tuning_value": best, "threshold": threshold, "within": WITHIN,
+                     "validation_seeds_per_config": validation_seeds}
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` with every NaN as None: strict JSON has no NaN (an interval over one run is NaN at both ends)."""
+    if isinstance(value, float) and value != value:
+        return None
+    if isinstance(value, dict):
+        return {key: json_safe(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(item) for item in value]
+    return value
+
+
+def _number(value: float | None, digits: int = 4) -> str:
+    return "-" if value is None or value != value else f"{value:.{digits}f}"
+
+
+def _numbers(values: list[Any], digits: int = 4) -> str:
+    return ", ".join(_number(v, digits) if isinstance(v, float) or v is None else str(v) for v in values)
+
+
+def markdown_table(methods: dict[str, Any]) -> str:
+    lines = ["| method | held-out eval/gold_score, mean [95% CI] (runs) | validated mean per sampler seed "
+             "| tuning value of the chosen trial(s) | PPO updates spent | updates to within 5% of the best "
+             "(median; per seed) | wall s: tuning / validation |", "|---|---|---|---|---|---|---|"]
+    for method, row in methods.items():
+        reach = "-"
+        if "updates_to_within_5pct" in row:
+            median = row["updates_to_within_5pct_median"]
+            per_seed = ", ".join("not reached" if r is None else str(r) for r in row["updates_to_within_5pct"])
+            reach = f"{'not reached' if median is None else f'{median:g}'}; {per_seed}"
+        lines.append(
+            f"| {method} | {_number(row['validated_mean'])} [{_number(row['ci_low'])}, {_number(row['ci_high'])}] "
+            f"({row['n']}) | {_numbers(row['validated_mean_per_study'])} | {_numbers(row['tuning_values'])} "
+            f"| {_numbers(row['updates_spent'])} | {reach} "
+            f"| {_numbers(row['tuning_wall_s'], 0)} / {_numbers(row['validation_wall_s'], 0)} |")
+    return "\n".join(lines)
+
+
+def studies_table(studies: list[dict[str, Any]]) -> str:
+    lines = ["| study | trials: complete (in the KL budget) / pruned / failed | PPO updates | chosen trial "
+             "| its tuning value | validated mean [95% CI] (runs; in the KL budget) | updates to within 5% of the best "
+             "| wall s: tuning / validation |", "|---|---|---|---|---|---|---|---|"]
+    for study in studies:
+        count = {state: sum(t["state"] == state for t in study["trials"]) for state in ("COMPLETE", "PRUNED", "FAIL")}
+        counts = f"{count['COMPLETE']} ({sum(t['feasible'] for t in study['trials'])}) / {count['PRUNED']} / " \
+                 f"{count['FAIL']}"
+        validation = study["validation"]
+        mean, low, high = mean_interval(study["validated_values"])
+        reach = study["updates_to_within_5pct"]
+        shown = "-" if study["method"] not in SEARCHES else "not reached" if reach is None else str(reach)
+        runs = f"{len(study['validated_values'])}; {validation.get('feasible_runs', '-')}"
+        lines.append(f"| {study['name']} | {counts} | {study['updates_spent']} | {validation.get('trial', '-')} "
+                     f"| {_number(validation.get('tuning_value'))} | {_number(mean)} [{_number(low)}, "
+                     f"{_number(high)}] ({runs}) | {shown} "
+                     f"| {study['wall_s']:.0f} / {validation['wall_s']:.0f} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--budget-updates", type=int, default=None,
+                        help=f"PPO updates per tpe/random study (default {DEFAULT_BUDGET}; --quick "
+                             f"{QUICK['budget_updates']}).")
+    parser.add_argument("--sampler-seeds", type=int, default=None, help="tpe and random studies each (default 3).")
+    parser.add_argument("--validation-seeds", type=int, default=None, help="Fresh seeds per chosen config (default 5).")
+    parser.add_argument("--workers", type=int, default=2, help="Studies run at once, one CPU thread each.")
+    parser.add_argument("--work-dir", default=None, help="An empty directory for the study files and databases.")
+    parser.add_argument("--quick", action="store_true", help="A smoke run: 150 updates, 1 sampler seed, 2 seeds.")
+    parser.add_argument("--out", default=None, help="Results file (default results/tuning_quality[_quick].json).")
+    args = parser.parse_args()
+    settings = {**(QUICK if args.quick else FULL),
+                **{k: v for k, v in vars(args).items() if k in FULL and v is not None}}
+    work_dir = Path(args.work_dir or tempfile.mkdtemp(prefix="ppo-tune-quality-"))
+    work_dir.mkdir(parents=True, exist_ok=True)
+    if any(work_dir.glob("tq-*.db")):
+        parser.error(f"--work-dir {work_dir} holds tq-*.db studies already; give an empty directory")
+    started = time.perf_counter()
+    facts = machine_facts("cpu")
+    quickstart = yaml.safe_load(QUICKSTART.read_text())
+    notes = guidance_base(quickstart)[1]
+    definitions = study_definitions(quickstart, work_dir, settings["sampler_seeds"])
+    for note in notes:
+        print(note, file=sys.stderr)
+    studies: list[dict[str, Any]] = []
+    with ProcessPoolExecutor(args.workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = []
+        for definition in definitions:
+            path = work_dir / f"{definition['name']}.yaml"
+            path.write_text(yaml.safe_dump(definition, sort_keys=False))
+            method = method_of(definition["name"])
+            budget = settings["budget_updates"] if method in SEARCHES else None
+            futures.append((definition, pool.submit(run_one_study, str(path), budget)))
+        for definition, future in futures:
+            name = definition["name"]
+            seed = definition["sampler"]["seed"] if method_of(name) in SEARCHES else None
+            studies.append({"name": name, "method": method_of(name), "sampler_seed": seed,
+                            "storage": definition["storage"], "definition": definition, **future.result()})
+    tuning_wall = time.perf_counter() - started
+    for study in studies:
+        print(f"validating {study['name']} on {settings['validation_seeds']} seeds", file=sys.stderr, flush=True)
+        study["validation"] = validate(study["name"], study["storage"], settings["validation_seeds"], args.workers)
+    methods, reference = summarise(studies, settings["validation_seeds"])
+    total_wall = time.perf_counter() - started
+    table, per_study = markdown_table(methods), studies_table(studies)
+    print(f"Budget {settings['budget_updates']} PPO updates per tpe/random study; {settings['sampler_seeds']} sampler "
+          f"seed(s); {settings['validation_seeds']} validation seeds per chosen config; best tuning value of any "
+          f"tpe/random study {_number(reference['best_tuning_value'])} (5% below: {_number(reference['threshold'])}); "
+          f"wall {total_wall / 60:.1f} min ({tuning_wall / 60:.1f} tuning, {args.workers} worker(s)).\n")
+    print(table)
+    print()
+    print(per_study)
+    out = Path(args.out) if args.out else RESULTS / f"tuning_quality{'_quick' if args.quick else ''}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(json_safe({
+        "command": " ".join(["python -m benchmarks.tuning_quality", *sys.argv[1:]]), "machine": facts,
+        "settings": {**settings, "workers": args.workers, "threads_per_study": 1, "quick": args.quick,
+                     "work_dir": str(work_dir)},
+        "objective": quickstart["objectives"][0], "notes": notes, "reference": reference,
+        "wall_s": {"total": round(total_wall, 1), "tuning": round(tuning_wall, 1)},
+        "methods": methods, "table": table, "studies_table": per_study,
+        "studies": studies,
+    }), indent=2, default=str))
+    print(f"\nwrote {out}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
