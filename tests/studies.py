@@ -3,6 +3,9 @@ study runs, followed through psutil."""
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -11,7 +14,9 @@ from typing import Any
 import optuna
 import psutil
 import yaml
+from optuna.trial import TrialState
 
+from tuner.attrs import KL_HISTORY_ATTR
 from tuner.database import open_storage
 from tuner.study_config import load_study_spec
 
@@ -82,3 +87,25 @@ def still_running(processes: list[psutil.Process]) -> list[str]:
         except psutil.NoSuchProcess:
             pass
     return alive
+
+
+def running_trial_has_updated(path: Path) -> bool:
+    """Whether a RUNNING trial of the study has reported its first update."""
+    try:
+        trials = load(path).get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+    except KeyError:
+        return False
+    return any(KL_HISTORY_ATTR in trial.user_attrs for trial in trials)
+
+
+def kill_worker_mid_trial(path: Path) -> None:
+    """Start a worker on the study, SIGKILL it once its trial has reported an update, and wait for that trial's
+    processes to end themselves: a dead worker, with its trial left RUNNING."""
+    victim = subprocess.Popen([sys.executable, "-m", "tuner.worker", str(path), "--threads", "1"])
+    wait_for(lambda: running_trial_has_updated(path), 120, "a running trial's first update")
+    trial_processes = descendants(victim.pid)  # its fork server and the trial's own process
+    assert trial_processes
+    victim.send_signal(signal.SIGKILL)
+    victim.wait()
+    # The trial's process notices its worker's death and ends itself, rather than train on for nobody.
+    wait_for(lambda: not still_running(trial_processes), 30, "the killed worker's trial process to end")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -15,8 +14,8 @@ import yaml
 from optuna.trial import TrialState
 
 from ppo_tune.cli import main
-from studies import TESTS_DIR, descendants, load, still_running, wait_for, write_study
-from tuner.attrs import FAIL_REASON_ATTR, KL_HISTORY_ATTR, RETRY_OF_ATTR
+from studies import TESTS_DIR, kill_worker_mid_trial, load, write_study
+from tuner.attrs import FAIL_REASON_ATTR, RETRY_OF_ATTR
 from tuner.database import open_storage
 from tuner.study_definition import definition_changes
 
@@ -91,26 +90,13 @@ def test_the_same_error_k_times_in_a_row_stops_the_study(
     assert "stopped after 3 trials in a row failed with: RewardFunctionError" in error, error
 
 
-def _running_trial_has_updated(path: Path) -> bool:
-    try:
-        trials = load(path).get_trials(deepcopy=False, states=(TrialState.RUNNING,))
-    except KeyError:
-        return False
-    return any(KL_HISTORY_ATTR in trial.user_attrs for trial in trials)
-
-
 def test_a_resume_right_after_a_killed_worker_fails_its_trial_with_a_reason_and_retries_it(
     tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path
 ) -> None:
     # Rerunning at once left the dead trial RUNNING and the study stopped one trial short; only a later run failed
     # it, with an empty reason.
     path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=2, base={"total_episodes": 800})
-    victim = subprocess.Popen([sys.executable, "-m", "tuner.worker", str(path), "--threads", "1"])
-    wait_for(lambda: _running_trial_has_updated(path), 120, "a running trial's first update")
-    trial_processes = descendants(victim.pid)
-    victim.send_signal(signal.SIGKILL)
-    victim.wait()
-    wait_for(lambda: not still_running(trial_processes), 30, "the killed worker's trial process to end")
+    kill_worker_mid_trial(path)
     _edit(path, base={"total_episodes": 64})  # shorter trials from here on
     assert main(["run", str(path), "--allow-changes"]) == 0  # at once: within the heartbeat grace period
     trials = load(path).get_trials()

@@ -14,8 +14,17 @@ import pytest
 from optuna.trial import TrialState
 
 from ppo_tune.cli import main
-from studies import TESTS_DIR, descendants, load, still_running, wait_for, write_study
-from tuner.attrs import FAIL_REASON_ATTR, KL_HISTORY_ATTR, PRUNE_REASON_ATTR, PRUNED_AT_ATTR
+from studies import (
+    TESTS_DIR,
+    descendants,
+    kill_worker_mid_trial,
+    load,
+    running_trial_has_updated,
+    still_running,
+    wait_for,
+    write_study,
+)
+from tuner.attrs import FAIL_REASON_ATTR, PRUNE_REASON_ATTR, PRUNED_AT_ATTR
 from tuner.database import create_engine, open_storage
 from tuner.kl_guard import KLGuardPruner, blowup_reason
 from tuner.reports import updates_run
@@ -133,7 +142,7 @@ def test_a_dead_worker_is_named_with_how_it_died(tmp_path: Path, tiny_lm_dir: Pa
     path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=1, base={"total_episodes": 800})
     runner = subprocess.Popen([sys.executable, "-m", "ppo_tune", "run", str(path)], stderr=subprocess.PIPE,
                               text=True)
-    wait_for(lambda: _running_trial_has_updated(path), 120, "a running trial's first update")
+    wait_for(lambda: running_trial_has_updated(path), 120, "a running trial's first update")
     worker = next(p for p in descendants(runner.pid) if "tuner.worker" in " ".join(p.cmdline()))
     worker.send_signal(signal.SIGKILL)
     _, error = runner.communicate(timeout=120)
@@ -174,27 +183,11 @@ def test_ctrl_c_ends_cleanly_and_rerun_resumes(tmp_path: Path, tiny_lm_dir: Path
     assert retried and retried[0].params == interrupted[0].params
 
 
-def _running_trial_has_updated(path: Path) -> bool:
-    try:
-        trials = load(path).get_trials(deepcopy=False, states=(TrialState.RUNNING,))
-    except KeyError:
-        return False
-    return any(KL_HISTORY_ATTR in trial.user_attrs for trial in trials)
-
-
 def test_sigkilled_workers_trial_is_failed_and_retried(
     tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path
 ) -> None:
     path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=2, base={"total_episodes": 800})
-    worker = [sys.executable, "-m", "tuner.worker", str(path), "--threads", "1"]
-    victim = subprocess.Popen(worker)
-    wait_for(lambda: _running_trial_has_updated(path), 120, "a running trial's first update")
-    trial_processes = descendants(victim.pid)  # its fork server and the trial's own process
-    assert trial_processes
-    victim.send_signal(signal.SIGKILL)
-    victim.wait()
-    # The trial's process notices its worker's death and ends itself, rather than train on for nobody.
-    wait_for(lambda: not still_running(trial_processes), 30, "the killed worker's trial process to end")
+    kill_worker_mid_trial(path)
     assert _states(path) == [TrialState.RUNNING]  # nobody has noticed yet
     time.sleep(5)  # past the grace period (4 heartbeats of 1 s)
     run_worker(load_study_spec(path).__class__(**{**vars(load_study_spec(path)),
