@@ -1,0 +1,67 @@
+"""Critic-free advantages from several responses per prompt (GRPO, RLOO, REINFORCE++ with a group baseline).
+
+A batch of P prompts x G responses is laid out prompt by prompt: rows g*G .. g*G + G - 1 answer prompt g. Each
+function takes the sequence scores ``[P*G]`` and returns one advantage per response, to be spread over its
+tokens by the caller.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+
+ScaleRewards = Literal["group", "batch", "none"]
+GRPO_STD_EPSILON = 1e-4  # TRL's GRPOTrainer adds the same to the standard deviation
+
+
+def grouped(scores: torch.Tensor, group_size: int) -> torch.Tensor:
+    """``scores`` [P*G] as [P, G]: one row per prompt."""
+    if group_size < 1 or scores.numel() % group_size:
+        raise ValueError(f"{scores.numel()} scores do not split into groups of {group_size}")
+    return scores.reshape(-1, group_size)
+
+
+def grpo_advantages(scores: torch.Tensor, group_size: int, scale_rewards: ScaleRewards = "group",
+                    epsilon: float = GRPO_STD_EPSILON) -> torch.Tensor:
+    """GRPO (Shao et al. 2024): A_i = (r_i - mean_g r) / (s + epsilon), with s by ``scale_rewards``:
+
+    - ``group``: the standard deviation of the response's own group (unbiased, n - 1), GRPO's;
+    - ``batch``: the standard deviation over the whole batch;
+    - ``none``: no division, A_i = r_i - mean_g r (Dr. GRPO, Liu et al. 2025).
+    """
+    groups = grouped(scores, group_size)
+    centred = groups - groups.mean(dim=1, keepdim=True)
+    if scale_rewards == "none":
+        return centred.reshape(-1)
+    if scale_rewards == "group":
+        spread = groups.std(dim=1, keepdim=True) if group_size > 1 else torch.zeros_like(groups[:, :1])
+    else:
+        spread = scores.std() if scores.numel() > 1 else torch.zeros(())
+    return (centred / (spread + epsilon)).reshape(-1)
+
+
+def rloo_advantages(scores: torch.Tensor, group_size: int) -> torch.Tensor:
+    """RLOO (Ahmadian et al. 2024): A_i = r_i - (sum_{j != i} r_j) / (G - 1), the other responses' mean as the
+    baseline; G >= 2."""
+    if group_size < 2:
+        raise ValueError(f"RLOO needs at least 2 responses per prompt, got {group_size}")
+    groups = grouped(scores, group_size)
+    others_mean = (groups.sum(dim=1, keepdim=True) - groups) / (group_size - 1)
+    return (groups - others_mean).reshape(-1)
+
+
+def group_mean_baseline(scores: torch.Tensor, group_size: int) -> torch.Tensor:
+    """r_i - mean_g r: the score with its group's mean subtracted (REINFORCE++'s baseline variant, before the
+    return is whitened over the batch)."""
+    groups = grouped(scores, group_size)
+    return (groups - groups.mean(dim=1, keepdim=True)).reshape(-1)
+
+
+def group_reward_stats(scores: torch.Tensor, group_size: int) -> tuple[float, float]:
+    """(reward_std, frac_reward_zero_std): the mean over groups of each group's standard deviation (unbiased), and
+    the share of groups whose scores are all equal, which give a group estimator no signal."""
+    groups = grouped(scores, group_size)
+    spread = groups.std(dim=1) if group_size > 1 else torch.zeros(groups.shape[0])
+    all_equal = (groups == groups[:, :1]).all(dim=1)
+    return float(spread.mean()), float(all_equal.float().mean())
