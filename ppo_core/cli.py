@@ -10,6 +10,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ppo_core.metric_names import GOLD_SCORE  # no torch: the CLI starts fast
+
 MODEL_DIR = "model"  # under the run's output directory: the trained policy (or its LoRA adapter) and its tokenizer
 MERGED_DIR = "merged"  # with --merge: the adapter merged into its base, a plain model
 
@@ -89,7 +91,7 @@ def _summary(metrics: list[dict[str, float]], seconds: float, output: Path) -> d
         "last_kl": round(last["objective/kl"], 4),
         "output": str(output),
     }
-    if "objective/gold_score" in last:
-        summary["first_gold_score"] = round(first["objective/gold_score"], 4)
-        summary["last_gold_score"] = round(last["objective/gold_score"], 4)
+    if GOLD_SCORE in last:
+        summary["first_gold_score"] = round(first[GOLD_SCORE], 4)
+        summary["last_gold_score"] = round(last[GOLD_SCORE], 4)
     return summary

@@ -7,6 +7,7 @@ import math
 import torch
 
 from ppo_core.masked import masked_mean, masked_var, per_row_sum
+from ppo_core.metric_names import GOLD_SCORE
 from ppo_core.rollout import Rollout
 
 
@@ -32,7 +33,7 @@ def rollout_metrics(
         "val/explained_variance": float(explained),
     }
     if rollout.gold_scores is not None:
-        metrics["objective/gold_score"] = float(rollout.gold_scores.mean())
+        metrics[GOLD_SCORE] = float(rollout.gold_scores.mean())
     return metrics
 
 

@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from ppo_core.callbacks import TrainerCallback
+from ppo_core.metric_names import GOLD_SCORE
 
 
 class ProgressCallback(TrainerCallback):
@@ -29,8 +30,8 @@ class ProgressCallback(TrainerCallback):
 
     def on_update(self, update: int, metrics: dict[str, float]) -> str | None:
         status = f"score {metrics['objective/scores']:+.3f}  kl {metrics['objective/kl']:.2f}"
-        if "objective/gold_score" in metrics:
-            status += f"  gold {metrics['objective/gold_score']:.3f}"
+        if GOLD_SCORE in metrics:
+            status += f"  gold {metrics[GOLD_SCORE]:.3f}"
         self.progress.update(self.task_id, completed=update, status=status)
         return None
 

@@ -23,7 +23,7 @@ from ppo_core.evaluation import evaluate, evaluation_interval, is_evaluation_upd
 from ppo_core.kl import kl_per_token, make_kl_controller
 from ppo_core.lora import ParameterCount, count_parameters, save_merged
 from ppo_core.memory import peak_memory_gib, reset_peak_memory
-from ppo_core.metric_names import GUARDED_METRICS
+from ppo_core.metric_names import GUARDED_METRICS, reward_metric
 from ppo_core.metrics import first_non_finite, rollout_metrics
 from ppo_core.models import LoadOptions, copy_tokenizer
 from ppo_core.prompt_data import PromptSet
@@ -164,7 +164,7 @@ class PPOTrainer:
         seen, (kl, non_score_rewards, returns) = self.group.global_rollout(rollout, kl, non_score_rewards, returns)
         metrics = rollout_metrics(seen, kl, non_score_rewards, returns)
         if len(seen.reward_scores) > 1:  # with one reward, objective/scores already says it
-            metrics.update({f"rewards/{name}": float(part.nanmean()) for name, part in seen.reward_scores.items()})
+            metrics.update({reward_metric(name): float(part.nanmean()) for name, part in seen.reward_scores.items()})
         self.kl_controller.update(metrics["objective/kl"], c.batch_size)  # every rank steps alike, on global KL
         # The slowest rank's times and the fullest rank's memory.
         rollout_seconds, update_seconds, peak_gib = self.group.maxima(

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 
 from optuna.trial import FrozenTrial
 
+from tuner.reduction import reduction_label
+
 
 @dataclass(frozen=True)
 class Constraint:
@@ -39,7 +41,7 @@ class Constraint:
 
     @property
     def label(self) -> str:
-        return f"{self.metric} ({self.reduce}{f' {self.k}' if self.reduce == 'mean_last_k' else ''})"
+        return reduction_label(self)
 
 
 def constraint_values(constraint: Constraint, reduced: float) -> dict[str, float]:

@@ -19,10 +19,11 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from optuna.study import StudyDirection
-from optuna.trial import FrozenTrial, TrialState
+from optuna.trial import FrozenTrial
 
 from tuner.attrs import DEFINITION_ATTR
 from tuner.constraints import feasible
+from tuner.reports import rank_completed
 from tuner.search_space import ParamSpec
 
 MIN_COMPLETE = 5  # fewer completed trials say nothing about where the optimum lies
@@ -74,9 +75,7 @@ def position(spec: ParamSpec, value: float) -> float:
 
 def best_ranked(trials: Sequence[FrozenTrial], directions: Sequence[StudyDirection]) -> list[FrozenTrial]:
     """The completed, feasible trials with a finite first objective, best first (several objectives: by the first)."""
-    ranked = [t for t in trials if t.state == TrialState.COMPLETE and feasible(t) and t.values
-              and math.isfinite(t.values[0])]
-    return sorted(ranked, key=lambda t: t.values[0], reverse=directions[0] == StudyDirection.MAXIMIZE)
+    return [t for t in rank_completed(trials, directions) if feasible(t)]
 
 
 def edge_findings(

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import optuna
 import pandas as pd
+from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.attrs import CONFIG_ATTR, FAIL_REASON_ATTR, KL_HISTORY_ATTR, PRUNE_REASON_ATTR
@@ -41,6 +43,14 @@ def best_trials(study: optuna.Study) -> list[FrozenTrial]:
         return [study.best_trial]
     sign = -1 if study.directions[0] == optuna.study.StudyDirection.MAXIMIZE else 1
     return sorted(study.best_trials, key=lambda t: sign * t.values[0])
+
+
+def rank_completed(trials: Sequence[FrozenTrial], directions: Sequence[StudyDirection]) -> list[FrozenTrial]:
+    """Completed trials with a finite first objective, feasible ones first, each group best first by the first
+    objective (ties in trial order)."""
+    sign = -1.0 if directions[0] == StudyDirection.MAXIMIZE else 1.0
+    complete = [t for t in trials if t.state == TrialState.COMPLETE and t.values and math.isfinite(t.values[0])]
+    return sorted(complete, key=lambda t: (not feasible(t), sign * t.values[0], t.number))
 
 
 def _format_values(values: list[float] | None) -> str:

@@ -19,12 +19,12 @@ from tuner.attrs import DEFAULT_KL_METRIC, DEFAULT_KL_THRESHOLD
 from tuner.constraints import Constraint
 from tuner.database import default_storage_url
 from tuner.metric_check import unreported_metric
+from tuner.reduction import REDUCTIONS, reduction_label
 from tuner.search_space import KL_CONTROL_MODES, VIRTUAL_PARAMS, ParamSpec, choose_point, config_values, first_value
 from tuner.warm_start import WarmStart, WarmStartError, warm_start_points
 
 SAMPLERS = ("tpe", "random", "cmaes", "gp", "nsgaii", "grid", "qmc")
 PRUNERS = ("median", "percentile", "hyperband", "successive_halving", "none")
-REDUCTIONS = ("last", "mean", "max", "min", "mean_last_k")
 Direction = Literal["maximize", "minimize"]
 DIRECTIONS: tuple[Direction, ...] = typing.get_args(Direction)
 TOP_LEVEL_KEYS = ("name", "storage", "n_trials", "timeout", "sampler", "pruner", "objectives", "kl_guard", "base",
@@ -45,7 +45,7 @@ class Objective:
 
     @property
     def label(self) -> str:
-        return f"{self.metric} ({self.reduce}{f' {self.k}' if self.reduce == 'mean_last_k' else ''})"
+        return reduction_label(self)
 
 
 @dataclass(frozen=True)
@@ -201,6 +201,17 @@ def _parse_search_space(raw: Any) -> dict[str, ParamSpec]:
     return space
 
 
+def _parse_reduction(spec: dict[str, Any], key: str, default: str | None) -> tuple[str, int]:
+    """The ``reduce`` and ``k`` of an objective or a constraint entry (``default`` None: reduce is required)."""
+    reduce = spec.get("reduce", default)
+    if reduce not in REDUCTIONS:
+        raise _fail(f"{key}.reduce: expected one of {', '.join(REDUCTIONS)}, got {reduce!r}")
+    k = _whole(spec.get("k", Objective.k), f"{key}.k")
+    if k < 1:
+        raise _fail(f"{key}.k: must be >= 1")
+    return reduce, k
+
+
 def _parse_objectives(raw: Any) -> list[Objective]:
     if not isinstance(raw, list) or not raw:
         raise _fail("objectives: expected a non-empty list of {metric, direction, reduce}")
@@ -211,14 +222,10 @@ def _parse_objectives(raw: Any) -> list[Objective]:
         _check_keys(spec, ("metric", "direction", "reduce", "k"), f"{key}.")
         if not isinstance(spec.get("metric"), str):
             raise _fail(f"{key}.metric: expected a metric name such as objective/gold_score")
-        objective = Objective(spec["metric"], spec.get("direction", "maximize"), spec.get("reduce", "mean_last_k"),
-                              int(spec.get("k", 5)))
+        objective = Objective(spec["metric"], spec.get("direction", "maximize"),
+                              *_parse_reduction(spec, key, Objective.reduce))
         if objective.direction not in DIRECTIONS:
             raise _fail(f"{key}.direction: expected maximize or minimize, got {objective.direction!r}")
-        if objective.reduce not in REDUCTIONS:
-            raise _fail(f"{key}.reduce: expected one of {', '.join(REDUCTIONS)}, got {objective.reduce!r}")
-        if objective.k < 1:
-            raise _fail(f"{key}.k: must be >= 1")
         objectives.append(objective)
     return objectives
 
@@ -236,11 +243,7 @@ def _parse_constraints(raw: Any) -> list[Constraint]:
         if not isinstance(spec.get("metric"), str):
             raise _fail(f"{key}.metric: expected a metric name such as objective/kl")
         # No default: a budget on the run's largest value and one on its last are different promises.
-        if spec.get("reduce") not in REDUCTIONS:
-            raise _fail(f"{key}.reduce: expected one of {', '.join(REDUCTIONS)}, got {spec.get('reduce')!r}")
-        k = _whole(spec.get("k", Objective.k), f"{key}.k")
-        if k < 1:
-            raise _fail(f"{key}.k: must be >= 1")
+        reduce, k = _parse_reduction(spec, key, None)
         bounds = {name: None if spec.get(name) is None else _number(spec[name], f"{key}.{name}")
                   for name in ("max", "min")}
         for name, bound in bounds.items():
@@ -250,7 +253,7 @@ def _parse_constraints(raw: Any) -> list[Constraint]:
             raise _fail(f"{key}: needs a max or a min (or both)")
         if bounds["max"] is not None and bounds["min"] is not None and bounds["min"] > bounds["max"]:
             raise _fail(f"{key}: min {bounds['min']:g} is greater than max {bounds['max']:g}")
-        constraint = Constraint(spec["metric"], spec["reduce"], k, bounds["max"], bounds["min"])
+        constraint = Constraint(spec["metric"], reduce, k, bounds["max"], bounds["min"])
         if constraint in constraints:
             raise _fail(f"{key}: the same as constraints[{constraints.index(constraint)}]")
         constraints.append(constraint)

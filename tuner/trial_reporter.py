@@ -13,8 +13,7 @@ on the updates that report the first objective's.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any
 
 import optuna
 
@@ -25,37 +24,13 @@ from ppo_core.metrics import first_non_finite
 from tuner.attrs import BUDGET_ATTR, KL_HISTORY_ATTR, NON_FINITE_ATTR, PRUNE_REASON_ATTR, PRUNED_AT_ATTR
 from tuner.constraints import constraint_values
 from tuner.kl_guard import KLGuardPruner, blowup_reason
+from tuner.reduction import reduce_history
 from tuner.study_config import StudySpec
 from tuner.trial_records import TrialStore
 
 
-class Reduction(Protocol):
-    """How a metric's history becomes one number: an objective's or a constraint's ``reduce`` and ``k``."""
-
-    @property
-    def reduce(self) -> str: ...
-
-    @property
-    def k(self) -> int: ...
-
-
 class MissingMetricError(LookupError):
     """A run ended without ever reporting a metric that an objective or a constraint names."""
-
-
-def reduce_history(history: Sequence[float], reduction: Reduction) -> float:
-    """One number from a metric's history (one value per update that reported it): its last, mean, max or min, or
-    the mean of its last k values; NaN for an empty history."""
-    if not history:
-        return math.nan
-    if reduction.reduce == "last":
-        return history[-1]
-    if reduction.reduce == "max":
-        return max(history)
-    if reduction.reduce == "min":
-        return min(history)
-    window = history if reduction.reduce == "mean" else history[-reduction.k:]
-    return sum(window) / len(window)
 
 
 class TrialReporter(TrainerCallback):

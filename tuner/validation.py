@@ -24,10 +24,11 @@ import optuna
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
-from tuner.attrs import CONFIG_ATTR, SEED_ATTR, VALIDATES_ATTR, VALIDATION_OF_ATTR
+from tuner.attrs import CONFIG_ATTR, RETRY_OF_ATTR, SEED_ATTR, VALIDATES_ATTR, VALIDATION_OF_ATTR
 from tuner.confidence import mean_interval
 from tuner.constraints import feasible
-from tuner.study_config import StudySpec
+from tuner.reports import rank_completed
+from tuner.study_config import StudySpec, parse_study
 
 VALIDATION_SUFFIX = ":validation"
 FIRST_VALIDATION_SEED = 1000
@@ -48,20 +49,12 @@ def _config_key(config: dict[str, Any]) -> str:
     return repr(sorted((key, repr(value)) for key, value in config.items() if key != "seed"))
 
 
-def ranked_trials(study: optuna.Study) -> list[FrozenTrial]:
-    """Completed trials, best first by the first objective; feasible ones before infeasible ones."""
-    sign = -1.0 if study.directions[0] == StudyDirection.MAXIMIZE else 1.0
-    complete = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-                if t.values and not math.isnan(t.values[0])]
-    return sorted(complete, key=lambda t: (not feasible(t), sign * t.values[0], t.number))
-
-
 def top_trials(study: optuna.Study, k: int) -> list[FrozenTrial]:
     """The best ``k`` completed trials with distinct configurations (a warm start the sampler proposed again, or a
     retried trial, is one configuration), best first."""
     chosen: list[FrozenTrial] = []
     seen: set[str] = set()
-    for trial in ranked_trials(study):
+    for trial in rank_completed(study.get_trials(deepcopy=False), study.directions):
         key = _config_key(trial.user_attrs.get(CONFIG_ATTR, {}))
         if key not in seen:
             seen.add(key)
@@ -80,14 +73,7 @@ def validation_spec(spec: StudySpec) -> StudySpec:
                       kl_guard={**definition.get("kl_guard", {}), "enabled": False})
     for key in ("enqueue", "n_trials", "timeout"):
         definition.pop(key, None)
-    validation = copy.copy(spec)
-    validation.name = definition["name"]
-    validation.search_space, validation.enqueue = {}, []
-    validation.sampler, validation.pruner = definition["sampler"], definition["pruner"]
-    validation.kl_guard = type(spec.kl_guard)(**{**vars(spec.kl_guard), "enabled": False})
-    validation.n_trials = validation.timeout = None
-    validation.definition = definition
-    return validation
+    return parse_study(definition, spec.path)
 
 
 def queue_runs(study: optuna.Study, validation: optuna.Study, top_k: int, seeds: int) -> list[tuple[int, int]]:
@@ -149,7 +135,7 @@ def validation_results(study: optuna.Study, validation: optuna.Study | None) -> 
     if validation is None:
         return []
     runs: dict[int, list[FrozenTrial]] = {}
-    retried = {t.user_attrs.get("retry_of") for t in validation.get_trials(deepcopy=False)}
+    retried = {t.user_attrs.get(RETRY_OF_ATTR) for t in validation.get_trials(deepcopy=False)}
     for run in validation.get_trials(deepcopy=False):
         if VALIDATES_ATTR in run.user_attrs and run.number not in retried:  # a retried run's retry stands for it
             runs.setdefault(int(run.user_attrs[VALIDATES_ATTR]), []).append(run)

@@ -47,16 +47,12 @@ def open_study(spec: StudySpec, heartbeat: bool = True, worker_index: int = 0,
         sampler=make_sampler(spec, worker_index),
         pruner=make_pruner(spec),
     )
-    if not study.metric_names:
-        study.set_metric_names([objective.metric for objective in spec.objectives])
-    if KL_GUARD_ATTR not in study.user_attrs:
-        # The dashboard draws the blow-up threshold and labels objectives from these.
-        study.set_user_attr(KL_GUARD_ATTR, dataclasses.asdict(spec.kl_guard))
-        study.set_user_attr(OBJECTIVES_ATTR, [dataclasses.asdict(objective) for objective in spec.objectives])
     changes = check_definition(study, spec, allow_changes)
-    if changes:
-        study.set_user_attr(OBJECTIVES_ATTR, [dataclasses.asdict(objective) for objective in spec.objectives])
+    if changes or KL_GUARD_ATTR not in study.user_attrs:
+        # The dashboard draws the blow-up threshold and labels objectives from these: the definition's in force.
+        study.set_metric_names([objective.metric for objective in spec.objectives])
         study.set_user_attr(KL_GUARD_ATTR, dataclasses.asdict(spec.kl_guard))
+        study.set_user_attr(OBJECTIVES_ATTR, [dataclasses.asdict(objective) for objective in spec.objectives])
     messages = [f"study definition changed (--allow-changes): {change}" for change in changes]
     return study, messages + enqueue_warm_starts(study, spec.enqueue)
 
