@@ -124,3 +124,21 @@ def test_two_workers_never_claim_the_same_queued_trial_on_sqlite(tmp_path: Path)
     assert not first & second
     # Each claimer may create one new trial when the other took the last queued one between its look and its ask.
     assert set(range(150)) <= first | second and len(first | second) <= 152
+
+
+@pytest.mark.parametrize(("changes", "message"), [
+    ({"objectives": [{"metric": "objective/gold_scor"}]},
+     "objectives[0].metric: 'objective/gold_scor' is not a metric this study's runs report (did you mean"),
+    ({"objectives": [{"metric": "eval/score"}]}, "set base.eval_steps"),
+    ({"constraints": [{"metric": "objective/klx", "reduce": "max", "max": 5.0}]}, "constraints[0].metric"),
+])
+def test_a_metric_no_run_reports_exits_2_before_any_trial(
+    tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path, capsys: pytest.CaptureFixture[str],
+    changes: dict[str, object], message: str,
+) -> None:
+    # A study whose objective metric no run reports failed every trial (5 of them) and exited 0.
+    path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=2, **changes)
+    assert main(["run", str(path)]) == 2
+    error = capsys.readouterr().err.strip()
+    assert len(error.splitlines()) == 1 and message in error, error
+    assert not list(tmp_path.glob("*.db"))  # no study, no trial
