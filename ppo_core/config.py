@@ -1,34 +1,43 @@
-"""PPOConfig: every knob of a PPO run, named as in TRL 1.12's PPOConfig where TRL has the concept.
+"""PPOConfig: every knob of a PPO run, named as in TRL 1.12's PPOConfig where TRL has the concept, and as in
+TRL's GRPOConfig for the critic-free estimators (num_generations, scale_rewards, beta, loss_type).
 
 Fields TRL lacks (separate value learning rate, learning-rate schedule, adaptive KL controller,
 entropy bonus, advantage-whitening switch, built-in task) are our own, each with help text.
-Values are checked when the config is built; every problem raises :class:`ConfigError` with a
-one-line message that names the field.
+Values are checked when the config is built (ppo_core.config_checks); every problem raises
+:class:`ConfigError` with a one-line message that names the field.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import os
-import types
-import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from ppo_core.errors import InputError
+from ppo_core.config_checks import (
+    ConfigError,
+    accept_single_values_for_lists,
+    check_ranges,
+    check_types,
+    describe_type,
+    field_types_of,
+)
 from ppo_core.trl_config import ModelConfig, ScriptArguments, field_help
 
 KL_ESTIMATORS = ("k1", "k2", "k3", "abs")
 LR_SCHEDULES = ("constant", "linear", "cosine")
-
-
-class ConfigError(InputError):
-    """A config value is wrong; the message is one line and names the field."""
-
-
-REPORT_TO = ("none", "all", "tensorboard", "wandb", "trackio", "mlflow", "comet_ml", "aim", "clearml", "dvclive")
+# The advantage estimators (ppo_core.estimators registers one function per name). Only gae trains a value network.
+ADVANTAGE_ESTIMATORS = ("gae", "grpo", "rloo", "reinforce_pp", "reinforce_pp_baseline")
+# Those whose baseline is the other responses to the same prompt: they need num_generations >= 2.
+GROUP_ESTIMATORS = ("grpo", "rloo", "reinforce_pp_baseline")
+# Responses per prompt when num_generations is null and the estimator needs a group. TRL's GRPOConfig says 8, which
+# at the default rollout batch of 8 would leave one prompt per update; 4 keeps two.
+DEFAULT_GROUP_GENERATIONS = 4
+# The estimators that put the KL penalty into the loss rather than the reward when kl_in_reward is null: GRPO's
+# (Shao et al. 2024). RLOO (Ahmadian et al. 2024) and REINFORCE++ (Hu 2025) penalise the reward, as PPO does.
+KL_LOSS_ESTIMATORS_BY_DEFAULT = ("grpo",)
+LOSS_TYPES = ("token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm")
 
 
 @dataclass
@@ -141,7 +150,47 @@ class PPOConfig(ScriptArguments, ModelConfig):
     gamma: float = field(default=1.0, metadata=field_help("Discount factor."))
     lam: float = field(default=0.95, metadata=field_help("GAE lambda."))
     whiten_rewards: bool = field(default=False, metadata=field_help("Whiten the shaped per-token rewards (no shift)."))
-    whiten_advantages: bool = field(default=True, metadata=field_help("Whiten advantages over each rollout batch."))
+    whiten_advantages: bool = field(
+        default=True,
+        metadata=field_help("Whiten GAE's advantages over each rollout batch (gae only: reinforce_pp always whitens, "
+                            "grpo and rloo never do)."),
+    )
+    cliprange_low: float | None = field(
+        default=None,
+        metadata=field_help("Lower clip range: the ratio is clipped at 1 - cliprange_low; null means cliprange."),
+    )
+    cliprange_high: float | None = field(
+        default=None,
+        metadata=field_help("Upper clip range: the ratio is clipped at 1 + cliprange_high; null means cliprange. "
+                            "DAPO's clip-higher sets it above cliprange_low (0.28 against 0.2)."),
+    )
+    loss_type: Literal["token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm"] = field(
+        default="token_mean",
+        metadata=field_help("How the per-token policy loss becomes one number per micro-batch: token_mean (over all "
+                            "its tokens, DAPO's), seq_mean_token_mean (each response's mean, then the mean over "
+                            "responses: the original GRPO's), seq_mean_token_sum_norm (each response's sum over the "
+                            "response length, Dr. GRPO's constant normaliser)."),
+    )
+
+    # --- advantage estimator ---
+    advantage_estimator: Literal["gae", "grpo", "rloo", "reinforce_pp", "reinforce_pp_baseline"] = field(
+        default="gae",
+        metadata=field_help("gae: PPO's generalized advantage estimation with a value network. Critic-free, no value "
+                            "network built: grpo (group-normalised scores), rloo (leave-one-out baseline), "
+                            "reinforce_pp (REINFORCE++: returns whitened over the batch), reinforce_pp_baseline "
+                            "(the group mean subtracted first)."),
+    )
+    num_generations: int | None = field(
+        default=None,
+        metadata=field_help("Responses sampled per prompt (TRL GRPOConfig's name); the rollout batch holds "
+                            "batch_size / num_generations prompts. null: 4 for grpo, rloo and reinforce_pp_baseline, "
+                            "1 for gae and reinforce_pp."),
+    )
+    scale_rewards: Literal["group", "batch", "none"] = field(
+        default="group",
+        metadata=field_help("grpo: divide the centred scores by the standard deviation of the group, of the batch, or "
+                            "not at all (none: Dr. GRPO). TRL GRPOConfig's name."),
+    )
 
     # --- KL control ---
     kl_coef: float = field(
@@ -152,10 +201,26 @@ class PPOConfig(ScriptArguments, ModelConfig):
     )
     kl_target: float | None = field(
         default=None,
-        metadata=field_help("Target KL in nats for the adaptive controller (Ziegler et al. 2019); null keeps "
-                            "beta fixed."),
+        metadata=field_help("Target KL in nats for the adaptive controller (Ziegler et al. 2019), which steers the "
+                            "coefficient in force (kl_coef in the reward, beta in the loss); null keeps it fixed."),
     )
     kl_horizon: int = field(default=10000, metadata=field_help("Adaptive KL controller horizon, in episodes."))
+    kl_in_reward: bool | None = field(
+        default=None,
+        metadata=field_help("true: subtract kl_coef x KL from each token's reward (PPO's placement). false: add beta x "
+                            "KL to the loss instead (GRPO's). null: false for grpo, true for the other estimators. "
+                            "KL to the reference is measured and logged either way."),
+    )
+    beta: float = field(
+        default=0.04,
+        metadata=field_help("Coefficient of the KL loss term when kl_in_reward is false (TRL GRPOConfig's name; "
+                            "0.04 is the GRPO paper's, TRL's default is 0.0); the initial value when kl_target is "
+                            "set."),
+    )
+    kl_loss_estimator: Literal["k1", "k2", "k3", "abs"] = field(
+        default="k3",
+        metadata=field_help("Per-token KL estimator of the loss term: k3 is GRPO's (unbiased, >= 0)."),
+    )
 
     # --- generation ---
     response_length: int | None = field(
@@ -235,9 +300,9 @@ class PPOConfig(ScriptArguments, ModelConfig):
     )
 
     def __post_init__(self) -> None:
-        _accept_single_values_for_lists(self)
-        _check_types(self)
-        _check_ranges(self)
+        accept_single_values_for_lists(self)
+        check_types(self)
+        check_ranges(self)
         self._derive_batch_sizes(launched_world_size())
 
     def _derive_batch_sizes(self, world_size: int) -> None:
@@ -252,6 +317,38 @@ class PPOConfig(ScriptArguments, ModelConfig):
     @property
     def adaptive_kl(self) -> bool:
         return self.kl_target is not None
+
+    @property
+    def uses_critic(self) -> bool:
+        """Whether the run builds, trains and reads a value network: only GAE needs one."""
+        return self.advantage_estimator == "gae"
+
+    @property
+    def generations_per_prompt(self) -> int:
+        """num_generations, or its default for the estimator: a group for the group estimators, else one."""
+        if self.num_generations is not None:
+            return self.num_generations
+        return DEFAULT_GROUP_GENERATIONS if self.advantage_estimator in GROUP_ESTIMATORS else 1
+
+    @property
+    def kl_penalty_in_reward(self) -> bool:
+        """kl_in_reward, or its default for the estimator."""
+        if self.kl_in_reward is not None:
+            return self.kl_in_reward
+        return self.advantage_estimator not in KL_LOSS_ESTIMATORS_BY_DEFAULT
+
+    @property
+    def kl_coefficient(self) -> float:
+        """The KL coefficient in force (the adaptive controller's starting value): kl_coef in the reward, beta in the
+        loss."""
+        return self.kl_coef if self.kl_penalty_in_reward else self.beta
+
+    @property
+    def clip_bounds(self) -> tuple[float, float]:
+        """(cliprange_low, cliprange_high), each cliprange where null."""
+        low = self.cliprange if self.cliprange_low is None else self.cliprange_low
+        high = self.cliprange if self.cliprange_high is None else self.cliprange_high
+        return low, high
 
     @property
     def named_rewards(self) -> list[tuple[str, str]]:
@@ -303,10 +400,9 @@ def launched_rank() -> int:
     return _launch_variable("RANK", 0, "a process rank")
 
 
-@functools.cache
 def field_types() -> dict[str, Any]:
     """PPOConfig's field annotations, resolved once: every config built reads them."""
-    return typing.get_type_hints(PPOConfig)
+    return field_types_of(PPOConfig)
 
 
 def settable_fields() -> dict[str, dataclasses.Field[Any]]:
@@ -314,145 +410,5 @@ def settable_fields() -> dict[str, dataclasses.Field[Any]]:
     return {f.name: f for f in dataclasses.fields(PPOConfig) if f.init}
 
 
-def _list_item_type(annotation: Any) -> Any:
-    """T for ``list[T]`` or ``list[T] | None``; None for other annotations."""
-    for candidate in (annotation, *typing.get_args(annotation)):
-        if typing.get_origin(candidate) is list:
-            return typing.get_args(candidate)[0]
-    return None
-
-
-def _accept_single_values_for_lists(config: PPOConfig) -> None:
-    """``report_to: tensorboard`` or ``--set reward_funcs=a:f,b:g`` mean one- or several-item lists."""
-    hints = field_types()
-    for name in settable_fields():
-        value = getattr(config, name)
-        if _list_item_type(hints[name]) is None:
-            continue
-        if isinstance(value, str):
-            setattr(config, name, [part.strip() for part in value.split(",") if part.strip()])
-        elif isinstance(value, (int, float)) and not isinstance(value, bool):
-            setattr(config, name, [value])
-        elif isinstance(value, tuple):
-            setattr(config, name, list(value))
-
-
-def _type_matches(value: Any, annotation: Any) -> bool:
-    origin = typing.get_origin(annotation)
-    if origin is list:
-        (item,) = typing.get_args(annotation)
-        return isinstance(value, list) and all(_type_matches(v, item) for v in value)
-    if origin in (typing.Union, types.UnionType):
-        return any(_type_matches(value, arg) for arg in typing.get_args(annotation))
-    if origin is Literal:
-        return value in typing.get_args(annotation)
-    if annotation is type(None):
-        return value is None
-    if annotation is bool:
-        return isinstance(value, bool)
-    if annotation is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if annotation is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if annotation is str:
-        return isinstance(value, str)
-    return True
-
-
-def describe_type(annotation: Any) -> str:
-    origin = typing.get_origin(annotation)
-    if origin in (typing.Union, types.UnionType):
-        return " or ".join(describe_type(arg) for arg in typing.get_args(annotation))
-    if origin is Literal:
-        return "one of " + ", ".join(repr(arg) for arg in typing.get_args(annotation))
-    if annotation is type(None):
-        return "null"
-    if origin is list:
-        return f"list of {describe_type(typing.get_args(annotation)[0])}"
-    return getattr(annotation, "__name__", str(annotation))
-
-
-def _check_types(config: PPOConfig) -> None:
-    hints = field_types()
-    for name, config_field in settable_fields().items():
-        value = getattr(config, name)
-        annotation = hints[config_field.name]
-        if not _type_matches(value, annotation):
-            raise ConfigError(f"{name}: expected {describe_type(annotation)}, got {value!r}")
-        if annotation in (float, float | None) and isinstance(value, int):
-            setattr(config, name, float(value))
-        if isinstance(value, list) and _list_item_type(annotation) is float:
-            setattr(config, name, [float(v) for v in value])
-
-
-def _require(condition: bool, name: str, rule: str, value: Any) -> None:
-    if not condition:
-        raise ConfigError(f"{name}: must be {rule}, got {value!r}")
-
-
-def _check_ranges(c: PPOConfig) -> None:
-    for name in ("learning_rate", "weight_decay", "max_grad_norm", "vf_coef", "entropy_coef",
-                 "cliprange_value", "kl_coef", "warmup_steps"):
-        _require(getattr(c, name) >= 0, name, ">= 0", getattr(c, name))
-    if c.value_learning_rate is not None:
-        _require(c.value_learning_rate >= 0, "value_learning_rate", ">= 0", c.value_learning_rate)
-    _require(c.adam_epsilon > 0, "adam_epsilon", "> 0", c.adam_epsilon)
-    _require(c.cliprange > 0, "cliprange", "> 0", c.cliprange)
-    _require(0.0 <= c.lam <= 1.0, "lam", "in [0, 1]", c.lam)
-    _require(0.0 <= c.gamma <= 1.0, "gamma", "in [0, 1]", c.gamma)
-    _require(0.0 <= c.warmup_ratio < 1.0, "warmup_ratio", "in [0, 1)", c.warmup_ratio)
-    _require(c.temperature > 0, "temperature", "> 0", c.temperature)
-    for name in ("per_device_train_batch_size", "gradient_accumulation_steps", "num_mini_batches",
-                 "num_ppo_epochs", "local_rollout_forward_batch_size", "kl_horizon", "num_eval_prompts",
-                 "num_eval_samples"):
-        _require(getattr(c, name) >= 1, name, ">= 1", getattr(c, name))
-    _require(c.num_sample_generations >= 0, "num_sample_generations", ">= 0", c.num_sample_generations)
-    _require(c.num_train_epochs > 0, "num_train_epochs", "> 0", c.num_train_epochs)
-    if c.eval_steps is not None:
-        _require(c.eval_steps > 0, "eval_steps", "> 0", c.eval_steps)
-        # At 1 and above it counts updates; a fraction of the run is only meaningful below 1.
-        _require(c.eval_steps < 1 or float(c.eval_steps).is_integer(), "eval_steps",
-                 "a whole number of updates when >= 1 (below 1, a fraction of the run's updates)", c.eval_steps)
-    if c.total_episodes is not None:
-        _require(c.total_episodes >= 1, "total_episodes", ">= 1", c.total_episodes)
-    if c.response_length is not None:
-        _require(c.response_length >= 1, "response_length", ">= 1", c.response_length)
-    if c.kl_target is not None:
-        _require(c.kl_target > 0, "kl_target", "> 0 nats", c.kl_target)
-        _require(c.kl_coef > 0, "kl_coef", "> 0 when kl_target is set (the adaptive controller scales it)",
-                 c.kl_coef)
-    if c.missing_eos_penalty is not None:
-        _require(c.missing_eos_penalty >= 0, "missing_eos_penalty", ">= 0", c.missing_eos_penalty)
-    if c.stop_token is not None and c.stop_token_id is not None:
-        raise ConfigError("stop_token_id: cannot be set together with stop_token; set stop_token to null")
-    local_batch = c.per_device_train_batch_size * c.gradient_accumulation_steps
-    if local_batch % c.num_mini_batches:
-        raise ConfigError(
-            f"num_mini_batches: {c.num_mini_batches} must divide the rollout batch "
-            f"per_device_train_batch_size x gradient_accumulation_steps = {local_batch}"
-        )
-    mini_batch = local_batch // c.num_mini_batches
-    if mini_batch % c.per_device_train_batch_size:
-        raise ConfigError(
-            f"per_device_train_batch_size: {c.per_device_train_batch_size} must divide the mini-batch "
-            f"{mini_batch}; make gradient_accumulation_steps a multiple of num_mini_batches"
-        )
-    if c.use_peft:
-        _require(c.lora_r >= 1, "lora_r", ">= 1", c.lora_r)
-        _require(c.lora_alpha > 0, "lora_alpha", "> 0", c.lora_alpha)
-        _require(0.0 <= c.lora_dropout < 1.0, "lora_dropout", "in [0, 1)", c.lora_dropout)
-    if c.max_prompt_length is not None:
-        _require(c.max_prompt_length >= 1, "max_prompt_length", ">= 1", c.max_prompt_length)
-    for tracker in c.report_to:
-        _require(tracker in REPORT_TO, "report_to", f"one of {', '.join(REPORT_TO)}", tracker)
-    if c.task is None:
-        for name in ("sft_model_path", "dataset_name"):
-            if getattr(c, name) is None:
-                raise ConfigError(f"{name}: required when task is null")
-        if not c.reward_specs:
-            raise ConfigError("reward_model_path: required when task is null (or give reward_funcs)")
-    if c.reward_weights is not None:
-        rewards = len(c.reward_specs) or 1  # none named: the task's own reward model
-        if len(c.reward_weights) != rewards:
-            raise ConfigError(f"reward_weights: {len(c.reward_weights)} weights for {rewards} rewards "
-                              f"({', '.join(c.reward_specs) or 'the task reward model'})")
+__all__ = ["ConfigError", "PPOConfig", "describe_type", "field_types", "is_function_spec", "launched_rank",
+           "launched_world_size", "settable_fields"]
