@@ -22,7 +22,7 @@ class ConfigError(InputError):
 
 
 @functools.cache
-def field_types_of(cls: type) -> dict[str, Any]:
+def field_types_of(cls: Any) -> dict[str, Any]:  # Any: mypy takes a dataclass type for unhashable
     """A config class's field annotations, resolved once: every config built reads them."""
     return typing.get_type_hints(cls)
 
