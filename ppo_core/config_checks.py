@@ -4,7 +4,6 @@ between fields. Every problem raises :class:`ConfigError` with a one-line messag
 from __future__ import annotations
 
 import dataclasses
-import functools
 import types
 import typing
 from typing import TYPE_CHECKING, Any, Literal
@@ -21,10 +20,14 @@ class ConfigError(InputError):
     """A config value is wrong; the message is one line and names the field."""
 
 
-@functools.cache
-def field_types_of(cls: Any) -> dict[str, Any]:  # Any: mypy takes a dataclass type for unhashable
+_FIELD_TYPES: dict[type, dict[str, Any]] = {}
+
+
+def field_types_of(cls: type) -> dict[str, Any]:
     """A config class's field annotations, resolved once: every config built reads them."""
-    return typing.get_type_hints(cls)
+    if cls not in _FIELD_TYPES:
+        _FIELD_TYPES[cls] = typing.get_type_hints(cls)
+    return _FIELD_TYPES[cls]
 
 
 def settable_names(config: PPOConfig) -> list[str]:
