@@ -1,4 +1,4 @@
-"""Reward shaping and generalized advantage estimation over right-padded response tokens."""
+"""Reward shaping, generalized advantage estimation and discounted returns over right-padded response tokens."""
 
 from __future__ import annotations
 
@@ -14,6 +14,19 @@ def last_token_index(response_mask: torch.Tensor) -> torch.Tensor:
     return (response_mask.long().sum(dim=1) - 1).clamp(min=0)
 
 
+def kl_penalty(kl: torch.Tensor, kl_coef: float, response_mask: torch.Tensor) -> torch.Tensor:
+    """r^KL_t = -beta * KL_t on valid tokens, 0 on padding: the per-token reward KL in the reward adds."""
+    return torch.where(response_mask.bool(), -kl_coef * kl, torch.zeros_like(kl))
+
+
+def add_scores(token_rewards: torch.Tensor, scores: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:
+    """r_t + [t = T_i] score_i: each sequence's score added on its last valid token T_i (a new tensor)."""
+    rewards = token_rewards.clone()
+    rows = torch.arange(rewards.shape[0], device=rewards.device)
+    rewards[rows, last_token_index(response_mask)] += scores.to(rewards.dtype)
+    return rewards
+
+
 def shape_rewards(
     scores: torch.Tensor, kl: torch.Tensor, kl_coef: float, response_mask: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -21,12 +34,8 @@ def shape_rewards(
 
     Returns ``(rewards, non_score_rewards)``, both zero on padded positions.
     """
-    zeros = torch.zeros_like(kl)
-    non_score = torch.where(response_mask.bool(), -kl_coef * kl, zeros)
-    rewards = non_score.clone()
-    rows = torch.arange(rewards.shape[0], device=rewards.device)
-    rewards[rows, last_token_index(response_mask)] += scores.to(rewards.dtype)
-    return rewards, non_score
+    non_score = kl_penalty(kl, kl_coef, response_mask)
+    return add_scores(non_score, scores, response_mask), non_score
 
 
 def gae(
@@ -59,6 +68,19 @@ def gae(
     advantages = torch.stack(advantages_reversed[::-1], dim=1)
     returns = torch.where(valid, advantages + values, torch.zeros_like(values))
     return advantages, returns
+
+
+def discounted_returns(rewards: torch.Tensor, response_mask: torch.Tensor, gamma: float) -> torch.Tensor:
+    """G_t = r_t + gamma * G_{t+1}, with G = 0 past the last valid token: the Monte-Carlo return of each token
+    (REINFORCE's, without a value network). Zero on padded positions."""
+    valid = response_mask.bool()
+    rewards = torch.where(valid, rewards, torch.zeros_like(rewards))
+    returns = torch.zeros_like(rewards)
+    running = torch.zeros_like(rewards[:, 0])
+    for t in reversed(range(rewards.shape[1])):
+        running = torch.where(valid[:, t], rewards[:, t] + gamma * running, 0.0)
+        returns[:, t] = running
+    return returns
 
 
 def whiten_advantages(advantages: torch.Tensor, response_mask: torch.Tensor,

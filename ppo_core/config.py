@@ -149,7 +149,9 @@ class PPOConfig(ScriptArguments, ModelConfig):
     entropy_coef: float = field(default=0.0, metadata=field_help("Entropy-bonus coefficient (0 disables the bonus)."))
     gamma: float = field(default=1.0, metadata=field_help("Discount factor."))
     lam: float = field(default=0.95, metadata=field_help("GAE lambda."))
-    whiten_rewards: bool = field(default=False, metadata=field_help("Whiten the shaped per-token rewards (no shift)."))
+    whiten_rewards: bool = field(
+        default=False, metadata=field_help("Whiten the shaped per-token rewards (no shift); gae only.")
+    )
     whiten_advantages: bool = field(
         default=True,
         metadata=field_help("Whiten GAE's advantages over each rollout batch (gae only: reinforce_pp always whitens, "

@@ -280,16 +280,20 @@ def estimate_run(config: PPOConfig) -> RunEstimate:
                               "policy, adapters off" if config.use_peft else "")
     reward_paths = _reward_model_paths(config, task)
     rewards = [_reward(config, field, path) for field, path in reward_paths]
-    value_field, value_path = _value_trunk(config, reward_paths, policy_path, tokenizer)
-    value_config = _model_config(value_path, value_field, config)
-    value = _value(config, value_field, value_path, value_config)
+    critic: list[ModelEstimate] = []  # a critic-free estimator builds no value network
+    value_shape = None
+    if config.uses_critic:
+        value_field, value_path = _value_trunk(config, reward_paths, policy_path, tokenizer)
+        value_config = _model_config(value_path, value_field, config)
+        critic = [_value(config, value_field, value_path, value_config)]
+        value_shape = Shape.from_config(value_config)
     tokens = _tokens(config, task, tokenizer)
     itemsize = activation_itemsize(config)
     return RunEstimate(
-        models=[policy, reference, *rewards, value],
+        models=[policy, reference, *rewards, *critic],
         tokens=tokens,
-        activations=_activations(config, tokens, Shape.from_config(policy_config), Shape.from_config(value_config),
-                                 itemsize, autocast_copy_bytes([policy, value], itemsize)),
+        activations=_activations(config, tokens, Shape.from_config(policy_config), value_shape,
+                                 itemsize, autocast_copy_bytes([policy, *critic], itemsize)),
         activation_dtype="bfloat16" if itemsize == 2 else "float32",
         gradient_checkpointing=config.gradient_checkpointing,
     )
@@ -399,10 +403,11 @@ def prompt_lengths(prompts: PromptSet, tokenizer: PreTrainedTokenizerBase) -> li
     return [int(n) for n in encode_prompts(tokenizer, prompts, None)["attention_mask"].sum(dim=1)]
 
 
-def _activations(config: PPOConfig, tokens: TokenEstimate, policy: Shape, value: Shape, itemsize: int,
+def _activations(config: PPOConfig, tokens: TokenEstimate, policy: Shape, value: Shape | None, itemsize: int,
                  autocast_copies: int) -> ActivationEstimate:
     """The rollout generates and scores ``local_rollout_forward_batch_size`` rows at a time (at most a rollout
-    batch); the update runs ``per_device_train_batch_size`` rows through the policy and the value network."""
+    batch); the update runs ``per_device_train_batch_size`` rows through the policy and the value network (none
+    without one)."""
     sequence, response = tokens.sequence_length, tokens.response_length
     rollout_rows = min(config.local_rollout_forward_batch_size, config.local_batch_size)
     rows = config.per_device_train_batch_size
@@ -413,7 +418,8 @@ def _activations(config: PPOConfig, tokens: TokenEstimate, policy: Shape, value:
         kv_cache=kv_cache_bytes(policy, sequence, rollout_rows, itemsize),
         rollout_logits=rollout_logits_bytes(rollout_rows, response, policy.vocab_size, itemsize),
         policy_activations=trunk_activation_bytes(policy, sequence, rows, itemsize, eager, checkpointing),
-        value_activations=trunk_activation_bytes(value, sequence, rows, itemsize, eager, checkpointing),
+        value_activations=trunk_activation_bytes(value, sequence, rows, itemsize, eager, checkpointing)
+        if value is not None else 0,
         update_logits=update_logits_bytes(rows, response, policy.vocab_size),
     )
 
@@ -445,7 +451,8 @@ def print_estimate(estimate: RunEstimate, console: Console | None = None) -> Non
     memory.add_row(f"rollout: generation KV cache ({dtype})", _size(act.kv_cache))
     memory.add_row("rollout: scoring logits, reference's and policy's", _size(act.rollout_logits))
     memory.add_row(f"update: policy activations ({dtype}{checkpointed})", _size(act.policy_activations))
-    memory.add_row(f"update: value activations ({dtype}{checkpointed})", _size(act.value_activations))
+    if act.value_activations:  # a critic-free estimator has no value network
+        memory.add_row(f"update: value activations ({dtype}{checkpointed})", _size(act.value_activations))
     memory.add_row("update: logits and log-softmax (float32)", _size(act.update_logits))
     memory.add_section()
     memory.add_row("peak = weights + max(rollout, update)", _size(estimate.peak_bytes), style="bold")

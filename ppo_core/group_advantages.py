@@ -7,9 +7,12 @@ tokens by the caller.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Literal
 
 import torch
+
+from ppo_core.masked import local
 
 ScaleRewards = Literal["group", "batch", "none"]
 GRPO_STD_EPSILON = 1e-4  # TRL's GRPOTrainer adds the same to the standard deviation
@@ -23,11 +26,12 @@ def grouped(scores: torch.Tensor, group_size: int) -> torch.Tensor:
 
 
 def grpo_advantages(scores: torch.Tensor, group_size: int, scale_rewards: ScaleRewards = "group",
-                    epsilon: float = GRPO_STD_EPSILON) -> torch.Tensor:
+                    epsilon: float = GRPO_STD_EPSILON,
+                    total: Callable[[torch.Tensor], torch.Tensor] = local) -> torch.Tensor:
     """GRPO (Shao et al. 2024): A_i = (r_i - mean_g r) / (s + epsilon), with s by ``scale_rewards``:
 
     - ``group``: the standard deviation of the response's own group (unbiased, n - 1), GRPO's;
-    - ``batch``: the standard deviation over the whole batch;
+    - ``batch``: the standard deviation over the whole batch (of every process, through ``total``);
     - ``none``: no division, A_i = r_i - mean_g r (Dr. GRPO, Liu et al. 2025).
     """
     groups = grouped(scores, group_size)
@@ -37,8 +41,17 @@ def grpo_advantages(scores: torch.Tensor, group_size: int, scale_rewards: ScaleR
     if scale_rewards == "group":
         spread = groups.std(dim=1, keepdim=True) if group_size > 1 else torch.zeros_like(groups[:, :1])
     else:
-        spread = scores.std() if scores.numel() > 1 else torch.zeros(())
+        spread = batch_std(scores, total)
     return (centred / (spread + epsilon)).reshape(-1)
+
+
+def batch_std(scores: torch.Tensor, total: Callable[[torch.Tensor], torch.Tensor] = local) -> torch.Tensor:
+    """s = sqrt(sum_i (r_i - mean r)^2 / (n - 1)) over the scores of every process (``total`` sums over them);
+    0 for a single score."""
+    count = total(torch.tensor(float(scores.numel()), device=scores.device))
+    mean = total(scores.sum()) / count
+    variance = total(((scores - mean) ** 2).sum()) / (count - 1).clamp(min=1)
+    return variance.sqrt()
 
 
 def rloo_advantages(scores: torch.Tensor, group_size: int) -> torch.Tensor:

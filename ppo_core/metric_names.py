@@ -15,12 +15,22 @@ UPDATE_METRICS = (
     "update", "episode",
     "objective/kl", "objective/entropy", "objective/non_score_reward", "objective/rlhf_reward",
     "objective/scores", "objective/scores_std", "objective/response_length", "objective/kl_coef",
-    "val/num_eos_tokens", "val/mean_value", "val/explained_variance", "val/ratio", "val/ratio_var",
-    "val/clipfrac_avg",
-    "policy/approxkl_avg", "policy/clipfrac_avg", "policy/entropy_avg", "loss/policy_avg", "loss/value_avg",
-    "lr", "lr_value",
+    "objective/kl_in_reward",
+    "val/num_eos_tokens", "val/ratio", "val/ratio_var",
+    "policy/approxkl_avg", "policy/clipfrac_avg", "clip_ratio/low", "clip_ratio/high", "policy/entropy_avg",
+    "loss/policy_avg",
+    "lr",
     "time/rollout_s", "time/update_s", "time/tokens_per_s", "memory/peak_gib",
 )
+# Reported on every update by runs with a value network (advantage_estimator gae) only.
+CRITIC_METRICS = ("val/mean_value", "val/explained_variance", "val/clipfrac_avg", "loss/value_avg", "lr_value")
+# Reported on every update when each prompt has several responses (num_generations > 1): the mean over groups of the
+# scores' standard deviation, and the share of groups whose scores are all equal (no signal for a group baseline).
+REWARD_STD = "objective/reward_std"
+FRAC_REWARD_ZERO_STD = "objective/frac_reward_zero_std"
+GROUP_METRICS = (REWARD_STD, FRAC_REWARD_ZERO_STD)
+# Reported on every update when KL is a loss term (kl_in_reward false): the term's mean KL, before beta.
+KL_LOSS = "loss/kl_avg"
 # Reported on every update when the run has a gold scorer (a built-in task).
 GOLD_SCORE = "objective/gold_score"
 

@@ -6,20 +6,22 @@ import math
 
 import torch
 
+from ppo_core.group_advantages import group_reward_stats
 from ppo_core.masked import masked_mean, masked_var, per_row_sum
-from ppo_core.metric_names import GOLD_SCORE
+from ppo_core.metric_names import FRAC_REWARD_ZERO_STD, GOLD_SCORE, REWARD_STD
 from ppo_core.rollout import Rollout
 
 
 def rollout_metrics(
-    rollout: Rollout, kl: torch.Tensor, non_score_rewards: torch.Tensor, returns: torch.Tensor
+    rollout: Rollout, kl: torch.Tensor, non_score_rewards: torch.Tensor, returns: torch.Tensor | None,
+    group_size: int = 1,
 ) -> dict[str, float]:
-    """KL, entropy and reward of a rollout batch; sequence-level sums averaged over the batch, as TRL logs them."""
+    """KL, entropy and reward of a rollout batch; sequence-level sums averaged over the batch, as TRL logs them.
+    The value network's metrics come with values and returns (GAE), the group metrics with groups of G > 1."""
     mask = rollout.response_mask
     mean_kl = per_row_sum(kl, mask).mean()
     mean_non_score = per_row_sum(non_score_rewards, mask).mean()
     mean_score = rollout.scores.mean()
-    explained = 1.0 - masked_var(returns - rollout.values, mask) / masked_var(returns, mask).clamp(min=1e-8)
     metrics = {
         "objective/kl": float(mean_kl),
         "objective/entropy": float(per_row_sum(-rollout.logprobs, mask).mean()),
@@ -29,9 +31,14 @@ def rollout_metrics(
         "objective/scores_std": float(rollout.scores.std()) if len(rollout.scores) > 1 else 0.0,
         "objective/response_length": float(mask.sum(dim=1).float().mean()),
         "val/num_eos_tokens": float(rollout.has_stop.sum()),
-        "val/mean_value": float(masked_mean(rollout.values, mask)),
-        "val/explained_variance": float(explained),
     }
+    if rollout.values is not None and returns is not None:
+        explained = 1.0 - masked_var(returns - rollout.values, mask) / masked_var(returns, mask).clamp(min=1e-8)
+        metrics["val/mean_value"] = float(masked_mean(rollout.values, mask))
+        metrics["val/explained_variance"] = float(explained)
+    if group_size > 1:
+        metrics[REWARD_STD], metrics[FRAC_REWARD_ZERO_STD] = group_reward_stats(rollout.scores.float().cpu(),
+                                                                              group_size)
     if rollout.gold_scores is not None:
         metrics[GOLD_SCORE] = float(rollout.gold_scores.mean())
     return metrics

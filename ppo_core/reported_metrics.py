@@ -11,9 +11,12 @@ from __future__ import annotations
 
 from ppo_core.config import PPOConfig, is_function_spec
 from ppo_core.metric_names import (
+    CRITIC_METRICS,
     EVAL_GOLD_SCORE,
     EVAL_METRICS,
     GOLD_SCORE,
+    GROUP_METRICS,
+    KL_LOSS,
     UPDATE_METRICS,
     distinct_names,
     reward_metric,
@@ -24,6 +27,12 @@ from ppo_core.metric_names import (
 def reported_metrics(config: PPOConfig) -> frozenset[str]:
     """Every metric name that some update of ``config``'s run reports (the union over its updates)."""
     names = set(UPDATE_METRICS) | evaluation_metrics(config)
+    if config.uses_critic:
+        names.update(CRITIC_METRICS)
+    if config.generations_per_prompt > 1:
+        names.update(GROUP_METRICS)
+    if not config.kl_penalty_in_reward:
+        names.add(KL_LOSS)
     if has_gold_score(config):
         names.add(GOLD_SCORE)
     rewards = reward_names(config)

@@ -29,7 +29,7 @@ class Rollout:
     has_stop: torch.Tensor  # [B]
     logprobs: torch.Tensor  # [B, R] under the sampling policy, at the sampling temperature
     ref_logprobs: torch.Tensor  # [B, R]
-    values: torch.Tensor  # [B, R]
+    values: torch.Tensor | None  # [B, R] V(s_t); None without a value network
     scores: torch.Tensor  # [B] reward, after the missing-EOS penalty
     reward_scores: dict[str, torch.Tensor]  # [B] each reward's own score by name, NaN where it gave none
     gold_scores: torch.Tensor | None  # [B] a task's gold score, for monitoring only
@@ -120,9 +120,10 @@ def collect_rollout(setup: RunSetup, batch: PromptSet, config: PPOConfig, device
             chunks["ref"].append(token_logprobs(response_logits(reference, *inputs), responses, config.temperature))
         chunks["responses"].append(responses)
         chunks["mask"].append(response_mask)
-        chunks["values"].append(
-            response_values(models.value_model, queries[rows], query_mask[rows], responses, response_mask)
-        )
+        if models.value_model is not None:
+            chunks["values"].append(
+                response_values(models.value_model, queries[rows], query_mask[rows], responses, response_mask)
+            )
     responses = _cat_right_padded(chunks["responses"], tokenizer.pad_token_id)
     response_mask = _cat_right_padded(chunks["mask"], False)
     completion_ids = response_token_ids(responses, response_mask)
@@ -148,7 +149,7 @@ def collect_rollout(setup: RunSetup, batch: PromptSet, config: PPOConfig, device
         has_stop=has_stop,
         logprobs=_cat_right_padded(chunks["logprobs"], 0.0),
         ref_logprobs=_cat_right_padded(chunks["ref"], 0.0),
-        values=_cat_right_padded(chunks["values"], 0.0),
+        values=_cat_right_padded(chunks["values"], 0.0) if chunks["values"] else None,
         scores=scores,
         reward_scores=reward_scores,
         gold_scores=gold,

@@ -37,7 +37,7 @@ class RolloutModels:
 
     policy: PreTrainedModel  # or a peft model with the policy's LoRA adapter
     reference: PreTrainedModel | None  # None: the LoRA policy with its adapters switched off
-    value_model: ValueModel
+    value_model: ValueModel | None  # None: a critic-free estimator, which builds no value network
     rewards: WeightedRewards
     gold_score: Callable[[list[str], list[str]], list[float]] | None
     tokenizer: PreTrainedTokenizerBase
@@ -78,7 +78,9 @@ def build_setup(config: PPOConfig, device: torch.device) -> RunSetup:
     train_prompts, eval_prompts = prompt_sets(config, task, tokenizer)
 
     rewards = _load_rewards(config, task, options, tokenizer)
-    value_model = _value_model(config, config.value_model_path or _value_trunk(rewards, sft_path), options)
+    # Only GAE reads values: the critic-free estimators never load, hold or step a value network.
+    value_model = _value_model(config, config.value_model_path or _value_trunk(rewards, sft_path), options) \
+        if config.uses_critic else None
 
     models = RolloutModels(
         policy=policy,

@@ -14,11 +14,12 @@ from accelerate.state import AcceleratorState
 from accelerate.utils import set_seed
 from transformers import get_scheduler
 
-from ppo_core.advantages import gae, shape_rewards, whiten_advantages, whiten_rewards
+from ppo_core.advantages import kl_penalty
 from ppo_core.callbacks import SampleGeneration, TrainerCallback
 from ppo_core.config import ConfigError, PPOConfig
 from ppo_core.distributed import ProcessGroup, check_launch, rank_share
 from ppo_core.errors import NonFiniteError
+from ppo_core.estimators import AdvantageInputs, estimate_advantages
 from ppo_core.evaluation import evaluate, evaluation_interval, is_evaluation_update, separate_rng
 from ppo_core.kl import kl_per_token, make_kl_controller
 from ppo_core.lora import ParameterCount, count_parameters, save_merged
@@ -30,7 +31,7 @@ from ppo_core.prompt_data import PromptSet
 from ppo_core.rollout import Rollout, collect_rollout
 from ppo_core.setup import RunSetup, build_setup
 from ppo_core.trackers import TrackerCallback, tracker_dir
-from ppo_core.update import Optimisation, ppo_update
+from ppo_core.update import Optimisation, UpdateTargets, ppo_update
 
 
 @dataclass
@@ -75,12 +76,12 @@ class PPOTrainer:
         total_episodes = config.total_episodes or int(config.num_train_epochs * len(self.setup.train_prompts))
         self.num_updates = max(1, math.ceil(total_episodes / config.batch_size))
         self.eval_interval = evaluation_interval(config.eval_steps, self.num_updates)
-        self.parameter_counts: dict[str, ParameterCount] = {
-            "policy": count_parameters(self.setup.models.policy),
-            "value": count_parameters(self.setup.models.value_model),
-        }
+        self.parameter_counts: dict[str, ParameterCount] = {"policy": count_parameters(self.setup.models.policy)}
+        if self.setup.models.value_model is not None:
+            self.parameter_counts["value"] = count_parameters(self.setup.models.value_model)
         self._build_optimisation()
-        self.kl_controller = make_kl_controller(config.kl_coef, config.kl_target, config.kl_horizon)
+        # One controller for the coefficient in force: kl_coef in the reward, or beta in the loss.
+        self.kl_controller = make_kl_controller(config.kl_coefficient, config.kl_target, config.kl_horizon)
         self.prompt_generator = torch.Generator().manual_seed(config.seed)
         self.shuffle_generator = torch.Generator().manual_seed(config.seed + 1)
         self._prompt_order: list[int] = []
@@ -90,20 +91,25 @@ class PPOTrainer:
         c = self.config
         models = self.setup.models
         policy_optimizer = _adamw(models.policy, c.learning_rate, c)
-        value_optimizer = _adamw(models.value_model, c.effective_value_learning_rate, c)
+        value_optimizer = _adamw(models.value_model, c.effective_value_learning_rate, c) \
+            if models.value_model is not None else None
         warmup = c.warmup_steps or math.ceil(c.warmup_ratio * self.num_updates)
         schedule = "constant_with_warmup" if c.lr_scheduler_type == "constant" else c.lr_scheduler_type
         self.schedulers = [
             get_scheduler(schedule, optimizer, num_warmup_steps=warmup, num_training_steps=self.num_updates)
-            for optimizer in (policy_optimizer, value_optimizer)
+            for optimizer in (policy_optimizer, value_optimizer) if optimizer is not None
         ]
-        policy, value_model, policy_optimizer, value_optimizer = self.accelerator.prepare(
-            models.policy, models.value_model, policy_optimizer, value_optimizer
-        )
+        if models.value_model is not None and value_optimizer is not None:
+            policy, value_model, policy_optimizer, value_optimizer = self.accelerator.prepare(
+                models.policy, models.value_model, policy_optimizer, value_optimizer
+            )
+            models.value_model = self.accelerator.unwrap_model(value_model)
+        else:
+            policy, policy_optimizer = self.accelerator.prepare(models.policy, policy_optimizer)
+            value_model = None
         # The rollout runs the unwrapped models (a wrapped one would wait for the other ranks at every forward);
         # the update uses the prepared ones, whose gradients are averaged over the ranks.
-        models.policy, models.value_model = self.accelerator.unwrap_model(policy), \
-            self.accelerator.unwrap_model(value_model)
+        models.policy = self.accelerator.unwrap_model(policy)
         self.optimisation = Optimisation(self.accelerator, policy, value_model, policy_optimizer, value_optimizer)
 
     def train(self) -> TrainResult:
@@ -140,29 +146,37 @@ class PPOTrainer:
         return result
 
     def step(self, update: int) -> dict[str, float]:
-        """One PPO update: rollout, reward shaping, GAE, then the clipped-objective optimisation."""
+        """One PPO update: rollout, the KL penalty where it goes, advantages by the config's estimator, then the
+        clipped-objective optimisation."""
         c = self.config
         started = time.perf_counter()
         reset_peak_memory(self.accelerator.device)
         rollout = self._rollout(self._next_prompts())
+        # KL to the reference is measured whatever its placement, so a run with beta = 0 still reports it.
         kl = kl_per_token(rollout.logprobs, rollout.ref_logprobs, c.kl_estimator)
         kl_coef = self.kl_controller.value
-        rewards, non_score_rewards = shape_rewards(rollout.scores, kl, kl_coef, rollout.response_mask)
+        in_reward = c.kl_penalty_in_reward
+        non_score_rewards = kl_penalty(kl, kl_coef if in_reward else 0.0, rollout.response_mask)
         total = self.group.total  # whitening and averages over the global batch, not this rank's share
-        if c.whiten_rewards:
-            rewards = whiten_rewards(rewards, rollout.response_mask, total)
-        advantages, returns = gae(rewards, rollout.values, rollout.response_mask, c.gamma, c.lam)
-        if c.whiten_advantages:
-            advantages = whiten_advantages(advantages, rollout.response_mask, total)
+        advantages, returns = estimate_advantages(c.advantage_estimator, AdvantageInputs(
+            scores=rollout.scores, kl_rewards=non_score_rewards, values=rollout.values,
+            response_mask=rollout.response_mask, group_size=c.generations_per_prompt, gamma=c.gamma, lam=c.lam,
+            whiten=c.whiten_advantages, whiten_token_rewards=c.whiten_rewards, scale_rewards=c.scale_rewards,
+            total=total,
+        ))
         rollout_seconds = time.perf_counter() - started
 
         lrs = [scheduler.get_last_lr()[0] for scheduler in self.schedulers]
-        update_stats = ppo_update(rollout, advantages, returns, self.optimisation, c, self.shuffle_generator, total)
+        targets = UpdateTargets(advantages, returns, None if in_reward else kl_coef)
+        update_stats = ppo_update(rollout, targets, self.optimisation, c, self.shuffle_generator, total,
+                                  self.setup.generation_config.max_new_tokens)
         for scheduler in self.schedulers:
             scheduler.step()
         self.episode += c.batch_size
-        seen, (kl, non_score_rewards, returns) = self.group.global_rollout(rollout, kl, non_score_rewards, returns)
-        metrics = rollout_metrics(seen, kl, non_score_rewards, returns)
+        per_token = [kl, non_score_rewards] + ([returns] if returns is not None else [])
+        seen, gathered = self.group.global_rollout(rollout, *per_token)
+        metrics = rollout_metrics(seen, gathered[0], gathered[1], gathered[2] if returns is not None else None,
+                                  c.generations_per_prompt)
         if len(seen.reward_scores) > 1:  # with one reward, objective/scores already says it
             metrics.update({reward_metric(name): float(part.nanmean()) for name, part in seen.reward_scores.items()})
         self.kl_controller.update(metrics["objective/kl"], c.batch_size)  # every rank steps alike, on global KL
@@ -175,8 +189,9 @@ class PPOTrainer:
             **metrics,
             **update_stats,
             "objective/kl_coef": kl_coef,
+            "objective/kl_in_reward": float(in_reward),
             "lr": lrs[0],
-            "lr_value": lrs[1],
+            **({"lr_value": lrs[1]} if len(lrs) > 1 else {}),
             "time/rollout_s": rollout_seconds,
             "time/update_s": update_seconds,
             "time/tokens_per_s": seen.num_response_tokens / max(rollout_seconds + update_seconds, 1e-9),
@@ -206,14 +221,16 @@ class PPOTrainer:
             return collect_rollout(self.setup, batch, self.config, self.accelerator.device)
 
     def _next_prompts(self) -> PromptSet:
-        """This rank's share of the next global batch of prompts, reshuffling whenever an epoch over the prompts
-        runs out. Every rank draws the same global batch (the same seeded order), then keeps its own rows."""
+        """This rank's share of the next global batch: batch_size / G prompts, each repeated G times in a row (one
+        group per prompt), reshuffling whenever an epoch over the prompts runs out. Every rank draws the same global
+        batch (the same seeded order), then keeps its own rows, whole groups since G divides its share."""
         prompts = self.setup.train_prompts
+        generations = self.config.generations_per_prompt
         rows: list[int] = []
         while len(rows) < self.config.batch_size:
             if not self._prompt_order:
                 self._prompt_order = torch.randperm(len(prompts), generator=self.prompt_generator).tolist()
-            rows.append(self._prompt_order.pop())
+            rows.extend([self._prompt_order.pop()] * generations)
         return prompts.select(rank_share(rows, self.group.rank, self.group.world_size))
 
     def _record_samples(self, update: int, result: TrainResult) -> None:

@@ -1,4 +1,8 @@
-"""The PPO update: epochs x shuffled mini-batches x micro-batches with gradient accumulation."""
+"""The PPO update: epochs x shuffled mini-batches x micro-batches with gradient accumulation.
+
+The policy's clipped loss always; the value network's clipped loss with GAE; a KL loss term when KL is not in the
+reward (GRPO's placement).
+"""
 
 from __future__ import annotations
 
@@ -12,21 +16,32 @@ from accelerate import Accelerator
 from transformers import PreTrainedModel
 
 from ppo_core.config import PPOConfig
-from ppo_core.losses import clipped_policy_loss, clipped_value_loss, entropy_from_log_probs
+from ppo_core.kl import kl_per_token
+from ppo_core.losses import aggregate_loss, clipped_policy_loss, clipped_value_loss, entropy_from_log_probs
 from ppo_core.masked import local, masked_mean
+from ppo_core.metric_names import KL_LOSS
 from ppo_core.models import ValueModel
 from ppo_core.rollout import Rollout, response_logits, response_values
 
 
 @dataclass
 class Optimisation:
-    """The two networks and their optimizers; the policy and value are separate, with separate rates."""
+    """The trained networks and their optimizers; the policy and value are separate, with separate rates. A
+    critic-free estimator has no value network (and no optimizer for one)."""
 
     accelerator: Accelerator
     policy: PreTrainedModel
-    value_model: ValueModel
+    value_model: ValueModel | None
     policy_optimizer: torch.optim.Optimizer
-    value_optimizer: torch.optim.Optimizer
+    value_optimizer: torch.optim.Optimizer | None
+
+    @property
+    def models(self) -> list[torch.nn.Module]:
+        return [self.policy] + ([self.value_model] if self.value_model is not None else [])
+
+    @property
+    def optimizers(self) -> list[torch.optim.Optimizer]:
+        return [self.policy_optimizer] + ([self.value_optimizer] if self.value_optimizer is not None else [])
 
 
 class StatsAccumulator:
@@ -69,32 +84,44 @@ class StatsAccumulator:
         return means
 
 
+@dataclass(frozen=True)
+class UpdateTargets:
+    """What the update fits: the advantages, GAE's value targets (None without a value network), and the KL loss
+    term's coefficient beta (None when KL is in the reward instead)."""
+
+    advantages: torch.Tensor  # [B, R]
+    returns: torch.Tensor | None  # [B, R]
+    kl_loss_coef: float | None
+
+
 def ppo_update(
     rollout: Rollout,
-    advantages: torch.Tensor,
-    returns: torch.Tensor,
+    targets: UpdateTargets,
     optimisation: Optimisation,
     config: PPOConfig,
     generator: torch.Generator,
     total: Callable[[torch.Tensor], torch.Tensor] = local,
+    max_length: int | None = None,
 ) -> dict[str, float]:
     """Optimise the clipped PPO objective on one rollout batch; returns the diagnostics averaged over every
-    micro-batch (of every rank, through ``total``)."""
+    micro-batch (of every rank, through ``total``). ``max_length`` is seq_mean_token_sum_norm's constant divisor
+    (the response length; default the batch's width)."""
     stats = StatsAccumulator()
     # Gradient checkpointing recomputes only in training mode; dropout was zeroed at load, so both modes compute the
     # same function. Generation needs eval mode back afterwards (checkpointing would turn its KV cache off).
-    for model in (optimisation.policy, optimisation.value_model):
+    for model in optimisation.models:
         model.train(config.gradient_checkpointing)
     try:
-        _optimise(rollout, advantages, returns, optimisation, config, generator, stats)
+        _optimise(rollout, targets, optimisation, config, generator, stats,
+                  max_length or rollout.responses.shape[1])
     finally:
-        optimisation.policy.eval()
-        optimisation.value_model.eval()
+        for model in optimisation.models:
+            model.eval()
     return stats.summary(total)
 
 
-def _optimise(rollout: Rollout, advantages: torch.Tensor, returns: torch.Tensor, optimisation: Optimisation,
-              config: PPOConfig, generator: torch.Generator, stats: StatsAccumulator) -> None:
+def _optimise(rollout: Rollout, targets: UpdateTargets, optimisation: Optimisation, config: PPOConfig,
+              generator: torch.Generator, stats: StatsAccumulator, max_length: int) -> None:
     """Epochs x shuffled mini-batches x accumulated micro-batches, one optimizer step per mini-batch."""
     batch_size = rollout.responses.shape[0]
     mini_batch, micro_batch = config.local_mini_batch_size, config.per_device_train_batch_size
@@ -108,8 +135,8 @@ def _optimise(rollout: Rollout, advantages: torch.Tensor, returns: torch.Tensor,
                 last = micro_start + micro_batch >= len(mini_indices)
                 # Several processes average their gradients once per optimizer step, not once per micro-batch.
                 with _gradient_sync(optimisation, last):
-                    loss = _micro_batch_loss(rollout, advantages, returns, micro_indices, optimisation, config,
-                                             stats)
+                    loss = _micro_batch_loss(rollout, targets, micro_indices, optimisation, config, stats,
+                                             max_length)
                     optimisation.accelerator.backward(loss / micro_batches_per_step)
             _optimizer_step(optimisation, config.max_grad_norm)
 
@@ -119,19 +146,19 @@ def _gradient_sync(optimisation: Optimisation, sync: bool) -> contextlib.Abstrac
     if sync:
         return contextlib.nullcontext()
     stack = contextlib.ExitStack()
-    for model in (optimisation.policy, optimisation.value_model):
+    for model in optimisation.models:
         stack.enter_context(optimisation.accelerator.no_sync(model))
     return stack
 
 
 def _micro_batch_loss(
     rollout: Rollout,
-    advantages: torch.Tensor,
-    returns: torch.Tensor,
+    targets: UpdateTargets,
     rows: torch.Tensor,
     optimisation: Optimisation,
     config: PPOConfig,
     stats: StatsAccumulator,
+    max_length: int,
 ) -> torch.Tensor:
     queries, query_mask = rollout.queries[rows], rollout.query_mask[rows]
     responses, mask = rollout.responses[rows], rollout.response_mask[rows]
@@ -141,28 +168,41 @@ def _micro_batch_loss(
     # Without an entropy bonus the entropy is only a diagnostic: keep it out of the graph.
     with torch.set_grad_enabled(config.entropy_coef != 0 and torch.is_grad_enabled()):
         entropy = masked_mean(entropy_from_log_probs(log_distribution), mask)
-    values = response_values(optimisation.value_model, queries, query_mask, responses, mask)
 
-    policy_out = clipped_policy_loss(logprobs, rollout.logprobs[rows], advantages[rows], mask, config.cliprange)
-    value_loss, value_clipfrac = clipped_value_loss(
-        values, rollout.values[rows], returns[rows], mask, config.cliprange_value
-    )
+    low, high = config.clip_bounds
+    policy_out = clipped_policy_loss(logprobs, rollout.logprobs[rows], targets.advantages[rows], mask, low, high,
+                                     config.loss_type, max_length)
     stats.add("policy/approxkl_avg", policy_out.approxkl)
     stats.add("policy/clipfrac_avg", policy_out.clipfrac)
+    stats.add("clip_ratio/low", policy_out.clip_low)
+    stats.add("clip_ratio/high", policy_out.clip_high)
     stats.add("loss/policy_avg", policy_out.loss)
-    stats.add("loss/value_avg", value_loss)
-    stats.add("val/clipfrac_avg", value_clipfrac)
     stats.add("policy/entropy_avg", entropy)
     stats.add_ratios(policy_out.ratio, mask)
-    return policy_out.loss - config.entropy_coef * entropy + config.vf_coef * value_loss
+    loss = policy_out.loss - config.entropy_coef * entropy
+    if targets.kl_loss_coef is not None:
+        # KL to the reference under the current policy, aggregated as the policy loss is (GRPO's placement).
+        kl = aggregate_loss(kl_per_token(logprobs, rollout.ref_logprobs[rows], config.kl_loss_estimator), mask,
+                            config.loss_type, max_length)
+        stats.add(KL_LOSS, kl)
+        loss = loss + targets.kl_loss_coef * kl
+    if optimisation.value_model is not None and targets.returns is not None and rollout.values is not None:
+        values = response_values(optimisation.value_model, queries, query_mask, responses, mask)
+        value_loss, value_clipfrac = clipped_value_loss(
+            values, rollout.values[rows], targets.returns[rows], mask, config.cliprange_value
+        )
+        stats.add("loss/value_avg", value_loss)
+        stats.add("val/clipfrac_avg", value_clipfrac)
+        loss = loss + config.vf_coef * value_loss
+    return loss
 
 
 def _optimizer_step(optimisation: Optimisation, max_grad_norm: float) -> None:
     accelerator = optimisation.accelerator
     if max_grad_norm > 0:
-        accelerator.clip_grad_norm_(optimisation.policy.parameters(), max_grad_norm)
-        accelerator.clip_grad_norm_(optimisation.value_model.parameters(), max_grad_norm)
-    optimisation.policy_optimizer.step()
-    optimisation.value_optimizer.step()
-    optimisation.policy_optimizer.zero_grad(set_to_none=True)
-    optimisation.value_optimizer.zero_grad(set_to_none=True)
+        for model in optimisation.models:  # each network's norm on its own, as with two separate trainers
+            accelerator.clip_grad_norm_(model.parameters(), max_grad_norm)
+    for optimizer in optimisation.optimizers:
+        optimizer.step()
+    for optimizer in optimisation.optimizers:
+        optimizer.zero_grad(set_to_none=True)

@@ -100,6 +100,17 @@ def test_lora_counts_equal_peft_on_the_loaded_models(
     assert estimate.model("reference").memory_bytes == 0
 
 
+def test_a_critic_free_estimator_counts_no_value_network(models: dict[str, Path], prompts_file: Path) -> None:
+    with_critic = estimate_run(run_config(models, prompts_file))
+    critic_free = estimate_run(run_config(models, prompts_file, advantage_estimator="grpo"))
+    assert [m.role for m in critic_free.models] == [m.role for m in with_critic.models if m.role != "value"]
+    assert critic_free.activations.value_activations == 0
+    # The value network's weights, gradients, AdamW moments and activations are all that is saved.
+    value = with_critic.model("value")
+    assert with_critic.peak_bytes > critic_free.peak_bytes
+    assert with_critic.weight_bytes - critic_free.weight_bytes == value.memory_bytes
+
+
 def test_value_use_peft_false_trains_the_whole_trunk(models: dict[str, Path], prompts_file: Path) -> None:
     estimate = estimate_run(run_config(models, prompts_file, use_peft=True, value_use_peft=False))
     trunk = AutoModel.from_pretrained(models["llama"])
