@@ -16,12 +16,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ppo_core.config_checks import (
+    REPORT_TO,
     ConfigError,
     accept_single_values_for_lists,
-    check_ranges,
     check_types,
     describe_type,
     field_types_of,
+    require,
 )
 from ppo_core.trl_config import ModelConfig, ScriptArguments, field_help
 
@@ -304,7 +305,7 @@ class PPOConfig(ScriptArguments, ModelConfig):
     def __post_init__(self) -> None:
         accept_single_values_for_lists(self)
         check_types(self)
-        check_ranges(self)
+        _check_ranges(self)
         self._derive_batch_sizes(launched_world_size())
 
     def _derive_batch_sizes(self, world_size: int) -> None:
@@ -410,6 +411,99 @@ def field_types() -> dict[str, Any]:
 def settable_fields() -> dict[str, dataclasses.Field[Any]]:
     """PPOConfig's user-settable fields by name (derived fields excluded)."""
     return {f.name: f for f in dataclasses.fields(PPOConfig) if f.init}
+
+
+
+def _check_ranges(c: PPOConfig) -> None:
+    for name in ("learning_rate", "weight_decay", "max_grad_norm", "vf_coef", "entropy_coef",
+                 "cliprange_value", "kl_coef", "beta", "warmup_steps"):
+        require(getattr(c, name) >= 0, name, ">= 0", getattr(c, name))
+    if c.value_learning_rate is not None:
+        require(c.value_learning_rate >= 0, "value_learning_rate", ">= 0", c.value_learning_rate)
+    require(c.adam_epsilon > 0, "adam_epsilon", "> 0", c.adam_epsilon)
+    require(c.cliprange > 0, "cliprange", "> 0", c.cliprange)
+    for name in ("cliprange_low", "cliprange_high"):
+        if getattr(c, name) is not None:
+            require(getattr(c, name) > 0, name, "> 0 (null means cliprange)", getattr(c, name))
+    if c.cliprange_low is not None:
+        # Below 1 - 1 = 0 the ratio could never be clipped from below.
+        require(c.cliprange_low < 1, "cliprange_low", "< 1 (the ratio is clipped at 1 - cliprange_low)",
+                 c.cliprange_low)
+    require(0.0 <= c.lam <= 1.0, "lam", "in [0, 1]", c.lam)
+    require(0.0 <= c.gamma <= 1.0, "gamma", "in [0, 1]", c.gamma)
+    require(0.0 <= c.warmup_ratio < 1.0, "warmup_ratio", "in [0, 1)", c.warmup_ratio)
+    require(c.temperature > 0, "temperature", "> 0", c.temperature)
+    for name in ("per_device_train_batch_size", "gradient_accumulation_steps", "num_mini_batches",
+                 "num_ppo_epochs", "local_rollout_forward_batch_size", "kl_horizon", "num_eval_prompts",
+                 "num_eval_samples"):
+        require(getattr(c, name) >= 1, name, ">= 1", getattr(c, name))
+    require(c.num_sample_generations >= 0, "num_sample_generations", ">= 0", c.num_sample_generations)
+    require(c.num_train_epochs > 0, "num_train_epochs", "> 0", c.num_train_epochs)
+    if c.eval_steps is not None:
+        require(c.eval_steps > 0, "eval_steps", "> 0", c.eval_steps)
+        # At 1 and above it counts updates; a fraction of the run is only meaningful below 1.
+        require(c.eval_steps < 1 or float(c.eval_steps).is_integer(), "eval_steps",
+                 "a whole number of updates when >= 1 (below 1, a fraction of the run's updates)", c.eval_steps)
+    if c.total_episodes is not None:
+        require(c.total_episodes >= 1, "total_episodes", ">= 1", c.total_episodes)
+    if c.response_length is not None:
+        require(c.response_length >= 1, "response_length", ">= 1", c.response_length)
+    if c.kl_target is not None:
+        require(c.kl_target > 0, "kl_target", "> 0 nats", c.kl_target)
+        coefficient = "kl_coef" if c.kl_penalty_in_reward else "beta"
+        require(c.kl_coefficient > 0, coefficient, "> 0 when kl_target is set (the adaptive controller scales it)",
+                 c.kl_coefficient)
+    _check_estimator(c)
+    if c.missing_eos_penalty is not None:
+        require(c.missing_eos_penalty >= 0, "missing_eos_penalty", ">= 0", c.missing_eos_penalty)
+    if c.stop_token is not None and c.stop_token_id is not None:
+        raise ConfigError("stop_token_id: cannot be set together with stop_token; set stop_token to null")
+    local_batch = c.per_device_train_batch_size * c.gradient_accumulation_steps
+    if local_batch % c.num_mini_batches:
+        raise ConfigError(
+            f"num_mini_batches: {c.num_mini_batches} must divide the rollout batch "
+            f"per_device_train_batch_size x gradient_accumulation_steps = {local_batch}"
+        )
+    mini_batch = local_batch // c.num_mini_batches
+    if mini_batch % c.per_device_train_batch_size:
+        raise ConfigError(
+            f"per_device_train_batch_size: {c.per_device_train_batch_size} must divide the mini-batch "
+            f"{mini_batch}; make gradient_accumulation_steps a multiple of num_mini_batches"
+        )
+    if c.use_peft:
+        require(c.lora_r >= 1, "lora_r", ">= 1", c.lora_r)
+        require(c.lora_alpha > 0, "lora_alpha", "> 0", c.lora_alpha)
+        require(0.0 <= c.lora_dropout < 1.0, "lora_dropout", "in [0, 1)", c.lora_dropout)
+    if c.max_prompt_length is not None:
+        require(c.max_prompt_length >= 1, "max_prompt_length", ">= 1", c.max_prompt_length)
+    for tracker in c.report_to:
+        require(tracker in REPORT_TO, "report_to", f"one of {', '.join(REPORT_TO)}", tracker)
+    if c.task is None:
+        for name in ("sft_model_path", "dataset_name"):
+            if getattr(c, name) is None:
+                raise ConfigError(f"{name}: required when task is null")
+        if not c.reward_specs:
+            raise ConfigError("reward_model_path: required when task is null (or give reward_funcs)")
+    if c.reward_weights is not None:
+        rewards = len(c.reward_specs) or 1  # none named: the task's own reward model
+        if len(c.reward_weights) != rewards:
+            raise ConfigError(f"reward_weights: {len(c.reward_weights)} weights for {rewards} rewards "
+                              f"({', '.join(c.reward_specs) or 'the task reward model'})")
+
+
+def _check_estimator(c: PPOConfig) -> None:
+    """The advantage estimator's needs: a group of responses per prompt for the group estimators, and whole groups
+    on every process (its share of a rollout batch is per_device_train_batch_size x gradient_accumulation_steps)."""
+    if c.num_generations is not None:
+        require(c.num_generations >= 1, "num_generations", ">= 1", c.num_generations)
+    generations = c.generations_per_prompt
+    if c.advantage_estimator in GROUP_ESTIMATORS and generations < 2:
+        raise ConfigError(f"num_generations: advantage_estimator {c.advantage_estimator} compares the responses to "
+                          f"one prompt, so it needs >= 2, got {generations}")
+    local_batch = c.per_device_train_batch_size * c.gradient_accumulation_steps
+    if local_batch % generations:
+        raise ConfigError(f"num_generations: {generations} must divide the rollout batch per_device_train_batch_size "
+                          f"x gradient_accumulation_steps = {local_batch}, so that each process holds whole groups")
 
 
 __all__ = ["ConfigError", "PPOConfig", "describe_type", "field_types", "is_function_spec", "launched_rank",
