@@ -1,7 +1,9 @@
-"""Peak memory of one PPO run on a ~58M-parameter Llama, full fine-tuning against LoRA, bf16 frozen weights and
-gradient checkpointing: each mode in its own fresh process, measured by the run's own ``memory/peak_gib``.
+"""Peak memory of one PPO run on a ~58M-parameter Llama, full fine-tuning against LoRA, bf16 frozen weights,
+gradient checkpointing and a critic-free estimator (no value network): each mode in its own fresh process, measured
+by the run's own ``memory/peak_gib``.
 
-    python -m benchmarks.memory_modes             # CPU: about 10 minutes on 2 cores
+    python -m benchmarks.memory_modes             # CPU: about 12 minutes on 2 cores
+    python -m benchmarks.memory_modes --modes "full fp32" "full fp32, GRPO (no value network)"
     python -m benchmarks.memory_modes --device cuda --size pythia-160m
 
 Each mode trains ``--updates`` PPO updates from the CLI; the peak is the highest per-update ``memory/peak_gib``
@@ -36,6 +38,10 @@ MODES: dict[str, dict[str, Any]] = {
     "LoRA": {"use_peft": True},
     "LoRA, bf16 frozen": {"use_peft": True, "dtype": "bfloat16"},
     "LoRA, bf16 frozen, checkpointing": {"use_peft": True, "dtype": "bfloat16", "gradient_checkpointing": True},
+    # The same rollout of 16 episodes as 4 prompts x 4 responses: no value network is built, loaded or stepped.
+    "full fp32, GRPO (no value network)": {"advantage_estimator": "grpo"},
+    "LoRA, bf16 frozen, GRPO (no value network)": {"use_peft": True, "dtype": "bfloat16",
+                                                   "advantage_estimator": "grpo"},
 }
 SIZES = {  # name: (architecture, hidden, layers, heads, intermediate, vocabulary)
     "llama-58m": ("llama", 512, 8, 8, 1376, 32000),
@@ -87,7 +93,7 @@ def run_mode(root: Path, paths: dict[str, Path], name: str, values: dict[str, An
     predicted = json.loads(estimate.stdout.strip().splitlines()[-1])
     return {
         "mode": name,
-        "trainable_parameters": summary["trainable_parameters"]["policy"] + summary["trainable_parameters"]["value"],
+        "trainable_parameters": sum(summary["trainable_parameters"].values()),  # no "value" without a critic
         "peak_gib": max(m["memory/peak_gib"] for m in metrics),
         "estimated_peak_gib": predicted["peak_bytes"] / 2**30,
         "seconds_per_update": summary["seconds_per_update"],
@@ -107,11 +113,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--size", default="llama-58m", choices=tuple(SIZES))
     parser.add_argument("--updates", type=int, default=2)
     parser.add_argument("--out", default=None, help="Write the rows as JSON here too.")
+    parser.add_argument("--modes", nargs="+", choices=tuple(MODES), default=list(MODES),
+                        help="Run only these modes (the first is the 'vs' reference).")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as directory:
         root = Path(directory)
         paths = write_models(root, args.size)
-        rows = [run_mode(root, paths, name, values, args.device, args.updates) for name, values in MODES.items()]
+        rows = [run_mode(root, paths, name, MODES[name], args.device, args.updates) for name in args.modes]
     full = rows[0]["peak_gib"]
     baseline = baseline_rss_gib() if args.device == "cpu" else 0.0
     print(f"{args.size} on {args.device}; process RSS after imports {baseline:.2f} GiB")
