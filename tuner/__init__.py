@@ -40,7 +40,7 @@ _PUBLIC = {
     "best_trials": "tuner.reports",
     "trial_config": "tuner.reports",
     "trials_frame": "tuner.reports",
-    "trl_arguments": "tuner.trl_args",
+    "trl_arguments": "tuner.exports.trl_ppo",
     "validation_results": "tuner.validation",
     "load_validation": "tuner.validation",
     "mean_interval": "tuner.confidence",
@@ -84,6 +84,7 @@ if TYPE_CHECKING:
     from tuner.confidence import mean_interval
     from tuner.database import create_engine, open_storage
     from tuner.edge_findings import edge_findings
+    from tuner.exports.trl_ppo import trl_arguments
     from tuner.factory import make_pruner, make_sampler
     from tuner.kl_guard import KLGuardPruner
     from tuner.objective import make_objective
@@ -93,7 +94,6 @@ if TYPE_CHECKING:
     from tuner.study_config import KLGuard, Objective, StudyConfigError, StudySpec, load_study_spec
     from tuner.trial_records import TrialStore, read_metrics, read_samples
     from tuner.trial_reporter import TrialReporter
-    from tuner.trl_args import trl_arguments
     from tuner.validation import load_validation, validation_results
     from tuner.warm_start import warm_start_points
     from tuner.worker import open_study, run_worker

@@ -57,7 +57,11 @@ def add_study_commands(commands: Any) -> None:
         sub.add_argument("--storage", default=None,
                          help=f"Storage URL (default: every {DEFAULT_STUDIES_DIR}/*.db).")
         if name == "best":
-            sub.add_argument("--format", choices=("yaml", "json", "trl-args"), default="yaml")
+            from tuner.exports import EXPORT_FORMATS  # light: the tables and ppo_core.config (no torch)
+
+            sub.add_argument("--format", choices=("yaml", "json", *EXPORT_FORMATS), default="yaml",
+                             help="yaml or json: the config as ppo-tune reads it; the others: arguments for another "
+                                  "trainer, with what it lacks as # comments (trl-args is trl-ppo's old name).")
         sub.set_defaults(handler=_storage_errors_as_input(handlers[name]))
 
 
@@ -225,8 +229,8 @@ def _print_validation(results: list[Any], metric: str, name: str) -> None:
 def command_best(args: argparse.Namespace) -> int:
     import yaml
 
+    from tuner.exports import EXPORT_FORMATS
     from tuner.reports import best_trials, trial_config
-    from tuner.trl_args import trl_arguments
     from tuner.validation import load_validation, validation_results
 
     study, url = find_named_study(args.name, args.storage)
@@ -253,5 +257,5 @@ def command_best(args: argparse.Namespace) -> int:
         print(yaml.safe_dump(config, sort_keys=False), end="")
     else:
         print(f"# {header}")
-        print(trl_arguments(config), end="")
+        print(EXPORT_FORMATS[args.format](config), end="")
     return 0
