@@ -134,7 +134,7 @@ class PPOConfig(ScriptArguments, ModelConfig):
     total_episodes: int | None = field(
         default=None,
         metadata=field_help("Episodes (prompt + response) to train on; null means num_train_epochs x "
-                            "prompts."),
+                            "prompts x num_generations."),
     )
     num_train_epochs: float = field(
         default=3.0, metadata=field_help("Passes over the prompts when total_episodes is null.")

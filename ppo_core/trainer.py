@@ -73,7 +73,9 @@ class PPOTrainer:
         self.callbacks: list[TrainerCallback] = []
         if self.group.is_main:
             self.callbacks = [*callbacks, *([TrackerCallback(self.accelerator)] if self.accelerator.log_with else [])]
-        total_episodes = config.total_episodes or int(config.num_train_epochs * len(self.setup.train_prompts))
+        # An epoch answers every prompt num_generations times: the episodes of one pass are prompts x G.
+        total_episodes = config.total_episodes or int(config.num_train_epochs * len(self.setup.train_prompts)
+                                                      * config.generations_per_prompt)
         self.num_updates = max(1, math.ceil(total_episodes / config.batch_size))
         self.eval_interval = evaluation_interval(config.eval_steps, self.num_updates)
         self.parameter_counts: dict[str, ParameterCount] = {"policy": count_parameters(self.setup.models.policy)}

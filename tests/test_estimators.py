@@ -281,3 +281,13 @@ def test_bad_estimator_settings_are_one_line_config_errors(values: dict, message
         PPOConfig(**values)
     assert "\n" not in str(caught.value)
 
+
+
+def test_num_train_epochs_passes_over_every_prompt_once_per_epoch_with_groups(tiny_lm_dir: Path,
+                                                                               prompts_file: Path) -> None:
+    # 64 prompts, one epoch: 64 prompts x 4 responses = 256 episodes, 32 updates of 8, not a quarter of the prompts.
+    config = letter_config(tiny_lm_dir, prompts_file, advantage_estimator="rloo", num_generations=4,
+                           total_episodes=None, num_train_epochs=1.0)
+    trainer = PPOTrainer(config)
+    prompts = len(trainer.setup.train_prompts)
+    assert trainer.num_updates * config.batch_size == prompts * 4
