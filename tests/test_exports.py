@@ -173,7 +173,7 @@ def test_trl_rloo_flags_parse_in_trl_and_keep_the_run(trl_parsed: list[dict[str,
     assert rloo["num_generations"] == 2 and rloo["beta"] == 0.03  # KL in the reward: RLOO's beta is kl_coef
     assert rloo["epsilon"] == rloo["epsilon_high"] == 0.1 and rloo["max_completion_length"] == 12
     assert rloo["generation_batch_size"] == 8 and rloo["num_iterations"] == 4  # ppo-tune's defaults: 8, 4 epochs
-    assert rloo["num_train_epochs"] == 1.0  # 2 epochs of episodes at 2 per prompt: one pass over the prompts
+    assert rloo["num_train_epochs"] == 2.0  # passes over the prompts, each answering every prompt num_generations times
     assert rloo["warmup_steps"] == 0.1  # transformers 5: a fraction below 1 is a warmup ratio
 
 

@@ -263,18 +263,12 @@ def updates(c: PPOConfig) -> int | None:
     return max(1, math.ceil(c.total_episodes / rollout_batch(c)))
 
 
-def prompt_passes(c: PPOConfig) -> float:
-    """Passes over the prompts that num_train_epochs made: ppo-tune trains on num_train_epochs x prompts episodes
-    (completions), num_generations of them per prompt."""
-    return c.num_train_epochs / c.generations_per_prompt
-
-
 def whole_prompt_passes(c: PPOConfig, key: str) -> int | Lacks:
-    passes = prompt_passes(c)
-    if passes.is_integer():
-        return int(passes)
-    return Lacks(f"{key} counts whole passes over the prompts; ppo-tune's num_train_epochs counts episodes "
-                 f"(completions) per prompt, so with {c.generations_per_prompt} per prompt it made {passes:g}: set "
+    """num_train_epochs for a target that counts whole passes over the prompts (each pass answers every prompt
+    num_generations times, as ppo-tune's does)."""
+    if float(c.num_train_epochs).is_integer():
+        return int(c.num_train_epochs)
+    return Lacks(f"{key} counts whole passes over the prompts, and ppo-tune made {c.num_train_epochs:g}: set "
                  "total_episodes and export again")
 
 

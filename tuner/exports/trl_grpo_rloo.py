@@ -31,7 +31,6 @@ from tuner.exports._common import (
     export,
     is_model,
     optimizer_steps_per_update,
-    prompt_passes,
     schedule_remark,
     scheduler_with_warmup,
     stops_at_eos,
@@ -87,14 +86,6 @@ def _max_steps(c: PPOConfig) -> Differs | None:
                    f"{c.num_ppo_epochs} epochs (divide by the processes you launch)")
 
 
-def _epochs(c: PPOConfig) -> float | Differs:
-    if c.generations_per_prompt == 1:
-        return c.num_train_epochs
-    return Differs(prompt_passes(c), f"ppo-tune trained on num_train_epochs x prompts completions, "
-                                     f"{c.generations_per_prompt} per prompt: this many passes over the prompts, "
-                                     "which is what TRL's epochs count")
-
-
 def _generations(trainer: str) -> Callable[[PPOConfig], int | Lacks]:
     def generations(c: PPOConfig) -> int | Lacks:
         if c.generations_per_prompt >= 2:
@@ -113,7 +104,6 @@ VALUES: dict[str, Callable[[PPOConfig], Any]] = {
     else c.warmup_steps * optimizer_steps_per_update(c),
     "num_mini_batches": lambda c: c.gradient_accumulation_steps // c.num_mini_batches,
     "total_episodes": _max_steps,
-    "num_train_epochs": _epochs,
     "cliprange_low": lambda c: c.clip_bounds[0],
     "cliprange_high": lambda c: c.clip_bounds[1],
     "response_length": lambda c: c.response_length if c.response_length is not None
