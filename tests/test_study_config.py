@@ -71,6 +71,13 @@ ROOT = Path(__file__).resolve().parent.parent
         ({"constraints": [{"reduce": "max", "max": 8}]}, "constraints[0].metric: expected a metric name"),
         ({"constraints": [{"metric": "objective/kl", "reduce": "max", "max": 8}] * 2},
          "constraints[1]: the same as constraints[0]"),
+        # Advantage estimators: a choice that is none, and groups that cannot fill the base's rollout of 8.
+        ({"search_space": {"advantage_estimator": {"type": "categorical", "choices": ["gae", "rlo"]}}},
+         "search_space.advantage_estimator: 'rlo' is not an advantage estimator (did you mean 'rloo'?)"),
+        ({"search_space": {"advantage_estimator": {"type": "categorical", "choices": ["gae", "grpo"]},
+                           "num_generations": {"type": "categorical", "choices": [2, 16]}}},
+         "search_space.num_generations: num_generations 16 does not divide the base's rollout batch "
+         "(per_device_train_batch_size x gradient_accumulation_steps) 8"),
     ],
 )
 def test_bad_study_files_exit_2_with_one_line(

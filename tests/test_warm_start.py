@@ -239,3 +239,73 @@ def test_a_study_runs_its_warm_starts_first_and_sets_its_constraints(
         assert trial.state == TrialState.COMPLETE
         # max KL over the run, minus the budget: what a feasible trial keeps <= 0.
         assert trial.constraints == {"objective/kl (max) <= 0.5": max(trial.user_attrs[KL_HISTORY_ATTR]) - 0.5}
+
+
+# A space that searches the estimator and the KL placement, with the knobs only some estimators read.
+ESTIMATOR_SPACE = {
+    name: parse_param(name, raw) for name, raw in {
+        "advantage_estimator": {"type": "categorical", "choices": ["gae", "grpo", "rloo"]},
+        "learning_rate": {"type": "float", "low": 1e-6, "high": 1e-4, "log": True},
+        "value_learning_rate": {"type": "float", "low": 1e-6, "high": 1e-4, "log": True},
+        "lam": {"type": "float", "low": 0.9, "high": 1.0},
+        "kl_in_reward": {"type": "categorical", "choices": [True, False]},
+        "kl_coef": {"type": "float", "low": 0.01, "high": 0.2, "log": True},
+        "beta": {"type": "float", "low": 0.005, "high": 0.2, "log": True},
+        "num_generations": {"type": "categorical", "choices": [2, 4, 8]},
+        "scale_rewards": {"type": "categorical", "choices": ["group", "none"]},
+    }.items()
+}
+
+
+def test_presets_on_an_estimator_space_are_ppo_with_gae() -> None:
+    trl, guidance = warm_start_points(ESTIMATOR_SPACE, ["trl_defaults", "seed_guidance"])
+    # TRL's PPOConfig and the guidance are PPO with GAE, the KL penalty in the reward: no group knob, no beta.
+    assert trl == WarmStart("trl_defaults", {"advantage_estimator": "gae", "kl_in_reward": True, "learning_rate": 3e-6,
+                                             "value_learning_rate": 3e-6, "lam": 0.95, "kl_coef": 0.05})
+    assert {k: guidance.params[k] for k in ("advantage_estimator", "kl_in_reward", "lam")} == \
+        {"advantage_estimator": "gae", "kl_in_reward": True, "lam": 0.95}
+    assert math.isclose(guidance.params["kl_coef"], 0.0447, rel_tol=1e-3) and guidance.notes == ()
+    assert not {"beta", "num_generations", "scale_rewards"} & (set(trl.params) | set(guidance.params))
+
+
+def test_an_entry_for_a_critic_free_estimator_gets_its_own_knobs_with_a_note() -> None:
+    (start,) = warm_start_points(ESTIMATOR_SPACE, [{"advantage_estimator": "grpo", "learning_rate": 1e-5}])
+    assert start.params == {"advantage_estimator": "grpo", "kl_in_reward": False, "learning_rate": 1e-5, "beta": 0.04,
+                            "num_generations": 4, "scale_rewards": "group"}
+    assert start.notes == (
+        "enqueue[0]: kl_in_reward false, as a PPOConfig with the values given would have",
+        "enqueue[0]: gives no value for beta, num_generations, scale_rewards, which TRL's PPOConfig lacks; "
+        "PPOConfig's defaults for advantage_estimator grpo used (beta 0.04, num_generations 4, scale_rewards group)",
+    )
+
+
+def test_a_preset_on_a_critic_free_base_notes_the_knobs_it_has_no_value_for() -> None:
+    space = {name: ESTIMATOR_SPACE[name] for name in ("learning_rate", "num_generations", "scale_rewards", "beta")}
+    (trl,) = warm_start_points(space, ["trl_defaults"], base={"advantage_estimator": "grpo"})
+    assert trl.params == {"learning_rate": 3e-6, "num_generations": 4, "scale_rewards": "group", "beta": 0.04}
+    assert trl.notes == ("trl_defaults: gives no value for num_generations, scale_rewards, beta, which TRL's "
+                         "PPOConfig lacks; PPOConfig's defaults for advantage_estimator grpo used (num_generations 4, "
+                         "scale_rewards group, beta 0.04)",)
+    # The base's estimator decides, as for a trial: rloo's groups are drawn, grpo's scaling and the loss's beta not.
+    (rloo,) = warm_start_points({**space, "kl_coef": ESTIMATOR_SPACE["kl_coef"]}, ["trl_defaults"],
+                                base={"advantage_estimator": "rloo"})
+    assert rloo.params == {"learning_rate": 3e-6, "num_generations": 4, "kl_coef": 0.05}
+
+
+@pytest.mark.parametrize(("entry", "message"), [
+    ({"advantage_estimator": "gae", "num_generations": 4},
+     "enqueue[0].num_generations: not used by advantage_estimator gae (only by grpo, rloo, reinforce_pp_baseline)"),
+    # Left out, the estimator is TRL's: gae.
+    ({"num_generations": 4}, "enqueue[0].num_generations: not used by advantage_estimator gae"),
+    ({"advantage_estimator": "rloo", "scale_rewards": "none"},
+     "enqueue[0].scale_rewards: not used by advantage_estimator rloo (only by grpo)"),
+    ({"advantage_estimator": "grpo", "lam": 0.9}, "enqueue[0].lam: not used by advantage_estimator grpo (only by gae)"),
+    ({"advantage_estimator": "grpo", "kl_coef": 0.1},
+     "enqueue[0].kl_coef: not used with the KL penalty in the loss (kl_in_reward false)"),
+    ({"advantage_estimator": "grpo", "kl_in_reward": True, "beta": 0.1},
+     "enqueue[0].beta: not used with the KL penalty in the reward (kl_in_reward true)"),
+])
+def test_an_entry_value_its_own_point_would_not_use_names_itself(entry: Any, message: str) -> None:
+    with pytest.raises(WarmStartError) as raised:
+        warm_start_points(ESTIMATOR_SPACE, [entry])
+    assert str(raised.value).startswith(message), str(raised.value)

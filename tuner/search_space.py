@@ -1,30 +1,63 @@
 """The search space: its parameters, and how one point of it becomes PPOConfig values.
 
-Two kinds of knob need more than one config field:
+Three kinds of knob decide which others are in force; each is chosen first, and a parameter not in force at a point
+is not chosen there, so it cannot mislead the sampler (a TPE sampler is never fed a value that did nothing):
 
-- ``kl_control``: a fixed beta (``kl_coef`` is chosen) or an adaptive controller (``kl_target`` is
-  chosen); whichever is not in force is not chosen, so it cannot mislead the sampler.
-- ``rollout_batch_size`` / ``mini_batch_size``: powers of two, turned into TRL's
-  ``per_device_train_batch_size``, ``gradient_accumulation_steps`` and ``num_mini_batches`` so that
-  every combination divides and no trial is wasted on an invalid batch hierarchy.
+- ``advantage_estimator``: a parameter only some estimators read (``ESTIMATOR_PARAMS``: ``lam`` and the value
+  network's knobs for gae, ``num_generations`` for the group estimators, ``scale_rewards`` for grpo) is chosen only
+  at points whose estimator reads it. Not searched: the base's estimator (or PPOConfig's default, gae) decides.
+- ``kl_in_reward``: the KL penalty in the reward (``kl_coef``) or in the loss (``beta``, with
+  ``kl_loss_estimator``); only the coefficient in force is chosen. Not searched: the base's placement, or the
+  estimator's default one (in the loss for grpo, in the reward for the others).
+- ``kl_control`` (virtual): a fixed coefficient (the one in force is chosen) or an adaptive controller
+  (``kl_target`` is chosen, and the base's coefficient in force is its starting value).
 
-:func:`choose_point` walks the space and :func:`config_values` expands a point onto PPOConfig fields;
-a trial and the study file's check both go through these two, so they cannot drift apart.
+And ``rollout_batch_size`` / ``mini_batch_size`` (virtual): powers of two, turned into TRL's
+``per_device_train_batch_size``, ``gradient_accumulation_steps`` and ``num_mini_batches`` so that every combination
+divides and no trial is wasted on an invalid batch hierarchy.
+
+:func:`choose_point` walks the space and :func:`config_values` expands a point onto PPOConfig fields; a trial, the
+study file's check and the warm starts all go through these two, so they cannot drift apart.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import itertools
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import optuna
 
-from ppo_core.config import settable_fields
+from ppo_core.config import DEFAULT_GROUP_GENERATIONS, GROUP_ESTIMATORS, KL_LOSS_ESTIMATORS_BY_DEFAULT, settable_fields
 
 # Search-space keys that are not PPOConfig fields: each sets one or more fields (see config_values).
 VIRTUAL_PARAMS = ("kl_control", "rollout_batch_size", "mini_batch_size")
 KL_CONTROL_MODES = ("fixed", "adaptive")
+# The knobs that decide which others are in force, in the order choose_point chooses them, before any other.
+DECIDING_PARAMS = ("advantage_estimator", "kl_in_reward", "kl_control")
+# The parameters that only some advantage estimators read, and those estimators: at a point whose estimator is not
+# among them the parameter is not chosen (its base or default value stays, unread).
+ESTIMATOR_PARAMS: dict[str, tuple[str, ...]] = {
+    # GAE's lambda and its value network: the critic-free estimators build none.
+    "lam": ("gae",),
+    "value_learning_rate": ("gae",),
+    "vf_coef": ("gae",),
+    "cliprange_value": ("gae",),
+    "value_model_path": ("gae",),
+    "value_use_peft": ("gae",),
+    "whiten_advantages": ("gae",),  # reinforce_pp always whitens, grpo and rloo never do
+    "whiten_rewards": ("gae",),
+    # The discount: GAE's and REINFORCE++'s per-token returns; grpo and rloo score whole responses.
+    "gamma": ("gae", "reinforce_pp", "reinforce_pp_baseline"),
+    # Several responses per prompt, compared with each other.
+    "num_generations": GROUP_ESTIMATORS,
+    "scale_rewards": ("grpo",),
+}
+# The parameters read only where the KL penalty is in the reward (True) or only where it is in the loss (False).
+KL_PLACEMENT_PARAMS: dict[str, bool] = {"kl_coef": True, "beta": False, "kl_loss_estimator": False}
+# The KL coefficients: chosen under a fixed coefficient; an adaptive controller starts from the base's and steers it.
+KL_COEFFICIENTS = ("kl_coef", "beta")
 
 
 @dataclass(frozen=True)
@@ -58,22 +91,83 @@ def first_value(spec: ParamSpec) -> Any:
     return int(spec.low) if spec.type == "int" else spec.low
 
 
-def choose_point(space: Mapping[str, ParamSpec], choose: Callable[[ParamSpec], Any]) -> dict[str, Any]:
+def default_estimator() -> str:
+    """PPOConfig's advantage_estimator when none is set."""
+    return str(settable_fields()["advantage_estimator"].default)
+
+
+def default_generations(estimator: str) -> int:
+    """What ``num_generations: null`` means for ``estimator`` (PPOConfig.generations_per_prompt)."""
+    return DEFAULT_GROUP_GENERATIONS if estimator in GROUP_ESTIMATORS else 1
+
+
+def default_kl_in_reward(estimator: str) -> bool:
+    """What ``kl_in_reward: null`` means for ``estimator`` (PPOConfig.kl_penalty_in_reward)."""
+    return estimator not in KL_LOSS_ESTIMATORS_BY_DEFAULT
+
+
+@dataclass(frozen=True)
+class Regime:
+    """What the deciding knobs say at one point, and so which other parameters are in force there."""
+
+    estimator: str
+    kl_in_reward: bool
+    kl_control: str | None
+    """fixed or adaptive; None when the space searches neither kl_control nor kl_target (the coefficient in force is
+    chosen, and is the starting value if the base sets a kl_target)."""
+
+    def idle_reason(self, name: str) -> str | None:
+        """Why parameter ``name`` is not in force at points of this regime (``not used when kl_control is
+        adaptive``); None when it is, and is chosen there."""
+        if name in ESTIMATOR_PARAMS and self.estimator not in ESTIMATOR_PARAMS[name]:
+            return f"not used by advantage_estimator {self.estimator} (only by {', '.join(ESTIMATOR_PARAMS[name])})"
+        if name in KL_PLACEMENT_PARAMS and KL_PLACEMENT_PARAMS[name] != self.kl_in_reward:
+            return f"not used with the KL penalty in the {'reward' if self.kl_in_reward else 'loss'} (kl_in_reward " \
+                   f"{str(self.kl_in_reward).lower()})"
+        if name in KL_COEFFICIENTS and self.kl_control == "adaptive":
+            return "not used when kl_control is adaptive"
+        if name == "kl_target" and self.kl_control == "fixed":
+            return "not used when kl_control is fixed"
+        return None
+
+    def uses(self, name: str) -> bool:
+        """Whether parameter ``name`` is in force (chosen) at points of this regime."""
+        return self.idle_reason(name) is None
+
+
+def regime_of(decided: Mapping[str, Any], space: Mapping[str, ParamSpec], base: Mapping[str, Any]) -> Regime:
+    """The regime of a point whose searched deciding knobs ``decided`` holds; for those the space does not search,
+    the base decides, then PPOConfig's defaults (the estimator's own KL placement; adaptive control wherever the
+    space searches a kl_target without a kl_control)."""
+    estimator = decided.get("advantage_estimator", base.get("advantage_estimator"))
+    estimator = default_estimator() if estimator is None else str(estimator)
+    in_reward = decided.get("kl_in_reward", base.get("kl_in_reward"))
+    mode = decided.get("kl_control", "adaptive" if "kl_target" in space else None)
+    return Regime(estimator, default_kl_in_reward(estimator) if in_reward is None else bool(in_reward), mode)
+
+
+def regimes(space: Mapping[str, ParamSpec], base: Mapping[str, Any]) -> list[tuple[dict[str, Any], Regime]]:
+    """Every combination of the searched deciding knobs' choices (one empty combination when none is searched), with
+    its regime: every way the space can switch its parameters on and off."""
+    searched = [name for name in DECIDING_PARAMS if name in space]
+    choices = itertools.product(*(space[name].choices for name in searched))
+    combinations = (dict(zip(searched, values, strict=True)) for values in choices)
+    return [(decided, regime_of(decided, space, base)) for decided in combinations]
+
+
+def choose_point(space: Mapping[str, ParamSpec], choose: Callable[[ParamSpec], Any],
+                 base: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """A value for every parameter in force, virtual ones included; ``choose`` picks each (e.g. a suggest call).
 
-    ``kl_control`` is chosen first because it decides whether ``kl_coef`` or ``kl_target`` is in force.
+    The deciding knobs (``advantage_estimator``, then ``kl_in_reward``, then ``kl_control``) are chosen first, in
+    that order, because they decide which of the others are in force (:class:`Regime`); ``base`` decides for those
+    the space does not search.
     """
-    point: dict[str, Any] = {}
-    mode = None
-    if "kl_control" in space:
-        mode = point["kl_control"] = choose(space["kl_control"])
-    elif "kl_target" in space:
-        mode = "adaptive"
+    point = {name: choose(space[name]) for name in DECIDING_PARAMS if name in space}
+    regime = regime_of(point, space, base or {})
     for name, spec in space.items():
-        if name == "kl_control" or (mode == "fixed" and name == "kl_target") \
-                or (mode == "adaptive" and name == "kl_coef"):
-            continue
-        point[name] = choose(spec)
+        if name not in point and regime.uses(name):
+            point[name] = choose(spec)
     return point
 
 
@@ -106,15 +200,107 @@ def config_values(point: Mapping[str, Any], base: Mapping[str, Any]) -> dict[str
     if point.get("kl_control") == "fixed":
         values["kl_target"] = None
     if "rollout_batch_size" in point or "mini_batch_size" in point:
-        fields = settable_fields()
-        micro_cap = int(base.get("per_device_train_batch_size", fields["per_device_train_batch_size"].default))
-        accumulation = int(base.get("gradient_accumulation_steps", fields["gradient_accumulation_steps"].default))
+        micro_cap, accumulation = base_batch(base)
         rollout = int(point.get("rollout_batch_size", micro_cap * accumulation))
         mini = int(point.get("mini_batch_size", rollout))
         values.update(batch_hierarchy(rollout, mini, micro_cap))
     return values
 
 
+def base_batch(base: Mapping[str, Any]) -> tuple[int, int]:
+    """The base's per_device_train_batch_size and gradient_accumulation_steps (PPOConfig's defaults where unset)."""
+    fields = settable_fields()
+    return (int(base.get("per_device_train_batch_size", fields["per_device_train_batch_size"].default)),
+            int(base.get("gradient_accumulation_steps", fields["gradient_accumulation_steps"].default)))
+
+
+def rollout_batches(space: Mapping[str, ParamSpec], base: Mapping[str, Any]) -> list[int]:
+    """Every rollout batch a process can hold at a point of ``space`` (per_device_train_batch_size x
+    gradient_accumulation_steps, as :func:`config_values` sets them): each ``rollout_batch_size`` choice, or the
+    base's."""
+    if "rollout_batch_size" in space:
+        return [int(choice) for choice in space["rollout_batch_size"].choices]
+    micro_cap, accumulation = base_batch(base)
+    return [micro_cap * accumulation]
+
+
+def _never_chosen_reason(name: str, space: Mapping[str, ParamSpec], base: Mapping[str, Any],
+                         found: list[Regime]) -> str:
+    """Why no point of ``space`` chooses ``name`` (no regime in ``found`` uses it), in words."""
+    searched = [knob for knob in DECIDING_PARAMS if knob in space]
+    estimators = " or ".join(dict.fromkeys(regime.estimator for regime in found))
+    if name in ESTIMATOR_PARAMS and not any(regime.estimator in ESTIMATOR_PARAMS[name] for regime in found):
+        origin = "searched" if "advantage_estimator" in space else \
+            "the base's" if base.get("advantage_estimator") is not None else "PPOConfig's default"
+        return (f"only advantage_estimator {' or '.join(ESTIMATOR_PARAMS[name])} reads it, and this study's is "
+                f"{estimators} ({origin}); search advantage_estimator with one that reads it, or drop {name}")
+    if name in KL_PLACEMENT_PARAMS and not any(regime.kl_in_reward == KL_PLACEMENT_PARAMS[name] for regime in found):
+        wanted, other = ("reward", "loss") if KL_PLACEMENT_PARAMS[name] else ("loss", "reward")
+        return (f"it acts only with the KL penalty in the {wanted}, and every point puts it in the {other} "
+                f"(kl_in_reward, or the default placement of advantage_estimator {estimators}); search kl_in_reward "
+                f"or drop {name}")
+    if name in KL_COEFFICIENTS and all(regime.kl_control == "adaptive" for regime in found):
+        return (f"kl_control is adaptive at every point, and the controller starts from the base's {name}; set it in "
+                "base, or add fixed to kl_control's choices")
+    if name == "kl_target":
+        return "kl_control is fixed at every point; add adaptive to its choices, or drop kl_target"
+    return f"no combination of {', '.join(searched) or 'the base'} puts it in force"
+
+
+def unused_param(space: Mapping[str, ParamSpec], base: Mapping[str, Any]) -> str | None:
+    """``search_space.<name>: never chosen: <why>`` for the first searched parameter that no point of ``space``
+    chooses (lam with only critic-free estimators, kl_coef with the KL penalty always in the loss): it would look
+    searched and do nothing. None when every one is chosen somewhere."""
+    found = [regime for _, regime in regimes(space, base)]
+    for name in space:
+        if name not in DECIDING_PARAMS and not any(regime.uses(name) for regime in found):
+            return f"search_space.{name}: never chosen: {_never_chosen_reason(name, space, base, found)}"
+    return None
+
+
+def _whole_values(param: ParamSpec) -> Iterator[int]:
+    """Every value an int or categorical parameter can take (a categorical's choices; an int range's grid)."""
+    if param.type == "categorical":
+        yield from (int(choice) for choice in param.choices)
+        return
+    assert param.low is not None and param.high is not None  # numeric parameters have both
+    yield from range(int(param.low), int(param.high) + 1, int(param.step or 1))
+
+
+def group_problem(space: Mapping[str, ParamSpec], base: Mapping[str, Any]) -> str | None:
+    """One line naming a num_generations and a rollout batch that can meet at a point of ``space`` and do not fit:
+    the groups do not divide the rollout batch (each process must hold whole groups), or a group estimator gets fewer
+    than 2 responses per prompt. Every pair is checked, where an example config meets only the first, so a pair that
+    would fail each trial that draws it fails the study file instead. None when every pair fits."""
+    try:
+        rollouts = rollout_batches(space, base)
+    except (TypeError, ValueError):
+        return None  # a base batch size that is no number: the example config names it
+    rollout_key = "rollout_batch_size" if "rollout_batch_size" in space else \
+        "the base's rollout batch (per_device_train_batch_size x gradient_accumulation_steps)"
+    for _, regime in regimes(space, base):
+        if "num_generations" in space and regime.uses("num_generations"):
+            counts: Iterable[Any] = _whole_values(space["num_generations"])
+            key, origin = "search_space.num_generations", ""
+        else:
+            count = base.get("num_generations")
+            counts = [default_generations(regime.estimator) if count is None else count]
+            origin = " (the base's)" if count is not None else \
+                f" (PPOConfig's default for advantage_estimator {regime.estimator})"
+            key = "search_space.rollout_batch_size" if "rollout_batch_size" in space else "base.num_generations"
+        for count in counts:
+            if isinstance(count, bool) or not isinstance(count, int):
+                continue  # the example config names a base value that is no whole number
+            if regime.estimator in GROUP_ESTIMATORS and count < 2:
+                return (f"{key}: num_generations {count}{origin} is too few for advantage_estimator "
+                        f"{regime.estimator}, which compares the responses to one prompt (>= 2)")
+            for rollout in rollouts:
+                if rollout % count:
+                    return (f"{key}: num_generations {count}{origin} does not divide {rollout_key} {rollout}; each "
+                            "rollout batch must hold whole groups of responses to a prompt")
+    return None
+
+
 def suggest_params(trial: optuna.Trial, space: Mapping[str, ParamSpec], base: Mapping[str, Any]) -> dict[str, Any]:
     """The PPOConfig values this trial tries (the base values not included)."""
-    return config_values(choose_point(space, lambda spec: suggest_value(trial, spec)), base)
+    return config_values(choose_point(space, lambda spec: suggest_value(trial, spec), base), base)

@@ -5,14 +5,15 @@ Every problem raises :class:`StudyConfigError` with one line naming the key; the
 
 from __future__ import annotations
 
+import difflib
 import math
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from ppo_core.config import ConfigError, settable_fields
+from ppo_core.config import ADVANTAGE_ESTIMATORS, ConfigError, field_types, settable_fields
 from ppo_core.config_io import build_config, read_mapping
 from ppo_core.errors import InputError
 from tuner.attrs import DEFAULT_KL_METRIC, DEFAULT_KL_THRESHOLD
@@ -20,7 +21,17 @@ from tuner.constraints import Constraint
 from tuner.database import default_storage_url
 from tuner.metric_check import unreported_metric
 from tuner.reduction import REDUCTIONS, reduction_label
-from tuner.search_space import KL_CONTROL_MODES, VIRTUAL_PARAMS, ParamSpec, choose_point, config_values, first_value
+from tuner.search_space import (
+    KL_CONTROL_MODES,
+    VIRTUAL_PARAMS,
+    ParamSpec,
+    choose_point,
+    config_values,
+    first_value,
+    group_problem,
+    regimes,
+    unused_param,
+)
 from tuner.warm_start import WarmStart, WarmStartError, warm_start_points
 
 SAMPLERS = ("tpe", "random", "cmaes", "gp", "nsgaii", "grid", "qmc")
@@ -180,6 +191,44 @@ def parse_param(name: str, raw: Any) -> ParamSpec:
     return ParamSpec(name, kind, low, high, log, step)
 
 
+def _field_values(name: str) -> tuple[Any, ...] | None:
+    """Every value a PPOConfig field takes when it takes only a few (a Literal, a bool, either or null); None for
+    open fields. advantage_estimator's are ppo_core.config's ADVANTAGE_ESTIMATORS."""
+    if name == "advantage_estimator":
+        return ADVANTAGE_ESTIMATORS
+    annotation = field_types()[name]
+    parts = typing.get_args(annotation) if typing.get_origin(annotation) not in (Literal, None) else (annotation,)
+    values: list[Any] = []
+    for part in parts:
+        if typing.get_origin(part) is Literal:
+            values += typing.get_args(part)
+        elif part is bool:
+            values += [True, False]
+        elif part is type(None):
+            values.append(None)
+        else:
+            return None
+    return tuple(values)
+
+
+def _check_choices(spec: ParamSpec) -> None:
+    """A field that takes only a few values is searched as a categorical of them: every choice, not only the first
+    one the example config is built with (a bad later choice would fail its trials one by one)."""
+    allowed = _field_values(spec.name)
+    if allowed is None:
+        return
+    shown = ", ".join(_show(value) for value in allowed)
+    if spec.type != "categorical":
+        raise _fail(f"search_space.{spec.name}: must be categorical, with choices from {shown}")
+    for choice in spec.choices:
+        if not any(choice == value and type(choice) is type(value) for value in allowed):
+            close = difflib.get_close_matches(choice, [str(v) for v in allowed], n=1) if isinstance(choice, str) \
+                else []
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            what = "an advantage estimator" if spec.name == "advantage_estimator" else f"a value of {spec.name}"
+            raise _fail(f"search_space.{spec.name}: {choice!r} is not {what}{hint}; expected one of {shown}")
+
+
 def _parse_search_space(raw: Any) -> dict[str, ParamSpec]:
     known = settable_fields()
     space = {}
@@ -187,6 +236,13 @@ def _parse_search_space(raw: Any) -> dict[str, ParamSpec]:
         if name not in known and name not in VIRTUAL_PARAMS:
             raise _fail(f"search_space.{name}: PPOConfig has no field {name!r}")
         space[name] = parse_param(name, spec)
+        if name in known:
+            _check_choices(space[name])
+    generations = space.get("num_generations")
+    if generations is not None and (generations.type == "float" or not all(
+            isinstance(c, int) and not isinstance(c, bool) and c >= 1 for c in generations.choices)):
+        raise _fail("search_space.num_generations: must be int or categorical, with whole numbers >= 1 (responses "
+                    "per prompt)")
     if "kl_control" in space:
         kl_control = space["kl_control"]
         if kl_control.type != "categorical" or not set(kl_control.choices) <= set(KL_CONTROL_MODES):
@@ -260,14 +316,14 @@ def _parse_constraints(raw: Any) -> list[Constraint]:
     return constraints
 
 
-def _parse_enqueue(raw: Any, space: dict[str, ParamSpec]) -> list[WarmStart]:
+def _parse_enqueue(raw: Any, space: dict[str, ParamSpec], base: dict[str, Any]) -> list[WarmStart]:
     if raw is None:
         return []
     if not isinstance(raw, list):
         raise _fail("enqueue: expected a list of trl_defaults, seed_guidance or mappings of searched parameters to "
                     "values")
     try:
-        return warm_start_points(space, raw)
+        return warm_start_points(space, raw, base)
     except WarmStartError as error:
         raise _fail(str(error)) from None
 
@@ -341,30 +397,53 @@ def parse_study(data: dict[str, Any], path: Path) -> StudySpec:
         heartbeat_interval=int(data.get("heartbeat_interval", 10)),
         trial_timeout=trial_timeout,
         processes_per_trial=processes_per_trial,
-        enqueue=_parse_enqueue(data.get("enqueue"), search_space),
+        enqueue=_parse_enqueue(data.get("enqueue"), search_space, base),
         constraints=_parse_constraints(data.get("constraints")),
         definition=data,
     )
     for name in spec.search_space:
         if name in base and name not in VIRTUAL_PARAMS:
             raise _fail(f"search_space.{name}: also set in base; a field is either fixed or searched")
+    for problem in (unused_param(spec.search_space, base), group_problem(spec.search_space, base)):
+        if problem is not None:
+            raise _fail(problem)
     _check_example_config(spec)
     _check_warm_start_configs(spec)
     return spec
 
 
-def _check_example_config(spec: StudySpec) -> None:
-    """Build one config from base plus the first choice or low end of every searched field, so a base
-    that cannot work (a bad value, a missing model path) fails now rather than in every trial."""
-    example = {**spec.base, **config_values(choose_point(spec.search_space, first_value), spec.base)}
+def _show(value: Any) -> str:
+    """A value as YAML writes it: true, false, null."""
+    return "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _describe(decided: Mapping[str, Any]) -> str:
+    """``advantage_estimator grpo, kl_control adaptive``: a combination of the deciding knobs' choices."""
+    return ", ".join(f"{name} {_show(value)}" for name, value in decided.items())
+
+
+def _example_problem(spec: StudySpec, decided: Mapping[str, Any]) -> str | None:
+    """What is wrong with the config built from base plus ``decided`` and the first choice or low end of every other
+    parameter in force; None when it builds and reports every metric the study reads."""
+    point = choose_point(spec.search_space, lambda param: decided.get(param.name, first_value(param)), spec.base)
     try:
-        config = build_config(example)
+        config = build_config({**spec.base, **config_values(point, spec.base)})
     except ConfigError as error:
         field_name = str(error).split(":", 1)[0]
-        raise _fail(f"{'search_space' if field_name in spec.search_space else 'base'}.{error}") from None
-    unreported = unreported_metric(spec.named_metrics(), config)
-    if unreported is not None:
-        raise _fail(unreported)
+        return f"{'search_space' if field_name in spec.search_space else 'base'}.{error}"
+    return unreported_metric(spec.named_metrics(), config)
+
+
+def _check_example_config(spec: StudySpec) -> None:
+    """Build one config from base plus the first choice or low end of every searched field in force, once for each
+    combination of the deciding knobs' choices (each estimator, KL placement and KL control searched), so a base
+    that cannot work (a bad value, a missing model path, a coefficient an adaptive controller cannot scale) fails
+    now rather than in every trial. A problem only some combinations have names the first of them."""
+    problems = [(decided, _example_problem(spec, decided)) for decided, _ in regimes(spec.search_space, spec.base)]
+    failed = [(decided, problem) for decided, problem in problems if problem is not None]
+    if failed:
+        decided, problem = failed[0]
+        raise _fail(problem if len(failed) == len(problems) else f"{problem} (at {_describe(decided)})")
 
 
 def _check_warm_start_configs(spec: StudySpec) -> None:

@@ -3,18 +3,24 @@
 A study file's ``enqueue`` list names them, in order:
 
 - ``trl_defaults``: TRL 1.12 PPOConfig's defaults for every searched parameter. ppo_core's PPOConfig defaults are
-  TRL's, so they are read from there (``value_learning_rate`` None means the policy's rate).
-- ``seed_guidance``: the seed guidance's own starting point (:func:`guidance_values`).
+  TRL's, so they are read from there (``value_learning_rate`` None means the policy's rate). TRL's PPOConfig is PPO
+  with GAE: ``advantage_estimator`` gae, the KL penalty in the reward, a symmetric clip.
+- ``seed_guidance``: the seed guidance's own starting point (:func:`guidance_values`), PPO with GAE as well.
 - a mapping of searched parameters to values, e.g. ``{learning_rate: 1e-5, kl_coef: 0.1}``. A searched parameter it
   leaves out takes TRL's default, as ``ppo-tune train`` would run with those values alone (rather than the middle of
   its range, which would be a point nobody chose); the notes name each one filled in.
 
 Each entry becomes a point of the search space: the params ``study.enqueue_trial`` takes, keyed by search-space
 names, virtual ones included (``kl_control``, ``rollout_batch_size``, ``mini_batch_size``; see ``tuner.search_space``),
-walked with :func:`~tuner.search_space.choose_point` so that only the KL knob in force is given. Values are fitted
-to the space (:func:`fit_value`): ranges clip, ints round, steps snap and a numeric categorical takes its nearest
-choice, each with a note. A preset value that no choice can stand for (``kl_control: fixed`` where only adaptive is
-searched) skips that entry, with the reason; the same in a mapping the user wrote is an error in the study file.
+walked with :func:`~tuner.search_space.choose_point` so that only the knobs in force are given (the estimator's own,
+the KL coefficient in force; the study's base decides where the space does not search the estimator or the KL
+placement). The knobs TRL's PPOConfig lacks (``NOT_IN_TRL_PPO``: ``num_generations``, ``scale_rewards``, ``beta``,
+``kl_loss_estimator``, GRPOConfig's) have no preset value: where one is in force, PPOConfig's default for the point's
+estimator stands in, with a note. Values are fitted to the space (:func:`fit_value`): ranges clip, ints round, steps
+snap and a numeric categorical takes its nearest choice, each with a note. A preset value that no choice can stand
+for (``kl_control: fixed`` where only adaptive is searched) skips that entry, with the reason; the same in a mapping
+the user wrote is an error in the study file, as is a value its own point would not use (``num_generations`` for
+gae, ``kl_coef`` with the KL penalty in the loss).
 
 Example::
 
@@ -35,7 +41,15 @@ import optuna
 
 from ppo_core.config import settable_fields
 from tuner.attrs import WARM_START_ATTR
-from tuner.search_space import ParamSpec, choose_point
+from tuner.search_space import (
+    DECIDING_PARAMS,
+    ParamSpec,
+    choose_point,
+    default_estimator,
+    default_generations,
+    default_kl_in_reward,
+    regime_of,
+)
 
 # The seed guidance's typical ranges (shared/seeds/ppo-hyperparameters-for-llms.txt), by search-space name: its
 # "Learning Rates" (policy 1e-6..5e-5, value 1e-5..1e-4), "KL Divergence Coefficient (β)" (0.01..0.2 for a fixed
@@ -55,8 +69,13 @@ GUIDANCE_WHOLE = ("num_ppo_epochs", "mini_batch_size", "rollout_batch_size")
 # The values it states outright: "A common starting point is ϵ=0.2" (PPO Clipping Parameter), "λ=0.95"
 # (Generalized Advantage Estimation), "A typical value for c1 is 0.5 or 1.0" (Value Function Coefficient: the lower),
 # and a fixed β, its first form (KL Divergence Coefficient; an adaptive target is the alternative it offers).
+# Its subject is PPO with GAE and a value network, β penalising the reward: advantage_estimator gae, the KL penalty in
+# the reward.
 GUIDANCE_STATED: dict[str, Any] = {"cliprange": 0.2, "lam": 0.95, "vf_coef": 0.5, "kl_control": "fixed",
-                                   "kl_target": None}
+                                   "kl_target": None, "advantage_estimator": "gae", "kl_in_reward": True}
+# PPOConfig's fields that TRL 1.12's PPOConfig has no counterpart of (TRL's GRPOConfig names them): neither preset
+# holds a value for them. Where one is in force at a point, PPOConfig's default for the point's estimator stands in.
+NOT_IN_TRL_PPO = ("num_generations", "scale_rewards", "beta", "kl_loss_estimator")
 
 
 class WarmStartError(ValueError):
@@ -99,6 +118,8 @@ def space_values(fields: Mapping[str, Any]) -> dict[str, Any]:
     """PPOConfig-style values in search-space names: the fields themselves, plus
 
     - ``value_learning_rate`` = ``learning_rate`` where it is None (PPOConfig's meaning of None);
+    - ``cliprange_low`` and ``cliprange_high`` = ``cliprange`` where None (likewise);
+    - ``kl_in_reward`` = the estimator's placement where None (in the loss for grpo, in the reward otherwise);
     - ``kl_control`` = adaptive iff ``kl_target`` is set;
     - ``rollout_batch_size`` R = per_device_train_batch_size × gradient_accumulation_steps and
       ``mini_batch_size`` = R / num_mini_batches (the inverse of ``tuner.search_space.batch_hierarchy``).
@@ -106,6 +127,11 @@ def space_values(fields: Mapping[str, Any]) -> dict[str, Any]:
     values = dict(fields)
     if values.get("value_learning_rate") is None:
         values["value_learning_rate"] = values.get("learning_rate")
+    for bound in ("cliprange_low", "cliprange_high"):
+        if values.get(bound) is None and values.get("cliprange") is not None:
+            values[bound] = values["cliprange"]
+    if values.get("kl_in_reward") is None:
+        values["kl_in_reward"] = default_kl_in_reward(str(values.get("advantage_estimator") or default_estimator()))
     values["kl_control"] = "adaptive" if values.get("kl_target") is not None else "fixed"
     rollout = int(values["per_device_train_batch_size"]) * int(values["gradient_accumulation_steps"])
     values["rollout_batch_size"] = rollout
@@ -114,9 +140,20 @@ def space_values(fields: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def trl_default_values() -> dict[str, Any]:
-    """TRL 1.12 PPOConfig's defaults in search-space names (rollouts of 8 in one mini-batch of 8, a fixed β 0.05)."""
-    fields = {name: f.default for name, f in settable_fields().items() if f.default is not dataclasses.MISSING}
+    """TRL 1.12 PPOConfig's defaults in search-space names (rollouts of 8 in one mini-batch of 8, a fixed β 0.05 in
+    the reward, GAE); the fields TRL's PPOConfig lacks (``NOT_IN_TRL_PPO``) left out."""
+    fields = {name: f.default for name, f in settable_fields().items()
+              if f.default is not dataclasses.MISSING and name not in NOT_IN_TRL_PPO}
     return space_values(fields)
+
+
+def estimator_default(name: str, estimator: str) -> Any:
+    """PPOConfig's value of a field TRL's PPOConfig lacks, at a point whose estimator is ``estimator``:
+    ``num_generations`` as null means there (a group of 4 for the group estimators, else 1), the others their
+    defaults."""
+    if name == "num_generations":
+        return default_generations(estimator)
+    return settable_fields()[name].default
 
 
 PRESETS: dict[str, Callable[[], dict[str, Any]]] = {"trl_defaults": trl_default_values,
@@ -187,16 +224,22 @@ def fit_value(spec: ParamSpec, value: Any) -> tuple[Any, str | None]:
 
 
 def _fit_point(label: str, space: Mapping[str, ParamSpec], given: Mapping[str, Any],
-               implied: Mapping[str, Any] | None = None) -> WarmStart:
+               implied: Mapping[str, Any] | None = None, base: Mapping[str, Any] | None = None) -> WarmStart:
     """The point of ``space`` with the values ``given``, those they ``implied`` for knobs left out, and TRL's
-    defaults for the rest, each fitted to the space; raises ``UnfitValue``."""
+    defaults for the rest (PPOConfig's for the point's estimator where TRL's PPOConfig has none), each fitted to the
+    space; the base decides the knobs in force where the space does not search them. Raises ``UnfitValue``."""
     implied = implied or {}
+    base = base or {}
     defaults = trl_default_values()
     notes: list[str] = []
     followed: list[str] = []
     filled: list[str] = []
+    lacking: dict[str, Any] = {}
+    # The point's estimator: choose_point chooses advantage_estimator (when searched) before any other parameter.
+    estimator = str(base.get("advantage_estimator") or default_estimator())
 
     def choose(spec: ParamSpec) -> Any:
+        nonlocal estimator
         if spec.name in given:
             value = given[spec.name]
             if value is None:
@@ -204,6 +247,8 @@ def _fit_point(label: str, space: Mapping[str, ParamSpec], given: Mapping[str, A
         elif spec.name in implied:
             value = implied[spec.name]
             followed.append(spec.name)
+        elif spec.name in NOT_IN_TRL_PPO:
+            value = lacking[spec.name] = estimator_default(spec.name, estimator)
         else:
             value = defaults.get(spec.name)
             if value is None:
@@ -212,9 +257,15 @@ def _fit_point(label: str, space: Mapping[str, ParamSpec], given: Mapping[str, A
         fitted, note = fit_value(spec, value)
         if note is not None:
             notes.append(f"{label}: {note}")
+        if spec.name == "advantage_estimator":
+            estimator = str(fitted)
         return fitted
 
-    params = choose_point(space, choose)
+    params = choose_point(space, choose, base)
+    if lacking:
+        shown = ", ".join(f"{name} {_show(value)}" for name, value in lacking.items())
+        notes.insert(0, f"{label}: gives no value for {', '.join(lacking)}, which TRL's PPOConfig lacks; PPOConfig's "
+                        f"defaults for advantage_estimator {estimator} used ({shown})")
     if followed:
         shown = ", ".join(f"{name} {_show(implied[name])}" for name in followed)
         notes.insert(0, f"{label}: {shown}, as a PPOConfig with the values given would have")
@@ -225,6 +276,8 @@ def _fit_point(label: str, space: Mapping[str, ParamSpec], given: Mapping[str, A
 
 
 def _show(value: Any) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
@@ -251,46 +304,60 @@ def _explicit_values(where: str, entry: Mapping[str, Any], space: Mapping[str, P
     return given
 
 
-def implied_values(given: Mapping[str, Any]) -> dict[str, Any]:
+def implied_values(given: Mapping[str, Any], base: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """What values given in search-space names imply for the knobs they leave out, read as PPOConfig reads its
     fields: a ``kl_target`` means ``kl_control`` adaptive; ``value_learning_rate`` left out is ``learning_rate``;
+    ``kl_in_reward`` left out is the placement of the estimator given (or the base's), as null means;
     ``mini_batch_size`` left out is the rollout over TRL's default number of mini-batches (1: the whole rollout)."""
     implied: dict[str, Any] = {}
     if "kl_control" not in given and "kl_target" in given:
         implied["kl_control"] = "adaptive"
     if "value_learning_rate" not in given and "learning_rate" in given:
         implied["value_learning_rate"] = given["learning_rate"]
+    estimator = given.get("advantage_estimator", (base or {}).get("advantage_estimator"))
+    if "kl_in_reward" not in given and isinstance(estimator, str):
+        implied["kl_in_reward"] = default_kl_in_reward(estimator)
     if "mini_batch_size" not in given and _is_number(given.get("rollout_batch_size")):
         implied["mini_batch_size"] = int(given["rollout_batch_size"]) // int(trl_default_values()["num_mini_batches"])
     return implied
 
 
-def _check_kl_knobs(where: str, given: Mapping[str, Any], implied: Mapping[str, Any]) -> None:
-    """A β under the adaptive controller, or a KL target under a fixed β, would be dropped without a word."""
-    mode = given.get("kl_control", implied.get("kl_control", trl_default_values()["kl_control"]))
-    idle = {"fixed": "kl_target", "adaptive": "kl_coef"}.get(str(mode))
-    if idle in given:
-        raise WarmStartError(f"{where}.{idle}: not used when kl_control is {mode}")
+def _check_idle_knobs(where: str, given: Mapping[str, Any], implied: Mapping[str, Any],
+                      space: Mapping[str, ParamSpec], base: Mapping[str, Any]) -> None:
+    """A value the entry's own point does not use would be dropped without a word: a β under the adaptive controller,
+    a KL target under a fixed β, a coefficient on the side the KL penalty is not on, a knob its estimator does not
+    read."""
+    defaults = trl_default_values()
+    decided = {name: given.get(name, implied.get(name, defaults.get(name)))
+               for name in DECIDING_PARAMS if name in space}
+    regime = regime_of(decided, space, base)
+    for name in given:
+        reason = None if name in DECIDING_PARAMS else regime.idle_reason(name)
+        if reason is not None:
+            raise WarmStartError(f"{where}.{name}: {reason}")
 
 
-def warm_start_points(space: Mapping[str, ParamSpec], entries: Sequence[Any]) -> list[WarmStart]:
+def warm_start_points(space: Mapping[str, ParamSpec], entries: Sequence[Any],
+                      base: Mapping[str, Any] | None = None) -> list[WarmStart]:
     """Each ``enqueue`` entry (a preset's name, or a mapping of searched parameters to values) as a point of
-    ``space``, in order. Pure: nothing is stored. Raises :class:`WarmStartError` for an entry that is wrong in
-    itself: an unknown preset, a key the space does not search, a value no choice can stand for."""
+    ``space``, in order; ``base`` (the study's) decides the estimator and KL placement where the space does not search
+    them. Pure: nothing is stored. Raises :class:`WarmStartError` for an entry that is wrong in itself: an unknown
+    preset, a key the space does not search, a value no choice can stand for, a value its point would not use."""
+    base = base or {}
     starts = []
     for index, entry in enumerate(entries):
         where = f"enqueue[{index}]"
         if isinstance(entry, str) and entry in PRESETS:
             try:
-                starts.append(_fit_point(entry, space, PRESETS[entry]()))
+                starts.append(_fit_point(entry, space, PRESETS[entry](), base=base))
             except UnfitValue as unfit:
                 starts.append(WarmStart(entry, skipped=str(unfit)))
         elif isinstance(entry, Mapping):
             try:
                 given = _explicit_values(where, entry, space)
-                implied = implied_values(given)
-                _check_kl_knobs(where, given, implied)
-                starts.append(_fit_point(where, space, given, implied))
+                implied = implied_values(given, base)
+                _check_idle_knobs(where, given, implied, space, base)
+                starts.append(_fit_point(where, space, given, implied, base))
             except UnfitValue as unfit:
                 raise WarmStartError(f"{where}.{unfit.name}: {unfit.reason}") from None
         else:
