@@ -198,8 +198,9 @@ def _interval(values: list[float]) -> dict[str, float | int]:
 
 
 def summarise(runs: list[dict[str, Any]], estimators: tuple[str, ...]) -> dict[str, Any]:
-    """Per estimator: the mean and 95% interval over seeds of held-out gold, gain over SFT (paired by seed) and
-    held-out KL; mean times and peak memory, and their ratios to GAE (mean over seeds over GAE's mean over seeds).
+    """Per estimator: the mean and 95% interval over seeds of held-out gold, its gain over SFT and its difference
+    from GAE's (both paired by seed), and held-out KL; mean times and peak memory, and their ratios to GAE (mean over
+    seeds over GAE's mean over seeds).
     Plus the SFT policy's held-out gold, one value per seed (the same policy and evaluation seed in every run of a
     seed: ``sft_identical_across_estimators`` checks it)."""
     done = [run for run in runs if run.get("returncode") == 0]
@@ -231,6 +232,10 @@ def summarise(runs: list[dict[str, Any]], estimators: tuple[str, ...]) -> dict[s
         if row["runs"] and reference.get("runs"):
             row["vs_gae"] = {key: row[key] / reference[key] for key in
                              ("per_update_s", "rollout_s", "update_s", "train_s", "peak_gib", "peak_above_imports_mib")}
+            # Paired by seed: both runs of a seed start from the same SFT evaluation and draw the same prompts first.
+            shared = [seed for seed in row["per_seed"] if seed in reference["per_seed"]]
+            row["gold_minus_gae"] = _interval([row["per_seed"][seed]["gold"] - reference["per_seed"][seed]["gold"]
+                                               for seed in shared])
     by_seed: dict[int, list[dict[str, float]]] = {}
     for run in done:
         by_seed.setdefault(run["seed"], []).append(run["sft_eval"])
@@ -266,18 +271,20 @@ def _ci(cell: dict[str, Any], digits: int = 3) -> str:
 def markdown_table(summary: dict[str, Any]) -> str:
     """The report's table: SFT first, then one row per estimator."""
     rows, sft = summary["estimators"], summary[SFT]
-    lines = ["| estimator | held-out gold, final [95% CI] | gain over SFT [95% CI] | held-out KL, nats [95% CI] "
+    lines = ["| estimator | held-out gold, final [95% CI] | gain over SFT [95% CI] | minus GAE's, paired [95% CI] "
+             "| held-out KL, nats [95% CI] "
              "| wall s / run | s / update: rollout + update | time / update vs GAE | peak RSS GiB (vs GAE) "
              "| peak above imports MiB (vs GAE) |",
-             "|---|---|---|---|---:|---:|---:|---:|---:|"]
-    lines.append(f"| SFT policy (start) | {_ci(sft['gold'])} | - | {_ci(sft['kl'], 2)} | - | - | - | - | - |")
+             "|---|---|---|---|---|---:|---:|---:|---:|---:|"]
+    lines.append(f"| SFT policy (start) | {_ci(sft['gold'])} | - | - | {_ci(sft['kl'], 2)} | - | - | - | - | - |")
     for estimator, row in rows.items():
         if not row["runs"]:
-            lines.append(f"| {LABELS.get(estimator, estimator)} | failed ({row['failed']} runs) | | | | | | | |")
+            lines.append(f"| {LABELS.get(estimator, estimator)} | failed ({row['failed']} runs) | | | | | | | | |")
             continue
         ratios = row.get("vs_gae", {})
         lines.append(
             f"| {LABELS.get(estimator, estimator)} | {_ci(row['gold'])} | {_ci(row['gain_over_sft'])} "
+            f"| {'-' if estimator == REFERENCE or 'gold_minus_gae' not in row else _ci(row['gold_minus_gae'])} "
             f"| {_ci(row['kl'], 2)} | {row['train_s']:.1f} | {row['per_update_s']:.3f}: {row['rollout_s']:.3f} + "
             f"{row['update_s']:.3f} | {_ratio(ratios.get('per_update_s'))} "
             f"| {row['peak_gib']:.3f} ({_ratio(ratios.get('peak_gib'))}) "

@@ -89,6 +89,9 @@ def test_summary_pairs_gains_by_seed_and_divides_by_gae() -> None:
     assert grpo["vs_gae"]["per_update_s"] == pytest.approx(0.5)
     assert grpo["vs_gae"]["peak_gib"] == pytest.approx(0.8)
     assert gae["vs_gae"]["per_update_s"] == pytest.approx(1.0)
+    differences = [0.60 - 0.70, 0.63 - 0.71, 0.66 - 0.72]  # paired by seed
+    assert (grpo["gold_minus_gae"]["mean"], grpo["gold_minus_gae"]["ci_high"]) == \
+        pytest.approx(mean_interval(differences)[::2])
     assert summary["sft"]["per_seed"] == {str(s): v for s, v in sft.items()}
     assert summary["sft"]["gold"]["mean"] == pytest.approx(0.45)
     assert summary["sft"]["sft_identical_across_estimators"]
@@ -104,7 +107,8 @@ def test_tables_show_sft_every_estimator_and_the_ratios() -> None:
     table = markdown_table(summary)
     lines = table.splitlines()
     assert lines[2].startswith("| SFT policy (start) | 0.400 [")
-    assert lines[3].startswith("| GAE (PPO, value network) | 0.700 [0.700, 0.700] | 0.300 [")
+    assert lines[3].startswith("| GAE (PPO, value network) | 0.700 [0.700, 0.700] | 0.300 [0.300, 0.300] | - |")
+    assert lines[4].startswith("| RLOO | 0.700 [0.700, 0.700] | 0.300 [0.300, 0.300] | 0.000 [0.000, 0.000] |")
     assert "| 0.50 |" in lines[4]  # rloo's time per update over gae's
     assert "failed (0 runs)" in lines[5]  # grpo: none ran
     assert curve_table(summary).splitlines()[0] == "| estimator | update 2 | update 4 |"
