@@ -12,10 +12,11 @@ rotates from one seed to the next, to spread drift in the machine's load over al
 
 Each run first evaluates its starting (SFT) policy on the held-out prompts with ppo_core's own evaluation (update 0's
 sampling seed), then trains and evaluates at every quarter. Reported per estimator: the final held-out
-``eval/gold_score`` and ``eval/kl`` (mean over seeds, 95% Student-t interval), the gain over the SFT policy (paired
-by seed), wall seconds per run and per update (``time/rollout_s`` + ``time/update_s``), peak memory
-(``memory/peak_gib``: the process's peak RSS on a CPU), and time and memory as ratios to GAE. Results and what they
-mean: benchmarks/README.md.
+``eval/gold_score`` and ``eval/kl`` (mean over seeds, 95% Student-t interval), the gain over the SFT policy and the
+difference from GAE (both paired by seed), wall seconds per run and per update (``time/rollout_s`` +
+``time/update_s``), peak memory (``memory/peak_gib``: the process's peak RSS on a CPU), and time and memory as ratios
+to GAE; machine measurements are medians (over a run's updates, then over seeds; ratios per seed, then their median).
+Results and what they mean: benchmarks/README.md.
 """
 
 from __future__ import annotations
@@ -44,6 +45,10 @@ FIRST_SEED = 1000
 """Seeds count up from here: studies/train.yaml was tuned on seed 0, so a seed it never saw keeps the tuning's
 selection bias out of GAE's numbers (the same first seed as ``ppo-tune validate``)."""
 SFT = "sft"
+# The machine's measurements of a run, summarised by their median over seeds; the ratios to GAE, per seed.
+MACHINE_KEYS = ("train_s", "process_wall_s", "rollout_s", "update_s", "per_update_s", "eval_s", "peak_gib",
+                "peak_above_imports_mib")
+RATIO_KEYS = ("per_update_s", "rollout_s", "update_s", "train_s", "peak_gib", "peak_above_imports_mib")
 # The per-update metrics a run's record keeps (when the run reports them): enough for every number in the report
 # and the learning curves, without the 30-odd diagnostics of each update.
 KEPT_METRICS = (
@@ -164,12 +169,11 @@ def evaluations(run: dict[str, Any]) -> list[dict[str, float]]:
 
 
 def run_summary(run: dict[str, Any]) -> dict[str, Any]:
-    """One finished run's numbers: final held-out gold and KL, its gain over its SFT evaluation, and per-update
-    means of the two timed phases and the highest per-update peak memory."""
+    """One finished run's numbers: final held-out gold and KL, its gain over its SFT evaluation, the median over its
+    updates of the two timed phases (robust to a moment of load from other jobs), and its highest per-update peak
+    memory."""
     metrics, evals = run["metrics"], evaluations(run)
     final = evals[-1]
-    rollout = statistics.fmean(m["time/rollout_s"] for m in metrics)
-    update = statistics.fmean(m["time/update_s"] for m in metrics)
     return {
         "gold": final["eval/gold_score"],
         "kl": final["eval/kl"],
@@ -180,9 +184,9 @@ def run_summary(run: dict[str, Any]) -> dict[str, Any]:
         "eval_updates": [int(m["update"]) for m in evals],
         "final_kl_coefficient": metrics[-1]["objective/kl_coef"],
         "train_s": run["train_s"],
-        "rollout_s": rollout,
-        "update_s": update,
-        "per_update_s": rollout + update,
+        "rollout_s": statistics.median(m["time/rollout_s"] for m in metrics),
+        "update_s": statistics.median(m["time/update_s"] for m in metrics),
+        "per_update_s": statistics.median(m["time/rollout_s"] + m["time/update_s"] for m in metrics),
         "eval_s": sum(m.get("time/eval_s", 0.0) for m in evals),
         "peak_gib": max(m["memory/peak_gib"] for m in metrics),
         "peak_above_imports_mib": max(m["memory/peak_gib"] for m in metrics) * 1024 - run["rss_after_imports_mib"],
@@ -199,10 +203,11 @@ def _interval(values: list[float]) -> dict[str, float | int]:
 
 def summarise(runs: list[dict[str, Any]], estimators: tuple[str, ...]) -> dict[str, Any]:
     """Per estimator: the mean and 95% interval over seeds of held-out gold, its gain over SFT and its difference
-    from GAE's (both paired by seed), and held-out KL; mean times and peak memory, and their ratios to GAE (mean over
-    seeds over GAE's mean over seeds).
-    Plus the SFT policy's held-out gold, one value per seed (the same policy and evaluation seed in every run of a
-    seed: ``sft_identical_across_estimators`` checks it)."""
+    from GAE's (both paired by seed), and held-out KL; the median over seeds of times and peak memory, and their
+    ratios to GAE: the median over seeds of the ratio to GAE's run on the same seed (run next to it, so under much
+    the same load from other jobs; bench_trl's medians over repeats play the same part). Plus the SFT policy's
+    held-out gold, one value per seed (the same policy and evaluation seed in every run of a seed:
+    ``sft_identical_across_estimators`` checks it)."""
     done = [run for run in runs if run.get("returncode") == 0]
     rows: dict[str, Any] = {}
     for estimator in estimators:
@@ -219,23 +224,21 @@ def summarise(runs: list[dict[str, Any]], estimators: tuple[str, ...]) -> dict[s
             "gold_curve_mean": [statistics.fmean(c) for c in curves],
             "eval_updates": mine[0]["eval_updates"],
             "final_kl_coefficient": statistics.fmean(s["final_kl_coefficient"] for s in mine),
-            **{key: statistics.fmean(s[key] for s in mine)
-               for key in ("train_s", "process_wall_s", "rollout_s", "update_s", "per_update_s", "eval_s",
-                           "peak_gib", "peak_above_imports_mib")},
-            "per_update_s_range": [min(s["per_update_s"] for s in mine), max(s["per_update_s"] for s in mine)],
-            "peak_gib_range": [min(s["peak_gib"] for s in mine), max(s["peak_gib"] for s in mine)],
+            **{key: statistics.median(s[key] for s in mine) for key in MACHINE_KEYS},
+            "ranges": {key: [min(s[key] for s in mine), max(s[key] for s in mine)] for key in MACHINE_KEYS},
             "per_seed": {str(run["seed"]): s for run, s in zip(
                 [run for run in done if run["estimator"] == estimator], mine, strict=True)},
         }
     reference = rows.get(REFERENCE, {})
     for row in rows.values():
         if row["runs"] and reference.get("runs"):
-            row["vs_gae"] = {key: row[key] / reference[key] for key in
-                             ("per_update_s", "rollout_s", "update_s", "train_s", "peak_gib", "peak_above_imports_mib")}
-            # Paired by seed: both runs of a seed start from the same SFT evaluation and draw the same prompts first.
-            shared = [seed for seed in row["per_seed"] if seed in reference["per_seed"]]
-            row["gold_minus_gae"] = _interval([row["per_seed"][seed]["gold"] - reference["per_seed"][seed]["gold"]
-                                               for seed in shared])
+            # Paired by seed: the two runs of a seed start from the same SFT evaluation, evaluate with the same
+            # sampling seeds, and ran one after the other.
+            mine, gae = row["per_seed"], reference["per_seed"]
+            shared = [seed for seed in mine if seed in gae]
+            row["vs_gae"] = {key: statistics.median(mine[seed][key] / gae[seed][key] for seed in shared)
+                             for key in RATIO_KEYS} if shared else {}
+            row["gold_minus_gae"] = _interval([mine[seed]["gold"] - gae[seed]["gold"] for seed in shared])
     by_seed: dict[int, list[dict[str, float]]] = {}
     for run in done:
         by_seed.setdefault(run["seed"], []).append(run["sft_eval"])
@@ -273,7 +276,7 @@ def markdown_table(summary: dict[str, Any]) -> str:
     rows, sft = summary["estimators"], summary[SFT]
     lines = ["| estimator | held-out gold, final [95% CI] | gain over SFT [95% CI] | minus GAE's, paired [95% CI] "
              "| held-out KL, nats [95% CI] "
-             "| wall s / run | s / update: rollout + update | time / update vs GAE | peak RSS GiB (vs GAE) "
+             "| wall s / run | s / update (rollout, update) | time / update vs GAE | peak RSS GiB (vs GAE) "
              "| peak above imports MiB (vs GAE) |",
              "|---|---|---|---|---|---:|---:|---:|---:|---:|"]
     lines.append(f"| SFT policy (start) | {_ci(sft['gold'])} | - | - | {_ci(sft['kl'], 2)} | - | - | - | - | - |")
@@ -285,8 +288,8 @@ def markdown_table(summary: dict[str, Any]) -> str:
         lines.append(
             f"| {LABELS.get(estimator, estimator)} | {_ci(row['gold'])} | {_ci(row['gain_over_sft'])} "
             f"| {'-' if estimator == REFERENCE or 'gold_minus_gae' not in row else _ci(row['gold_minus_gae'])} "
-            f"| {_ci(row['kl'], 2)} | {row['train_s']:.1f} | {row['per_update_s']:.3f}: {row['rollout_s']:.3f} + "
-            f"{row['update_s']:.3f} | {_ratio(ratios.get('per_update_s'))} "
+            f"| {_ci(row['kl'], 2)} | {row['train_s']:.1f} | {row['per_update_s']:.3f} ({row['rollout_s']:.3f}, "
+            f"{row['update_s']:.3f}) | {_ratio(ratios.get('per_update_s'))} "
             f"| {row['peak_gib']:.3f} ({_ratio(ratios.get('peak_gib'))}) "
             f"| {row['peak_above_imports_mib']:.0f} ({_ratio(ratios.get('peak_above_imports_mib'))}) |")
     return "\n".join(lines)

@@ -118,3 +118,18 @@ def test_one_seed_gives_an_unknown_interval_not_an_error() -> None:
     summary = summarise([fake_run("gae", 1000, [0.5, 0.7], 0.4, 0.2, 0.5)], ("gae",))
     assert math.isnan(summary["estimators"]["gae"]["gold"]["ci_low"])
     assert "0.700 [-, -]" in markdown_table(summary)
+
+
+def test_times_are_medians_and_ratios_are_per_seed_medians() -> None:
+    gae = {1000: 0.2, 1001: 0.3, 1002: 0.4}
+    grpo = {1000: 0.15, 1001: 0.1, 1002: 0.3}  # per-seed ratios 0.75, 1/3, 0.75
+    runs = [fake_run("gae", seed, [0.5, 0.7], 0.4, seconds, 0.5) for seed, seconds in gae.items()]
+    runs += [fake_run("grpo", seed, [0.5, 0.7], 0.4, seconds, 0.5) for seed, seconds in grpo.items()]
+    spiked = runs[0]["metrics"][1]
+    spiked["time/update_s"] += 10.0  # one update slowed by another job: the run's median ignores it
+    row = summarise(runs, ("gae", "grpo"))["estimators"]
+    assert row["gae"]["per_seed"]["1000"]["per_update_s"] == pytest.approx(0.2)
+    assert row["gae"]["per_update_s"] == pytest.approx(0.3)
+    assert row["gae"]["ranges"]["per_update_s"] == pytest.approx([0.2, 0.4])
+    assert row["grpo"]["per_update_s"] == pytest.approx(0.15)
+    assert row["grpo"]["vs_gae"]["per_update_s"] == pytest.approx(0.75)
