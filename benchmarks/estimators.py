@@ -25,6 +25,7 @@ import argparse
 import json
 import math
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -49,14 +50,12 @@ SFT = "sft"
 MACHINE_KEYS = ("train_s", "process_wall_s", "rollout_s", "update_s", "per_update_s", "eval_s", "peak_gib",
                 "peak_above_imports_mib")
 RATIO_KEYS = ("per_update_s", "rollout_s", "update_s", "train_s", "peak_gib", "peak_above_imports_mib")
-# The per-update metrics a run's record keeps (when the run reports them): enough for every number in the report
-# and the learning curves, without the 30-odd diagnostics of each update.
-KEPT_METRICS = (
-    "update", "episode", "objective/kl", "objective/kl_coef", "objective/scores", "objective/gold_score",
-    "objective/reward_std", "objective/frac_reward_zero_std", "objective/response_length",
-    "time/rollout_s", "time/update_s", "memory/peak_gib",
-    "eval/gold_score", "eval/score", "eval/kl", "eval/response_length", "time/eval_s",
-)
+# What a run's record keeps of its metrics (when the run reports them): every number of the report and the learning
+# curves, without the 30-odd diagnostics of each update. One series per metric over every update (at 6 significant
+# digits), and one entry per evaluation.
+SERIES = ("objective/kl", "objective/kl_coef", "objective/scores", "objective/gold_score", "objective/reward_std",
+          "time/rollout_s", "time/update_s", "memory/peak_gib")
+EVALUATION = ("update", "eval/gold_score", "eval/score", "eval/kl", "eval/response_length", "time/eval_s")
 
 
 # --------------------------------------------------------------------------------------------------- configs
@@ -138,7 +137,9 @@ def worker(values: dict[str, Any], threads: int) -> dict[str, Any]:
         "train_s": train_s,
         "rss_after_imports_mib": rss_after_imports,
         "torch_threads": torch.get_num_threads(),
-        "metrics": [{name: m[name] for name in KEPT_METRICS if name in m} for m in result.metrics],
+        "series": {name: [_round(m[name]) for m in result.metrics] for name in SERIES if name in result.metrics[0]},
+        "evaluations": [{name: m[name] for name in EVALUATION if name in m}
+                        for m in result.metrics if "eval/gold_score" in m],
     }
 
 
@@ -163,17 +164,18 @@ def launch(values: dict[str, Any], threads: int, work_dir: Path, label: str) -> 
 # --------------------------------------------------------------------------------------------------- summary
 
 
-def evaluations(run: dict[str, Any]) -> list[dict[str, float]]:
-    """The run's evaluation updates, in order."""
-    return [m for m in run["metrics"] if "eval/gold_score" in m]
+def _round(value: float) -> float:
+    return float(f"{value:.6g}")
 
 
 def run_summary(run: dict[str, Any]) -> dict[str, Any]:
     """One finished run's numbers: final held-out gold and KL, its gain over its SFT evaluation, the median over its
     updates of the two timed phases (robust to a moment of load from other jobs), and its highest per-update peak
     memory."""
-    metrics, evals = run["metrics"], evaluations(run)
+    series, evals = run["series"], run["evaluations"]
     final = evals[-1]
+    per_update = [rollout + update for rollout, update in zip(series["time/rollout_s"], series["time/update_s"],
+                                                                strict=True)]
     return {
         "gold": final["eval/gold_score"],
         "kl": final["eval/kl"],
@@ -182,14 +184,14 @@ def run_summary(run: dict[str, Any]) -> dict[str, Any]:
         "gold_curve": [m["eval/gold_score"] for m in evals],
         "kl_curve": [m["eval/kl"] for m in evals],
         "eval_updates": [int(m["update"]) for m in evals],
-        "final_kl_coefficient": metrics[-1]["objective/kl_coef"],
+        "final_kl_coefficient": series["objective/kl_coef"][-1],
         "train_s": run["train_s"],
-        "rollout_s": statistics.median(m["time/rollout_s"] for m in metrics),
-        "update_s": statistics.median(m["time/update_s"] for m in metrics),
-        "per_update_s": statistics.median(m["time/rollout_s"] + m["time/update_s"] for m in metrics),
+        "rollout_s": statistics.median(series["time/rollout_s"]),
+        "update_s": statistics.median(series["time/update_s"]),
+        "per_update_s": statistics.median(per_update),
         "eval_s": sum(m.get("time/eval_s", 0.0) for m in evals),
-        "peak_gib": max(m["memory/peak_gib"] for m in metrics),
-        "peak_above_imports_mib": max(m["memory/peak_gib"] for m in metrics) * 1024 - run["rss_after_imports_mib"],
+        "peak_gib": max(series["memory/peak_gib"]),
+        "peak_above_imports_mib": max(series["memory/peak_gib"]) * 1024 - run["rss_after_imports_mib"],
         "process_wall_s": run.get("process_wall_s", math.nan),
     }
 
@@ -324,6 +326,16 @@ def json_safe(value: Any) -> Any:
     return value
 
 
+_NUMBER = r"(?:-?[\d.]+(?:[eE][-+]?\d+)?|null)"
+_NUMBER_LIST = re.compile(rf"\[\s+({_NUMBER}(?:,\s+{_NUMBER})*)\s+\]")
+
+
+def dump_json(value: Any) -> str:
+    """JSON indented by one space, with every list of numbers on one line (a run's 96-update series would otherwise
+    take a line per number)."""
+    return _NUMBER_LIST.sub(lambda m: "[" + ", ".join(re.split(r",\s+", m.group(1))) + "]", json.dumps(value, indent=1))
+
+
 # --------------------------------------------------------------------------------------------------- command
 
 
@@ -388,7 +400,7 @@ def run(args: argparse.Namespace, argv: list[str]) -> None:
         print()
         print(curves)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(json_safe({
+    args.out.write_text(dump_json(json_safe({
         "command": " ".join(["python -m benchmarks.estimators", *argv]),
         "machine": {**facts, "load_average_at_end": os.getloadavg()},
         "git_commit": _git_commit(),
@@ -400,7 +412,7 @@ def run(args: argparse.Namespace, argv: list[str]) -> None:
         "table": table,
         "curve_table": curves,
         "runs": runs,
-    }), indent=1))
+    })))
     print(f"wrote {args.out}", file=sys.stderr)
 
 

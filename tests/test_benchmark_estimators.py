@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
@@ -11,6 +12,7 @@ from benchmarks.estimators import (
     ESTIMATORS,
     base_values,
     curve_table,
+    dump_json,
     markdown_table,
     run_values,
     schedule,
@@ -54,15 +56,13 @@ def test_runs_share_train_yaml_and_change_only_the_estimator() -> None:
 
 def fake_run(estimator: str, seed: int, golds: list[float], sft: float, seconds: float, peak: float) -> dict[str, Any]:
     """A worker's record: 4 updates, evaluations at 2 and 4."""
-    metrics = []
-    for update in range(1, 5):
-        m = {"update": float(update), "time/rollout_s": seconds / 4, "time/update_s": 3 * seconds / 4,
-             "memory/peak_gib": peak - 0.01 * (update % 2), "objective/kl_coef": 0.05}
-        if update % 2 == 0:
-            m.update({"eval/gold_score": golds[update // 2 - 1], "eval/kl": 0.5 * update, "time/eval_s": 0.1})
-        metrics.append(m)
+    series = {"time/rollout_s": [seconds / 4] * 4, "time/update_s": [3 * seconds / 4] * 4,
+              "memory/peak_gib": [peak - 0.01 * (update % 2) for update in range(1, 5)],
+              "objective/kl_coef": [0.05] * 4}
+    evaluations = [{"update": 2.0 * i, "eval/gold_score": gold, "eval/kl": 1.0 * i, "time/eval_s": 0.1}
+                   for i, gold in enumerate(golds, 1)]
     return {"returncode": 0, "estimator": estimator, "seed": seed, "sft_eval": {"eval/gold_score": sft, "eval/kl": 0.0},
-            "metrics": metrics, "train_s": 4 * seconds + 0.2, "rss_after_imports_mib": 300.0,
+            "series": series, "evaluations": evaluations, "train_s": 4 * seconds + 0.2, "rss_after_imports_mib": 300.0,
             "parameters": {"policy": {"trainable": 10, "total": 10}}}
 
 
@@ -125,11 +125,17 @@ def test_times_are_medians_and_ratios_are_per_seed_medians() -> None:
     grpo = {1000: 0.15, 1001: 0.1, 1002: 0.3}  # per-seed ratios 0.75, 1/3, 0.75
     runs = [fake_run("gae", seed, [0.5, 0.7], 0.4, seconds, 0.5) for seed, seconds in gae.items()]
     runs += [fake_run("grpo", seed, [0.5, 0.7], 0.4, seconds, 0.5) for seed, seconds in grpo.items()]
-    spiked = runs[0]["metrics"][1]
-    spiked["time/update_s"] += 10.0  # one update slowed by another job: the run's median ignores it
+    runs[0]["series"]["time/update_s"][1] += 10.0  # one update slowed by another job: the run's median ignores it
     row = summarise(runs, ("gae", "grpo"))["estimators"]
     assert row["gae"]["per_seed"]["1000"]["per_update_s"] == pytest.approx(0.2)
     assert row["gae"]["per_update_s"] == pytest.approx(0.3)
     assert row["gae"]["ranges"]["per_update_s"] == pytest.approx([0.2, 0.4])
     assert row["grpo"]["per_update_s"] == pytest.approx(0.15)
     assert row["grpo"]["vs_gae"]["per_update_s"] == pytest.approx(0.75)
+
+
+def test_lists_of_numbers_take_one_line_and_the_json_reads_back() -> None:
+    value = {"series": {"a": [0.1, -2e-05, 3, None]}, "names": ["x", "y"], "empty": [], "nested": [[1, 2], [3]]}
+    text = dump_json(value)
+    assert '"a": [0.1, -2e-05, 3, null]' in text
+    assert json.loads(text) == value
