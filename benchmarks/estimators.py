@@ -35,6 +35,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from benchmarks.report import json_safe
+
 ROOT = Path(__file__).resolve().parent.parent
 BASE = ROOT / "studies" / "train.yaml"
 RESULTS = ROOT / "benchmarks" / "results"
@@ -100,7 +102,6 @@ def worker(values: dict[str, Any], threads: int) -> dict[str, Any]:
     torch.set_num_threads(threads)
     from benchmarks.memory import current_rss_mib
     from ppo_core.config_io import build_config
-    from ppo_core.evaluation import evaluate
     from ppo_core.quiet import quiet_hugging_face
     from ppo_core.trainer import PPOTrainer
 
@@ -116,7 +117,7 @@ def worker(values: dict[str, Any], threads: int) -> dict[str, Any]:
     # sampling seed). Evaluation samples from a random stream of its own, so the training that follows is the same
     # as without it; it runs before the first update resets the peak-memory window, so no update's peak includes it.
     started = time.perf_counter()
-    sft = evaluate(trainer._rollout, trainer.setup, config, trainer.group, 0)
+    sft = trainer.evaluate(0)
     sft_eval_s = time.perf_counter() - started
     started = time.perf_counter()
     result = trainer.train()
@@ -313,17 +314,6 @@ def curve_table(summary: dict[str, Any]) -> str:
         lines.append(f"| {LABELS.get(estimator, estimator)} | " + " | ".join(_number(v) for v in row["gold_curve_mean"])
                      + " |")
     return "\n".join(lines)
-
-
-def json_safe(value: Any) -> Any:
-    """``value`` with every NaN as None: strict JSON has no NaN (an interval over one seed is NaN at both ends)."""
-    if isinstance(value, float) and value != value:
-        return None
-    if isinstance(value, dict):
-        return {key: json_safe(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_safe(item) for item in value]
-    return value
 
 
 _NUMBER = r"(?:-?[\d.]+(?:[eE][-+]?\d+)?|null)"

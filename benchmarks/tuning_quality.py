@@ -38,6 +38,7 @@ from typing import Any
 import yaml
 
 from benchmarks.machine import machine_facts
+from benchmarks.report import json_safe
 from tuner.confidence import mean_interval
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -223,17 +224,6 @@ def summarise(studies: list[dict[str, Any]], validation_seeds: int) -> tuple[dic
             methods[method].update(updates_to_within_5pct=reached, updates_to_within_5pct_median=median_reach(reached))
     return methods, {"best_tuning_value": best, "threshold": threshold, "within": WITHIN,
                      "validation_seeds_per_config": validation_seeds}
-
-
-def json_safe(value: Any) -> Any:
-    """``value`` with every NaN as None: strict JSON has no NaN (an interval over one run is NaN at both ends)."""
-    if isinstance(value, float) and value != value:
-        return None
-    if isinstance(value, dict):
-        return {key: json_safe(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_safe(item) for item in value]
-    return value
 
 
 def _number(value: float | None, digits: int = 4) -> str:

@@ -127,7 +127,7 @@ class PPOTrainer:
         for update in range(1, self.num_updates + 1):
             metrics = self.step(update)
             if is_evaluation_update(update, self.num_updates, self.eval_interval):
-                metrics.update(evaluate(self._rollout, self.setup, self.config, self.group, update))
+                metrics.update(self.evaluate(update))
             result.metrics.append(metrics)
             result.num_updates = update
             stop_reason = None
@@ -199,6 +199,12 @@ class PPOTrainer:
             "time/tokens_per_s": seen.num_response_tokens / max(rollout_seconds + update_seconds, 1e-9),
             "memory/peak_gib": peak_gib,
         }
+
+    def evaluate(self, update: int) -> dict[str, float]:
+        """The held-out evaluation's metrics (``eval/*``) for the policy as it is now, sampled on the stream
+        ``update`` names; ``evaluate(0)`` before ``train()`` measures the starting (SFT) policy. The training RNG
+        is untouched."""
+        return evaluate(self._rollout, self.setup, self.config, self.group, update)
 
     def save_model(self, path: str | Path) -> Path:
         """Save the policy and its tokenizer with ``save_pretrained``: a model AutoModelForCausalLM loads, or under

@@ -216,3 +216,12 @@ def test_the_tiny_task_run_reports_gold_scores_and_exactly_the_metrics_known_bef
     assert "eval/gold_score" in evaluation_metrics(config) and "objective/gold_score" in reported_metrics(config)
     assert [bool(evaluation_metrics(config) & set(m)) for m in metrics] == [False, True, True]
     assert all(0.0 <= m["eval/gold_score"] <= 1.0 for m in metrics[1:])
+
+
+def test_evaluating_the_starting_policy_changes_no_training_metric(tiny_lm_dir: Path, prompts_file: Path) -> None:
+    config = small_config(tiny_lm_dir, prompts_file, eval_steps=2)
+    before = PPOTrainer(config)
+    start = before.evaluate(0)  # the SFT policy, as benchmarks.estimators measures it
+    assert set(start) == evaluation_metrics(config)
+    trained = [run_metrics(m) for m in before.train().metrics]
+    assert trained == [run_metrics(m) for m in PPOTrainer(config).train().metrics]
