@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from ppo_core.config import ConfigError, PPOConfig
+from ppo_core.config import ADVANTAGE_ESTIMATORS, ConfigError, PPOConfig
 from ppo_core.errors import InputError, NonFiniteError
 from ppo_core.reported_metrics import evaluation_metrics, reported_metrics
 
@@ -19,10 +19,13 @@ _LAZY = {
     "TrainerCallback": "ppo_core.callbacks",
     "PPOTrainer": "ppo_core.trainer",
     "TrainResult": "ppo_core.trainer",
+    "AdvantageInputs": "ppo_core.estimators",
+    "ESTIMATORS": "ppo_core.estimators",
+    "estimator": "ppo_core.estimators",
 }
 
-__all__ = ["ConfigError", "InputError", "NonFiniteError", "PPOConfig", "evaluation_metrics", "reported_metrics",
-           *_LAZY]
+__all__ = ["ADVANTAGE_ESTIMATORS", "ConfigError", "InputError", "NonFiniteError", "PPOConfig", "evaluation_metrics",
+           "reported_metrics", *_LAZY]
 
 
 def __getattr__(name: str) -> Any:
