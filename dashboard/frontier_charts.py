@@ -1,0 +1,121 @@
+"""Plotly figures of the reward–KL frontier, built from :mod:`dashboard.frontier`'s frames.
+
+Every trace carries ``meta`` ({"trial": n, ...} or {"role": ...}) as :mod:`dashboard.charts` does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from dashboard.charts import STATE_WORD, THRESHOLD_COLOR, trial_color
+from dashboard.frontier import GaoFit
+
+STATE_COLORS = {"COMPLETE": "#2ca02c", "PRUNED": "#ff7f0e", "FAIL": "#d62728", "RUNNING": "#1f77b4"}
+OTHER_STATE_COLOR = "#7f7f7f"
+FRONT_COLOR = "#111111"
+FIT_COLOR = "#9467bd"
+
+
+def trajectory_figure(
+    paths: pd.DataFrame, peaks: pd.DataFrame, states: Mapping[int, str] | None = None,
+) -> go.Figure:
+    """Per trial, gold (solid, left axis) and proxy (dotted, right axis) against d = sqrt(KL), gold's peak marked.
+
+    Proxy and gold are different scorers whose scales need not match, hence two y axes. Trace meta:
+    {"trial": n, "series": "gold" | "proxy"} for the lines, {"role": "gold_peak", "trial": n} for the markers.
+    """
+    states = states or {}
+    traces: list[go.Scatter] = []
+    trials = paths["trial"].to_numpy(dtype=int)
+    for n in sorted({int(t) for t in trials}):
+        rows = paths[trials == n]
+        color = trial_color(n)
+        word = STATE_WORD.get(states.get(n, ""), states.get(n, "").lower())
+        label = f"#{n} {word}".strip()
+        x = rows["sqrt_kl"].to_numpy(dtype=float)
+        for series, dash, axis in (("gold", "solid", "y"), ("proxy", "dot", "y2")):
+            y = rows[series].to_numpy(dtype=float)
+            keep = np.isfinite(y)
+            if not keep.any():
+                continue
+            traces.append(go.Scatter(
+                x=x[keep], y=y[keep], mode="lines", yaxis=axis, name=f"{label} {series}",
+                legendgroup=f"trial{n}", meta={"trial": n, "series": series},
+                line={"color": color, "dash": dash, "width": 1.8 if series == "gold" else 1.2},
+                hovertemplate=f"trial #{n} {series}<br>sqrt(KL) %{{x:.3g}}: %{{y:.4g}}<extra></extra>",
+            ))
+    columns = {c: peaks[c].to_numpy(dtype=float) for c in ("trial", "update", "kl", "sqrt_kl", "gold")}
+    for trial, update, kl, sqrt_kl, gold in zip(*columns.values(), strict=True):
+        n = int(trial)
+        traces.append(go.Scatter(
+            x=[float(sqrt_kl)], y=[float(gold)], mode="markers", name=f"#{n} gold peak",
+            legendgroup=f"trial{n}", showlegend=False, meta={"role": "gold_peak", "trial": n},
+            marker={"color": trial_color(n), "symbol": "star", "size": 13, "line": {"color": "black", "width": 1}},
+            hovertemplate=(f"trial #{n} gold peak at update {int(update)}<br>KL {float(kl):.3g} "
+                           f"(sqrt {float(sqrt_kl):.3g}), gold %{{y:.4g}}<extra></extra>"),
+        ))
+    layout = go.Layout(
+        title={"text": "Gold and proxy score against sqrt(KL)"}, height=400,
+        margin={"l": 10, "r": 10, "t": 40, "b": 10}, hovermode="closest",
+        xaxis={"title": {"text": "sqrt(KL to the reference policy)"}},
+        yaxis={"title": {"text": "gold score (solid)"}},
+        yaxis2={"title": {"text": "proxy score (dotted)"}, "overlaying": "y", "side": "right", "showgrid": False},
+    )
+    return go.Figure(data=traces, layout=layout)
+
+
+def frontier_figure(
+    points: pd.DataFrame, front: pd.DataFrame, fit: GaoFit | None = None, y_title: str = "gold score",
+) -> go.Figure:
+    """Each trial's final (KL, y) point coloured by state, the Pareto front of the COMPLETE ones as a line, and,
+    given a fit, the fitted R(sqrt(KL)) with a vertical marker at KL* (the suggested ``kl_target``).
+
+    Trace meta: {"role": "points", "state": s}, {"role": "pareto_front"}, {"role": "fit"}, {"role": "kl_star"}.
+    """
+    traces: list[go.Scatter] = []
+    for state, rows in points.groupby("state", sort=True):
+        word = STATE_WORD.get(str(state), str(state).lower())
+        traces.append(go.Scatter(
+            x=rows["kl"].to_numpy(dtype=float), y=rows["y"].to_numpy(dtype=float), mode="markers", name=word,
+            meta={"role": "points", "state": str(state)}, customdata=rows["trial"].to_numpy(dtype=int),
+            marker={"color": STATE_COLORS.get(str(state), OTHER_STATE_COLOR), "size": 9},
+            hovertemplate=f"trial #%{{customdata}} ({word})<br>KL %{{x:.3g}}: %{{y:.4g}}<extra></extra>",
+        ))
+    if not front.empty:
+        traces.append(go.Scatter(
+            x=front["kl"].to_numpy(dtype=float), y=front["y"].to_numpy(dtype=float), mode="lines",
+            name="Pareto front", meta={"role": "pareto_front"}, line={"color": FRONT_COLOR, "shape": "hv", "width": 2},
+            hoverinfo="skip",
+        ))
+    if fit is not None:
+        high = max(float(points["kl"].max()) if not points.empty else 0.0, fit.kl_star) * 1.1
+        kl = np.linspace(0.0, high, 200)
+        traces.append(go.Scatter(
+            x=kl, y=fit.predict(np.sqrt(kl)), mode="lines", meta={"role": "fit"},
+            name=f"fit: α={fit.alpha:.3g}, β={fit.beta:.3g}, r²={fit.r2:.2f}",
+            line={"color": FIT_COLOR, "dash": "dash", "width": 2},
+            hovertemplate="fit<br>KL %{x:.3g}: %{y:.4g}<extra></extra>",
+        ))
+        ys = [fit.gold_star, fit.r0, *points["y"].dropna().to_numpy(dtype=float)]
+        low_y, high_y = min(ys), max(ys)
+        extra = " (extrapolated)" if fit.extrapolated else ""
+        traces.append(go.Scatter(
+            x=[fit.kl_star, fit.kl_star], y=[low_y, high_y], mode="lines", meta={"role": "kl_star"},
+            name=f"KL* = {fit.kl_star:.3g}{extra}", line={"color": THRESHOLD_COLOR, "dash": "dot", "width": 2},
+            hovertemplate=f"suggested kl_target KL* = {fit.kl_star:.3g}{extra}<extra></extra>",
+        ))
+    layout = go.Layout(
+        title={"text": "Final score against KL, by trial"}, height=400, margin={"l": 10, "r": 10, "t": 40, "b": 10},
+        xaxis={"title": {"text": "KL to the reference policy (nats, summed over a response)"}},
+        yaxis={"title": {"text": y_title}}, hovermode="closest",
+    )
+    return go.Figure(data=traces, layout=layout)
+
+
+def traces_with_role(figure: go.Figure, role: str) -> list[go.Scatter]:
+    """The figure's traces whose meta names ``role``."""
+    return [t for t in figure.data if isinstance(t.meta, dict) and t.meta.get("role") == role]
