@@ -183,7 +183,7 @@ def test_launch_command_binds_localhost_and_keeps_the_url_off_the_command_line()
 def test_the_dashboard_does_not_import_torch() -> None:
     modules = ["dashboard.app", "dashboard.launch", "dashboard.study_reader", "dashboard.frames", "dashboard.charts",
                "dashboard.health_rules", "dashboard.optuna_views", "dashboard.session", "dashboard.ui",
-               "tuner.reports", "tuner.attrs"]
+               "dashboard.frontier", "dashboard.frontier_charts", "tuner.reports", "tuner.attrs"]
     code = "import json, sys; import {}; print(json.dumps(sorted(m for m in sys.modules " \
            "if m.split('.')[0] in ('torch', 'transformers', 'ppo_core'))))"
 
