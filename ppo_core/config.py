@@ -41,6 +41,17 @@ KL_LOSS_ESTIMATORS_BY_DEFAULT = ("grpo",)
 LOSS_TYPES = ("token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm")
 
 
+
+def default_generations(estimator: str) -> int:
+    """What ``num_generations: null`` means for ``estimator``: a group for the group estimators, else one."""
+    return DEFAULT_GROUP_GENERATIONS if estimator in GROUP_ESTIMATORS else 1
+
+
+def default_kl_in_reward(estimator: str) -> bool:
+    """What ``kl_in_reward: null`` means for ``estimator``: in the loss for GRPO, in the reward otherwise."""
+    return estimator not in KL_LOSS_ESTIMATORS_BY_DEFAULT
+
+
 @dataclass
 class PPOConfig(ScriptArguments, ModelConfig):
     """Hyperparameters of one PPO run, with TRL's ScriptArguments and ModelConfig fields; parse it with
@@ -331,14 +342,14 @@ class PPOConfig(ScriptArguments, ModelConfig):
         """num_generations, or its default for the estimator: a group for the group estimators, else one."""
         if self.num_generations is not None:
             return self.num_generations
-        return DEFAULT_GROUP_GENERATIONS if self.advantage_estimator in GROUP_ESTIMATORS else 1
+        return default_generations(self.advantage_estimator)
 
     @property
     def kl_penalty_in_reward(self) -> bool:
         """kl_in_reward, or its default for the estimator."""
         if self.kl_in_reward is not None:
             return self.kl_in_reward
-        return self.advantage_estimator not in KL_LOSS_ESTIMATORS_BY_DEFAULT
+        return default_kl_in_reward(self.advantage_estimator)
 
     @property
     def kl_coefficient(self) -> float:

@@ -29,7 +29,7 @@ from typing import Any
 
 import optuna
 
-from ppo_core.config import DEFAULT_GROUP_GENERATIONS, GROUP_ESTIMATORS, KL_LOSS_ESTIMATORS_BY_DEFAULT, settable_fields
+from ppo_core.config import GROUP_ESTIMATORS, default_generations, default_kl_in_reward, settable_fields
 
 # Search-space keys that are not PPOConfig fields: each sets one or more fields (see config_values).
 VIRTUAL_PARAMS = ("kl_control", "rollout_batch_size", "mini_batch_size")
@@ -94,16 +94,6 @@ def first_value(spec: ParamSpec) -> Any:
 def default_estimator() -> str:
     """PPOConfig's advantage_estimator when none is set."""
     return str(settable_fields()["advantage_estimator"].default)
-
-
-def default_generations(estimator: str) -> int:
-    """What ``num_generations: null`` means for ``estimator`` (PPOConfig.generations_per_prompt)."""
-    return DEFAULT_GROUP_GENERATIONS if estimator in GROUP_ESTIMATORS else 1
-
-
-def default_kl_in_reward(estimator: str) -> bool:
-    """What ``kl_in_reward: null`` means for ``estimator`` (PPOConfig.kl_penalty_in_reward)."""
-    return estimator not in KL_LOSS_ESTIMATORS_BY_DEFAULT
 
 
 @dataclass(frozen=True)

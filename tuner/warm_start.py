@@ -39,17 +39,9 @@ from typing import Any
 
 import optuna
 
-from ppo_core.config import settable_fields
+from ppo_core.config import default_generations, default_kl_in_reward, settable_fields
 from tuner.attrs import WARM_START_ATTR
-from tuner.search_space import (
-    DECIDING_PARAMS,
-    ParamSpec,
-    choose_point,
-    default_estimator,
-    default_generations,
-    default_kl_in_reward,
-    regime_of,
-)
+from tuner.search_space import DECIDING_PARAMS, ParamSpec, choose_point, default_estimator, regime_of
 
 # The seed guidance's typical ranges (shared/seeds/ppo-hyperparameters-for-llms.txt), by search-space name: its
 # "Learning Rates" (policy 1e-6..5e-5, value 1e-5..1e-4), "KL Divergence Coefficient (β)" (0.01..0.2 for a fixed
