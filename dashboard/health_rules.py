@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ppo_core.metric_names import GUARDED_METRICS
+from ppo_core.metric_names import EVAL_METRICS, EVAL_PREFIX, GUARDED_METRICS
 from tuner.attrs import DEFAULT_KL_METRIC, DEFAULT_KL_THRESHOLD
 from tuner.trial_records import METRIC_KEYS
 
@@ -108,8 +108,10 @@ def non_finite(metrics: pd.DataFrame, context: HealthContext) -> Finding | None:
     values = metrics[columns].to_numpy(dtype=float)
     finite = np.isfinite(values)
     # Stored NaNs and missing values read back alike. A column without any value is a metric this run
-    # does not report (a gold score without a task), unless every run reports it (the guarded metrics).
-    reported = finite.any(axis=0) | np.isin(columns, GUARDED_METRICS)
+    # does not report (a gold score without a task), unless every run reports it (the guarded metrics); the
+    # held-out evaluation's metrics are missing on every update without an evaluation, so only infinity counts there.
+    sparse = np.array([c.startswith(EVAL_PREFIX) or c in EVAL_METRICS for c in columns], dtype=bool)
+    reported = (finite.any(axis=0) & ~sparse) | np.isin(columns, GUARDED_METRICS)
     bad = (~finite & ~np.isnan(values)) | (np.isnan(values) & reported)
     if not bad.any():
         return None

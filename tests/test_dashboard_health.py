@@ -133,6 +133,12 @@ def test_non_finite_metrics_are_critical() -> None:
     assert rules_found(nan_run) == {"non_finite"}
     # A metric this run never reports is not a divergence.
     assert "non_finite" not in rules_found(healthy().assign(**{"objective/gold_score": math.nan}))
+    # Evaluation metrics are reported on evaluation updates only: missing in between is not a divergence, infinity is.
+    every_fourth = np.where(np.arange(N) % 4 == 3, 0.5, math.nan)
+    sparse = healthy().assign(**{"eval/score": every_fourth, "time/eval_s": every_fourth})
+    assert "non_finite" not in rules_found(sparse)
+    inf_at_8 = np.where(np.arange(N) == 7, math.inf, every_fourth)
+    assert "non_finite" in rules_found(sparse.assign(**{"eval/score": inf_at_8}))
 
 
 def test_findings_are_sorted_worst_first_and_per_trial() -> None:
