@@ -6,7 +6,9 @@ import math
 import statistics
 from collections.abc import Sequence
 
-from scipy.stats import t as student_t  # type: ignore[import-untyped]
+# scipy.special's t quantile is what scipy.stats.t.ppf calls, without importing scipy.stats (about 0.6 s more, paid by
+# the dashboard's first page that shows a validation).
+from scipy.special import stdtrit  # type: ignore[import-untyped]
 
 CONFIDENCE = 0.95
 
@@ -24,5 +26,5 @@ def mean_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> tu
     mean = statistics.fmean(values)
     if n == 1:
         return mean, math.nan, math.nan
-    half_width = float(student_t.ppf((1 + confidence) / 2, n - 1)) * statistics.stdev(values) / math.sqrt(n)
+    half_width = float(stdtrit(n - 1, (1 + confidence) / 2)) * statistics.stdev(values) / math.sqrt(n)
     return mean, mean - half_width, mean + half_width

@@ -18,7 +18,7 @@ import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import optuna
 from optuna.study import StudyDirection
@@ -28,7 +28,9 @@ from tuner.attrs import CONFIG_ATTR, RETRY_OF_ATTR, SEED_ATTR, VALIDATES_ATTR, V
 from tuner.confidence import mean_interval
 from tuner.constraints import feasible
 from tuner.reports import rank_completed
-from tuner.study_config import StudySpec, parse_study
+
+if TYPE_CHECKING:
+    from tuner.study_config import StudySpec
 
 VALIDATION_SUFFIX = ":validation"
 FIRST_VALIDATION_SEED = 1000
@@ -73,6 +75,10 @@ def validation_spec(spec: StudySpec) -> StudySpec:
                       kl_guard={**definition.get("kl_guard", {}), "enabled": False})
     for key in ("enqueue", "n_trials", "timeout"):
         definition.pop(key, None)
+    # Imported here: the study file's module loads transformers (for PPOConfig's parser), which the dashboard, reading
+    # validation results through this module, must not load.
+    from tuner.study_config import parse_study
+
     return parse_study(definition, spec.path)
 
 
