@@ -22,6 +22,7 @@ PAGES_DIR = Path(__file__).resolve().parent / "app_pages"
 PAGES = (
     ("study", "Study", ":material/table_chart:"),
     ("curves", "Curves", ":material/show_chart:"),
+    ("frontier", "Frontier", ":material/stacked_line_chart:"),
     ("samples", "Samples", ":material/chat:"),
     ("compare", "Compare", ":material/compare_arrows:"),
     ("analysis", "Analysis", ":material/insights:"),

@@ -18,6 +18,7 @@ from dashboard.frames import series_by_trial
 from tuner.attrs import DEFAULT_KL_METRIC
 
 PALETTE = qualitative.Plotly + qualitative.D3[1:] + qualitative.Dark2
+GROUP_PALETTE = qualitative.Set1  # few, strongly distinct colours: a handful of groups, not hundreds of trials
 # Dotted is kept for the KL targets, so failed trials are dash-dot.
 STATE_DASH = {"COMPLETE": "solid", "RUNNING": "solid", "PRUNED": "dash", "FAIL": "dashdot", "WAITING": "solid"}
 STATE_WORD = {"COMPLETE": "complete", "RUNNING": "running", "PRUNED": "pruned", "FAIL": "failed", "WAITING": "waiting"}
@@ -28,16 +29,31 @@ X_TITLES = {"update": "PPO update", "episode": "episode"}
 
 @dataclass(frozen=True)
 class CurveStyle:
-    """How trials are drawn: the x axis, smoothing, and which trials stand out."""
+    """How trials are drawn: the x axis, smoothing, which trials stand out, and optional groups.
+
+    ``groups`` maps trial numbers to a group label (e.g. each trial's ``advantage_estimator``): given, a trial is
+    drawn in its group's colour and the legend lists the groups, each entry toggling all of its trials.
+    """
 
     x: str = "update"
     smoothing: float = 0.0
     selected: frozenset[int] = field(default_factory=frozenset)
+    groups: Mapping[int, str] = field(default_factory=dict)
+
+    def color(self, number: int) -> str:
+        if number in self.groups:
+            return group_colors(self.groups.values())[self.groups[number]]
+        return trial_color(number)
 
 
 def trial_color(number: int) -> str:
     """A fixed colour per trial number, so a trial looks the same on every chart."""
     return PALETTE[number % len(PALETTE)]
+
+
+def group_colors(labels: Iterable[str]) -> dict[str, str]:
+    """A colour per group label, assigned in sorted order, so a group keeps its colour on every chart."""
+    return {label: GROUP_PALETTE[i % len(GROUP_PALETTE)] for i, label in enumerate(sorted(set(labels)))}
 
 
 def trial_label(number: int, state: str) -> str:
@@ -48,7 +64,7 @@ def _line_style(number: int, state: str, style: CurveStyle) -> dict[str, Any]:
     highlighted = not style.selected or number in style.selected
     width = 3.0 if style.selected and number in style.selected else 1.6
     return {
-        "line": {"color": trial_color(number), "dash": STATE_DASH.get(state, "solid"), "width": width},
+        "line": {"color": style.color(number), "dash": STATE_DASH.get(state, "solid"), "width": width},
         "opacity": 1.0 if highlighted else 0.18,
     }
 
@@ -58,26 +74,44 @@ def _draw_order(numbers: Iterable[int], selected: frozenset[int]) -> list[int]:
     return sorted(numbers, key=lambda n: (n in selected, n))
 
 
-def _layout(title: str, y_title: str, x: str, n_trials: int) -> go.Layout:
+def _layout(title: str, y_title: str, x: str, n_trials: int, grouped: bool = False) -> go.Layout:
     return go.Layout(
         title={"text": title}, height=360, margin={"l": 10, "r": 10, "t": 40, "b": 10},
         xaxis={"title": {"text": X_TITLES.get(x, x)}}, yaxis={"title": {"text": y_title}}, hovermode="closest",
-        showlegend=n_trials <= MAX_LEGEND_TRIALS, legend={"font": {"size": 11}},
+        showlegend=grouped or n_trials <= MAX_LEGEND_TRIALS, legend={"font": {"size": 11}},
     )
+
+
+def _legend(number: int, state: str, style: CurveStyle, shown_groups: set[str]) -> dict[str, Any]:
+    """A trial's legend entry: its own, or, when grouped, one entry per group (on the group's first trace)."""
+    group = style.groups.get(number)
+    if group is None:
+        return {"name": trial_label(number, state), "legendgroup": _legend_group(number, style)}
+    first = group not in shown_groups
+    shown_groups.add(group)
+    return {"name": group, "legendgroup": _legend_group(number, style), "showlegend": first}
+
+
+def _legend_group(number: int, style: CurveStyle) -> str:
+    group = style.groups.get(number)
+    return f"trial{number}" if group is None else f"group:{group}"
 
 
 def _trial_traces(
     series: Mapping[int, tuple[np.ndarray, np.ndarray]], states: Mapping[int, str], style: CurveStyle
 ) -> list[go.Scatter]:
-    return [
-        go.Scatter(
-            x=series[number][0], y=series[number][1], mode="lines", name=trial_label(number, states[number]),
-            legendgroup=f"trial{number}", meta={"trial": number, "state": states[number]},
-            hovertemplate=f"trial #{number}<br>%{{x}}: %{{y:.4g}}<extra></extra>",
-            **_line_style(number, states[number], style),
-        )
-        for number in _draw_order(series, style.selected)
-    ]
+    shown_groups: set[str] = set()
+    traces = []
+    for number in _draw_order(series, style.selected):
+        group = style.groups.get(number)
+        meta = {"trial": number, "state": states[number]} | ({"group": group} if group is not None else {})
+        label = f"trial #{number}" + (f" ({group})" if group is not None else "")
+        traces.append(go.Scatter(
+            x=series[number][0], y=series[number][1], mode="lines", meta=meta,
+            hovertemplate=f"{label}<br>%{{x}}: %{{y:.4g}}<extra></extra>",
+            **_legend(number, states[number], style, shown_groups), **_line_style(number, states[number], style),
+        ))
+    return traces
 
 
 def curves_figure(
@@ -87,7 +121,7 @@ def curves_figure(
     series = series_by_trial(metrics, metric, style.x, style.smoothing, states)
     # All traces at once: adding them one by one copies the figure's data each time.
     return go.Figure(data=_trial_traces(series, states, style),
-                     layout=_layout(title or metric, metric, style.x, len(series)))
+                     layout=_layout(title or metric, metric, style.x, len(series), bool(style.groups)))
 
 
 def _horizontal(y: float, x_range: tuple[float, float], **trace: object) -> go.Scatter:
@@ -106,7 +140,7 @@ def kl_figure(
         line = _line_style(number, states[number], style)
         traces.append(_horizontal(
             targets[number], (float(x.min()), float(x.max())), name=f"#{number} KL target {targets[number]:g}",
-            legendgroup=f"trial{number}", showlegend=False, meta={"role": "target", "trial": number},
+            legendgroup=_legend_group(number, style), showlegend=False, meta={"role": "target", "trial": number},
             line={**line["line"], "dash": "dot", "width": 1.2}, opacity=line["opacity"],
             hovertemplate=f"trial #{number} KL target {targets[number]:g}<extra></extra>",
         ))
@@ -118,7 +152,8 @@ def kl_figure(
             line={"color": THRESHOLD_COLOR, "dash": "longdash", "width": 2}, showlegend=True,
             hovertemplate=f"blow-up threshold {threshold:g} nats<extra></extra>",
         ))
-    return go.Figure(data=traces, layout=_layout("KL to the reference policy (nats)", metric, style.x, len(series)))
+    layout = _layout("KL to the reference policy (nats)", metric, style.x, len(series), bool(style.groups))
+    return go.Figure(data=traces, layout=layout)
 
 
 def beta_figure(metrics: pd.DataFrame, states: Mapping[int, str], style: CurveStyle) -> go.Figure:

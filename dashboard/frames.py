@@ -18,6 +18,9 @@ from dashboard.study_reader import PARAM_PREFIX, StudyView
 from tuner.trial_records import METRIC_KEYS
 
 DIFFERS_STYLE = "background-color: rgba(255, 193, 7, 0.28)"
+# Settings a page can colour or group trials by, when a study's trials differ in them (a searched estimator).
+GROUPABLE_KEYS = ("advantage_estimator",)
+UNRECORDED = "unrecorded"
 # Shown first in metric pickers: the metrics the tuning guidance says to watch.
 PREFERRED_METRICS = (
     "objective/kl", "objective/scores", "objective/gold_score", "objective/kl_coef", "objective/entropy",
@@ -155,6 +158,21 @@ def number(value: Any, digits: int = 4) -> str:
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return "—"
     return f"{float(value):.{digits}g}"
+
+
+def config_groups(view: StudyView, key: str) -> dict[int, str]:
+    """Each trial's value of config ``key`` as a group label, or {} when the trials do not differ in it.
+
+    A trial whose config lacks the key (a trial run before the setting existed) is labelled "unrecorded" rather
+    than given a default here: the default belongs to ppo_core's config, which the dashboard does not load.
+    """
+    labels = {n: str(view.configs.get(n, {}).get(key, UNRECORDED)) for n in view.numbers}
+    return labels if len(set(labels.values())) > 1 else {}
+
+
+def grouping_options(view: StudyView) -> list[str]:
+    """The config keys a page can colour trials by: those in :data:`GROUPABLE_KEYS` on which the trials differ."""
+    return [key for key in GROUPABLE_KEYS if config_groups(view, key)]
 
 
 def trial_table(view: StudyView, states: Iterable[str]) -> pd.DataFrame:

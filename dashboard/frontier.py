@@ -26,6 +26,10 @@ TRAJECTORY_COLUMNS = ["trial", "update", "kl", "sqrt_kl", "proxy", "gold"]
 PEAK_COLUMNS = ["trial", "update", "kl", "sqrt_kl", "gold"]
 POINT_COLUMNS = ["trial", "update", "kl", "sqrt_kl", "proxy", "gold", "y", "state"]
 MIN_FIT_POINTS = 4  # three parameters (r0, alpha, beta): at least one degree of freedom left for r²
+# Which trials' points the fit pools: every trial (pruned ones ran furthest in KL, past gold's peak) or only those
+# that finished their budget.
+FIT_SCOPES = {"all": "Every trial's points", "complete": "Complete trials only"}
+GROUP_FIT_COLUMNS = ["group", "trials", "points", "kl_star", "gold_star", "r2", "note"]
 
 
 def _has_values(metrics: pd.DataFrame, metric: str) -> bool:
@@ -231,3 +235,33 @@ def fit_gao(sqrt_kl: np.ndarray | pd.Series, gold: np.ndarray | pd.Series) -> Fi
     reason = (f"the peak KL* = {fit.kl_star:.3g} lies outside the data's KL range "
               f"[{float(d.min()) ** 2:.3g}, {float(d.max()) ** 2:.3g}]: extrapolated." if extrapolated else "")
     return FitOutcome(fit, reason)
+
+
+def fit_points(paths: pd.DataFrame, states: Mapping[int, str], scope: str) -> pd.DataFrame:
+    """The trajectory rows a fit pools: all of them for scope "all", the COMPLETE trials' for "complete"."""
+    if scope not in FIT_SCOPES:
+        raise ValueError(f"unknown fit scope {scope!r}; expected one of {', '.join(FIT_SCOPES)}")
+    if scope == "all":
+        return paths
+    complete = [n for n, state in states.items() if state == "COMPLETE"]
+    return paths[paths["trial"].isin(complete)]
+
+
+def group_fits(paths: pd.DataFrame, groups: Mapping[int, str]) -> pd.DataFrame:
+    """:func:`fit_gao` within each group of trials (``groups``: trial -> label, e.g. the estimator).
+
+    One row per group: group, trials, points, kl_star, gold_star, r2 (NaN without a fit) and a note (the reason
+    there is no fit, or that the peak is extrapolated).
+    """
+    labels = paths["trial"].map(lambda n: groups.get(int(n)))
+    rows = []
+    for label in sorted({str(g) for g in labels.dropna()}):
+        chosen = paths[labels == label]
+        outcome = fit_gao(chosen["sqrt_kl"], chosen["gold"])
+        fit = outcome.fit
+        rows.append({
+            "group": label, "trials": int(chosen["trial"].nunique()), "points": int(chosen["gold"].notna().sum()),
+            "kl_star": fit.kl_star if fit else np.nan, "gold_star": fit.gold_star if fit else np.nan,
+            "r2": fit.r2 if fit else np.nan, "note": outcome.reason,
+        })
+    return pd.DataFrame(rows, columns=GROUP_FIT_COLUMNS)

@@ -11,31 +11,38 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from dashboard.charts import STATE_WORD, THRESHOLD_COLOR, trial_color
+from dashboard.charts import STATE_WORD, THRESHOLD_COLOR, group_colors, trial_color
 from dashboard.frontier import GaoFit
 
 STATE_COLORS = {"COMPLETE": "#2ca02c", "PRUNED": "#ff7f0e", "FAIL": "#d62728", "RUNNING": "#1f77b4"}
 OTHER_STATE_COLOR = "#7f7f7f"
 FRONT_COLOR = "#111111"
 FIT_COLOR = "#9467bd"
+# With points coloured by group, the state moves to the marker's shape.
+STATE_SYMBOLS = {"COMPLETE": "circle", "PRUNED": "x", "FAIL": "diamond", "RUNNING": "triangle-up"}
+OTHER_STATE_SYMBOL = "square"
 
 
 def trajectory_figure(
     paths: pd.DataFrame, peaks: pd.DataFrame, states: Mapping[int, str] | None = None,
+    groups: Mapping[int, str] | None = None,
 ) -> go.Figure:
     """Per trial, gold (solid, left axis) and proxy (dotted, right axis) against d = sqrt(KL), gold's peak marked.
 
     Proxy and gold are different scorers whose scales need not match, hence two y axes. Trace meta:
     {"trial": n, "series": "gold" | "proxy"} for the lines, {"role": "gold_peak", "trial": n} for the markers.
+    Given ``groups`` (trial -> label), each trial is drawn in its group's colour and named with its group.
     """
     states = states or {}
+    groups = groups or {}
+    colors = group_colors(groups.values())
     traces: list[go.Scatter] = []
     trials = paths["trial"].to_numpy(dtype=int)
     for n in sorted({int(t) for t in trials}):
         rows = paths[trials == n]
-        color = trial_color(n)
+        color = colors[groups[n]] if n in groups else trial_color(n)
         word = STATE_WORD.get(states.get(n, ""), states.get(n, "").lower())
-        label = f"#{n} {word}".strip()
+        label = f"#{n} {word}".strip() + (f" ({groups[n]})" if n in groups else "")
         x = rows["sqrt_kl"].to_numpy(dtype=float)
         for series, dash, axis in (("gold", "solid", "y"), ("proxy", "dot", "y2")):
             y = rows[series].to_numpy(dtype=float)
@@ -54,7 +61,8 @@ def trajectory_figure(
         traces.append(go.Scatter(
             x=[float(sqrt_kl)], y=[float(gold)], mode="markers", name=f"#{n} gold peak",
             legendgroup=f"trial{n}", showlegend=False, meta={"role": "gold_peak", "trial": n},
-            marker={"color": trial_color(n), "symbol": "star", "size": 13, "line": {"color": "black", "width": 1}},
+            marker={"color": colors[groups[n]] if n in groups else trial_color(n), "symbol": "star", "size": 13,
+                    "line": {"color": "black", "width": 1}},
             hovertemplate=(f"trial #{n} gold peak at update {int(update)}<br>KL {float(kl):.3g} "
                            f"(sqrt {float(sqrt_kl):.3g}), gold %{{y:.4g}}<extra></extra>"),
         ))
@@ -68,15 +76,8 @@ def trajectory_figure(
     return go.Figure(data=traces, layout=layout)
 
 
-def frontier_figure(
-    points: pd.DataFrame, front: pd.DataFrame, fit: GaoFit | None = None, y_title: str = "gold score",
-) -> go.Figure:
-    """Each trial's final (KL, y) point coloured by state, the Pareto front of the COMPLETE ones as a line, and,
-    given a fit, the fitted R(sqrt(KL)) with a vertical marker at KL* (the suggested ``kl_target``).
-
-    Trace meta: {"role": "points", "state": s}, {"role": "pareto_front"}, {"role": "fit"}, {"role": "kl_star"}.
-    """
-    traces: list[go.Scatter] = []
+def _state_points(points: pd.DataFrame) -> list[go.Scatter]:
+    traces = []
     for state, rows in points.groupby("state", sort=True):
         word = STATE_WORD.get(str(state), str(state).lower())
         traces.append(go.Scatter(
@@ -85,6 +86,39 @@ def frontier_figure(
             marker={"color": STATE_COLORS.get(str(state), OTHER_STATE_COLOR), "size": 9},
             hovertemplate=f"trial #%{{customdata}} ({word})<br>KL %{{x:.3g}}: %{{y:.4g}}<extra></extra>",
         ))
+    return traces
+
+
+def _group_points(points: pd.DataFrame, groups: Mapping[int, str]) -> list[go.Scatter]:
+    labels = points["trial"].map(lambda n: groups.get(int(n), "other"))
+    colors = group_colors(labels)
+    traces = []
+    for label, rows in points.groupby(labels, sort=True):
+        states = rows["state"].astype(str)
+        traces.append(go.Scatter(
+            x=rows["kl"].to_numpy(dtype=float), y=rows["y"].to_numpy(dtype=float), mode="markers", name=str(label),
+            meta={"role": "points", "group": str(label)},
+            customdata=np.column_stack([rows["trial"].to_numpy(dtype=int), states.map(STATE_WORD).fillna(states)]),
+            marker={"color": colors[str(label)], "size": 10,
+                    "symbol": [STATE_SYMBOLS.get(s, OTHER_STATE_SYMBOL) for s in states]},
+            hovertemplate=f"trial #%{{customdata[0]}} ({label}, %{{customdata[1]}})<br>KL %{{x:.3g}}: "
+                          "%{y:.4g}<extra></extra>",
+        ))
+    return traces
+
+
+def frontier_figure(
+    points: pd.DataFrame, front: pd.DataFrame, fit: GaoFit | None = None, y_title: str = "gold score",
+    groups: Mapping[int, str] | None = None,
+) -> go.Figure:
+    """Each trial's final (KL, y) point coloured by state, the Pareto front of the COMPLETE ones as a line, and,
+    given a fit, the fitted R(sqrt(KL)) with a vertical marker at KL* (the suggested ``kl_target``).
+
+    Given ``groups`` (trial -> label, e.g. the estimator), points are coloured by group and their state is the
+    marker's shape (:data:`STATE_SYMBOLS`). Trace meta: {"role": "points", "state": s} (or "group": g),
+    {"role": "pareto_front"}, {"role": "fit"}, {"role": "kl_star"}.
+    """
+    traces: list[go.Scatter] = _group_points(points, groups) if groups else _state_points(points)
     if not front.empty:
         traces.append(go.Scatter(
             x=front["kl"].to_numpy(dtype=float), y=front["y"].to_numpy(dtype=float), mode="lines",

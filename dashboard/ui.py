@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,7 +14,7 @@ import streamlit as st
 
 from dashboard import session
 from dashboard.charts import CurveStyle, trial_label
-from dashboard.frames import objective_labels
+from dashboard.frames import config_groups, grouping_options, objective_labels
 from dashboard.health_rules import Finding
 from dashboard.study_reader import PARAM_PREFIX, StudyRef, StudyView, safe_url
 from tuner.paths import DEFAULT_STUDIES_DIR
@@ -144,13 +144,30 @@ class PageContext:
     def health(self) -> dict[int, list[Finding]]:
         return session.health(self.ref.url, self.ref.name, self.token)
 
-    def style(self, x: str = "update", smoothing: float = 0.0) -> CurveStyle:
-        return CurveStyle(x=x, smoothing=smoothing, selected=self.selected)
+    def style(self, x: str = "update", smoothing: float = 0.0, groups: Mapping[int, str] | None = None) -> CurveStyle:
+        return CurveStyle(x=x, smoothing=smoothing, selected=self.selected, groups=groups or {})
 
     def default_trials(self, count: int) -> list[int]:
         """``count`` trials for a picker to start with: the selected ones, then the best, then the first."""
         ordered = [*sorted(self.selected), *self.view.best, *self.view.numbers]
         return list(dict.fromkeys(ordered))[:count]
+
+
+TRIAL_COLORS = "trial"
+
+
+def color_by_picker(context: PageContext, where: Any, key: str) -> dict[int, str]:
+    """A "Colour by" radio when the trials differ in a groupable setting (the estimator); the trial -> group map
+    it chose, or {} for a colour per trial. Draws nothing on a study whose trials all share those settings."""
+    options = grouping_options(context.view)
+    if not options:
+        return {}
+    choices = [TRIAL_COLORS, *options]
+    keep_valid(key, choices, options[0])
+    chosen = where.radio("Colour by", choices, key=key, horizontal=True,
+                         help="Colour each trial by its setting, with one legend entry per value, or each trial "
+                              "in its own colour.")
+    return {} if chosen == TRIAL_COLORS else config_groups(context.view, chosen)
 
 
 def current_context() -> PageContext | None:

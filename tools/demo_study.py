@@ -79,6 +79,9 @@ class DemoSpec:
     objectives: tuple[str, ...] = ("objective/scores",)
     running_trials: int = 0  # the last trials are left RUNNING, half-way through, as if a worker were busy
     stop_trials: bool = True  # prune KL blow-ups and fail diverged runs; False runs every trial to the end
+    # Given, trial n's config names estimators[n % len] as its advantage_estimator (the curves do not depend on it).
+    estimators: tuple[str, ...] = ()
+    gold_score: bool = True  # False: no gold scorer, as with a custom reward (no objective/gold_score, no sample gold)
     start: dt.datetime = field(default_factory=lambda: dt.datetime(2025, 1, 1, 9, 0, 0))
 
 
@@ -178,9 +181,10 @@ def _samples(
         score = float(curves["objective/scores"][update - 1]) if update else 0.2
         gold = float(curves["objective/gold_score"][update - 1]) if update else 0.2
         for index, prompt in enumerate(EVAL_PROMPTS):
+            noisy_gold = round(gold + float(rng.normal(0, 0.2)), 4)
             samples.append(SampleGeneration(
                 update, update * spec.episodes_per_update, index, prompt, _response(index, kl, spec.threshold, rng),
-                round(score + float(rng.normal(0, 0.2)), 4), round(gold + float(rng.normal(0, 0.2)), 4),
+                round(score + float(rng.normal(0, 0.2)), 4), noisy_gold if spec.gold_score else None,
             ))
     return samples
 
@@ -234,11 +238,14 @@ def build_demo_study(url: str, spec: DemoSpec | None = None) -> None:
         curves = _curves(params, spec.n_updates, rng)
         running = number >= spec.n_trials - spec.running_trials
         trial, updates = _frozen_trial(params, curves, spec, clock, running)
+        if spec.estimators:
+            trial.user_attrs[CONFIG_ATTR]["advantage_estimator"] = spec.estimators[number % len(spec.estimators)]
         study.add_trial(trial)
         trial_id = storage.get_trial_id_from_study_id_trial_number(study_id, number)
         store = TrialStore(engine, spec.name, trial_id, number)
         for update in range(1, updates + 1):
-            row = {name: float(values[update - 1]) for name, values in curves.items()}
+            row = {name: float(values[update - 1]) for name, values in curves.items()
+                   if spec.gold_score or name != "objective/gold_score"}
             episode = float(update * spec.episodes_per_update)
             store.write_metrics(update, {**row, "update": float(update), "episode": episode})
         store.write_samples(_samples(curves, updates, spec, rng))
