@@ -46,6 +46,8 @@ ADVICE_ENTROPY = ("Lower the learning rate or raise β to keep the policy near t
                   "(entropy_coef) also keeps it from collapsing to a few answers.")
 ADVICE_STEP_SIZE = ("Use fewer PPO epochs (num_ppo_epochs) or a tighter clip range (cliprange), "
                     "or lower the learning rate: each update moves the policy too far from the one that sampled.")
+ADVICE_OVER_OPTIMISATION = ("Raise β (kl_coef) or, with the adaptive controller, lower kl_target to stay closer to "
+                            "the SFT model, or train for fewer updates.")
 ADVICE_NON_FINITE = ("Lower the learning rate(s), keep gradient clipping (max_grad_norm) on, "
                      "and check that the reward never returns NaN or infinity.")
 
@@ -253,8 +255,8 @@ def over_optimisation(metrics: pd.DataFrame, context: HealthContext) -> Finding 
         "over_optimisation", WARNING, "Proxy score up, gold score down (over-optimisation)",
         f"after update {update} the proxy score rose {proxy[peak_at]:.3g} → {proxy[-1]:.3g} "
         f"while the gold score fell {gold[peak_at]:.3g} → {gold[-1]:.3g}",
-        f"The policy is exploiting the proxy reward model: prefer the policy from around update {update}, "
-        "raise β or lower kl_target to stay closer to the SFT model, or train for fewer updates.", update,
+        f"The policy is exploiting the proxy reward model: prefer the policy from around update {update}. "
+        f"{ADVICE_OVER_OPTIMISATION}", update,
     )
 
 

@@ -1,9 +1,12 @@
-"""Health page: for each trial, what its curves say in plain words and what to try (see dashboard.health_rules)."""
+"""Health page: what to try next for the whole study (dashboard.advice), then for each trial what its curves say in
+plain words and what to try (dashboard.health_rules)."""
 
 from __future__ import annotations
 
 import streamlit as st
 
+from dashboard import session
+from dashboard.advice import Advice, study_advice
 from dashboard.charts import trial_label
 from dashboard.frames import health_summary
 from dashboard.health_rules import CRITICAL, SEVERITY_RANK, WARNING, Finding, worst
@@ -18,7 +21,31 @@ def _finding(finding: Finding) -> None:
     box(f"**{finding.sign}**: {finding.evidence}.\n\n**Try:** {finding.advice}")
 
 
+@st.cache_data(ttl=session.TTL_S, max_entries=session.MAX_STUDIES, show_spinner=False)
+def _advice(url: str, name: str, token: str) -> list[Advice]:
+    # The constraint values Optuna keeps on each trial, from the snapshot the token was taken from.
+    trials = session.reader(url, name).current().trials
+    constraints = {trial.number: trial.constraints for trial in trials if trial.constraints}
+    return study_advice(session.study_view(url, name, token), session.health(url, name, token), constraints)
+
+
+def _what_to_try(context: PageContext) -> None:
+    st.subheader("What to try next")
+    advice = _advice(context.ref.url, context.ref.name, context.token)
+    if not advice:
+        st.success("Nothing to act on: no trial shows a warning sign, no constraint is broken, and the best trials "
+                   "crowd no bound of the search space.")
+        return
+    st.caption("For the whole study, in the order the tuning guidance tunes: KL control first, then the learning "
+               "rate and batch size, then PPO epochs and clipping. Each item says in how many trials it was seen "
+               "and which settings those trials share that the others do not.")
+    st.markdown("\n".join(f"{i}. **{item.group}: {item.what}.** {item.evidence}.  \n   *Try:* {item.action}"
+                          for i, item in enumerate(advice, 1)))
+
+
 def render(context: PageContext) -> None:
+    _what_to_try(context)
+    st.subheader("Each trial")
     findings = context.health()
     view = context.view
     severities = {n: worst(findings.get(n, [])) for n in view.numbers}
