@@ -67,8 +67,10 @@ def trajectory_figure(
                            f"(sqrt {float(sqrt_kl):.3g}), gold %{{y:.4g}}<extra></extra>"),
         ))
     layout = go.Layout(
-        title={"text": "Gold and proxy score against sqrt(KL)"}, height=400,
+        title={"text": "Gold and proxy score against sqrt(KL)"}, height=440,
         margin={"l": 10, "r": 10, "t": 40, "b": 10}, hovermode="closest",
+        # Below the plot: on the right the legend would sit on the proxy axis.
+        legend={"orientation": "h", "y": -0.2, "font": {"size": 11}},
         xaxis={"title": {"text": "sqrt(KL to the reference policy)"}},
         yaxis={"title": {"text": "gold score (solid)"}},
         yaxis2={"title": {"text": "proxy score (dotted)"}, "overlaying": "y", "side": "right", "showgrid": False},

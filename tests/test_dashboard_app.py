@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import base64
+import html
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -177,7 +179,7 @@ def test_curves_show_gold_scores_when_the_study_has_them(open_page: Any) -> None
 def test_samples_page_shows_the_stored_generations(open_page: Any, studies: DashboardStudies) -> None:
     stored = read_samples(create_engine(studies.url), REAL)
     app = open_page("samples")
-    assert [s.value for s in app.subheader] == ["Every trial's answer at update 8", "One trial over the updates"]
+    assert [s.value for s in app.subheader] == ["Side by side over the run", "Every trial's answer at update 8"]
     assert len(app.selectbox(key="samples_prompt").options) == stored["prompt_index"].nunique() == 2
     table = app.dataframe[0].value.set_index("trial_number")
     assert set(table.index) == set(stored["trial_number"])
@@ -185,15 +187,16 @@ def test_samples_page_shows_the_stored_generations(open_page: Any, studies: Dash
         expected = stored[(stored["trial_number"] == number) & (stored["prompt_index"] == 0)].iloc[-1]
         assert row["update"] == expected["update"] and row["response"] == expected["response"]
         assert same(row["score"], expected["score"])
-    # One trial over the updates: the best trial's answers to prompt 0, in update order.
-    trial = app.selectbox(key="samples_trial").value
-    own = stored[(stored["trial_number"] == trial) & (stored["prompt_index"] == 0)]
-    assert [c.value for c in app.code] == own["response"].tolist()
-    assert [m.value.split("**")[1] for m in app.markdown] == [f"Update {u}" for u in own["update"]]
-
-    app.selectbox(key="samples_prompt").set_value(1).run()
-    own = stored[(stored["trial_number"] == trial) & (stored["prompt_index"] == 1)]
-    assert [c.value for c in app.code] == own["response"].tolist()
+    # The grid: a column per trial, a row per sampling point, every stored answer to the prompt in its cell.
+    for prompt in (0, 1):
+        app.selectbox(key="samples_prompt").set_value(prompt).run()
+        columns = app.multiselect(key="samples_columns").value
+        assert len(columns) >= 2
+        grid = app.get("html")[0].proto.body
+        own = stored[stored["trial_number"].isin(columns) & (stored["prompt_index"] == prompt)]
+        cells = re.findall(r'<div style="white-space[^"]*">(.*?)</div>', grid)
+        assert sorted(html.unescape(re.sub(r"</?mark[^>]*>", "", c)) for c in cells) == \
+            sorted(r or "(empty response)" for r in own["response"])
     assert_clean(app)
 
 

@@ -14,7 +14,7 @@ from tools.screenshots import CHROMIUM, capture_pages, serve
 EXPECTED_TEXT = {
     "study": ["Trials", "Complete", "Pruned", "Failed", "Best trial #", "Show states"],
     "curves": ["KL", "Reward", "More metrics", f"blow-up threshold ({KL_THRESHOLD:g} nats)", "No gold score"],
-    "samples": ["Evaluation prompt", "Every trial's answer at update 8", "One trial over the updates", "Update 8"],
+    "samples": ["Evaluation prompt", "Side by side over the run", "Every trial's answer at update 8", "update 8"],
     "compare": ["Trials to compare", "Parameters", "Curves", "Final metrics", "Generations", "Prompt 0:"],
     "analysis": ["Optimization history", "Parameter importances", "Timeline"],
     "health": ["Critical", "KL above the blow-up threshold", "Lower the learning rate or raise β"],

@@ -6,10 +6,15 @@ import pandas as pd
 import streamlit as st
 
 from dashboard.charts import trial_label
-from dashboard.frames import number, prompts, sample_updates, samples_at, trial_samples
+from dashboard.frames import config_groups, prompts, sample_updates, samples_at
+from dashboard.sample_grid import ROW_KEYS, grid_html, prompt_rows, row_key, sample_grid
 from dashboard.ui import PageContext, keep_valid, run_page
 
-PROMPT_KEY, UPDATE_KEY, TRIAL_KEY = "samples_prompt", "samples_update", "samples_trial"
+PROMPT_KEY, UPDATE_KEY = "samples_prompt", "samples_update"
+COLUMNS_KEY, ROWS_KEY, RANGE_KEY = "samples_columns", "samples_rows_by", "samples_row_range"
+FOLLOWED_KEY = "_samples_columns_follow"  # the sidebar selection the columns were last set from
+MAX_COLUMNS, DEFAULT_COLUMNS = 6, 3
+MAX_ROWS = 12  # rows drawn at once; a range picker reaches the rest
 TEXT_CONFIG = {
     "trial_number": st.column_config.NumberColumn("trial", format="%d", width="small"),
     "selected": st.column_config.CheckboxColumn("★", width="small"),
@@ -35,18 +40,49 @@ def _across_trials(context: PageContext, samples: pd.DataFrame, prompt_index: in
     st.caption("Each trial's latest generation at or before this update: pruned trials stop early.")
 
 
-def _over_updates(context: PageContext, samples: pd.DataFrame, prompt_index: int) -> None:
-    st.subheader("One trial over the updates")
+def _columns(context: PageContext, samples: pd.DataFrame) -> list[int]:
     states = context.view.states()
     with_samples = sorted(int(n) for n in samples["trial_number"].unique())
-    start = next((n for n in context.default_trials(len(with_samples)) if n in with_samples), with_samples[0])
-    keep_valid(TRIAL_KEY, with_samples, start)
-    trial = st.selectbox("Trial", with_samples, key=TRIAL_KEY, format_func=lambda n: trial_label(n, states[n]))
-    for row in trial_samples(samples, trial, prompt_index).itertuples():
-        with st.container(border=True):
-            st.markdown(f"**Update {row.update}** · episode {row.episode} · proxy score {number(row.score)} · "
-                        f"gold score {number(row.gold_score)}")
-            st.code(row.response or "(empty response)", language=None, wrap_lines=True)
+    selected = [n for n in sorted(context.selected) if n in with_samples]
+    default = selected[:MAX_COLUMNS] if len(selected) >= 2 else \
+        [n for n in context.default_trials(len(with_samples)) if n in with_samples][:DEFAULT_COLUMNS]
+    # The columns follow the sidebar's selection each time it changes; in between they are the user's own.
+    if len(selected) >= 2 and st.session_state.get(FOLLOWED_KEY) != selected:
+        st.session_state[FOLLOWED_KEY] = selected
+        st.session_state[COLUMNS_KEY] = selected[:MAX_COLUMNS]
+    keep_valid(COLUMNS_KEY, with_samples, default)
+    return st.multiselect(f"Trials as columns (up to {MAX_COLUMNS})", with_samples, key=COLUMNS_KEY,
+                          max_selections=MAX_COLUMNS, format_func=lambda n: trial_label(n, states[n]),
+                          help="The sidebar's selected trials when 2 to 6 are selected, else the best ones.")
+
+
+def _grid(context: PageContext, samples: pd.DataFrame, prompt_index: int) -> None:
+    st.subheader("Side by side over the run")
+    trials = _columns(context, samples)
+    if not trials:
+        st.info("Pick trials to lay out as columns.")
+        return
+    rows = prompt_rows(samples, prompt_index, trials)
+    left, right = st.columns([1, 3])
+    keep_valid(ROWS_KEY, list(ROW_KEYS), row_key(rows))
+    key = left.radio("Rows by", ROW_KEYS, key=ROWS_KEY, horizontal=True,
+                     help="Episode lines up trials whose rollout batches differ (their k-th samples share a row).")
+    grid = sample_grid(rows, trials, key)
+    points = list(grid.index)
+    if len(points) > MAX_ROWS:
+        kept = st.session_state.get(RANGE_KEY)
+        if kept is not None and not (isinstance(kept, (tuple, list)) and len(kept) == 2 and set(kept) <= set(points)):
+            del st.session_state[RANGE_KEY]  # other trials or the other row key: start over
+        # The default must be passed as a pair, not set in the session state: the pair makes the slider a range.
+        low, high = right.select_slider(f"{key.capitalize()}s shown", points, value=(points[-MAX_ROWS], points[-1]),
+                                        key=RANGE_KEY)
+        grid = grid.loc[low:high]
+    states = context.view.states()
+    groups = config_groups(context.view, "advantage_estimator")
+    labels = {n: trial_label(n, states[n]) + (f" ({groups[n]})" if n in groups else "") for n in trials}
+    st.html(grid_html(grid, labels))
+    st.caption(f"Marked: the words that differ from the first column's text ({labels[trials[0]]}) in the same "
+               f"row. Under each text: the proxy and gold scores. {len(points)} sampling points in all.")
 
 
 def render(context: PageContext) -> None:
@@ -58,8 +94,8 @@ def render(context: PageContext) -> None:
     keep_valid(PROMPT_KEY, list(by_index), next(iter(by_index)))
     prompt_index = st.selectbox("Evaluation prompt", list(by_index), key=PROMPT_KEY,
                                 format_func=lambda i: f"{i}: {by_index[i]}")
+    _grid(context, samples, prompt_index)
     _across_trials(context, samples, prompt_index)
-    _over_updates(context, samples, prompt_index)
 
 
 run_page("Samples", render, "What the policy actually writes for the fixed evaluation prompts.")
