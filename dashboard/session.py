@@ -16,7 +16,6 @@ from dataclasses import dataclass
 import pandas as pd
 import sqlalchemy
 import streamlit as st
-from optuna.storages import RDBStorage
 
 from dashboard.health_rules import Finding, HealthContext, diagnose_trials
 from dashboard.study_reader import (
@@ -25,7 +24,6 @@ from dashboard.study_reader import (
     StudyView,
     build_study_view,
     open_read_only_engine,
-    open_read_only_storage,
     safe_url,
     study_names,
 )
@@ -51,18 +49,13 @@ class Listing:
 
 
 @st.cache_resource(show_spinner=False)
-def storage(url: str) -> RDBStorage:
-    return open_read_only_storage(url)
-
-
-@st.cache_resource(show_spinner=False)
 def engine(url: str) -> sqlalchemy.Engine:
     return open_read_only_engine(url)
 
 
 @st.cache_resource(show_spinner=False, max_entries=MAX_STUDIES)
 def reader(url: str, name: str) -> StudyReader:
-    return StudyReader(StudyRef(url, name), storage(url), engine(url))
+    return StudyReader(StudyRef(url, name), engine(url))
 
 
 @st.cache_data(ttl=5, show_spinner=False)
@@ -71,7 +64,7 @@ def list_studies(urls: tuple[str, ...]) -> Listing:
     errors: list[str] = []
     for url in urls:
         try:
-            refs.extend(StudyRef(url, name) for name in study_names(storage(url)))
+            refs.extend(StudyRef(url, name) for name in study_names(engine(url)))
         except Exception as error:  # one unreadable file must not hide the others' studies
             errors.append(f"{safe_url(url)}: {type(error).__name__}: {first_line(error)}")
     return Listing(tuple(refs), tuple(errors))

@@ -2,14 +2,15 @@
 and the study as the pages see it (:class:`StudyView`). Nothing here knows about Streamlit.
 
 The dashboard never writes: SQLite files are opened with ``mode=ro`` (a write fails instead of
-locking out a worker; WAL lets readers and the writer go on side by side), PostgreSQL sessions are
-``default_transaction_read_only``, and Optuna's storage is told not to create tables.
+locking out a worker; WAL lets readers and the writer go on side by side) and PostgreSQL sessions are
+``default_transaction_read_only``. Optuna's tables are read with plain SQL (``dashboard.optuna_tables``):
+Optuna's own storage builds every trial through its ORM, which costs a second per cold open of a big study.
 
 A :class:`StudyReader` lives as long as the dashboard process (Streamlit keeps it as a resource), so a
-refresh of a running study reads only what is new: Optuna's cached storage re-reads unfinished trials
-only, and the store's rows, which are only ever appended, are fetched past the last row id seen. A
-refresh reads the trials and only the newest row ids of the store; the rows themselves are read when a
-page asks for them, so the trial table opens without decoding every update of every trial.
+refresh of a running study reads only what is new: the trials past the last trial id and the unfinished
+ones, and the store's rows, which are only ever appended, past the last row id seen. A refresh reads the
+trials and only the newest row ids of the store; the rows themselves are read when a page asks for them,
+so the trial table opens without decoding every update of every trial.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ import hashlib
 import math
 import os
 import threading
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,10 +28,11 @@ from urllib.parse import quote
 import optuna
 import pandas as pd
 import sqlalchemy
-from optuna.storages import RDBStorage
 from optuna.trial import FrozenTrial
 
 from dashboard.launch import STORAGE_ENV
+from dashboard.optuna_tables import TrialCache, read_study, snapshot_study
+from dashboard.optuna_tables import study_names as table_study_names
 from tuner.attrs import CONFIG_ATTR, DEFAULT_KL_METRIC, DEFAULT_KL_THRESHOLD, KL_GUARD_ATTR, KL_HISTORY_ATTR
 from tuner.database import SQLITE_BUSY_TIMEOUT_S, sqlite_path
 from tuner.edge_findings import EdgeFinding, edge_findings, stored_search_space
@@ -87,23 +88,19 @@ def read_only_engine_kwargs(url: str) -> dict[str, Any]:
 
 
 def open_read_only_engine(url: str) -> sqlalchemy.Engine:
-    """A SQLAlchemy engine on the study database that cannot write."""
-    return sqlalchemy.create_engine(read_only_url(url), **read_only_engine_kwargs(url))
-
-
-def open_read_only_storage(url: str) -> RDBStorage:
-    """Optuna's storage on the same database, without creating tables; raises if it is no Optuna database."""
+    """A SQLAlchemy engine on the study database that cannot write; raises if a SQLite file is missing."""
     path = sqlite_path(url)
     if path is not None and not path.is_file():
         raise FileNotFoundError(f"no study database at {path}")
-    optuna.logging.set_verbosity(optuna.logging.ERROR)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        return RDBStorage(read_only_url(url), engine_kwargs=read_only_engine_kwargs(url), skip_table_creation=True)
+    return sqlalchemy.create_engine(read_only_url(url), **read_only_engine_kwargs(url))
 
 
-def study_names(storage: RDBStorage) -> list[str]:
-    return sorted(optuna.get_all_study_names(storage))
+def study_names(engine: sqlalchemy.Engine) -> list[str]:
+    """The studies in the database, sorted; raises if it has no Optuna tables."""
+    with engine.connect() as connection:
+        if not sqlalchemy.inspect(connection).has_table("studies"):
+            raise LookupError("no Optuna study tables in this database")
+        return table_study_names(connection)
 
 
 @dataclass(frozen=True)
@@ -118,23 +115,25 @@ class Snapshot:
 
 
 def decode_metrics(rows: Sequence[Sequence[Any]]) -> pd.DataFrame:
-    """Rows of (id, trial_id, trial_number, update, episode, metrics JSON): the store's decoder, id dropped."""
-    return decode_metric_rows([row[1:] for row in rows])
+    """Rows of (trial_id, trial_number, update, episode, metrics JSON, id): the store's decoder, which reads the
+    first five columns, so the trailing id needs no copy of every row to drop it."""
+    return decode_metric_rows(rows)
 
 
 def _decode_samples(rows: Sequence[Sequence[Any]]) -> pd.DataFrame:
-    return pd.DataFrame([row[1:] for row in rows], columns=SAMPLE_COLUMNS)
+    return pd.DataFrame(rows, columns=[*SAMPLE_COLUMNS, "id"]).drop(columns="id")
 
 
 class _AppendOnlyRows:
-    """Rows of one store table for one study, fetched past the last id seen."""
+    """Rows of one store table for one study, fetched past the last id seen; the id comes last in each row
+    (slicing it off the front of 40,000 SQLAlchemy rows costs a tenth of a second)."""
 
     def __init__(
         self, table: sqlalchemy.Table, columns: list[str], decode: Callable[[Sequence[Sequence[Any]]], pd.DataFrame],
         order: list[str],
     ) -> None:
         self.table = table
-        self.columns = [table.c.id, *(table.c[name] for name in columns)]
+        self.columns = [*(table.c[name] for name in columns), table.c.id]
         self.decode = decode
         self.order = order
         self.last_id = 0
@@ -153,7 +152,7 @@ class _AppendOnlyRows:
         if rows or self.frame is None:
             new = self.decode(rows)
             if rows:
-                self.last_id = int(rows[-1][0])
+                self.last_id = int(rows[-1][-1])
             # Each refresh builds a new frame, so a snapshot handed out earlier never changes under a reader.
             old = self.frame
             combined = new if old is None or old.empty else pd.concat([old, new], ignore_index=True)
@@ -164,12 +163,12 @@ class _AppendOnlyRows:
 class StudyReader:
     """One study's data, refreshed on demand; safe to share between Streamlit sessions."""
 
-    def __init__(self, ref: StudyRef, storage: RDBStorage, engine: sqlalchemy.Engine) -> None:
+    def __init__(self, ref: StudyRef, engine: sqlalchemy.Engine) -> None:
         self.ref = ref
         self.engine = engine
-        self.storage = storage
-        self.study = optuna.load_study(study_name=ref.name, storage=storage)
-        self.study_id = storage.get_study_id_from_name(ref.name)
+        with engine.connect() as connection:
+            self.study_id = read_study(connection, ref.name).study_id  # KeyError if there is no such study
+        self._trials = TrialCache(self.study_id)
         self._lock = threading.Lock()
         self._metrics = _AppendOnlyRows(
             metrics_table, ["trial_id", "trial_number", "update", "episode", "metrics"], decode_metrics,
@@ -187,18 +186,22 @@ class StudyReader:
         return self._has_store
 
     def refresh(self) -> Snapshot:
-        """Read the trials and the store's newest row ids; return the snapshot and its token."""
+        """Read what changed in the trials, the study's attributes and the store's newest row ids; return the
+        snapshot and its token (the same snapshot when nothing changed)."""
         with self._lock:
-            trials = tuple(self.study.get_trials(deepcopy=False))
-            ids = (0, 0)
-            if self._store_exists():
-                with self.engine.connect() as connection:
-                    ids = (self._metrics.newest_id(connection, self.ref.name),
-                           self._samples.newest_id(connection, self.ref.name))
-            # Study attributes (the KL guard) are read through the storage: Optuna 5's Study has no system_attrs.
-            user_attrs = self.storage.get_study_user_attrs(self.study_id)
-            system_attrs = self.storage.get_study_system_attrs(self.study_id)
-            self._snapshot = Snapshot(change_token(trials, *ids), self.study, trials, user_attrs, system_attrs)
+            store = self._store_exists()
+            with self.engine.connect() as connection:
+                record = read_study(connection, self.ref.name)  # the study's attributes may change as it runs
+                trials = self._trials.refresh(connection)
+                ids = (self._metrics.newest_id(connection, self.ref.name),
+                       self._samples.newest_id(connection, self.ref.name)) if store else (0, 0)
+            token = change_token(trials, *ids, self._trials.unfinished_key)
+            last = self._snapshot
+            if last is not None and last.trials is trials and last.token == token \
+                    and (last.user_attrs, last.system_attrs) == (record.user_attrs, record.system_attrs):
+                return last
+            self._snapshot = Snapshot(token, snapshot_study(record, trials), trials, record.user_attrs,
+                                      record.system_attrs)
             return self._snapshot
 
     def current(self) -> Snapshot:
@@ -221,16 +224,17 @@ class StudyReader:
                 return rows.refresh(connection, self.ref.name)
 
 
-def change_token(trials: tuple[FrozenTrial, ...], metrics_id: int, samples_id: int) -> str:
-    """A short string that changes when a trial is added or changes state, or a metric or sample is stored."""
-    states = "".join(str(trial.state.value) for trial in trials)
+def change_token(trials: tuple[FrozenTrial, ...], metrics_id: int, samples_id: int, unfinished: str = "") -> str:
+    """A short string that changes when a trial is added or changes state, an unfinished trial's rows change
+    (``unfinished``: ``TrialCache.unfinished_key``), or a metric or sample is stored."""
+    states = "".join(str(trial.state.value) for trial in trials) + unfinished
     digest = hashlib.blake2b(states.encode(), digest_size=6).hexdigest()
     return f"{len(trials)}-{digest}-{metrics_id}-{samples_id}"
 
 
 def open_reader(ref: StudyRef) -> StudyReader:
     """A reader on a study, for scripts and benchmarks (the app keeps one per study in its cache)."""
-    return StudyReader(ref, open_read_only_storage(ref.url), open_read_only_engine(ref.url))
+    return StudyReader(ref, open_read_only_engine(ref.url))
 
 
 @dataclass(frozen=True)
