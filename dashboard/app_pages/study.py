@@ -1,16 +1,20 @@
 """Study page: trial counts by state, the best trial, searched ranges the best trials crowd against (edge
-findings), and the trial table.
+findings), the validated results where ``ppo-tune validate`` reran the best configurations, and the trial table.
 
 Rows selected in the table become the selection every page highlights.
 """
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
 from dashboard import session
-from dashboard.frames import best_summary, trial_table
+from dashboard.frames import best_summary, objective_labels, trial_table
+from dashboard.study_reader import StudyRef
 from dashboard.ui import PageContext, escape_markdown, keep_valid, run_page, trial_table_config
+from dashboard.validation_view import validation_caption, validation_figure, validation_frame
+from tuner.validation import validation_study_name
 
 TABLE_KEY = "trial_table"
 SHOWN_KEY = "_trial_table_numbers"  # the trial number of each table row, for the selection callback
@@ -30,6 +34,44 @@ def _height(rows: int) -> int:
     return min(rows + 1, 19) * 35 + 3
 
 
+@st.cache_data(ttl=session.TTL_S, max_entries=session.MAX_STUDIES, show_spinner=False)
+def _validated(url: str, name: str, token: str, validation_token: str) -> pd.DataFrame:
+    # Keyed by both studies' change tokens: runs finishing in the validation study change only its token.
+    study = session.reader(url, name).current().study
+    return validation_frame(study, session.reader(url, validation_study_name(name)).current().study)
+
+
+def _validation(context: PageContext) -> None:
+    ref = StudyRef(context.ref.url, validation_study_name(context.ref.name))
+    # The studies the sidebar found: a study never validated has no validation study among them.
+    if ref not in st.session_state.get(session.REFS_KEY, {}).values():
+        return
+    frame = _validated(ref.url, context.ref.name, context.token, session.refresh(ref))
+    if frame.empty:
+        return
+    st.subheader("Validated on fresh seeds")
+    objective = objective_labels(context.view)[context.view.objective_names[0]]
+    st.dataframe(frame, hide_index=True, width="stretch", column_config={
+        "trial": st.column_config.NumberColumn("trial", format="%d", width="small"),
+        "tuning_value": st.column_config.NumberColumn("tuning value", format="%.4g",
+                                                      help=f"{objective} on the seed the study tuned with"),
+        "tuning_rank": st.column_config.NumberColumn("tuning rank", format="#%d"),
+        "mean": st.column_config.NumberColumn("validated mean", format="%.4g"),
+        "ci_low": st.column_config.NumberColumn("95% CI low", format="%.4g"),
+        "ci_high": st.column_config.NumberColumn("95% CI high", format="%.4g"),
+        "n": st.column_config.NumberColumn("n", format="%d", help="completed runs"),
+        "failed": st.column_config.NumberColumn("failed", format="%d"),
+        "pending": st.column_config.NumberColumn("pending", format="%d", help="runs queued or running"),
+        "feasible_runs": st.column_config.NumberColumn("feasible", format="%d",
+                                                       help="completed runs that kept the study's constraints"),
+        "validated_rank": st.column_config.NumberColumn("validated rank", format="#%d"),
+        "ranking": st.column_config.TextColumn("ranking", width="medium"),
+    })
+    st.caption(validation_caption(frame) + " Ranks are among the validated configurations; the validated mean is "
+               "the number to trust, the tuning value won on one seed.")
+    st.plotly_chart(validation_figure(frame, objective), key="validation_chart", width="stretch")
+
+
 def render(context: PageContext) -> None:
     view = context.view
     columns = st.columns(1 + len(view.counts))
@@ -39,6 +81,7 @@ def render(context: PageContext) -> None:
     st.markdown(best_summary(view))
     for finding in view.edge_findings:
         st.warning(f"**Edge of the search space**: {escape_markdown(finding.message)}")
+    _validation(context)
 
     present = [s for s, count in view.counts.items() if count]
     keep_valid(FILTER_KEY, present, present)
