@@ -94,6 +94,14 @@ class _Series:
         return int(self.updates[-1])
 
 
+def _floats(metrics: pd.DataFrame, columns: list[str]) -> np.ndarray:
+    """The columns as one float matrix, a row per update. By position in the whole frame's matrix: selecting
+    columns by name, as a list or one at a time, goes through pandas' index of (Arrow) strings, which over hundreds
+    of trials cost more than the rules themselves."""
+    positions = {name: i for i, name in enumerate(metrics.columns)}
+    return metrics.to_numpy(dtype=float)[:, [positions[name] for name in columns]]
+
+
 def _series(metrics: pd.DataFrame, name: str) -> _Series:
     if name not in metrics.columns or metrics.empty:
         return _Series(np.empty(0, dtype=int), np.empty(0))
@@ -107,7 +115,7 @@ def non_finite(metrics: pd.DataFrame, context: HealthContext) -> Finding | None:
     columns = [c for c in metrics.columns if c not in METRIC_KEYS]
     if not columns or metrics.empty:
         return None
-    values = metrics[columns].to_numpy(dtype=float)
+    values = _floats(metrics, columns)
     finite = np.isfinite(values)
     # Stored NaNs and missing values read back alike. A column without any value is a metric this run
     # does not report (a gold score without a task), unless every run reports it (the guarded metrics); the
@@ -236,11 +244,9 @@ def _rolling_mean(values: np.ndarray, window: int) -> np.ndarray:
 
 def over_optimisation(metrics: pd.DataFrame, context: HealthContext) -> Finding | None:
     """The proxy score keeps rising after the gold score peaked and fell back: the reward model is fooled."""
-    both = metrics[["update", "objective/scores", "objective/gold_score"]] \
-        if {"objective/scores", "objective/gold_score"} <= set(metrics.columns) else None
-    if both is None:
+    if "objective/scores" not in metrics.columns or "objective/gold_score" not in metrics.columns:
         return None
-    values = both.to_numpy(dtype=float)
+    values = _floats(metrics, ["update", "objective/scores", "objective/gold_score"])
     values = values[np.isfinite(values).all(axis=1)]
     if len(values) < 2 * context.window:
         return None
@@ -268,7 +274,9 @@ RULES: tuple[Callable[[pd.DataFrame, HealthContext], Finding | None], ...] = (
 
 def diagnose(metrics: pd.DataFrame, context: HealthContext) -> list[Finding]:
     """Every rule's finding for one trial's metrics (sorted by update), worst first."""
-    rows = metrics.sort_values("update") if "update" in metrics.columns else metrics
+    # The reader's frames are sorted already; sorting again costs more than every rule together.
+    ordered = "update" not in metrics.columns or metrics["update"].is_monotonic_increasing
+    rows = metrics if ordered else metrics.sort_values("update")
     findings = [f for rule in RULES if (f := rule(rows, context)) is not None]
     return sorted(findings, key=lambda f: SEVERITY_RANK[f.severity])
 
