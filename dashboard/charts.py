@@ -99,15 +99,17 @@ def _legend_group(number: int, style: CurveStyle) -> str:
 
 def _trial_traces(
     series: Mapping[int, tuple[np.ndarray, np.ndarray]], states: Mapping[int, str], style: CurveStyle
-) -> list[go.Scatter]:
+) -> list[dict[str, Any]]:
+    # Plain dicts, not go.Scatter: go.Figure validates a dict once, but copies and validates a go.Scatter again
+    # (a 200-trial figure in about a third of the time).
     shown_groups: set[str] = set()
     traces = []
     for number in _draw_order(series, style.selected):
         group = style.groups.get(number)
         meta = {"trial": number, "state": states[number]} | ({"group": group} if group is not None else {})
         label = f"trial #{number}" + (f" ({group})" if group is not None else "")
-        traces.append(go.Scatter(
-            x=series[number][0], y=series[number][1], mode="lines", meta=meta,
+        traces.append(dict(
+            type="scatter", x=series[number][0], y=series[number][1], mode="lines", meta=meta,
             hovertemplate=f"{label}<br>%{{x}}: %{{y:.4g}}<extra></extra>",
             **_legend(number, states[number], style, shown_groups), **_line_style(number, states[number], style),
         ))
@@ -124,8 +126,8 @@ def curves_figure(
                      layout=_layout(title or metric, metric, style.x, len(series), bool(style.groups)))
 
 
-def _horizontal(y: float, x_range: tuple[float, float], **trace: object) -> go.Scatter:
-    return go.Scatter(x=list(x_range), y=[y, y], mode="lines", **trace)
+def _horizontal(y: float, x_range: tuple[float, float], **trace: object) -> dict[str, Any]:
+    return {"type": "scatter", "x": list(x_range), "y": [y, y], "mode": "lines", **trace}
 
 
 def kl_figure(
