@@ -6,7 +6,8 @@ tuner's light modules (``tuner.attrs``, ``tuner.paths``, ``tuner.database``, ``t
 ``tuner.trial_records``) and ``ppo_core.metric_names``: never the trainer, torch or transformers.
 
 Modules, by job: ``study_reader`` (find and read a study), ``frames`` (shape its data, pure pandas),
-``charts`` and ``optuna_views`` (figures), ``health_rules`` (warning signs, pure), ``session`` (Streamlit
+``charts`` and ``optuna_views`` (figures), ``health_rules`` (warning signs, pure), ``advice`` (what to try next
+for the whole study, pure), ``validation_view`` (validated results beside the tuning values), ``session`` (Streamlit
 caches and session state), ``ui`` (sidebar, page frame, widgets), ``app`` (the entry file), ``launch``
 (``ppo-tune dashboard``). The pages in ``app_pages/`` import these; these never import a page.
 """
