@@ -5,9 +5,11 @@ never trains or writes. Besides Streamlit, Optuna, SQLAlchemy, pandas and plotly
 tuner's light modules (``tuner.attrs``, ``tuner.paths``, ``tuner.database``, ``tuner.reports``,
 ``tuner.trial_records``) and ``ppo_core.metric_names``: never the trainer, torch or transformers.
 
-Modules, by job: ``study_reader`` (find and read a study), ``frames`` (shape its data, pure pandas),
-``charts`` and ``optuna_views`` (figures), ``health_rules`` (warning signs, pure), ``advice`` (what to try next
-for the whole study, pure), ``validation_view`` (validated results beside the tuning values), ``session`` (Streamlit
-caches and session state), ``ui`` (sidebar, page frame, widgets), ``app`` (the entry file), ``launch``
-(``ppo-tune dashboard``). The pages in ``app_pages/`` import these; these never import a page.
+Modules, by job: ``optuna_tables`` (Optuna's tables read with plain SQL), ``study_reader`` (find and read a
+study), ``frames`` (shape its data, pure pandas), ``charts`` and ``optuna_views`` (figures), ``frontier`` and
+``frontier_charts`` (reward against KL, Gao et al.'s fit), ``sample_grid`` (one prompt's generations, trials as
+columns), ``health_rules`` (warning signs, pure), ``advice`` (what to try next for the whole study, pure),
+``validation_view`` (validated results beside the tuning values), ``session`` (Streamlit caches and session
+state), ``ui`` (sidebar, page frame, widgets), ``app`` (the entry file), ``launch`` (``ppo-tune dashboard``). The
+pages in ``app_pages/`` import these; these never import a page.
 """
