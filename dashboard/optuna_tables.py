@@ -31,7 +31,7 @@ import functools
 import hashlib
 import json
 from collections.abc import Container, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, NoReturn
 
 import optuna
@@ -145,13 +145,18 @@ class _TrialRows:
     user_attrs: dict[str, Any]
     system_attrs: dict[str, Any]
     intermediate: dict[int, float]
-    raw: list[Sequence[Any]] = field(default_factory=list)  # every row as read, for the fingerprint
+    # Every row as read, for the fingerprint of an unfinished trial (None for a finished one, which never changes).
+    raw: list[Sequence[Any]] | None = None
 
     def fingerprint(self) -> str:
         """A digest of the rows as stored: equal exactly when nothing changed (unlike the decoded values, where
         NaN is never equal to itself)."""
         text = repr((self.state.name, self.start, self.complete, self.raw))
         return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+
+    def keep(self, row: Sequence[Any]) -> None:
+        if self.raw is not None:
+            self.raw.append(row)
 
     def frozen(self, trial_id: int) -> FrozenTrial:
         params = sorted(self.params)  # in the order they were suggested, as Optuna gives them
@@ -201,13 +206,16 @@ class TrialCache:
             return self._snapshot
         rows = {int(trial_id): _TrialRows(int(number), TrialState[str(state)], start, complete, {}, [], {}, {}, {})
                 for trial_id, number, state, start, complete in trial_rows}
+        for read in rows.values():
+            if read.state in UNFINISHED:
+                read.raw = []
         ids = sqlalchemy.select(TRIALS.c.trial_id).where(chosen).scalar_subquery()
         self._read_children(connection, ids, rows)
         changed = False
         for trial_id in sorted(rows):
             read = rows[trial_id]
-            fingerprint = read.fingerprint()
-            if self._unfinished.get(trial_id) == fingerprint:
+            fingerprint = read.fingerprint() if read.raw is not None else ""
+            if fingerprint and self._unfinished.get(trial_id) == fingerprint:
                 continue  # still running, nothing new: keep the trial already built
             self._trials[trial_id] = read.frozen(trial_id)
             changed = True
@@ -233,25 +241,25 @@ class TrialCache:
                                                              order=t.objective):
             if trial_id in rows:
                 rows[trial_id].values[objective] = _stored_float(value, value_type)
-                rows[trial_id].raw.append((objective, value, value_type))
+                rows[trial_id].keep((objective, value, value_type))
         p = TRIAL_PARAMS.c
         for trial_id, param_id, name, value, text in select(p.trial_id, p.param_id, p.param_name, p.param_value,
                                                             p.distribution_json, order=p.param_id):
             if trial_id in rows:
                 rows[trial_id].params.append((param_id, name, value, text))
-                rows[trial_id].raw.append((param_id, name, value, text))
+                rows[trial_id].keep((param_id, name, value, text))
         for table, kind in ((TRIAL_USER_ATTRS, "user_attrs"), (TRIAL_SYSTEM_ATTRS, "system_attrs")):
             for trial_id, key, value in select(table.c.trial_id, table.c.key, table.c.value_json,
                                                order=table.c[f"{table.name[:-1]}_id"]):
                 if trial_id in rows:
                     getattr(rows[trial_id], kind)[key] = _json(value)
-                    rows[trial_id].raw.append((kind, key, value))
+                    rows[trial_id].keep((kind, key, value))
         i = TRIAL_INTERMEDIATE.c
         for trial_id, step, value, value_type in select(i.trial_id, i.step, i.intermediate_value,
                                                         i.intermediate_value_type, order=i.step):
             if trial_id in rows:
                 rows[trial_id].intermediate[step] = _stored_float(value, value_type)
-                rows[trial_id].raw.append((step, value, value_type))
+                rows[trial_id].keep((step, value, value_type))
 
 
 class SnapshotStorage(BaseStorage):

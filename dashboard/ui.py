@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
+import plotly.graph_objects as go
 import streamlit as st
 
 from dashboard import session
@@ -143,6 +144,10 @@ class PageContext:
 
     def health(self) -> dict[int, list[Finding]]:
         return session.health(self.ref.url, self.ref.name, self.token)
+
+    def figure(self, draw: Callable[..., go.Figure], *args: Any) -> go.Figure:
+        """``draw(self.metrics(), *args)``, kept until the study changes: a rerun redraws no chart."""
+        return session.figure(self.ref, self.token, draw, *args)
 
     def style(self, x: str = "update", smoothing: float = 0.0, groups: Mapping[int, str] | None = None) -> CurveStyle:
         return CurveStyle(x=x, smoothing=smoothing, selected=self.selected, groups=groups or {})

@@ -1,5 +1,6 @@
 """The dashboard's direct-SQL reader of Optuna's tables (dashboard.optuna_tables, used by dashboard.study_reader)
-against Optuna's own ``load_study``, on SQLite and on PostgreSQL (``PPO_TUNE_POSTGRES_URL``, as the tuner's tests)."""
+against Optuna's own ``load_study``, on SQLite and on PostgreSQL (``PPO_TUNE_POSTGRES_URL``, as the tuner's tests);
+and the session's figure cache."""
 
 from __future__ import annotations
 
@@ -11,11 +12,14 @@ from pathlib import Path
 from typing import Any
 
 import optuna
+import plotly.io as pio
 import pytest
 import sqlalchemy
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import FrozenTrial, TrialState
 
+from dashboard import session
+from dashboard.charts import CurveStyle, curves_figure
 from dashboard.optuna_tables import SnapshotStorage, read_study
 from dashboard.study_reader import StudyRef, build_study_view, open_read_only_engine, open_reader, study_names
 from tools.demo_study import DemoSpec, build_demo_study
@@ -182,3 +186,25 @@ def test_study_view_from_the_direct_read(storage_url: str) -> None:
     assert view.numbers == list(range(6))
     assert view.best == tuple(t.number for t in best_trials(reference))
     assert view.configs == {t.number: t.user_attrs["config"] for t in reference.get_trials()}
+
+
+def test_page_figures_are_drawn_once_per_change_token_and_sent_unchanged(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'figures.db'}"
+    build_demo_study(url, DemoSpec(name="f", n_trials=3, n_updates=6, sample_every=3))
+    ref = StudyRef(url, "f")
+    token = session.refresh(ref)
+    states = session.study_view(url, "f", token).states()
+    drawn: list[str] = []
+
+    def draw(metrics: Any, metric: str) -> Any:
+        drawn.append(metric)
+        return curves_figure(metrics, metric, states, CurveStyle())
+
+    first = session.figure(ref, token, draw, "objective/kl")
+    assert session.figure(ref, token, draw, "objective/kl") is first and drawn == ["objective/kl"]
+    session.figure(ref, token, draw, "objective/scores")
+    session.figure(ref, token + "-changed", draw, "objective/kl")  # the study changed: drawn again
+    assert drawn == ["objective/kl", "objective/scores", "objective/kl"]
+    # The cached figure holds its arrays encoded, and Streamlit is sent exactly the chart drawn directly.
+    direct = curves_figure(session.metrics(url, "f", token), "objective/kl", states, CurveStyle())
+    assert pio.to_json(first.to_dict(), validate=False) == pio.to_json(direct.to_dict(), validate=False)

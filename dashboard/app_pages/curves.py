@@ -27,22 +27,22 @@ def render(context: PageContext) -> None:
     guard, targets = context.view.kl_guard, context.view.kl_targets()
 
     st.subheader("KL")
-    st.plotly_chart(kl_figure(metrics, states, style, guard.threshold, targets, guard.metric), key="chart_kl")
+    st.plotly_chart(context.figure(kl_figure, states, style, guard.threshold, targets, guard.metric), key="chart_kl")
     st.caption(f"Solid: complete or running; dashed: pruned; dash-dot: failed. Red: the KL guard's blow-up "
                f"threshold ({guard.threshold:g} nats). Thin dotted lines: each adaptive trial's kl_target.")
     adaptive = {n: s for n, s in states.items() if n in targets}
     if adaptive:
-        st.plotly_chart(beta_figure(metrics, adaptive, style), key="chart_beta")
+        st.plotly_chart(context.figure(beta_figure, adaptive, style), key="chart_beta")
     else:
         st.caption("No trial shown uses the adaptive KL controller, so β stays at each trial's kl_coef.")
 
     st.subheader("Reward")
     proxy_column, gold_column = st.columns(2)
-    proxy_column.plotly_chart(curves_figure(metrics, PROXY, states, style, "Proxy score (objective/scores)"),
+    proxy_column.plotly_chart(context.figure(curves_figure, PROXY, states, style, "Proxy score (objective/scores)"),
                               key="chart_proxy")
     if has_values(metrics, GOLD):
-        gold_column.plotly_chart(curves_figure(metrics, GOLD, states, style, "Gold score (objective/gold_score)"),
-                                 key="chart_gold")
+        gold = context.figure(curves_figure, GOLD, states, style, "Gold score (objective/gold_score)")
+        gold_column.plotly_chart(gold, key="chart_gold")
     else:
         gold_column.info("No gold score in this study: only a built-in task reports objective/gold_score.")
 
@@ -51,7 +51,7 @@ def render(context: PageContext) -> None:
     options = [m for m in metric_columns(metrics) if m not in drawn]
     keep_valid("curves_more", options, [])
     for metric in st.multiselect("Metrics to plot", options, key="curves_more"):
-        st.plotly_chart(curves_figure(metrics, metric, states, style), key=f"chart_{metric}")
+        st.plotly_chart(context.figure(curves_figure, metric, states, style), key=f"chart_{metric}")
 
 
 run_page("Curves", render, "How KL, β and the rewards moved, update by update, in every trial.")
