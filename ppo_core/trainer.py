@@ -10,8 +10,8 @@ from pathlib import Path
 
 import torch
 from accelerate import Accelerator
-from accelerate.state import AcceleratorState
-from accelerate.utils import set_seed
+from accelerate.state import AcceleratorState, PartialState
+from accelerate.utils import DistributedType, set_seed
 from transformers import get_scheduler
 
 from ppo_core.advantages import kl_penalty
@@ -267,18 +267,23 @@ def _adamw(model: torch.nn.Module, learning_rate: float, config: PPOConfig) -> t
 
 
 def _accelerator(config: PPOConfig, mixed_precision: str) -> Accelerator:
-    """An Accelerator with this precision and the config's trackers, even when an earlier trainer in this
-    process chose another precision.
+    """An Accelerator with this precision, device and the config's trackers, even when an earlier trainer in this
+    process chose another precision or device.
 
-    accelerate keeps one precision per process and refuses a second; a notebook or a tuner worker builds
-    one trainer after another, so the precision part of its state is cleared (the process group is kept).
+    accelerate keeps one precision and one device per process: it refuses a second precision and ``cpu=True``
+    after a GPU run, and silently keeps the CPU for a GPU run after a ``use_cpu`` one. A notebook or a tuner worker
+    builds one trainer after another, so the precision part of its state is cleared (the process group is kept), and
+    in a single process, where there is no process group to keep, a change of device clears the whole state.
     """
-    if AcceleratorState._shared_state and AcceleratorState().mixed_precision != mixed_precision:
-        AcceleratorState._reset_state(reset_partial_state=False)
-    trackers = [name for name in config.report_to if name != "none"]
     # Several processes on a machine without GPUs share the work over gloo, which accelerate sets up only when told
     # the run is on the CPU.
     cpu = config.use_cpu or (config.world_size > 1 and not torch.cuda.is_available())
+    partial = PartialState._shared_state
+    if partial and partial.get("_cpu") != cpu and partial.get("distributed_type") == DistributedType.NO:
+        AcceleratorState._reset_state(reset_partial_state=True)
+    elif AcceleratorState._shared_state and AcceleratorState().mixed_precision != mixed_precision:
+        AcceleratorState._reset_state(reset_partial_state=False)
+    trackers = [name for name in config.report_to if name != "none"]
     return Accelerator(cpu=cpu, mixed_precision=mixed_precision, log_with=trackers or None,
                        project_dir=tracker_dir(config) if trackers else None)
 

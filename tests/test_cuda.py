@@ -1,5 +1,6 @@
-"""The GPU paths, on the hardware: LoRA with bf16 frozen weights and checkpointing, the CUDA memory peak, and one
-run on two GPUs against one GPU with the same global batch. Skipped, with the reason, on machines without them."""
+"""The GPU paths, on the hardware: LoRA with bf16 frozen weights and checkpointing, the CUDA memory peak, one process
+moving between the GPU and the CPU, and one run on two GPUs against one GPU with the same global batch. Skipped, with
+the reason, on machines without them."""
 
 from __future__ import annotations
 
@@ -31,6 +32,26 @@ def test_lora_bf16_checkpointing_on_a_gpu(tmp_path: Path) -> None:
     # The allocator's peak, not the process's resident set: a tiny model needs far less than a GiB on the GPU.
     assert all(0 < m["memory/peak_gib"] < 1 for m in metrics)
     assert torch.cuda.max_memory_allocated() > 0
+
+
+@pytest.mark.cuda
+def test_one_process_moves_between_the_gpu_and_the_cpu(tmp_path: Path) -> None:
+    # accelerate keeps one device per process: a use_cpu trainer after a GPU one was refused ("AcceleratorState has
+    # already been initialized ... pass cpu=True"), and a GPU trainer after a use_cpu one silently ran on the CPU.
+    policy = tiny_models.write_llama(tmp_path / "llama", seed=1)
+    data = tiny_data.write_jsonl_splits(tmp_path / "data", "standard", n_train=16, n_test=8)
+    values: dict[str, Any] = {
+        "task": None, "sft_model_path": str(policy), "dataset_name": str(data),
+        "reward_funcs": ["examples.bring_your_own.rewards:letter_reward"], "response_length": 4,
+        "per_device_train_batch_size": 4, "total_episodes": 4, "num_sample_generations": 0, "bf16": True,
+    }
+    for use_cpu in (False, True, False):
+        trainer = PPOTrainer(PPOConfig(**values, use_cpu=use_cpu))
+        assert trainer.accelerator.device.type == ("cpu" if use_cpu else "cuda")
+        assert trainer.accelerator.mixed_precision == "bf16"
+        policy_device = next(trainer.setup.models.policy.parameters()).device
+        assert policy_device.type == trainer.accelerator.device.type
+        assert len(trainer.train().metrics) == 1
 
 
 @pytest.mark.cuda(gpus=2)
