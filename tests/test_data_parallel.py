@@ -29,9 +29,10 @@ UPDATES = 20
 GLOBAL_BATCH = 32
 
 
-def run(tmp_path: Path, name: str, processes: int, config: Path, **overrides: Any) -> tuple[list[dict[str, Any]],
-                                                                                         dict[int, list[dict]]]:
-    """Train from the CLI on ``processes`` processes; the metrics it wrote and each rank's reward log."""
+def run(tmp_path: Path, name: str, processes: int, config: Path, cpu: bool = False,
+        **overrides: Any) -> tuple[list[dict[str, Any]], dict[int, list[dict]]]:
+    """Train from the CLI on ``processes`` processes; the metrics it wrote and each rank's reward log. ``cpu`` hides
+    the GPUs, as on a machine without one: two ranks on one GPU stop in NCCL ("Duplicate GPU detected")."""
     log_dir = tmp_path / f"{name}_log"
     log_dir.mkdir()
     launcher = [sys.executable, "-m", "ppo_tune"] if processes == 1 else [
@@ -39,7 +40,8 @@ def run(tmp_path: Path, name: str, processes: int, config: Path, **overrides: An
         "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", "-m", "ppo_tune",
     ]
     sets = [item for key, value in overrides.items() for item in ("--set", f"{key}={value}")]
-    env = {**os.environ, LOG_DIR_ENV: str(log_dir), "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'tests'}"}
+    env = {**os.environ, LOG_DIR_ENV: str(log_dir), "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'tests'}",
+           **({"CUDA_VISIBLE_DEVICES": ""} if cpu else {})}
     completed = subprocess.run([*launcher, "train", str(config), "--output", str(tmp_path / name), "--quiet", *sets],
                                cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert completed.returncode == 0, completed.stderr[-3000:]
@@ -71,8 +73,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("data_parallel")
     config = write_run_config(root)
     # The same global batch (32) and global mini-batch (16): 1 x 8 x 4 accumulation, and 2 x 8 x 2.
-    one = run(root, "one", 1, config, gradient_accumulation_steps=4)
-    two = run(root, "two", 2, config, gradient_accumulation_steps=2)
+    one = run(root, "one", 1, config, cpu=True, gradient_accumulation_steps=4)
+    two = run(root, "two", 2, config, cpu=True, gradient_accumulation_steps=2)
     return {"one": one, "two": two}
 
 

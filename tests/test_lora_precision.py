@@ -97,7 +97,7 @@ def test_the_lora_reference_is_the_frozen_base_not_a_second_copy(assets: dict[st
     policy_bytes = parameter_bytes(full.setup.models.policy)
     # One copy of the policy's weights fewer (the LoRA adapters add back a little).
     assert model_bytes(lora) < model_bytes(full) - 0.9 * policy_bytes
-    base = load_causal_lm(str(assets["llama"]))
+    base = load_causal_lm(str(assets["llama"])).to(lora.accelerator.device)  # the GPU on a machine with one
     initial = {name: p.detach().clone() for name, p in base.named_parameters()}
     lora.train()
     rollout = lora._rollout(lora.setup.eval_prompts)
@@ -105,11 +105,14 @@ def test_the_lora_reference_is_the_frozen_base_not_a_second_copy(assets: dict[st
                     for name, p in lora.setup.models.policy.named_parameters() if "lora_" not in name}
     assert all(torch.equal(trained_base[name], value) for name, value in initial.items())  # the base never moves
     args = (rollout.queries, rollout.query_mask, rollout.responses, rollout.response_mask)
-    with torch.no_grad():
+    # Under the run's precision, as the rollout computes: bf16 autocast on a GPU by default (the prepared policy's
+    # forward is autocast whatever the caller), none on the CPU.
+    with torch.no_grad(), lora.accelerator.autocast():
+        base_logits = response_logits(base, *args).float()
         with lora.setup.models.reference_policy() as reference:
-            torch.testing.assert_close(response_logits(reference, *args), response_logits(base, *args))
+            torch.testing.assert_close(response_logits(reference, *args).float(), base_logits)
         # Outside the reference's block the adapters are back on.
-        assert not torch.allclose(response_logits(lora.setup.models.policy, *args), response_logits(base, *args))
+        assert not torch.allclose(response_logits(lora.setup.models.policy, *args).float(), base_logits)
 
 
 def test_the_value_network_is_a_lora_on_its_trunk_or_a_full_model_when_asked(assets: dict[str, Path]) -> None:
