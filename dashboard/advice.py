@@ -51,7 +51,7 @@ GROUPS = (KL, LR_BATCH, EPOCHS_CLIP, VALUE, NUMERICS, OTHER)  # the guidance's o
 
 # Every health rule (dashboard.health_rules), searched parameter and constrained metric, by the group it advises on.
 GROUP_OF: dict[str, str] = {
-    "kl_blow_up": KL, "kl_high": KL, "kl_collapse": KL, "over_optimisation": KL,
+    "kl_blow_up": KL, "kl_guard_trend": KL, "kl_high": KL, "kl_collapse": KL, "over_optimisation": KL,
     "kl_coef": KL, "beta": KL, "kl_target": KL, "kl_control": KL, "kl_in_reward": KL, "kl_estimator": KL,
     "kl_loss_estimator": KL, "kl_horizon": KL, "objective/kl": KL, "eval/kl": KL,
     "entropy_collapse": LR_BATCH,
@@ -72,6 +72,7 @@ _KL_KNOBS = ("kl_coef", "beta", "kl_target", "kl_control", "learning_rate")
 # those knobs only, so the evidence speaks to the advice given.
 ADVICE_OF: dict[str, tuple[tuple[str, ...], str]] = {
     "kl_blow_up": (_KL_KNOBS, ADVICE_KL_HIGH),
+    "kl_guard_trend": (_KL_KNOBS, ADVICE_KL_HIGH),
     "kl_high": (_KL_KNOBS, ADVICE_KL_HIGH),
     "kl_collapse": (_KL_KNOBS, ADVICE_KL_ZERO),
     "over_optimisation": (("kl_coef", "beta", "kl_target", "kl_control"), ADVICE_OVER_OPTIMISATION),
@@ -89,6 +90,7 @@ ADVICE_CONSTRAINT = "Optuna never counts an infeasible trial as best: search awa
 # The two-sample Kolmogorov-Smirnov statistic's critical value at the 5% level, c(0.05) = sqrt(-ln(0.025) / 2):
 # a split of the trials is a pattern only when it separates them further than that (see separation_needed).
 KS_CRITICAL = 1.358
+GUARD_TREND_WORD = "trend"  # the KL guard's reason for a predicted crossing: "<metric> trend +<slope>/update ..."
 MAX_PATTERNS = 2  # patterns named per item: the clearest, and a second if it is a pattern too
 MAX_NAMED_TRIALS = 8  # trials named one by one in an item's evidence
 
@@ -279,6 +281,24 @@ def constraint_advice(constraints: Mapping[int, Mapping[str, float]], knobs: pd.
     return items
 
 
+def guard_advice(view: StudyView, knobs: pd.DataFrame) -> list[Advice]:
+    """One item for the trials the KL guard stopped on its prediction: KL still under the threshold but its recent
+    trend crossing it before the budget's end (tuner.kl_guard.blowup_reason's "<metric> trend ..." reason). No
+    health rule sees those (KL never passed the threshold), yet they are the study's KL running away."""
+    trials = view.trials
+    predicted = (trials["state"] == "PRUNED") & trials["reason"].astype(str).str.startswith(
+        f"{view.kl_guard.metric} {GUARD_TREND_WORD} ")
+    if not predicted.any():
+        return []
+    numbers = [int(n) for n in trials.loc[predicted, "number"]]
+    index = pd.Index([int(n) for n in trials["number"]])
+    names, action = ADVICE_OF["kl_guard_trend"]
+    evidence = _evidence(numbers, knobs.reindex(index), pd.Series(index.isin(numbers), index=index), names)
+    return [Advice(KL, WARNING,
+                   f"KL heading past the guard's {view.kl_guard.threshold:g} nats: {len(numbers)} of {len(index)} "
+                   "trials stopped on the trend", evidence, action, len(numbers))]
+
+
 def edge_advice(findings: Sequence[EdgeFinding]) -> list[Advice]:
     """One item per searched range whose best trials crowd against a bound (tuner.edge_findings)."""
     return [Advice(GROUP_OF.get(f.param, OTHER), INFO,
@@ -301,5 +321,5 @@ def study_advice(
         return []
     knobs = knob_frame(view)
     ran = [n for n, updates in zip(view.numbers, view.trials["updates"], strict=True) if updates > 0 or findings.get(n)]
-    return order(finding_advice(findings, ran, knobs) + constraint_advice(constraints, knobs)
-                 + edge_advice(view.edge_findings))
+    return order(finding_advice(findings, ran, knobs) + guard_advice(view, knobs)
+                 + constraint_advice(constraints, knobs) + edge_advice(view.edge_findings))

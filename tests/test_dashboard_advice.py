@@ -27,7 +27,7 @@ from dashboard.advice import (
 )
 from dashboard.health_rules import ADVICE_KL_HIGH, ADVICE_STEP_SIZE, CRITICAL, HealthContext, diagnose_trials
 from dashboard.study_reader import Snapshot, StudyRef, StudyView, build_study_view
-from tuner.attrs import CONFIG_ATTR, DEFINITION_ATTR, KL_HISTORY_ATTR
+from tuner.attrs import CONFIG_ATTR, DEFINITION_ATTR, KL_GUARD_ATTR, KL_HISTORY_ATTR, PRUNE_REASON_ATTR
 from tuner.constraints import Constraint, constraint_values
 
 N_TRIALS = 20
@@ -181,3 +181,42 @@ def test_every_health_rule_has_a_group_and_its_advice() -> None:
     for rule in health_rules.RULES:
         assert GROUP_OF[rule.__name__] in GROUPS and rule.__name__ in ADVICE_OF
     assert GROUPS[0] == KL  # the guidance: "Prioritize KL Control"
+
+
+def test_trials_the_kl_guard_stopped_on_its_trend_are_a_kl_item() -> None:
+    """The guard's prediction stops a trial before KL passes the threshold, so no health rule sees it; the advice
+    does, from the reason the real guard writes."""
+    from tuner.kl_guard import blowup_reason
+    from tuner.study_config import KLGuard
+
+    guard = KLGuard(threshold=6.0, predict=True, window=5, predict_min_fraction=0.5)
+    study = optuna.create_study(direction="maximize")
+    study.set_user_attr(KL_GUARD_ATTR, {"threshold": guard.threshold, "metric": guard.metric})
+    frames = []
+    for number, lr in enumerate(LEARNING_RATES):
+        study.enqueue_trial({"learning_rate": lr})
+        climbing = lr >= 7e-5  # KL climbs 0.3 nats an update: stopped on its trend at 3 nats, long before 6
+        kl = [0.3 * u if climbing else 0.05 * u for u in range(1, UPDATES + 1)]
+        frames.append(pd.DataFrame({"trial_number": number, "update": np.arange(1, UPDATES + 1),
+                                    **healthy(), "objective/kl": kl}))
+
+    def objective(trial: optuna.Trial) -> float:
+        lr = trial.suggest_float("learning_rate", 1e-6, 1e-4, log=True)
+        trial.set_user_attr(CONFIG_ATTR, {"learning_rate": lr, "kl_coef": 0.05, "kl_target": None})
+        history = frames[trial.number]["objective/kl"].tolist()
+        for update in range(1, UPDATES + 1):
+            reason = blowup_reason(history[:update], UPDATES, guard)
+            if reason is not None:
+                trial.set_user_attr(PRUNE_REASON_ATTR, reason)
+                raise optuna.TrialPruned(reason)
+        return 1.0
+
+    study.optimize(objective, n_trials=N_TRIALS)
+    stopped = [t.number for t in study.trials if t.state == optuna.trial.TrialState.PRUNED]
+    assert stopped == [16, 17, 18, 19]
+    _, items = advise(study, pd.concat(frames, ignore_index=True))
+    (item,) = [i for i in items if "stopped on the trend" in i.what]
+    assert item.group == KL and item.count == 4 and item.action == ADVICE_KL_HIGH
+    assert item.what.startswith("KL heading past the guard's 6 nats: 4 of 20 trials")
+    assert "#16, #17, #18, #19" in item.evidence and "all 4 had learning_rate ≥ 7e-05" in item.evidence
+    assert not [i for i in items if i.what.startswith("KL passed")]  # no health rule saw them
