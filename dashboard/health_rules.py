@@ -283,6 +283,9 @@ def diagnose(metrics: pd.DataFrame, context: HealthContext) -> list[Finding]:
 
 def diagnose_trials(metrics: pd.DataFrame, contexts: Mapping[int, HealthContext]) -> dict[int, list[Finding]]:
     """Findings for each trial in ``contexts`` (trials without metrics get none)."""
+    # Plain labels: the rules look columns up a dozen times per trial, and a lookup in pandas 3's string index costs
+    # more (together about a quarter of the rules' time over 200 trials).
+    metrics = metrics.set_axis(metrics.columns.astype(object), axis=1)
     groups = dict(tuple(metrics.groupby("trial_number"))) if not metrics.empty else {}
     return {
         number: diagnose(groups[number], context) if number in groups else []
