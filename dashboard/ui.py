@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -20,7 +20,14 @@ from dashboard.health_rules import Finding
 from dashboard.study_reader import PARAM_PREFIX, StudyRef, StudyView, safe_url
 from tuner.paths import DEFAULT_STUDIES_DIR
 
+T = TypeVar("T")
 _MARKDOWN_SPECIALS = re.compile(r"([\\`*_{}\[\]()#+\-.!|>~<$])")
+
+
+def picked(value: T | None, default: T) -> T:
+    """A widget's value, typed as set: Streamlit types a radio's or selectbox's value as optional (None when it has
+    no options or no index), where the pages always give both."""
+    return default if value is None else value
 
 
 def keep_valid(key: str, options: Sequence[Any], default: Any) -> None:
@@ -76,7 +83,8 @@ def _pick_study(refs: tuple[StudyRef, ...]) -> StudyRef:
         wanted = st.query_params.get("study")
         by_name = {ref.name: label for label, ref in labels.items()}
         st.session_state[session.STUDY_KEY] = by_name.get(wanted or "", options[0])
-    label = st.sidebar.selectbox("Study", options, key=session.STUDY_KEY, on_change=session.clear_selection)
+    label = picked(st.sidebar.selectbox("Study", options, key=session.STUDY_KEY, on_change=session.clear_selection),
+                   options[0])
     st.query_params["study"] = labels[label].name
     return labels[label]
 

@@ -7,7 +7,7 @@ import streamlit as st
 
 from dashboard import session
 from dashboard.optuna_views import NotDrawable, available_views, figure
-from dashboard.ui import PageContext, keep_valid, run_page
+from dashboard.ui import PageContext, keep_valid, picked, run_page
 
 
 @st.cache_data(ttl=session.TTL_S, max_entries=32, show_spinner="Drawing…")
@@ -26,8 +26,9 @@ def render(context: PageContext) -> None:
     chosen = st.segmented_control("View", views, key="analysis_view") or views[0]
     objective = 0
     if view.multi_objective and chosen not in ("Pareto front", "Timeline"):
-        objective = st.radio("Objective", range(len(view.directions)), horizontal=True, key="analysis_objective",
-                             format_func=lambda i: f"{view.objective_names[i]} ({view.directions[i]})")
+        objective = picked(st.radio("Objective", range(len(view.directions)), horizontal=True,
+                                    key="analysis_objective",
+                                    format_func=lambda i: f"{view.objective_names[i]} ({view.directions[i]})"), 0)
     drawn, reason = _figure_json(context.ref.url, context.ref.name, context.token, chosen, objective)
     if reason:
         st.info(reason)

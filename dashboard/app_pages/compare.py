@@ -19,7 +19,7 @@ from dashboard.frames import (
     trial_params,
 )
 from dashboard.study_reader import PARAM_PREFIX
-from dashboard.ui import PageContext, escape_markdown, keep_valid, run_page
+from dashboard.ui import PageContext, escape_markdown, keep_valid, picked, run_page
 
 TRIALS_KEY = "compare_trials"
 FINAL_METRICS = ("objective/kl", "objective/scores", "objective/gold_score", "objective/kl_coef",
@@ -55,7 +55,7 @@ def _curves(context: PageContext, chosen: list[int], metrics: pd.DataFrame) -> N
     for column, default, key in zip(st.columns(2), defaults, ("compare_metric_left", "compare_metric_right"),
                                     strict=True):
         keep_valid(key, options, default if default in options else options[0])
-        metric = column.selectbox("Metric", options, key=key)
+        metric = picked(column.selectbox("Metric", options, key=key), options[0])
         if metric == guard.metric:
             figure = kl_figure(metrics, states, style, guard.threshold, context.view.kl_targets(), metric)
         else:

@@ -6,7 +6,7 @@ import streamlit as st
 
 from dashboard.charts import X_TITLES, beta_figure, curves_figure, kl_figure
 from dashboard.frames import has_values, metric_columns
-from dashboard.ui import PageContext, color_by_picker, keep_valid, run_page
+from dashboard.ui import PageContext, color_by_picker, keep_valid, picked, run_page
 
 PROXY, GOLD = "objective/scores", "objective/gold_score"
 
@@ -17,7 +17,8 @@ def render(context: PageContext) -> None:
         st.info("No per-update metrics stored for this study yet.")
         return
     left, middle, right, last = st.columns([2, 3, 2, 2])
-    x = left.radio("x axis", list(X_TITLES), format_func=X_TITLES.get, horizontal=True, key="curves_x")
+    x = picked(left.radio("x axis", list(X_TITLES), format_func=X_TITLES.get, horizontal=True, key="curves_x"),
+               "update")
     smoothing = middle.slider("Smoothing (EMA weight)", 0.0, 0.99, 0.0, 0.01, key="curves_smoothing",
                               help="0 draws the raw values; 0.9 averages over about the last ten updates.")
     only_selected = right.toggle("Only selected trials", key="curves_only_selected", disabled=not context.selected)

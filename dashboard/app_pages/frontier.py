@@ -21,7 +21,7 @@ from dashboard.frontier import (
     trajectories,
 )
 from dashboard.frontier_charts import frontier_figure, trajectory_figure
-from dashboard.ui import PageContext, color_by_picker, keep_valid, run_page
+from dashboard.ui import PageContext, color_by_picker, keep_valid, picked, run_page
 
 TRIALS_KEY, SCOPE_KEY = "frontier_trials", "frontier_fit_scope"
 DEFAULT_PATHS = 4  # trials drawn along their run at first: more tangle into one another
@@ -74,8 +74,9 @@ def _across_the_study(context: PageContext, source: FrontierSource, paths: pd.Da
     front = pareto_front(points)
     outcome, scope = None, "all"
     if source.has_gold:
-        scope = st.radio("Fit to", list(FIT_SCOPES), format_func=FIT_SCOPES.get, horizontal=True, key=SCOPE_KEY,
-                         help="Pruned trials often ran furthest in KL, where gold turns down: they carry the peak.")
+        scope = picked(st.radio("Fit to", list(FIT_SCOPES), format_func=FIT_SCOPES.get, horizontal=True,
+                                key=SCOPE_KEY, help="Pruned trials often ran furthest in KL, where gold turns down: "
+                                                    "they carry the peak."), scope)
         chosen = fit_points(paths, states, scope)
         outcome = fit_gao(chosen["sqrt_kl"], chosen["gold"])
     y_title = "gold score" if source.has_gold else "proxy score"

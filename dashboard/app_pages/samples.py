@@ -8,7 +8,7 @@ import streamlit as st
 from dashboard.charts import trial_label
 from dashboard.frames import config_groups, prompts, sample_updates, samples_at
 from dashboard.sample_grid import ROW_KEYS, grid_html, prompt_rows, row_key, sample_grid
-from dashboard.ui import PageContext, keep_valid, run_page
+from dashboard.ui import PageContext, keep_valid, picked, run_page
 
 PROMPT_KEY, UPDATE_KEY = "samples_prompt", "samples_update"
 COLUMNS_KEY, ROWS_KEY, RANGE_KEY = "samples_columns", "samples_rows_by", "samples_row_range"
@@ -65,8 +65,9 @@ def _grid(context: PageContext, samples: pd.DataFrame, prompt_index: int) -> Non
     rows = prompt_rows(samples, prompt_index, trials)
     left, right = st.columns([1, 3])
     keep_valid(ROWS_KEY, list(ROW_KEYS), row_key(rows))
-    key = left.radio("Rows by", ROW_KEYS, key=ROWS_KEY, horizontal=True,
-                     help="Episode lines up trials whose rollout batches differ (their k-th samples share a row).")
+    key = picked(left.radio("Rows by", ROW_KEYS, key=ROWS_KEY, horizontal=True,
+                            help="Episode lines up trials whose rollout batches differ (their k-th samples share a "
+                                 "row)."), ROW_KEYS[0])
     grid = sample_grid(rows, trials, key)
     points = list(grid.index)
     if len(points) > MAX_ROWS:
@@ -92,8 +93,8 @@ def render(context: PageContext) -> None:
         return
     by_index = prompts(samples)
     keep_valid(PROMPT_KEY, list(by_index), next(iter(by_index)))
-    prompt_index = st.selectbox("Evaluation prompt", list(by_index), key=PROMPT_KEY,
-                                format_func=lambda i: f"{i}: {by_index[i]}")
+    prompt_index = picked(st.selectbox("Evaluation prompt", list(by_index), key=PROMPT_KEY,
+                                       format_func=lambda i: f"{i}: {by_index[i]}"), next(iter(by_index)))
     _grid(context, samples, prompt_index)
     _across_trials(context, samples, prompt_index)
 
