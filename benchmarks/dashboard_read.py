@@ -8,6 +8,7 @@ growing study, the derived tables and charts, and each page rendered by Streamli
     python -m benchmarks.dashboard_read                      # 200 x 200
     python -m benchmarks.dashboard_read --trials 50 --updates 100 --repeat 3
     python -m benchmarks.dashboard_read --pages curves health --out benchmarks/results/dashboard_read.json
+    python -m benchmarks.dashboard_read --storage postgresql://ppo_tune:ppo_tune@localhost/ppo_tune_test
 
 Every page of ``dashboard.app.PAGES`` is timed unless ``--pages`` names some. The budget (issue 13) is a cold
 open under 1 s and a rerun under 0.3 s; rows over it are marked. Cold opens and reruns are medians over
@@ -146,13 +147,34 @@ def load_average() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
+def delete_study(url: str, name: str) -> None:
+    """The benchmark's study out of a shared database: Optuna's rows and the store's."""
+    import optuna
+
+    from tuner.database import create_engine, open_storage
+    from tuner.trial_records import metrics_table, samples_table
+
+    optuna.delete_study(study_name=name, storage=open_storage(url))
+    engine = create_engine(url)
+    with engine.begin() as connection:
+        for table in (metrics_table, samples_table):
+            connection.execute(table.delete().where(table.c.study_name == name))
+    engine.dispose()
+
+
+def backend(url: str) -> str:
+    import sqlalchemy
+
+    return sqlalchemy.engine.make_url(url).get_backend_name()
+
+
 def write_json(path: Path, args: argparse.Namespace, rows: list[tuple[str, float]], facts: dict[str, Any]) -> None:
     from importlib import metadata
 
     versions = {p: metadata.version(p) for p in ("optuna", "streamlit", "plotly", "pandas", "sqlalchemy")}
     result = {
         "settings": {"trials": args.trials, "updates": args.updates, "repeat": args.repeat,
-                     "cold_repeat": args.cold_repeat, "storage": "sqlite"},
+                     "cold_repeat": args.cold_repeat, "storage": facts["storage"]},
         "machine": {**facts, "logical_cpus": os.cpu_count(), "python": sys.version.split()[0], **versions},
         "budget_s": {"open": COLD_BUDGET_S, "rerun": RERUN_BUDGET_S},
         "rows": [{"step": label, "seconds": round(seconds, 4), "over_budget": over_budget(label, seconds)}
@@ -172,6 +194,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reuse", action="store_true",
                         help="With --keep: time the study already there instead of building it again (each run "
                              "adds a few updates to its last trial: use it while profiling, not for results).")
+    parser.add_argument("--storage", default=None,
+                        help="Build and time the study in this database (PostgreSQL, say) instead of a temporary "
+                             "SQLite file; the study is deleted afterwards.")
     parser.add_argument("--pages", nargs="+", default=None, help="Time these pages only (default: every page).")
     parser.add_argument("--out", type=Path, default=None, help="Write the rows and the machine's load as JSON here.")
     args = parser.parse_args(argv)
@@ -186,22 +211,28 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as scratch:
         directory = args.keep or Path(scratch)
         directory.mkdir(parents=True, exist_ok=True)
-        url = f"sqlite:///{directory / 'bench.db'}"
-        name = f"bench-{args.trials}x{args.updates}"
+        url = args.storage or f"sqlite:///{directory / 'bench.db'}"
+        # A shared database may hold an earlier run's study, or another user's.
+        name = f"bench-{args.trials}x{args.updates}" + (f"-{os.getpid()}" if args.storage else "")
         # Every trial runs all its updates (none pruned): the most rows a study of this size can hold.
         spec = DemoSpec(name=name, n_trials=args.trials, n_updates=args.updates,
                         sample_every=max(1, args.updates // 10), stop_trials=False)
-        reuse = args.reuse and args.keep is not None and (directory / "bench.db").is_file()
-        build_s, _ = (0.0, None) if reuse else timed(lambda: build_demo_study(url, spec))
+        reuse = args.reuse and args.keep is not None and not args.storage and (directory / "bench.db").is_file()
         slugs = args.pages or [slug for slug, _, _ in dashboard.app.PAGES]
-        facts: dict[str, Any] = {
-            "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-            "load_average_at_start": load_average(),
-        }
-        rows = read_path(url, name, args.repeat) + pages(url, name, slugs, args.cold_repeat, args.repeat)
-        facts["load_average_at_end"] = load_average()
+        try:
+            build_s, _ = (0.0, None) if reuse else timed(lambda: build_demo_study(url, spec))
+            facts: dict[str, Any] = {
+                "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+                "storage": backend(url), "load_average_at_start": load_average(),
+            }
+            rows = read_path(url, name, args.repeat) + pages(url, name, slugs, args.cold_repeat, args.repeat)
+            facts["load_average_at_end"] = load_average()
+        finally:
+            if args.storage:
+                delete_study(url, name)
     width = max(len(label) for label, _ in rows)
-    print(f"dashboard read path: {args.trials} trials x {args.updates} updates, SQLite, {os.cpu_count()} CPUs "
+    print(f"dashboard read path: {args.trials} trials x {args.updates} updates, {facts['storage']}, "
+          f"{os.cpu_count()} CPUs "
           f"(study built in {build_s:.1f} s, not counted); load average {facts['load_average_at_start']} at the "
           f"start, {facts['load_average_at_end']} at the end")
     print(f"{'step':<{width}}  seconds")
