@@ -1,8 +1,10 @@
 """Studies for the dashboard tests, built once per test session.
 
 ``dash``: real tuner trials on the conftest models (one pruned for KL blow-up, one adaptive-KL and one
-fixed-β complete, one failed on a NaN reward). ``pareto``: a small synthetic two-objective study with
-gold scores (tools.demo_study), for the views a real tiny study cannot show. Both live in one SQLite file.
+fixed-β complete, one failed on a NaN reward), whose exact shapes the AppTest tests assert. ``pareto``: a small
+synthetic two-objective study with gold scores (tools.demo_study), for the views a real tiny study cannot show.
+Both live in one SQLite file. The browser tests use tools.real_studies' set on the built-in task instead: built
+once into ``$PPO_TUNE_CACHE`` and reused by later sessions until its specs or the code that writes studies change.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import pytest
 
 from studies import TESTS_DIR, write_study
 from tools.demo_study import DemoSpec, build_demo_study
+from tools.real_studies import cached_set
 from tuner.attrs import DEFAULT_KL_METRIC, DEFAULT_KL_THRESHOLD, KL_GUARD_ATTR
 from tuner.study_config import load_study_spec
 from tuner.worker import run_worker
@@ -38,6 +41,7 @@ class DashboardStudies:
 
 
 _built: list[DashboardStudies] = []  # both dashboard test modules share one build per session
+_real: list[str] = []
 
 
 def _run(directory: Path, lm_dir: Path, prompts: Path, url: str, n_trials: int | None, seed: int,
@@ -55,6 +59,13 @@ def shared_studies(factory: pytest.TempPathFactory, lm_dir: Path, prompts: Path)
     if not _built:
         _built.append(build_studies(factory.mktemp("dashboard"), lm_dir, prompts))
     return _built[0]
+
+
+def real_studies_url() -> str:
+    """The storage URL of tools.real_studies' set: from the cache, built there first when it has none."""
+    if not _real:  # its custom-reward trials import tools.real_studies by name: pytest's pythonpath has it
+        _real.append(cached_set())
+    return _real[0]
 
 
 def build_studies(directory: Path, lm_dir: Path, prompts: Path) -> DashboardStudies:

@@ -1,44 +1,103 @@
-"""The dashboard in a real browser: ``streamlit run`` on a free port, each page loaded in headless Chromium."""
+"""The dashboard in a real browser: ``streamlit run`` on a free port, every page loaded in headless Chromium, on
+each of tools.real_studies' studies on the built-in task (validated, several estimators, no gold score)."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
+import optuna
 import pytest
-from dashboard_fixtures import KL_THRESHOLD, REAL, DashboardStudies, shared_studies
+from dashboard_fixtures import real_studies_url
+from optuna.trial import TrialState
 
 from dashboard.app import PAGES
-from tools.screenshots import CHROMIUM, capture_pages, serve
+from tools.real_studies import CUSTOM_REWARD, ESTIMATORS, HELDOUT, KL_THRESHOLD, VALIDATION_SEEDS
+from tools.screenshots import CHROMIUM, PageCapture, capture_pages, serve
+from tuner.database import create_engine
+from tuner.trial_records import read_samples
+from tuner.validation import load_validation, validation_results
 
-# What each page must say once rendered (headings, labels, the numbers behind them).
+# Whatever else a page says, these must be on it (its headings, and the words a study of each kind must produce).
 EXPECTED_TEXT = {
-    "study": ["Trials", "Complete", "Pruned", "Failed", "Best trial #", "Show states"],
-    "curves": ["KL", "Reward", "More metrics", f"blow-up threshold ({KL_THRESHOLD:g} nats)", "No gold score"],
-    "samples": ["Evaluation prompt", "Side by side over the run", "Every trial's answer at update 8", "update 8"],
-    "compare": ["Trials to compare", "Parameters", "Curves", "Final metrics", "Generations", "Prompt 0:"],
+    "study": ["Trials", "Complete", "Show states"],
+    "curves": ["KL", "Reward", "More metrics", f"blow-up threshold ({KL_THRESHOLD:g} nats)"],
+    "frontier": ["KL and scores from the held-out evaluation", "Across the study", "Along each run"],
+    "samples": ["Evaluation prompt"],
+    "compare": ["Parameters", "Curves", "Final metrics", "Generations", "Prompt 0: "],
     "analysis": ["Optimization history", "Parameter importances", "Timeline"],
-    "health": ["Critical", "KL above the blow-up threshold", "Lower the learning rate or raise β"],
+    "health": ["Critical", "Warnings", "No signs"],
 }
-MIN_CHARTS = {"curves": 3, "compare": 2, "analysis": 1}
+MIN_CHARTS = {"curves": 2, "frontier": 2, "compare": 2, "analysis": 1}
+NO_GOLD = "No gold score"  # the Curves page's note, for a study whose runs have no gold scorer
+SELECTED = (0, 1)  # highlighted on every page; the Compare page compares them
+
+
+@dataclass(frozen=True)
+class Served:
+    base_url: str
+    storage: str
+    log: Path
 
 
 @pytest.fixture(scope="module")
-def studies(tmp_path_factory: pytest.TempPathFactory, tiny_lm_dir: Path, prompts_file: Path) -> DashboardStudies:
-    return shared_studies(tmp_path_factory, tiny_lm_dir, prompts_file)
-
-
-def test_every_page_renders_in_headless_chromium(studies: DashboardStudies, tmp_path: Path) -> None:
+def dashboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """One server for the three studies: they share one database."""
     # A missing browser is a broken setup, not a reason to skip: CI must install Debian's chromium.
     assert Path(CHROMIUM).is_file(), f"{CHROMIUM} is missing: apt-get install chromium"
-    log = tmp_path / "streamlit.log"
-    with serve(studies.url, log=log) as base_url:
-        captures = capture_pages(base_url, tmp_path / "screenshots", study=REAL, tall=False)
+    storage = real_studies_url()
+    log = tmp_path_factory.mktemp("streamlit") / "streamlit.log"
+    with serve(storage, log=log) as base_url:
+        yield Served(base_url, storage, log)
+    assert "Traceback" not in log.read_text()
+
+
+def page_text(captures: list[PageCapture]) -> dict[str, str]:
+    """Each page's text with its runs of whitespace as single spaces: a metric reads "Trials 5"."""
+    return {capture.slug: " ".join(capture.text.split()) for capture in captures}
+
+
+def server_log(served: Served) -> str:
+    """Streamlit's output without its colours: where a page's traceback is printed in full."""
+    return re.sub(r"\x1b\[[0-9;]*m", "", served.log.read_text())
+
+
+@pytest.mark.parametrize("name", [HELDOUT, ESTIMATORS, CUSTOM_REWARD])
+def test_every_page_renders_in_headless_chromium(dashboard: Served, name: str, tmp_path: Path) -> None:
+    captures = capture_pages(dashboard.base_url, tmp_path, study=name, tall=False, selected=SELECTED)
     assert [c.slug for c in captures] == [slug for slug, _, _ in PAGES]
     for capture in captures:
-        assert capture.exceptions == 0, f"{capture.slug}: an exception is shown\n{capture.text}"
+        assert capture.exceptions == 0, f"{name} {capture.slug}: an exception is shown\n{server_log(dashboard)}"
         assert capture.title in capture.text
         missing = [text for text in EXPECTED_TEXT[capture.slug] if text not in capture.text]
-        assert not missing, f"{capture.slug} lacks {missing}:\n{capture.text}"
-        assert capture.charts >= MIN_CHARTS.get(capture.slug, 0), capture.slug
+        assert not missing, f"{name} {capture.slug} lacks {missing}:\n{capture.text}"
+        assert capture.charts >= MIN_CHARTS.get(capture.slug, 0), f"{name} {capture.slug}"
         assert capture.screenshot.stat().st_size > 20_000, capture.slug  # a rendered page, not a blank one
-    assert "Traceback" not in log.read_text()
+    assert "Traceback" not in server_log(dashboard)
+
+    # What each page shows comes from the study itself: its trials, its samples, its gold score or none.
+    study = optuna.load_study(study_name=name, storage=dashboard.storage)
+    text, charts = page_text(captures), {capture.slug: capture.charts for capture in captures}
+    trials = study.get_trials(deepcopy=False)
+    assert f"Trials {len(trials)}" in text["study"]
+    pruned = [t.number for t in trials if t.state == TrialState.PRUNED]
+    assert (f"Pruned {len(pruned)}" in text["study"]) == bool(pruned)
+    samples = read_samples(create_engine(dashboard.storage), name)
+    first_prompt = samples.loc[samples["prompt_index"] == 0, "prompt"].iloc[0]
+    assert first_prompt.startswith("from ") and f"Prompt 0: {first_prompt}" in text["compare"]
+    # The grid's columns are the selected trials (a selectbox holds the prompt); each shows its last answer to it.
+    for number in SELECTED:
+        last = samples[(samples["trial_number"] == number) & (samples["prompt_index"] == 0)].iloc[-1]
+        assert last["response"] in text["samples"], f"trial {number}'s answer at update {last['update']}"
+    has_gold = name != CUSTOM_REWARD
+    assert (NO_GOLD in text["curves"]) != has_gold
+    assert charts["curves"] >= 2 + has_gold  # KL and the proxy score, and the gold score where there is one
+    assert ("no gold score (eval/gold_score) is recorded" in text["frontier"]) != has_gold
+    if pruned:  # the KL guard's prunings are the health page's critical signs
+        assert "KL above the blow-up threshold" in text["health"]
+    # The validated study's Study page shows each rerun configuration (the tuning trial it came from).
+    validated = validation_results(study, load_validation(name, dashboard.storage))
+    assert bool(validated) == (name == HELDOUT) == ("fresh seeds" in text["study"])
+    assert all(f"#{result.trial}" in text["study"] and result.n == VALIDATION_SEEDS for result in validated)
