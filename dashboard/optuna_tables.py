@@ -48,10 +48,10 @@ _METADATA = MetaData()
 STUDIES = Table("studies", _METADATA, Column("study_id", Integer), Column("study_name", String))
 STUDY_DIRECTIONS = Table("study_directions", _METADATA, Column("study_id", Integer), Column("objective", Integer),
                          Column("direction", String))
-STUDY_USER_ATTRS = Table("study_user_attributes", _METADATA, Column("study_id", Integer), Column("key", String),
-                         Column("value_json", Text))
-STUDY_SYSTEM_ATTRS = Table("study_system_attributes", _METADATA, Column("study_id", Integer), Column("key", String),
-                           Column("value_json", Text))
+STUDY_USER_ATTRS = Table("study_user_attributes", _METADATA, Column("study_user_attribute_id", Integer),
+                         Column("study_id", Integer), Column("key", String), Column("value_json", Text))
+STUDY_SYSTEM_ATTRS = Table("study_system_attributes", _METADATA, Column("study_system_attribute_id", Integer),
+                           Column("study_id", Integer), Column("key", String), Column("value_json", Text))
 TRIALS = Table("trials", _METADATA, Column("trial_id", Integer), Column("number", Integer),
                Column("study_id", Integer), Column("state", String), Column("datetime_start", DateTime),
                Column("datetime_complete", DateTime))
@@ -73,7 +73,10 @@ _SPECIAL_FLOATS = {"INF_POS": float("inf"), "INF_NEG": float("-inf"), "NAN": flo
 
 
 def _stored_float(value: float | None, value_type: str) -> float:
-    return _SPECIAL_FLOATS[value_type] if value_type in _SPECIAL_FLOATS else float(value)  # type: ignore[arg-type]
+    if value_type in _SPECIAL_FLOATS:
+        return _SPECIAL_FLOATS[value_type]
+    assert value is not None, "Optuna stores every finite value"
+    return float(value)
 
 
 def _json(text: str) -> Any:
@@ -115,7 +118,9 @@ class StudyRecord:
 
 
 def _attrs(connection: sqlalchemy.Connection, table: Table, study_id: int) -> dict[str, Any]:
-    query = sqlalchemy.select(table.c.key, table.c.value_json).where(table.c.study_id == study_id)
+    # In the order they were set, on every database.
+    query = sqlalchemy.select(table.c.key, table.c.value_json).where(table.c.study_id == study_id).order_by(
+        table.c[f"{table.name[:-1]}_id"])
     return {key: _json(value) for key, value in connection.execute(query)}
 
 
