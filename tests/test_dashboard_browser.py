@@ -15,7 +15,7 @@ from optuna.trial import TrialState
 
 from dashboard.app import PAGES
 from tools.real_studies import CUSTOM_REWARD, ESTIMATORS, HELDOUT, KL_THRESHOLD, VALIDATION_SEEDS
-from tools.screenshots import CHROMIUM, PageCapture, capture_pages, serve
+from tools.screenshots import CHROMIUM, PageCapture, capture_pages, readme_tables, serve
 from tuner.database import create_engine
 from tuner.trial_records import read_samples
 from tuner.validation import load_validation, validation_results
@@ -101,3 +101,12 @@ def test_every_page_renders_in_headless_chromium(dashboard: Served, name: str, t
     validated = validation_results(study, load_validation(name, dashboard.storage))
     assert bool(validated) == (name == HELDOUT) == ("fresh seeds" in text["study"])
     assert all(f"#{result.trial}" in text["study"] and result.n == VALIDATION_SEEDS for result in validated)
+
+
+def test_readme_shows_a_screenshot_of_every_page() -> None:
+    # A page added to the navigation needs its screenshot taken and its cell in the README's tables.
+    root = Path(__file__).resolve().parent.parent
+    assert readme_tables() in (root / "README.md").read_text()
+    for slug, _, _ in PAGES:
+        screenshot = root / "docs" / "screenshots" / f"{slug}.png"
+        assert screenshot.is_file() and screenshot.stat().st_size > 20_000, screenshot

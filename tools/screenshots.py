@@ -1,11 +1,14 @@
 """Serve the dashboard and photograph every page in headless Chromium (Playwright driving the system browser).
 
-Regenerate the README's screenshots (a synthetic study, built in a temporary directory)::
+Regenerate the README's screenshots: every page of ``dashboard.app.PAGES``, on a real study of the built-in task.
+The README's come from a local run of the quickstart (``ppo-tune run studies/quickstart.yaml --workers 2``, then
+``ppo-tune validate quickstart --workers 2``); without ``--storage`` the tool photographs tools.real_studies'
+small validated study, built into ``$PPO_TUNE_CACHE`` on first use::
 
-    python -m tools.screenshots                       # writes docs/screenshots/<page>.png
-    python -m tools.screenshots --storage sqlite:///studies/mine.db --study mine
+    python -m tools.screenshots --storage sqlite:///studies/quickstart.db --study quickstart --select 18,16,0,20
+    python -m tools.screenshots                       # the small real study; writes docs/screenshots/<page>.png
 
-The browser test uses the same functions on its fixture study.
+It prints the README's table of the pages it wrote. The browser test uses the same functions on the real studies.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from typing import TYPE_CHECKING
 
 from dashboard.app import PAGES
 from dashboard.launch import STORAGE_ENV, stop, streamlit_command
+from tools.real_studies import HELDOUT, cached_set
 
 if TYPE_CHECKING:  # Playwright is a test dependency; only this tool uses it
     from playwright.sync_api import Page, ViewportSize
@@ -40,7 +44,7 @@ VIEWPORT: ViewportSize = {"width": 1440, "height": 1100}
 CONTENT_HEIGHT_SCRIPT = """() => Math.max(
     ...Array.from(document.querySelectorAll('[data-testid="stMain"], section, div'), (e) => e.scrollHeight))"""
 MAX_HEIGHT = 5000
-DEMO_HIGHLIGHT = (4, 13)  # in the synthetic study: the best trial and one pruned after over-optimising
+README_COLUMNS = 4  # screenshots to a row of the README's tables
 # Streamlit is idle when its "Running..." status widget is gone and no element is still a loading skeleton.
 IDLE_SCRIPT = """() => !document.querySelector('[data-testid="stStatusWidget"]')
     && !document.querySelector('[data-testid="stSkeleton"]')"""
@@ -142,25 +146,37 @@ def capture_pages(
     return captures
 
 
+def readme_tables(pages: Sequence[tuple[str, str, str]] = PAGES, directory: str = "docs/screenshots",
+                  columns: int = README_COLUMNS) -> str:
+    """The README's Markdown tables of the pages' screenshots, ``columns`` to a row, in the navigation's order."""
+    tables = []
+    for start in range(0, len(pages), columns):
+        row = pages[start:start + columns]
+        tables.append("\n".join([
+            "| " + " | ".join(title for _, title, _ in row) + " |",
+            "|" + "---|" * len(row),
+            "| " + " | ".join(f"![{title}]({directory}/{slug}.png)" for slug, title, _ in row) + " |",
+        ]))
+    return "\n\n".join(tables)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.screenshots", description=__doc__.splitlines()[0])
-    parser.add_argument("--storage", default=None, help="Study storage URL (default: build a synthetic study).")
-    parser.add_argument("--study", default=None, help="Study to open (default: the first).")
-    parser.add_argument("--select", default="", help="Trials to highlight, e.g. 3,7 (default: none; the "
-                        "synthetic study highlights two).")
+    parser.add_argument("--storage", default=None,
+                        help="Study storage URL (default: tools.real_studies' set, built on first use).")
+    parser.add_argument("--study", default=None, help="Study to open (default: the first; with the default "
+                        f"storage, {HELDOUT}).")
+    parser.add_argument("--select", default="", help="Trials to highlight, e.g. 3,7; the Compare page compares "
+                        "them (default: none; with the default storage, 0,1).")
     parser.add_argument("--out", type=Path, default=DOCS_DIR, help=f"Where to write <page>.png (default {DOCS_DIR}).")
     args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory() as scratch:
-        storage, selected = args.storage, [int(n) for n in args.select.split(",") if n.strip()]
-        if storage is None:
-            from tools.demo_study import DemoSpec, build_demo_study
-
-            storage = f"sqlite:///{Path(scratch) / 'demo.db'}"
-            build_demo_study(storage, DemoSpec())
-            selected = selected or list(DEMO_HIGHLIGHT)
-        with serve(storage, log=Path(scratch) / "streamlit.log") as base_url:
-            for capture in capture_pages(base_url, args.out, args.study, selected=selected):
-                print(f"{capture.screenshot}  ({capture.charts} charts, {capture.exceptions} exceptions)")
+    storage, study, selected = args.storage, args.study, [int(n) for n in args.select.split(",") if n.strip()]
+    if storage is None:
+        storage, study, selected = cached_set(), study or HELDOUT, selected or [0, 1]
+    with tempfile.TemporaryDirectory() as scratch, serve(storage, log=Path(scratch) / "streamlit.log") as base_url:
+        for capture in capture_pages(base_url, args.out, study, selected=selected):
+            print(f"{capture.screenshot}  ({capture.charts} charts, {capture.exceptions} exceptions)")
+    print(readme_tables())
     return 0
 
 
