@@ -1,4 +1,9 @@
-"""Every dashboard page in Streamlit's AppTest, on a real tuner study: what a user sees on each page."""
+"""Every dashboard page in Streamlit's AppTest, on real tuner studies: what a user sees on each page.
+
+Most tests read ``dash`` (tiny trials of known shapes: pruned, adaptive, fixed, failed); those about gold scores,
+validation and estimators read tools.real_studies' studies on the built-in task; the multi-objective views read the
+synthetic ``pareto`` study, the one two-objective study there is.
+"""
 
 from __future__ import annotations
 
@@ -14,16 +19,26 @@ import numpy as np
 import optuna
 import pandas as pd
 import pytest
-from dashboard_fixtures import ADAPTIVE_TARGET, KL_THRESHOLD, PARETO, REAL, DashboardStudies, shared_studies
+from dashboard_fixtures import (
+    ADAPTIVE_TARGET,
+    KL_THRESHOLD,
+    PARETO,
+    REAL,
+    DashboardStudies,
+    real_studies_url,
+    shared_studies,
+)
 from optuna.distributions import FloatDistribution
 from streamlit.testing.v1 import AppTest
 
 from dashboard.launch import STORAGE_ENV
 from dashboard.optuna_views import available_views
 from dashboard.session import selection_from_table
+from tools.real_studies import CUSTOM_REWARD, ESTIMATORS, HELDOUT, VALIDATION_SEEDS
 from tuner.attrs import DEFINITION_ATTR, KL_HISTORY_ATTR, PRUNED_AT_ATTR
 from tuner.database import create_engine
-from tuner.trial_records import read_samples
+from tuner.trial_records import read_metrics, read_samples
+from tuner.validation import load_validation, validation_results
 
 APP = Path(__file__).resolve().parent.parent / "dashboard" / "app.py"
 
@@ -35,9 +50,19 @@ def studies(tmp_path_factory: pytest.TempPathFactory, tiny_lm_dir: Path, prompts
 
 @pytest.fixture
 def open_page(studies: DashboardStudies, monkeypatch: pytest.MonkeyPatch) -> Any:
-    monkeypatch.setenv(STORAGE_ENV, studies.url)
+    return page_opener(studies.url, REAL, monkeypatch)
 
-    def open_(page: str = "study", study: str = REAL, selected: list[int] | None = None) -> AppTest:
+
+@pytest.fixture
+def open_real_page(monkeypatch: pytest.MonkeyPatch) -> Any:
+    return page_opener(real_studies_url(), HELDOUT, monkeypatch)
+
+
+def page_opener(url: str, default_study: str, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """``open_(page, study, selected)``: the app on ``url``, switched to ``page``, with no exception shown."""
+    monkeypatch.setenv(STORAGE_ENV, url)
+
+    def open_(page: str = "study", study: str = default_study, selected: list[int] | None = None) -> AppTest:
         app = AppTest.from_file(str(APP), default_timeout=60)
         app.query_params["study"] = study
         if selected is not None:
@@ -169,11 +194,56 @@ def test_curves_page_kl_beta_and_rewards(open_page: Any, studies: DashboardStudi
     assert_clean(app)
 
 
-def test_curves_show_gold_scores_when_the_study_has_them(open_page: Any) -> None:
-    app = open_page("curves", study=PARETO)
+@pytest.mark.parametrize("name", [HELDOUT, CUSTOM_REWARD])
+def test_curves_show_gold_scores_when_the_study_has_them(open_real_page: Any, name: str) -> None:
+    # A built-in task's runs report a gold score every update; a reward function's runs have none to show.
+    app = open_real_page("curves", study=name)
     charts = figures(app)
-    assert len(trial_lines(charts["chart_gold"])) == 10 and len(trial_lines(charts["chart_proxy"])) == 10
-    assert not app.info
+    stored = read_metrics(create_engine(real_studies_url()), name)
+    assert set(trial_lines(charts["chart_proxy"])) == set(stored["trial_number"])
+    if name == CUSTOM_REWARD:
+        assert "objective/gold_score" not in stored or stored["objective/gold_score"].isna().all()
+        assert "chart_gold" not in charts and any("No gold score" in i.value for i in app.info)
+        return
+    gold = trial_lines(charts["chart_gold"])
+    assert set(gold) == set(stored["trial_number"]) and not app.info
+    for number, line in gold.items():
+        own = stored[stored["trial_number"] == number].sort_values("update")
+        np.testing.assert_allclose(array(line["y"]), own["objective/gold_score"].to_numpy())
+
+
+def test_study_page_shows_the_validated_configurations(open_real_page: Any) -> None:
+    app = open_real_page()
+    study = optuna.load_study(study_name=HELDOUT, storage=real_studies_url())
+    results = validation_results(study, load_validation(HELDOUT, real_studies_url()))
+    assert len(results) == 2 and all(r.n == VALIDATION_SEEDS for r in results)
+    assert "Validated on fresh seeds" in [s.value for s in app.subheader]
+    # Drawn above the trial table: each validated configuration, best validated mean first, with its runs' mean.
+    validated = app.dataframe[0].value
+    assert validated["trial"].tolist() == [r.trial for r in results]
+    assert validated["n"].tolist() == [VALIDATION_SEEDS] * 2
+    np.testing.assert_allclose(validated["mean"].to_numpy(), [r.interval[0] for r in results])
+    assert set(app.dataframe[1].value["number"]) == {t.number for t in study.trials}
+    # A study never validated has no such section.
+    app = open_real_page(study=ESTIMATORS)
+    assert "Validated on fresh seeds" not in [s.value for s in app.subheader]
+
+
+def test_curves_colour_trials_by_their_estimator(open_real_page: Any) -> None:
+    app = open_real_page("curves", study=ESTIMATORS)
+    estimators = {t.number: t.params["advantage_estimator"]
+                  for t in optuna.load_study(study_name=ESTIMATORS, storage=real_studies_url()).trials}
+    assert len(set(estimators.values())) == 4
+    colours = {n: line["line"]["color"] for n, line in trial_lines(figures(app)["chart_kl"]).items()}
+    assert set(colours) == set(estimators)
+    # One colour per estimator: trials that share one share it, and no two estimators share one.
+    by_estimator = {e: {colours[n] for n in colours if estimators[n] == e} for e in set(estimators.values())}
+    assert all(len(c) == 1 for c in by_estimator.values()) and len(set.union(*by_estimator.values())) == 4
+    app.radio(key="curves_color_by").set_value("trial").run()
+    assert len({line["line"]["color"] for line in trial_lines(figures(app)["chart_kl"]).values()}) == len(estimators)
+    assert_clean(app)
+    # Trials that all ran one estimator get no choice.
+    assert not [r for r in open_real_page("curves").radio if r.key == "curves_color_by"]
 
 
 def test_samples_page_shows_the_stored_generations(open_page: Any, studies: DashboardStudies) -> None:
