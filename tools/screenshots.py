@@ -125,9 +125,13 @@ def capture_pages(
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=list(CHROMIUM_ARGS), headless=True)
         try:
             context = browser.new_context(viewport=VIEWPORT, device_scale_factor=1)
-            for index, (slug, title, _icon) in enumerate(pages):
-                page = context.new_page()
-                page.goto(f"{base_url}/{'' if index == 0 else slug}{query}", wait_until="domcontentloaded")
+            # Every page opened at once, each in its own tab: the server runs one page's script while the browser
+            # draws another's charts, instead of each waiting for the one before.
+            opened = []
+            for index, (slug, _title, _icon) in enumerate(pages):
+                opened.append(context.new_page())
+                opened[-1].goto(f"{base_url}/{'' if index == 0 else slug}{query}", wait_until="commit")
+            for page, (slug, title, _icon) in zip(opened, pages, strict=True):
                 _settle(page, title, timeout_ms)
                 height = min(int(page.evaluate(CONTENT_HEIGHT_SCRIPT)) + 40, MAX_HEIGHT)
                 if tall and height > VIEWPORT["height"]:
