@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import optuna
@@ -14,7 +14,17 @@ from dashboard_fixtures import real_studies_url
 from optuna.trial import TrialState
 
 from dashboard.app import PAGES
-from tools.real_studies import CUSTOM_REWARD, ESTIMATORS, HELDOUT, KL_THRESHOLD, VALIDATION_SEEDS
+from tools.real_studies import (
+    COMPLETE,
+    CUSTOM_REWARD,
+    ESTIMATORS,
+    HELDOUT,
+    KL_THRESHOLD,
+    SPECS,
+    VALIDATION_SEEDS,
+    cache_key,
+    cached_set,
+)
 from tools.screenshots import CHROMIUM, PageCapture, capture_pages, readme_tables, serve
 from tuner.database import create_engine
 from tuner.trial_records import read_samples
@@ -95,8 +105,8 @@ def test_every_page_renders_in_headless_chromium(dashboard: Served, name: str, t
     assert (NO_GOLD in text["curves"]) != has_gold
     assert charts["curves"] >= 2 + has_gold  # KL and the proxy score, and the gold score where there is one
     assert ("no gold score (eval/gold_score) is recorded" in text["frontier"]) != has_gold
-    if pruned:  # the KL guard's prunings are the health page's critical signs
-        assert "KL above the blow-up threshold" in text["health"]
+    # Only the held-out study has trials the KL guard stopped: the health page's critical signs.
+    assert bool(pruned) == (name == HELDOUT) == ("KL above the blow-up threshold" in text["health"])
     # The validated study's Study page shows each rerun configuration (the tuning trial it came from).
     validated = validation_results(study, load_validation(name, dashboard.storage))
     assert bool(validated) == (name == HELDOUT) == ("fresh seeds" in text["study"])
@@ -110,3 +120,12 @@ def test_readme_shows_a_screenshot_of_every_page() -> None:
     for slug, _, _ in PAGES:
         screenshot = root / "docs" / "screenshots" / f"{slug}.png"
         assert screenshot.is_file() and screenshot.stat().st_size > 20_000, screenshot
+
+
+def test_the_real_studies_are_built_once_and_again_when_their_spec_changes() -> None:
+    url = real_studies_url()
+    marker = Path(url.removeprefix("sqlite:///")).parent / COMPLETE
+    built = marker.stat().st_mtime_ns
+    assert cached_set() == url and marker.stat().st_mtime_ns == built  # a later session reuses the cached set
+    longer = replace(SPECS[0], definition={**SPECS[0].definition, "n_trials": 6})
+    assert cache_key([longer, *SPECS[1:]]) != cache_key() == cache_key(SPECS)
