@@ -121,7 +121,8 @@ def decode_metrics(rows: Sequence[Sequence[Any]]) -> pd.DataFrame:
 
 
 def _decode_samples(rows: Sequence[Sequence[Any]]) -> pd.DataFrame:
-    return pd.DataFrame(rows, columns=[*SAMPLE_COLUMNS, "id"]).drop(columns="id")
+    # Plain tuples: pandas builds a frame from SQLAlchemy's rows about twice as slowly.
+    return pd.DataFrame([tuple(row) for row in rows], columns=[*SAMPLE_COLUMNS, "id"]).drop(columns="id")
 
 
 class _AppendOnlyRows:
