@@ -47,8 +47,8 @@ def _fit_summary(outcome: FitOutcome, source: FrontierSource, scope: str) -> Non
         st.info(f"No fit of Gao et al.'s form: {outcome.reason}")
         return
     columns = st.columns(5)
-    label = "Suggested kl_target" + (" (extrapolated)" if fit.extrapolated else "")
-    columns[0].metric(label, f"{fit.kl_star:.3g} nats",
+    columns[0].metric("Suggested kl_target", f"{fit.kl_star:.3g} nats",
+                      delta="extrapolated" if fit.extrapolated else None, delta_color="orange", delta_arrow="off",
                       help="KL* = d*², where the fitted gold score R(d) peaks, d = sqrt(KL).")
     columns[1].metric("Fitted gold at KL*", number(fit.gold_star))
     columns[2].metric("α", f"{fit.alpha:.3g}")
