@@ -115,13 +115,14 @@ class StudyRecord:
     directions: tuple[StudyDirection, ...]
     user_attrs: dict[str, Any]
     system_attrs: dict[str, Any]
+    attrs_key: str = ""  # a digest of the attributes as stored: changes exactly when one does
 
 
-def _attrs(connection: sqlalchemy.Connection, table: Table, study_id: int) -> dict[str, Any]:
+def _attrs(connection: sqlalchemy.Connection, table: Table, study_id: int) -> list[tuple[str, str]]:
     # In the order they were set, on every database.
     query = sqlalchemy.select(table.c.key, table.c.value_json).where(table.c.study_id == study_id).order_by(
         table.c[f"{table.name[:-1]}_id"])
-    return {key: _json(value) for key, value in connection.execute(query)}
+    return [(str(key), str(value)) for key, value in connection.execute(query)]
 
 
 def read_study(connection: sqlalchemy.Connection, name: str) -> StudyRecord:
@@ -133,8 +134,10 @@ def read_study(connection: sqlalchemy.Connection, name: str) -> StudyRecord:
     directions = connection.execute(
         sqlalchemy.select(STUDY_DIRECTIONS.c.direction).where(STUDY_DIRECTIONS.c.study_id == study_id)
         .order_by(STUDY_DIRECTIONS.c.objective)).scalars()
+    user, system = _attrs(connection, STUDY_USER_ATTRS, study_id), _attrs(connection, STUDY_SYSTEM_ATTRS, study_id)
+    key = hashlib.blake2b(repr((user, system)).encode(), digest_size=6).hexdigest()
     return StudyRecord(int(study_id), name, tuple(StudyDirection[str(d)] for d in directions),
-                       _attrs(connection, STUDY_USER_ATTRS, study_id), _attrs(connection, STUDY_SYSTEM_ATTRS, study_id))
+                       {k: _json(v) for k, v in user}, {k: _json(v) for k, v in system}, key)
 
 
 @dataclass

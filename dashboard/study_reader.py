@@ -196,10 +196,9 @@ class StudyReader:
                 trials = self._trials.refresh(connection)
                 ids = (self._metrics.newest_id(connection, self.ref.name),
                        self._samples.newest_id(connection, self.ref.name)) if store else (0, 0)
-            token = change_token(trials, *ids, self._trials.unfinished_key)
+            token = change_token(trials, *ids, self._trials.unfinished_key + record.attrs_key)
             last = self._snapshot
-            if last is not None and last.trials is trials and last.token == token \
-                    and (last.user_attrs, last.system_attrs) == (record.user_attrs, record.system_attrs):
+            if last is not None and last.trials is trials and last.token == token:
                 return last
             self._snapshot = Snapshot(token, snapshot_study(record, trials), trials, record.user_attrs,
                                       record.system_attrs)
@@ -225,10 +224,10 @@ class StudyReader:
                 return rows.refresh(connection, self.ref.name)
 
 
-def change_token(trials: tuple[FrozenTrial, ...], metrics_id: int, samples_id: int, unfinished: str = "") -> str:
-    """A short string that changes when a trial is added or changes state, an unfinished trial's rows change
-    (``unfinished``: ``TrialCache.unfinished_key``), or a metric or sample is stored."""
-    states = "".join(str(trial.state.value) for trial in trials) + unfinished
+def change_token(trials: tuple[FrozenTrial, ...], metrics_id: int, samples_id: int, rows_key: str = "") -> str:
+    """A short string that changes when a trial is added or changes state, a metric or sample is stored, or
+    ``rows_key`` changes (the reader's: a digest of the unfinished trials' rows and the study's attributes)."""
+    states = "".join(str(trial.state.value) for trial in trials) + rows_key
     digest = hashlib.blake2b(states.encode(), digest_size=6).hexdigest()
     return f"{len(trials)}-{digest}-{metrics_id}-{samples_id}"
 

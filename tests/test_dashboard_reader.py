@@ -23,6 +23,7 @@ from dashboard.charts import CurveStyle, curves_figure
 from dashboard.optuna_tables import SnapshotStorage, read_study
 from dashboard.study_reader import StudyRef, build_study_view, open_read_only_engine, open_reader, study_names
 from tools.demo_study import DemoSpec, build_demo_study
+from tuner.attrs import KL_GUARD_ATTR
 from tuner.database import create_engine, open_storage
 from tuner.reports import best_trials, trials_frame
 from tuner.trial_records import metrics_table, samples_table
@@ -146,6 +147,18 @@ def test_refresh_rereads_only_new_and_unfinished_trials(storage_url: str) -> Non
     assert [t.number for t in best_trials(third.study)] == [1]
     assert [t.number for t in first.study.get_trials()] == [0, 1]  # an earlier snapshot does not change
     _same_as_optuna(storage_url, name)
+
+
+def test_a_study_attribute_set_later_changes_the_token(storage_url: str) -> None:
+    name = _unique("attrs")
+    study = optuna.create_study(study_name=name, storage=open_storage(storage_url))
+    study.tell(study.ask({"x": FloatDistribution(0, 1)}), 1.0)
+    reader = open_reader(StudyRef(storage_url, name))
+    first = reader.refresh()
+    study.set_user_attr(KL_GUARD_ATTR, {"threshold": 7.0})  # no trial changes: only the study's attributes
+    second = reader.refresh()
+    assert second.token != first.token  # so the cached study view is built again
+    assert build_study_view(reader.ref, second).kl_guard.threshold == 7.0
 
 
 def test_the_reader_cannot_write(storage_url: str) -> None:
