@@ -4,6 +4,7 @@ and the session's figure cache."""
 
 from __future__ import annotations
 
+import gc
 import math
 import os
 import time
@@ -146,6 +147,7 @@ def test_refresh_rereads_only_new_and_unfinished_trials(storage_url: str) -> Non
     assert third.token != second.token
     assert [t.number for t in best_trials(third.study)] == [1]
     assert [t.number for t in first.study.get_trials()] == [0, 1]  # an earlier snapshot does not change
+    assert gc.isenabled()  # the reads turn the cyclic collector off only while they decode
     _same_as_optuna(storage_url, name)
 
 
