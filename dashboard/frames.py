@@ -13,8 +13,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dashboard.health_rules import Finding, worst
+from dashboard.health_rules import Finding, HealthContext, worst
 from dashboard.study_reader import PARAM_PREFIX, StudyView
+from ppo_core.metric_names import CRITIC_ESTIMATORS, CRITIC_METRICS, GUARDED_METRICS
 from tuner.trial_records import METRIC_KEYS
 
 DIFFERS_STYLE = "background-color: rgba(255, 193, 7, 0.28)"
@@ -173,6 +174,21 @@ def config_groups(view: StudyView, key: str) -> dict[int, str]:
 def grouping_options(view: StudyView) -> list[str]:
     """The config keys a page can colour trials by: those in :data:`GROUPABLE_KEYS` on which the trials differ."""
     return [key for key in GROUPABLE_KEYS if config_groups(view, key)]
+
+
+def health_contexts(view: StudyView) -> dict[int, HealthContext]:
+    """What the health rules need to know of each trial besides its metrics: the study's KL guard, the trial's KL
+    target, and the metrics it always reports (a critic-free estimator reports no value loss)."""
+    targets = view.kl_targets()
+    without_critic = tuple(m for m in GUARDED_METRICS if m not in CRITIC_METRICS)
+    contexts = {}
+    for number in view.numbers:
+        # A config without the field predates the critic-free estimators: its run trained a value network.
+        estimator = view.configs.get(number, {}).get("advantage_estimator")
+        critic = estimator is None or estimator in CRITIC_ESTIMATORS
+        contexts[number] = HealthContext(view.kl_guard.threshold, view.kl_guard.metric, targets.get(number),
+                                         reported=GUARDED_METRICS if critic else without_critic)
+    return contexts
 
 
 def trial_table(view: StudyView, states: Iterable[str]) -> pd.DataFrame:

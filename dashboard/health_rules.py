@@ -72,6 +72,8 @@ class HealthContext:
     kl_metric: str = DEFAULT_KL_METRIC
     kl_target: float | None = None
     window: int = 5
+    # The metrics this trial reports on every update whatever happens, so a missing value is a run gone wrong.
+    reported: tuple[str, ...] = GUARDED_METRICS
 
 
 @dataclass(frozen=True)
@@ -121,7 +123,7 @@ def non_finite(metrics: pd.DataFrame, context: HealthContext) -> Finding | None:
     # does not report (a gold score without a task), unless every run reports it (the guarded metrics); the
     # held-out evaluation's metrics are missing on every update without an evaluation, so only infinity counts there.
     sparse = np.array([c.startswith(EVAL_PREFIX) or c in EVAL_METRICS for c in columns], dtype=bool)
-    reported = (finite.any(axis=0) & ~sparse) | np.isin(columns, GUARDED_METRICS)
+    reported = (finite.any(axis=0) & ~sparse) | np.isin(columns, context.reported)
     bad = (~finite & ~np.isnan(values)) | (np.isnan(values) & reported)
     if not bad.any():
         return None

@@ -21,7 +21,8 @@ import plotly.graph_objects as go
 import sqlalchemy
 import streamlit as st
 
-from dashboard.health_rules import Finding, HealthContext, diagnose_trials
+from dashboard.frames import health_contexts
+from dashboard.health_rules import Finding, diagnose_trials
 from dashboard.study_reader import (
     StudyReader,
     StudyRef,
@@ -98,13 +99,7 @@ def samples(url: str, name: str, token: str) -> pd.DataFrame:
 
 @st.cache_data(ttl=TTL_S, max_entries=MAX_STUDIES, show_spinner=False)
 def health(url: str, name: str, token: str) -> dict[int, list[Finding]]:
-    view = study_view(url, name, token)
-    targets = view.kl_targets()
-    contexts = {
-        number: HealthContext(view.kl_guard.threshold, view.kl_guard.metric, targets.get(number))
-        for number in view.numbers
-    }
-    return diagnose_trials(metrics(url, name, token), contexts)
+    return diagnose_trials(metrics(url, name, token), health_contexts(study_view(url, name, token)))
 
 
 def _typed_arrays(figure: go.Figure) -> go.Figure:

@@ -24,6 +24,7 @@ from ppo_core.config_checks import (
     field_types_of,
     require,
 )
+from ppo_core.metric_names import CRITIC_ESTIMATORS
 from ppo_core.trl_config import ModelConfig, ScriptArguments, field_help
 
 KL_ESTIMATORS = ("k1", "k2", "k3", "abs")
@@ -335,7 +336,7 @@ class PPOConfig(ScriptArguments, ModelConfig):
     @property
     def uses_critic(self) -> bool:
         """Whether the run builds, trains and reads a value network: only GAE needs one."""
-        return self.advantage_estimator == "gae"
+        return self.advantage_estimator in CRITIC_ESTIMATORS
 
     @property
     def generations_per_prompt(self) -> int:

@@ -150,3 +150,25 @@ def test_findings_are_sorted_worst_first_and_per_trial() -> None:
     both = pd.concat([healthy(), frame.assign(trial_number=1)], ignore_index=True)
     by_trial = diagnose_trials(both, {0: CONTEXT, 1: CONTEXT, 2: CONTEXT})
     assert by_trial[0] == [] and worst(by_trial[1]) == CRITICAL and by_trial[2] == []
+
+
+def test_critic_free_trials_are_not_flagged_for_the_value_loss_they_never_report() -> None:
+    """The real estimators study (tools.real_studies): grpo, rloo and reinforce_pp_baseline train no value network,
+    so loss/value_avg is absent from every update of theirs; that is not a value loss gone non-finite."""
+    from dashboard_fixtures import real_studies_url
+
+    from dashboard.frames import health_contexts
+    from dashboard.study_reader import StudyRef, build_study_view, open_reader
+    from tools.real_studies import ESTIMATORS
+
+    ref = StudyRef(real_studies_url(), ESTIMATORS)
+    reader = open_reader(ref)
+    view = build_study_view(ref, reader.refresh())
+    estimators = {n: config.get("advantage_estimator") for n, config in view.configs.items()}
+    assert {"gae", "grpo", "rloo"} <= set(estimators.values())
+    findings = diagnose_trials(reader.metrics(), health_contexts(view))
+    flagged = {n: [f.evidence for f in found if f.rule == "non_finite"] for n, found in findings.items()}
+    assert {n: e for n, e in flagged.items() if e} == {}
+    # A value network's own metric still counts: missing from a gae trial it is a run gone wrong.
+    gae = next(n for n, e in estimators.items() if e == "gae")
+    assert "loss/value_avg" in health_contexts(view)[gae].reported
