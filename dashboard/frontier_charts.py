@@ -36,6 +36,9 @@ def trajectory_figure(
     states = states or {}
     groups = groups or {}
     colors = group_colors(groups.values())
+    has_gold = bool(paths["gold"].notna().any())
+    # Without a gold score the proxy is the only line: solid, on the left axis.
+    lines = (("gold", "solid", "y"), ("proxy", "dot", "y2")) if has_gold else (("proxy", "solid", "y"),)
     traces: list[go.Scatter] = []
     trials = paths["trial"].to_numpy(dtype=int)
     for n in sorted({int(t) for t in trials}):
@@ -44,7 +47,7 @@ def trajectory_figure(
         word = STATE_WORD.get(states.get(n, ""), states.get(n, "").lower())
         label = f"#{n} {word}".strip() + (f" ({groups[n]})" if n in groups else "")
         x = rows["sqrt_kl"].to_numpy(dtype=float)
-        for series, dash, axis in (("gold", "solid", "y"), ("proxy", "dot", "y2")):
+        for series, dash, axis in lines:
             y = rows[series].to_numpy(dtype=float)
             keep = np.isfinite(y)
             if not keep.any():
@@ -66,14 +69,15 @@ def trajectory_figure(
             hovertemplate=(f"trial #{n} gold peak at update {int(update)}<br>KL {float(kl):.3g} "
                            f"(sqrt {float(sqrt_kl):.3g}), gold %{{y:.4g}}<extra></extra>"),
         ))
+    proxy_axis = {"title": {"text": "proxy score (dotted)"}, "overlaying": "y", "side": "right", "showgrid": False}
+    axes = ({"yaxis": {"title": {"text": "gold score (solid)"}}, "yaxis2": proxy_axis} if has_gold
+            else {"yaxis": {"title": {"text": "proxy score"}}})
     layout = go.Layout(
-        title={"text": "Gold and proxy score against sqrt(KL)"}, height=440,
+        title={"text": f"{'Gold and proxy score' if has_gold else 'Proxy score'} against sqrt(KL)"}, height=440,
         margin={"l": 10, "r": 10, "t": 40, "b": 10}, hovermode="closest",
         # Below the plot: on the right the legend would sit on the proxy axis.
         legend={"orientation": "h", "y": -0.2, "font": {"size": 11}},
-        xaxis={"title": {"text": "sqrt(KL to the reference policy)"}},
-        yaxis={"title": {"text": "gold score (solid)"}},
-        yaxis2={"title": {"text": "proxy score (dotted)"}, "overlaying": "y", "side": "right", "showgrid": False},
+        xaxis={"title": {"text": "sqrt(KL to the reference policy)"}}, **axes,
     )
     return go.Figure(data=traces, layout=layout)
 

@@ -113,3 +113,5 @@ def test_frontier_page_without_gold_plots_the_proxy(url: str, monkeypatch: pytes
     assert roles(frontier, "fit") == [] and not [m for m in app.get("metric") if "kl_target" in m.label]
     paths = figures(app)["chart_trajectories"]
     assert {t["meta"]["series"] for t in paths["data"] if "series" in t.get("meta", {})} == {"proxy"}
+    assert paths["layout"]["title"]["text"] == "Proxy score against sqrt(KL)" and "yaxis2" not in paths["layout"]
+    assert {t["yaxis"] for t in paths["data"] if "series" in t.get("meta", {})} == {"y"}

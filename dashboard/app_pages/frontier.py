@@ -98,7 +98,7 @@ def _across_the_study(context: PageContext, source: FrontierSource, paths: pd.Da
         st.dataframe(front[columns], hide_index=True, column_config=config, width="stretch")
 
 
-def _per_trial(context: PageContext, paths: pd.DataFrame, groups: dict[int, str]) -> None:
+def _per_trial(context: PageContext, source: FrontierSource, paths: pd.DataFrame, groups: dict[int, str]) -> None:
     st.subheader("Along each run")
     states = context.view.states()
     with_paths = sorted({int(t) for t in paths["trial"]})
@@ -110,8 +110,12 @@ def _per_trial(context: PageContext, paths: pd.DataFrame, groups: dict[int, str]
         return
     rows = paths[paths["trial"].isin(chosen)]
     st.plotly_chart(trajectory_figure(rows, gold_peaks(rows), states, groups), key="chart_trajectories")
-    st.caption("Solid: gold score (left axis); dotted: proxy score (right axis); ★: where each trial's gold peaked. "
-               "A proxy still rising past gold's peak is over-optimisation.")
+    if source.has_gold:
+        st.caption("Solid: gold score (left axis); dotted: proxy score (right axis); ★: where each trial's gold "
+                   "peaked. A proxy still rising past gold's peak is over-optimisation.")
+    else:
+        st.caption("The proxy score along each run: without a gold score, over-optimisation cannot be told apart "
+                   "from learning.")
 
 
 def render(context: PageContext) -> None:
@@ -122,7 +126,7 @@ def render(context: PageContext) -> None:
     (st.caption if source.has_gold else st.warning)(source.note)
     groups = color_by_picker(context, st, "frontier_color_by")
     _across_the_study(context, source, paths, groups)
-    _per_trial(context, paths, groups)
+    _per_trial(context, source, paths, groups)
 
 
 run_page("Frontier", render, "Reward against KL: where more KL stops buying gold score, and the kl_target it "
