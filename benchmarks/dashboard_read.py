@@ -49,7 +49,8 @@ def median_time(action: Callable[[], Any], repeat: int) -> float:
 def read_path(url: str, name: str, repeat: int) -> list[tuple[str, float]]:
     """Times of the plain loaders, charts and health rules (no Streamlit)."""
     from dashboard.charts import CurveStyle, curves_figure, kl_figure
-    from dashboard.health_rules import HealthContext, diagnose_trials
+    from dashboard.frames import health_contexts
+    from dashboard.health_rules import diagnose_trials
     from dashboard.study_reader import StudyRef, build_study_view, open_reader
     from tuner.database import create_engine
     from tuner.trial_records import TrialStore
@@ -90,8 +91,7 @@ def read_path(url: str, name: str, repeat: int) -> list[tuple[str, float]]:
         lambda: kl_figure(metrics, states, style, view.kl_guard.threshold, view.kl_targets()), repeat)))
     rows.append(("proxy score chart, smoothed", median_time(
         lambda: curves_figure(metrics, "objective/scores", states, CurveStyle(smoothing=0.9)), repeat)))
-    contexts = {n: HealthContext(view.kl_guard.threshold, view.kl_guard.metric, view.kl_targets().get(n))
-                for n in view.numbers}
+    contexts = health_contexts(view)
     rows.append(("health rules, every trial", median_time(lambda: diagnose_trials(metrics, contexts), repeat)))
     return rows
 
