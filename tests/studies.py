@@ -3,6 +3,7 @@ study runs, followed through psutil."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from typing import Any
 
 import optuna
 import psutil
+import pytest
 import yaml
 from optuna.trial import TrialState
 
@@ -70,6 +72,16 @@ def wait_for(condition: Callable[[], object], timeout: float, what: str) -> None
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.2)
+
+
+def postgres_url() -> str:
+    """The test PostgreSQL server's URL (``.ci/run`` starts it); a skip locally without one, a failure under CI."""
+    url = os.environ.get("PPO_TUNE_POSTGRES_URL")
+    if not url:
+        if os.environ.get("CI"):
+            pytest.fail("PPO_TUNE_POSTGRES_URL is not set: .ci/run must start PostgreSQL for these tests")
+        pytest.skip("set PPO_TUNE_POSTGRES_URL to run the PostgreSQL tests")
+    return url
 
 
 def descendants(pid: int) -> list[psutil.Process]:

@@ -23,20 +23,12 @@ from dashboard import session
 from dashboard.charts import CurveStyle, curves_figure
 from dashboard.optuna_tables import SnapshotStorage, read_study
 from dashboard.study_reader import StudyRef, build_study_view, open_read_only_engine, open_reader, study_names
+from studies import postgres_url
 from tools.demo_study import DemoSpec, build_demo_study
 from tuner.attrs import KL_GUARD_ATTR
 from tuner.database import create_engine, open_storage
 from tuner.reports import best_trials, trials_frame
 from tuner.trial_records import metrics_table, samples_table
-
-
-def _postgres_url() -> str:
-    url = os.environ.get("PPO_TUNE_POSTGRES_URL")
-    if not url:
-        if os.environ.get("CI"):
-            pytest.fail("PPO_TUNE_POSTGRES_URL is not set: .ci/run must start PostgreSQL for these tests")
-        pytest.skip("set PPO_TUNE_POSTGRES_URL to run the PostgreSQL tests")
-    return url
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -45,7 +37,7 @@ def storage_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'studies.db'}"
         return
-    url = _postgres_url()
+    url = postgres_url()
     before = set(optuna.get_all_study_names(open_storage(url)))
     yield url
     storage = open_storage(url)

@@ -19,6 +19,7 @@ from studies import (
     descendants,
     kill_worker_mid_trial,
     load,
+    postgres_url,
     running_trial_has_updated,
     still_running,
     wait_for,
@@ -223,15 +224,6 @@ def test_two_workers_on_sqlite_lose_and_duplicate_nothing(
     path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=6)
     assert main(["run", str(path), "--workers", "2"]) == 0
     _check_parallel_study(path, workers=2, n_trials=6)
-
-
-def postgres_url() -> str:
-    url = os.environ.get("PPO_TUNE_POSTGRES_URL")
-    if not url:
-        if os.environ.get("CI"):
-            pytest.fail("PPO_TUNE_POSTGRES_URL is not set: .ci/run must start PostgreSQL for these tests")
-        pytest.skip("set PPO_TUNE_POSTGRES_URL to run the PostgreSQL tests")
-    return url
 
 
 def test_three_workers_on_postgresql_lose_and_duplicate_nothing(
