@@ -238,9 +238,14 @@ def _evidence(numbers: Sequence[int], knobs: pd.DataFrame, affected: pd.Series, 
     return f"{prefix}{shown}; no clear pattern in {', '.join(compared)}"
 
 
+def _evidence_among(numbers: Sequence[int], among: Sequence[int], knobs: pd.DataFrame, names: Sequence[str]) -> str:
+    """:func:`_evidence` for ``numbers``, compared with the rest of the trials ``among``."""
+    index = pd.Index(among)
+    return _evidence(numbers, knobs.reindex(index), pd.Series(index.isin(numbers), index=index), names)
+
+
 def finding_advice(findings: Mapping[int, Sequence[Finding]], ran: Sequence[int], knobs: pd.DataFrame) -> list[Advice]:
     """One item per health rule seen: the trials (of those that ``ran``) that show it, and the pattern behind it."""
-    index = pd.Index(ran)
     by_rule: dict[str, list[Finding]] = {}
     trials_of: dict[str, list[int]] = {}
     for number in ran:
@@ -251,7 +256,7 @@ def finding_advice(findings: Mapping[int, Sequence[Finding]], ran: Sequence[int]
     for rule, found in by_rule.items():
         numbers = sorted(set(trials_of[rule]))
         names, action = ADVICE_OF.get(rule, ((), found[0].advice))
-        evidence = _evidence(numbers, knobs.reindex(index), pd.Series(index.isin(numbers), index=index), names)
+        evidence = _evidence_among(numbers, ran, knobs, names)
         severity = min((f.severity for f in found), key=SEVERITY_RANK.__getitem__)
         items.append(Advice(GROUP_OF.get(rule, OTHER), severity,
                             f"{found[0].sign} in {len(numbers)} of {len(ran)} trials", evidence, action, len(numbers)))
@@ -291,12 +296,11 @@ def guard_advice(view: StudyView, knobs: pd.DataFrame) -> list[Advice]:
     if not predicted.any():
         return []
     numbers = [int(n) for n in trials.loc[predicted, "number"]]
-    index = pd.Index([int(n) for n in trials["number"]])
     names, action = ADVICE_OF["kl_guard_trend"]
-    evidence = _evidence(numbers, knobs.reindex(index), pd.Series(index.isin(numbers), index=index), names)
-    return [Advice(KL, WARNING,
-                   f"KL heading past the guard's {view.kl_guard.threshold:g} nats: {len(numbers)} of {len(index)} "
-                   "trials stopped on the trend", evidence, action, len(numbers))]
+    evidence = _evidence_among(numbers, view.numbers, knobs, names)
+    what = (f"KL heading past the guard's {view.kl_guard.threshold:g} nats: {len(numbers)} of {len(view.numbers)} "
+            "trials stopped on the trend")
+    return [Advice(KL, WARNING, what, evidence, action, len(numbers))]
 
 
 def edge_advice(findings: Sequence[EdgeFinding]) -> list[Advice]:

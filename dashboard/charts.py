@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -40,9 +41,13 @@ class CurveStyle:
     selected: frozenset[int] = field(default_factory=frozenset)
     groups: Mapping[int, str] = field(default_factory=dict)
 
+    @cached_property
+    def _group_colors(self) -> dict[str, str]:
+        return group_colors(self.groups.values())
+
     def color(self, number: int) -> str:
         if number in self.groups:
-            return group_colors(self.groups.values())[self.groups[number]]
+            return self._group_colors[self.groups[number]]
         return trial_color(number)
 
 

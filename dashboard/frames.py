@@ -20,7 +20,8 @@ from tuner.trial_records import METRIC_KEYS
 
 DIFFERS_STYLE = "background-color: rgba(255, 193, 7, 0.28)"
 # Settings a page can colour or group trials by, when a study's trials differ in them (a searched estimator).
-GROUPABLE_KEYS = ("advantage_estimator",)
+ESTIMATOR_KEY = "advantage_estimator"  # PPOConfig's field, as stored in each trial's config
+GROUPABLE_KEYS = (ESTIMATOR_KEY,)
 UNRECORDED = "unrecorded"
 # Shown first in metric pickers: the metrics the tuning guidance says to watch.
 PREFERRED_METRICS = (
@@ -184,7 +185,7 @@ def health_contexts(view: StudyView) -> dict[int, HealthContext]:
     contexts = {}
     for number in view.numbers:
         # A config without the field predates the critic-free estimators: its run trained a value network.
-        estimator = view.configs.get(number, {}).get("advantage_estimator")
+        estimator = view.configs.get(number, {}).get(ESTIMATOR_KEY)
         critic = estimator is None or estimator in CRITIC_ESTIMATORS
         contexts[number] = HealthContext(view.kl_guard.threshold, view.kl_guard.metric, targets.get(number),
                                          reported=GUARDED_METRICS if critic else without_critic)

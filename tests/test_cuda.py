@@ -15,16 +15,19 @@ from ppo_core import PPOConfig, PPOTrainer
 from tools import tiny_data, tiny_models
 
 
+def letter_run(tmp_path: Path, n_train: int, **values: Any) -> dict[str, Any]:
+    """PPOConfig settings for a tiny Llama, written under ``tmp_path``, trained on the letter reward; ``values`` on
+    top."""
+    policy = tiny_models.write_llama(tmp_path / "llama", seed=1)
+    data = tiny_data.write_jsonl_splits(tmp_path / "data", "standard", n_train=n_train, n_test=8)
+    return {"task": None, "sft_model_path": str(policy), "dataset_name": str(data),
+            "reward_funcs": ["examples.bring_your_own.rewards:letter_reward"], "num_sample_generations": 0, **values}
+
+
 @pytest.mark.cuda
 def test_lora_bf16_checkpointing_on_a_gpu(tmp_path: Path) -> None:
-    policy = tiny_models.write_llama(tmp_path / "llama", seed=1)
-    data = tiny_data.write_jsonl_splits(tmp_path / "data", "standard", n_train=32, n_test=8)
-    values: dict[str, Any] = {
-        "task": None, "sft_model_path": str(policy), "dataset_name": str(data),
-        "reward_funcs": ["examples.bring_your_own.rewards:letter_reward"], "response_length": 6,
-        "per_device_train_batch_size": 8, "total_episodes": 16, "num_sample_generations": 0,
-        "use_peft": True, "lora_r": 4, "dtype": "bfloat16", "gradient_checkpointing": True,
-    }
+    values = letter_run(tmp_path, 32, response_length=6, per_device_train_batch_size=8, total_episodes=16,
+                        use_peft=True, lora_r=4, dtype="bfloat16", gradient_checkpointing=True)
     trainer = PPOTrainer(PPOConfig(**values))
     assert trainer.accelerator.device.type == "cuda" and trainer.accelerator.mixed_precision == "bf16"
     metrics = trainer.train().metrics
@@ -38,13 +41,7 @@ def test_lora_bf16_checkpointing_on_a_gpu(tmp_path: Path) -> None:
 def test_one_process_moves_between_the_gpu_and_the_cpu(tmp_path: Path) -> None:
     # accelerate keeps one device per process: a use_cpu trainer after a GPU one was refused ("AcceleratorState has
     # already been initialized ... pass cpu=True"), and a GPU trainer after a use_cpu one silently ran on the CPU.
-    policy = tiny_models.write_llama(tmp_path / "llama", seed=1)
-    data = tiny_data.write_jsonl_splits(tmp_path / "data", "standard", n_train=16, n_test=8)
-    values: dict[str, Any] = {
-        "task": None, "sft_model_path": str(policy), "dataset_name": str(data),
-        "reward_funcs": ["examples.bring_your_own.rewards:letter_reward"], "response_length": 4,
-        "per_device_train_batch_size": 4, "total_episodes": 4, "num_sample_generations": 0, "bf16": True,
-    }
+    values = letter_run(tmp_path, 16, response_length=4, per_device_train_batch_size=4, total_episodes=4, bf16=True)
     for use_cpu in (False, True, False):
         trainer = PPOTrainer(PPOConfig(**values, use_cpu=use_cpu))
         assert trainer.accelerator.device.type == ("cpu" if use_cpu else "cuda")

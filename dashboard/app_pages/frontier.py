@@ -72,7 +72,7 @@ def _across_the_study(context: PageContext, source: FrontierSource, paths: pd.Da
     states = context.view.states()
     points = final_points(paths, states)
     front = pareto_front(points)
-    outcome, scope = None, "all"
+    outcome, scope, chosen = None, "all", paths
     if source.has_gold:
         scope = picked(st.radio("Fit to", list(FIT_SCOPES), format_func=FIT_SCOPES.get, horizontal=True,
                                 key=SCOPE_KEY, help="Pruned trials often ran furthest in KL, where gold turns down: "
@@ -89,7 +89,7 @@ def _across_the_study(context: PageContext, source: FrontierSource, paths: pd.Da
     if outcome is not None:
         _fit_summary(outcome, source, scope)
         if groups:
-            st.dataframe(group_fits(fit_points(paths, states, scope), groups), hide_index=True, width="stretch")
+            st.dataframe(group_fits(chosen, groups), hide_index=True, width="stretch")
             st.caption("The same fit within each group: a group with few points or no turn-down gets no KL*.")
     if not front.empty:
         st.markdown(f"**On the front** ({len(front)} trial{'s' if len(front) != 1 else ''})")

@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard.charts import trial_label
-from dashboard.frames import config_groups, prompts, sample_updates, samples_at
+from dashboard.frames import ESTIMATOR_KEY, config_groups, prompts, sample_updates, samples_at
 from dashboard.sample_grid import ROW_KEYS, grid_html, prompt_rows, row_key, sample_grid
 from dashboard.ui import PageContext, keep_valid, picked, run_page
 
@@ -79,7 +79,7 @@ def _grid(context: PageContext, samples: pd.DataFrame, prompt_index: int) -> Non
                                         key=RANGE_KEY)
         grid = grid.loc[low:high]
     states = context.view.states()
-    groups = config_groups(context.view, "advantage_estimator")
+    groups = config_groups(context.view, ESTIMATOR_KEY)
     labels = {n: trial_label(n, states[n]) + (f" ({groups[n]})" if n in groups else "") for n in trials}
     st.html(grid_html(grid, labels))
     st.caption(f"Marked: the words that differ from the first column's text ({labels[trials[0]]}) in the same "
