@@ -19,6 +19,7 @@ from transformers import (
 
 from ppo_core.config import ConfigError, PPOConfig
 from ppo_core.errors import first_line
+from ppo_core.fused_activations import fuse_activations
 from ppo_core.quiet import transformers_errors_only
 
 ModuleT = TypeVar("ModuleT", bound=nn.Module)
@@ -90,7 +91,7 @@ def load_causal_lm(path: str, options: LoadOptions = LoadOptions(),
         model = AutoModelForCausalLM.from_pretrained(path, **options.from_pretrained_kwargs())
     except (OSError, ValueError) as error:
         raise ConfigError(f"{field_name}: cannot load a causal LM from {path!r} ({first_line(error)})") from None
-    return model.eval()
+    return fuse_activations(model).eval()
 
 
 def without_dropout(model: ModuleT) -> ModuleT:
@@ -143,7 +144,7 @@ def load_trunk(path: str, options: LoadOptions = LoadOptions(),
             trunk = AutoModel.from_pretrained(path, **options.from_pretrained_kwargs())
     except (OSError, ValueError) as error:
         raise ConfigError(f"{field_name}: cannot load a model trunk from {path!r} ({first_line(error)})") from None
-    return trunk
+    return fuse_activations(trunk)
 
 
 def load_value_model(path: str, options: LoadOptions = LoadOptions(),

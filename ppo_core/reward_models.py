@@ -22,6 +22,7 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer, PreT
 
 from ppo_core.config import ConfigError
 from ppo_core.errors import first_line
+from ppo_core.fused_activations import fuse_activations
 from ppo_core.metric_names import reward_name
 from ppo_core.models import LoadOptions
 from ppo_core.rewards import RewardInputs, RewardScores
@@ -45,9 +46,9 @@ class SequenceClassifierReward:
         reward_text: Callable[[str, str], str] | None = None,
     ) -> None:
         try:
-            self.model: PreTrainedModel = AutoModelForSequenceClassification.from_pretrained(
+            self.model: PreTrainedModel = fuse_activations(AutoModelForSequenceClassification.from_pretrained(
                 path, **options.from_pretrained_kwargs()
-            ).eval()
+            )).eval()
             self.tokenizer = AutoTokenizer.from_pretrained(
                 path, padding_side="right", revision=options.revision, trust_remote_code=options.trust_remote_code
             )
