@@ -11,6 +11,7 @@ from pathlib import Path
 
 import optuna
 import pytest
+from ctrl_c import ctrl_c, start_in_terminal
 from optuna.trial import TrialState
 
 from ppo_tune.cli import main
@@ -160,14 +161,12 @@ def _states(path: Path) -> list[TrialState]:
 
 def test_ctrl_c_ends_cleanly_and_rerun_resumes(tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path) -> None:
     path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=3, base={"total_episodes": 160})
-    command = [sys.executable, "-m", "ppo_tune", "run", str(path)]
-    # A process group of its own, as a terminal gives a command, so that Ctrl-C can reach all of it at once.
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    process = start_in_terminal([sys.executable, "-m", "ppo_tune", "run", str(path)])
     wait_for(lambda: TrialState.COMPLETE in _states(path) and TrialState.RUNNING in _states(path), 120,
              "one finished and one running trial")
     finished_before = {t.number: t.values for t in load(path).get_trials() if t.state == TrialState.COMPLETE}
     study_processes = descendants(process.pid)  # the worker, its fork server and the running trial's process
-    os.killpg(process.pid, signal.SIGINT)  # Ctrl-C: to the whole group, and ppo-tune passes it on to its workers
+    ctrl_c(process)  # to the whole group, and ppo-tune passes it on to its workers as well
     output = process.communicate(timeout=60)[0].decode()
     assert process.returncode == 130, output
     assert "rerun the same command to resume" in output

@@ -5,13 +5,12 @@ from __future__ import annotations
 import json
 import math
 import os
-import signal
-import subprocess
 import sys
 from pathlib import Path
 
 import optuna
 import pytest
+from ctrl_c import ctrl_c, start_in_terminal
 from optuna.trial import TrialState
 
 from ppo_tune.cli import main
@@ -116,7 +115,7 @@ def test_an_interrupted_validation_resumes(tmp_path: Path, tiny_lm_dir: Path, pr
     storage_url = load_study_spec(path).storage
     command = [sys.executable, "-m", "ppo_tune", "validate", "tiny", "--storage", storage_url, "--top-k", "1",
                "--seeds", "3"]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    process = start_in_terminal(command)
     storage = open_storage(storage_url)
 
     def states() -> list[TrialState]:
@@ -128,7 +127,7 @@ def test_an_interrupted_validation_resumes(tmp_path: Path, tiny_lm_dir: Path, pr
 
     wait_for(lambda: TrialState.COMPLETE in states() and TrialState.RUNNING in states(), 120,
              "one finished and one running validation run")
-    os.killpg(process.pid, signal.SIGINT)
+    ctrl_c(process)
     output = process.communicate(timeout=60)[0].decode()
     assert process.returncode == 130, output
 

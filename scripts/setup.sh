@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# The set-up that quickstart.sh and .ci/run share, in one place: which Python, which torch, which pip extras, and for
+# the tests the services they use.
+#
+#   bash scripts/setup.sh          # ppo-tune in a Python environment: enough to train, tune and open the dashboard
+#   bash scripts/setup.sh --test   # and what the tests need besides: PostgreSQL with a test database and Chromium
+#                                  # (Debian packages: root or sudo), the test extra, TRL's current release in .cache
+#
+# The environment is $PPO_TUNE_PYTHON's if that is set (a conda env's python, say), else the active virtual
+# environment, else the repository's .venv, made with python3 if missing. A torch already installed there is kept,
+# whatever its build (a CUDA one included), and pinned so that installing the project cannot replace it; only where
+# there is none is $CPU_TORCH installed. PyPI's Linux wheel of it is the CUDA build: PyTorch's CPU build comes from
+# PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu, or from a wheel pip finds locally (PIP_FIND_LINKS).
+#
+# quickstart.sh and .ci/run source this file and call setup_for_running or setup_for_tests, which leave the
+# environment active in their shell (and PPO_TUNE_POSTGRES_URL set, for the tests).
+
+# The project's extras for each purpose (pyproject.toml's [project.optional-dependencies]), comma-separated: the one
+# place to change what either command installs.
+RUN_EXTRAS=""
+TEST_EXTRAS="test"
+# Installed only into an environment without any torch.
+CPU_TORCH="torch==2.13.0"
+# The tests' PostgreSQL role and database, made by setup_for_tests.
+TEST_POSTGRES_URL="postgresql://ppo_tune:ppo_tune@localhost/ppo_tune_test"
+
+as_root() {
+  if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+as_postgres() {  # from /, which the postgres user can read, whatever the caller's directory
+  if [ "$(id -u)" -eq 0 ]; then (cd / && runuser -u postgres -- "$@"); else (cd / && sudo -u postgres "$@"); fi
+}
+
+apt_install() {
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
+# Choose the environment (see the top of this file) and activate it; PY is its python.
+use_environment() {
+  if [ -n "${PPO_TUNE_PYTHON:-}" ]; then
+    PY=$PPO_TUNE_PYTHON
+  elif [ -n "${VIRTUAL_ENV:-}" ]; then
+    PY=$VIRTUAL_ENV/bin/python
+  else
+    if [ ! -x .venv/bin/python ]; then
+      python3 -c "import ensurepip, venv" 2>/dev/null || apt_install python3 python3-venv
+      python3 -m venv .venv
+      .venv/bin/python -m pip install -q --upgrade pip
+    fi
+    # shellcheck disable=SC1091
+    . .venv/bin/activate
+    PY=$PWD/.venv/bin/python
+  fi
+}
+
+# The installed torch's version; "" if none is importable, "unknown" if one is importable without package metadata.
+installed_torch() {
+  "$PY" - <<'EOF'
+import importlib.metadata
+import importlib.util
+
+if importlib.util.find_spec("torch") is not None:
+    try:
+        print(importlib.metadata.version("torch"))
+    except importlib.metadata.PackageNotFoundError:
+        print("unknown")
+EOF
+}
+
+# ppo-tune, editable, with the extras in $1, into the chosen environment; a torch there is kept.
+install_project() {
+  local extras=$1 torch pin=""
+  use_environment
+  torch=$(installed_torch)
+  if [ -z "$torch" ]; then
+    echo "== torch: none in $("$PY" -c 'import sys; print(sys.prefix)'), installing $CPU_TORCH"
+    "$PY" -m pip install -q "$CPU_TORCH"
+    torch=$(installed_torch)
+  else
+    echo "== torch: keeping the torch $torch in $("$PY" -c 'import sys; print(sys.prefix)')"
+  fi
+  if [ "$torch" != unknown ]; then pin="torch==$torch"; fi
+  echo "== ppo-tune: pip install -e '.${extras:+[$extras]}'"
+  "$PY" -m pip install -q -e ".${extras:+[$extras]}" ${pin:+"$pin"}
+}
+
+# PostgreSQL running, with the tests' role and database; PPO_TUNE_POSTGRES_URL names it.
+start_test_postgres() {
+  local version
+  version=$(ls /usr/lib/postgresql | sort -V | tail -n 1)
+  if ! pg_lsclusters -h | grep -q online; then
+    if ! pg_lsclusters -h | grep -q .; then as_root pg_createcluster "$version" main >/dev/null; fi
+    as_root pg_ctlcluster "$version" main start
+  fi
+  as_postgres psql -qtc "SELECT 1 FROM pg_roles WHERE rolname = 'ppo_tune'" | grep -q 1 \
+    || as_postgres psql -qc "CREATE ROLE ppo_tune LOGIN PASSWORD 'ppo_tune' CREATEDB"
+  as_postgres psql -qtc "SELECT 1 FROM pg_database WHERE datname = 'ppo_tune_test'" | grep -q 1 \
+    || as_postgres psql -qc "CREATE DATABASE ppo_tune_test OWNER ppo_tune"
+  export PPO_TUNE_POSTGRES_URL=$TEST_POSTGRES_URL
+}
+
+# What `ppo-tune` needs to train, tune and show the dashboard.
+setup_for_running() {
+  install_project "$RUN_EXTRAS"
+}
+
+# Everything the tests need: the system packages, PostgreSQL, the test extra and TRL's current release.
+setup_for_tests() {
+  echo "== system packages: PostgreSQL (tuner and dashboard tests), Chromium (dashboard browser tests)"
+  apt_install postgresql chromium
+  echo "== PostgreSQL: role ppo_tune, database ppo_tune_test"
+  start_test_postgres
+  install_project "$TEST_EXTRAS"
+  # The trl-grpo/trl-rloo export tests parse with TRL's current release, kept beside the environment (no
+  # dependencies: the project's own serve it) because the trl extra pins 1.12, the last with a PPOTrainer, for the
+  # benchmarks.
+  local trl_latest
+  trl_latest=$("$PY" -c "from tuner.exports import TRL_VERSION; print(TRL_VERSION)")
+  echo "== TRL $trl_latest in .cache/trl-$trl_latest, for the export tests"
+  "$PY" -m pip install -q --upgrade --no-deps --target ".cache/trl-$trl_latest" "trl==$trl_latest"
+}
+
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+  set -euo pipefail
+  cd "$(dirname "$0")/.."
+  case "${1:-}" in
+    "") setup_for_running ;;
+    --test) setup_for_tests ;;
+    *) echo "usage: bash scripts/setup.sh [--test]" >&2; exit 2 ;;
+  esac
+  echo "== done: ppo-tune is installed in $("$PY" -c 'import sys; print(sys.prefix)')"
+  if [ -n "${VIRTUAL_ENV:-}" ] && [ -z "${PPO_TUNE_PYTHON:-}" ]; then
+    echo "   activate it in your shell: . $VIRTUAL_ENV/bin/activate"
+  fi
+  if [ "${1:-}" = --test ]; then
+    echo "   the PostgreSQL tests need: export PPO_TUNE_POSTGRES_URL=$TEST_POSTGRES_URL"
+  fi
+fi

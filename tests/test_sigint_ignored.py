@@ -1,0 +1,66 @@
+"""Ctrl-C reaching ``ppo-tune run`` from below a parent that ignores SIGINT, as a test runner started with ``&`` does.
+
+A shell without job control starts a background command with SIGINT ignored (``ppo-tune run study.yaml &`` in a
+script), so that the Ctrl-C meant for the foreground command, which reaches every process of the terminal's group,
+leaves it alone. Python keeps a SIGINT that was ignored at its start ignored, raising no KeyboardInterrupt, and
+``ppo-tune`` keeps to that convention: its workers and trials inherit the ignored SIGINT, and the study runs to its
+end. A command given SIGINT's default action back (``ctrl_c.start_in_terminal``, as the interrupt tests start
+theirs) stops cleanly at Ctrl-C, whatever ignores SIGINT above it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from ctrl_c import ctrl_c, ignore_sigint
+from optuna.trial import TrialState
+
+from studies import TESTS_DIR, descendants, load, running_trial_has_updated, still_running, wait_for, write_study
+from tuner.attrs import FAIL_REASON_ATTR
+
+# The parent: a process started with SIGINT ignored that starts the command in its own process group, either as it
+# is (the command inherits the ignored SIGINT) or with SIGINT's default action back, as the interrupt tests do.
+PARENT = """
+import subprocess, sys
+from ctrl_c import default_sigint
+restore, command = sys.argv[1] == "restore", sys.argv[2:]
+sys.exit(subprocess.call(command, preexec_fn=default_sigint if restore else None))
+"""
+
+
+@pytest.fixture(autouse=True)
+def reward_functions_importable(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Worker processes import the test reward functions by name, and the parent imports ctrl_c.
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS_DIR), os.environ.get("PYTHONPATH", "")]))
+
+
+@pytest.mark.parametrize("restore", [True, False], ids=["sigint-restored", "sigint-inherited"])
+def test_ctrl_c_below_a_parent_that_ignores_sigint(
+    restore: bool, tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path
+) -> None:
+    path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=2, base={"total_episodes": 160})
+    command = [sys.executable, "-m", "ppo_tune", "run", str(path)]
+    parent = subprocess.Popen([sys.executable, "-c", PARENT, "restore" if restore else "inherit", *command],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+                              preexec_fn=ignore_sigint)
+    wait_for(lambda: running_trial_has_updated(path), 120, "a running trial's first update")
+    [running] = [t.number for t in load(path).get_trials(deepcopy=False, states=(TrialState.RUNNING,))]
+    study_processes = descendants(parent.pid)  # ppo-tune, its worker, the fork server and the trial's process
+    ctrl_c(parent)  # the parent ignores it; ppo-tune and everything below it get it too
+    output = parent.communicate(timeout=300)[0].decode()
+    wait_for(lambda: not still_running(study_processes), 30, "the study's processes to end")
+    trials = {t.number: t for t in load(path).get_trials()}
+
+    if restore:
+        assert parent.returncode == 130, output
+        assert "rerun the same command to resume" in output
+        assert trials[running].state == TrialState.FAIL
+        assert "interrupted" in trials[running].user_attrs[FAIL_REASON_ATTR]
+    else:
+        # The SIGINT arrived mid-trial and changed nothing: that trial, and the study, went on to their end.
+        assert parent.returncode == 0, output
+        assert [trial.state for trial in trials.values()] == [TrialState.COMPLETE] * 2
