@@ -55,10 +55,12 @@ class JsonlWriter(TrainerCallback):
         self.samples_path = self.output_dir / "samples.jsonl"
         self.metrics_path.write_text("")
         self.samples_path.write_text("")
+        self.updates = 0  # updates written to metrics.jsonl
 
     def on_update(self, update: int, metrics: dict[str, float]) -> str | None:
         with self.metrics_path.open("a", encoding="utf-8") as file:
             file.write(json.dumps(metrics) + "\n")
+        self.updates += 1
         return None
 
     def on_samples(self, update: int, samples: list[SampleGeneration]) -> None:

@@ -7,9 +7,11 @@ import dataclasses
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ppo_core.errors import RunFailure, add_context, first_line
 from ppo_core.metric_names import GOLD_SCORE  # no torch: the CLI starts fast
 
 MODEL_DIR = "model"  # under the run's output directory: the trained policy (or its LoRA adapter) and its tokenizer
@@ -23,7 +25,11 @@ def add_train_command(commands: Any) -> None:
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="Override one PPOConfig field; repeatable.")
     parser.add_argument("--output", default=None,
-                        help="Output directory (default: the config's output_dir, else runs/<config name>).")
+                        help="Output directory (default: the config's output_dir, else runs/<config name>). It "
+                             "receives the run once it is complete; a run that fails after its first update leaves "
+                             "what it wrote in OUTPUT.incomplete.")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="Replace the run already in the output directory, once the new run completes.")
     parser.add_argument("--quiet", action="store_true", help="No progress bar.")
     parser.add_argument("--estimate", action="store_true",
                         help="Print parameter counts, memory per model and tokens per update, then exit: no weights "
@@ -36,7 +42,9 @@ def add_train_command(commands: Any) -> None:
 def train_command(args: argparse.Namespace) -> int:
     """Run one PPO run; write metrics.jsonl, samples.jsonl, config.yaml and the trained model (``model/``).
 
-    Raises ConfigError on bad input and NonFiniteError on divergence; the command line reports them.
+    The run is written beside the output directory and renamed into place when complete
+    (ppo_core.run_directory), so the output directory holds a whole run or nothing. Raises InputError on bad input,
+    NonFiniteError on divergence and RunFailure when the model cannot be written; the command line reports them.
     """
     # The trainer pulls in torch and the config reader transformers; ``ppo-tune list`` and ``ppo-tune dashboard``
     # should not wait for either.
@@ -44,6 +52,8 @@ def train_command(args: argparse.Namespace) -> int:
     from ppo_core.config import launched_rank
     from ppo_core.config_io import dump_config, load_config
     from ppo_core.progress import ProgressCallback
+    from ppo_core.run_directory import RunDirectory, check_output
+    from ppo_core.setup import require_models
     from ppo_core.trainer import PPOTrainer
 
     config = load_config(args.config, args.overrides)
@@ -54,30 +64,60 @@ def train_command(args: argparse.Namespace) -> int:
         return 0
     output = Path(args.output or config.output_dir or Path("runs") / Path(args.config).stem)
     config = dataclasses.replace(config, output_dir=str(output))
-    # Under ``accelerate launch`` every process runs this command; the main one alone writes and prints.
+    require_models(config)  # before anything is created: a missing model directory is bad input, not a failed run
+    # Under ``accelerate launch`` every process runs this command; the main one alone writes and prints. Each checks
+    # the output directory, so that all refuse alike.
     main_process = launched_rank() == 0
-    callbacks: list[TrainerCallback] = []
-    if main_process:
-        output.mkdir(parents=True, exist_ok=True)
-        dump_config(config, output / "config.yaml")
-        callbacks = [JsonlWriter(output)] + ([] if args.quiet else [ProgressCallback()])
-    started = time.perf_counter()
-    trainer = PPOTrainer(config, callbacks)
-    if not args.quiet and main_process:
-        for name, count in trainer.parameter_counts.items():
-            print(f"{name}: {count}", file=sys.stderr)
-    result = trainer.train()
-    model_dir = trainer.save_model(output / MODEL_DIR)
+    check_output(output, args.overwrite)
     if not main_process:
+        trainer = PPOTrainer(config)
+        trainer.train()
+        trainer.save_model(output / MODEL_DIR)
         return 0
-    summary = _summary(result.metrics, time.perf_counter() - started, output)
-    summary["model"] = str(model_dir)
-    if args.merge and config.use_peft:
-        summary["merged_model"] = str(trainer.save_merged_model(model_dir, output / MERGED_DIR))
+    run = RunDirectory.open(output, args.overwrite)
+    writer: JsonlWriter | None = None
+    try:
+        dump_config(config, run.staging / "config.yaml")
+        writer = JsonlWriter(run.staging)
+        callbacks: list[TrainerCallback] = [writer] + ([] if args.quiet else [ProgressCallback()])
+        started = time.perf_counter()
+        # Trackers write under output_dir too: the staging directory, until the run is complete.
+        trainer = PPOTrainer(dataclasses.replace(config, output_dir=str(run.staging)), callbacks)
+        if not args.quiet:
+            for name, count in trainer.parameter_counts.items():
+                print(f"{name}: {count}", file=sys.stderr)
+        result = trainer.train()
+        model_dir = _saved(lambda: trainer.save_model(run.staging / MODEL_DIR), output, MODEL_DIR)
+        summary = _summary(result.metrics, time.perf_counter() - started, output)
+        summary["model"] = str(model_dir)
+        if args.merge and config.use_peft:
+            summary["merged_model"] = str(_saved(
+                lambda: trainer.save_merged_model(run.staging / MODEL_DIR, run.staging / MERGED_DIR), output,
+                MERGED_DIR))
+        run.commit()
+    except BaseException as error:
+        updates = writer.updates if writer is not None else 0
+        kept = run.abandon(updates)
+        if kept is not None:
+            add_context(error, f"its metrics so far ({updates} update{'s' if updates != 1 else ''}) are in "
+                               f"{str(kept)!r}")
+        raise
     summary["trainable_parameters"] = {name: count.trainable for name, count in trainer.parameter_counts.items()}
     summary["total_parameters"] = {name: count.total for name, count in trainer.parameter_counts.items()}
     print(json.dumps(summary, indent=2))
     return 0
+
+
+def _saved(save: Callable[[], Path], output: Path, name: str) -> Path:
+    """Run ``save``, which writes a model into the staging directory; a disk that fills up is a RunFailure. The
+    path the model will have once the run is in place."""
+    from safetensors import SafetensorError  # what save_pretrained raises when its writes fail
+
+    try:
+        save()
+    except (OSError, SafetensorError) as error:
+        raise RunFailure(f"cannot write {str(output / name)!r} ({first_line(error)})") from error
+    return output / name
 
 
 def _summary(metrics: list[dict[str, float]], seconds: float, output: Path) -> dict[str, Any]:

@@ -5,6 +5,7 @@ that names the field."""
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from typing import TYPE_CHECKING, Any, Literal
@@ -100,6 +101,8 @@ def describe_type(annotation: Any) -> str:
 
 
 def check_types(config: DataclassInstance) -> None:
+    """Each value against its field's annotation, and every number finite: an ``.inf`` or ``.nan`` would reach the
+    first update and end the run as a divergence there."""
     hints = field_types_of(type(config))
     for name in settable_names(config):
         value = getattr(config, name)
@@ -108,6 +111,10 @@ def check_types(config: DataclassInstance) -> None:
             hint = f"; TRL GRPOConfig's {value!r} is {TRL_LOSS_TYPES[value]!r} here" \
                 if name == "loss_type" and value in TRL_LOSS_TYPES else ""
             raise ConfigError(f"{name}: expected {describe_type(annotation)}, got {value!r}{hint}")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"{name}: must be a finite number, got {value!r}")
+        if isinstance(value, list) and any(isinstance(v, float) and not math.isfinite(v) for v in value):
+            raise ConfigError(f"{name}: must be finite numbers, got {value!r}")
         if annotation in (float, float | None) and isinstance(value, int):
             setattr(config, name, float(value))
         if isinstance(value, list) and _list_item_type(annotation) is float:

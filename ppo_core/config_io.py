@@ -19,20 +19,68 @@ from ppo_core.errors import first_line
 _FLOAT_TEXT = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, except that a key given twice in one mapping is an error: PyYAML keeps the last."""
+
+
+class _DuplicateKey(Exception):
+    def __init__(self, key: Any, line: int | None = None) -> None:
+        super().__init__(key)
+        self.key = key
+        self.where = f" (line {line})" if line is not None else ""
+
+
+def _construct_unique_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = False) -> Any:
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        try:
+            duplicate = key in seen
+            seen.add(key)
+        except TypeError:  # an unhashable key (a list): PyYAML's own construct_mapping names it
+            continue
+        if duplicate:
+            raise _DuplicateKey(key, key_node.start_mark.line + 1)
+    return loader.construct_mapping(node, deep=deep)
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_unique_mapping)
+
+
+def _unique_json_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    mapping: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in mapping:
+            raise _DuplicateKey(key)
+        mapping[key] = value
+    return mapping
+
+
 def read_mapping(path: str | Path, what: str = "config") -> dict[str, Any]:
-    """A YAML or JSON file holding a mapping; ConfigError when it is missing or malformed."""
+    """A YAML or JSON file holding a non-empty mapping, each key once; ConfigError when it is missing, not text,
+    malformed or empty (every field has a default, so an empty file would start a run nobody asked for)."""
     file = Path(path)
     if not file.is_file():
         raise ConfigError(f"{what}: no such file {str(path)!r}")
     try:
-        text = file.read_text(encoding="utf-8")
-        data = json.loads(text) if file.suffix == ".json" else yaml.safe_load(text)
+        text = file.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ConfigError(f"{what}: {str(path)!r} is not UTF-8 text (byte {error.object[error.start]:#04x} at "
+                          f"offset {error.start}); give a YAML or JSON file") from None
+    try:
+        data = json.loads(text, object_pairs_hook=_unique_json_object) if file.suffix == ".json" \
+            else yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader, with unique keys
     except (json.JSONDecodeError, yaml.YAMLError) as error:
         first = first_line(error)
         raise ConfigError(f"{what}: {str(path)!r} is not valid {file.suffix.lstrip('.') or 'YAML'} ({first})") \
             from None
-    if data is None:
-        return {}
+    except RecursionError:
+        raise ConfigError(f"{what}: {str(path)!r} is nested too deeply to be a config") from None
+    except _DuplicateKey as duplicate:
+        raise ConfigError(f"{duplicate.key}: given twice in {str(path)!r}{duplicate.where}; keep one") from None
+    if data is None or data == {}:
+        raise ConfigError(f"{what}: {str(path)!r} is empty; set at least one field (the README's config reference "
+                          f"lists them)")
     if not isinstance(data, dict):
         raise ConfigError(f"{what}: {str(path)!r} must hold a mapping of field: value")
     return data
@@ -57,7 +105,7 @@ def check_known_keys(values: dict[str, Any]) -> None:
     known = settable_fields()
     for key in values:
         if key not in known:
-            close = difflib.get_close_matches(key, known, n=1)
+            close = difflib.get_close_matches(str(key), known, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise ConfigError(f"{key}: unknown config key{hint}")
 

@@ -44,7 +44,7 @@ from transformers import (
 from ppo_core.config import ConfigError, PPOConfig, is_function_spec
 from ppo_core.errors import first_line
 from ppo_core.lora import ParameterCount, add_adapter, count_parameters
-from ppo_core.models import LoadOptions, load_tokenizer
+from ppo_core.models import LoadOptions, load_tokenizer, require_model
 from ppo_core.prompt_data import PromptSet
 from ppo_core.reward_models import same_vocabulary
 from ppo_core.rollout import encode_prompts
@@ -307,6 +307,7 @@ def _task(config: PPOConfig) -> BuiltinTask | None:
 
 
 def _model_config(path: str, field_name: str, config: PPOConfig) -> PretrainedConfig:
+    require_model(path, field_name)
     try:
         return AutoConfig.from_pretrained(path, revision=config.model_revision,
                                           trust_remote_code=config.trust_remote_code)

@@ -54,10 +54,19 @@ class LoadOptions:
         return kwargs
 
 
+def require_model(path: str, field_name: str) -> None:
+    """Refuse a path that can only name a local directory (absolute, relative with ``.`` or ``~``, or deeper than a
+    hub's ``owner/name``) when nothing is there: transformers would call it a malformed hub repo id instead."""
+    local = path.startswith(("/", ".", "~")) or path.count("/") > 1 or "\\" in path
+    if local and not Path(path).exists():
+        raise ConfigError(f"{field_name}: no model at {path!r}")
+
+
 def load_tokenizer(path: str, options: LoadOptions = LoadOptions(),
                    field_name: str = "sft_model_path") -> PreTrainedTokenizerBase:
     """The policy's tokenizer: prompts padded and, past max_prompt_length, cut on the left, so every response
     starts at the same column right after the prompt's end. A tokenizer without a pad token borrows EOS."""
+    require_model(path, field_name)
     try:
         tokenizer = AutoTokenizer.from_pretrained(path, padding_side="left", truncation_side="left",
                                                   revision=options.revision,
@@ -87,6 +96,7 @@ def copy_tokenizer(path: str, options: LoadOptions, directory: Path) -> None:
 def load_causal_lm(path: str, options: LoadOptions = LoadOptions(),
                    field_name: str = "sft_model_path") -> PreTrainedModel:
     """A causal LM in eval mode: dropout off, because PPO's ratio must compare like with like."""
+    require_model(path, field_name)
     try:
         model = AutoModelForCausalLM.from_pretrained(path, **options.from_pretrained_kwargs())
     except (OSError, ValueError) as error:
@@ -138,6 +148,7 @@ class ValueModel(nn.Module):
 def load_trunk(path: str, options: LoadOptions = LoadOptions(),
                field_name: str = "value_model_path") -> PreTrainedModel:
     """The transformer trunk (no head) of any transformers model directory: a causal LM or a reward model."""
+    require_model(path, field_name)
     try:
         # A reward model's own head is expected to be left behind; transformers would report it as unexpected.
         with transformers_errors_only():

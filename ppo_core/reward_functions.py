@@ -45,6 +45,11 @@ class FunctionReward:
             module = importlib.import_module(module_name)
         except ImportError as error:
             raise ConfigError(f"{field_name}: cannot import module {module_name!r} ({first_line(error)})") from None
+        except MemoryError:
+            raise
+        except Exception as error:  # the module's own code failed: a syntax error, or what its top level raised
+            raise ConfigError(f"{field_name}: cannot import module {module_name!r} ({type(error).__name__}: "
+                              f"{first_line(error)})") from None
         function = getattr(module, function_name, None)
         if not callable(function):
             raise ConfigError(f"{field_name}: {module_name!r} has no callable {function_name!r}")

@@ -24,7 +24,7 @@ from ppo_core.config import ConfigError
 from ppo_core.errors import first_line
 from ppo_core.fused_activations import fuse_activations
 from ppo_core.metric_names import reward_name
-from ppo_core.models import LoadOptions
+from ppo_core.models import LoadOptions, require_model
 from ppo_core.rewards import RewardInputs, RewardScores
 from ppo_core.sequences import position_ids_from_mask
 
@@ -45,6 +45,7 @@ class SequenceClassifierReward:
         policy_tokenizer: PreTrainedTokenizerBase,
         reward_text: Callable[[str, str], str] | None = None,
     ) -> None:
+        require_model(path, "reward_model_path")
         try:
             self.model: PreTrainedModel = fuse_activations(AutoModelForSequenceClassification.from_pretrained(
                 path, **options.from_pretrained_kwargs()
@@ -60,6 +61,7 @@ class SequenceClassifierReward:
             # Masks, not the pad id, decide what is padding, so borrowing EOS is safe here.
             self.tokenizer.pad_token = self.tokenizer.eos_token
         self.path = path
+        self.spec = path
         self.name = reward_name(path, is_function=False)
         self.batch_size = batch_size
         self.reward_text = reward_text

@@ -49,7 +49,8 @@ class RewardScores:
 class Reward(Protocol):
     """One reward source."""
 
-    name: str
+    name: str  # its metric's name (rewards/<name>)
+    spec: str  # what the config named it by: a path or module:function
 
     def __call__(self, inputs: RewardInputs) -> RewardScores: ...
 
@@ -62,6 +63,9 @@ class WeightedRewards:
     def __init__(self, rewards: Sequence[Reward], weights: Sequence[float] | None = None) -> None:
         self.rewards = list(rewards)
         self.weights = list(weights) if weights is not None else [1.0] * len(self.rewards)
+        # Which rewards gave a NaN or infinite score in the latest call, in words: a divergence of the score names
+        # them (a NaN in the total alone cannot say whose it was).
+        self.non_finite: list[str] = []
 
     def to(self, device: torch.device) -> WeightedRewards:
         self.rewards = [reward.to(device) for reward in self.rewards]
@@ -83,6 +87,12 @@ class WeightedRewards:
             row = int(unscored.nonzero()[0, 0])
             warnings.warn(f"no reward scored row {row} ({inputs.prompts.texts[row][:80]!r}); it counts as 0, "
                           f"as in TRL", stacklevel=2)
+        returned_non_finite = scored & ~torch.isfinite(values)
+        self.non_finite = [
+            f"reward {reward.spec} returned {float(values[returned_non_finite[:, k], k][0])} for "
+            f"{int(returned_non_finite[:, k].sum())} of {len(values)} completions"
+            for k, reward in enumerate(self.rewards) if bool(returned_non_finite[:, k].any())
+        ]
         total = torch.where(scored, values * weights, torch.zeros_like(values)).sum(dim=1)
         per_reward = {reward.name: torch.where(scored[:, k], values[:, k], torch.full_like(values[:, k], math.nan))
                       for k, reward in enumerate(self.rewards)}

@@ -20,6 +20,7 @@ from ppo_core.models import (
     load_causal_lm,
     load_tokenizer,
     load_trunk,
+    require_model,
     without_dropout,
 )
 from ppo_core.prompt_data import PromptSet, load_prompt_sets, text_prompts
@@ -70,6 +71,7 @@ class RunSetup:
 
 def build_setup(config: PPOConfig, device: torch.device) -> RunSetup:
     """Load what ``config`` names: explicit paths first, the built-in task's parts for the rest."""
+    require_models(config)
     task = load_task(config)
     options = LoadOptions.from_config(config)
     sft_path = config.sft_model_path or task_part(task, "sft_model_path").policy_path
@@ -100,6 +102,16 @@ def build_setup(config: PPOConfig, device: torch.device) -> RunSetup:
                                           stop_token_id),
         policy_path=sft_path,
     )
+
+
+def require_models(config: PPOConfig) -> None:
+    """Every model path the config names is there, where it can only be a local directory: a run checks this before
+    it creates anything or builds its task."""
+    paths = [("sft_model_path", config.sft_model_path), ("value_model_path", config.value_model_path),
+             *[(field_name, spec) for field_name, spec in config.named_rewards if not is_function_spec(spec)]]
+    for field_name, path in paths:
+        if path is not None:
+            require_model(path, field_name)
 
 
 def load_task(config: PPOConfig) -> BuiltinTask | None:

@@ -87,6 +87,7 @@ class PPOTrainer:
         self.prompt_generator = torch.Generator().manual_seed(config.seed)
         self.shuffle_generator = torch.Generator().manual_seed(config.seed + 1)
         self._prompt_order: list[int] = []
+        self._non_finite_rewards: list[str] = []  # the latest rollout's rewards that returned NaN or infinity
         self.episode = 0
 
     def _build_optimisation(self) -> None:
@@ -136,7 +137,10 @@ class PPOTrainer:
             stop_reason = self.group.from_main(stop_reason)
             bad_metric = first_non_finite(metrics, GUARDED_METRICS)
             if bad_metric is not None:
-                raise NonFiniteError(f"{bad_metric} is {metrics[bad_metric]} at update {update}")
+                # A non-finite score came from a reward, not from the optimisation: say which one.
+                culprits = f" ({'; '.join(self._non_finite_rewards)})" \
+                    if bad_metric == "objective/scores" and self._non_finite_rewards else ""
+                raise NonFiniteError(f"{bad_metric} is {metrics[bad_metric]} at update {update}{culprits}")
             if sample_every and self.group.is_main and \
                     (update % sample_every == 0 or update == self.num_updates or stop_reason):
                 self._record_samples(update, result)
@@ -154,6 +158,7 @@ class PPOTrainer:
         started = time.perf_counter()
         reset_peak_memory(self.accelerator.device)
         rollout = self._rollout(self._next_prompts())
+        self._non_finite_rewards = list(self.setup.models.rewards.non_finite)  # before an evaluation scores again
         # KL to the reference is measured whatever its placement, so a run with beta = 0 still reports it.
         kl = kl_per_token(rollout.logprobs, rollout.ref_logprobs, c.kl_estimator)
         kl_coef = self.kl_controller.value

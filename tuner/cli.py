@@ -36,7 +36,7 @@ def add_study_commands(commands: Any) -> None:
     run.set_defaults(handler=_storage_errors_as_input(command_run))
 
     validate = commands.add_parser(
-        "validate", help="Rerun a study's best configurations on seeds it never used; mean and 95% CI of each.")
+        "validate", help="Rerun a study's best configurations on seeds it never used; mean and 95%% CI of each.")
     validate.add_argument("name", help="Study name.")
     validate.add_argument("--top-k", type=int, default=3, help="Configurations to rerun, best first (default 3).")
     validate.add_argument("--seeds", type=int, default=5, help="Fresh seeds per configuration (default 5).")
