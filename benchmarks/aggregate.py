@@ -23,9 +23,14 @@ def run_medians(run: dict[str, Any], warmup_updates: int) -> dict[str, float]:
 
 
 def side_summary(
-    runs: list[dict[str, Any]], workload: Workload, work: dict[str, Any], peak: float | None
+    runs: list[dict[str, Any]], workload: Workload, work: dict[str, Any], peak: float | None,
+    matmul_peak: float | None = None,
 ) -> dict[str, Any]:
-    """Medians across repeats of each run's medians, with throughput derived from the median times."""
+    """Medians across repeats of each run's medians, with throughput derived from the median times.
+
+    ``peak`` is the accelerator's datasheet peak (for MFU, None on CPU); ``matmul_peak`` the FLOP/s this machine's
+    ``torch.mm`` reached in the same session (matmul_peak.py), which the update phase's FLOP/s is read against.
+    """
     per_run = [run_medians(run, workload.warmup_updates) for run in runs]
     summary: dict[str, Any] = {key: statistics.median(medians[key] for medians in per_run) for key in TIME_KEYS}
     walls = [medians["wall_s"] for medians in per_run]
@@ -36,6 +41,7 @@ def side_summary(
     summary["update_flops_per_s"] = work["update_flops"] / summary["update_s"]
     summary["rollout_flops_per_s"] = work["rollout_flops"] / summary["rollout_s"]
     summary["update_mfu"] = summary["update_flops_per_s"] / peak if peak else None
+    summary["update_share_of_matmul_peak"] = summary["update_flops_per_s"] / matmul_peak if matmul_peak else None
     memory = [run["memory"] for run in runs]
     summary["peak_rss_delta_mib"] = statistics.median(m["peak_rss_delta_mib"] for m in memory)
     summary["peak_rss_mib"] = statistics.median(m["peak_rss_mib"] for m in memory)

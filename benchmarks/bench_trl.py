@@ -2,10 +2,13 @@
 
     python -m benchmarks.bench_trl                 # CPU: 0.1M and 5M models (about 7 minutes on 2 cores)
     python -m benchmarks.bench_trl --device cuda   # GPU: a Pythia-160M-shaped model (untested here)
+    python -m benchmarks.bench_trl --quick --out /tmp/bench.json   # a smoke run of every step (about a minute)
 
-Steps per model size: build the fixture (tokenizer, models, prompts); count each side's work in an
+First the machine's matmul peak, measured in a fresh process with the workers' threads (matmul_peak.py).
+Then per model size: build the fixture (tokenizer, models, prompts); count each side's work in an
 untimed run and check it is equal; time both sides in fresh processes, alternating; profile
-ppo_core. Writes benchmarks/results/<device>.json and the tables into benchmarks/README.md.
+ppo_core. Writes benchmarks/results/<device>.json and the tables into benchmarks/README.md
+(a --quick run writes only to --out or a temporary directory).
 """
 
 from __future__ import annotations
@@ -27,13 +30,17 @@ from benchmarks.fixtures import build_fixture, count_parameters
 from benchmarks.flops import peak_flops, update_work
 from benchmarks.machine import machine_facts
 from benchmarks.profile_core import PROFILED_UPDATES
-from benchmarks.report import markdown, write_into_readme
-from benchmarks.sizes import CPU_SIZES, CUDA_SIZES, SIZES
-from benchmarks.workload import CPU_WORKLOAD, CUDA_WORKLOAD, Workload
+from benchmarks.quick import add_quick_argument, results_path
+from benchmarks.report import json_safe, markdown, write_into_readme
+from benchmarks.sizes import CPU_SIZES, CUDA_SIZES, QUICK_CPU_SIZES, QUICK_CUDA_SIZES, SIZES
+from benchmarks.workload import CPU_WORKLOAD, CUDA_WORKLOAD, QUICK_WORKLOAD, Workload
 from ppo_core.quiet import quiet_hugging_face
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 BENCH_DIR = REPO_ROOT / "benchmarks"
+PROFILE_BREAKDOWN_UPDATES = 2
+"""Updates the profile times with its wrappers only, before its PROFILED_UPDATES under torch.profiler (fewer when a
+run measures fewer updates)."""
 
 
 def log(message: str) -> None:
@@ -57,24 +64,32 @@ class Workers:
         }
 
     def run(self, side: str, mode: str, fixture: Path, workload: Workload) -> dict[str, Any]:
+        return self._module("benchmarks.worker", f"{side}-{mode}", [
+            "--side", side, "--mode", mode, "--fixture", str(fixture), "--workload", json.dumps(workload.to_dict()),
+        ])
+
+    def matmul_peak(self, quick: bool) -> dict[str, Any]:
+        """The machine's matmul peak, measured as a worker runs: a fresh process, the same threads and environment."""
+        return self._module("benchmarks.matmul_peak", "matmul-peak", ["--quick"] if quick else [])
+
+    def _module(self, module: str, label: str, arguments: list[str]) -> dict[str, Any]:
+        """Run ``python -m module ... --device D --threads N --out FILE``; its JSON, or its log's tail on failure."""
         self.runs += 1
-        out = self.scratch / f"run{self.runs:03d}-{side}-{mode}.json"
+        out = self.scratch / f"run{self.runs:03d}-{label}.json"
         log_path = out.with_suffix(".log")
-        command = [
-            sys.executable, "-m", "benchmarks.worker", "--side", side, "--mode", mode,
-            "--fixture", str(fixture), "--workload", json.dumps(workload.to_dict()),
-            "--device", self.device, "--threads", str(self.threads), "--out", str(out),
-        ]
+        command = [sys.executable, "-m", module, *arguments,
+                   "--device", self.device, "--threads", str(self.threads), "--out", str(out)]
         with log_path.open("w") as log_file:
             completed = subprocess.run(command, cwd=REPO_ROOT, env=self.env, stdout=log_file, stderr=subprocess.STDOUT)
         if completed.returncode != 0:
             tail = "\n".join(log_path.read_text().splitlines()[-30:])
-            raise RuntimeError(f"worker {side} {mode} failed (exit {completed.returncode}):\n{tail}")
+            raise RuntimeError(f"{module} {label} failed (exit {completed.returncode}):\n{tail}")
         return json.loads(out.read_text())
 
 
 def measure_size(
-    name: str, root: Path, workload: Workload, workers: Workers, repeats: int, peak: float | None, profile: bool
+    name: str, root: Path, workload: Workload, workers: Workers, repeats: int, peak: float | None,
+    matmul_peak: float, profile: bool,
 ) -> dict[str, Any]:
     size = SIZES[name]
     fixture = build_fixture(root / name, size, workload)
@@ -104,7 +119,7 @@ def measure_size(
             log(f"[{name}] repeat {repeat + 1}/{repeats} {side:8s}: wall/update "
                 f"{', '.join(f'{w:.3f}' for w in walls)} s (process {time.perf_counter() - started:.0f} s)")
 
-    summary = {side: side_summary(side_runs, workload, work, peak) for side, side_runs in runs.items()}
+    summary = {side: side_summary(side_runs, workload, work, peak, matmul_peak) for side, side_runs in runs.items()}
     summary["ratio"] = ratios(summary["ppo_core"], summary["trl"])
     result: dict[str, Any] = {
         "note": size.note,
@@ -115,7 +130,8 @@ def measure_size(
         "runs": runs,
     }
     if profile:
-        profile_workload = replace(workload, measured_updates=2 + PROFILED_UPDATES)
+        breakdown = min(PROFILE_BREAKDOWN_UPDATES, workload.measured_updates)
+        profile_workload = replace(workload, measured_updates=breakdown + PROFILED_UPDATES)
         result["profile"] = workers.run("ppo_core", "profile", fixture.root, profile_workload)
         log(f"[{name}] profiled ppo_core")
     return result
@@ -125,8 +141,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     parser.add_argument("--sizes", nargs="+", choices=sorted(SIZES),
-                        help="default: 0.1M 5M on CPU, pythia-160m on CUDA")
-    parser.add_argument("--repeats", type=int, default=4, help="timed runs per side (default 4)")
+                        help="default: 0.1M 5M on CPU, pythia-160m on CUDA (--quick: 0.1M on CPU, neox-tiny on CUDA)")
+    parser.add_argument("--repeats", type=int, default=None, help="timed runs per side (default 4; --quick 1)")
     parser.add_argument("--threads", type=int, default=None,
                         help="torch threads for both sides (default 1 on CPU: see README; 4 on CUDA)")
     parser.add_argument("--warmup-updates", type=int, help="updates dropped from each run's timings")
@@ -135,6 +151,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--no-profile", action="store_true", help="skip the ppo_core profile")
     parser.add_argument("--out", type=Path, help="results JSON (default benchmarks/results/<device>.json)")
     parser.add_argument("--no-readme", action="store_true", help="do not rewrite benchmarks/README.md")
+    add_quick_argument(parser)
     return parser.parse_args(argv)
 
 
@@ -142,9 +159,13 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     quiet_hugging_face()
     cuda = args.device == "cuda"
-    sizes = args.sizes or list(CUDA_SIZES if cuda else CPU_SIZES)
+    default_sizes = (QUICK_CUDA_SIZES if cuda else QUICK_CPU_SIZES) if args.quick else CUDA_SIZES if cuda else CPU_SIZES
+    sizes = args.sizes or list(default_sizes)
     threads = args.threads or (4 if cuda else 1)
-    workload = CUDA_WORKLOAD if cuda else CPU_WORKLOAD
+    repeats = args.repeats or (1 if args.quick else 4)
+    workload = QUICK_WORKLOAD if args.quick else CUDA_WORKLOAD if cuda else CPU_WORKLOAD
+    out = results_path(args.out, BENCH_DIR / "results" / f"{args.device}.json", args.quick)
+    write_readme = not (args.no_readme or args.quick)
     overrides = {"warmup_updates": args.warmup_updates, "measured_updates": args.measured_updates}
     workload = replace(workload, **{key: value for key, value in overrides.items() if value is not None})
 
@@ -161,27 +182,30 @@ def main(argv: list[str] | None = None) -> None:
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="ppo_bench_") as scratch:
         workers = Workers(Path(scratch), args.device, threads)
+        machine["matmul_peak"] = workers.matmul_peak(args.quick)
+        # Both trainers run fp32 (TF32 matmuls on a GPU that allows them): the update is read against that peak.
+        matmul_peak = machine["matmul_peak"]["peak_flops"]["fp32"]
+        log(f"measured fp32 matmul peak: {matmul_peak / 1e9:,.1f} GFLOP/s with {threads} thread(s)")
         results = {
-            name: measure_size(name, Path(scratch) / "fixtures", workload, workers, args.repeats, peak,
+            name: measure_size(name, Path(scratch) / "fixtures", workload, workers, repeats, peak, matmul_peak,
                                not args.no_profile)
             for name in sizes
         }
     machine["load_average_at_end"] = os.getloadavg()
     result = {
-        "settings": {"device": args.device, "threads": threads, "repeats": args.repeats,
+        "settings": {"device": args.device, "threads": threads, "repeats": repeats, "quick": args.quick,
                      "total_seconds": time.perf_counter() - started},
         "machine": machine,
         "workload": workload.to_dict(),
         "sizes": results,
     }
-    out = args.out or BENCH_DIR / "results" / f"{args.device}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1) + "\n")
+    out.write_text(json.dumps(json_safe(result), indent=1) + "\n")
     text = markdown(result)
     print(text)
-    if not args.no_readme:
+    if write_readme:
         write_into_readme(BENCH_DIR / "README.md", args.device, text)
-    log(f"wrote {out}{'' if args.no_readme else ' and benchmarks/README.md'} in {time.perf_counter() - started:.0f} s")
+    log(f"wrote {out}{' and benchmarks/README.md' if write_readme else ''} in {time.perf_counter() - started:.0f} s")
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ growing study, the derived tables and charts, and each page rendered by Streamli
     python -m benchmarks.dashboard_read --trials 50 --updates 100 --repeat 3
     python -m benchmarks.dashboard_read --pages curves health --out benchmarks/results/dashboard_read.json
     python -m benchmarks.dashboard_read --storage postgresql://ppo_tune:ppo_tune@localhost/ppo_tune_test
+    python -m benchmarks.dashboard_read --quick --out /tmp/dashboard_read.json   # 3 x 6, every page, once each
 
 Every page of ``dashboard.app.PAGES`` is timed unless ``--pages`` names some. The budget (issue 13) is a cold
 open under 1 s and a rerun under 0.3 s; rows over it are marked. Cold opens and reruns are medians over
@@ -30,8 +31,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from benchmarks.quick import add_quick_argument, results_path
+
 REPO = Path(__file__).resolve().parent.parent
 APP = REPO / "dashboard" / "app.py"
+QUICK = {"trials": 3, "updates": 6, "repeat": 1, "cold_repeat": 1}
+"""--quick: a 3-trial, 6-update study, every step and page timed once (the budget marks mean nothing at this size)."""
 COLD_BUDGET_S = 1.0  # a page opened with empty caches (issue 13)
 RERUN_BUDGET_S = 0.3  # a page rerun: a widget changed, or auto-refresh with nothing new
 
@@ -174,7 +179,7 @@ def write_json(path: Path, args: argparse.Namespace, rows: list[tuple[str, float
     versions = {p: metadata.version(p) for p in ("optuna", "streamlit", "plotly", "pandas", "sqlalchemy")}
     result = {
         "settings": {"trials": args.trials, "updates": args.updates, "repeat": args.repeat,
-                     "cold_repeat": args.cold_repeat, "storage": facts["storage"]},
+                     "cold_repeat": args.cold_repeat, "storage": facts["storage"], "quick": args.quick},
         "machine": {**facts, "logical_cpus": os.cpu_count(), "python": sys.version.split()[0], **versions},
         "budget_s": {"open": COLD_BUDGET_S, "rerun": RERUN_BUDGET_S},
         "rows": [{"step": label, "seconds": round(seconds, 4), "over_budget": over_budget(label, seconds)}
@@ -186,10 +191,12 @@ def write_json(path: Path, args: argparse.Namespace, rows: list[tuple[str, float
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.dashboard_read", description=__doc__.splitlines()[0])
-    parser.add_argument("--trials", type=int, default=200)
-    parser.add_argument("--updates", type=int, default=200)
-    parser.add_argument("--repeat", type=int, default=5, help="Runs per timing of the warm steps (median).")
-    parser.add_argument("--cold-repeat", type=int, default=3, help="Cold opens per page (median).")
+    parser.add_argument("--trials", type=int, default=None, help="Default 200 (--quick 3).")
+    parser.add_argument("--updates", type=int, default=None, help="Default 200 (--quick 6).")
+    parser.add_argument("--repeat", type=int, default=None, help="Runs per timing of the warm steps (median; default "
+                                                                 "5, --quick 1).")
+    parser.add_argument("--cold-repeat", type=int, default=None, help="Cold opens per page (median; default 3, "
+                                                                      "--quick 1).")
     parser.add_argument("--keep", type=Path, default=None, help="Build the study in this directory and keep it.")
     parser.add_argument("--reuse", action="store_true",
                         help="With --keep: time the study already there instead of building it again (each run "
@@ -198,8 +205,16 @@ def main(argv: list[str] | None = None) -> int:
                         help="Build and time the study in this database (PostgreSQL, say) instead of a temporary "
                              "SQLite file; the study is deleted afterwards.")
     parser.add_argument("--pages", nargs="+", default=None, help="Time these pages only (default: every page).")
-    parser.add_argument("--out", type=Path, default=None, help="Write the rows and the machine's load as JSON here.")
+    parser.add_argument("--out", type=Path, default=None, help="Write the rows and the machine's load as JSON here "
+                                                               "(--quick: always, by default into a temporary "
+                                                               "directory).")
+    add_quick_argument(parser)
     args = parser.parse_args(argv)
+    defaults = QUICK if args.quick else {"trials": 200, "updates": 200, "repeat": 5, "cold_repeat": 3}
+    for name, value in defaults.items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+    out = results_path(args.out, Path("dashboard_read.json"), args.quick) if args.out or args.quick else None
     sys.path.insert(0, str(REPO))
     # Imports are paid once when the server starts, not when a page opens: take them out of the timings.
     import dashboard.app
@@ -238,8 +253,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'step':<{width}}  seconds")
     for label, seconds in rows:
         print(f"{label:<{width}}  {seconds:7.3f}" + ("  over budget" if over_budget(label, seconds) else ""))
-    if args.out:
-        write_json(args.out, args, rows, facts)
+    if out is not None:
+        write_json(out, args, rows, facts)
+        print(f"wrote {out}", file=sys.stderr)
     return 0
 
 

@@ -1,6 +1,7 @@
 """GAE against the critic-free estimators on the built-in task at equal episodes: held-out gold and KL, time, memory.
 
     python -m benchmarks.estimators [--seeds 3] [--episodes 1536] [--out PATH] [--readme]
+    python -m benchmarks.estimators --quick --out /tmp/estimators.json   # a smoke run: 2 runs of 2 updates
 
 Every estimator trains from the same base, ``studies/train.yaml`` (the quickstart study's validated GAE winner on
 ``task: shortest_path``), with only ``advantage_estimator`` changed: a critic-free estimator then takes what ppo_core
@@ -35,6 +36,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from benchmarks.quick import add_quick_argument, results_path
 from benchmarks.report import json_safe
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -48,6 +50,11 @@ FIRST_SEED = 1000
 """Seeds count up from here: studies/train.yaml was tuned on seed 0, so a seed it never saw keeps the tuning's
 selection bias out of GAE's numbers (the same first seed as ``ppo-tune validate``)."""
 SFT = "sft"
+# --quick: one seed, 2 updates of 16 episodes, GAE (the reference of every ratio) and GRPO (no value network, KL in
+# the loss): every column of the report (with one seed the 95% intervals are undefined, shown as '-').
+QUICK_SEEDS, QUICK_EPISODES, QUICK_ESTIMATORS = 1, 32, ("gae", "grpo")
+QUICK_BASE = {"num_eval_samples": 2}
+"""--quick: 2 responses per held-out prompt at each evaluation instead of train.yaml's 16."""
 # The machine's measurements of a run, summarised by their median over seeds; the ratios to GAE, per seed.
 MACHINE_KEYS = ("train_s", "process_wall_s", "rollout_s", "update_s", "per_update_s", "eval_s", "peak_gib",
                 "peak_above_imports_mib")
@@ -336,14 +343,17 @@ def _git_commit() -> str | None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.estimators", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seeds", type=int, default=3, help="Seeds per estimator (default 3).")
+    parser.add_argument("--seeds", type=int, default=None, help="Seeds per estimator (default 3; --quick 1).")
     parser.add_argument("--first-seed", type=int, default=FIRST_SEED, help=f"Default {FIRST_SEED}.")
     parser.add_argument("--episodes", type=int, default=None,
-                        help="Episodes per run (default studies/train.yaml's total_episodes, 1536).")
-    parser.add_argument("--estimators", nargs="+", default=list(ESTIMATORS),
-                        help=f"Default: {' '.join(ESTIMATORS)}; gae first makes the ratios.")
+                        help="Episodes per run (default studies/train.yaml's total_episodes, 1536; --quick 32).")
+    parser.add_argument("--estimators", nargs="+", default=None,
+                        help=f"Default: {' '.join(ESTIMATORS)} (--quick: {' '.join(QUICK_ESTIMATORS)}); gae first "
+                             "makes the ratios.")
     parser.add_argument("--threads", type=int, default=1, help="CPU threads per run (default 1; see the README).")
-    parser.add_argument("--out", type=Path, default=RESULTS / "estimators.json")
+    parser.add_argument("--out", type=Path, default=None, help="Default benchmarks/results/estimators.json (--quick: a "
+                                                                "temporary directory).")
+    add_quick_argument(parser)
     parser.add_argument("--readme", action="store_true", help="Print the markdown tables for a README at the end.")
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)  # one run's config, as JSON
     args = parser.parse_args(argv)
@@ -351,6 +361,12 @@ def main(argv: list[str] | None = None) -> None:
         record = worker(json.loads(args.worker), args.threads)
         args.out.write_text(json.dumps(record))
         return
+    if args.seeds is None:
+        args.seeds = QUICK_SEEDS if args.quick else 3
+    if args.episodes is None and args.quick:
+        args.episodes = QUICK_EPISODES
+    args.estimators = args.estimators or list(QUICK_ESTIMATORS if args.quick else ESTIMATORS)
+    args.out = results_path(args.out, RESULTS / "estimators.json", args.quick)
     run(args, sys.argv[1:] if argv is None else argv)
 
 
@@ -361,7 +377,7 @@ def run(args: argparse.Namespace, argv: list[str]) -> None:
         raise SystemExit("--seeds: at least 1")
     estimators = tuple(args.estimators)
     facts = machine_facts("cpu")
-    base = base_values(args.episodes)
+    base = {**base_values(args.episodes), **(QUICK_BASE if args.quick else {})}
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     order = schedule(estimators, seeds)
     started = time.perf_counter()
@@ -395,7 +411,8 @@ def run(args: argparse.Namespace, argv: list[str]) -> None:
         "machine": {**facts, "load_average_at_end": os.getloadavg()},
         "git_commit": _git_commit(),
         "settings": {"base_file": str(BASE.relative_to(ROOT)), "base": base, "estimators": list(estimators),
-                     "seeds": seeds, "threads_per_run": args.threads, "order": [list(pair) for pair in order]},
+                     "seeds": seeds, "threads_per_run": args.threads, "order": [list(pair) for pair in order],
+                     "quick": args.quick},
         "wall_s": round(wall, 1),
         "parameters": parameters(runs),
         "summary": summary,

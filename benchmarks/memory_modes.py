@@ -5,6 +5,7 @@ by the run's own ``memory/peak_gib``.
     python -m benchmarks.memory_modes             # CPU: about 12 minutes on 2 cores
     python -m benchmarks.memory_modes --modes "full fp32" "full fp32, GRPO (no value network)"
     python -m benchmarks.memory_modes --device cuda --size pythia-160m
+    python -m benchmarks.memory_modes --quick --out /tmp/memory_modes.json   # a smoke run: a tiny Llama, 1 update
 
 Each mode trains ``--updates`` PPO updates from the CLI; the peak is the highest per-update ``memory/peak_gib``
 (peak resident set on the CPU, CUDA peak allocated on a GPU), next to ``ppo-tune train --estimate``'s prediction.
@@ -30,6 +31,9 @@ from transformers import (
     LlamaForSequenceClassification,
 )
 
+from benchmarks.quick import add_quick_argument, results_path
+from ppo_core.config_io import load_config
+from ppo_core.estimate import estimate_run
 from tools.tiny_models import TinySize, _save, metaspace_tokenizer, tiny_config
 
 MODES: dict[str, dict[str, Any]] = {
@@ -46,7 +50,11 @@ MODES: dict[str, dict[str, Any]] = {
 SIZES = {  # name: (architecture, hidden, layers, heads, intermediate, vocabulary)
     "llama-58m": ("llama", 512, 8, 8, 1376, 32000),
     "pythia-160m": ("gpt_neox", 768, 12, 12, 3072, 50304),
+    "llama-tiny": ("llama", 64, 2, 4, 128, 1000),  # --quick
 }
+RESPONSE_LENGTH = 64
+# --quick: every mode on a tiny Llama, one update of 8-token responses.
+QUICK_SIZE, QUICK_UPDATES, QUICK_RESPONSE_LENGTH = "llama-tiny", 1, 8
 
 
 def write_models(root: Path, size: str) -> dict[str, Path]:
@@ -69,12 +77,12 @@ def write_models(root: Path, size: str) -> dict[str, Path]:
 
 
 def run_mode(root: Path, paths: dict[str, Path], name: str, values: dict[str, Any], device: str,
-             updates: int) -> dict[str, Any]:
+             updates: int, response_length: int = RESPONSE_LENGTH) -> dict[str, Any]:
     config = root / f"{len(list(root.glob('*.yaml')))}.yaml"
     batch = 16
     config.write_text(yaml.safe_dump({
         "task": None, "sft_model_path": str(paths["policy"]), "reward_model_path": str(paths["reward"]),
-        "dataset_name": str(paths["prompts"]), "response_length": 64, "per_device_train_batch_size": 8,
+        "dataset_name": str(paths["prompts"]), "response_length": response_length, "per_device_train_batch_size": 8,
         "gradient_accumulation_steps": batch // 8, "local_rollout_forward_batch_size": batch, "num_ppo_epochs": 1,
         "total_episodes": batch * updates, "num_sample_generations": 0, "use_cpu": device == "cpu",
         "bf16": None, **values,
@@ -86,11 +94,8 @@ def run_mode(root: Path, paths: dict[str, Path], name: str, values: dict[str, An
         raise RuntimeError(f"{name}: {completed.stderr.strip().splitlines()[-1]}")
     summary = json.loads(completed.stdout)
     metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-    estimate = subprocess.run([sys.executable, "-c", (
-        "import json, sys; from ppo_core.config_io import load_config; from ppo_core.estimate import estimate_run;"
-        f"print(json.dumps(estimate_run(load_config({str(config)!r}, [])).to_dict()))")],
-        capture_output=True, text=True, check=True)
-    predicted = json.loads(estimate.stdout.strip().splitlines()[-1])
+    # The prediction reads the same file, as `ppo-tune train CONFIG --estimate` does; it loads no weights.
+    predicted = estimate_run(load_config(str(config), [])).to_dict()
     return {
         "mode": name,
         "trainable_parameters": sum(summary["trainable_parameters"].values()),  # no "value" without a critic
@@ -110,26 +115,39 @@ def baseline_rss_gib() -> float:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.memory_modes")
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
-    parser.add_argument("--size", default="llama-58m", choices=tuple(SIZES))
-    parser.add_argument("--updates", type=int, default=2)
-    parser.add_argument("--out", default=None, help="Write the rows as JSON here too.")
+    parser.add_argument("--size", default=None, choices=tuple(SIZES), help="Default llama-58m (--quick llama-tiny).")
+    parser.add_argument("--updates", type=int, default=None, help="Default 2 (--quick 1).")
+    parser.add_argument("--out", default=None, help="Write the rows as JSON here too (--quick: always, by default "
+                                                    "into a temporary directory).")
     parser.add_argument("--modes", nargs="+", choices=tuple(MODES), default=list(MODES),
                         help="Run only these modes (the first is the 'vs' reference).")
+    add_quick_argument(parser)
     args = parser.parse_args(argv)
+    size: str = args.size or (QUICK_SIZE if args.quick else "llama-58m")
+    updates: int = args.updates or (QUICK_UPDATES if args.quick else 2)
+    response_length = QUICK_RESPONSE_LENGTH if args.quick else RESPONSE_LENGTH
+    out = results_path(args.out, Path(f"memory_modes_{args.device}.json"), args.quick) \
+        if args.out or args.quick else None
     with tempfile.TemporaryDirectory() as directory:
         root = Path(directory)
-        paths = write_models(root, args.size)
-        rows = [run_mode(root, paths, name, MODES[name], args.device, args.updates) for name in args.modes]
+        paths = write_models(root, size)
+        rows = [run_mode(root, paths, name, MODES[name], args.device, updates, response_length)
+                for name in args.modes]
     full = rows[0]["peak_gib"]
+    for row in rows:
+        row["peak_vs_first_mode"] = row["peak_gib"] / full
     baseline = baseline_rss_gib() if args.device == "cpu" else 0.0
-    print(f"{args.size} on {args.device}; process RSS after imports {baseline:.2f} GiB")
+    print(f"{size} on {args.device}; process RSS after imports {baseline:.2f} GiB")
     print(f"{'mode':<36} {'trainable':>12} {'peak GiB':>9} {'vs full':>8} {'estimate':>9} {'s/update':>9}")
     for row in rows:
         print(f"{row['mode']:<36} {row['trainable_parameters']:>12,} {row['peak_gib']:>9.2f} "
-              f"{row['peak_gib'] / full:>8.2f} {row['estimated_peak_gib']:>9.2f} {row['seconds_per_update']:>9.2f}")
-    if args.out:
-        Path(args.out).write_text(json.dumps({"size": args.size, "device": args.device, "baseline_rss_gib": baseline,
-                                              "rows": rows}, indent=2))
+              f"{row['peak_vs_first_mode']:>8.2f} {row['estimated_peak_gib']:>9.2f} {row['seconds_per_update']:>9.2f}")
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps({"size": size, "device": args.device, "updates": updates,
+                                   "response_length": response_length, "quick": args.quick,
+                                   "baseline_rss_gib": baseline, "rows": rows}, indent=2))
+        print(f"wrote {out}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -5,12 +5,18 @@ process only; ppo_core's files are untouched). Each wrapper adds a ``record_func
 accumulates its own wall time. The run has three stretches: warmup updates (ignored), breakdown
 updates (wrappers timing, no profiler: low overhead) and profiled updates (torch.profiler on,
 whose per-op bookkeeping inflates small-op timings, so its table is read for ranking only).
+
+A wrapper sits on the name the caller looks up (``ppo_core.update.response_logits``, not
+``ppo_core.rollout.response_logits``, for the update's forwards). When ppo_core moves or renames a
+function, its name is missing here or no longer called: either one stops the run with the names
+(:class:`StaleWrappers`), so the breakdown never quietly loses a row.
 """
 
 from __future__ import annotations
 
 import functools
 import time
+import types
 from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
@@ -18,7 +24,7 @@ from typing import Any
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
-import ppo_core.rewards
+import ppo_core.reward_models
 import ppo_core.rollout
 import ppo_core.trainer
 import ppo_core.update
@@ -28,44 +34,56 @@ from benchmarks.workload import Workload
 from ppo_core import TrainerCallback
 
 PROFILED_UPDATES = 2
+"""Updates run under torch.profiler, after the breakdown updates."""
 
+ROLLOUT_ADVANTAGES = "rollout/kl, rewards, advantages"
 # (namespace, attribute, label): the namespace is where the caller looks the name up.
 MODULE_FUNCTIONS: tuple[tuple[Any, str, str], ...] = (
     (ppo_core.trainer, "ppo_update", "update (total)"),
-    (ppo_core.rollout, "generate", "rollout/generate (sampling + logprobs)"),
-    (ppo_core.rollout, "response_logits", "rollout/reference forward"),
+    (ppo_core.rollout, "generate", "rollout/generate (sampling)"),
+    (ppo_core.rollout, "response_logits", "rollout/policy and reference scoring forwards"),
+    (ppo_core.rollout, "token_logprobs", "rollout/logprobs"),
     (ppo_core.rollout, "response_values", "rollout/value forward"),
     (ppo_core.rollout, "decode_responses", "rollout/decode responses"),
-    (ppo_core.trainer, "kl_per_token", "rollout/kl, rewards, gae, whiten"),
-    (ppo_core.trainer, "shape_rewards", "rollout/kl, rewards, gae, whiten"),
-    (ppo_core.trainer, "gae", "rollout/kl, rewards, gae, whiten"),
-    (ppo_core.trainer, "whiten_advantages", "rollout/kl, rewards, gae, whiten"),
+    (ppo_core.trainer, "kl_per_token", ROLLOUT_ADVANTAGES),
+    (ppo_core.trainer, "kl_penalty", ROLLOUT_ADVANTAGES),
+    (ppo_core.trainer, "estimate_advantages", ROLLOUT_ADVANTAGES),
     (ppo_core.trainer, "rollout_metrics", "update/rollout metrics"),
     (ppo_core.update, "response_logits", "update/policy forward"),
     (ppo_core.update, "response_values", "update/value forward"),
-    (ppo_core.update, "token_logprobs", "update/logprobs"),
-    (ppo_core.update, "entropy_from_logits", "update/entropy (with grad)"),
+    (ppo_core.update, "entropy_from_log_probs", "update/entropy"),
     (ppo_core.update, "clipped_policy_loss", "update/losses"),
     (ppo_core.update, "clipped_value_loss", "update/losses"),
     (ppo_core.update, "_optimizer_step", "update/optimizer step + zero_grad"),
 )
 CLASS_METHODS: tuple[tuple[Any, str, str], ...] = (
-    (ppo_core.rewards.SequenceClassifierReward, "__call__", "rollout/reward (tokenize + forward)"),
-    (ppo_core.update.StatsAccumulator, "add", "update/stats to CPU"),
-    (ppo_core.update.StatsAccumulator, "add_ratios", "update/stats to CPU"),
+    (ppo_core.reward_models.SequenceClassifierReward, "__call__", "rollout/reward (forward)"),
+    (ppo_core.update.StatsAccumulator, "add", "update/stats (summed on the device)"),
+    (ppo_core.update.StatsAccumulator, "add_ratios", "update/stats (summed on the device)"),
+    (ppo_core.update.StatsAccumulator, "summary", "update/stats to CPU"),
 )
+TRAINER_LABELS = ("rollout (total, excl. kl and advantages)", "update/backward")
+"""Labels of the two wrappers set on the trainer's own objects: its ``_rollout`` and its accelerator's backward."""
+
+
+class StaleWrappers(RuntimeError):
+    """Wrapped names that ppo_core no longer has, or no longer calls through the wrapped name."""
 
 
 class PhaseTimes:
-    """Inclusive wall seconds and calls per label, accumulated only while ``enabled``."""
+    """Inclusive wall seconds and calls per label, accumulated only while ``enabled``; calls per wrapped name too
+    (several names can share a label)."""
 
     def __init__(self, device: torch.device) -> None:
         self.device = device
         self.enabled = False
         self.seconds: dict[str, float] = defaultdict(float)
         self.calls: dict[str, int] = defaultdict(int)
+        self.calls_by_name: dict[str, int] = defaultdict(int)
 
-    def wrap(self, function: Callable[..., Any], label: str) -> Callable[..., Any]:
+    def wrap(self, function: Callable[..., Any], label: str, name: str | None = None) -> Callable[..., Any]:
+        name = name or label
+
         @functools.wraps(function)
         def timed(*args: Any, **kwargs: Any) -> Any:
             if not self.enabled:
@@ -77,27 +95,47 @@ class PhaseTimes:
             sync(self.device)
             self.seconds[label] += time.perf_counter() - started
             self.calls[label] += 1
+            self.calls_by_name[name] += 1
             return result
 
         return timed
 
 
-def install(side: CoreSide, times: PhaseTimes) -> list[str]:
+def install(side: CoreSide, times: PhaseTimes) -> None:
     """Wrap ppo_core's functions (this process only) and the trainer's rollout and backward.
 
-    ppo_core is still changing; a function that has moved is skipped (and reported) rather than fatal.
+    Raises StaleWrappers naming every wrapped name that no longer exists, before anything is wrapped.
     """
-    missing = []
-    for namespace, name, label in MODULE_FUNCTIONS + CLASS_METHODS:
-        if not hasattr(namespace, name):
-            missing.append(f"{namespace.__name__}.{name}")
-            continue
-        setattr(namespace, name, times.wrap(getattr(namespace, name), label))
+    targets = MODULE_FUNCTIONS + CLASS_METHODS
+    missing = [f"{_where(namespace)}.{name}" for namespace, name, _ in targets if not hasattr(namespace, name)]
+    if missing:
+        raise StaleWrappers(
+            f"ppo_core no longer has {', '.join(missing)}: benchmarks/profile_core.py wraps the names its callers "
+            "look up; point MODULE_FUNCTIONS / CLASS_METHODS at their current homes"
+        )
+    for namespace, name, label in targets:
+        setattr(namespace, name, times.wrap(getattr(namespace, name), label, f"{_where(namespace)}.{name}"))
     trainer = side.trainer
-    trainer._rollout = times.wrap(trainer._rollout, "rollout (total, excl. kl/gae)")  # type: ignore[method-assign]
+    trainer._rollout = times.wrap(trainer._rollout, TRAINER_LABELS[0])
     accelerator = trainer.accelerator
-    accelerator.backward = times.wrap(accelerator.backward, "update/backward")  # type: ignore[method-assign]
-    return missing
+    accelerator.backward = times.wrap(accelerator.backward, TRAINER_LABELS[1])
+
+
+def _where(namespace: Any) -> str:
+    """``ppo_core.update`` for a module, ``ppo_core.update.StatsAccumulator`` for a class."""
+    if isinstance(namespace, types.ModuleType):
+        return namespace.__name__
+    return f"{namespace.__module__}.{namespace.__name__}"
+
+
+def check_every_label_called(times: PhaseTimes) -> None:
+    """Raise StaleWrappers when a wrapped name was never called in the breakdown updates: ppo_core has stopped
+    calling it through that name (it calls a new function, or imports the old one under another name), so its time
+    would silently vanish from the breakdown."""
+    names = [f"{_where(namespace)}.{name}" for namespace, name, _ in MODULE_FUNCTIONS + CLASS_METHODS]
+    never = [name for name in [*names, *TRAINER_LABELS] if times.calls_by_name.get(name, 0) == 0]
+    if never:
+        raise StaleWrappers(f"wrapped but never called during the breakdown updates: {', '.join(never)}")
 
 
 class _Stretches(TrainerCallback):
@@ -110,6 +148,7 @@ class _Stretches(TrainerCallback):
         self._last = 0.0
 
     def on_train_begin(self, config: Any, num_updates: int) -> None:
+        self.times.enabled = self.warmup == 0
         self._last = time.perf_counter()
 
     def on_update(self, update: int, metrics: dict[str, float]) -> str | None:
@@ -179,17 +218,16 @@ def profile_core(side: CoreSide, workload: Workload) -> dict[str, Any]:
         raise ValueError(f"profile needs measured_updates > {PROFILED_UPDATES}")
     device = side.trainer.accelerator.device
     times = PhaseTimes(device)
-    missing = install(side, times)
+    install(side, times)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
     profiler = profile(activities=activities)
     stretches = _Stretches(times, workload.warmup_updates, breakdown, profiler)
     side.trainer.callbacks.append(stretches)
     timings = side.train()
+    check_every_label_called(times)
     mean_update = sum(stretches.update_seconds) / len(stretches.update_seconds)
-    labels = {label for _, _, label in MODULE_FUNCTIONS + CLASS_METHODS}
-    labels |= {"rollout (total, excl. kl/gae)", "update/backward"}
+    labels = {label for _, _, label in MODULE_FUNCTIONS + CLASS_METHODS} | set(TRAINER_LABELS)
     return {
-        "not_wrapped": missing,
         "breakdown_updates": breakdown,
         "profiled_updates": PROFILED_UPDATES,
         "mean_update_wall_s": mean_update,

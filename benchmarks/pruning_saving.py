@@ -1,6 +1,7 @@
 """What KL-blow-up pruning saves: the quickstart study with and without the KL guard, same sampler seed.
 
     python -m benchmarks.pruning_saving [--study studies/quickstart.yaml] [--workers 2]
+    python -m benchmarks.pruning_saving --quick --out /tmp/pruning_saving.json   # 1 trial of 2 updates per study
 
 Both studies run in fresh SQLite files under a temporary directory (or ``--keep DIR``) with every
 other setting equal, including the reward-based pruner. Reported: updates run, wall time, trials
@@ -12,14 +13,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import optuna
 import yaml
 from optuna.trial import TrialState
 
+from benchmarks.quick import add_quick_argument, results_path
 from ppo_core.config_io import read_mapping
 from tuner.attrs import KL_HISTORY_ATTR, PRUNE_REASON_ATTR
 from tuner.database import open_storage
@@ -27,11 +31,17 @@ from tuner.runner import run_study
 from tuner.study_config import load_study_spec
 
 ROOT = Path(__file__).resolve().parent.parent
+QUICK_STUDY: dict[str, Any] = {"n_trials": 1, "base": {"total_episodes": 32, "num_eval_samples": 2}}
+"""--quick: each study runs 1 trial of 2 updates (16 episodes each), with 2 responses per held-out prompt."""
 
 
-def run_variant(study_file: Path, directory: Path, guard_enabled: bool, workers: int) -> dict[str, object]:
+def run_variant(study_file: Path, directory: Path, guard_enabled: bool, workers: int,
+                overrides: dict[str, Any] | None = None) -> dict[str, object]:
     # Workers read the study from its file, so each variant gets a file of its own.
     data = read_mapping(study_file, "study")
+    overrides = overrides or {}
+    data.update({key: value for key, value in overrides.items() if key != "base"})
+    data["base"] = {**data.get("base", {}), **overrides.get("base", {})}
     data["name"] = f"{data['name']}-{'guard' if guard_enabled else 'noguard'}"
     data.pop("storage", None)
     data["kl_guard"] = {**data.get("kl_guard", {}), "enabled": guard_enabled}
@@ -56,22 +66,29 @@ def run_variant(study_file: Path, directory: Path, guard_enabled: bool, workers:
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.pruning_saving", description=__doc__.split("\n\n")[0])
     parser.add_argument("--study", default=str(ROOT / "studies" / "quickstart.yaml"))
-    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--workers", type=int, default=None, help="Default 2 (--quick 1).")
     parser.add_argument("--keep", default=None, help="Directory for the two study databases.")
-    args = parser.parse_args()
+    parser.add_argument("--out", default=None, help="Default benchmarks/results/pruning_saving.json (--quick: a "
+                                                    "temporary directory).")
+    add_quick_argument(parser)
+    args = parser.parse_args(argv)
+    out = results_path(args.out, ROOT / "benchmarks" / "results" / "pruning_saving.json", args.quick)
+    workers = args.workers or (1 if args.quick else 2)
     directory = Path(args.keep or tempfile.mkdtemp(prefix="ppo-tune-pruning-"))
     directory.mkdir(parents=True, exist_ok=True)
-    rows = [run_variant(Path(args.study), directory, enabled, args.workers) for enabled in (True, False)]
+    overrides = QUICK_STUDY if args.quick else None
+    rows = [run_variant(Path(args.study), directory, enabled, workers, overrides) for enabled in (True, False)]
     header = list(rows[0])
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
     for row in rows:
         print("| " + " | ".join(str(row[k]) for k in header) + " |")
-    (ROOT / "benchmarks" / "results").mkdir(exist_ok=True)
-    (ROOT / "benchmarks" / "results" / "pruning_saving.json").write_text(json.dumps(rows, indent=2))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(rows, indent=2))
+    print(f"wrote {out}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ def json_safe(value: Any) -> Any:
     return value
 
 
-def _num(value: float, digits: int = 3) -> str:
+def _num(value: float | None, digits: int = 3) -> str:
     if value is None:
         return "–"
     if abs(value) >= 1000:
@@ -42,6 +42,21 @@ def _facts(result: dict[str, Any]) -> str:
         f"{settings['repeats']} repeats per side in fresh processes, alternating sides; "
         f"{result['workload']['warmup_updates']} warmup update(s) dropped from each run, "
         f"then the median of {result['workload']['measured_updates']} updates per run and the median over repeats."
+        + _matmul_peak(m.get("matmul_peak"))
+    )
+
+
+def _matmul_peak(measured: dict[str, Any] | None) -> str:
+    """The sentence on the measured matmul peak (empty for results from before it was measured)."""
+    if not measured:
+        return ""
+    sizes = ", ".join(str(n) for n in measured["sizes"])
+    peaks = "; ".join(f"{name} {flops / 1e9:,.1f} GFLOP/s" for name, flops in measured["peak_flops"].items())
+    tf32 = f" (TF32 matmuls {'on' if measured['tf32_matmul'] else 'off'})" if "tf32_matmul" in measured else ""
+    return (
+        f" Matmul peak measured in the same session, in a fresh process with the workers' "
+        f"{measured['threads']} thread(s): best `torch.mm` of square n = {sizes} over {measured['repeats']} "
+        f"repeats, {peaks}{tf32}."
     )
 
 
@@ -103,13 +118,17 @@ def _ratio(ratios: dict[str, float], key: str) -> str:
     return f"**{ratios[key]:.2f}**" if key in ratios else "–"
 
 
+def _share(value: float | None) -> str:
+    return "–" if value is None else f"{value:.1%}"
+
+
 def _side_cells(name: str, label: str, s: dict[str, Any], cuda: bool) -> list[str]:
     cells = [name, label, _seconds(s["rollout_s"]), _seconds(s["update_s"]), _seconds(s["other_s"]),
              _seconds(s["gc_s"]), f"{_seconds(s['wall_s'])} ({_seconds(s['wall_s_min'])}–{_seconds(s['wall_s_max'])})",
-             _seconds(s["wall_excl_gc_s"]), _num(s["episodes_per_s"]), _num(s["update_flops_per_s"] / 1e9)]
+             _seconds(s["wall_excl_gc_s"]), _num(s["episodes_per_s"]), _num(s["update_flops_per_s"] / 1e9),
+             _share(s.get("update_share_of_matmul_peak"))]
     if cuda:
-        mfu = f"{s['update_mfu']:.1%}" if s["update_mfu"] is not None else "–"
-        return [*cells, _num(s["generated_tokens_per_s"]), _num(s["trained_tokens_per_s"]), mfu,
+        return [*cells, _num(s["generated_tokens_per_s"]), _num(s["trained_tokens_per_s"]), _share(s["update_mfu"]),
                 _num(s.get("cuda_peak_allocated_mib"))]
     return [*cells, _num(s["peak_rss_delta_mib"])]
 
@@ -117,7 +136,8 @@ def _side_cells(name: str, label: str, s: dict[str, Any], cuda: bool) -> list[st
 def results_table(result: dict[str, Any]) -> list[str]:
     cuda = result["settings"]["device"] == "cuda"
     columns = ["size", "side", "rollout s", "update s", "other s", "gc.collect s (in wall)",
-               "wall s / update (min–max over repeats)", "wall excl. gc s", "episodes/s", "update GFLOP/s"]
+               "wall s / update (min–max over repeats)", "wall excl. gc s", "episodes/s", "update GFLOP/s",
+               "update % of matmul peak"]
     columns += ["gen tok/s", "train tok/s", "update MFU", "CUDA peak MiB"] if cuda else ["peak RSS Δ MiB"]
     lines = ["| " + " | ".join(columns) + " |", "|---|---|" + "---:|" * (len(columns) - 2)]
     for name, size in result["sizes"].items():
@@ -127,7 +147,7 @@ def results_table(result: dict[str, Any]) -> list[str]:
         r = summary["ratio"]
         cells = [name, "ppo_core / TRL", _ratio(r, "rollout_s"), _ratio(r, "update_s"), "", "",
                  _ratio(r, "wall_s"), _ratio(r, "wall_excl_gc_s"), _ratio(r, "episodes_per_s"),
-                 _ratio(r, "update_flops_per_s")]
+                 _ratio(r, "update_flops_per_s"), ""]
         cells += ["", "", _ratio(r, "update_mfu"), _ratio(r, "cuda_peak_allocated_mib")] if cuda \
             else [_ratio(r, "peak_rss_delta_mib")]
         lines.append("| " + " | ".join(cells) + " |")
@@ -207,7 +227,11 @@ def markdown(result: dict[str, Any]) -> str:
         "above 1 means ppo_core is faster for episodes/s. `other s` is per-update time outside both phases "
         "(TRL: `gc.collect()`, `empty_cache()` and the dataloader between updates); `gc.collect s` is the time "
         "in TRL's explicit `gc.collect()` calls, already inside its rollout and other time; `wall excl. gc` "
-        "removes it. `update GFLOP/s` is the estimated update-phase FLOPs over its time.",
+        "removes it. `update GFLOP/s` is the estimated update-phase FLOPs over its time; `update % of matmul peak` "
+        "divides it by the fp32 `torch.mm` peak measured in the same session (see above), so it says how much of what "
+        "this machine's matmuls reach the update phase gets."
+        + (" `update MFU` divides it by the GPU's datasheet peak (flops.py)." if result["settings"]["device"] == "cuda"
+           else ""),
     ]
     profile = _profile_tables(result)
     if profile:

@@ -53,7 +53,12 @@ SIZES: dict[str, ModelSize] = {
                     note="GPT-2, about 5M parameters"),
     "pythia-160m": ModelSize("pythia-160m", "gpt_neox", vocab_size=50304, hidden=768, layers=12, heads=12,
                              max_positions=2048, note="GPT-NeoX shaped like Pythia-160M (CUDA only)"),
+    # --quick on CUDA: the full CUDA run's architecture (GPT-NeoX, untied, rotary) at a size that runs in seconds.
+    "neox-tiny": ModelSize("neox-tiny", "gpt_neox", vocab_size=256, hidden=64, layers=2, heads=4, max_positions=64,
+                           note="GPT-NeoX, about 0.1M parameters (--quick on CUDA)"),
 }
 
 CPU_SIZES = ("0.1M", "5M")
 CUDA_SIZES = ("pythia-160m",)
+QUICK_CPU_SIZES = ("0.1M",)
+QUICK_CUDA_SIZES = ("neox-tiny",)

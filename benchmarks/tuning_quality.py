@@ -17,7 +17,9 @@ running then is finished. The two fixed configs are one-trial studies. Every met
 tuning trial, or the one trial) is then retrained on fresh seeds with ``ppo-tune validate --top-k 1``, the same
 seeds for every study. Studies run ``--workers`` at a time with one CPU thread each; validations run one study at
 a time with ``--workers`` workers. The default budget (960 updates per study, 3 sampler seeds, 5 validation seeds)
-took 42 min on 2 cores shared with other jobs; results and what they mean: benchmarks/README.md.
+took 42 min on 2 cores shared with other jobs; results and what they mean: benchmarks/README.md. ``--quick`` is a
+smoke run of every step: 2 updates per study, trials of 2 updates, 1 sampler seed and 2 validation seeds, results in
+``--out`` or a temporary directory.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from typing import Any
 import yaml
 
 from benchmarks.machine import machine_facts
+from benchmarks.quick import add_quick_argument, results_path
 from benchmarks.report import json_safe
 from tuner.confidence import mean_interval
 
@@ -52,7 +55,10 @@ EVAL_FIELDS = ("eval_steps", "num_eval_samples", "num_eval_prompts")
 WITHIN = 0.05
 """'Compute to come within 5% of the best': updates until the best-so-far reaches (1 - WITHIN) x the best."""
 DEFAULT_BUDGET = 960
-QUICK = {"budget_updates": 150, "sampler_seeds": 1, "validation_seeds": 2}
+QUICK = {"budget_updates": 2, "sampler_seeds": 1, "validation_seeds": 2}
+QUICK_BASE = {"total_episodes": 32, "num_eval_samples": 2}
+"""--quick: every study's runs (tuning and validation) take 32 episodes (1 or 2 updates) with 2 responses per
+held-out prompt at each evaluation."""
 FULL = {"budget_updates": DEFAULT_BUDGET, "sampler_seeds": 3, "validation_seeds": 5}
 
 
@@ -72,8 +78,10 @@ def guidance_base(quickstart: dict[str, Any]) -> tuple[dict[str, Any], list[str]
     return {**quickstart["base"], **config_values(start.params, quickstart["base"]), **stated}, list(start.notes)
 
 
-def study_definitions(quickstart: dict[str, Any], work_dir: Path, sampler_seeds: int) -> list[dict[str, Any]]:
-    """Every study's file contents, tuning studies first; each in its own SQLite file under ``work_dir``."""
+def study_definitions(quickstart: dict[str, Any], work_dir: Path, sampler_seeds: int,
+                      base_overrides: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Every study's file contents, tuning studies first; each in its own SQLite file under ``work_dir``, with
+    ``base_overrides`` on every study's base."""
     definitions = []
     for seed in range(sampler_seeds):
         tpe = {**quickstart, "sampler": {**quickstart["sampler"], "seed": seed}}
@@ -91,6 +99,7 @@ def study_definitions(quickstart: dict[str, Any], work_dir: Path, sampler_seeds:
     for definition in definitions:
         definition.pop("timeout", None)
         definition["storage"] = f"sqlite:///{work_dir / definition['name']}.db"
+        definition["base"] = {**definition["base"], **(base_overrides or {})}
     return definitions
 
 
@@ -272,8 +281,8 @@ def studies_table(studies: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.tuning_quality", description=__doc__.split("\n\n")[0])
     parser.add_argument("--budget-updates", type=int, default=None,
                         help=f"PPO updates per tpe/random study (default {DEFAULT_BUDGET}; --quick "
                              f"{QUICK['budget_updates']}).")
@@ -281,9 +290,11 @@ def main() -> None:
     parser.add_argument("--validation-seeds", type=int, default=None, help="Fresh seeds per chosen config (default 5).")
     parser.add_argument("--workers", type=int, default=2, help="Studies run at once, one CPU thread each.")
     parser.add_argument("--work-dir", default=None, help="An empty directory for the study files and databases.")
-    parser.add_argument("--quick", action="store_true", help="A smoke run: 150 updates, 1 sampler seed, 2 seeds.")
-    parser.add_argument("--out", default=None, help="Results file (default results/tuning_quality[_quick].json).")
-    args = parser.parse_args()
+    add_quick_argument(parser)
+    parser.add_argument("--out", default=None, help="Results file (default benchmarks/results/tuning_quality.json; "
+                                                    "--quick: a temporary directory).")
+    args = parser.parse_args(argv)
+    out = results_path(args.out, RESULTS / "tuning_quality.json", args.quick)
     settings = {**(QUICK if args.quick else FULL),
                 **{k: v for k, v in vars(args).items() if k in FULL and v is not None}}
     work_dir = Path(args.work_dir or tempfile.mkdtemp(prefix="ppo-tune-quality-"))
@@ -294,7 +305,8 @@ def main() -> None:
     facts = machine_facts("cpu")
     quickstart = yaml.safe_load(QUICKSTART.read_text())
     notes = guidance_base(quickstart)[1]
-    definitions = study_definitions(quickstart, work_dir, settings["sampler_seeds"])
+    definitions = study_definitions(quickstart, work_dir, settings["sampler_seeds"],
+                                    QUICK_BASE if args.quick else None)
     for note in notes:
         print(note, file=sys.stderr)
     studies: list[dict[str, Any]] = []
@@ -314,7 +326,9 @@ def main() -> None:
     tuning_wall = time.perf_counter() - started
     for study in studies:
         print(f"validating {study['name']} on {settings['validation_seeds']} seeds", file=sys.stderr, flush=True)
-        study["validation"] = validate(study["name"], study["storage"], settings["validation_seeds"], args.workers)
+        # A quick run validates with one worker: its two short runs cost less than a second worker's start.
+        study["validation"] = validate(study["name"], study["storage"], settings["validation_seeds"],
+                                       1 if args.quick else args.workers)
     methods, reference = summarise(studies, settings["validation_seeds"])
     total_wall = time.perf_counter() - started
     table, per_study = markdown_table(methods), studies_table(studies)
@@ -325,10 +339,10 @@ def main() -> None:
     print(table)
     print()
     print(per_study)
-    out = Path(args.out) if args.out else RESULTS / f"tuning_quality{'_quick' if args.quick else ''}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(json_safe({
-        "command": " ".join(["python -m benchmarks.tuning_quality", *sys.argv[1:]]), "machine": facts,
+        "command": " ".join(["python -m benchmarks.tuning_quality", *(sys.argv[1:] if argv is None else argv)]),
+        "machine": facts,
         "settings": {**settings, "workers": args.workers, "threads_per_study": 1, "quick": args.quick,
                      "work_dir": str(work_dir)},
         "objective": quickstart["objectives"][0], "notes": notes, "reference": reference,

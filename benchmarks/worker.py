@@ -1,6 +1,10 @@
 """One benchmark run in a fresh process: one side, one mode, results written as JSON.
 
     python -m benchmarks.worker --side trl --mode time --fixture DIR --workload '{...}' --out run.json
+    python -m benchmarks.worker --side ppo_core --mode profile --quick --out run.json   # its own 0.1M fixture
+
+bench_trl runs it with a fixture it built and its workload; ``--quick`` builds the 0.1M fixture in a temporary
+directory and takes bench_trl's quick workload, to run one side and mode alone.
 
 A fresh process per run keeps each side's peak RSS its own and stops one side's warm caches
 (allocator, kernels, imported modules) from helping the other.
@@ -12,9 +16,11 @@ import argparse
 import json
 import os
 import sys
+import tempfile
 import time
 import warnings
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +31,12 @@ os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 import torch
 
 from benchmarks.counters import WorkCounter
-from benchmarks.fixtures import Fixture
+from benchmarks.fixtures import Fixture, build_fixture
 from benchmarks.memory import MemoryMeter
+from benchmarks.quick import add_quick_argument, results_path
+from benchmarks.sizes import QUICK_CPU_SIZES, SIZES
 from benchmarks.timing import Side
-from benchmarks.workload import Workload
+from benchmarks.workload import QUICK_WORKLOAD, Workload
 from ppo_core.quiet import quiet_hugging_face
 
 SIDES = ("ppo_core", "trl")
@@ -90,22 +98,37 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--side", choices=SIDES, required=True)
     parser.add_argument("--mode", choices=MODES, required=True)
-    parser.add_argument("--fixture", type=Path, required=True)
-    parser.add_argument("--workload", required=True, help="Workload as JSON")
+    parser.add_argument("--fixture", type=Path, help="a fixture directory bench_trl built (required without --quick)")
+    parser.add_argument("--workload", help="Workload as JSON (required without --quick)")
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--threads", type=int, required=True)
-    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--out", type=Path, help="required without --quick")
+    add_quick_argument(parser)
     args = parser.parse_args(argv)
+    if not args.quick and None in (args.fixture, args.workload, args.out):
+        parser.error("--fixture, --workload and --out are required (or --quick)")
 
     torch.set_num_threads(args.threads)
     quiet_hugging_face()
     warnings.filterwarnings("ignore")
-    workload = Workload.from_dict(json.loads(args.workload))
-    fixture = Fixture.at(args.fixture)
-    runner = {"time": run_time, "count": run_count, "profile": run_profile}[args.mode]
-    result = runner(args.side, fixture, workload, args.device)
+    out = results_path(args.out, Path(f"worker-{args.side}-{args.mode}.json"), args.quick)
+    with tempfile.TemporaryDirectory(prefix="ppo_bench_worker_") as scratch:
+        if args.workload is not None:
+            workload = Workload.from_dict(json.loads(args.workload))
+        else:  # --quick: bench_trl --quick's workload, with the profile's extra updates as bench_trl adds them
+            from benchmarks.profile_core import PROFILED_UPDATES
+
+            extra = PROFILED_UPDATES if args.mode == "profile" else 0
+            workload = replace(QUICK_WORKLOAD, measured_updates=QUICK_WORKLOAD.measured_updates + extra)
+        if args.fixture is not None:
+            fixture = Fixture.at(args.fixture)
+        else:
+            fixture = build_fixture(Path(scratch) / "fixture", SIZES[QUICK_CPU_SIZES[0]], workload)
+        runner = {"time": run_time, "count": run_count, "profile": run_profile}[args.mode]
+        result = runner(args.side, fixture, workload, args.device)
     result.update(side=args.side, mode=args.mode, torch_threads=torch.get_num_threads(), device=args.device)
-    args.out.write_text(json.dumps(result, indent=1))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1))
     print(f"worker {args.side} {args.mode}: done", file=sys.stderr)
 
 

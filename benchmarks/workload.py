@@ -68,3 +68,17 @@ CUDA_WORKLOAD = replace(
     local_rollout_forward_batch_size=64,
     measured_updates=5,
 )
+
+# --quick: every step of the full run on a workload that takes a fraction of a second per update. Gradient
+# accumulation (2 micro-batches) and several PPO epochs stay, so the equal-work check still compares them.
+QUICK_WORKLOAD = replace(
+    Workload(),
+    num_prompts=16,
+    response_length=8,
+    per_device_train_batch_size=4,
+    gradient_accumulation_steps=2,
+    num_ppo_epochs=2,
+    local_rollout_forward_batch_size=8,
+    warmup_updates=1,
+    measured_updates=1,
+)

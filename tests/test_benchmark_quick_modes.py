@@ -1,0 +1,227 @@
+"""Every benchmark's ``--quick`` mode runs end to end and reports every figure its full run reports, each finite.
+
+Each quick run is a fresh process, ``python -m benchmarks.X --quick --out FILE``, as a user starts it; the figures
+are read back from its JSON. Nothing here is about speed (a quick run's numbers mean nothing): these tests keep the
+benchmarks from rotting while ppo_core, the tuner and the dashboard move under them. bench_trl needs TRL 1.12, the
+``trl`` extra, which CI installs.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from benchmarks.aggregate import TIME_KEYS
+from benchmarks.quick import RESULTS, results_path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def run_quick(module: str, out: Path, *arguments: str) -> tuple[Any, str]:
+    """``python -m benchmarks.<module> --quick --out <out> ...``: the JSON it wrote and what it printed."""
+    env = {**os.environ, "TRL_EXPERIMENTAL_SILENCE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    completed = subprocess.run(
+        [sys.executable, "-m", f"benchmarks.{module}", "--quick", "--out", str(out), *arguments],
+        cwd=REPO, env=env, capture_output=True, text=True, check=False,
+    )
+    assert completed.returncode == 0, \
+        f"{module} --quick failed:\n{completed.stdout[-3000:]}\n{completed.stderr[-5000:]}"
+    return json.loads(out.read_text()), completed.stdout
+
+
+def is_finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def assert_finite(where: dict[str, Any], keys: tuple[str, ...] | list[str], context: str) -> None:
+    missing = [key for key in keys if key not in where]
+    assert not missing, f"{context}: no {missing}"
+    bad = {key: where[key] for key in keys if not is_finite(where[key])}
+    assert not bad, f"{context}: not finite: {bad}"
+
+
+# --------------------------------------------------------------------------------------------------- bench_trl
+
+
+@pytest.fixture(scope="module")
+def bench_trl(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], str]:
+    # Not a skip: CI installs the trl extra, and a missing TRL is a broken setup to be told about.
+    try:
+        version = metadata.version("trl")
+    except metadata.PackageNotFoundError:
+        version = None
+    assert version == "1.12.0", f"bench_trl needs TRL 1.12.0 (pip install -e '.[trl]'); found {version}"
+    return run_quick("bench_trl", tmp_path_factory.mktemp("bench_trl") / "cpu.json")
+
+
+SUMMARY_FIGURES = (*TIME_KEYS, "wall_s_min", "wall_s_max", "episodes_per_s", "generated_tokens_per_s",
+                   "trained_tokens_per_s", "update_flops_per_s", "rollout_flops_per_s", "update_share_of_matmul_peak",
+                   "peak_rss_delta_mib", "peak_rss_mib", "setup_s")
+CPU_RATIOS = ("rollout_s", "update_s", "wall_s", "wall_excl_gc_s", "episodes_per_s", "update_flops_per_s",
+              "peak_rss_delta_mib")
+
+
+def test_bench_trl_quick_measures_the_matmul_peak_and_every_side_figure(bench_trl: tuple[dict[str, Any], str]) -> None:
+    result, markdown = bench_trl
+    assert result["settings"]["quick"] and result["settings"]["repeats"] == 1
+    peak = result["machine"]["matmul_peak"]
+    assert peak["threads"] == result["settings"]["threads"]  # measured with the workers' thread count
+    assert_finite(peak["peak_flops"], ["fp32"], "matmul peak")
+    assert_finite(peak["gflops"]["fp32"], [str(n) for n in peak["sizes"]], "matmul GFLOP/s by size")
+    assert list(result["sizes"]) == ["0.1M"]
+    size = result["sizes"]["0.1M"]
+    assert_finite(size["work"], ["generated_tokens", "trained_tokens", "rollout_flops", "update_flops"], "work")
+    assert size["equal_work"]["all_equal"], [row for row in size["equal_work"]["rows"] if not row["equal"]]
+    for side in ("ppo_core", "trl"):
+        summary = size["summary"][side]
+        assert_finite(summary, SUMMARY_FIGURES, side)
+        assert summary["update_share_of_matmul_peak"] == pytest.approx(
+            summary["update_flops_per_s"] / peak["peak_flops"]["fp32"])
+        assert summary["update_mfu"] is None  # a datasheet peak exists for GPUs only
+    assert_finite(size["summary"]["ratio"], CPU_RATIOS, "ppo_core / TRL")
+    # The generated table carries the new column, with a percentage in each side's row.
+    header = next(line for line in markdown.splitlines() if line.startswith("| size | side |"))
+    column = header.split(" | ").index("update % of matmul peak")
+    rows = [line.split(" | ") for line in markdown.splitlines() if line.startswith("| 0.1M | ppo_core |")
+            or line.startswith("| 0.1M | TRL |")]
+    assert len(rows) == 2 and all(row[column].endswith("%") for row in rows), rows
+
+
+def test_bench_trl_quick_profiles_every_wrapped_function(bench_trl: tuple[dict[str, Any], str]) -> None:
+    from benchmarks.profile_core import CLASS_METHODS, MODULE_FUNCTIONS, TRAINER_LABELS
+
+    profile = bench_trl[0]["sizes"]["0.1M"]["profile"]
+    rows = {row["label"]: row for row in profile["breakdown"]}
+    # profile_core stops on a wrapped name that is missing or never called, so each label has a row with calls.
+    expected = {label for _, _, label in MODULE_FUNCTIONS + CLASS_METHODS} | set(TRAINER_LABELS)
+    assert set(rows) == expected
+    for label, row in rows.items():
+        assert_finite(row, ["ms_per_update", "share_of_update_wall", "calls_per_update"], label)
+        assert row["calls_per_update"] > 0
+    assert_finite(profile, ["mean_update_wall_s"], "profile")
+    assert profile["operators"] and all(is_finite(row["self_cpu_ms_per_update"]) for row in profile["operators"])
+
+
+def test_a_quick_run_never_writes_the_committed_results(tmp_path: Path) -> None:
+    default = RESULTS / "cpu.json"
+    assert results_path(None, default, quick=False) == default
+    elsewhere = results_path(None, default, quick=True)  # a new temporary directory, empty until the run writes
+    elsewhere.parent.rmdir()
+    assert elsewhere.name == "cpu.json" and not elsewhere.resolve().is_relative_to(RESULTS.resolve())
+    assert results_path(tmp_path / "x.json", default, quick=True) == tmp_path / "x.json"
+    with pytest.raises(SystemExit, match="benchmarks/results"):
+        results_path(default, default, quick=True)
+
+
+def test_worker_quick_runs_one_side_on_its_own_fixture(tmp_path: Path) -> None:
+    result, _ = run_quick("worker", tmp_path / "run.json", "--side", "ppo_core", "--mode", "time")
+    assert len(result["updates"]) == 2  # bench_trl --quick's workload: 1 warmup + 1 measured update
+    for update in result["updates"]:
+        assert_finite(update, ["rollout_s", "update_s", "wall_s"], "update")
+    assert_finite(result["memory"], ["baseline_rss_mib", "peak_rss_mib", "peak_rss_delta_mib"], "memory")
+    assert_finite(result, ["setup_s"], "worker")
+
+
+# --------------------------------------------------------------------------------------------------- the others
+
+
+def test_estimators_quick_reports_every_column(tmp_path: Path) -> None:
+    from benchmarks.estimators import MACHINE_KEYS, RATIO_KEYS
+
+    result, _ = run_quick("estimators", tmp_path / "estimators.json")
+    assert result["settings"]["quick"] and result["settings"]["estimators"] == ["gae", "grpo"]
+    rows = result["summary"]["estimators"]
+    for estimator, row in rows.items():
+        assert (row["runs"], row["failed"]) == (1, 0), row
+        for interval in ("gold", "gain_over_sft", "kl"):
+            # One seed: a mean, and an interval that is undefined (None in the JSON, '-' in the table).
+            assert is_finite(row[interval]["mean"]) and row[interval]["n"] == 1, (estimator, interval)
+            assert {"ci_low", "ci_high"} <= set(row[interval])
+        assert_finite(row, [*MACHINE_KEYS, "final_kl_coefficient"], estimator)
+        assert_finite(row["vs_gae"], RATIO_KEYS, f"{estimator} vs GAE")
+        assert row["gold_curve_mean"] and all(is_finite(v) for v in row["gold_curve_mean"])
+    assert is_finite(rows["grpo"]["gold_minus_gae"]["mean"])
+    assert is_finite(result["summary"]["sft"]["gold"]["mean"])
+    assert result["summary"]["sft"]["sft_identical_across_estimators"]
+    assert "| GRPO |" in result["table"] and result["curve_table"]
+
+
+def test_memory_modes_quick_reports_each_mode(tmp_path: Path) -> None:
+    # Three of the modes, which between them switch on every option (LoRA, bf16 frozen weights, gradient
+    # checkpointing, no value network); the others combine the same options.
+    modes = ["full fp32", "LoRA, bf16 frozen, checkpointing", "LoRA, bf16 frozen, GRPO (no value network)"]
+    result, _ = run_quick("memory_modes", tmp_path / "memory.json", "--modes", *modes)
+    assert result["quick"] and [row["mode"] for row in result["rows"]] == modes
+    assert_finite(result, ["baseline_rss_gib"], "memory_modes")
+    for row in result["rows"]:
+        assert_finite(row, ["trainable_parameters", "peak_gib", "estimated_peak_gib", "seconds_per_update",
+                            "peak_vs_first_mode"], row["mode"])
+    full, lora = result["rows"][0], result["rows"][1]
+    assert lora["trainable_parameters"] < full["trainable_parameters"]
+
+
+def test_dashboard_read_quick_times_every_step_and_page(tmp_path: Path) -> None:
+    from dashboard.app import PAGES
+
+    result, _ = run_quick("dashboard_read", tmp_path / "dashboard_read.json")
+    assert result["settings"]["quick"]
+    steps = {row["step"]: row["seconds"] for row in result["rows"]}
+    assert all(is_finite(seconds) for seconds in steps.values()), steps
+    for slug, _, _ in PAGES:
+        assert f"page {slug}: open, empty caches" in steps and f"page {slug}: rerun" in steps, slug
+    assert len(steps) == 10 + 2 * len(PAGES)  # the read path's ten steps, then each page opened and rerun
+
+
+@pytest.fixture(scope="module")
+def pruning_saving(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[dict[str, Any]], Path]:
+    """The quick run's rows, and the directory that keeps its two studies (tuned_vs_defaults retrains from one)."""
+    directory = tmp_path_factory.mktemp("pruning_saving")
+    rows, _ = run_quick("pruning_saving", directory / "pruning_saving.json", "--keep", str(directory))
+    return rows, directory
+
+
+def test_pruning_saving_quick_reports_both_studies(pruning_saving: tuple[list[dict[str, Any]], Path]) -> None:
+    rows, _ = pruning_saving
+    assert [row["variant"] for row in rows] == ["with KL guard", "without KL guard"]
+    for row in rows:
+        assert_finite(row, ["trials finished", "pruned for KL", "pruned by median", "updates run", "wall s",
+                            "best gold"], row["variant"])
+        assert row["trials finished"] == 1 and row["updates run"] > 0
+
+
+def test_tuned_vs_defaults_quick_retrains_both_configs(pruning_saving: tuple[list[dict[str, Any]], Path],
+                                                        tmp_path: Path) -> None:
+    directory = pruning_saving[1]
+    result, _ = run_quick("tuned_vs_defaults", tmp_path / "tuned.json", "--study", "quickstart-guard",
+                          "--storage", f"sqlite:///{directory / 'quickstart-guard.db'}")
+    assert result["quick"] and len(result["configs"]) == 2 and "TRL defaults" in result["configs"]
+    for label, config in result["configs"].items():
+        assert_finite(config, ["mean_gold"], label)
+        assert_finite(config["gold_per_seed"], ["1"], label)
+
+
+def test_tuning_quality_quick_reports_every_method(tmp_path: Path) -> None:
+    result, _ = run_quick("tuning_quality", tmp_path / "tuning_quality.json", "--work-dir", str(tmp_path / "work"))
+    assert result["settings"]["quick"]
+    assert_finite(result["reference"], ["best_tuning_value", "threshold"], "reference")
+    for method, row in result["methods"].items():
+        # Two validation seeds per chosen config: a mean and a finite 95% interval.
+        assert row["n"] == 2, method
+        assert_finite(row, ["validated_mean", "ci_low", "ci_high"], method)
+        for figure in ("validated_mean_per_study", "tuning_values", "updates_spent", "tuning_wall_s",
+                       "validation_wall_s"):
+            assert row[figure] and all(is_finite(v) for v in row[figure]), (method, figure)
+        if method in ("tpe", "random"):
+            # "Not reached" (None) is a finding, not a missing figure.
+            reached = row["updates_to_within_5pct"]
+            assert len(reached) == 1 and (reached[0] is None or is_finite(reached[0])), method
+    assert set(result["methods"]) == {"tpe", "random", "trl_defaults", "guidance"}
+    assert result["table"] and result["studies_table"]
