@@ -54,7 +54,7 @@ def side_summary(
 
 RATIO_KEYS = (
     "rollout_s", "update_s", "wall_s", "wall_excl_gc_s", "episodes_per_s", "update_flops_per_s",
-    "peak_rss_delta_mib", "cuda_peak_allocated_mib", "update_mfu",
+    "peak_rss_delta_mib", "peak_rss_mib", "cuda_peak_allocated_mib", "update_mfu",
 )
 
 

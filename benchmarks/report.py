@@ -130,7 +130,7 @@ def _side_cells(name: str, label: str, s: dict[str, Any], cuda: bool) -> list[st
     if cuda:
         return [*cells, _num(s["generated_tokens_per_s"]), _num(s["trained_tokens_per_s"]), _share(s["update_mfu"]),
                 _num(s.get("cuda_peak_allocated_mib"))]
-    return [*cells, _num(s["peak_rss_delta_mib"])]
+    return [*cells, _num(s["peak_rss_delta_mib"]), _num(s["peak_rss_mib"])]
 
 
 def results_table(result: dict[str, Any]) -> list[str]:
@@ -138,7 +138,8 @@ def results_table(result: dict[str, Any]) -> list[str]:
     columns = ["size", "side", "rollout s", "update s", "other s", "gc.collect s (in wall)",
                "wall s / update (min–max over repeats)", "wall excl. gc s", "episodes/s", "update GFLOP/s",
                "update % of matmul peak"]
-    columns += ["gen tok/s", "train tok/s", "update MFU", "CUDA peak MiB"] if cuda else ["peak RSS Δ MiB"]
+    columns += ["gen tok/s", "train tok/s", "update MFU", "CUDA peak MiB"] if cuda \
+        else ["peak RSS Δ MiB", "peak RSS MiB"]
     lines = ["| " + " | ".join(columns) + " |", "|---|---|" + "---:|" * (len(columns) - 2)]
     for name, size in result["sizes"].items():
         summary = size["summary"]
@@ -149,7 +150,7 @@ def results_table(result: dict[str, Any]) -> list[str]:
                  _ratio(r, "wall_s"), _ratio(r, "wall_excl_gc_s"), _ratio(r, "episodes_per_s"),
                  _ratio(r, "update_flops_per_s"), ""]
         cells += ["", "", _ratio(r, "update_mfu"), _ratio(r, "cuda_peak_allocated_mib")] if cuda \
-            else [_ratio(r, "peak_rss_delta_mib")]
+            else [_ratio(r, "peak_rss_delta_mib"), _ratio(r, "peak_rss_mib")]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
@@ -200,7 +201,8 @@ def _headline(result: dict[str, Any]) -> str:
         parts.append(
             f"{name}: ppo_core takes {r['wall_s']:.2f}x TRL's wall time per update ({r['episodes_per_s']:.2f}x "
             f"the episodes/s), {r['wall_excl_gc_s']:.2f}x with TRL's gc.collect() time removed, "
-            f"{r['update_s']:.2f}x in the update phase and {r['rollout_s']:.2f}x in the rollout"
+            f"{r['update_s']:.2f}x in the update phase and {r['rollout_s']:.2f}x in the rollout; "
+            f"{r['peak_rss_delta_mib']:.2f}x TRL's work memory ({r['peak_rss_mib']:.2f}x its whole peak RSS)"
         )
     return "**Headline** — " + "; ".join(parts) + "."
 
@@ -229,7 +231,9 @@ def markdown(result: dict[str, Any]) -> str:
         "in TRL's explicit `gc.collect()` calls, already inside its rollout and other time; `wall excl. gc` "
         "removes it. `update GFLOP/s` is the estimated update-phase FLOPs over its time; `update % of matmul peak` "
         "divides it by the fp32 `torch.mm` peak measured in the same session (see above), so it says how much of what "
-        "this machine's matmuls reach the update phase gets."
+        "this machine's matmuls reach the update phase gets. `peak RSS Δ` is the run's peak resident set above its "
+        "resident set after imports (each side's libraries, datasets among them for both, are in the baseline): the "
+        "work's memory; `peak RSS` is the whole process's peak, libraries included."
         + (" `update MFU` divides it by the GPU's datasheet peak (flops.py)." if result["settings"]["device"] == "cuda"
            else ""),
     ]

@@ -18,7 +18,9 @@
 # The project's extras for each purpose (pyproject.toml's [project.optional-dependencies]), comma-separated: the one
 # place to change what either command installs.
 RUN_EXTRAS=""
-TEST_EXTRAS="test"
+# The tests run every benchmark's quick mode, bench_trl's against TRL 1.12 (the trl extra: the last TRL with a
+# PPOTrainer).
+TEST_EXTRAS="test,trl"
 # Installed only into an environment without any torch.
 CPU_TORCH="torch==2.13.0"
 # The tests' PostgreSQL role and database, made by setup_for_tests.
@@ -114,8 +116,7 @@ setup_for_tests() {
   start_test_postgres
   install_project "$TEST_EXTRAS"
   # The trl-grpo/trl-rloo export tests parse with TRL's current release, kept beside the environment (no
-  # dependencies: the project's own serve it) because the trl extra pins 1.12, the last with a PPOTrainer, for the
-  # benchmarks.
+  # dependencies: the project's own serve it) because the trl extra in the environment pins 1.12 for the benchmarks.
   local trl_latest
   trl_latest=$("$PY" -c "from tuner.exports import TRL_VERSION; print(TRL_VERSION)")
   echo "== TRL $trl_latest in .cache/trl-$trl_latest, for the export tests"
