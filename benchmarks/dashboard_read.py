@@ -31,6 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from benchmarks.machine import code_commit
 from benchmarks.quick import add_quick_argument, results_path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -238,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
             build_s, _ = (0.0, None) if reuse else timed(lambda: build_demo_study(url, spec))
             facts: dict[str, Any] = {
                 "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-                "storage": backend(url), "load_average_at_start": load_average(),
+                "code": code_commit(), "storage": backend(url), "load_average_at_start": load_average(),
             }
             rows = read_path(url, name, args.repeat) + pages(url, name, slugs, args.cold_repeat, args.repeat)
             facts["load_average_at_end"] = load_average()

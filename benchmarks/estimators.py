@@ -36,6 +36,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from benchmarks.machine import code_commit
 from benchmarks.quick import add_quick_argument, results_path
 from benchmarks.report import json_safe
 
@@ -336,11 +337,6 @@ def dump_json(value: Any) -> str:
 # --------------------------------------------------------------------------------------------------- command
 
 
-def _git_commit() -> str | None:
-    finished = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=False)
-    return finished.stdout.strip() or None
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.estimators", description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, default=None, help="Seeds per estimator (default 3; --quick 1).")
@@ -409,7 +405,7 @@ def run(args: argparse.Namespace, argv: list[str]) -> None:
     args.out.write_text(dump_json(json_safe({
         "command": " ".join(["python -m benchmarks.estimators", *argv]),
         "machine": {**facts, "load_average_at_end": os.getloadavg()},
-        "git_commit": _git_commit(),
+        "git_commit": code_commit(),
         "settings": {"base_file": str(BASE.relative_to(ROOT)), "base": base, "estimators": list(estimators),
                      "seeds": seeds, "threads_per_run": args.threads, "order": [list(pair) for pair in order],
                      "quick": args.quick},

@@ -35,7 +35,7 @@ def _facts(result: dict[str, Any]) -> str:
     gpu = f", GPU {m['gpu']}" if "gpu" in m else ""
     load = ", ".join(f"{x:.1f}" for x in m["load_average_at_start"])
     return (
-        f"Measured {m['date_utc']} on {m['cpu']} ({m['logical_cpus']} logical CPUs{gpu}); "
+        f"Measured {m['date_utc']}{_code(m.get('code'))} on {m['cpu']} ({m['logical_cpus']} logical CPUs{gpu}); "
         f"device `{settings['device']}`, `torch.set_num_threads({settings['threads']})` for both sides; "
         f"load average at start {load}. torch {m['torch']}, transformers {m['transformers']}, "
         f"accelerate {m['accelerate']}, TRL {m['trl']}, Python {m['python']}. "
@@ -44,6 +44,10 @@ def _facts(result: dict[str, Any]) -> str:
         f"then the median of {result['workload']['measured_updates']} updates per run and the median over repeats."
         + _matmul_peak(m.get("matmul_peak"))
     )
+
+
+def _code(commit: str | None) -> str:
+    return f" at commit `{commit}`" if commit else ""
 
 
 def _matmul_peak(measured: dict[str, Any] | None) -> str:
