@@ -47,23 +47,60 @@ def streamlit_command(args: argparse.Namespace) -> list[str]:
     return command
 
 
+class Terminated(Exception):
+    """SIGTERM reached ``ppo-tune dashboard``."""
+
+
+def _terminated(_signum: int, _frame: object) -> None:
+    raise Terminated
+
+
+def check_storages(storage: str | None) -> None:
+    """Refuse, before any server starts, a ``--storage`` the app could not read (raises ``StorageError``); of the
+    databases found under ``studies/``, name each unreadable one in a line on stderr (the app shows the others)."""
+    # Here, not at the top: every ``ppo-tune`` command imports this module, and these load SQLAlchemy and Optuna.
+    from ppo_core.errors import first_line
+    from tuner.database import StorageError, check_readable
+    from tuner.paths import storage_urls
+
+    for url in storage_urls(storage):
+        try:
+            check_readable(url)
+        except StorageError as error:
+            if storage:
+                raise
+            print(f"ppo-tune dashboard: warning: {first_line(error)}; not shown", file=sys.stderr)
+
+
 def dashboard_command(args: argparse.Namespace) -> int:
-    """Run the dashboard until it is stopped; returns its exit status (130 on Ctrl-C)."""
+    """Run the dashboard until it is stopped; returns its exit status (130 on Ctrl-C, 143 on SIGTERM, which stops
+    the server too)."""
     if args.port is not None and not 0 < args.port < 65536:
         print(f"ppo-tune dashboard: error: --port: must be 1-65535, got {args.port}", file=sys.stderr)
         return 2
+    check_storages(args.storage)
     environment = dict(os.environ)
     if args.storage:
         environment[STORAGE_ENV] = args.storage
     where = args.storage or f"{DEFAULT_STUDIES_DIR}/*.db"
     print(f"ppo-tune dashboard: studies from {where}; press Ctrl-C to stop", file=sys.stderr)
-    process = subprocess.Popen(streamlit_command(args), env=environment)
+    previous = signal.signal(signal.SIGTERM, _terminated)
     try:
-        return process.wait()
-    except KeyboardInterrupt:
-        # From a terminal Streamlit got the same SIGINT; from anything else pass it on. Then let it close.
-        stop(process, signal.SIGINT)
-        return 130
+        process = subprocess.Popen(streamlit_command(args), env=environment)
+        try:
+            return process.wait()
+        except KeyboardInterrupt:
+            # From a terminal Streamlit got the same SIGINT; from anything else pass it on. Then let it close.
+            stop(process, signal.SIGINT)
+            return 130
+        except Terminated:
+            # A SIGTERM goes to this process alone (a service manager's stop, ``kill``): the server would go on
+            # serving without it.
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second one must not cut the stopping short
+            stop(process, signal.SIGTERM)
+            return 128 + signal.SIGTERM
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def stop(process: subprocess.Popen[bytes], sig: int = signal.SIGTERM, timeout: float = 10) -> None:

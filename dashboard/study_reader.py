@@ -25,7 +25,6 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 import optuna
 import pandas as pd
@@ -36,7 +35,7 @@ from dashboard.launch import STORAGE_ENV
 from dashboard.optuna_tables import TrialCache, read_study, snapshot_study
 from dashboard.optuna_tables import study_names as table_study_names
 from tuner.attrs import CONFIG_ATTR, DEFAULT_KL_METRIC, DEFAULT_KL_THRESHOLD, KL_GUARD_ATTR, KL_HISTORY_ATTR
-from tuner.database import SQLITE_BUSY_TIMEOUT_S, sqlite_path
+from tuner.database import read_only_engine_kwargs, read_only_url, sqlite_path
 from tuner.edge_findings import EdgeFinding, edge_findings, stored_search_space
 from tuner.paths import DEFAULT_STUDIES_DIR
 from tuner.paths import storage_urls as tuner_storage_urls
@@ -71,22 +70,6 @@ def storage_urls(explicit: str | None = None, studies_dir: Path = DEFAULT_STUDIE
 def safe_url(url: str) -> str:
     """The URL with any password masked, for display."""
     return sqlalchemy.engine.make_url(url).render_as_string(hide_password=True)
-
-
-def read_only_url(url: str) -> str:
-    """A SQLite URL rewritten to open its file read-only; other URLs unchanged."""
-    path = sqlite_path(url)
-    if path is None:
-        return url
-    return f"sqlite:///file:{quote(str(path.resolve()))}?mode=ro&uri=true"
-
-
-def read_only_engine_kwargs(url: str) -> dict[str, Any]:
-    if sqlite_path(url) is not None:
-        return {"connect_args": {"timeout": SQLITE_BUSY_TIMEOUT_S}}
-    if sqlalchemy.engine.make_url(url).get_backend_name() == "postgresql":
-        return {"pool_pre_ping": True, "connect_args": {"options": "-c default_transaction_read_only=on"}}
-    return {"pool_pre_ping": True}
 
 
 def open_read_only_engine(url: str) -> sqlalchemy.Engine:

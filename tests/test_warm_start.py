@@ -18,6 +18,7 @@ from tuner.attrs import KL_HISTORY_ATTR, WARM_START_ATTR
 from tuner.database import open_storage
 from tuner.search_space import ParamSpec, batch_hierarchy, suggest_params
 from tuner.study_config import load_study_spec, parse_param
+from tuner.study_definition import check_definition
 from tuner.warm_start import (
     UnfitValue,
     WarmStart,
@@ -228,6 +229,7 @@ def test_a_study_runs_its_warm_starts_first_and_sets_its_constraints(
     assert spec.enqueue[0].notes == ("trl_defaults: learning_rate 3e-06 is below the range's low 0.0001; clipped "
                                      "to 0.0001",)
     study = optuna.create_study(study_name=spec.name, storage=open_storage(spec.storage), directions=spec.directions)
+    check_definition(study, spec, allow_changes=False)  # as ppo-tune marks a study it creates, before queuing
     # The worker may queue them itself as it opens the study; then it finds these and queues nothing more.
     assert enqueue_warm_starts(study, spec.enqueue)[-1].startswith("enqueue[1]: queued as a first trial")
     run_worker(spec, n_trials=2, timeout=None, threads=None)

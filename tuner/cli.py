@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import math
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ppo_core.errors import InputError, first_line
+from tuner.messages import one_line
 from tuner.paths import DEFAULT_STUDIES_DIR, storage_urls
 
 if TYPE_CHECKING:  # optuna and pandas load only for the commands that use them
@@ -19,6 +21,9 @@ if TYPE_CHECKING:  # optuna and pandas load only for the commands that use them
 
 class UsageError(InputError):
     """Bad input from the command line: printed as one line, exit status 2."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(one_line(message))
 
 
 def add_study_commands(commands: Any) -> None:
@@ -66,49 +71,61 @@ def add_study_commands(commands: Any) -> None:
 
 
 def _storage_errors_as_input(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    """A storage URL that SQLAlchemy cannot parse or reach is bad input: one line naming the storage."""
+    """A storage error the opening checks (``tuner.database``) did not foresee is still one line: bad input when the
+    URL cannot be parsed (exit 2), a failure at run time when the database fails later, e.g. locked past every retry
+    (exit 1)."""
 
     @functools.wraps(handler)
     def wrapped(args: argparse.Namespace) -> int:
-        from sqlalchemy.exc import ArgumentError, OperationalError
+        from sqlalchemy.exc import ArgumentError, DatabaseError
+
+        from ppo_core.errors import RunFailure
 
         try:
             return handler(args)
-        except (ArgumentError, OperationalError) as error:
+        except ArgumentError as error:
             raise UsageError(f"storage: {first_line(error)}") from None
+        except DatabaseError as error:
+            raise RunFailure(f"storage: {first_line(error)}") from None
 
     return wrapped
 
 
-def readable_storage_urls(storage: str | None) -> list[str]:
-    """The storages a read-only command reads: a SQLite file that is not there is an error, not a new database."""
-    from tuner.database import sqlite_path
-
-    urls = storage_urls(storage)
-    for url in urls:
-        path = sqlite_path(url)
-        if path is not None and not path.exists():
-            raise UsageError(f"storage: no database at {path}")
-    return urls
+def _warn(command: str, text: str) -> None:
+    print(f"ppo-tune {command}: warning: {text}", file=sys.stderr)
 
 
-def find_named_study(name: str, storage: str | None) -> tuple[optuna.Study, str]:
-    """The study called ``name`` and the URL of the storage it was found in."""
+def readable_storages(storage: str | None, command: str) -> list[tuple[str, optuna.storages.BaseStorage]]:
+    """The storages a reading command reads, each opened read-only (no file created or changed).
+
+    A storage given with ``--storage`` that cannot be read is an error. Of the databases found under ``studies/``,
+    each one that cannot be read (corrupt, not Optuna's) is named in one line on stderr, and the others are read.
+    """
+    from tuner.database import StorageError, open_read_only_storage
+
+    opened: list[tuple[str, optuna.storages.BaseStorage]] = []
+    for url in storage_urls(storage):
+        try:
+            opened.append((url, open_read_only_storage(url)))
+        except StorageError as error:
+            if storage:
+                raise
+            _warn(command, f"{first_line(error)}; skipped")
+    return opened
+
+
+def find_named_study(name: str, storage: str | None, command: str,
+                     ) -> tuple[optuna.Study, str, optuna.storages.BaseStorage]:
+    """The study called ``name``, read-only, with the URL and the storage it was found in."""
     import optuna
 
-    from tuner.database import open_storage
-
-    for url in readable_storage_urls(storage):
+    for url, opened in readable_storages(storage, command):
         try:
-            return optuna.load_study(study_name=name, storage=open_storage(url)), url
+            return optuna.load_study(study_name=name, storage=opened), url, opened
         except KeyError:
             continue
     where = storage or f"{DEFAULT_STUDIES_DIR}/*.db"
     raise UsageError(f"study {name!r} not found in {where}")
-
-
-def load_named_study(name: str, storage: str | None) -> optuna.Study:
-    return find_named_study(name, storage)[0]
 
 
 def _print_frame(frame: pd.DataFrame, title: str) -> None:
@@ -133,12 +150,12 @@ def command_run(args: argparse.Namespace) -> int:
     from tuner.runner import run_study, visible_gpus
     from tuner.study_config import load_study_spec
 
-    spec = load_study_spec(args.study)
-    if args.storage:
-        spec.storage = args.storage
+    spec = load_study_spec(args.study, args.storage)
     for flag, value in (("--n-trials", args.n_trials), ("--workers", args.workers)):
         if value is not None and value < 1:
             raise UsageError(f"{flag}: must be >= 1, got {value}")
+    if args.timeout is not None and not (math.isfinite(args.timeout) and args.timeout > 0):
+        raise UsageError(f"--timeout: must be > 0 seconds, got {args.timeout:g}")
     # By default one worker per GPU, or per group of processes_per_trial GPUs.
     workers = args.workers or max(1, len(visible_gpus()) // spec.processes_per_trial)
     n_trials = args.n_trials if args.n_trials is not None else spec.n_trials
@@ -151,10 +168,9 @@ def command_run(args: argparse.Namespace) -> int:
 def command_list(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from tuner.database import open_storage
     from tuner.reports import study_summaries
 
-    frames = [study_summaries(open_storage(url)) for url in readable_storage_urls(args.storage)]
+    frames = [study_summaries(opened) for _, opened in readable_storages(args.storage, args.command)]
     frame = pd.concat([f for f in frames if not f.empty], ignore_index=True) if any(not f.empty for f in frames) \
         else pd.DataFrame()
     if frame.empty:
@@ -168,7 +184,7 @@ def command_show(args: argparse.Namespace) -> int:
     from tuner.edge_findings import edge_findings, format_edge_findings, stored_search_space
     from tuner.reports import trials_frame
 
-    study = load_named_study(args.name, args.storage)
+    study, _, _ = find_named_study(args.name, args.storage, args.command)
     frame = trials_frame(study)
     if frame.empty:
         print(f"study {args.name!r} has no trials yet")
@@ -182,8 +198,10 @@ def command_show(args: argparse.Namespace) -> int:
 
 
 def command_validate(args: argparse.Namespace) -> int:
+    import optuna
     from optuna.trial import TrialState
 
+    from tuner.database import open_storage
     from tuner.runner import run_study, visible_gpus
     from tuner.study_definition import stored_spec
     from tuner.validation import load_validation, queue_runs, validation_results, validation_spec
@@ -192,7 +210,8 @@ def command_validate(args: argparse.Namespace) -> int:
     for flag, value in (("--top-k", args.top_k), ("--seeds", args.seeds), ("--workers", args.workers)):
         if value is not None and value < 1:
             raise UsageError(f"{flag}: must be >= 1, got {value}")
-    study, url = find_named_study(args.name, args.storage)
+    _, url, _ = find_named_study(args.name, args.storage, args.command)
+    study = optuna.load_study(study_name=args.name, storage=open_storage(url))  # found read-only, written here
     spec = validation_spec(stored_spec(study, url))
     if not study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
         raise UsageError(f"study {args.name!r} has no completed trial to validate")
@@ -233,11 +252,11 @@ def command_best(args: argparse.Namespace) -> int:
     from tuner.reports import best_trials, trial_config
     from tuner.validation import load_validation, validation_results
 
-    study, url = find_named_study(args.name, args.storage)
+    study, _, opened = find_named_study(args.name, args.storage, args.command)
     best = best_trials(study)
     if not best:
         raise UsageError(f"study {args.name!r} has no completed (feasible) trial yet")
-    validated = [r for r in validation_results(study, load_validation(args.name, url)) if r.n > 0]
+    validated = [r for r in validation_results(study, load_validation(args.name, opened)) if r.n > 0]
     chosen, validation = best[0], None
     header = f"best trial {chosen.number}: values {', '.join(f'{v:.4f}' for v in chosen.values)}"
     if validated:

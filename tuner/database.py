@@ -1,17 +1,26 @@
-"""Storage URLs: the Optuna RDB storage, set up for several readers and writers at once.
+"""Storage URLs: the Optuna RDB storage, set up for several readers and writers at once, and opened read-only for
+the commands that only read.
 
 SQLite runs in WAL mode with a busy timeout, so the dashboard reading a study never breaks a
 worker writing it; PostgreSQL needs nothing special. Heartbeats let a crashed worker's trial be
-failed and retried by the others.
+failed and retried by the others. A storage that cannot be used (an unknown scheme, a path that is a directory, a
+file that is not a database, a read-only file system) raises :class:`StorageError`: one line naming it and why.
+Reading never changes a database: no tables are created, no WAL switch, and a read-only file system is read as such.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import os
+import random
 import sqlite3
+import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+from urllib.parse import quote
 
 import optuna
 import sqlalchemy
@@ -19,9 +28,14 @@ from optuna.exceptions import UpdateFinishedTrialError
 from optuna.storages import RDBStorage
 from optuna.trial import FrozenTrial, TrialState
 
+from ppo_core.errors import InputError
 from tuner.attrs import FAIL_REASON_ATTR, STALE_REASON, retry_user_attrs
+from tuner.messages import one_line
 
 SQLITE_BUSY_TIMEOUT_S = 60
+SUPPORTED_STORAGES = "sqlite:///PATH or postgresql://USER:PASSWORD@HOST/DATABASE"
+OPTUNA_TABLE = "studies"
+"""A table every Optuna storage has: a SQLite file with tables but without this one belongs to something else."""
 GRACE_HEARTBEATS = 4
 """Missed heartbeats after which a RUNNING trial's worker counts as dead."""
 
@@ -35,6 +49,31 @@ def default_storage_url(study_file: str | Path, name: str) -> str:
     return f"sqlite:///{Path(study_file).resolve().parent / (name + '.db')}"
 
 
+class StorageError(InputError):
+    """A storage that cannot be used as given; one line naming it and why."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(one_line(message))
+
+
+T = TypeVar("T")
+
+
+def check_storage_url(url: str, in_memory: bool = False) -> None:
+    """Raise :class:`StorageError` unless ``url`` names a SQLite file (or, with ``in_memory``, SQLite's in-memory
+    database) or a PostgreSQL database; opens nothing."""
+    try:
+        parsed = sqlalchemy.engine.make_url(url)
+    except sqlalchemy.exc.ArgumentError:
+        raise StorageError(f"storage: {url!r} is not a database URL; expected {SUPPORTED_STORAGES}") from None
+    backend = parsed.get_backend_name()
+    if backend not in ("sqlite", "postgresql"):
+        raise StorageError(f"storage: unsupported scheme {parsed.drivername!r}; expected {SUPPORTED_STORAGES}")
+    if backend == "sqlite" and sqlite_path(url) is None and not in_memory:
+        # An in-memory database would be a different, empty one in every worker process.
+        raise StorageError(f"storage: {url!r} names no database file; expected sqlite:///PATH")
+
+
 def sqlite_path(url: str) -> Path | None:
     """The database file of a ``sqlite:///`` URL, or None for other databases."""
     parsed = sqlalchemy.engine.make_url(url)
@@ -43,11 +82,153 @@ def sqlite_path(url: str) -> Path | None:
     return Path(parsed.database)
 
 
+def _cannot(path: Path, action: str, error: OSError) -> StorageError:
+    return StorageError(f"storage: cannot {action} {path}: {error.strerror or error}")
+
+
+def _read_only_file_system(path: Path) -> bool:
+    return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+
+
+def _why_not_writable(path: Path) -> str:
+    return os.strerror(errno.EROFS if _read_only_file_system(path) else errno.EACCES)
+
+
+def _check_sqlite_database(connection: sqlite3.Connection, path: Path) -> list[str]:
+    """The tables of the SQLite database ``path``; raises if the file is not a SQLite database."""
+    try:
+        return [row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+    except sqlite3.DatabaseError as error:
+        raise StorageError(f"storage: {path} is not a SQLite database ({error})") from None
+
+
+def _check_optuna_tables(tables: list[str], path: Path) -> None:
+    if tables and OPTUNA_TABLE not in tables:
+        raise StorageError(f"storage: {path} is a SQLite database of something else (it has no Optuna tables); "
+                           "give the study a database of its own")
+
+
+def retry_while_locked(action: Callable[[], T], deadline_s: float = SQLITE_BUSY_TIMEOUT_S) -> T:
+    """``action()``, again after a short random pause while SQLite says the database is locked or another process's
+    setup got there first (a table it found missing now exists), until ``deadline_s`` have passed.
+
+    Optuna creates its tables and version rows with a check and then a write, not one atomic step; SQLite's busy
+    timeout does not cover every lock (a journal-mode switch while another connection reads). Each step is
+    idempotent, so running the setup again once the other process's writes are in is what a lock would have done.
+    """
+    deadline = time.monotonic() + deadline_s
+    while True:
+        try:
+            return action()
+        except (sqlite3.OperationalError, sqlalchemy.exc.OperationalError, sqlalchemy.exc.IntegrityError,
+                optuna.exceptions.StorageInternalError) as error:
+            cause = error.__cause__ if isinstance(error, optuna.exceptions.StorageInternalError) else error
+            text = str(cause)
+            racing = "locked" in text or "already exists" in text or isinstance(cause, sqlalchemy.exc.IntegrityError)
+            if not racing or time.monotonic() > deadline:
+                raise
+            time.sleep(random.uniform(0.02, 0.2))
+
+
+def _switch_to_wal(path: Path) -> None:
+    with contextlib.closing(sqlite3.connect(path, timeout=SQLITE_BUSY_TIMEOUT_S)) as connection:
+        _check_optuna_tables(_check_sqlite_database(connection, path), path)
+        # WAL is a property of the database file: set once, it holds for every later connection.
+        if connection.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+            connection.execute("PRAGMA journal_mode=WAL")
+
+
 def _prepare_sqlite(path: Path) -> None:
-    # WAL is a property of the database file: set once, it holds for every later connection.
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with sqlite3.connect(path, timeout=SQLITE_BUSY_TIMEOUT_S) as connection:
-        connection.execute("PRAGMA journal_mode=WAL")
+    """Create the database file if it is missing and switch it to WAL, or raise :class:`StorageError` saying why it
+    cannot be (a directory, a name too long, a read-only file system, not a database)."""
+    try:
+        if path.is_dir():
+            raise StorageError(f"storage: {path} is a directory, not a database file")
+        if not path.parent.is_dir():
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as error:
+                raise _cannot(path.parent, "create the directory", error) from None
+        if not path.exists():
+            # Created here, not by SQLite, for the reason it cannot be (SQLite says only "unable to open"). Never
+            # done to an existing file: closing a descriptor of a database this process has open would drop
+            # SQLite's locks on it (POSIX locks belong to the process), and two writers would corrupt it.
+            try:
+                os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o666))
+            except FileExistsError:
+                pass  # another process created it a moment ago
+            except OSError as error:
+                raise _cannot(path, "create", error) from None
+        elif not os.access(path, os.R_OK | os.W_OK):
+            raise StorageError(f"storage: cannot write {path}: {_why_not_writable(path)}")
+    except OSError as error:  # the name itself, e.g. too long to look up
+        raise _cannot(path, "open", error) from None
+    if not os.access(path.parent, os.W_OK | os.X_OK):
+        raise StorageError(f"storage: cannot write in {path.parent}, where SQLite keeps {path.name}'s journal: "
+                           f"{_why_not_writable(path.parent)}")
+    try:
+        retry_while_locked(lambda: _switch_to_wal(path))
+    except sqlite3.OperationalError as error:
+        raise StorageError(f"storage: cannot open {path}: {error}") from None
+
+
+def read_only_url(url: str) -> str:
+    """A SQLite URL rewritten to open its file read-only; other URLs unchanged.
+
+    On a read-only file system the file is opened as immutable: nothing can change it there, and SQLite could not
+    otherwise read a WAL-mode database (it would need to create the -shm file beside it).
+    """
+    path = sqlite_path(url)
+    if path is None:
+        return url
+    resolved = path.resolve()
+    immutable = "&immutable=1" if _read_only_file_system(resolved.parent) else ""
+    return f"sqlite:///file:{quote(str(resolved))}?mode=ro{immutable}&uri=true"
+
+
+def read_only_engine_kwargs(url: str) -> dict[str, Any]:
+    if sqlite_path(url) is not None:
+        return {"connect_args": {"timeout": SQLITE_BUSY_TIMEOUT_S}}
+    if sqlalchemy.engine.make_url(url).get_backend_name() == "postgresql":
+        return {"pool_pre_ping": True, "connect_args": {"options": "-c default_transaction_read_only=on"}}
+    return {"pool_pre_ping": True}
+
+
+def check_readable(url: str) -> None:
+    """Raise :class:`StorageError` unless ``url`` is a storage a reader can open: a supported scheme and, for SQLite,
+    an existing file that is a database with Optuna's tables (or none yet). Reads the file, never writes it."""
+    check_storage_url(url)
+    path = sqlite_path(url)
+    if path is None:
+        return
+    try:
+        exists, is_dir = path.exists(), path.is_dir()
+    except OSError as error:
+        raise _cannot(path, "open", error) from None
+    if is_dir:
+        raise StorageError(f"storage: {path} is a directory, not a database file")
+    if not exists:
+        raise StorageError(f"storage: no database at {path}")
+    uri = read_only_url(url).removeprefix("sqlite:///")
+    try:
+        with contextlib.closing(sqlite3.connect(uri, uri=True, timeout=SQLITE_BUSY_TIMEOUT_S)) as connection:
+            tables = _check_sqlite_database(connection, path)
+    except sqlite3.OperationalError as error:
+        raise StorageError(f"storage: cannot read {path}: {error}") from None
+    _check_optuna_tables(tables, path)
+    if not tables:
+        raise StorageError(f"storage: {path} is an empty database: no study was ever stored in it")
+
+
+def open_read_only_storage(url: str) -> RDBStorage:
+    """An Optuna storage on ``url`` that reads and never writes: no tables created, no WAL switch, a SQLite file
+    opened read-only (a study in it can be loaded and its trials read; a write fails)."""
+    check_readable(url)
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    try:
+        return RDBStorage(read_only_url(url), engine_kwargs=read_only_engine_kwargs(url), skip_table_creation=True)
+    except ImportError as error:
+        raise StorageError(f"storage: {url.split(':', 1)[0]}: {error}") from None
 
 
 def engine_kwargs(url: str) -> dict[str, Any]:
@@ -116,18 +297,30 @@ def open_storage(
     heartbeat_interval: int | None = None,
     max_retry: int = 1,
 ) -> RDBStorage:
-    """An Optuna RDB storage; with a heartbeat, stale RUNNING trials are failed and retried ``max_retry`` times."""
+    """An Optuna RDB storage that a study can be written to, its database and tables created if missing; with a
+    heartbeat, stale RUNNING trials are failed and retried ``max_retry`` times.
+
+    Any number of processes may open a new SQLite file at the same moment: the setup is retried while another one's
+    is under way (:func:`retry_while_locked`).
+    """
+    check_storage_url(url)
     path = sqlite_path(url)
     if path is not None:
         _prepare_sqlite(path)
     # Failed trials are reported with their reason by ppo-tune itself; Optuna would add a traceback per trial.
     optuna.logging.set_verbosity(optuna.logging.ERROR)
-    if heartbeat_interval is None:
-        storage = RDBStorage(url, engine_kwargs=engine_kwargs(url))
-    else:
-        storage = HeartbeatStorage(url, engine_kwargs=engine_kwargs(url), heartbeat_interval=heartbeat_interval,
-                                   grace_period=GRACE_HEARTBEATS * heartbeat_interval,
-                                   heartbeat_stale_trial_callback=RetryStaleTrial(max_retry))
+
+    def build() -> RDBStorage:
+        if heartbeat_interval is None:
+            return RDBStorage(url, engine_kwargs=engine_kwargs(url))
+        return HeartbeatStorage(url, engine_kwargs=engine_kwargs(url), heartbeat_interval=heartbeat_interval,
+                                grace_period=GRACE_HEARTBEATS * heartbeat_interval,
+                                heartbeat_stale_trial_callback=RetryStaleTrial(max_retry))
+
+    try:
+        storage = retry_while_locked(build) if path is not None else build()
+    except ImportError as error:  # e.g. PostgreSQL without psycopg installed
+        raise StorageError(f"storage: {url.split(':', 1)[0]}: {error} (pip install -e '.[postgres]')") from None
     if path is not None:
         serialise_sqlite_transactions(storage.engine)
     return storage
@@ -135,6 +328,7 @@ def open_storage(
 
 def create_engine(url: str) -> sqlalchemy.Engine:
     """A SQLAlchemy engine on the same database, for the project's own tables."""
+    check_storage_url(url)
     path = sqlite_path(url)
     if path is not None:
         _prepare_sqlite(path)

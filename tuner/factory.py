@@ -1,4 +1,5 @@
-"""Optuna samplers and pruners from a study file's ``sampler`` and ``pruner`` sections."""
+"""Optuna samplers and pruners from a study file's ``sampler`` and ``pruner`` sections (their options were checked as
+the file was read: ``tuner.options``)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,10 @@ import numpy as np
 import optuna
 
 from tuner.kl_guard import KLGuardPruner
+from tuner.options import PRUNER_CLASSES, SAMPLER_CLASSES
 from tuner.study_config import ParamSpec, StudyConfigError, StudySpec
+
+MAX_GRID_POINTS = 1_000_000
 
 
 def _grid(space: dict[str, ParamSpec]) -> dict[str, list[Any]]:
@@ -19,6 +23,9 @@ def _grid(space: dict[str, ParamSpec]) -> dict[str, list[Any]]:
         elif spec.step is not None or spec.type == "int":
             assert spec.low is not None and spec.high is not None  # numeric parameters have both
             step = spec.step or 1
+            if (spec.high - spec.low) / step + 1 > MAX_GRID_POINTS:
+                raise StudyConfigError(f"search_space.{name}: the grid sampler would need more than "
+                                       f"{MAX_GRID_POINTS:,} points; raise the step or narrow the range")
             points = np.arange(spec.low, spec.high + step / 2, step)
             grid[name] = [int(p) for p in points] if spec.type == "int" else [float(p) for p in points]
         else:
@@ -26,29 +33,50 @@ def _grid(space: dict[str, ParamSpec]) -> dict[str, list[Any]]:
     return grid
 
 
-def make_sampler(spec: StudySpec, worker_index: int = 0) -> optuna.samplers.BaseSampler:
-    """The study's sampler; each parallel worker offsets the seed, or seeded workers would propose alike."""
+def worker_seed(seed: int, worker_index: int, trials_before: int) -> int:
+    """The seed of one worker's sampler, from the study's ``seed``, the worker's index on this machine and the trials
+    the study held when the worker opened it.
+
+    The first worker of a new study takes the study's seed as it is: a study run from one file on one worker
+    proposes what Optuna proposes with that seed. Every other worker, and every worker of a resumed study, draws
+    its own: parallel workers with one seed would propose alike, and a resumed sampler reseeded alike would propose
+    again the points it drew the first time (its random start-up trials above all). A seed drawn per resume is the
+    sound way for every Optuna sampler: they keep no state of their own between processes (what they learn, they
+    read back from the study's trials), so nothing but the random stream is lost by drawing a new one, and fast-
+    forwarding that stream would need to know how many numbers each earlier proposal took.
+
+    Example::
+
+        worker_seed(0, 0, 0)  # 0
+        worker_seed(0, 0, 4) != worker_seed(0, 1, 0) != 0
+    """
+    if worker_index == 0 and trials_before == 0:
+        return seed
+    return int(np.random.SeedSequence([seed, worker_index, trials_before]).generate_state(1)[0])
+
+
+def make_sampler(spec: StudySpec, worker_index: int = 0, trials_before: int = 0) -> optuna.samplers.BaseSampler:
+    """The study's sampler for one worker (see :func:`worker_seed`)."""
     options = {k: v for k, v in spec.sampler.items() if k != "name"}
-    if options.get("seed") is not None:
-        options["seed"] = int(options["seed"]) + worker_index
     name = spec.sampler["name"]
-    try:
-        if name == "tpe":
-            # The constant liar keeps parallel workers from proposing the same point.
-            options.setdefault("constant_liar", True)
-            return optuna.samplers.TPESampler(**options)
-        if name == "random":
-            return optuna.samplers.RandomSampler(**options)
-        if name == "cmaes":
-            return optuna.samplers.CmaEsSampler(**options)
-        if name == "gp":
-            return optuna.samplers.GPSampler(**options)
-        if name == "nsgaii":
-            return optuna.samplers.NSGAIISampler(**options)
+    seed = options.get("seed")
+    if seed is not None:
         if name == "qmc":
-            return optuna.samplers.QMCSampler(**options)
-        return optuna.samplers.GridSampler(_grid(spec.search_space), **options)
-    except TypeError as error:
+            # The QMC sequence goes on where it stopped (Optuna keeps its position in the study): its seed must not
+            # change on a resume; the random sampler it uses outside the sequence must.
+            options["seed"] = worker_seed(seed, worker_index, 0)
+            options["independent_sampler"] = optuna.samplers.RandomSampler(
+                seed=worker_seed(seed, worker_index, trials_before))
+        else:
+            options["seed"] = worker_seed(seed, worker_index, trials_before)
+    if name == "tpe":
+        # The constant liar keeps parallel workers from proposing the same point.
+        options.setdefault("constant_liar", True)
+    try:
+        if name == "grid":
+            return optuna.samplers.GridSampler(_grid(spec.search_space), **options)
+        return SAMPLER_CLASSES[name](**options)
+    except (TypeError, ValueError) as error:
         raise StudyConfigError(f"sampler: {error}") from None
 
 
@@ -56,16 +84,10 @@ def make_pruner(spec: StudySpec) -> KLGuardPruner:
     """The KL guard, wrapping the reward-based pruner the study names (if any)."""
     options = {k: v for k, v in spec.pruner.items() if k != "name"}
     name = spec.pruner["name"]
-    classes: dict[str, type[optuna.pruners.BasePruner]] = {
-        "median": optuna.pruners.MedianPruner,
-        "percentile": optuna.pruners.PercentilePruner,
-        "hyperband": optuna.pruners.HyperbandPruner,
-        "successive_halving": optuna.pruners.SuccessiveHalvingPruner,
-    }
     inner = None
     if name != "none":
         try:
-            inner = classes[name](**options)
-        except TypeError as error:
+            inner = PRUNER_CLASSES[name](**options)
+        except (TypeError, ValueError) as error:
             raise StudyConfigError(f"pruner: {error}") from None
     return KLGuardPruner(spec.kl_guard, inner)

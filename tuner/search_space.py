@@ -29,7 +29,13 @@ from typing import Any
 
 import optuna
 
-from ppo_core.config import GROUP_ESTIMATORS, default_generations, default_kl_in_reward, settable_fields
+from ppo_core.config import (
+    GROUP_ESTIMATORS,
+    ConfigError,
+    default_generations,
+    default_kl_in_reward,
+    settable_fields,
+)
 
 # Search-space keys that are not PPOConfig fields: each sets one or more fields (see config_values).
 VIRTUAL_PARAMS = ("kl_control", "rollout_batch_size", "mini_batch_size")
@@ -200,8 +206,13 @@ def config_values(point: Mapping[str, Any], base: Mapping[str, Any]) -> dict[str
 def base_batch(base: Mapping[str, Any]) -> tuple[int, int]:
     """The base's per_device_train_batch_size and gradient_accumulation_steps (PPOConfig's defaults where unset)."""
     fields = settable_fields()
-    return (int(base.get("per_device_train_batch_size", fields["per_device_train_batch_size"].default)),
-            int(base.get("gradient_accumulation_steps", fields["gradient_accumulation_steps"].default)))
+    sizes = []
+    for name in ("per_device_train_batch_size", "gradient_accumulation_steps"):
+        value = base.get(name, fields[name].default)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(f"{name}: expected a whole number >= 1, got {value!r}")
+        sizes.append(value)
+    return sizes[0], sizes[1]
 
 
 def rollout_batches(space: Mapping[str, ParamSpec], base: Mapping[str, Any]) -> list[int]:

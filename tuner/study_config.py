@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import types
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -18,10 +19,13 @@ from ppo_core.config_io import build_config, read_mapping
 from ppo_core.errors import InputError
 from tuner.attrs import DEFAULT_KL_METRIC, DEFAULT_KL_THRESHOLD
 from tuner.constraints import Constraint
-from tuner.database import default_storage_url
+from tuner.database import check_storage_url, default_storage_url
+from tuner.messages import one_line
 from tuner.metric_check import unreported_metric
+from tuner.options import PRUNER_CLASSES, SAMPLER_CLASSES, SEED_LIMIT, option_problem
 from tuner.reduction import REDUCTIONS, reduction_label
 from tuner.search_space import (
+    DECIDING_PARAMS,
     KL_CONTROL_MODES,
     VIRTUAL_PARAMS,
     ParamSpec,
@@ -34,8 +38,8 @@ from tuner.search_space import (
 )
 from tuner.warm_start import WarmStart, WarmStartError, warm_start_points
 
-SAMPLERS = ("tpe", "random", "cmaes", "gp", "nsgaii", "grid", "qmc")
-PRUNERS = ("median", "percentile", "hyperband", "successive_halving", "none")
+SAMPLERS = tuple(SAMPLER_CLASSES)
+PRUNERS = (*PRUNER_CLASSES, "none")
 Direction = Literal["maximize", "minimize"]
 DIRECTIONS: tuple[Direction, ...] = typing.get_args(Direction)
 TOP_LEVEL_KEYS = ("name", "storage", "n_trials", "timeout", "sampler", "pruner", "objectives", "kl_guard", "base",
@@ -45,6 +49,9 @@ TOP_LEVEL_KEYS = ("name", "storage", "n_trials", "timeout", "sampler", "pruner",
 
 class StudyConfigError(InputError):
     """The study file is wrong; one line that names the key."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(one_line(message))
 
 
 @dataclass(frozen=True)
@@ -130,7 +137,9 @@ def _mapping(value: Any, key: str) -> dict[str, Any]:
 def _check_keys(data: dict[str, Any], allowed: tuple[str, ...], where: str) -> None:
     for key in data:
         if key not in allowed:
-            raise _fail(f"{where}{key}: unknown key (expected one of {', '.join(allowed)})")
+            # Quoted when it would not read as itself: empty, padded with spaces, unprintable or not a string.
+            shown = key if isinstance(key, str) and key and key.isprintable() and key.strip() == key else repr(key)
+            raise _fail(f"{where}{shown}: unknown key (expected one of {', '.join(allowed)})")
 
 
 def _boolean(value: Any, key: str) -> bool:
@@ -155,11 +164,18 @@ def _number(value: Any, key: str) -> float:
         raise _fail(f"{key}: expected a number, got {value!r}") from None
 
 
+def _finite(value: Any, key: str) -> float:
+    number = _number(value, key)
+    if not math.isfinite(number):
+        raise _fail(f"{key}: must be a finite number, got {number}")
+    return number
+
+
 def _seconds(value: Any, key: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise _fail(f"{key}: expected a number of seconds, got {value!r}")
     if not value > 0 or not math.isfinite(value):
-        raise _fail(f"{key}: must be > 0 seconds, got {value!r}")
+        raise _fail(f"{key}: must be > 0 seconds, got {value:g}")
     return float(value)
 
 
@@ -172,14 +188,20 @@ def parse_param(name: str, raw: Any) -> ParamSpec:
         choices = spec.get("choices")
         if not isinstance(choices, list) or not choices:
             raise _fail(f"{key}.choices: a categorical parameter needs a non-empty list of choices")
+        for choice in choices:
+            if choice is not None and not isinstance(choice, (bool, int, float, str)):
+                raise _fail(f"{key}.choices: {choice!r} is not a choice Optuna can make (a number, a string, true, "
+                            "false or null)")
         return ParamSpec(name, "categorical", choices=tuple(choices))
     if kind not in ("float", "int"):
         raise _fail(f"{key}.type: expected float, int or categorical, got {kind!r}")
     if "low" not in spec or "high" not in spec:
         raise _fail(f"{key}: {kind} parameters need low and high")
-    low, high = _number(spec["low"], f"{key}.low"), _number(spec["high"], f"{key}.high")
+    low, high = _finite(spec["low"], f"{key}.low"), _finite(spec["high"], f"{key}.high")
     log = _boolean(spec.get("log", False), f"{key}.log")
-    step = None if spec.get("step") is None else _number(spec["step"], f"{key}.step")
+    step = None if spec.get("step") is None else _finite(spec["step"], f"{key}.step")
+    if step is not None and (step <= 0 or (kind == "int" and not step.is_integer())):
+        raise _fail(f"{key}.step: must be {'a whole number ' if kind == 'int' else ''}> 0, got {step:g}")
     if low > high:
         raise _fail(f"{key}: low {low:g} is greater than high {high:g}")
     if log and low <= 0:
@@ -211,11 +233,53 @@ def _field_values(name: str) -> tuple[Any, ...] | None:
     return tuple(values)
 
 
+_TYPE_WORDS = {int: "a whole number", float: "a number", str: "a string", bool: "true or false", list: "a list",
+               type(None): "null"}
+
+
+def _value_types(name: str) -> tuple[type, ...]:
+    """The plain types a value of PPOConfig field ``name`` may have (``float | None`` -> float and NoneType)."""
+    annotation = field_types()[name]
+    parts = typing.get_args(annotation) if typing.get_origin(annotation) in (typing.Union, types.UnionType) \
+        else (annotation,)
+    return tuple(typing.get_origin(part) or part for part in parts)
+
+
+def _fits(value: Any, kinds: tuple[type, ...]) -> bool:
+    if isinstance(value, bool):
+        return bool in kinds
+    if isinstance(value, float):
+        return float in kinds and math.isfinite(value)
+    if isinstance(value, int):
+        return int in kinds or float in kinds
+    return any(isinstance(value, kind) for kind in kinds)
+
+
+def _check_types(spec: ParamSpec) -> None:
+    """Every choice, and a range itself, of a type the field takes: a choice of the wrong type would fail its trials
+    one by one (a number field searched with a string among its choices)."""
+    kinds = _value_types(spec.name)
+    if spec.type != "categorical":
+        wanted = int if spec.type == "int" else float
+        if not (wanted in kinds or (wanted is int and float in kinds)):
+            searchable = "int or categorical" if int in kinds else "categorical"
+            takes = " or ".join(_TYPE_WORDS.get(kind, kind.__name__) for kind in kinds)
+            raise _fail(f"search_space.{spec.name}: must be {searchable} ({spec.name} takes {takes})")
+        return
+    for choice in spec.choices:
+        if not _fits(choice, kinds):
+            shown = repr(choice) if isinstance(choice, str) else _show(choice)
+            wanted_word = " or ".join(_TYPE_WORDS.get(kind, kind.__name__) for kind in kinds)
+            what = "a whole number" if kinds[0] is int else "a number" if float in kinds else wanted_word
+            raise _fail(f"search_space.{spec.name}: {shown} is not {what}")
+
+
 def _check_choices(spec: ParamSpec) -> None:
     """A field that takes only a few values is searched as a categorical of them: every choice, not only the first
     one the example config is built with (a bad later choice would fail its trials one by one)."""
     allowed = _field_values(spec.name)
     if allowed is None:
+        _check_types(spec)
         return
     shown = ", ".join(_show(value) for value in allowed)
     if spec.type != "categorical":
@@ -245,7 +309,7 @@ def _parse_search_space(raw: Any) -> dict[str, ParamSpec]:
                     "per prompt)")
     if "kl_control" in space:
         kl_control = space["kl_control"]
-        if kl_control.type != "categorical" or not set(kl_control.choices) <= set(KL_CONTROL_MODES):
+        if kl_control.type != "categorical" or not all(choice in KL_CONTROL_MODES for choice in kl_control.choices):
             raise _fail("search_space.kl_control: must be categorical with choices from [fixed, adaptive]")
         if "adaptive" in kl_control.choices and "kl_target" not in space:
             raise _fail("search_space.kl_control: choosing 'adaptive' needs a kl_target range")
@@ -353,6 +417,12 @@ def _parse_sampler(raw: Any) -> dict[str, Any]:
     if spec.get("name", "tpe") not in SAMPLERS:
         raise _fail(f"sampler.name: expected one of {', '.join(SAMPLERS)}, got {spec.get('name')!r}")
     spec.setdefault("name", "tpe")
+    problem = option_problem(SAMPLER_CLASSES[spec["name"]], {k: v for k, v in spec.items() if k != "name"}, "sampler")
+    if problem is not None:
+        raise _fail(problem)
+    seed = spec.get("seed")
+    if seed is not None and not 0 <= seed < SEED_LIMIT:
+        raise _fail(f"sampler.seed: must be between 0 and {SEED_LIMIT - 1}, got {seed}")
     return spec
 
 
@@ -361,20 +431,44 @@ def _parse_pruner(raw: Any) -> dict[str, Any]:
     if spec.get("name", "none") not in PRUNERS:
         raise _fail(f"pruner.name: expected one of {', '.join(PRUNERS)}, got {spec.get('name')!r}")
     spec.setdefault("name", "none")
+    if spec["name"] != "none":
+        problem = option_problem(PRUNER_CLASSES[spec["name"]], {k: v for k, v in spec.items() if k != "name"},
+                                 "pruner")
+        if problem is not None:
+            raise _fail(problem)
     return spec
 
 
-def parse_study(data: dict[str, Any], path: Path) -> StudySpec:
-    """Validate a study mapping (as read from ``path``)."""
+def _file_name(name: str) -> bool:
+    """Whether ``name`` is one file's name on every system: no directory in it, nothing a shell or SQLite would
+    read otherwise (a path separator, '..', a NUL, a line break)."""
+    return name.isprintable() and not any(char in name for char in '/\\:*?"<>|') and name.strip() == name \
+        and not name.startswith(".") and len(name.encode()) <= 255
+
+
+def parse_study(data: dict[str, Any], path: Path, storage: str | None = None) -> StudySpec:
+    """Validate a study mapping (as read from ``path``); ``storage``, when given, is used instead of the mapping's
+    (a ``--storage`` flag), and is not added to the definition the study stores."""
     _check_keys(data, TOP_LEVEL_KEYS, "")
     name = data.get("name")
     if not isinstance(name, str) or not name.strip():
         raise _fail("name: the study needs a name")
     n_trials, timeout = data.get("n_trials"), data.get("timeout")
-    if n_trials is not None and (not isinstance(n_trials, int) or n_trials < 1):
-        raise _fail(f"n_trials: expected a positive integer, got {n_trials!r}")
+    if n_trials is not None and (isinstance(n_trials, bool) or not isinstance(n_trials, int) or n_trials < 1):
+        raise _fail(f"n_trials: expected a positive whole number, got {_show(n_trials)}")
     if timeout is not None:
-        timeout = _number(timeout, "timeout")
+        timeout = _seconds(timeout, "timeout")
+    heartbeat_interval = _whole(data.get("heartbeat_interval", 10), "heartbeat_interval")
+    if heartbeat_interval < 1:
+        raise _fail(f"heartbeat_interval: must be >= 1 (seconds), got {heartbeat_interval}")
+    storage = data.get("storage") if storage is None else storage
+    if storage is not None:
+        if not isinstance(storage, str):
+            raise _fail(f"storage: expected a database URL such as sqlite:///studies/x.db, got {storage!r}")
+        check_storage_url(storage, in_memory=True)  # refused where it is opened: a study's workers need a file
+    elif not _file_name(name + ".db"):
+        raise _fail(f"name: {name!r} cannot name the study's database file (<name>.db beside the study file); use "
+                    "letters, digits, '-', '_' and '.', or give a storage")
     trial_timeout, processes_per_trial = data.get("trial_timeout"), data.get("processes_per_trial", 1)
     if trial_timeout is not None:
         trial_timeout = _seconds(trial_timeout, "trial_timeout")
@@ -384,7 +478,7 @@ def parse_study(data: dict[str, Any], path: Path) -> StudySpec:
     search_space = _parse_search_space(data.get("search_space"))
     spec = StudySpec(
         name=name,
-        storage=data.get("storage") or default_storage_url(path, name),
+        storage=storage or default_storage_url(path, name),
         path=path,
         n_trials=n_trials,
         timeout=timeout,
@@ -394,7 +488,7 @@ def parse_study(data: dict[str, Any], path: Path) -> StudySpec:
         kl_guard=_parse_kl_guard(data.get("kl_guard")),
         base=base,
         search_space=search_space,
-        heartbeat_interval=int(data.get("heartbeat_interval", 10)),
+        heartbeat_interval=heartbeat_interval,
         trial_timeout=trial_timeout,
         processes_per_trial=processes_per_trial,
         enqueue=_parse_enqueue(data.get("enqueue"), search_space, base),
@@ -409,6 +503,7 @@ def parse_study(data: dict[str, Any], path: Path) -> StudySpec:
             raise _fail(problem)
     _check_example_config(spec)
     _check_warm_start_configs(spec)
+    _check_each_value(spec)
     return spec
 
 
@@ -446,6 +541,39 @@ def _check_example_config(spec: StudySpec) -> None:
         raise _fail(problem if len(failed) == len(problems) else f"{problem} (at {_describe(decided)})")
 
 
+def _value_problem(spec: StudySpec, name: str, value: Any) -> str | None:
+    """What is wrong with field ``name`` at ``value``, in the example config of the first regime that uses it (every
+    other parameter at its first choice or low end); None when it builds, or when what fails is another field."""
+    used = next((decided for decided, regime in regimes(spec.search_space, spec.base) if regime.uses(name)), None)
+    if used is None:
+        return None
+    point = choose_point(spec.search_space,
+                         lambda param: value if param.name == name else used.get(param.name, first_value(param)),
+                         spec.base)
+    try:
+        build_config({**spec.base, **config_values(point, spec.base)})
+    except ConfigError as error:
+        return str(error) if str(error).split(":", 1)[0] == name else None
+    return None
+
+
+def _check_each_value(spec: StudySpec) -> None:
+    """Build the example config once with each choice, and with each end of each range, of every searched field:
+    a choice or an end that no trial could run with (a negative kl_coef) fails now, not in the trials that draw it."""
+    for name, param in spec.search_space.items():
+        if name in VIRTUAL_PARAMS or name in DECIDING_PARAMS:
+            continue  # the virtual ones are checked as they are parsed, the deciding ones by _check_example_config
+        ends = [("low end", param.low), ("high end", param.high)] if param.type != "categorical" else []
+        values = ends or [("choice", choice) for choice in param.choices]
+        for what, value in values:
+            if param.type == "int" and value is not None:
+                value = int(value)
+            problem = _value_problem(spec, name, value)
+            if problem is not None:
+                shown = repr(value) if isinstance(value, str) else _show(value)
+                raise _fail(f"search_space.{name}: the {what} {shown} cannot run: {problem}")
+
+
 def _check_warm_start_configs(spec: StudySpec) -> None:
     """Build the config of every warm start, as the example config is built, so that one that cannot run fails now."""
     for index, start in enumerate(spec.enqueue):
@@ -457,10 +585,15 @@ def _check_warm_start_configs(spec: StudySpec) -> None:
                 raise _fail(f"{key}{'' if start.label == key else f' ({start.label})'}: {error}") from None
 
 
-def load_study_spec(path: str | Path) -> StudySpec:
-    """Read and validate a study file."""
+def load_study_spec(path: str | Path, storage: str | None = None) -> StudySpec:
+    """Read and validate a study file; ``storage`` replaces the file's (a ``--storage`` flag)."""
     try:
         data = read_mapping(path, "study")
     except ConfigError as error:
         raise _fail(str(error)) from None
-    return parse_study(data, Path(path))
+    spec = parse_study(data, Path(path), storage)
+    if not spec.search_space:
+        # Every trial would run the same configuration.
+        raise _fail("search_space: empty; a study needs at least one parameter to search, e.g. learning_rate: "
+                    "{type: float, low: 1.0e-6, high: 1.0e-4, log: true}")
+    return spec

@@ -8,12 +8,14 @@ under the old study's trials as if nothing had changed; :func:`definition_change
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
 import optuna
+import sqlalchemy
 
-from tuner.attrs import DEFINITION_ATTR
+from tuner.attrs import DEFINITION_ATTR, KL_GUARD_ATTR, OBJECTIVES_ATTR
 from tuner.study_config import StudyConfigError, StudySpec, parse_study
 
 # The parts of a study file that decide which trials run and how they are judged. The rest (n_trials, timeout,
@@ -21,8 +23,45 @@ from tuner.study_config import StudyConfigError, StudySpec, parse_study
 FINGERPRINTED = ("objectives", "base", "search_space", "pruner", "sampler", "kl_guard", "constraints", "enqueue")
 
 
+PPO_TUNE_MARKS = (DEFINITION_ATTR, KL_GUARD_ATTR, OBJECTIVES_ATTR)
+"""User attributes ppo-tune sets on every study it creates (the last two already before definitions were stored)."""
+CREATION_GRACE_S = 10.0
+"""How long an empty, unmarked study may wait for its creator to mark it: another ``ppo-tune run`` of the same study
+file may have created it a moment ago."""
+
+
 class StudyChangedError(StudyConfigError):
     """The study file no longer matches the study it resumes; one line naming what changed."""
+
+
+class NotOurStudyError(StudyConfigError):
+    """A study of the study file's name exists in the storage, and ppo-tune did not create it."""
+
+
+def check_ours(study: optuna.Study, spec: StudySpec, grace_s: float = CREATION_GRACE_S) -> None:
+    """Raise :class:`NotOurStudyError` unless the existing ``study`` is one ppo-tune created (it carries ppo-tune's
+    attributes), before anything is written to it: a study of another tool is never modified.
+
+    An empty study without attributes may be one another ``ppo-tune run`` has just created and is about to mark (any
+    number of them may start at the same moment): it is given ``grace_s`` to be marked.
+    """
+    directions = [direction.name.lower() for direction in study.directions]
+    deadline = time.monotonic() + grace_s
+    while True:
+        attrs = study.user_attrs
+        if any(mark in attrs for mark in PPO_TUNE_MARKS):
+            return
+        if directions != list(spec.directions):
+            why = f"it has {len(directions)} objective(s), {', '.join(directions)}; the study file " \
+                  f"{len(spec.directions)}, {', '.join(spec.directions)}"
+            break
+        if attrs or study.get_trials(deepcopy=False) or time.monotonic() > deadline:
+            why = "it carries no ppo-tune definition"
+            break
+        time.sleep(0.2)
+    where = sqlalchemy.engine.make_url(spec.storage).render_as_string(hide_password=True)
+    raise NotOurStudyError(f"study {spec.name!r} in {where} was not created by ppo-tune ({why}); it is left as it "
+                           "is: give the study file another name, or another storage")
 
 
 def _canonical(value: Any) -> Any:
@@ -82,6 +121,4 @@ def stored_spec(study: optuna.Study, storage: str) -> StudySpec:
     if definition is None:
         raise StudyConfigError(f"study {study.study_name!r} has no stored definition (it was created by an older "
                                "ppo-tune); run it once with its study file to store it")
-    spec = parse_study(dict(definition), Path(f"{study.study_name}.yaml"))
-    spec.storage = storage
-    return spec
+    return parse_study(dict(definition), Path(f"{study.study_name}.yaml"), storage)

@@ -18,6 +18,8 @@ import sqlalchemy
 from orjson import loads as json_loads  # decodes the per-update JSON about three times faster
 from sqlalchemy import Column, Float, Index, Integer, MetaData, String, Table, Text, UniqueConstraint
 
+from tuner.database import retry_while_locked
+
 METRIC_KEYS = ["trial_id", "trial_number", "update", "episode"]
 
 metadata = MetaData()
@@ -61,8 +63,8 @@ samples_table = Table(
 
 
 def create_tables(engine: sqlalchemy.Engine) -> None:
-    """Create the project's tables if they are missing; safe to call from every worker."""
-    metadata.create_all(engine, checkfirst=True)
+    """Create the project's tables if they are missing; safe to call from every worker, all at the same moment."""
+    retry_while_locked(lambda: metadata.create_all(engine, checkfirst=True))
 
 
 def _finite_or_none(value: float | None) -> float | None:

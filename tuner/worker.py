@@ -17,12 +17,12 @@ from optuna.trial import TrialState
 from ppo_core.errors import InputError
 from ppo_core.quiet import quiet_hugging_face
 from tuner.attrs import KL_GUARD_ATTR, OBJECTIVES_ATTR, VALIDATION_OF_ATTR
-from tuner.database import create_engine, open_storage
+from tuner.database import StorageError, create_engine, open_read_only_storage, open_storage, sqlite_path
 from tuner.factory import make_pruner, make_sampler
 from tuner.failure_streak import failure_streak
 from tuner.objective import make_objective
 from tuner.study_config import StudySpec, load_study_spec
-from tuner.study_definition import check_definition, stored_spec
+from tuner.study_definition import check_definition, check_ours, stored_spec
 from tuner.trial_launch import start_fork_server
 from tuner.trial_records import create_tables
 from tuner.warm_start import enqueue_warm_starts
@@ -36,17 +36,23 @@ def open_study(spec: StudySpec, heartbeat: bool = True, worker_index: int = 0,
     in its definition since (a resume with ``allow_changes``), and the warm starts queued (a new study).
 
     A resume whose study file changed what the trials run or how they are judged raises
-    ``tuner.study_definition.StudyChangedError`` unless ``allow_changes``.
+    ``tuner.study_definition.StudyChangedError`` unless ``allow_changes``; a study of the same name that ppo-tune did
+    not create raises ``NotOurStudyError`` and is left untouched. A resumed study's sampler is seeded anew
+    (``tuner.factory.worker_seed``).
     """
+    sampler, pruner = make_sampler(spec, worker_index), make_pruner(spec)  # first: a bad option creates nothing
+    _check_existing_study_is_ours(spec)
     storage = open_storage(spec.storage, heartbeat_interval=spec.heartbeat_interval if heartbeat else None)
-    study = optuna.create_study(
-        study_name=spec.name,
-        storage=storage,
-        load_if_exists=True,
-        directions=spec.directions,
-        sampler=make_sampler(spec, worker_index),
-        pruner=make_pruner(spec),
-    )
+    try:
+        study = optuna.create_study(study_name=spec.name, storage=storage, directions=spec.directions,
+                                    sampler=sampler, pruner=pruner)
+    except optuna.exceptions.DuplicatedStudyError:  # a resume, a second worker, or a study of someone else's
+        study = optuna.load_study(study_name=spec.name, storage=storage, sampler=sampler, pruner=pruner)
+        check_ours(study, spec)
+        # A new draw for a resumed study, or its sampler would propose again the points it proposed before. Queued
+        # trials (warm starts, retries) were proposed by no sampler, so a new study's first worker keeps the seed.
+        proposed = [t for t in study.get_trials(deepcopy=False) if t.state != TrialState.WAITING]
+        study.sampler = make_sampler(spec, worker_index, trials_before=len(proposed))
     changes = check_definition(study, spec, allow_changes)
     if changes or KL_GUARD_ATTR not in study.user_attrs:
         # The dashboard draws the blow-up threshold and labels objectives from these: the definition's in force.
@@ -55,6 +61,25 @@ def open_study(spec: StudySpec, heartbeat: bool = True, worker_index: int = 0,
         study.set_user_attr(OBJECTIVES_ATTR, [dataclasses.asdict(objective) for objective in spec.objectives])
     messages = [f"study definition changed (--allow-changes): {change}" for change in changes]
     return study, messages + enqueue_warm_starts(study, spec.enqueue)
+
+
+def _check_existing_study_is_ours(spec: StudySpec) -> None:
+    """Refuse a study of the file's name in an existing SQLite file that ppo-tune did not create, reading the file
+    only: opening it to write would switch it to WAL mode, a change to a database that is not ours. (Any other
+    storage is checked once opened, before anything is written: ``check_ours`` in :func:`open_study`.)"""
+    try:
+        path = sqlite_path(spec.storage)
+        storage = open_read_only_storage(spec.storage) if path is not None and path.is_file() else None
+    except (StorageError, OSError):
+        return  # no study in it to refuse; opening it to write says what is wrong with it
+    if storage is None:
+        return
+    try:
+        check_ours(optuna.load_study(study_name=spec.name, storage=storage), spec)
+    except KeyError:
+        return
+    finally:
+        storage.engine.dispose()
 
 
 class StopWhenTargetReached:
@@ -127,9 +152,7 @@ def main(argv: list[str] | None = None) -> int:
             spec = stored_spec(optuna.load_study(study_name=args.study, storage=open_storage(args.storage)),
                                args.storage)
         else:
-            spec = load_study_spec(args.study)
-            if args.storage:
-                spec.storage = args.storage
+            spec = load_study_spec(args.study, args.storage)
         if args.allow_changes:
             open_study(spec, heartbeat=False, allow_changes=True)
         run_worker(spec, args.n_trials if args.n_trials is not None else spec.n_trials,
