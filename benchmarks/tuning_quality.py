@@ -92,15 +92,25 @@ def study_definitions(quickstart: dict[str, Any], work_dir: Path, sampler_seeds:
     evaluation = {key: quickstart["base"][key] for key in EVAL_FIELDS if key in quickstart["base"]}
     trl_base = {**yaml.safe_load(TRL_DEFAULTS.read_text()), **evaluation}
     fixed = {key: value for key, value in quickstart.items() if key not in ("enqueue", "search_space")}
-    fixed.update(n_trials=1, search_space={}, sampler={"name": "random", "seed": 0}, pruner={"name": "none"},
+    fixed.update(n_trials=1, sampler={"name": "random", "seed": 0}, pruner={"name": "none"},
                  kl_guard={**quickstart.get("kl_guard", {}), "enabled": False})  # one run: nothing to prune
-    definitions += [{**fixed, "name": "tq-trl_defaults", "base": trl_base},
-                    {**fixed, "name": "tq-guidance", "base": guidance_base(quickstart)[0]}]
+    definitions += [{**fixed, "name": "tq-trl_defaults", **pinned(trl_base)},
+                    {**fixed, "name": "tq-guidance", **pinned(guidance_base(quickstart)[0])}]
     for definition in definitions:
         definition.pop("timeout", None)
         definition["storage"] = f"sqlite:///{work_dir / definition['name']}.db"
         definition["base"] = {**definition["base"], **(base_overrides or {})}
     return definitions
+
+
+def pinned(base: dict[str, Any]) -> dict[str, Any]:
+    """A fixed configuration as a one-trial study's base and search space: a study with nothing to search is refused,
+    so the base's own PPO epochs move into the space as its one choice (the trial runs the same configuration)."""
+    from ppo_core.config import PPOConfig
+
+    rest = {key: value for key, value in base.items() if key != "num_ppo_epochs"}
+    epochs = base.get("num_ppo_epochs", PPOConfig.__dataclass_fields__["num_ppo_epochs"].default)
+    return {"base": rest, "search_space": {"num_ppo_epochs": {"type": "categorical", "choices": [epochs]}}}
 
 
 def method_of(name: str) -> str:
