@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from hypothesis import HealthCheck, given, settings
+from fuzz_strategies import FUZZ, mangled_text, value_strategies
+from hypothesis import given
 from hypothesis import strategies as st
 
 from ppo_core.config import ConfigError, PPOConfig
@@ -24,8 +25,6 @@ from ppo_tune.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = [ROOT / "studies" / "train.yaml", ROOT / "examples" / "bring_your_own" / "train.yaml"]
-FUZZ = settings(max_examples=40, derandomize=True, deadline=None, database=None,
-                suppress_health_check=[HealthCheck.too_slow])
 
 EXTREME_NUMBERS = [0, -1, 1, 2**31, 2**63, -(2**63), 10**30, 1e308, -1e308, 5e-324, -0.0, math.inf, -math.inf,
                    math.nan]
@@ -35,11 +34,7 @@ ODD_TEXT = ["", " ", "\ufeff", "\x00", "\u2028", "\u2029", "\x85", "\u202e", "e\
             "null", "~", "yes", "no", "0x1F", "1e999", "-.inf", ".nan", "&a", "*a", "!!python/object:os.system", "|",
             "%", "{", "[", "- ", ": ", "#"]
 
-texts = st.one_of(st.sampled_from(ODD_TEXT), st.text(st.characters(exclude_categories=["Cs"]), max_size=12))
-scalars = st.one_of(st.none(), st.booleans(), st.sampled_from(EXTREME_NUMBERS), st.integers(),
-                    st.floats(allow_nan=True, allow_infinity=True), texts)
-values = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=3),
-                                                         st.dictionaries(texts, inner, max_size=3)), max_leaves=6)
+texts, values = value_strategies(ODD_TEXT, EXTREME_NUMBERS)
 
 
 @st.composite
@@ -60,24 +55,6 @@ def mutated_mapping(draw: st.DrawFn, base: dict[str, Any]) -> dict[str, Any]:
         else:
             mapping[f"{key}{draw(texts)}"] = mapping.pop(key)
     return mapping
-
-
-@st.composite
-def mutated_text(draw: st.DrawFn, text: str) -> bytes:
-    """``text`` with unicode inserted somewhere, a line repeated (a key given twice) or cut short, and encoded as
-    UTF-8 or, now and then, as something else."""
-    lines = text.splitlines(keepends=True)
-    operation = draw(st.sampled_from(["insert", "repeat", "cut"]))
-    if operation == "insert":
-        at = draw(st.integers(0, len(text)))
-        text = text[:at] + draw(texts) + text[at:]
-    elif operation == "repeat":
-        at = draw(st.integers(0, len(lines) - 1))
-        text = "".join([*lines[: at + 1], lines[at], *lines[at + 1:]])
-    else:
-        text = text[: draw(st.integers(0, len(text)))]
-    encoding = draw(st.sampled_from(["utf-8", "utf-8", "utf-8", "utf-16", "latin-1"]))
-    return text.encode(encoding, errors="replace")
 
 
 def check_outcome(content: bytes, suffix: str = ".yaml") -> None:
@@ -122,7 +99,7 @@ def test_mutated_shipped_configs_as_json_load_or_fail_in_one_line(mapping: dict[
 
 
 @FUZZ
-@given(st.sampled_from(SHIPPED).flatmap(lambda path: mutated_text(path.read_text())))
+@given(st.sampled_from(SHIPPED).flatmap(lambda path: mangled_text(path.read_text(), texts)))
 def test_shipped_config_text_mangled_loads_or_fails_in_one_line(content: bytes) -> None:
     check_outcome(content)
 

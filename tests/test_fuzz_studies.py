@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from hypothesis import HealthCheck, given, settings
+from fuzz_strategies import FUZZ, mangled_text, value_strategies
+from hypothesis import given
 from hypothesis import strategies as st
 
 from ppo_core.errors import InputError, first_line
@@ -28,8 +29,6 @@ from tuner.study_config import StudySpec, load_study_spec
 ROOT = Path(__file__).resolve().parent.parent
 RUN_CONFIGS = ("train.yaml", "trl_defaults.yaml")
 SHIPPED = sorted(p for p in (ROOT / "studies").glob("*.yaml") if p.name not in RUN_CONFIGS)
-FUZZ = settings(max_examples=40, derandomize=True, deadline=None, database=None,
-                suppress_health_check=[HealthCheck.too_slow])
 NOT_A_DATABASE = b"not a database\n" * 64
 
 EXTREME_NUMBERS = [0, -1, 1, 2**31, 2**32, 2**63, -(2**63), 10**30, 1e308, -1e308, 5e-324, -0.0, math.inf,
@@ -40,11 +39,7 @@ ODD_TEXT = ["", " ", "\ufeff", "\x00", "\u2028", "\x85", "\u202e", "e\u0301", "\
             "yes", "1e999", ".nan", "&a", "*a", "!!python/object:os.system", "%", "{", "- ", ": ", "#", "a/b", "..",
             "x" * 300, "sqlite:///", "postgresql://", "foo://bar"]
 
-texts = st.one_of(st.sampled_from(ODD_TEXT), st.text(st.characters(exclude_categories=["Cs"]), max_size=12))
-scalars = st.one_of(st.none(), st.booleans(), st.sampled_from(EXTREME_NUMBERS), st.integers(),
-                    st.floats(allow_nan=True, allow_infinity=True), texts)
-values = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=3),
-                                                         st.dictionaries(texts, inner, max_size=3)), max_leaves=6)
+texts, values = value_strategies(ODD_TEXT, EXTREME_NUMBERS)
 
 Path_ = tuple[Any, ...]
 
@@ -87,24 +82,6 @@ def mutated_study(draw: st.DrawFn, study: dict[str, Any]) -> dict[str, Any]:
         elif isinstance(parent, dict):
             parent[f"{key}{draw(texts)}"] = parent.pop(key)
     return study
-
-
-@st.composite
-def mangled_text(draw: st.DrawFn, text: str) -> bytes:
-    """``text`` with unicode inserted somewhere, a line repeated (a key given twice) or cut short, and encoded as
-    UTF-8 or, now and then, as something else."""
-    lines = text.splitlines(keepends=True)
-    operation = draw(st.sampled_from(["insert", "repeat", "cut"]))
-    if operation == "insert":
-        at = draw(st.integers(0, len(text)))
-        text = text[:at] + draw(texts) + text[at:]
-    elif operation == "repeat":
-        at = draw(st.integers(0, len(lines) - 1))
-        text = "".join([*lines[: at + 1], lines[at], *lines[at + 1:]])
-    else:
-        text = text[: draw(st.integers(0, len(text)))]
-    encoding = draw(st.sampled_from(["utf-8", "utf-8", "utf-8", "utf-16", "latin-1"]))
-    return text.encode(encoding, errors="replace")
 
 
 def check_outcome(content: bytes) -> None:
@@ -150,7 +127,7 @@ def test_mutated_shipped_studies_load_or_fail_in_one_line(study: dict[str, Any])
 
 
 @FUZZ
-@given(st.sampled_from(SHIPPED).flatmap(lambda path: mangled_text(path.read_text())))
+@given(st.sampled_from(SHIPPED).flatmap(lambda path: mangled_text(path.read_text(), texts)))
 def test_shipped_study_text_mangled_loads_or_fails_in_one_line(content: bytes) -> None:
     check_outcome(content)
 
