@@ -178,7 +178,7 @@ def reward_inputs(tokenizer: PreTrainedTokenizerBase, prompts: list[str], respon
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        ({"sft_model_path": "/nonexistent/model"}, "^sft_model_path: cannot load"),
+        ({"sft_model_path": "/nonexistent/model"}, "^sft_model_path: no model at"),
         ({"reward_model_path": "reward_functions:missing"}, "^reward_model_path: 'reward_functions' has no callable"),
         ({"reward_model_path": "no_such_module_xyz:f"}, "^reward_model_path: cannot import module"),
     ],
