@@ -67,17 +67,32 @@ def test_trl_ppo_flags_round_trip_and_missing_concepts_become_comments() -> None
     flags = settings_of(text)
     comments = comments_of(text)
     assert all(flag[2:] in trl_ppo.KEYS.values() for flag in flags if flag.startswith("--"))
-    # Our field names are TRL 1.12's, so our parser reads the flags back to the same values.
-    (parsed,) = HfArgumentParser(PPOConfig).parse_args_into_dataclasses(flags)
-    assert parsed.learning_rate == 7e-6 and parsed.num_mini_batches == 2 and parsed.kl_estimator == "k1"
+    # TRL 1.12's own PPO script parser (ScriptArguments, its PPOConfig, ModelConfig: the trl extra) reads every flag
+    # back to the same values. The run's dataset and output are the user's to add; on this GPU-less machine TRL's
+    # TrainingArguments refuse its default bf16 unless the run is put on the CPU.
+    parsed = trl_ppo_parse([*flags, "--dataset_name", "prompts", "--output_dir", "out", "--use_cpu", "True",
+                            "--bf16", "False"])
+    assert parsed["learning_rate"] == 7e-6 and parsed["num_mini_batches"] == 2 and parsed["kl_estimator"] == "k1"
+    assert parsed["gradient_accumulation_steps"] == 2 and parsed["dtype"] == "float32"
     assert any(c.startswith("# value_learning_rate=6e-05") for c in comments)
     assert any(c.startswith("# kl_target=8") for c in comments)
     assert any(c.startswith("# kl_estimator=k2: TRL 1.12 accepts only k1 or k3") for c in comments)
     assert any("num_mini_batches > 1" in c for c in comments)
     assert not any("entropy_coef" in c for c in comments)  # 0 behaves as TRL does: nothing to say
-    # TRL 1.12's PPO script has no --trust_remote_code, and transformers 5 no --warmup_ratio (checked by hand against
-    # trl 1.12.0's own ScriptArguments, PPOConfig and ModelConfig).
+    # TRL 1.12's PPO script has no --trust_remote_code, and transformers 5 no --warmup_ratio.
     assert "--trust_remote_code" not in flags and "--warmup_ratio" not in flags
+
+
+def trl_ppo_parse(flags: list[str]) -> dict[str, object]:
+    """The values TRL 1.12's own ``trl ppo`` parser gives ``flags``, merged over its three argument classes."""
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    import trl
+    from trl import ModelConfig, ScriptArguments
+    from trl.experimental.ppo import PPOConfig as TrlPPOConfig
+
+    assert trl.__version__ == "1.12.0", f"the trl extra pins TRL 1.12.0 (the last PPOTrainer), not {trl.__version__}"
+    parsed = HfArgumentParser((ScriptArguments, TrlPPOConfig, ModelConfig)).parse_args_into_dataclasses(flags)
+    return {key: value for part in parsed for key, value in vars(part).items()}
 
 
 def test_trl_ppo_says_its_trainer_does_gae_only() -> None:
