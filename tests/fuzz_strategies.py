@@ -4,8 +4,10 @@ value strategies built from each file's own odd text and extreme numbers, and th
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
+import yaml
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
@@ -43,3 +45,10 @@ def mangled_text(draw: st.DrawFn, text: str, texts: Any) -> bytes:
         text = text[: draw(st.integers(0, len(text)))]
     encoding = draw(st.sampled_from(["utf-8", "utf-8", "utf-8", "utf-16", "latin-1"]))
     return text.encode(encoding, errors="replace")
+
+
+def shipped_mapping(path: Path) -> dict[str, Any]:
+    """A shipped YAML file (a run config or a study), as the mapping the mutations start from."""
+    mapping = yaml.safe_load(path.read_text())
+    assert isinstance(mapping, dict), path
+    return mapping

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from fuzz_strategies import FUZZ, mangled_text, value_strategies
+from fuzz_strategies import FUZZ, mangled_text, shipped_mapping, value_strategies
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -76,12 +76,6 @@ def check_outcome(content: bytes, suffix: str = ".yaml") -> None:
         assert status == 2, line
         assert line.startswith("ppo-tune train: error: ") and "\n" not in line, line
         assert sorted(p.name for p in Path(directory).iterdir()) == ["notes.txt", config_file.name]
-
-
-def shipped_mapping(path: Path) -> dict[str, Any]:
-    mapping = yaml.safe_load(path.read_text())
-    assert isinstance(mapping, dict)
-    return mapping
 
 
 @FUZZ

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from fuzz_strategies import FUZZ, mangled_text, value_strategies
+from fuzz_strategies import FUZZ, mangled_text, shipped_mapping, value_strategies
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -114,14 +114,8 @@ def check_outcome(content: bytes) -> None:
         assert corrupt.read_bytes() == NOT_A_DATABASE
 
 
-def shipped_study(path: Path) -> dict[str, Any]:
-    study = yaml.safe_load(path.read_text())
-    assert isinstance(study, dict)
-    return study
-
-
 @FUZZ
-@given(st.sampled_from(SHIPPED).flatmap(lambda path: mutated_study(shipped_study(path))))
+@given(st.sampled_from(SHIPPED).flatmap(lambda path: mutated_study(shipped_mapping(path))))
 def test_mutated_shipped_studies_load_or_fail_in_one_line(study: dict[str, Any]) -> None:
     check_outcome(yaml.safe_dump(study, allow_unicode=True, sort_keys=False).encode("utf-8"))
 
