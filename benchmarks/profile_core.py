@@ -52,7 +52,7 @@ MODULE_FUNCTIONS: tuple[tuple[Any, str, str], ...] = (
     (ppo_core.update, "response_logits", "update/policy forward"),
     (ppo_core.update, "response_values", "update/value forward"),
     (ppo_core.update, "entropy_from_log_probs", "update/entropy"),
-    (ppo_core.update, "clipped_policy_loss", "update/losses"),
+    (ppo_core.update, "policy_objective", "update/losses"),
     (ppo_core.update, "clipped_value_loss", "update/losses"),
     (ppo_core.update, "_optimizer_step", "update/optimizer step + zero_grad"),
 )

@@ -24,6 +24,7 @@ from ppo_core.config_checks import (
     field_types_of,
     require,
 )
+from ppo_core.group_advantages import GRPO_STD_EPSILON
 from ppo_core.metric_names import CRITIC_ESTIMATORS
 from ppo_core.trl_config import ModelConfig, ScriptArguments, field_help
 
@@ -39,7 +40,8 @@ DEFAULT_GROUP_GENERATIONS = 4
 # The estimators that put the KL penalty into the loss rather than the reward when kl_in_reward is null: GRPO's
 # (Shao et al. 2024). RLOO (Ahmadian et al. 2024) and REINFORCE++ (Hu 2025) penalise the reward, as PPO does.
 KL_LOSS_ESTIMATORS_BY_DEFAULT = ("grpo",)
-LOSS_TYPES = ("token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm")
+LOSS_TYPES = ("token_mean", "bnpo", "seq_mean_token_mean", "seq_mean_token_sum_norm")
+IMPORTANCE_SAMPLING_LEVELS = ("token", "sequence", "sequence_sum")
 
 
 
@@ -179,12 +181,24 @@ class PPOConfig(ScriptArguments, ModelConfig):
         metadata=field_help("Upper clip range: the ratio is clipped at 1 + cliprange_high; null means cliprange. "
                             "DAPO's clip-higher sets it above cliprange_low (0.28 against 0.2)."),
     )
-    loss_type: Literal["token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm"] = field(
+    loss_type: Literal["token_mean", "bnpo", "seq_mean_token_mean", "seq_mean_token_sum_norm"] = field(
         default="token_mean",
-        metadata=field_help("How the per-token policy loss becomes one number per micro-batch: token_mean (over all "
-                            "its tokens, DAPO's), seq_mean_token_mean (each response's mean, then the mean over "
-                            "responses: the original GRPO's), seq_mean_token_sum_norm (each response's sum over the "
-                            "response length, Dr. GRPO's constant normaliser)."),
+        metadata=field_help("How per-token losses become one optimizer step's loss: token_mean (over all the step's "
+                            "tokens: DAPO's, verl's token-mean), bnpo (each micro-batch's own token mean, averaged "
+                            "over the step's micro-batches: TRL's bnpo), seq_mean_token_mean (each response's mean, "
+                            "then the mean over responses: the original GRPO's), seq_mean_token_sum_norm (each "
+                            "response's sum over the response length, Dr. GRPO's constant normaliser)."),
+    )
+    importance_sampling_level: Literal["token", "sequence", "sequence_sum"] = field(
+        default="token",
+        metadata=field_help("The ratio the policy loss clips: token (per token, PPO's), sequence (exp of the mean "
+                            "token log-ratio of the response: GSPO, TRL GRPOConfig's 'sequence'), sequence_sum (the "
+                            "whole response's probability ratio: TRL RLOOTrainer's)."),
+    )
+    dual_clip: float | None = field(
+        default=None,
+        metadata=field_help("Dual-clip PPO's bound c > 1 (Ye et al. 2020; verl's clip_ratio_c, OpenRLHF's "
+                            "dual_clip): where the advantage is negative, the loss is at most -A c. null: no bound."),
     )
 
     # --- advantage estimator ---
@@ -205,6 +219,12 @@ class PPOConfig(ScriptArguments, ModelConfig):
         default="group",
         metadata=field_help("grpo: divide the centred scores by the standard deviation of the group, of the batch, or "
                             "not at all (none: Dr. GRPO). TRL GRPOConfig's name."),
+    )
+
+    scale_rewards_epsilon: float = field(
+        default=GRPO_STD_EPSILON,
+        metadata=field_help("grpo: added to the standard deviation that divides the centred scores. 1e-4 is TRL "
+                            "GRPOTrainer's; verl fixes 1e-6, OpenRLHF 1e-9."),
     )
 
     # --- KL control ---
@@ -441,6 +461,10 @@ def _check_ranges(c: PPOConfig) -> None:
         # Below 1 - 1 = 0 the ratio could never be clipped from below.
         require(c.cliprange_low < 1, "cliprange_low", "< 1 (the ratio is clipped at 1 - cliprange_low)",
                  c.cliprange_low)
+    if c.dual_clip is not None:
+        require(c.dual_clip > 1, "dual_clip", "> 1 (the loss of a negative advantage is capped at -A x dual_clip)",
+                c.dual_clip)
+    require(c.scale_rewards_epsilon >= 0, "scale_rewards_epsilon", ">= 0", c.scale_rewards_epsilon)
     require(0.0 <= c.lam <= 1.0, "lam", "in [0, 1]", c.lam)
     require(0.0 <= c.gamma <= 1.0, "gamma", "in [0, 1]", c.gamma)
     require(0.0 <= c.warmup_ratio < 1.0, "warmup_ratio", "in [0, 1)", c.warmup_ratio)

@@ -16,10 +16,9 @@ if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
 # TRL GRPOConfig's loss_type values and their names here (verl's loss_agg_mode names): a TRL user's value gets told
-# which one to write. TRL's bnpo and dapo differ only in whether the token count is this process's or the global
-# batch's; here the mean is over each micro-batch's tokens, which is both when a mini-batch is one micro-batch.
-TRL_LOSS_TYPES = {"dapo": "token_mean", "bnpo": "token_mean", "grpo": "seq_mean_token_mean",
-                  "dr_grpo": "seq_mean_token_sum_norm"}
+# which one to write. TRL's dapo divides each step's token sum by the rollout batch's mean tokens per step, where
+# token_mean divides by the step's own tokens: the same when every step holds as many tokens.
+TRL_LOSS_TYPES = {"dapo": "token_mean", "grpo": "seq_mean_token_mean", "dr_grpo": "seq_mean_token_sum_norm"}
 REPORT_TO = ("none", "all", "tensorboard", "wandb", "trackio", "mlflow", "comet_ml", "aim", "clearml", "dvclive")
 
 

@@ -14,7 +14,13 @@ from dataclasses import dataclass
 import torch
 
 from ppo_core.advantages import add_scores, discounted_returns, gae, whiten_advantages, whiten_rewards
-from ppo_core.group_advantages import ScaleRewards, group_mean_baseline, grpo_advantages, rloo_advantages
+from ppo_core.group_advantages import (
+    GRPO_STD_EPSILON,
+    ScaleRewards,
+    group_mean_baseline,
+    grpo_advantages,
+    rloo_advantages,
+)
 from ppo_core.masked import local, per_row_sum
 
 
@@ -33,6 +39,7 @@ class AdvantageInputs:
     whiten: bool  # GAE's whiten_advantages
     whiten_token_rewards: bool  # GAE's whiten_rewards
     scale_rewards: ScaleRewards  # GRPO's
+    std_epsilon: float = GRPO_STD_EPSILON  # GRPO's, added to the standard deviation
     total: Callable[[torch.Tensor], torch.Tensor] = local  # sums a statistic over every process
 
     def token_rewards(self, scores: torch.Tensor) -> torch.Tensor:
@@ -82,7 +89,7 @@ def grpo_estimator(inputs: AdvantageInputs) -> tuple[torch.Tensor, torch.Tensor 
     """GRPO: each response's penalised reward R_i, centred on its group's mean and scaled by ``scale_rewards``
     (:func:`~ppo_core.group_advantages.grpo_advantages`), on every token of the response."""
     advantages = grpo_advantages(inputs.sequence_rewards(), inputs.group_size, inputs.scale_rewards,
-                                 total=inputs.total)
+                                 inputs.std_epsilon, inputs.total)
     return inputs.over_tokens(advantages), None
 
 

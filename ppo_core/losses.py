@@ -7,30 +7,55 @@ from dataclasses import dataclass
 
 import torch
 
-from ppo_core.masked import masked_mean, per_row_sum
+from ppo_core.masked import masked_mean, masked_sum, per_row_sum
 
 LossType = str  # one of ppo_core.config.LOSS_TYPES
 
 
-def aggregate_loss(per_token: torch.Tensor, response_mask: torch.Tensor, loss_type: LossType,
-                   max_length: int) -> torch.Tensor:
-    """One number from per-token terms l_it over the valid tokens (m_it = 1) of N responses:
+@dataclass(frozen=True)
+class StepTotals:
+    """What one optimizer step holds, over every process: a micro-batch's loss is its share of the step's loss, so
+    that how a step is split into micro-batches (and processes) changes nothing but memory."""
 
-    - token_mean:              sum_it m_it l_it / sum_it m_it                      (DAPO: every token weighs alike)
-    - seq_mean_token_mean:     1/N sum_i (sum_t m_it l_it / sum_t m_it)            (GRPO: every response alike)
-    - seq_mean_token_sum_norm: 1/N sum_i (sum_t m_it l_it) / L, L = ``max_length`` (Dr. GRPO: a constant divisor,
-      so a long response's tokens are not diluted)
+    tokens: float  # valid response tokens in the step, summed over processes
+    rows: float  # responses in the step, summed over processes
+    micro_batches: int  # micro-batches per process in the step
+    processes: int = 1
 
-    An empty response contributes 0 to the sequence means.
+
+def whole_step(response_mask: torch.Tensor) -> StepTotals:
+    """The totals of a step that is this one micro-batch on one process."""
+    return StepTotals(tokens=float(response_mask.sum()), rows=float(response_mask.shape[0]), micro_batches=1)
+
+
+def aggregate_loss(per_token: torch.Tensor, response_mask: torch.Tensor, loss_type: LossType, max_length: int,
+                   step: StepTotals | None = None) -> torch.Tensor:
+    """One micro-batch's share of the step's loss, from per-token terms l_it over its valid tokens (m_it = 1); the
+    step's loss is the sum of its micro-batches' shares (averaged over processes, as the gradient all-reduce does):
+
+    - token_mean:              sum_it m_it l_it / T, T the step's valid tokens   (DAPO's, verl's token-mean: every
+      token of the step weighs alike)
+    - bnpo:                    (sum_it m_it l_it / sum_it m_it) / K, K micro-batches per step   (TRL's bnpo: each
+      micro-batch's own token mean; token_mean when a step is one micro-batch)
+    - seq_mean_token_mean:     sum_i (sum_t m_it l_it / sum_t m_it) / N, N the step's responses   (GRPO's)
+    - seq_mean_token_sum_norm: sum_i (sum_t m_it l_it) / L / N, L = ``max_length``   (Dr. GRPO's constant divisor)
+
+    Each share is multiplied by the process count P, since the all-reduce divides the gradients' sum by P. An empty
+    response contributes 0 to the sequence means. ``step`` None: the micro-batch is the whole step.
     """
+    step = step or whole_step(response_mask)
+    if loss_type == "bnpo":
+        return masked_mean(per_token, response_mask) / step.micro_batches
     if loss_type == "token_mean":
-        return masked_mean(per_token, response_mask)
+        return masked_sum(per_token, response_mask) * step.processes / max(step.tokens, 1.0)
     sums = per_row_sum(per_token, response_mask)
     if loss_type == "seq_mean_token_mean":
-        return (sums / response_mask.sum(dim=1).clamp(min=1)).mean()
-    if loss_type == "seq_mean_token_sum_norm":
-        return (sums / max_length).mean()
-    raise ValueError(f"loss_type: unknown aggregation {loss_type!r}")
+        per_response = sums / response_mask.sum(dim=1).clamp(min=1)
+    elif loss_type == "seq_mean_token_sum_norm":
+        per_response = sums / max_length
+    else:
+        raise ValueError(f"loss_type: unknown aggregation {loss_type!r}")
+    return per_response.sum() * step.processes / max(step.rows, 1.0)
 
 
 @dataclass
@@ -43,6 +68,29 @@ class PolicyLossOutput:
     ratio: torch.Tensor  # per-token, for the ratio diagnostics
 
 
+def importance_log_ratio(logprobs: torch.Tensor, old_logprobs: torch.Tensor, response_mask: torch.Tensor,
+                         level: str = "token") -> torch.Tensor:
+    """log r per token, 0 on padding, at the ``importance_sampling_level``:
+
+    - token:        log r_t = log pi(y_t) - log pi_old(y_t)                        (PPO's)
+    - sequence:     log r_t = 1/|y| sum_s log r_s on every token of the response   (GSPO; TRL GRPO's "sequence")
+    - sequence_sum: log r_t = sum_s log r_s: the whole response's probability ratio (TRL RLOOTrainer's)
+
+    Padded positions get 0 before any exp: a large gap there would overflow, and inf * 0 in the backward pass is NaN
+    even though no aggregation reads the position.
+    """
+    valid = response_mask.bool()
+    per_token = torch.where(valid, logprobs - old_logprobs, torch.zeros_like(logprobs))
+    if level == "token":
+        return per_token
+    total = per_token.sum(dim=1, keepdim=True)
+    if level == "sequence":
+        total = total / response_mask.sum(dim=1, keepdim=True).clamp(min=1)
+    elif level != "sequence_sum":
+        raise ValueError(f"importance_sampling_level: unknown level {level!r}")
+    return torch.where(valid, total.expand_as(per_token), torch.zeros_like(per_token))
+
+
 def clipped_policy_loss(
     logprobs: torch.Tensor,
     old_logprobs: torch.Tensor,
@@ -52,24 +100,30 @@ def clipped_policy_loss(
     cliprange_high: float | None = None,
     loss_type: LossType = "token_mean",
     max_length: int | None = None,
+    step: StepTotals | None = None,
+    importance_sampling_level: str = "token",
+    dual_clip: float | None = None,
 ) -> PolicyLossOutput:
-    """L^CLIP = agg_t max(-A_t r_t, -A_t clip(r_t, 1 - eps_low, 1 + eps_high)),  r_t = exp(log pi - log pi_old),
-    with agg the ``loss_type`` aggregation (:func:`aggregate_loss`), eps_low = ``cliprange`` and eps_high =
-    ``cliprange_high``, eps_low unless given (DAPO's clip-higher raises it, so that unlikely tokens with positive
-    advantage can grow).
+    """L^CLIP = agg_t l_t,  l_t = max(-A_t r_t, -A_t clip(r_t, 1 - eps_low, 1 + eps_high)),  with r_t the
+    importance ratio at ``importance_sampling_level`` (:func:`importance_log_ratio`), agg the ``loss_type``
+    aggregation (:func:`aggregate_loss`, this micro-batch's share of ``step``), eps_low = ``cliprange`` and eps_high
+    = ``cliprange_high``, eps_low unless given (DAPO's clip-higher raises it, so that unlikely tokens with positive
+    advantage can grow). With ``dual_clip`` c (Ye et al. 2020), l_t = min(l_t, -A_t c) where A_t < 0: a token whose
+    ratio ran far above 1 with a negative advantage stops pushing.
 
     clipfrac = mean_t [clipped term is the larger]; approxkl = mean_t (log r_t)^2 / 2.
-    Padded positions get log r_t = 0 before the exp: a large gap there would overflow, and inf * 0 in the
-    backward pass is NaN even though the mean never reads the position.
     """
     high = cliprange if cliprange_high is None else cliprange_high
-    log_ratio = torch.where(response_mask.bool(), logprobs - old_logprobs, torch.zeros_like(logprobs))
+    log_ratio = importance_log_ratio(logprobs, old_logprobs, response_mask, importance_sampling_level)
     ratio = torch.exp(log_ratio)
     unclipped = -advantages * ratio
     clipped = -advantages * torch.clamp(ratio, 1.0 - cliprange, 1.0 + high)
+    per_token = torch.max(unclipped, clipped)
+    if dual_clip is not None:
+        per_token = torch.where(advantages < 0, torch.min(per_token, -advantages * dual_clip), per_token)
     length = max_length if max_length is not None else response_mask.shape[1]
     return PolicyLossOutput(
-        loss=aggregate_loss(torch.max(unclipped, clipped), response_mask, loss_type, length),
+        loss=aggregate_loss(per_token, response_mask, loss_type, length, step),
         clipfrac=masked_mean((clipped > unclipped).float(), response_mask),
         clip_low=masked_mean(((advantages < 0) & (ratio < 1.0 - cliprange)).float(), response_mask),
         clip_high=masked_mean(((advantages > 0) & (ratio > 1.0 + high)).float(), response_mask),
@@ -84,15 +138,20 @@ def clipped_value_loss(
     returns: torch.Tensor,
     response_mask: torch.Tensor,
     cliprange_value: float,
+    step: StepTotals | None = None,
+    loss_type: LossType = "token_mean",
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """L^V = 1/2 mean_t max((V_t - R_t)^2, (V_old,t + clip(V_t - V_old,t, -eps_v, eps_v) - R_t)^2).
+    """L^V = 1/2 agg_t max((V_t - R_t)^2, (V_old,t + clip(V_t - V_old,t, -eps_v, eps_v) - R_t)^2), agg a token
+    mean: over the step's tokens (token_mean, verl's critic), or each micro-batch's own (bnpo, TRL's PPOTrainer).
+    The sequence aggregations are the policy's: the value loss stays a token mean under them.
 
     Returns ``(loss, clipfrac)`` where clipfrac is the fraction of tokens whose clipped error is the larger.
     """
     clipped_values = old_values + torch.clamp(values - old_values, -cliprange_value, cliprange_value)
     unclipped_error = (values - returns) ** 2
     clipped_error = (clipped_values - returns) ** 2
-    loss = 0.5 * masked_mean(torch.max(unclipped_error, clipped_error), response_mask)
+    aggregation = "bnpo" if loss_type == "bnpo" else "token_mean"
+    loss = 0.5 * aggregate_loss(torch.max(unclipped_error, clipped_error), response_mask, aggregation, 1, step)
     clipfrac = masked_mean((clipped_error > unclipped_error).float(), response_mask)
     return loss, clipfrac
 

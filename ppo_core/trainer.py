@@ -169,7 +169,7 @@ class PPOTrainer:
             scores=rollout.scores, kl_rewards=non_score_rewards, values=rollout.values,
             response_mask=rollout.response_mask, group_size=c.generations_per_prompt, gamma=c.gamma, lam=c.lam,
             whiten=c.whiten_advantages, whiten_token_rewards=c.whiten_rewards, scale_rewards=c.scale_rewards,
-            total=total,
+            std_epsilon=c.scale_rewards_epsilon, total=total,
         ))
         rollout_seconds = time.perf_counter() - started
 

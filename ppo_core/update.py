@@ -16,11 +16,11 @@ from accelerate import Accelerator
 from transformers import PreTrainedModel
 
 from ppo_core.config import PPOConfig
-from ppo_core.kl import kl_per_token
-from ppo_core.losses import aggregate_loss, clipped_policy_loss, clipped_value_loss, entropy_from_log_probs
-from ppo_core.masked import local, masked_mean
+from ppo_core.losses import StepTotals, clipped_value_loss, entropy_from_log_probs
+from ppo_core.masked import local
 from ppo_core.metric_names import KL_LOSS
 from ppo_core.models import ValueModel
+from ppo_core.objective import policy_objective
 from ppo_core.rollout import Rollout, response_logits, response_values
 
 
@@ -113,7 +113,7 @@ def ppo_update(
         model.train(config.gradient_checkpointing)
     try:
         _optimise(rollout, targets, optimisation, config, generator, stats,
-                  max_length or rollout.responses.shape[1])
+                  max_length or rollout.responses.shape[1], total)
     finally:
         for model in optimisation.models:
             model.eval()
@@ -121,24 +121,38 @@ def ppo_update(
 
 
 def _optimise(rollout: Rollout, targets: UpdateTargets, optimisation: Optimisation, config: PPOConfig,
-              generator: torch.Generator, stats: StatsAccumulator, max_length: int) -> None:
-    """Epochs x shuffled mini-batches x accumulated micro-batches, one optimizer step per mini-batch."""
+              generator: torch.Generator, stats: StatsAccumulator, max_length: int,
+              total: Callable[[torch.Tensor], torch.Tensor]) -> None:
+    """Epochs x shuffled mini-batches x accumulated micro-batches, one optimizer step per mini-batch; each
+    micro-batch backpropagates its share of the step's loss."""
     batch_size = rollout.responses.shape[0]
     mini_batch, micro_batch = config.local_mini_batch_size, config.per_device_train_batch_size
-    micro_batches_per_step = mini_batch // micro_batch
     for _epoch in range(config.num_ppo_epochs):
         order = torch.randperm(batch_size, generator=generator).to(rollout.responses.device)
         for mini_start in range(0, batch_size, mini_batch):
             mini_indices = order[mini_start : mini_start + mini_batch]
+            step = step_totals(rollout.response_mask[mini_indices], micro_batch, optimisation.accelerator.num_processes,
+                               total)
             for micro_start in range(0, len(mini_indices), micro_batch):
                 micro_indices = mini_indices[micro_start : micro_start + micro_batch]
                 last = micro_start + micro_batch >= len(mini_indices)
                 # Several processes average their gradients once per optimizer step, not once per micro-batch.
                 with _gradient_sync(optimisation, last):
                     loss = _micro_batch_loss(rollout, targets, micro_indices, optimisation, config, stats,
-                                             max_length)
-                    optimisation.accelerator.backward(loss / micro_batches_per_step)
+                                             max_length, step)
+                    optimisation.accelerator.backward(loss)
             _optimizer_step(optimisation, config.max_grad_norm)
+
+
+def step_totals(step_mask: torch.Tensor, micro_batch: int, processes: int,
+                total: Callable[[torch.Tensor], torch.Tensor] = local) -> StepTotals:
+    """The valid tokens and responses of one optimizer step over every process (``total`` sums over them), from
+    this process's rows of it; one reduction per step."""
+    counts = total(torch.stack([step_mask.sum().float(), torch.tensor(float(step_mask.shape[0]),
+                                                                      device=step_mask.device)]))
+    tokens, rows = counts.cpu().tolist()
+    return StepTotals(tokens=tokens, rows=rows, micro_batches=-(-step_mask.shape[0] // micro_batch),
+                      processes=processes)
 
 
 def _gradient_sync(optimisation: Optimisation, sync: bool) -> contextlib.AbstractContextManager[object]:
@@ -159,6 +173,7 @@ def _micro_batch_loss(
     config: PPOConfig,
     stats: StatsAccumulator,
     max_length: int,
+    step: StepTotals,
 ) -> torch.Tensor:
     queries, query_mask = rollout.queries[rows], rollout.query_mask[rows]
     responses, mask = rollout.responses[rows], rollout.response_mask[rows]
@@ -167,31 +182,30 @@ def _micro_batch_loss(
     logprobs = torch.gather(log_distribution, -1, responses.unsqueeze(-1)).squeeze(-1)
     # Without an entropy bonus the entropy is only a diagnostic: keep it out of the graph.
     with torch.set_grad_enabled(config.entropy_coef != 0 and torch.is_grad_enabled()):
-        entropy = masked_mean(entropy_from_log_probs(log_distribution), mask)
+        entropy = entropy_from_log_probs(log_distribution)
 
-    low, high = config.clip_bounds
-    policy_out = clipped_policy_loss(logprobs, rollout.logprobs[rows], targets.advantages[rows], mask, low, high,
-                                     config.loss_type, max_length)
+    objective = policy_objective(logprobs, rollout.logprobs[rows], rollout.ref_logprobs[rows],
+                                 targets.advantages[rows], mask, entropy, config, targets.kl_loss_coef, step,
+                                 max_length)
+    # A share times the step's micro-batches, averaged over them (and ranks), is the step's loss.
+    shares = step.micro_batches
+    policy_out = objective.policy
     stats.add("policy/approxkl_avg", policy_out.approxkl)
     stats.add("policy/clipfrac_avg", policy_out.clipfrac)
     stats.add("clip_ratio/low", policy_out.clip_low)
     stats.add("clip_ratio/high", policy_out.clip_high)
-    stats.add("loss/policy_avg", policy_out.loss)
-    stats.add("policy/entropy_avg", entropy)
+    stats.add("loss/policy_avg", policy_out.loss * shares)
+    stats.add("policy/entropy_avg", objective.entropy)
     stats.add_ratios(policy_out.ratio, mask)
-    loss = policy_out.loss - config.entropy_coef * entropy
-    if targets.kl_loss_coef is not None:
-        # KL to the reference under the current policy, aggregated as the policy loss is (GRPO's placement).
-        kl = aggregate_loss(kl_per_token(logprobs, rollout.ref_logprobs[rows], config.kl_loss_estimator), mask,
-                            config.loss_type, max_length)
-        stats.add(KL_LOSS, kl)
-        loss = loss + targets.kl_loss_coef * kl
+    if objective.kl is not None:
+        stats.add(KL_LOSS, objective.kl * shares)
+    loss = objective.loss
     if optimisation.value_model is not None and targets.returns is not None and rollout.values is not None:
         values = response_values(optimisation.value_model, queries, query_mask, responses, mask)
         value_loss, value_clipfrac = clipped_value_loss(
-            values, rollout.values[rows], targets.returns[rows], mask, config.cliprange_value
+            values, rollout.values[rows], targets.returns[rows], mask, config.cliprange_value, step, config.loss_type
         )
-        stats.add("loss/value_avg", value_loss)
+        stats.add("loss/value_avg", value_loss * shares)
         stats.add("val/clipfrac_avg", value_clipfrac)
         loss = loss + config.vf_coef * value_loss
     return loss
