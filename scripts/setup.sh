@@ -4,7 +4,8 @@
 #
 #   bash scripts/setup.sh          # ppo-tune in a Python environment: enough to train, tune and open the dashboard
 #   bash scripts/setup.sh --test   # and what the tests need besides: PostgreSQL with a test database and Chromium
-#                                  # (Debian packages: root or sudo), the test extra, TRL's current release in .cache
+#                                  # (Debian packages: root or sudo), the test extra, TRL's current release, verl
+#                                  # and OpenRLHF in .cache
 #
 # The environment is $PPO_TUNE_PYTHON's if that is set (a conda env's python, say), else the active virtual
 # environment, else the repository's .venv, made with python3 if missing. A torch already installed there is kept,
@@ -108,7 +109,8 @@ setup_for_running() {
   install_project "$RUN_EXTRAS"
 }
 
-# Everything the tests need: the system packages, PostgreSQL, the test extra and TRL's current release.
+# Everything the tests need: the system packages, PostgreSQL, the test extra, and TRL's current release, verl and
+# OpenRLHF (their code only) in .cache.
 setup_for_tests() {
   echo "== system packages: PostgreSQL (tuner and dashboard tests), Chromium (dashboard browser tests)"
   apt_install postgresql chromium
@@ -121,6 +123,18 @@ setup_for_tests() {
   trl_latest=$("$PY" -c "from tuner.exports import TRL_VERSION; print(TRL_VERSION)")
   echo "== TRL $trl_latest in .cache/trl-$trl_latest, for the export tests"
   "$PY" -m pip install -q --upgrade --no-deps --target ".cache/trl-$trl_latest" "trl==$trl_latest"
+  # The peer-equivalence tests (tests/test_peer_equivalence.py) run verl's and OpenRLHF's own loss and advantage
+  # code, at the releases the verl and openrlhf exports name ("verl 0.9.1"), also without their dependencies.
+  install_peer verl "tuner.exports.verl"
+  install_peer openrlhf "tuner.exports.openrlhf"
+}
+
+# Peer package $1 into .cache/$1-VERSION, VERSION the last word of the name of the export module $2's TARGET.
+install_peer() {
+  local package=$1 version
+  version=$("$PY" -c "from $2 import TARGET; print(TARGET.name.split()[-1])")
+  echo "== $package $version in .cache/$package-$version, for the peer-equivalence tests"
+  "$PY" -m pip install -q --upgrade --no-deps --target ".cache/$package-$version" "$package==$version"
 }
 
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then

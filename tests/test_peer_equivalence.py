@@ -1,0 +1,368 @@
+"""ppo_core against its peers' own code (issue 27, point 1): for every estimator, loss aggregation, KL placement and
+clip setting that an export maps onto a peer, identical float64 inputs go to ppo_core and to the peer's installed
+code (tests/peer_code.py) with the settings the export writes, and the values and the gradients w.r.t. the current
+log-probs agree to 1e-6.
+
+The batch: 8 right-padded responses of 1 to 7 tokens, the padding holding garbage (finite: verl and OpenRLHF multiply
+by the mask, so a NaN there would poison their sums, and the peers' reward tensors are zero past the response, as
+their reward managers write them); ratios below 1 - 0.2, between 1 + 0.2 and 1 + 0.28 and beyond 1.28, with positive
+and negative advantages at each.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from peer_code import PaddedBatch, run_trl_losses, verl_code, verl_config
+from test_exports import overrides_of, settings_of
+
+from ppo_core.advantages import add_scores, kl_penalty
+from ppo_core.config import PPOConfig
+from ppo_core.estimators import AdvantageInputs, estimate_advantages
+from ppo_core.kl import kl_per_token
+from ppo_core.losses import aggregate_loss, clipped_policy_loss, clipped_value_loss
+from tuner.exports import grpo_arguments, verl_overrides
+
+ATOL = 1e-6
+WIDTH = 7
+LENGTHS = (1, 7, 3, 5, 2, 6, 4, 7)
+GROUP = 4  # two prompts of four responses
+# Per-token log-ratios log pi - log pi_old, cycled over the tokens: ratios 0.41 and 0.78 (below 1 - 0.2), 1.25
+# (between 1 + 0.2 and 1 + 0.28), 1.35, 1.82 and 2.72 (beyond 1 + 0.28), all below verl's default dual clip of 3
+# (row 3's own test goes beyond it).
+LOG_RATIOS = (-0.9, -0.25, 0.0, 0.12, 0.22, 0.3, 0.6, 1.0, -0.1)
+SEQUENCE_ADVANTAGES = (1.3, -0.7, 0.4, -1.1, 0.9, -0.2, 0.6, -1.5)
+REWARDS = {
+    "equal": (0.5, 0.5, 0.5, 0.5, 1.0, 1.0, 1.0, 1.0),
+    "tiny spread": (0.0, 0.0, 0.0, 2e-4, 0.0, 0.0, 0.0, 2e-4),
+    "binary": (1.0, 0.0, 1.0, 1.0, 0.0, 0.0, 1.0, 0.0),
+    "continuous": (0.31, -1.2, 0.87, 2.4, -0.05, 0.66, 1.9, -0.73),
+}
+
+
+@dataclass(frozen=True)
+class Batch:
+    mask: torch.Tensor  # [B, T] float64, 1 on the response's tokens
+    logprobs: torch.Tensor
+    old_logprobs: torch.Tensor
+    ref_logprobs: torch.Tensor
+    entropy: torch.Tensor
+    advantages: torch.Tensor  # per token
+    values: torch.Tensor  # V_old
+    new_values: torch.Tensor
+    returns: torch.Tensor
+
+    @property
+    def rows(self) -> int:
+        return int(self.mask.shape[0])
+
+    def slice(self, rows: slice) -> Batch:
+        return Batch(*(getattr(self, name)[rows] for name in self.__dataclass_fields__))
+
+
+def make_batch(lengths: tuple[int, ...] = LENGTHS, seed: int = 0) -> Batch:
+    generator = torch.Generator().manual_seed(seed)
+    rows = len(lengths)
+    mask = (torch.arange(WIDTH)[None, :] < torch.tensor(lengths)[:, None]).to(torch.float64)
+
+    def uniform(low: float, high: float) -> torch.Tensor:
+        return low + (high - low) * torch.rand(rows, WIDTH, generator=generator, dtype=torch.float64)
+
+    def padded(valid: torch.Tensor) -> torch.Tensor:
+        return torch.where(mask.bool(), valid, uniform(-9.0, 9.0))  # garbage past each response
+
+    positions = 3 * torch.arange(rows)[:, None] + torch.arange(WIDTH)[None, :]
+    log_ratio = torch.tensor(LOG_RATIOS, dtype=torch.float64)[positions % len(LOG_RATIOS)]
+    logprobs = uniform(-3.0, -0.1)
+    advantages = torch.tensor(SEQUENCE_ADVANTAGES, dtype=torch.float64)[:, None] + uniform(-0.3, 0.3)
+    values = uniform(-1.0, 1.0)
+    return Batch(mask=mask, logprobs=padded(logprobs), old_logprobs=padded(logprobs - log_ratio),
+                 ref_logprobs=padded(logprobs + uniform(-0.8, 0.8)), entropy=padded(uniform(0.2, 2.5)),
+                 advantages=padded(advantages), values=padded(values), new_values=padded(values + uniform(-0.5, 0.5)),
+                 returns=padded(uniform(-1.5, 1.5)))
+
+
+def close(ours: torch.Tensor, theirs: torch.Tensor, mask: torch.Tensor | None = None) -> float:
+    """The largest |ours - theirs| (over ``mask``'s tokens where given); asserted within ATOL."""
+    difference = (ours.detach() - theirs.detach()).abs()
+    if mask is not None:
+        difference = torch.where(mask.bool(), difference, torch.zeros_like(difference))
+    largest = float(difference.max())
+    assert largest <= ATOL, f"max |ppo_core - peer| = {largest:.3g}\nppo_core {ours}\npeer {theirs}"
+    return largest
+
+
+def grad_of(loss_fn: Any, logprobs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(loss, d loss / d logprobs) of ``loss_fn(logprobs)``."""
+    leaf = logprobs.clone().requires_grad_(True)
+    loss = loss_fn(leaf)
+    (grad,) = torch.autograd.grad(loss, leaf)
+    return loss.detach(), grad
+
+
+# --- advantages: ppo_core's estimators against verl's, through verl's own compute_advantage ---
+
+def last_token_scores(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """verl's token_level_scores: each score on its response's last token (workers/reward_manager/naive.py)."""
+    levels = torch.zeros_like(mask)
+    levels[torch.arange(mask.shape[0]), mask.sum(dim=1).long() - 1] = scores
+    return levels
+
+
+def ppo_core_advantages(config: PPOConfig, scores: torch.Tensor,
+                        batch: Batch) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """As ppo_core's trainer computes them: KL to the reference under the rollout policy, in the reward when the
+    config says so, then the config's estimator."""
+    kl = kl_per_token(batch.old_logprobs, batch.ref_logprobs, config.kl_estimator)
+    kl_rewards = kl_penalty(kl, config.kl_coef if config.kl_penalty_in_reward else 0.0, batch.mask)
+    return estimate_advantages(config.advantage_estimator, AdvantageInputs(
+        scores=scores, kl_rewards=kl_rewards, values=batch.values, response_mask=batch.mask,
+        group_size=config.generations_per_prompt, gamma=config.gamma, lam=config.lam, whiten=config.whiten_advantages,
+        whiten_token_rewards=config.whiten_rewards, scale_rewards=config.scale_rewards))
+
+
+def verl_advantages(config: PPOConfig, scores: torch.Tensor, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+    """verl's advantages and returns for the verl export of ``config``: ray_trainer's apply_kl_penalty where
+    algorithm.use_kl_in_reward, then its compute_advantage, with the algorithm section the overrides give."""
+    verl = verl_code()
+    overrides = overrides_of(verl_overrides(config.to_dict()))
+    algorithm = verl_config(overrides, "algorithm")
+    data_batch = PaddedBatch(response_mask=batch.mask, token_level_scores=last_token_scores(scores, batch.mask),
+                             old_log_probs=batch.old_logprobs, ref_log_prob=batch.ref_logprobs, values=batch.values)
+    data_batch.batch_size = [batch.rows]  # type: ignore[attr-defined]
+    uids = np.array([f"prompt-{row // config.generations_per_prompt}" for row in range(batch.rows)], dtype=object)
+    data = type("DataProto", (), {})()
+    data.batch, data.non_tensor_batch = data_batch, {"uid": uids}
+    if algorithm.use_kl_in_reward:
+        data, _ = verl.apply_kl_penalty(data, verl.FixedKLController(algorithm.kl_ctrl.kl_coef), algorithm.kl_penalty)
+    else:
+        data.batch["token_level_rewards"] = data.batch["token_level_scores"]
+    data = verl.compute_advantage(data, adv_estimator=algorithm.adv_estimator, gamma=algorithm.gamma,
+                                  lam=algorithm.lam, num_repeat=config.generations_per_prompt,
+                                  norm_adv_by_std_in_grpo=algorithm.norm_adv_by_std_in_grpo, config=algorithm)
+    return data.batch["advantages"], data.batch["returns"]
+
+
+ADVANTAGE_CASES = {
+    # GAE: verl always whitens its advantages; KL in the reward (k1, verl's "kl"), discounted or not.
+    "gae": dict(advantage_estimator="gae", gamma=1.0, lam=0.95),
+    "gae discounted, k2 KL": dict(advantage_estimator="gae", gamma=0.9, lam=0.8, kl_coef=0.3, kl_estimator="k2"),
+    "gae k3 KL": dict(advantage_estimator="gae", kl_coef=0.2, kl_estimator="k3"),
+    # Dr. GRPO (no std division); the std-scaled GRPO is row 6's (scale_rewards_epsilon).
+    "grpo none": dict(advantage_estimator="grpo", scale_rewards="none"),
+    "grpo none, KL in the reward": dict(advantage_estimator="grpo", scale_rewards="none", kl_in_reward=True,
+                                        kl_coef=0.1),
+    "rloo": dict(advantage_estimator="rloo", kl_coef=0.0),
+    "rloo, KL in the reward": dict(advantage_estimator="rloo", kl_coef=0.1),
+    "reinforce_pp": dict(advantage_estimator="reinforce_pp", kl_coef=0.0),
+    "reinforce_pp discounted, KL": dict(advantage_estimator="reinforce_pp", gamma=0.9, kl_coef=0.1),
+    # verl puts the group-centred score on every token: ppo_core's return equals it at gamma 1 without KL (row 4).
+    "reinforce_pp_baseline": dict(advantage_estimator="reinforce_pp_baseline", kl_coef=0.0),
+}
+
+
+@pytest.mark.parametrize("rewards", sorted(REWARDS))
+@pytest.mark.parametrize("case", sorted(ADVANTAGE_CASES))
+def test_advantages_equal_verl(case: str, rewards: str) -> None:
+    config = PPOConfig(**ADVANTAGE_CASES[case], num_generations=GROUP, per_device_train_batch_size=len(LENGTHS),
+                       response_length=WIDTH)
+    batch = make_batch()
+    scores = torch.tensor(REWARDS[rewards], dtype=torch.float64)
+    ours, our_returns = ppo_core_advantages(config, scores, batch)
+    theirs, their_returns = verl_advantages(config, scores, batch)
+    close(ours, theirs, batch.mask)
+    if our_returns is not None:  # GAE's value targets
+        close(our_returns, their_returns, batch.mask)
+
+
+# --- KL: ppo_core's estimators against verl's kl_penalty, values and gradients ---
+
+@pytest.mark.parametrize("estimator", ["k1", "k2", "k3", "abs"])
+def test_kl_estimators_equal_verl(estimator: str) -> None:
+    verl = verl_code()
+    batch = make_batch()
+    name = verl_config(overrides_of(verl_overrides(PPOConfig(kl_estimator=estimator).to_dict())),
+                       "algorithm").kl_penalty
+    for reference in (batch.ref_logprobs, batch.old_logprobs):
+        ours = kl_per_token(batch.logprobs, reference, estimator)
+        theirs = verl.kl_penalty(batch.logprobs, reference, name)
+        close(ours, theirs, batch.mask)
+        _, our_grad = grad_of(lambda lp, r=reference: (kl_per_token(lp, r, estimator) * batch.mask).sum(),
+                              batch.logprobs)
+        _, their_grad = grad_of(lambda lp, r=reference: (verl.kl_penalty(lp, r, name) * batch.mask).sum(),
+                                batch.logprobs)
+        close(our_grad, their_grad)
+
+
+@pytest.mark.parametrize("estimator", ["k1", "k2", "k3", "abs"])
+def test_kl_in_the_reward_equals_verl_apply_kl_penalty(estimator: str) -> None:
+    config = PPOConfig(kl_estimator=estimator, kl_coef=0.15)
+    batch = make_batch()
+    scores = torch.tensor(REWARDS["continuous"], dtype=torch.float64)
+    kl = kl_per_token(batch.old_logprobs, batch.ref_logprobs, estimator)
+    ours = add_scores(kl_penalty(kl, config.kl_coef, batch.mask), scores, batch.mask)
+    verl = verl_code()
+    algorithm = verl_config(overrides_of(verl_overrides(config.to_dict())), "algorithm")
+    assert algorithm.use_kl_in_reward
+    data = type("DataProto", (), {})()
+    data.batch = PaddedBatch(response_mask=batch.mask, token_level_scores=last_token_scores(scores, batch.mask),
+                             old_log_probs=batch.old_logprobs, ref_log_prob=batch.ref_logprobs)
+    data.batch.batch_size = [batch.rows]
+    data, _ = verl.apply_kl_penalty(data, verl.FixedKLController(algorithm.kl_ctrl.kl_coef), algorithm.kl_penalty)
+    close(ours, data.batch["token_level_rewards"], batch.mask)
+
+
+# --- one micro-batch's policy objective against verl's ppo_loss, with the actor config the export writes ---
+
+VERL_LOSS_TYPES = ["token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm"]
+
+
+def verl_actor_loss(config: PPOConfig, batch: Batch, logprobs: torch.Tensor, **global_info: Any) -> torch.Tensor:
+    """verl's ppo_loss (workers/utils/losses.py) for one micro-batch: its policy loss, entropy and KL loss terms
+    with the actor section of the verl export's overrides; ``global_info`` the step's dp_size, batch_num_tokens and
+    global_batch_size (none: the micro-batch is the step)."""
+    actor = verl_config(overrides_of(verl_overrides(config.to_dict())), "actor_rollout_ref.actor")
+    data = PaddedBatch(dp_size=global_info.get("dp_size", 1), batch_num_tokens=global_info.get("batch_num_tokens"),
+                       global_batch_size=global_info.get("global_batch_size"), response_mask=batch.mask,
+                       old_log_probs=batch.old_logprobs, advantages=batch.advantages,
+                       ref_log_prob=batch.ref_logprobs)
+    loss, _ = verl_code().ppo_loss(actor, {"log_probs": logprobs, "entropy": batch.entropy}, data)
+    return loss
+
+
+def ppo_core_terms(config: PPOConfig, batch: Batch, logprobs: torch.Tensor, kl_loss_coef: float | None,
+                   max_length: int) -> torch.Tensor:
+    """One micro-batch that is the whole step: the clipped policy loss, minus the entropy bonus, plus the KL loss
+    term, each aggregated by the config's loss_type."""
+    low, high = config.clip_bounds
+    loss = clipped_policy_loss(logprobs, batch.old_logprobs, batch.advantages, batch.mask, low, high,
+                               config.loss_type, max_length).loss
+    loss = loss - config.entropy_coef * aggregate_loss(batch.entropy, batch.mask, config.loss_type, max_length)
+    if kl_loss_coef is not None:
+        kl = kl_per_token(logprobs, batch.ref_logprobs, config.kl_loss_estimator)
+        loss = loss + kl_loss_coef * aggregate_loss(kl, batch.mask, config.loss_type, max_length)
+    return loss
+
+
+@pytest.mark.parametrize("kl_loss_estimator", ["k1", "k2", "k3"])
+@pytest.mark.parametrize("loss_type", VERL_LOSS_TYPES)
+def test_one_micro_batch_policy_objective_equals_verl_ppo_loss(loss_type: str, kl_loss_estimator: str) -> None:
+    # Asymmetric clipping, an entropy bonus and a KL loss term (GRPO's placement), the response length longer than the
+    # batch's width so that Dr. GRPO's constant divisor (verl's loss_scale_factor) is not the width.
+    config = PPOConfig(advantage_estimator="grpo", cliprange=0.2, cliprange_high=0.28, entropy_coef=0.01, beta=0.05,
+                       kl_loss_estimator=kl_loss_estimator, loss_type=loss_type, response_length=WIDTH + 3)
+    batch = make_batch()
+    ours, our_grad = grad_of(lambda lp: ppo_core_terms(config, batch, lp, config.beta, WIDTH + 3), batch.logprobs)
+    theirs, their_grad = grad_of(lambda lp: verl_actor_loss(config, batch, lp), batch.logprobs)
+    close(ours, theirs)
+    close(our_grad, their_grad)
+
+
+# --- GAE's value loss against verl's compute_value_loss (its critic's token-mean) ---
+
+def test_value_loss_equals_verl() -> None:
+    config = PPOConfig(cliprange_value=0.3)
+    batch = make_batch()
+    critic = verl_config(overrides_of(verl_overrides(config.to_dict())), "critic")
+    assert critic.cliprange_value == 0.3
+    ours, our_grad = grad_of(lambda v: clipped_value_loss(v, batch.values, batch.returns, batch.mask,
+                                                          config.cliprange_value)[0], batch.new_values)
+    theirs, their_grad = grad_of(lambda v: verl_code().compute_value_loss(
+        v, batch.returns, batch.values, batch.mask, critic.cliprange_value, "token-mean")[0], batch.new_values)
+    close(ours, theirs)
+    close(our_grad, their_grad)
+
+
+# --- TRL 1.16's GRPOTrainer and RLOOTrainer losses, all cases in one subprocess ---
+
+@dataclass(frozen=True)
+class TrlCase:
+    """A config exported to TRL and one micro-batch of ``batch``'s ``rows``; ``on_policy`` puts the old log-probs
+    at the current ones (the first iteration over a generation)."""
+
+    trainer: str
+    config: dict[str, Any]
+    rows: tuple[int, int] = (0, len(LENGTHS))  # the micro-batch's first and last + 1 rows
+    accumulation_steps: int = 1
+    generation_tokens: float | None = None  # num_items_in_batch: the generation's tokens (dapo's normaliser)
+    on_policy: bool = False
+
+
+ONE_STEP = dict(advantage_estimator="grpo", num_generations=GROUP, per_device_train_batch_size=len(LENGTHS),
+                response_length=WIDTH + 3, cliprange=0.2, cliprange_high=0.28, use_cpu=True)
+TRL_CASES: dict[str, TrlCase] = {
+    # One micro-batch is the step: dapo (token_mean, with TRL's entropy bonus, a token mean), grpo, dr_grpo.
+    "dapo": TrlCase("grpo", dict(ONE_STEP, loss_type="token_mean", beta=0.0, entropy_coef=0.01)),
+    "grpo": TrlCase("grpo", dict(ONE_STEP, loss_type="seq_mean_token_mean", beta=0.0)),
+    "dr_grpo": TrlCase("grpo", dict(ONE_STEP, loss_type="seq_mean_token_sum_norm", beta=0.0)),
+}
+
+
+def trl_inputs(case: TrlCase, batch: Batch) -> dict[str, Any]:
+    """What _compute_loss reads of a micro-batch (grpo_trainer.py's _generate_and_score_completions output)."""
+    part = batch.slice(slice(*case.rows))
+    old = part.logprobs if case.on_policy else part.old_logprobs
+    advantages = torch.tensor(SEQUENCE_ADVANTAGES, dtype=torch.float64)[slice(*case.rows)]
+    inputs: dict[str, Any] = {
+        "prompt_ids": torch.zeros(part.rows, 2, dtype=torch.long), "prompt_mask": torch.ones(part.rows, 2),
+        "completion_ids": torch.zeros(part.rows, WIDTH, dtype=torch.long), "completion_mask": part.mask,
+        "advantages": advantages, "ref_per_token_logps": part.ref_logprobs,
+        "num_items_in_batch": torch.tensor(case.generation_tokens or float(part.mask.sum()), dtype=torch.float64),
+    }
+    if case.trainer == "grpo":
+        inputs["old_per_token_logps"] = old
+    else:
+        inputs["old_logps"] = (old * part.mask).sum(dim=1)
+    return inputs
+
+
+@pytest.fixture(scope="module")
+def trl_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    directory = tmp_path_factory.mktemp("trl_losses")
+    batch = make_batch()
+    cases = []
+    for case in TRL_CASES.values():
+        config = PPOConfig(**case.config, output_dir=str(directory))
+        text = grpo_arguments(config.to_dict())
+        part = batch.slice(slice(*case.rows))
+        cases.append({"trainer": case.trainer, "flags": [*settings_of(text), "--output_dir", str(directory)],
+                      "logps": part.logprobs, "entropies": part.entropy, "inputs": trl_inputs(case, batch),
+                      "accumulation_steps": case.accumulation_steps,
+                      "report": ["loss_type", "beta", "epsilon", "epsilon_high", "max_completion_length",
+                                 "entropy_coef", "use_bias_correction_kl", "importance_sampling_level"]})
+    return dict(zip(TRL_CASES, run_trl_losses(cases, Path(directory)), strict=True))
+
+
+def trl_grpo_case_matches(name: str, trl_results: dict[str, dict[str, Any]]) -> None:
+    case = TRL_CASES[name]
+    config = PPOConfig(**case.config)
+    batch = make_batch().slice(slice(*case.rows))
+    if case.on_policy:
+        batch = Batch(**{**batch.__dict__, "old_logprobs": batch.logprobs})
+    batch = Batch(**{**batch.__dict__, "advantages": torch.tensor(SEQUENCE_ADVANTAGES, dtype=torch.float64)[
+        slice(*case.rows)][:, None].expand(-1, WIDTH)})
+    beta = config.beta if not config.kl_penalty_in_reward and config.beta else None
+    ours, our_grad = grad_of(lambda lp: ppo_core_terms(config, batch, lp, beta, config.response_length),
+                             batch.logprobs)
+    theirs = trl_results[name]
+    close(ours, theirs["loss"])
+    close(our_grad, theirs["grad"])
+
+
+@pytest.mark.parametrize("name", ["dapo", "grpo", "dr_grpo"])
+def test_one_micro_batch_equals_trl_grpo(name: str, trl_results: dict[str, dict[str, Any]]) -> None:
+    trl_grpo_case_matches(name, trl_results)
+
+
+def test_trl_ran_with_the_exported_settings(trl_results: dict[str, dict[str, Any]]) -> None:
+    parsed = trl_results["dapo"]["args"]
+    assert parsed["loss_type"] == "dapo" and parsed["epsilon"] == 0.2 and parsed["epsilon_high"] == 0.28
+    assert parsed["max_completion_length"] == WIDTH + 3 and parsed["entropy_coef"] == 0.01
+    assert trl_results["grpo"]["args"]["loss_type"] == "grpo"
+    assert trl_results["dr_grpo"]["args"]["loss_type"] == "dr_grpo"
+
