@@ -207,7 +207,8 @@ def test_trl_exports_of_other_estimators_parse_and_say_what_differs(trl_parsed: 
 # Every key the verl export may set, each present in verl/trainer/config/_generated_ppo_trainer.yaml of verl 0.9.1
 # (the PyPI release; github.com/volcengine/verl), read by flattening that file. Values checked in core_algos.py.
 VERL_KEYS = {
-    "actor_rollout_ref.actor.clip_ratio_high", "actor_rollout_ref.actor.clip_ratio_low",
+    "actor_rollout_ref.actor.clip_ratio_c", "actor_rollout_ref.actor.clip_ratio_high",
+    "actor_rollout_ref.actor.clip_ratio_low",
     "actor_rollout_ref.actor.entropy_coeff", "actor_rollout_ref.actor.kl_loss_coef",
     "actor_rollout_ref.actor.kl_loss_type", "actor_rollout_ref.actor.loss_agg_mode",
     "actor_rollout_ref.actor.loss_scale_factor", "actor_rollout_ref.actor.optim.clip_grad",
@@ -234,7 +235,8 @@ VERL_KEYS = {
 # (the PyPI release; github.com/OpenRLHF/OpenRLHF, dotted flags since commit ed62d0e2, April 2026), {prefix}
 # expanded to actor and critic. Values checked in trainer/ppo_utils/experience_maker.py and trainer/ray/ppo_actor.py.
 OPENRLHF_FLAGS = {
-    "actor.adam.betas", "actor.adam.eps", "actor.adam.lr", "actor.adam.weight_decay", "actor.entropy_coef",
+    "actor.adam.betas", "actor.adam.eps", "actor.adam.lr", "actor.adam.weight_decay", "actor.dual_clip",
+    "actor.entropy_coef",
     "actor.eps_clip_low_high", "actor.gradient_checkpointing_enable", "actor.loss_agg_mode", "actor.lr_scheduler",
     "actor.lr_warmup_ratio", "actor.max_norm", "actor.model_name_or_path", "algo.advantage.estimator",
     "algo.advantage.gamma", "algo.advantage.lambd", "algo.kl.estimator", "algo.kl.horizon", "algo.kl.init_coef",
@@ -345,6 +347,7 @@ NON_DEFAULT: dict[str, tuple[Any, dict[str, Any]]] = {
     "vf_coef": (0.5, {}), "entropy_coef": (0.01, {}), "gamma": (0.99, {}), "lam": (0.9, {}),
     "whiten_rewards": (True, {}), "whiten_advantages": (False, {}), "cliprange_low": (0.1, {}),
     "cliprange_high": (0.28, {}), "loss_type": ("seq_mean_token_mean", {}), "advantage_estimator": (None, {}),
+    "importance_sampling_level": ("sequence", {}), "dual_clip": (3.0, {}), "scale_rewards_epsilon": (1e-6, {}),
     "num_generations": (2, {}), "scale_rewards": ("batch", {}), "kl_coef": (0.1, {}), "kl_estimator": ("k2", {}),
     "kl_target": (6.0, {}), "kl_horizon": (5000, {}), "kl_in_reward": (None, {}), "beta": (0.1, {}),
     "kl_loss_estimator": ("k2", {}), "response_length": (16, {}), "temperature": (0.9, {}), "stop_token": (None, {}),

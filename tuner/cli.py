@@ -248,7 +248,7 @@ def _print_validation(results: list[Any], metric: str, name: str) -> None:
 def command_best(args: argparse.Namespace) -> int:
     import yaml
 
-    from tuner.exports import EXPORT_FORMATS
+    from tuner.exports import TARGETS, exported
     from tuner.reports import best_trials, trial_config
     from tuner.validation import load_validation, validation_results
 
@@ -275,6 +275,10 @@ def command_best(args: argparse.Namespace) -> int:
         print(f"# {header}")
         print(yaml.safe_dump(config, sort_keys=False), end="")
     else:
+        export = exported(args.format, config)
         print(f"# {header}")
-        print(EXPORT_FORMATS[args.format](config), end="")
+        print(export.render(TARGETS[args.format].layout), end="")
+        # Where the target computes something else than the trial, say so where it is seen, not only in the file.
+        for line in export.differences:
+            print(f"ppo-tune best: {args.format} is not exact: {line}", file=sys.stderr)
     return 0

@@ -12,19 +12,40 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from tuner.exports import openrlhf, trl_grpo_rloo, trl_ppo, verl
+from tuner.exports._common import Export, Target, export
 from tuner.exports.openrlhf import openrlhf_arguments
 from tuner.exports.trl_grpo_rloo import TRL_VERSION, grpo_arguments, rloo_arguments
 from tuner.exports.trl_ppo import trl_arguments
 from tuner.exports.verl import verl_overrides
 
+TARGETS: dict[str, Target] = {
+    "trl-ppo": trl_ppo.TARGET,
+    "trl-args": trl_ppo.TARGET,  # the name trl-ppo had before the other trainers came
+    "trl-grpo": trl_grpo_rloo.GRPO,
+    "trl-rloo": trl_grpo_rloo.RLOO,
+    "verl": verl.TARGET,
+    "openrlhf": openrlhf.TARGET,
+}
 EXPORT_FORMATS: dict[str, Callable[[dict[str, Any]], str]] = {
     "trl-ppo": trl_arguments,
-    "trl-args": trl_arguments,  # the name trl-ppo had before the other trainers came
+    "trl-args": trl_arguments,
     "trl-grpo": grpo_arguments,
     "trl-rloo": rloo_arguments,
     "verl": verl_overrides,
     "openrlhf": openrlhf_arguments,
 }
 
-__all__ = ["EXPORT_FORMATS", "TRL_VERSION", "grpo_arguments", "openrlhf_arguments", "rloo_arguments",
-           "trl_arguments", "verl_overrides"]
+
+def exported(format_name: str, config: dict[str, Any]) -> Export:
+    """``config`` exported to the target ``format_name`` names: its settings, comments and differences."""
+    return export(TARGETS[format_name], config)
+
+
+def differences(format_name: str, config: dict[str, Any]) -> list[str]:
+    """What the target computes differently from the trial of ``config``, one line each; [] when exact."""
+    return exported(format_name, config).differences
+
+
+__all__ = ["EXPORT_FORMATS", "TARGETS", "TRL_VERSION", "differences", "exported", "grpo_arguments",
+           "openrlhf_arguments", "rloo_arguments", "trl_arguments", "verl_overrides"]

@@ -69,7 +69,8 @@ class Target:
     its converter then returns a tuple, None for a key to leave unset). ``values``: converters for the fields whose
     value is not ours as is. ``why_not``: why the target lacks a field (a function of the config where that depends
     on it; None: nothing to say). ``same``: values of ours that behave as the target does unasked. ``carried``: fields
-    whose value reaches the target through another field's key, and which."""
+    whose value reaches the target through another field's key, and which. ``differences``: where the target, so
+    set, still computes something else than the trial did."""
 
     name: str
     layout: Layout
@@ -80,6 +81,8 @@ class Target:
     carried: Mapping[str, str] = field(default_factory=dict)
     remarks: Callable[[PPOConfig], list[str]] = lambda c: []
     fixed: Callable[[PPOConfig], dict[str, Any]] = lambda c: {}
+    # What the target computes differently from the trial, one line each (tuner.exports.computes); [] is exact.
+    differences: Callable[[PPOConfig], list[str]] = lambda c: []
 
     def covers(self) -> set[str]:
         return set(self.keys) | set(self.why_not) | set(self.carried) | set(NOT_TRAINING)
@@ -91,6 +94,7 @@ class Export:
 
     settings: list[tuple[str, Any, str]] = field(default_factory=list)
     comments: list[tuple[str, str]] = field(default_factory=list)
+    differences: list[str] = field(default_factory=list)
 
     def comment(self, name: str, value: Any, why: str) -> None:
         line = f"# {name}={show(value)}: {why}"
@@ -100,6 +104,9 @@ class Export:
     def render(self, layout: Layout) -> str:
         lines = [line for key, value, _ in self.settings if (line := setting_line(layout, key, value))]
         remarks = [line for _, line in self.comments]
+        if self.differences:
+            remarks += ["# Not exact: the target computes something else than the trial here:"]
+            remarks += [f"#   {line}" for line in self.differences]
         return " \\\n".join(lines) + ("\n" if lines else "") + "".join(f"{line}\n" for line in remarks)
 
 
@@ -140,7 +147,7 @@ def unused_fields(c: PPOConfig) -> dict[str, str]:
     if c.kl_target is None:
         unused["kl_horizon"] = "no kl_target, so no adaptive KL controller"
     if c.advantage_estimator != "grpo":
-        unused["scale_rewards"] = "only grpo scales the centred scores"
+        unused.update(dict.fromkeys(("scale_rewards", "scale_rewards_epsilon"), "only grpo scales the centred scores"))
     if c.total_episodes is not None:
         unused["num_train_epochs"] = "total_episodes sets the run's length"
     if c.warmup_steps > 0:
@@ -175,6 +182,7 @@ def export(target: Target, config: dict[str, Any]) -> Export:
     for key, value in target.fixed(c).items():
         out.settings.append((key, value, ""))
     out.comments.extend(("", f"# {remark}") for remark in target.remarks(c))
+    out.differences = target.differences(c)
     return out
 
 

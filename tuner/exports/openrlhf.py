@@ -36,8 +36,13 @@ from tuner.exports._common import (
     updates,
     whole_prompt_passes,
 )
+from tuner.exports.computes import biased_whitening, clamped_kl, collect, std_epsilon
 
 KL_ESTIMATORS = ("k1", "k2", "k3")
+GROUP_NORM_EPSILON = 1e-9  # experience_maker.py adds it to the group's std, fixed
+# The estimators OpenRLHF whitens over the batch, and those it gives per-token returns of the shaped reward (the KL
+# penalty on each token, the centred score on the last), forcing gamma to 1 for all but reinforce.
+WHITENED = ("gae", "reinforce_pp", "reinforce_pp_baseline")
 LOSS_AGG_MODES = {"token_mean": "token-mean", "seq_mean_token_mean": "seq-mean-token-mean"}
 # ppo-tune's estimators against OpenRLHF's (experience_maker.compute_advantages_and_returns); grpo's depends on
 # scale_rewards (group_norm divides by the group's std, dr_grpo only centres).
@@ -71,6 +76,7 @@ KEYS: dict[str, str | tuple[str, ...]] = {
     "local_rollout_forward_batch_size": "rollout.micro_batch_size",
     "cliprange_low": "actor.eps_clip_low_high",
     "cliprange_value": "critic.value_clip",
+    "dual_clip": "actor.dual_clip",
     "entropy_coef": "actor.entropy_coef",
     "gamma": "algo.advantage.gamma",
     "lam": "algo.advantage.lambd",
@@ -180,6 +186,10 @@ WHY_NOT: dict[str, Why] = {
     "stop_token_id": "OpenRLHF stops at the tokenizer's EOS",
     "missing_eos_penalty": "--reward.stop_properly_penalty_coef scales or replaces truncated responses' rewards; "
                            "ppo-tune subtracted this penalty",
+    "importance_sampling_level": lambda c: None if c.importance_sampling_level == "token"
+    else "OpenRLHF's ppo policy loss clips per-token ratios",
+    "scale_rewards_epsilon": lambda c: None if c.scale_rewards_epsilon == GROUP_NORM_EPSILON
+    else f"OpenRLHF's group_norm adds {GROUP_NORM_EPSILON!r} to the group's std, fixed",
 }
 SAME = {"model_revision": "main", "dtype": "float32", "trust_remote_code": False, "use_cpu": False,
         "lora_task_type": "CAUSAL_LM", "use_rslora": False, "use_dora": False, "whiten_rewards": False,
@@ -208,8 +218,39 @@ def _remarks(c: PPOConfig) -> list[str]:
             *schedule_remark(c, "OpenRLHF")]
 
 
+def _kl_per_token_differs(c: PPOConfig) -> str | None:
+    """OpenRLHF leaves the KL penalty on each token of every estimator; ppo-tune's grpo and rloo sum it into the
+    response's reward before the group statistics."""
+    if c.advantage_estimator not in ("grpo", "rloo") or not c.kl_penalty_in_reward or c.kl_coef == 0:
+        return None
+    return (f"advantage_estimator={c.advantage_estimator} with the KL in the reward: OpenRLHF centres the score "
+            "alone and adds each token's remaining KL penalty (its return), ppo-tune centred the score plus the "
+            "summed KL: advantages differ by up to kl_coef x the response's KL")
+
+
+def _differences(c: PPOConfig) -> list[str]:
+    return collect(c, [
+        lambda c: None if c.loss_type in LOSS_AGG_MODES else
+        f"loss_type={c.loss_type}: OpenRLHF aggregates token-mean or seq-mean-token-mean only",
+        lambda c: None if c.importance_sampling_level == "token" else
+        f"importance_sampling_level={c.importance_sampling_level}: OpenRLHF's ppo loss clips per-token ratios",
+        lambda c: None if c.advantage_estimator != "grpo" or c.scale_rewards != "batch" else
+        "scale_rewards=batch: OpenRLHF's group_norm divides by the group's std",
+        std_epsilon("OpenRLHF's group_norm", GROUP_NORM_EPSILON),
+        biased_whitening("OpenRLHF", WHITENED),
+        lambda c: None if c.advantage_estimator != "reinforce_pp_baseline" or c.gamma == 1.0 else
+        f"gamma={c.gamma!r}: OpenRLHF sets gamma to 1 for reinforce_baseline",
+        _kl_per_token_differs,
+        clamped_kl("OpenRLHF", KL_ESTIMATORS),
+        lambda c: None if not c.uses_critic or c.whiten_advantages else
+        "whiten_advantages=False: OpenRLHF always whitens GAE's advantages",
+        lambda c: None if not c.uses_critic or not c.whiten_rewards else
+        "whiten_rewards=True: OpenRLHF does not whiten rewards per batch",
+    ])
+
+
 TARGET = Target(name="OpenRLHF 0.11.2", layout="openrlhf", keys=KEYS, values=VALUES, why_not=WHY_NOT, same=SAME,
-                carried=CARRIED, remarks=_remarks, fixed=_fixed)
+                carried=CARRIED, remarks=_remarks, fixed=_fixed, differences=_differences)
 
 
 def openrlhf_arguments(config: dict[str, Any]) -> str:

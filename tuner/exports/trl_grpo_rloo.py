@@ -36,6 +36,14 @@ from tuner.exports._common import (
     stops_at_eos,
     updates,
 )
+from tuner.exports.computes import (
+    collect,
+    entropy_per_micro_batch,
+    kl_loss_estimator_only,
+    micro_batches_per_step,
+    no_dual_clip,
+    std_epsilon,
+)
 
 TRL_VERSION = "1.16.0"
 
@@ -63,9 +71,35 @@ KEYS = {
     "response_length": "max_completion_length",
     "kl_in_reward": "beta",
 }
-# Our loss_type names against GRPOConfig's (grpo_trainer.py: "grpo" averages each response's tokens, then the
-# responses; "dr_grpo" divides by max_completion_length; "dapo" by the tokens of the accumulated batch).
-LOSS_TYPES = {"token_mean": "dapo", "seq_mean_token_mean": "grpo", "seq_mean_token_sum_norm": "dr_grpo"}
+# Our loss_type names against GRPOConfig's (grpo_trainer.py _compute_loss: "bnpo" is each micro-batch's token mean
+# over the accumulation steps, "grpo" averages each response's tokens, then the responses, "dr_grpo" divides by
+# max_completion_length). token_mean's, the step's own token count, has no exact name: see _loss_type.
+LOSS_TYPES = {"bnpo": "bnpo", "seq_mean_token_mean": "grpo", "seq_mean_token_sum_norm": "dr_grpo"}
+IMPORTANCE_LEVELS = ("token", "sequence")  # GRPOConfig's importance_sampling_level values; ours are named alike
+GRPO_STD_EPSILON = 1e-4  # grpo_trainer.py adds it to the group's std, fixed
+
+
+def _loss_type(c: PPOConfig) -> str:
+    """token_mean divides each step by its own tokens. GRPOConfig's bnpo does so when a step is one micro-batch;
+    its dapo divides by the rollout's tokens over its optimizer steps, the step's own when a rollout is one step."""
+    if c.loss_type != "token_mean":
+        return LOSS_TYPES[c.loss_type]
+    return "bnpo" if micro_batches_per_step(c) == 1 else "dapo"
+
+
+def _token_mean_differs(c: PPOConfig) -> str | None:
+    if _loss_type(c) != "dapo" or c.num_mini_batches == 1:
+        return None
+    return (f"loss_type=token_mean: GRPOTrainer's dapo divides each optimizer step's token sum by the rollout's "
+            f"tokens / {c.num_mini_batches} (its mean per step), ppo-tune by the step's own tokens: a step of longer "
+            "responses weighs more there; tune loss_type bnpo, or one micro-batch per step, to match")
+
+
+def _sequence_sum_differs(c: PPOConfig) -> str | None:
+    if c.importance_sampling_level in IMPORTANCE_LEVELS:
+        return None
+    return ("importance_sampling_level=sequence_sum: GRPOTrainer's ratio is per token or the response's mean "
+            "(sequence); the whole response's ratio is RLOOTrainer's (--format trl-rloo)")
 
 
 def _reward_funcs(c: PPOConfig) -> list[str] | Lacks | None:
@@ -170,21 +204,77 @@ def _rloo_beta(c: PPOConfig) -> float | Differs:
                         "to penalise the reward instead")
 
 
+def _estimator_differs(trainer: str, own: str) -> Callable[[PPOConfig], str | None]:
+    return lambda c: None if c.advantage_estimator == own else \
+        f"advantage_estimator={c.advantage_estimator}: {trainer} computes {own}'s advantages"
+
+
+def _kl_placement_differs(trainer: str, in_reward: bool) -> Callable[[PPOConfig], str | None]:
+    def differs(c: PPOConfig) -> str | None:
+        if c.kl_penalty_in_reward == in_reward or c.kl_coefficient == 0:
+            return None
+        where = "the reward (beta x k1 summed over the response)" if in_reward else "the loss (beta x k3)"
+        return f"kl_in_reward={c.kl_penalty_in_reward}: {trainer} has KL only in {where}; exported with beta 0"
+    return differs
+
+
+def _grpo_differences(c: PPOConfig) -> list[str]:
+    return collect(c, [_estimator_differs("GRPOTrainer", "grpo"), _kl_placement_differs("GRPOTrainer", False),
+                       kl_loss_estimator_only("GRPOTrainer", ("k3",)), _token_mean_differs, _sequence_sum_differs,
+                       no_dual_clip("GRPOTrainer"), std_epsilon("GRPOTrainer", GRPO_STD_EPSILON),
+                       entropy_per_micro_batch("GRPOTrainer")])
+
+
+def _rloo_importance_differs(c: PPOConfig) -> str | None:
+    if c.importance_sampling_level == "sequence_sum" and c.loss_type == "seq_mean_token_mean":
+        return None
+    return (f"importance_sampling_level={c.importance_sampling_level}, loss_type={c.loss_type}: RLOOTrainer clips "
+            "the whole response's probability ratio and averages over responses (sequence_sum with "
+            "seq_mean_token_mean here); its gradient at the same learning rate is several times ppo-tune's")
+
+
+def _rloo_kl_estimator_differs(c: PPOConfig) -> str | None:
+    if not c.kl_penalty_in_reward or c.kl_coef == 0 or c.kl_estimator == "k1":
+        return None
+    return f"kl_estimator={c.kl_estimator}: RLOOTrainer's reward KL is k1"
+
+
+def _rloo_differences(c: PPOConfig) -> list[str]:
+    return collect(c, [_estimator_differs("RLOOTrainer", "rloo"), _kl_placement_differs("RLOOTrainer", True),
+                       _rloo_kl_estimator_differs, _rloo_importance_differs, no_dual_clip("RLOOTrainer"),
+                       lambda c: None if c.entropy_coef == 0 else
+                       f"entropy_coef={c.entropy_coef!r}: RLOOTrainer has no entropy bonus"])
+
+
+def _grpo_fixed(c: PPOConfig) -> dict[str, Any]:
+    """TRL multiplies the KL term by the importance ratio unless told not to; ppo-tune's is beta x k3 as is."""
+    return {"use_bias_correction_kl": False} if not c.kl_penalty_in_reward and c.beta != 0 else {}
+
+
 GRPO = Target(
     name=f"TRL {TRL_VERSION} GRPOConfig",
     layout="trl",
-    keys={**KEYS, "loss_type": "loss_type", "scale_rewards": "scale_rewards", "entropy_coef": "entropy_coef"},
+    keys={**KEYS, "loss_type": "loss_type", "scale_rewards": "scale_rewards", "entropy_coef": "entropy_coef",
+          "importance_sampling_level": "importance_sampling_level"},
     values={**VALUES, "num_generations": _generations("GRPOTrainer"), "kl_in_reward": _grpo_beta,
-            "loss_type": lambda c: LOSS_TYPES[c.loss_type]},
+            "loss_type": _loss_type,
+            "importance_sampling_level": lambda c: c.importance_sampling_level
+            if c.importance_sampling_level in IMPORTANCE_LEVELS else Lacks("GRPOTrainer's ratio is per token or "
+                                                                           "the response's mean")},
     why_not={
         **WHY_NOT,
         "advantage_estimator": _estimator("GRPOTrainer", "grpo", "GRPO's group-normalised advantages"),
         "kl_loss_estimator": lambda c: None if c.kl_loss_estimator == "k3" else "GRPOTrainer's KL loss is k3",
+        "dual_clip": "GRPOTrainer has no dual clip (its --delta caps the ratio for every advantage)",
+        "scale_rewards_epsilon": lambda c: None if c.scale_rewards_epsilon == GRPO_STD_EPSILON
+        else f"GRPOTrainer adds {GRPO_STD_EPSILON!r} to the std, fixed",
     },
     same=SAME,
     carried={**CARRIED, "beta": "beta (kl_in_reward's key)", "kl_coef": "kl_in_reward's comment",
              "kl_estimator": "kl_in_reward's comment"},
     remarks=_remarks,
+    fixed=_grpo_fixed,
+    differences=_grpo_differences,
 )
 
 RLOO = Target(
@@ -195,16 +285,21 @@ RLOO = Target(
     why_not={
         **WHY_NOT,
         "advantage_estimator": _estimator("RLOOTrainer", "rloo", "leave-one-out advantages"),
-        "loss_type": "RLOOTrainer clips the ratio of whole-response probabilities and averages over responses: no "
-                     "per-token loss to aggregate",
+        "loss_type": lambda c: None if c.loss_type == "seq_mean_token_mean" else
+        "RLOOTrainer averages its per-response losses over the responses (seq_mean_token_mean)",
+        "importance_sampling_level": lambda c: None if c.importance_sampling_level == "sequence_sum" else
+        "RLOOTrainer clips the ratio of whole-response probabilities (sequence_sum)",
         "scale_rewards": "RLOOTrainer has no group scaling (--normalize_advantages whitens over the batch)",
+        "scale_rewards_epsilon": "RLOOTrainer has no group scaling",
         "entropy_coef": "RLOOTrainer has no entropy bonus",
         "kl_estimator": lambda c: None if c.kl_estimator == "k1" else "RLOOTrainer's reward KL is k1",
+        "dual_clip": "RLOOTrainer has no dual clip",
     },
     same={**SAME, "entropy_coef": 0.0},
     carried={**CARRIED, "kl_coef": "beta (kl_in_reward's key)", "beta": "kl_in_reward's comment",
              "kl_loss_estimator": "kl_in_reward's comment"},
     remarks=_remarks,
+    differences=_rloo_differences,
 )
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from ppo_core.config import PPOConfig
 from tuner.exports._common import LORA_FIELDS, TASK_WHY, Lacks, Target, Why, export, is_model, scheduler_with_warmup
+from tuner.exports.computes import collect, micro_batches_per_step, no_dual_clip
 
 SAME_NAMES = (
     "sft_model_path", "reward_model_path", "learning_rate", "lr_scheduler_type", "warmup_steps", "weight_decay",
@@ -63,7 +64,7 @@ WHY_NOT: dict[str, Why] = {
     "max_prompt_length": "truncate the prompts when you build TRL's train_dataset",
     "cliprange_low": "TRL 1.12's PPO clips the ratio symmetrically at cliprange",
     "cliprange_high": "TRL 1.12's PPO clips the ratio symmetrically at cliprange",
-    "loss_type": "TRL 1.12's PPO averages the policy loss over all tokens of a micro-batch (token_mean)",
+    "loss_type": "TRL 1.12's PPO averages the policy and value losses over each micro-batch's tokens (bnpo)",
     "advantage_estimator": "TRL's PPOTrainer only does GAE with a value network: see --format trl-grpo or trl-rloo",
     "num_generations": lambda c: None if c.generations_per_prompt == 1
     else "TRL 1.12's PPOTrainer samples one response per prompt",
@@ -72,9 +73,12 @@ WHY_NOT: dict[str, Why] = {
     else "TRL 1.12's PPO penalises the reward only (kl_coef x KL per token); ppo-tune had beta x KL in the loss",
     "beta": "TRL 1.12's PPO has no KL loss term",
     "kl_loss_estimator": "TRL 1.12's PPO has no KL loss term",
+    "importance_sampling_level": "TRL 1.12's PPO clips per-token ratios",
+    "dual_clip": "TRL 1.12's PPO has no dual clip",
+    "scale_rewards_epsilon": "TRL's PPO has no group to scale by",
 }
 SAME = {"entropy_coef": 0.0, "whiten_advantages": True, "trust_remote_code": False, "value_use_peft": True,
-        "loss_type": "token_mean", "advantage_estimator": "gae"}
+        "loss_type": "bnpo", "advantage_estimator": "gae", "importance_sampling_level": "token"}
 CARRIED = {"warmup_ratio": "warmup_steps: transformers 5 takes a ratio as a fractional warmup_steps"}
 
 
@@ -88,8 +92,36 @@ def _remarks(c: PPOConfig) -> list[str]:
     return remarks
 
 
+def _loss_type_differs(c: PPOConfig) -> str | None:
+    if c.loss_type == "bnpo" or (c.loss_type == "token_mean" and micro_batches_per_step(c) == 1):
+        return None
+    return (f"loss_type={c.loss_type}: TRL 1.12's PPO averages the policy and value losses over each micro-batch's "
+            "tokens (bnpo here)")
+
+
+def _differences(c: PPOConfig) -> list[str]:
+    return collect(c, [
+        lambda c: None if c.advantage_estimator == "gae" else
+        f"advantage_estimator={c.advantage_estimator}: TRL 1.12's PPOTrainer computes GAE with a value network",
+        lambda c: None if c.kl_penalty_in_reward else "kl_in_reward=False: TRL 1.12's PPO penalises the reward only",
+        _loss_type_differs,
+        lambda c: None if c.clip_bounds[0] == c.clip_bounds[1] else
+        f"cliprange_low/high={c.clip_bounds}: TRL 1.12's PPO clips symmetrically at cliprange",
+        lambda c: None if c.importance_sampling_level == "token" else
+        f"importance_sampling_level={c.importance_sampling_level}: TRL 1.12's PPO clips per-token ratios",
+        no_dual_clip("TRL 1.12's PPO"),
+        lambda c: None if c.entropy_coef == 0 else f"entropy_coef={c.entropy_coef!r}: TRL has no entropy bonus",
+        lambda c: None if c.whiten_advantages else "whiten_advantages=False: TRL always whitens advantages",
+        lambda c: None if c.value_learning_rate is None or c.value_learning_rate == c.learning_rate else
+        f"value_learning_rate={c.value_learning_rate!r}: TRL trains the value network at learning_rate",
+        lambda c: None if c.num_mini_batches == 1 or micro_batches_per_step(c) == 1 else
+        "num_mini_batches > 1: TRL 1.12 counts gradient accumulation across mini-batch boundaries, so its optimizer "
+        "steps mix mini-batches",
+    ])
+
+
 TARGET = Target(name="TRL 1.12 PPOConfig", layout="trl", keys=KEYS, values=VALUES, why_not=WHY_NOT, same=SAME,
-                carried=CARRIED, remarks=_remarks)
+                carried=CARRIED, remarks=_remarks, differences=_differences)
 
 
 def trl_arguments(config: dict[str, Any]) -> str:

@@ -29,6 +29,7 @@ from tuner.exports._common import (
     updates,
     whole_prompt_passes,
 )
+from tuner.exports.computes import clamped_kl, collect, std_epsilon, whitening_kl_in_reward_returns
 
 ACTOR = "actor_rollout_ref.actor"
 MODEL = "actor_rollout_ref.model"
@@ -42,6 +43,10 @@ KL_PENALTIES = {"k1": "kl", "k2": "mse", "k3": "low_var_kl", "abs": "abs"}
 LOSS_AGG_MODES = {"token_mean": "token-mean", "seq_mean_token_mean": "seq-mean-token-mean",
                   "seq_mean_token_sum_norm": "seq-mean-token-sum-norm"}
 SCHEDULES = ("constant", "cosine")  # FSDPOptimizerConfig accepts these two
+GRPO_STD_EPSILON = 1e-6  # compute_grpo_outcome_advantage's epsilon, which no config key reaches
+# clip_ratio_c where the trial had no dual clip: verl always applies one (default 3.0) and requires it above 1, so a
+# bound no ratio reaches (exp(20), where verl clamps the log-ratio, is below it) leaves the loss unbounded as ours.
+NO_DUAL_CLIP = 1e9
 
 KEYS: dict[str, str | tuple[str, ...]] = {
     "sft_model_path": f"{MODEL}.path",
@@ -71,6 +76,7 @@ KEYS: dict[str, str | tuple[str, ...]] = {
     "cliprange_low": f"{ACTOR}.clip_ratio_low",
     "cliprange_high": f"{ACTOR}.clip_ratio_high",
     "cliprange_value": "critic.cliprange_value",
+    "dual_clip": f"{ACTOR}.clip_ratio_c",
     "entropy_coef": f"{ACTOR}.entropy_coeff",
     "gamma": "algorithm.gamma",
     "lam": "algorithm.lam",
@@ -153,8 +159,11 @@ VALUES: dict[str, Callable[[PPOConfig], Any]] = {
     "cliprange_low": lambda c: c.clip_bounds[0],
     "cliprange_high": lambda c: c.clip_bounds[1],
     # seq-mean-token-sum-norm divides by the padded length unless loss_scale_factor fixes it: ppo-tune's constant.
-    "loss_type": lambda c: (LOSS_AGG_MODES[c.loss_type], c.response_length
-                            if c.loss_type == "seq_mean_token_sum_norm" else None),
+    "loss_type": lambda c: (LOSS_AGG_MODES.get(c.loss_type) or Lacks(
+        "verl's token-mean is over the step's tokens; bnpo's per-micro-batch mean has no loss_agg_mode"),
+        c.response_length if c.loss_type == "seq_mean_token_sum_norm" else None),
+    "dual_clip": lambda c: c.dual_clip if c.dual_clip is not None else Differs(
+        NO_DUAL_CLIP, "verl always dual-clips (default 3.0); ppo-tune did not: a bound no ratio reaches"),
     "advantage_estimator": lambda c: ESTIMATORS[c.advantage_estimator],
     "num_generations": lambda c: c.generations_per_prompt,
     "scale_rewards": _norm_by_std,
@@ -191,10 +200,14 @@ WHY_NOT: dict[str, Why] = {
     "whiten_advantages": "verl always whitens GAE's advantages",
     "stop_token_id": "verl stops at the tokenizer's EOS: set the stop token in the rollout engine's kwargs",
     "missing_eos_penalty": "verl has no missing-EOS penalty: apply it in the reward function",
+    "importance_sampling_level": lambda c: None if c.importance_sampling_level == "token"
+    else "verl's vanilla policy loss clips per-token ratios",
+    "scale_rewards_epsilon": lambda c: None if c.scale_rewards_epsilon == GRPO_STD_EPSILON
+    else f"verl's grpo adds {GRPO_STD_EPSILON!r} to the group's std, fixed",
 }
 SAME = {"dtype": "float32", "model_revision": "main", "use_cpu": False, "dataset_train_split": "train",
         "lora_task_type": "CAUSAL_LM", "use_rslora": False, "use_dora": False, "adam_epsilon": 1e-8,
-        "whiten_rewards": False, "whiten_advantages": True}
+        "whiten_rewards": False, "whiten_advantages": True, "importance_sampling_level": "token"}
 CARRIED = {
     "lora_r": "use_peft's key, lora_rank (0: full fine-tuning)",
     "cliprange": "clip_ratio_low and clip_ratio_high (the clip bounds)",
@@ -205,8 +218,35 @@ def _remarks(c: PPOConfig) -> list[str]:
     return [one_process_remark(c, "data.train_batch_size", "rollout.n")]
 
 
+def _setting_differs(name: str, theirs: object, why: str) -> Callable[[PPOConfig], str | None]:
+    """A field whose value verl cannot take: the trial's differs from verl's fixed ``theirs``."""
+    def differs(c: PPOConfig) -> str | None:
+        ours = getattr(c, name)
+        return None if ours == theirs else f"{name}={ours!r}: {why}"
+    return differs
+
+
+def _differences(c: PPOConfig) -> list[str]:
+    checks = [
+        lambda c: None if c.loss_type != "bnpo" else
+        "loss_type=bnpo: verl has no per-micro-batch token mean; its token-mean divides by the step's tokens",
+        lambda c: None if c.loss_type != "seq_mean_token_sum_norm" or c.response_length is not None else
+        "loss_type=seq_mean_token_sum_norm without response_length: verl divides by each micro-batch's padded width",
+        _setting_differs("importance_sampling_level", "token", "verl's vanilla loss clips per-token ratios"),
+        lambda c: None if c.advantage_estimator != "grpo" or c.scale_rewards != "batch" else
+        "scale_rewards=batch: verl's grpo divides by the group's std or nothing",
+        std_epsilon("verl's grpo", GRPO_STD_EPSILON),
+        whitening_kl_in_reward_returns("verl"),
+        clamped_kl("verl", ("k3",)),
+    ]
+    if c.uses_critic:
+        checks += [_setting_differs("whiten_advantages", True, "verl always whitens GAE's advantages"),
+                   _setting_differs("whiten_rewards", False, "verl does not whiten rewards")]
+    return collect(c, checks)
+
+
 TARGET = Target(name="verl 0.9.1", layout="hydra", keys=KEYS, values=VALUES, why_not=WHY_NOT, same=SAME,
-                carried=CARRIED, remarks=_remarks)
+                carried=CARRIED, remarks=_remarks, differences=_differences)
 
 
 def verl_overrides(config: dict[str, Any]) -> str:
