@@ -14,6 +14,7 @@ path (the venv's trl is 1.12 for the benchmarks): :func:`run_trl_losses`.
 
 from __future__ import annotations
 
+import argparse
 import ast
 import functools
 import logging
@@ -24,6 +25,7 @@ import types
 from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from enum import Enum
 from pathlib import Path
 from typing import Any, Optional
@@ -241,7 +243,96 @@ def openrlhf_code() -> types.SimpleNamespace:
     return types.SimpleNamespace(**vars(utils), **vars(loss), **vars(maker))
 
 
-def openrlhf_experience_maker(args: Config, kl_coef: float) -> Any:
+@functools.cache
+def openrlhf_parser() -> Any:
+    """train_ppo_ray's own argument parser: the statements of its ``__main__`` block that build it (everything
+    before ``parser.parse_args()``), run as shipped."""
+    file = OPENRLHF.path("openrlhf/cli/train_ppo_ray.py")
+    tree = ast.parse(file.read_text(), filename=str(file))
+    main = next(node for node in tree.body if isinstance(node, ast.If) and "__main__" in ast.unparse(node.test))
+    end = next(index for index, node in enumerate(main.body) if "parse_args" in ast.unparse(node))
+    namespace: dict[str, Any] = {"argparse": argparse, "datetime": datetime, "os": os}
+    exec(compile(ast.Module(body=main.body[:end], type_ignores=[]), str(file), "exec"), namespace)
+    return namespace["parser"]
+
+
+def openrlhf_args(flags: list[str]) -> Any:
+    """The args train_ppo_ray runs with for the export's ``flags``: its parser, its hierarchize (openrlhf/utils/
+    config.py), and its one post-parse default the losses read (eps_clip_low_high from eps_clip)."""
+    hierarchize = load_source(OPENRLHF.path("openrlhf/utils/config.py"), ["hierarchize"],
+                              {"SimpleNamespace": types.SimpleNamespace}).hierarchize
+    args = hierarchize(openrlhf_parser().parse_args(flags))
+    if args.actor.eps_clip_low_high is None:  # train_ppo_ray.py, "Validate arguments"
+        args.actor.eps_clip_low_high = (args.actor.eps_clip, args.actor.eps_clip)
+    return args
+
+
+class _LossReady(Exception):  # not an error: how the stand-in strategy hands the loss back
+    def __init__(self, loss: torch.Tensor) -> None:
+        self.loss = loss
+
+
+def openrlhf_actor_loss(args: Any, logprobs: torch.Tensor, entropy: torch.Tensor, experience: Any,
+                        kl_coef: float, loss_batch_info: dict[str, Any]) -> torch.Tensor:
+    """The loss OpenRLHF's actor backpropagates for one micro-batch: ActorPPOTrainer.training_step run as shipped
+    (policy loss, KL loss term, entropy bonus), on a stand-in self whose actor returns ``logprobs`` and
+    ``entropy`` and whose strategy hands back the loss at ``backward``, before the optimizer step and the logging.
+    ``experience``: action_mask, action_log_probs (old), advantages, base_action_log_probs (reference)."""
+    code = openrlhf_code()
+    training_step = load_source(
+        OPENRLHF.path("openrlhf/trainer/ray/ppo_actor.py"), ["ActorPPOTrainer.training_step"],
+        {"torch": torch, "Optional": Optional, "Dict": dict, "Experience": Annotation,
+         "compute_approx_kl": code.compute_approx_kl, "masked_mean": code.masked_mean,
+         "aggregate_loss": code.aggregate_loss}).training_step
+
+    def backward(loss: torch.Tensor, model: Any, optimizer: Any) -> None:
+        raise _LossReady(loss)
+
+    self = types.SimpleNamespace(
+        args=args, aux_loss=False, replay_buffer=None, actor_optim=None,
+        actor=_Actor(logprobs, entropy),
+        strategy=types.SimpleNamespace(ring_attn_group=None, backward=backward),
+        # ActorPPOTrainer.__init__'s actor_loss_fn (trainer/ray/ppo_actor.py), from the same args.
+        actor_loss_fn=code.PolicyLoss(
+            clip_eps_low=args.actor.eps_clip_low_high[0], clip_eps_high=args.actor.eps_clip_low_high[1],
+            dual_clip=args.actor.dual_clip, token_level_loss=args.actor.loss_agg_mode == "token-mean",
+            policy_loss_type=args.actor.policy_loss_type,
+            is_correction_level=args.algo.advantage.is_correction_level,
+            is_correction_mode=args.algo.advantage.is_correction_mode,
+            is_correction_gating=args.algo.advantage.is_correction_gating,
+            is_correction_threshold=args.algo.advantage.is_correction_threshold),
+    )
+    try:
+        training_step(self, experience, kl_coef, 0, loss_batch_info)
+    except _LossReady as ready:
+        return ready.loss
+    raise AssertionError("training_step returned without a backward pass")
+
+
+class _Actor:
+    """OpenRLHF's Actor as training_step calls it: (log-probs, output with the entropy), no model."""
+
+    def __init__(self, logprobs: torch.Tensor, entropy: torch.Tensor) -> None:
+        self.logprobs, self.entropy = logprobs, entropy
+
+    def train(self) -> None:
+        pass
+
+    def __call__(self, *args: Any, **kwargs: Any) -> tuple[torch.Tensor, Any]:
+        return self.logprobs, types.SimpleNamespace(entropy=self.entropy, aux_loss=None)
+
+
+def openrlhf_step_info(masks: list[torch.Tensor], micro_batches: int) -> dict[str, Any]:
+    """The loss_batch_info OpenRLHF gives every micro-batch of one optimizer step on one process
+    (utils/loss_utils.py _optimizer_step_loss_norm: the step's tokens and responses over the gas micro-batches,
+    divided by gas, which DeepSpeed's 1 / gas loss scaling then cancels)."""
+    norm = load_source(OPENRLHF.path("openrlhf/utils/loss_utils.py"), ["_optimizer_step_loss_norm"],
+                       {"torch": torch, "dist": types.SimpleNamespace(is_available=lambda: False)})
+    info: dict[str, Any] = norm._optimizer_step_loss_norm(masks, None, 1, micro_batches)
+    return info
+
+
+def openrlhf_experience_maker(args: Any, kl_coef: float) -> Any:
     """A stand-in RemoteExperienceMaker: the three advantage methods, over ``args`` (train_ppo_ray's parsed flags)
     and a KL controller at ``kl_coef``, without ray or the models."""
     code = openrlhf_code()

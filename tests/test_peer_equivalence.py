@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 import torch
 from peer_code import PaddedBatch, run_trl_losses, verl_code, verl_config
-from test_exports import overrides_of, settings_of
+from test_exports import flags_of, overrides_of, settings_of
 
 from ppo_core.advantages import add_scores, kl_penalty
 from ppo_core.config import PPOConfig
@@ -123,7 +123,8 @@ def ppo_core_advantages(config: PPOConfig, scores: torch.Tensor,
     return estimate_advantages(config.advantage_estimator, AdvantageInputs(
         scores=scores, kl_rewards=kl_rewards, values=batch.values, response_mask=batch.mask,
         group_size=config.generations_per_prompt, gamma=config.gamma, lam=config.lam, whiten=config.whiten_advantages,
-        whiten_token_rewards=config.whiten_rewards, scale_rewards=config.scale_rewards))
+        whiten_token_rewards=config.whiten_rewards, scale_rewards=config.scale_rewards,
+        std_epsilon=config.scale_rewards_epsilon))
 
 
 def verl_advantages(config: PPOConfig, scores: torch.Tensor, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
@@ -360,9 +361,10 @@ def test_one_micro_batch_equals_trl_grpo(name: str, trl_results: dict[str, dict[
 
 
 def test_trl_ran_with_the_exported_settings(trl_results: dict[str, dict[str, Any]]) -> None:
-    parsed = trl_results["dapo"]["args"]
-    assert parsed["loss_type"] == "dapo" and parsed["epsilon"] == 0.2 and parsed["epsilon_high"] == 0.28
-    assert parsed["max_completion_length"] == WIDTH + 3 and parsed["entropy_coef"] == 0.01
-    assert trl_results["grpo"]["args"]["loss_type"] == "grpo"
-    assert trl_results["dr_grpo"]["args"]["loss_type"] == "dr_grpo"
-
+    for name, case in TRL_CASES.items():
+        parsed = trl_results[name]["args"]
+        exported = flags_of(grpo_arguments(PPOConfig(**case.config).to_dict()))
+        assert parsed["loss_type"] == exported["loss_type"], name
+        assert (parsed["epsilon"], parsed["epsilon_high"]) == (0.2, 0.28), name
+        assert parsed["max_completion_length"] == WIDTH + 3, name
+    assert trl_results["dapo"]["args"]["entropy_coef"] == 0.01
