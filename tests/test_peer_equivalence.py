@@ -25,8 +25,9 @@ from ppo_core.advantages import add_scores, kl_penalty
 from ppo_core.config import PPOConfig
 from ppo_core.estimators import AdvantageInputs, estimate_advantages
 from ppo_core.kl import kl_per_token
-from ppo_core.losses import aggregate_loss, clipped_policy_loss, clipped_value_loss
-from tuner.exports import grpo_arguments, verl_overrides
+from ppo_core.losses import StepTotals, clipped_value_loss
+from ppo_core.objective import policy_objective
+from tuner.exports import grpo_arguments, rloo_arguments, verl_overrides
 
 ATOL = 1e-6
 WIDTH = 7
@@ -236,20 +237,6 @@ def verl_actor_loss(config: PPOConfig, batch: Batch, logprobs: torch.Tensor, **g
     return loss
 
 
-def ppo_core_terms(config: PPOConfig, batch: Batch, logprobs: torch.Tensor, kl_loss_coef: float | None,
-                   max_length: int) -> torch.Tensor:
-    """One micro-batch that is the whole step: the clipped policy loss, minus the entropy bonus, plus the KL loss
-    term, each aggregated by the config's loss_type."""
-    low, high = config.clip_bounds
-    loss = clipped_policy_loss(logprobs, batch.old_logprobs, batch.advantages, batch.mask, low, high,
-                               config.loss_type, max_length).loss
-    loss = loss - config.entropy_coef * aggregate_loss(batch.entropy, batch.mask, config.loss_type, max_length)
-    if kl_loss_coef is not None:
-        kl = kl_per_token(logprobs, batch.ref_logprobs, config.kl_loss_estimator)
-        loss = loss + kl_loss_coef * aggregate_loss(kl, batch.mask, config.loss_type, max_length)
-    return loss
-
-
 @pytest.mark.parametrize("kl_loss_estimator", ["k1", "k2", "k3"])
 @pytest.mark.parametrize("loss_type", VERL_LOSS_TYPES)
 def test_one_micro_batch_policy_objective_equals_verl_ppo_loss(loss_type: str, kl_loss_estimator: str) -> None:
@@ -258,7 +245,7 @@ def test_one_micro_batch_policy_objective_equals_verl_ppo_loss(loss_type: str, k
     config = PPOConfig(advantage_estimator="grpo", cliprange=0.2, cliprange_high=0.28, entropy_coef=0.01, beta=0.05,
                        kl_loss_estimator=kl_loss_estimator, loss_type=loss_type, response_length=WIDTH + 3)
     batch = make_batch()
-    ours, our_grad = grad_of(lambda lp: ppo_core_terms(config, batch, lp, config.beta, WIDTH + 3), batch.logprobs)
+    ours, our_grad = grad_of(lambda lp: ppo_core_share(config, batch, lp), batch.logprobs)
     theirs, their_grad = grad_of(lambda lp: verl_actor_loss(config, batch, lp), batch.logprobs)
     close(ours, theirs)
     close(our_grad, their_grad)
@@ -279,92 +266,108 @@ def test_value_loss_equals_verl() -> None:
     close(our_grad, their_grad)
 
 
-# --- TRL 1.16's GRPOTrainer and RLOOTrainer losses, all cases in one subprocess ---
+# --- TRL 1.16's GRPOTrainer and RLOOTrainer losses, all of a module's cases in one subprocess ---
 
 @dataclass(frozen=True)
 class TrlCase:
-    """A config exported to TRL and one micro-batch of ``batch``'s ``rows``; ``on_policy`` puts the old log-probs
-    at the current ones (the first iteration over a generation)."""
+    """A config exported to TRL (``trainer``: "grpo" or "rloo") and one micro-batch of an optimizer step:
+    ``batch`` (its advantages one per response, column 0 read), ``step`` the step's totals for ppo_core's share,
+    ``accumulation_steps`` TRL's current_gradient_accumulation_steps, ``generation_tokens`` its num_items_in_batch
+    (dapo's normaliser; default the micro-batch's tokens), ``extra_flags`` appended to the export's."""
 
     trainer: str
     config: dict[str, Any]
-    rows: tuple[int, int] = (0, len(LENGTHS))  # the micro-batch's first and last + 1 rows
+    batch: Batch
+    step: StepTotals | None = None
     accumulation_steps: int = 1
-    generation_tokens: float | None = None  # num_items_in_batch: the generation's tokens (dapo's normaliser)
-    on_policy: bool = False
+    generation_tokens: float | None = None
+    extra_flags: tuple[str, ...] = ()
+
+    def ppo_config(self) -> PPOConfig:
+        return PPOConfig(**self.config)
+
+
+REPORTED = ["loss_type", "beta", "epsilon", "epsilon_high", "max_completion_length", "entropy_coef",
+            "use_bias_correction_kl", "importance_sampling_level"]
+
+
+def with_sequence_advantages(batch: Batch) -> Batch:
+    """``batch`` with one advantage per response (SEQUENCE_ADVANTAGES), as TRL's trainers take them."""
+    advantages = torch.tensor(SEQUENCE_ADVANTAGES, dtype=torch.float64)[: batch.rows, None].expand(-1, WIDTH)
+    return Batch(**{**batch.__dict__, "advantages": advantages})
+
+
+def trl_payload(case: TrlCase, directory: Path) -> dict[str, Any]:
+    """The case as run_trl_losses takes it: the export's flags and what _compute_loss reads of the micro-batch
+    (grpo_trainer.py / rloo_trainer.py's _generate_and_score_completions output)."""
+    part = case.batch
+    export = grpo_arguments if case.trainer == "grpo" else rloo_arguments
+    text = export(PPOConfig(**case.config, output_dir=str(directory)).to_dict())
+    inputs: dict[str, Any] = {
+        "prompt_ids": torch.zeros(part.rows, 2, dtype=torch.long), "prompt_mask": torch.ones(part.rows, 2),
+        "completion_ids": torch.zeros(part.rows, WIDTH, dtype=torch.long), "completion_mask": part.mask,
+        "advantages": part.advantages[:, 0].clone(), "ref_per_token_logps": part.ref_logprobs,
+        "num_items_in_batch": torch.tensor(case.generation_tokens or float(part.mask.sum()), dtype=torch.float64),
+    }
+    if case.trainer == "grpo":
+        inputs["old_per_token_logps"] = part.old_logprobs
+    else:
+        inputs["old_logps"] = (part.old_logprobs * part.mask).sum(dim=1)
+    return {"trainer": case.trainer, "flags": [*settings_of(text), "--output_dir", str(directory), *case.extra_flags],
+            "logps": part.logprobs, "entropies": part.entropy, "inputs": inputs,
+            "accumulation_steps": case.accumulation_steps, "report": REPORTED}
+
+
+def run_trl_cases(cases: dict[str, TrlCase], directory: Path) -> dict[str, dict[str, Any]]:
+    return dict(zip(cases, run_trl_losses([trl_payload(case, directory) for case in cases.values()], directory),
+                    strict=True))
+
+
+def ppo_core_share(config: PPOConfig, part: Batch, logprobs: torch.Tensor, step: StepTotals | None = None,
+                   max_length: int | None = None) -> torch.Tensor:
+    """One micro-batch's share of the step's objective, as update.py computes it (policy_objective), with the KL
+    loss term's coefficient the trainer passes (beta where the KL is not in the reward)."""
+    beta = None if config.kl_penalty_in_reward else config.kl_coefficient
+    return policy_objective(logprobs, part.old_logprobs, part.ref_logprobs, part.advantages, part.mask,
+                            part.entropy, config, beta, step, max_length or config.response_length).loss
+
+
+def trl_case_matches(case: TrlCase, result: dict[str, Any]) -> tuple[float, float]:
+    """ppo_core's share of the case's micro-batch against TRL's loss, values and gradients; the largest gaps."""
+    config = case.ppo_config()
+    ours, our_grad = grad_of(lambda lp: ppo_core_share(config, case.batch, lp, case.step), case.batch.logprobs)
+    return close(ours, result["loss"]), close(our_grad, result["grad"])
 
 
 ONE_STEP = dict(advantage_estimator="grpo", num_generations=GROUP, per_device_train_batch_size=len(LENGTHS),
                 response_length=WIDTH + 3, cliprange=0.2, cliprange_high=0.28, use_cpu=True)
 TRL_CASES: dict[str, TrlCase] = {
-    # One micro-batch is the step: dapo (token_mean, with TRL's entropy bonus, a token mean), grpo, dr_grpo.
-    "dapo": TrlCase("grpo", dict(ONE_STEP, loss_type="token_mean", beta=0.0, entropy_coef=0.01)),
-    "grpo": TrlCase("grpo", dict(ONE_STEP, loss_type="seq_mean_token_mean", beta=0.0)),
-    "dr_grpo": TrlCase("grpo", dict(ONE_STEP, loss_type="seq_mean_token_sum_norm", beta=0.0)),
+    # One micro-batch is the step: token_mean (TRL's bnpo here, with TRL's entropy bonus, a token mean), grpo,
+    # dr_grpo.
+    "token_mean": TrlCase("grpo", dict(ONE_STEP, loss_type="token_mean", beta=0.0, entropy_coef=0.01),
+                          with_sequence_advantages(make_batch())),
+    "grpo": TrlCase("grpo", dict(ONE_STEP, loss_type="seq_mean_token_mean", beta=0.0),
+                    with_sequence_advantages(make_batch())),
+    "dr_grpo": TrlCase("grpo", dict(ONE_STEP, loss_type="seq_mean_token_sum_norm", beta=0.0),
+                       with_sequence_advantages(make_batch())),
 }
-
-
-def trl_inputs(case: TrlCase, batch: Batch) -> dict[str, Any]:
-    """What _compute_loss reads of a micro-batch (grpo_trainer.py's _generate_and_score_completions output)."""
-    part = batch.slice(slice(*case.rows))
-    old = part.logprobs if case.on_policy else part.old_logprobs
-    advantages = torch.tensor(SEQUENCE_ADVANTAGES, dtype=torch.float64)[slice(*case.rows)]
-    inputs: dict[str, Any] = {
-        "prompt_ids": torch.zeros(part.rows, 2, dtype=torch.long), "prompt_mask": torch.ones(part.rows, 2),
-        "completion_ids": torch.zeros(part.rows, WIDTH, dtype=torch.long), "completion_mask": part.mask,
-        "advantages": advantages, "ref_per_token_logps": part.ref_logprobs,
-        "num_items_in_batch": torch.tensor(case.generation_tokens or float(part.mask.sum()), dtype=torch.float64),
-    }
-    if case.trainer == "grpo":
-        inputs["old_per_token_logps"] = old
-    else:
-        inputs["old_logps"] = (old * part.mask).sum(dim=1)
-    return inputs
 
 
 @pytest.fixture(scope="module")
 def trl_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
-    directory = tmp_path_factory.mktemp("trl_losses")
-    batch = make_batch()
-    cases = []
-    for case in TRL_CASES.values():
-        config = PPOConfig(**case.config, output_dir=str(directory))
-        text = grpo_arguments(config.to_dict())
-        part = batch.slice(slice(*case.rows))
-        cases.append({"trainer": case.trainer, "flags": [*settings_of(text), "--output_dir", str(directory)],
-                      "logps": part.logprobs, "entropies": part.entropy, "inputs": trl_inputs(case, batch),
-                      "accumulation_steps": case.accumulation_steps,
-                      "report": ["loss_type", "beta", "epsilon", "epsilon_high", "max_completion_length",
-                                 "entropy_coef", "use_bias_correction_kl", "importance_sampling_level"]})
-    return dict(zip(TRL_CASES, run_trl_losses(cases, Path(directory)), strict=True))
+    return run_trl_cases(TRL_CASES, tmp_path_factory.mktemp("trl_losses"))
 
 
-def trl_grpo_case_matches(name: str, trl_results: dict[str, dict[str, Any]]) -> None:
-    case = TRL_CASES[name]
-    config = PPOConfig(**case.config)
-    batch = make_batch().slice(slice(*case.rows))
-    if case.on_policy:
-        batch = Batch(**{**batch.__dict__, "old_logprobs": batch.logprobs})
-    batch = Batch(**{**batch.__dict__, "advantages": torch.tensor(SEQUENCE_ADVANTAGES, dtype=torch.float64)[
-        slice(*case.rows)][:, None].expand(-1, WIDTH)})
-    beta = config.beta if not config.kl_penalty_in_reward and config.beta else None
-    ours, our_grad = grad_of(lambda lp: ppo_core_terms(config, batch, lp, beta, config.response_length),
-                             batch.logprobs)
-    theirs = trl_results[name]
-    close(ours, theirs["loss"])
-    close(our_grad, theirs["grad"])
-
-
-@pytest.mark.parametrize("name", ["dapo", "grpo", "dr_grpo"])
+@pytest.mark.parametrize("name", sorted(TRL_CASES))
 def test_one_micro_batch_equals_trl_grpo(name: str, trl_results: dict[str, dict[str, Any]]) -> None:
-    trl_grpo_case_matches(name, trl_results)
+    trl_case_matches(TRL_CASES[name], trl_results[name])
 
 
 def test_trl_ran_with_the_exported_settings(trl_results: dict[str, dict[str, Any]]) -> None:
     for name, case in TRL_CASES.items():
         parsed = trl_results[name]["args"]
-        exported = flags_of(grpo_arguments(PPOConfig(**case.config).to_dict()))
+        exported = flags_of(grpo_arguments(case.ppo_config().to_dict()))
         assert parsed["loss_type"] == exported["loss_type"], name
         assert (parsed["epsilon"], parsed["epsilon_high"]) == (0.2, 0.28), name
         assert parsed["max_completion_length"] == WIDTH + 3, name
-    assert trl_results["dapo"]["args"]["entropy_coef"] == 0.01
+    assert trl_results["token_mean"]["args"]["entropy_coef"] == 0.01
