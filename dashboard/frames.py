@@ -232,6 +232,18 @@ def best_summary(view: StudyView) -> str:
         (f" with {params}" if params else "")
 
 
+def target_summary(view: StudyView) -> str:
+    """One markdown line: the trainer the study targets, whose computation its trials kept, or that it named none."""
+    if view.target is None:
+        return ("**Target trainer**: none named. `ppo-tune best --format FORMAT` lists what each trainer computes "
+                "differently from the winner; name one with `target:` in the study file to tune what it runs.")
+    from tuner.exports import TARGETS  # the export tables, read only for the trainer's full name
+
+    trainer = TARGETS[view.target].name if view.target in TARGETS else view.target
+    return (f"**Target trainer**: {trainer}. Every trial computed what it computes, so `ppo-tune best "
+            f"--format {view.target}` exports the winner exactly; another format lists what will differ.")
+
+
 def highlight_differences(table: pd.DataFrame) -> Any:
     """A Styler that shades the rows whose values differ between trials."""
     def shade(row: pd.Series) -> list[str]:

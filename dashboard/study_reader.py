@@ -34,7 +34,14 @@ from optuna.trial import FrozenTrial
 from dashboard.launch import STORAGE_ENV
 from dashboard.optuna_tables import TrialCache, read_study, snapshot_study
 from dashboard.optuna_tables import study_names as table_study_names
-from tuner.attrs import CONFIG_ATTR, DEFAULT_KL_METRIC, DEFAULT_KL_THRESHOLD, KL_GUARD_ATTR, KL_HISTORY_ATTR
+from tuner.attrs import (
+    CONFIG_ATTR,
+    DEFAULT_KL_METRIC,
+    DEFAULT_KL_THRESHOLD,
+    DEFINITION_ATTR,
+    KL_GUARD_ATTR,
+    KL_HISTORY_ATTR,
+)
 from tuner.database import read_only_engine_kwargs, read_only_url, sqlite_path
 from tuner.edge_findings import EdgeFinding, edge_findings, stored_search_space
 from tuner.paths import DEFAULT_STUDIES_DIR
@@ -255,6 +262,7 @@ class StudyView:
     kl_guard: KLGuardSettings
     counts: Mapping[str, int] = field(default_factory=dict)  # trials by state, states with none left out
     edge_findings: tuple[EdgeFinding, ...] = ()  # searched ranges whose best trials crowd against a bound
+    target: str | None = None  # the trainer the study file named (``target:``), whose computation its trials kept
 
     @property
     def numbers(self) -> list[int]:
@@ -336,4 +344,12 @@ def build_study_view(ref: StudyRef, snapshot: Snapshot) -> StudyView:
         counts=counts,
         edge_findings=tuple(edge_findings(snapshot.trials, stored_search_space(snapshot.user_attrs),
                                           study.directions)),
+        target=stored_target(snapshot.user_attrs),
     )
+
+
+def stored_target(user_attrs: Mapping[str, Any]) -> str | None:
+    """The target trainer named in the study file stored on the study; None when it named none."""
+    definition = user_attrs.get(DEFINITION_ATTR)
+    target = definition.get("target") if isinstance(definition, Mapping) else None
+    return target if isinstance(target, str) else None

@@ -147,6 +147,29 @@ def test_study_page_shows_ranges_whose_best_trials_crowd_a_bound(
         "5e-05; widen the range above it"]
 
 
+@pytest.mark.parametrize(("target", "shown"), [
+    ("verl", "**Target trainer**: verl 0.9.1. Every trial computed what it computes, so `ppo-tune best --format "
+             "verl` exports the winner exactly"),
+    (None, "**Target trainer**: none named."),
+])
+def test_study_page_shows_the_target_trainer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, target: str | None,
+                                              shown: str) -> None:
+    url = f"sqlite:///{tmp_path / 'target.db'}"
+    study = optuna.create_study(storage=url, study_name="target", direction="maximize")
+    definition: dict[str, Any] = {"name": "target"}
+    if target is not None:
+        definition["target"] = target
+    study.set_user_attr(DEFINITION_ATTR, definition)
+    study.add_trial(optuna.trial.create_trial(value=1.0, params={"learning_rate": 1e-5},
+                                              distributions={"learning_rate": FloatDistribution(1e-6, 5e-5)}))
+    monkeypatch.setenv(STORAGE_ENV, url)
+    app = AppTest.from_file(str(APP), default_timeout=60)
+    app.query_params["study"] = "target"
+    app.run()
+    assert_clean(app)
+    assert sum(m.value.startswith(shown) for m in app.markdown) == 1, [m.value for m in app.markdown]
+
+
 def test_selection_is_shared_by_the_sidebar_table_and_charts(open_page: Any, studies: DashboardStudies) -> None:
     app = open_page()
     app.sidebar.multiselect(key="selected_trials").set_value([studies.adaptive]).run()

@@ -14,7 +14,7 @@ from optuna.trial import TrialState, create_trial
 
 from ppo_core import PPOConfig
 from ppo_tune.cli import main
-from tuner.attrs import CONFIG_ATTR
+from tuner.attrs import CONFIG_ATTR, DEFINITION_ATTR
 from tuner.exports import TARGETS, differences, exported
 
 GROUP = dict(advantage_estimator="grpo", num_generations=4, per_device_train_batch_size=4,
@@ -114,6 +114,7 @@ def test_every_difference_is_one_line_and_in_the_exported_file(fmt: str) -> None
 def grpo_study(tmp_path_factory: pytest.TempPathFactory) -> str:
     url = f"sqlite:///{tmp_path_factory.mktemp('study') / 'differences.db'}"
     study = optuna.create_study(storage=url, study_name="differences", direction="maximize")
+    study.set_user_attr(DEFINITION_ATTR, {"name": "differences", "target": "trl-grpo"})
     config = PPOConfig(**GROUP, beta=0.04).to_dict()
     study.add_trial(create_trial(state=TrialState.COMPLETE, value=1.0, params={"learning_rate": 1e-6},
                                  distributions={"learning_rate": FloatDistribution(1e-7, 1e-4, log=True)},
@@ -127,7 +128,8 @@ def test_best_prints_the_differences_on_stderr_and_nothing_when_exact(grpo_study
     assert capsys.readouterr().err == ""
     assert main(["best", "differences", "--storage", grpo_study, "--format", "verl"]) == 0
     captured = capsys.readouterr()
-    lines = captured.err.splitlines()
+    first, *lines = captured.err.splitlines()
+    assert first == "ppo-tune best: study 'differences' tuned for trl-grpo; verl computes differently:"
     assert lines and all(line.startswith("ppo-tune best: verl is not exact: ") for line in lines)
     assert any("scale_rewards_epsilon=0.0001" in line for line in lines)
     assert "# Not exact" in captured.out

@@ -21,6 +21,7 @@ from ppo_core.errors import first_line
 from tuner.attrs import CONFIG_ATTR, FAIL_REASON_ATTR, VALIDATES_ATTR, retry_user_attrs
 from tuner.search_space import suggest_params
 from tuner.study_config import StudySpec
+from tuner.study_target import target_problem
 from tuner.trial_launch import run_trial_process
 from tuner.trial_protocol import TrialJob
 
@@ -51,9 +52,14 @@ def make_objective(spec: StudySpec, threads: int | None = None,
             if VALIDATES_ATTR not in trial.user_attrs:  # a validation run's config was fixed when it was queued
                 try:
                     values = {**spec.base, **suggest_params(trial, spec.search_space, spec.base)}
-                    trial.set_user_attr(CONFIG_ATTR, build_config(values).to_dict())
+                    config = build_config(values).to_dict()
+                    trial.set_user_attr(CONFIG_ATTR, config)
                 except Exception as error:
                     raise _failed(trial, f"{type(error).__name__}: {first_line(error)}") from error
+                # The study file's check reads the corners of the space; a point between them is checked here.
+                problem = target_problem(spec.target, config) if spec.target else None
+                if problem is not None:
+                    raise _failed(trial, f"target {spec.target}: {problem}")
             job = TrialJob(spec.storage, spec.name, trial._trial_id, os.getpid(), threads_per_process)
             outcome = run_trial_process(job, processes, spec.trial_timeout, trial.storage)
         except KeyboardInterrupt:

@@ -36,6 +36,7 @@ from tuner.search_space import (
     regimes,
     unused_param,
 )
+from tuner.study_target import TARGET_NAMES, target_base, target_check
 from tuner.warm_start import WarmStart, WarmStartError, warm_start_points
 
 SAMPLERS = tuple(SAMPLER_CLASSES)
@@ -44,7 +45,7 @@ Direction = Literal["maximize", "minimize"]
 DIRECTIONS: tuple[Direction, ...] = typing.get_args(Direction)
 TOP_LEVEL_KEYS = ("name", "storage", "n_trials", "timeout", "sampler", "pruner", "objectives", "kl_guard", "base",
                   "search_space", "heartbeat_interval", "description", "trial_timeout", "processes_per_trial",
-                  "enqueue", "constraints")
+                  "enqueue", "constraints", "target")
 
 
 class StudyConfigError(InputError):
@@ -102,6 +103,9 @@ class StudySpec:
     ``tuner.warm_start.enqueue_warm_starts`` queues them on a new study."""
     constraints: list[Constraint] = field(default_factory=list)
     """Bounds on reduced metrics (e.g. a KL budget) that a feasible trial keeps; set on each trial for Optuna."""
+    target: str | None = None
+    """The trainer the winner will run in (an export format: trl-grpo, verl, ...): its profile fills the base, and
+    no trial may compute what it does not (tuner.study_target)."""
     definition: dict[str, Any] = field(default_factory=dict)
     """The study file's mapping as read: stored on the study, so that a resume can tell what changed and
     ``ppo-tune validate`` can rebuild the spec from the storage alone."""
@@ -476,6 +480,11 @@ def parse_study(data: dict[str, Any], path: Path, storage: str | None = None) ->
         raise _fail(f"processes_per_trial: expected a positive integer, got {processes_per_trial!r}")
     base = _mapping(data.get("base"), "base")
     search_space = _parse_search_space(data.get("search_space"))
+    target = data.get("target")
+    if target is not None:
+        if target not in TARGET_NAMES:
+            raise _fail(f"target: unknown trainer {target!r} (expected one of {', '.join(TARGET_NAMES)})")
+        base = target_base(target, base, search_space)
     spec = StudySpec(
         name=name,
         storage=storage or default_storage_url(path, name),
@@ -493,6 +502,7 @@ def parse_study(data: dict[str, Any], path: Path, storage: str | None = None) ->
         processes_per_trial=processes_per_trial,
         enqueue=_parse_enqueue(data.get("enqueue"), search_space, base),
         constraints=_parse_constraints(data.get("constraints")),
+        target=target,
         definition=data,
     )
     for name in spec.search_space:
@@ -504,6 +514,9 @@ def parse_study(data: dict[str, Any], path: Path, storage: str | None = None) ->
     _check_example_config(spec)
     _check_warm_start_configs(spec)
     _check_each_value(spec)
+    problem = target_check(target, search_space, base, spec.enqueue) if target is not None else None
+    if problem is not None:
+        raise _fail(problem)
     return spec
 
 

@@ -10,10 +10,27 @@ comments. Each function answers for one setting, None where the export is exact.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from ppo_core.config import PPOConfig
 
 Difference = Callable[[PPOConfig], str | None]
+
+
+class EdgeLine(str):
+    """A difference only at extremes (a clamp a healthy run never reaches) or of a size below any tuning signal:
+    the export says it; a study that names the target does not refuse it."""
+
+
+@dataclass(frozen=True)
+class Edge:
+    """A check whose difference is an :class:`EdgeLine`."""
+
+    check: Difference
+
+    def __call__(self, c: PPOConfig) -> str | None:
+        line = self.check(c)
+        return None if line is None else EdgeLine(line)
 
 GROUP_STD_SCALED = ("grpo",)
 

@@ -36,7 +36,7 @@ from tuner.exports._common import (
     updates,
     whole_prompt_passes,
 )
-from tuner.exports.computes import biased_whitening, clamped_kl, collect, std_epsilon
+from tuner.exports.computes import Edge, biased_whitening, clamped_kl, collect, std_epsilon
 
 KL_ESTIMATORS = ("k1", "k2", "k3")
 GROUP_NORM_EPSILON = 1e-9  # experience_maker.py adds it to the group's std, fixed
@@ -237,11 +237,11 @@ def _differences(c: PPOConfig) -> list[str]:
         lambda c: None if c.advantage_estimator != "grpo" or c.scale_rewards != "batch" else
         "scale_rewards=batch: OpenRLHF's group_norm divides by the group's std",
         std_epsilon("OpenRLHF's group_norm", GROUP_NORM_EPSILON),
-        biased_whitening("OpenRLHF", WHITENED),
+        Edge(biased_whitening("OpenRLHF", WHITENED)),
         lambda c: None if c.advantage_estimator != "reinforce_pp_baseline" or c.gamma == 1.0 else
         f"gamma={c.gamma!r}: OpenRLHF sets gamma to 1 for reinforce_baseline",
         _kl_per_token_differs,
-        clamped_kl("OpenRLHF", KL_ESTIMATORS),
+        Edge(clamped_kl("OpenRLHF", KL_ESTIMATORS)),
         lambda c: None if not c.uses_critic or c.whiten_advantages else
         "whiten_advantages=False: OpenRLHF always whitens GAE's advantages",
         lambda c: None if not c.uses_critic or not c.whiten_rewards else
@@ -250,7 +250,8 @@ def _differences(c: PPOConfig) -> list[str]:
 
 
 TARGET = Target(name="OpenRLHF 0.11.2", layout="openrlhf", keys=KEYS, values=VALUES, why_not=WHY_NOT, same=SAME,
-                carried=CARRIED, remarks=_remarks, fixed=_fixed, differences=_differences)
+                carried=CARRIED, remarks=_remarks, fixed=_fixed, differences=_differences,
+                profile={"scale_rewards_epsilon": GROUP_NORM_EPSILON})
 
 
 def openrlhf_arguments(config: dict[str, Any]) -> str:

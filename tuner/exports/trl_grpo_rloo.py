@@ -300,6 +300,7 @@ RLOO = Target(
              "kl_loss_estimator": "kl_in_reward's comment"},
     remarks=_remarks,
     differences=_rloo_differences,
+    profile={"importance_sampling_level": "sequence_sum", "loss_type": "seq_mean_token_mean"},
 )
 
 

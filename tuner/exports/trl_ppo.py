@@ -121,7 +121,8 @@ def _differences(c: PPOConfig) -> list[str]:
 
 
 TARGET = Target(name="TRL 1.12 PPOConfig", layout="trl", keys=KEYS, values=VALUES, why_not=WHY_NOT, same=SAME,
-                carried=CARRIED, remarks=_remarks, differences=_differences)
+                carried=CARRIED, remarks=_remarks, differences=_differences,
+                profile={"loss_type": "bnpo"})
 
 
 def trl_arguments(config: dict[str, Any]) -> str:

@@ -29,7 +29,7 @@ from tuner.exports._common import (
     updates,
     whole_prompt_passes,
 )
-from tuner.exports.computes import clamped_kl, collect, std_epsilon, whitening_kl_in_reward_returns
+from tuner.exports.computes import Difference, Edge, clamped_kl, collect, std_epsilon, whitening_kl_in_reward_returns
 
 ACTOR = "actor_rollout_ref.actor"
 MODEL = "actor_rollout_ref.model"
@@ -227,7 +227,7 @@ def _setting_differs(name: str, theirs: object, why: str) -> Callable[[PPOConfig
 
 
 def _differences(c: PPOConfig) -> list[str]:
-    checks = [
+    checks: list[Difference] = [
         lambda c: None if c.loss_type != "bnpo" else
         "loss_type=bnpo: verl has no per-micro-batch token mean; its token-mean divides by the step's tokens",
         lambda c: None if c.loss_type != "seq_mean_token_sum_norm" or c.response_length is not None else
@@ -237,7 +237,7 @@ def _differences(c: PPOConfig) -> list[str]:
         "scale_rewards=batch: verl's grpo divides by the group's std or nothing",
         std_epsilon("verl's grpo", GRPO_STD_EPSILON),
         whitening_kl_in_reward_returns("verl"),
-        clamped_kl("verl", ("k3",)),
+        Edge(clamped_kl("verl", ("k3",))),
     ]
     if c.uses_critic:
         checks += [_setting_differs("whiten_advantages", True, "verl always whitens GAE's advantages"),
@@ -246,7 +246,8 @@ def _differences(c: PPOConfig) -> list[str]:
 
 
 TARGET = Target(name="verl 0.9.1", layout="hydra", keys=KEYS, values=VALUES, why_not=WHY_NOT, same=SAME,
-                carried=CARRIED, remarks=_remarks, differences=_differences)
+                carried=CARRIED, remarks=_remarks, differences=_differences,
+                profile={"scale_rewards_epsilon": GRPO_STD_EPSILON})
 
 
 def verl_overrides(config: dict[str, Any]) -> str:
