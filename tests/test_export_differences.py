@@ -160,3 +160,11 @@ def test_shipped_studies_winners_export_exactly_or_say_so() -> None:
     assert checked
     # The estimators study's GRPO and GAE starts run exactly as TRL's GRPOTrainer and verl's PPO would.
     assert {("grpo", "trl-grpo"), ("gae", "verl")} <= exact, exact
+
+
+def test_readme_exactness_table_is_the_exports_own() -> None:
+    from tuner.exports.table import BEGIN, END, block
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    assert readme[readme.index(BEGIN): readme.index(END) + len(END)] == block(), \
+        "regenerate with: python -m tuner.exports.table"
