@@ -74,6 +74,12 @@ class PPOConfig(ScriptArguments, ModelConfig):
             "('shortest_path', 'shortest_path_tiny'); set to null to bring your own models and prompts."
         ),
     )
+    task_seed: int | None = field(
+        default=None,
+        metadata=field_help("Seed of the built-in task's graph, prompts, SFT policy and reward model: another seed "
+                            "is another task of the same size, built and cached on first use. null: the variant's "
+                            "own (0), the task every figure here was measured on."),
+    )
     task_cache_dir: str | None = field(
         default=None,
         metadata=field_help("Where built-in tasks are cached (default: $PPO_TUNE_CACHE or ~/.cache/ppo-tune)."),
@@ -464,6 +470,8 @@ def _check_ranges(c: PPOConfig) -> None:
     if c.dual_clip is not None:
         require(c.dual_clip > 1, "dual_clip", "> 1 (the loss of a negative advantage is capped at -A x dual_clip)",
                 c.dual_clip)
+    if c.task_seed is not None:
+        require(c.task_seed >= 0, "task_seed", ">= 0", c.task_seed)
     require(c.scale_rewards_epsilon >= 0, "scale_rewards_epsilon", ">= 0", c.scale_rewards_epsilon)
     require(0.0 <= c.lam <= 1.0, "lam", "in [0, 1]", c.lam)
     require(0.0 <= c.gamma <= 1.0, "gamma", "in [0, 1]", c.gamma)

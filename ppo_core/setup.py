@@ -121,7 +121,7 @@ def load_task(config: PPOConfig) -> BuiltinTask | None:
     from ppo_core.tasks import get_task
 
     try:
-        return get_task(config.task, config.task_cache_dir)
+        return get_task(config.task, config.task_cache_dir, config.task_seed)
     except ValueError as error:
         raise ConfigError(f"task: {error}") from None
 

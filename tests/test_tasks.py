@@ -263,3 +263,14 @@ def test_tiny_reward_model_ranks_gold(tiny: BuiltinTask) -> None:
     rm_gap = rm_scores(best) - rm_scores(wasteful)
     decided = gold_gap > 0
     assert (rm_gap[decided] > 0).float().mean() > 0.75
+
+
+def test_another_task_seed_is_another_task_beside_the_default(tiny: BuiltinTask) -> None:
+    # The default keeps its parameters, so its cache key (and every figure measured on it) stays.
+    assert registry.task_params(TINY, None) is registry.task_params(TINY)
+    cache = Path(tiny.policy_path).parent.parent.parent
+    other = get_task(TINY, cache_dir=str(cache), seed=1)
+    assert Path(other.policy_path).parent.name == f"{TINY}-{registry.task_params(TINY, 1).cache_key()}"
+    assert other.policy_path != tiny.policy_path
+    assert other.gold_score.graph.neighbors != tiny.gold_score.graph.neighbors  # another graph
+    assert other.info["graph"]["num_nodes"] == tiny.info["graph"]["num_nodes"]  # of the same size

@@ -9,6 +9,7 @@ of racing or reading half-written files.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -76,17 +77,18 @@ def default_cache_dir() -> Path:
     return Path(env) if env else Path.home() / ".cache" / "ppo-tune"
 
 
-def task_params(name: str) -> TaskParams:
-    """The parameters of a named variant; ``ValueError`` naming the valid ones otherwise."""
+def task_params(name: str, seed: int | None = None) -> TaskParams:
+    """The parameters of a named variant, drawn from ``seed`` when given (None: the variant's own); ``ValueError``
+    naming the valid ones otherwise."""
     if name not in VARIANTS:
         raise ValueError(f"unknown task {name!r}; valid tasks: {', '.join(TASK_NAMES)}")
-    return VARIANTS[name]
+    return VARIANTS[name] if seed is None else dataclasses.replace(VARIANTS[name], seed=seed)
 
 
-def task_dir(name: str, cache_dir: str | os.PathLike[str] | None = None) -> Path:
-    """Where the named task is (or will be) cached."""
+def task_dir(name: str, cache_dir: str | os.PathLike[str] | None = None, seed: int | None = None) -> Path:
+    """Where the named task (of ``seed``) is or will be cached: its parameters' hash names it."""
     root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    return root / "tasks" / f"{name}-{task_params(name).cache_key()}"
+    return root / "tasks" / f"{name}-{task_params(name, seed).cache_key()}"
 
 
 def _is_complete(directory: Path) -> bool:
@@ -110,14 +112,15 @@ def _build_atomically(name: str, params: TaskParams, target: Path) -> None:
         raise
 
 
-def get_task(name: str, cache_dir: str | None = None) -> BuiltinTask:
-    """Return the named built-in task, building and caching it on first use.
+def get_task(name: str, cache_dir: str | None = None, seed: int | None = None) -> BuiltinTask:
+    """Return the named built-in task, drawn from ``seed`` (None: the variant's own), building and caching it on
+    first use.
 
     Safe to call from several processes at once: one builds, the others wait on the lock
     and then load the same files.
     """
-    params = task_params(name)
-    target = task_dir(name, cache_dir)
+    params = task_params(name, seed)
+    target = task_dir(name, cache_dir, seed)
     if not _is_complete(target):
         target.parent.mkdir(parents=True, exist_ok=True)
         with FileLock(str(target) + ".lock"):

@@ -151,6 +151,8 @@ def unused_fields(c: PPOConfig) -> dict[str, str]:
         unused["kl_horizon"] = "no kl_target, so no adaptive KL controller"
     if c.advantage_estimator != "grpo":
         unused.update(dict.fromkeys(("scale_rewards", "scale_rewards_epsilon"), "only grpo scales the centred scores"))
+    if c.task is None:
+        unused["task_seed"] = "no built-in task"
     if c.total_episodes is not None:
         unused["num_train_epochs"] = "total_episodes sets the run's length"
     if c.warmup_steps > 0:

@@ -168,6 +168,7 @@ VALUES: dict[str, Callable[[PPOConfig], Any]] = {
 
 WHY_NOT: dict[str, Why] = {
     "task": TASK_WHY,
+    "task_seed": TASK_WHY,
     "dataset_config": "name the configuration in --data.prompt_dataset's path",
     "reward_funcs": "OpenRLHF sums no extra rewards: combine them in the reward model or a remote reward function",
     "reward_weights": "OpenRLHF sums no extra rewards",

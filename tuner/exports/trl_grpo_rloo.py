@@ -166,6 +166,7 @@ def _estimator(trainer: str, own: str, what: str) -> Why:
 
 WHY_NOT: dict[str, Why] = {
     "task": TASK_WHY,
+    "task_seed": TASK_WHY,
     "max_prompt_length": "truncate the prompts when you build the dataset",
     **dict.fromkeys(CRITIC_FIELDS, "TRL's GRPO and RLOO train no value network"),
     "gamma": "one reward per response, undiscounted",

@@ -51,6 +51,7 @@ VALUES: dict[str, Callable[[PPOConfig], Any]] = {
 
 WHY_NOT: dict[str, Why] = {
     "task": TASK_WHY,
+    "task_seed": TASK_WHY,
     "trust_remote_code": "TRL 1.12's PPO script has no such flag: load the models with trust_remote_code=True",
     "value_learning_rate": "TRL trains policy and value with one learning_rate",
     "kl_target": "TRL has no adaptive KL controller; use kl_coef as a fixed beta or port the controller",

@@ -181,6 +181,7 @@ VALUES: dict[str, Callable[[PPOConfig], Any]] = {
 
 WHY_NOT: dict[str, Why] = {
     "task": TASK_WHY,
+    "task_seed": TASK_WHY,
     "dataset_name": "verl reads parquet files: convert the prompts and set data.train_files (see verl's "
                     "examples/data_preprocess)",
     "dataset_config": "verl reads parquet files: convert this configuration's prompts",
