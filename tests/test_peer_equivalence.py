@@ -237,7 +237,7 @@ def verl_actor_loss(config: PPOConfig, batch: Batch, logprobs: torch.Tensor, **g
     return loss
 
 
-@pytest.mark.parametrize("kl_loss_estimator", ["k1", "k2", "k3"])
+@pytest.mark.parametrize("kl_loss_estimator", ["k1", "k2", "k3", "abs"])
 @pytest.mark.parametrize("loss_type", VERL_LOSS_TYPES)
 def test_one_micro_batch_policy_objective_equals_verl_ppo_loss(loss_type: str, kl_loss_estimator: str) -> None:
     # Asymmetric clipping, an entropy bonus and a KL loss term (GRPO's placement), the response length longer than the
@@ -350,6 +350,13 @@ TRL_CASES: dict[str, TrlCase] = {
                     with_sequence_advantages(make_batch())),
     "dr_grpo": TrlCase("grpo", dict(ONE_STEP, loss_type="seq_mean_token_sum_norm", beta=0.0),
                        with_sequence_advantages(make_batch())),
+    # GSPO: the ratio of the response's mean token log-ratio (TRL's importance_sampling_level "sequence").
+    "sequence grpo": TrlCase("grpo", dict(ONE_STEP, loss_type="seq_mean_token_mean", beta=0.0,
+                                          importance_sampling_level="sequence"),
+                             with_sequence_advantages(make_batch())),
+    "sequence token_mean, KL": TrlCase("grpo", dict(ONE_STEP, loss_type="token_mean", beta=0.04,
+                                                    importance_sampling_level="sequence"),
+                                       with_sequence_advantages(make_batch())),
 }
 
 
@@ -370,4 +377,5 @@ def test_trl_ran_with_the_exported_settings(trl_results: dict[str, dict[str, Any
         assert parsed["loss_type"] == exported["loss_type"], name
         assert (parsed["epsilon"], parsed["epsilon_high"]) == (0.2, 0.28), name
         assert parsed["max_completion_length"] == WIDTH + 3, name
+        assert parsed["importance_sampling_level"] == case.ppo_config().importance_sampling_level, name
     assert trl_results["token_mean"]["args"]["entropy_coef"] == 0.01
