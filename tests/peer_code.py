@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import ast
 import functools
+import itertools
 import logging
 import os
 import subprocess
@@ -111,7 +112,7 @@ class Annotation:
 
 
 class Config:
-    """Attribute and ``.get`` access to a config section, as verl's ActorConfig and OpenRLHF's args give it."""
+    """Attribute and ``.get`` access to a config section, as verl's ActorConfig and AlgoConfig give it."""
 
     def __init__(self, values: Mapping[str, Any]) -> None:
         for key, value in values.items():
@@ -219,8 +220,9 @@ def _assign(tree: dict[str, Any], path: list[str], value: Any) -> None:
 @functools.cache
 def openrlhf_code() -> types.SimpleNamespace:
     """OpenRLHF's PolicyLoss, ValueLoss and aggregate_loss (models/loss.py), compute_reward and compute_approx_kl
-    (models/utils.py), and the experience maker's advantage methods (compute_advantages_and_returns,
-    get_advantages_and_returns, get_cumulative_returns) as functions of a stand-in ``self``."""
+    (models/utils.py), the experience maker's advantage methods (compute_advantages_and_returns,
+    get_advantages_and_returns, get_cumulative_returns) and the actor's training_step, as functions of a stand-in
+    ``self``, utils/loss_utils.py's _optimizer_step_loss_norm and utils/config.py's hierarchize."""
     utils = load_source(OPENRLHF.path("openrlhf/models/utils.py"),
                         ["KL_IS_WEIGHT_CLIP", "compute_approx_kl", "compute_reward", "masked_mean"],
                         {"torch": torch, "Optional": Optional, "Union": Any, "Tuple": tuple})
@@ -231,8 +233,6 @@ def openrlhf_code() -> types.SimpleNamespace:
     penalties = load_source(OPENRLHF.path("openrlhf/trainer/ppo_utils/length_penalty.py"),
                             ["apply_overlong_penalty", "apply_stop_properly_penalty", "apply_length_penalties"],
                             {"List": list, "logger": logger})
-    import itertools
-
     maker = load_source(
         OPENRLHF.path("openrlhf/trainer/ppo_utils/experience_maker.py"),
         ["RemoteExperienceMaker.compute_advantages_and_returns", "RemoteExperienceMaker.get_advantages_and_returns",
@@ -240,7 +240,17 @@ def openrlhf_code() -> types.SimpleNamespace:
         {"torch": torch, "itertools": itertools, "List": list, "Tuple": tuple, "Experience": Annotation,
          "logger": logger, "compute_reward": utils.compute_reward,
          "apply_length_penalties": penalties.apply_length_penalties})
-    return types.SimpleNamespace(**vars(utils), **vars(loss), **vars(maker))
+    actor = load_source(
+        OPENRLHF.path("openrlhf/trainer/ray/ppo_actor.py"), ["ActorPPOTrainer.training_step"],
+        {"torch": torch, "Optional": Optional, "Dict": dict, "Experience": Annotation,
+         "compute_approx_kl": utils.compute_approx_kl, "masked_mean": utils.masked_mean,
+         "aggregate_loss": loss.aggregate_loss})
+    norm = load_source(OPENRLHF.path("openrlhf/utils/loss_utils.py"), ["_optimizer_step_loss_norm"],
+                       {"torch": torch, "dist": types.SimpleNamespace(is_available=lambda: False)})
+    config = load_source(OPENRLHF.path("openrlhf/utils/config.py"), ["hierarchize"],
+                         {"SimpleNamespace": types.SimpleNamespace})
+    return types.SimpleNamespace(**vars(utils), **vars(loss), **vars(maker), **vars(actor), **vars(norm),
+                                 **vars(config))
 
 
 @functools.cache
@@ -259,9 +269,7 @@ def openrlhf_parser() -> Any:
 def openrlhf_args(flags: list[str]) -> Any:
     """The args train_ppo_ray runs with for the export's ``flags``: its parser, its hierarchize (openrlhf/utils/
     config.py), and its one post-parse default the losses read (eps_clip_low_high from eps_clip)."""
-    hierarchize = load_source(OPENRLHF.path("openrlhf/utils/config.py"), ["hierarchize"],
-                              {"SimpleNamespace": types.SimpleNamespace}).hierarchize
-    args = hierarchize(openrlhf_parser().parse_args(flags))
+    args = openrlhf_code().hierarchize(openrlhf_parser().parse_args(flags))
     if args.actor.eps_clip_low_high is None:  # train_ppo_ray.py, "Validate arguments"
         args.actor.eps_clip_low_high = (args.actor.eps_clip, args.actor.eps_clip)
     return args
@@ -279,11 +287,6 @@ def openrlhf_actor_loss(args: Any, logprobs: torch.Tensor, entropy: torch.Tensor
     ``entropy`` and whose strategy hands back the loss at ``backward``, before the optimizer step and the logging.
     ``experience``: action_mask, action_log_probs (old), advantages, base_action_log_probs (reference)."""
     code = openrlhf_code()
-    training_step = load_source(
-        OPENRLHF.path("openrlhf/trainer/ray/ppo_actor.py"), ["ActorPPOTrainer.training_step"],
-        {"torch": torch, "Optional": Optional, "Dict": dict, "Experience": Annotation,
-         "compute_approx_kl": code.compute_approx_kl, "masked_mean": code.masked_mean,
-         "aggregate_loss": code.aggregate_loss}).training_step
 
     def backward(loss: torch.Tensor, model: Any, optimizer: Any) -> None:
         raise _LossReady(loss)
@@ -303,7 +306,7 @@ def openrlhf_actor_loss(args: Any, logprobs: torch.Tensor, entropy: torch.Tensor
             is_correction_threshold=args.algo.advantage.is_correction_threshold),
     )
     try:
-        training_step(self, experience, kl_coef, 0, loss_batch_info)
+        code.training_step(self, experience, kl_coef, 0, loss_batch_info)
     except _LossReady as ready:
         return ready.loss
     raise AssertionError("training_step returned without a backward pass")
@@ -326,9 +329,7 @@ def openrlhf_step_info(masks: list[torch.Tensor], micro_batches: int) -> dict[st
     """The loss_batch_info OpenRLHF gives every micro-batch of one optimizer step on one process
     (utils/loss_utils.py _optimizer_step_loss_norm: the step's tokens and responses over the gas micro-batches,
     divided by gas, which DeepSpeed's 1 / gas loss scaling then cancels)."""
-    norm = load_source(OPENRLHF.path("openrlhf/utils/loss_utils.py"), ["_optimizer_step_loss_norm"],
-                       {"torch": torch, "dist": types.SimpleNamespace(is_available=lambda: False)})
-    info: dict[str, Any] = norm._optimizer_step_loss_norm(masks, None, 1, micro_batches)
+    info: dict[str, Any] = openrlhf_code()._optimizer_step_loss_norm(masks, None, 1, micro_batches)
     return info
 
 
