@@ -225,3 +225,28 @@ def test_tuning_quality_quick_reports_every_method(tmp_path: Path) -> None:
             assert len(reached) == 1 and (reached[0] is None or is_finite(reached[0])), method
     assert set(result["methods"]) == {"tpe", "random", "trl_defaults", "guidance"}
     assert result["table"] and result["studies_table"]
+
+
+# --------------------------------------------------------------------------------------------------- curve_table
+
+
+def test_curve_table_quick_keeps_every_evaluation_and_resumes(tmp_path: Path) -> None:
+    out = tmp_path / "curves.jsonl"
+    command = [sys.executable, "-m", "benchmarks.curve_table", "--quick", "--out", str(out)]
+    first = subprocess.run(command, cwd=REPO, capture_output=True, text=True, check=False)
+    assert first.returncode == 0, first.stderr[-5000:]
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert sorted(row["config_id"] for row in rows) == [0, 1]
+    for row in rows:
+        context = f"config {row['config_id']}"
+        assert row["failure"] is None and row["updates"] == row["planned_updates"] >= 1, context
+        assert row["params"] and {"learning_rate", "rollout_batch_size"} <= set(row["params"]), context
+        assert all(len(values) == row["updates"] and all(is_finite(v) for v in values)
+                   for values in row["train"].values()), context
+        assert row["evals"] and row["evals"][-1]["update"] == row["updates"], context  # the last update evaluates
+        for point in row["evals"]:
+            assert_finite(point, ["eval/gold_score", "eval/kl", "eval/score"], context)
+    # A second run finds every run in the table and trains nothing: an interrupted build resumes, not restarts.
+    again = subprocess.run(command, cwd=REPO, capture_output=True, text=True, check=False)
+    assert again.returncode == 0 and "0 runs to go" in again.stderr, again.stderr[-3000:]
+    assert len(out.read_text().splitlines()) == 2

@@ -1,0 +1,157 @@
+"""A table of real PPO learning curves: configurations of the quickstart's search space, each trained to the end on
+several seeds, every evaluation kept, for replaying tuning strategies without training (benchmarks.tuning_replay).
+
+    python -m benchmarks.curve_table [--configs 240] [--seeds 3] [--workers 2] [--task-seed 0] [--out FILE]
+                                     [--quick]
+
+Configurations are drawn by Optuna's RandomSampler (seed 0) over ``studies/quickstart.yaml``'s search space, mapped
+to configs as a study maps them (``tuner.search_space.suggest_params`` on the study's base), so a replayed proposal
+lands in the same space. Each (configuration, seed) pair trains with no KL guard and no pruner, to its last update,
+one CPU thread a run, and evaluates on the held-out prompts at every eighth of the run (``eval_steps: 0.125``): the
+rungs a multi-fidelity strategy can stop at. Each run is one JSON line: the point (``params``, as a sampler proposes
+it), the training seed, and per update the training KL and proxy score, per evaluation the held-out gold, KL and
+proxy. The file is appended to, so an interrupted build resumes where it stopped: runs already in it are skipped.
+
+The full table (240 configurations x 3 seeds, about 35 s a run at one thread) is a large CPU job: about 3.5 hours
+on 2 cores, minutes on a 16-core machine (``--workers 16``). ``--quick``: 2 configurations x 1 seed of 2 updates on
+the tiny task, into ``--out`` or a temporary directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import sys
+import time
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+from typing import Any
+
+from benchmarks.quick import add_quick_argument, results_path
+
+ROOT = Path(__file__).resolve().parent.parent
+QUICKSTART = ROOT / "studies" / "quickstart.yaml"
+TABLE = ROOT / "benchmarks" / "results" / "curve_table.jsonl"
+EVAL_STEPS = 0.125
+"""Eight held-out evaluations a run: the rungs of successive halving, and what a pruner reads."""
+TRAIN_METRICS = ("objective/kl", "objective/scores")
+EVAL_METRICS = ("eval/gold_score", "eval/kl", "eval/score")
+SAMPLER_SEED = 0
+QUICK_BASE = {"task": "shortest_path_tiny", "total_episodes": 32, "num_eval_samples": 2, "eval_steps": 0.5}
+
+
+def space_and_base(path: Path = QUICKSTART) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The study file's search space (parsed as a study parses it) and its base."""
+    from tuner.study_config import load_study_spec
+
+    spec = load_study_spec(path)
+    return spec.search_space, dict(spec.base)
+
+
+def sample_points(count: int, path: Path = QUICKSTART, seed: int = SAMPLER_SEED) -> list[dict[str, Any]]:
+    """``count`` points of the study's space drawn by Optuna's RandomSampler: each the sampler's ``params`` and the
+    config fields they set, as a study's trial would get them."""
+    import optuna
+
+    from tuner.search_space import suggest_params
+
+    space, base = space_and_base(path)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=seed))
+    points = []
+    for index in range(count):
+        trial = study.ask()
+        fields = suggest_params(trial, space, base)
+        study.tell(trial, 0.0)
+        points.append({"config_id": index, "params": dict(trial.params), "fields": fields})
+    return points
+
+
+def run_curve(job: dict[str, Any]) -> dict[str, Any]:
+    """Train one (configuration, seed) to the end on one thread; its curve as one table row. A run that diverges
+    (a non-finite metric) keeps what it reported before, with the reason."""
+    import torch
+
+    from ppo_core import PPOConfig, PPOTrainer
+    from ppo_core.callbacks import TrainerCallback
+    from ppo_core.quiet import quiet_hugging_face
+
+    quiet_hugging_face()
+    torch.set_num_threads(1)
+    seen: list[dict[str, float]] = []
+
+    class Keep(TrainerCallback):
+        def on_update(self, update: int, metrics: dict[str, float]) -> str | None:
+            seen.append(metrics)
+            return None
+
+    config = PPOConfig(**{**job["base"], **job["fields"], "seed": job["seed"], "eval_steps": job["eval_steps"],
+                          "task_seed": job["task_seed"], "output_dir": job["output_dir"], "report_to": "none"})
+    started, failure = time.perf_counter(), None
+    trainer = PPOTrainer(config, callbacks=[Keep()])
+    try:
+        trainer.train()
+    except Exception as error:  # a diverged run is a row too: its curve up to the failure
+        failure = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+    train = {name: [m.get(name) for m in seen] for name in TRAIN_METRICS}
+    evals = [{"update": update, **{name: m[name] for name in EVAL_METRICS if name in m}}
+             for update, m in enumerate(seen, start=1) if "eval/gold_score" in m]
+    return {"config_id": job["config_id"], "seed": job["seed"], "task_seed": job["task_seed"],
+            "params": job["params"], "updates": len(seen), "planned_updates": trainer.num_updates,
+            "failure": failure, "train": train,
+            "evals": evals, "seconds": round(time.perf_counter() - started, 1)}
+
+
+def done_runs(path: Path) -> set[tuple[int, int, int]]:
+    """(config_id, seed, task_seed) of every run already in the table."""
+    if not path.exists():
+        return set()
+    rows = (json.loads(line) for line in path.read_text().splitlines() if line.strip())
+    return {(row["config_id"], row["seed"], row["task_seed"]) for row in rows}
+
+
+def jobs(points: list[dict[str, Any]], seeds: int, task_seed: int, base: dict[str, Any], done: set[Any],
+         output_dir: str, eval_steps: float) -> Iterator[dict[str, Any]]:
+    for point in points:
+        for seed in range(seeds):
+            if (point["config_id"], seed, task_seed) not in done:
+                yield {**point, "seed": seed, "task_seed": task_seed, "base": base, "output_dir": output_dir,
+                       "eval_steps": eval_steps}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--configs", type=int, default=240)
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--task-seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=None)
+    add_quick_argument(parser)
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.configs, args.seeds = 2, 1
+    out = results_path(args.out, TABLE, args.quick)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    _, base = space_and_base()
+    eval_steps = EVAL_STEPS
+    if args.quick:
+        base, eval_steps = {**base, **QUICK_BASE}, QUICK_BASE["eval_steps"]
+    work = list(jobs(sample_points(args.configs), args.seeds, args.task_seed, base, done_runs(out),
+                     str(out.parent / "curve_runs"), eval_steps))
+    print(f"{len(work)} runs to go into {out}", file=sys.stderr)
+    context = multiprocessing.get_context("spawn")  # a fresh interpreter per worker: no forked torch state
+    with ProcessPoolExecutor(args.workers, mp_context=context) as pool, out.open("a") as table:
+        futures = [pool.submit(run_curve, job) for job in work]
+        for count, future in enumerate(as_completed(futures), start=1):
+            row = future.result()
+            table.write(json.dumps(row) + "\n")
+            table.flush()  # a row is kept as soon as its run ends: an interrupted build resumes after it
+            print(f"[{count}/{len(work)}] config {row['config_id']} seed {row['seed']}: {row['updates']} updates, "
+                  f"{row['seconds']} s{', ' + row['failure'] if row['failure'] else ''}", file=sys.stderr)
+    print(json.dumps({"table": str(out), "runs": len(done_runs(out))}))
+
+
+if __name__ == "__main__":
+    main()
