@@ -89,6 +89,10 @@ def two_micro_batch_cases(name: str, loss_type: str, entropy_coef: float = 0.0) 
                                        generation_tokens=float(sum(LENGTHS))) for index, part in enumerate(parts)}
 
 
+# A rollout of two optimizer steps of two micro-batches each: 16 and 19 tokens.
+TWO_STEPS = dict(TWO_MICRO, loss_type="token_mean", per_device_train_batch_size=2, gradient_accumulation_steps=4,
+                 num_mini_batches=2, beta=0.0)
+TWO_STEP_BOUNDS = ((0, 2), (2, 4), (4, 6), (6, 8))
 ROW_2_PARTS = micro_batches(ROW_2_EXAMPLE, (0, 1), (1, 2))
 ROW_2_STEP = StepTotals(tokens=4.0, rows=2.0, micro_batches=2)
 CASES: dict[str, TrlCase] = {
@@ -105,6 +109,10 @@ CASES: dict[str, TrlCase] = {
     **two_micro_batch_cases("row 2 grpo", "seq_mean_token_mean"),
     **two_micro_batch_cases("row 2 dr_grpo", "seq_mean_token_sum_norm"),
     "row 5": TrlCase("rloo", RLOO_RUN, with_sequence_advantages(make_batch())),
+    **{f"row 2 dapo two steps {a}": TrlCase("grpo", TWO_STEPS, part, accumulation_steps=2,
+                                           generation_tokens=float(sum(LENGTHS)))
+       for a, part in zip(range(0, 8, 2), micro_batches(with_sequence_advantages(make_batch()), *TWO_STEP_BOUNDS),
+                          strict=True)},
 }
 
 
@@ -193,6 +201,24 @@ def test_row_2_trl_entropy_over_micro_batches_is_a_named_difference() -> None:
         assert any(line.startswith("entropy_coef=0.01") for line in lines), (loss_type, lines)
     assert not any(line.startswith("entropy_coef") for line in differences(
         "trl-grpo", PPOConfig(**dict(TWO_MICRO, loss_type="bnpo", entropy_coef=0.01)).to_dict()))
+
+
+def test_row_2_trl_dapo_over_several_steps_is_a_named_difference(trl: dict[str, dict[str, Any]]) -> None:
+    # TRL's dapo divides every step by the rollout's tokens over its steps (35 / 2 = 17.5), ppo_core's token_mean by
+    # the step's own (16, then 19): TRL's share is ppo_core's x step tokens / 17.5.
+    config = PPOConfig(**TWO_STEPS)
+    batch = with_sequence_advantages(make_batch())
+    for first in (0, 4):
+        tokens = float(batch.mask[first:first + 4].sum())
+        step = StepTotals(tokens=tokens, rows=4.0, micro_batches=2)
+        for start in (first, first + 2):
+            part = batch.slice(slice(start, start + 2))
+            ours, our_grad = grad_of(lambda lp, p=part, s=step: ppo_core_share(config, p, lp, s), part.logprobs)
+            theirs = trl[f"row 2 dapo two steps {start}"]
+            close(ours * tokens / 17.5, theirs["loss"])
+            close(our_grad * tokens / 17.5, theirs["grad"])
+    assert trl["row 2 dapo two steps 0"]["args"]["loss_type"] == "dapo"
+    assert any(line.startswith("loss_type=token_mean") for line in differences("trl-grpo", config.to_dict()))
 
 
 # --- row 3 ---
