@@ -38,7 +38,7 @@ def test_quick_mode_scores_its_one_module(quick_run: tuple[dict[str, Any], str])
     assert result["settings"]["quick"] and result["settings"]["modules"] == [QUICK_MODULE]
     assert result["mutmut"] and result["code"]
     [row] = result["modules"]
-    assert row["module"] == QUICK_MODULE and row["tests"] == list(MODULES[QUICK_MODULE])
+    assert row["module"] == QUICK_MODULE and row["tests"] == list(MODULES[QUICK_MODULE]) and row["code"]
     assert row["total"] > 0 and 0 <= row["killed"] <= row["total"]
     assert row["score"] == pytest.approx(row["killed"] / row["total"])
     assert sum(row["counts"].values()) == row["total"] and row["counts"].get("killed", 0) == row["killed"]
