@@ -128,7 +128,8 @@ VERL_CORE = [
     "AdvantageEstimator", "register_adv_est", "get_adv_estimator_fn", "register_policy_loss", "get_policy_loss_fn",
     "FixedKLController", "compute_gae_advantage_return", "compute_grpo_outcome_advantage",
     "compute_reinforce_plus_plus_baseline_outcome_advantage", "compute_rloo_outcome_advantage",
-    "compute_reinforce_plus_plus_outcome_advantage", "agg_loss", "compute_policy_loss_vanilla", "compute_value_loss",
+    "compute_reinforce_plus_plus_outcome_advantage", "agg_loss", "compute_policy_loss_vanilla",
+    "compute_policy_loss_gspo", "compute_value_loss",
     "kl_penalty", "kl_penalty_forward",
 ]
 
@@ -164,7 +165,9 @@ def verl_code() -> types.SimpleNamespace:
         ["masked_sum", "masked_mean", "masked_var", "masked_whiten", "clip_by_value"], {"torch": torch})
     core_namespace: dict[str, Any] = {
         "torch": torch, "np": np, "defaultdict": defaultdict, "Enum": Enum, "Any": Any, "Callable": Callable,
-        "Optional": Optional, "verl_F": torch_functional, "AlgoConfig": Annotation, "ActorConfig": Annotation,
+        "Optional": Optional, "verl_F": torch_functional, "AlgoConfig": Annotation,
+        # gspo's loss asserts its config is an ActorConfig: the stand-in built from verl's defaults is one here.
+        "ActorConfig": Config,
         "DictConfig": Annotation, "ADV_ESTIMATOR_REGISTRY": {}, "POLICY_LOSS_REGISTRY": {},
     }
     core = load_source(VERL.path("verl/trainer/ppo/core_algos.py"), VERL_CORE, core_namespace)

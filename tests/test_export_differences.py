@@ -168,3 +168,18 @@ def test_readme_exactness_table_is_the_exports_own() -> None:
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
     assert readme[readme.index(BEGIN): readme.index(END) + len(END)] == block(), \
         "regenerate with: python -m tuner.exports.table"
+
+
+def test_gspo_exports_as_verl_and_openrlhf_gspo_where_it_computes_the_same() -> None:
+    # verl's gspo weighs each token's gradient by its own advantage: GSPO where a response has one advantage.
+    assert _settings("verl", **GROUP, importance_sampling_level="sequence")[
+        "actor_rollout_ref.actor.policy_loss.loss_mode"] == "gspo"
+    assert not _differences("verl", **GROUP, importance_sampling_level="sequence")
+    assert any(line.startswith("importance_sampling_level=sequence with gae's per-token advantages")
+               for line in _differences("verl", importance_sampling_level="sequence"))
+    # OpenRLHF's gspo averages over responses whatever its loss_agg_mode.
+    assert _settings("openrlhf", **GROUP, importance_sampling_level="sequence")["actor.policy_loss_type"] == "gspo"
+    assert not [line for line in _differences("openrlhf", **GROUP, importance_sampling_level="sequence",
+                                              loss_type="seq_mean_token_mean") if line.startswith("importance")]
+    assert any(line.startswith("importance_sampling_level=sequence, loss_type=token_mean")
+               for line in _differences("openrlhf", **GROUP, importance_sampling_level="sequence"))

@@ -208,7 +208,7 @@ def test_trl_exports_of_other_estimators_parse_and_say_what_differs(trl_parsed: 
 # (the PyPI release; github.com/volcengine/verl), read by flattening that file. Values checked in core_algos.py.
 VERL_KEYS = {
     "actor_rollout_ref.actor.clip_ratio_c", "actor_rollout_ref.actor.clip_ratio_high",
-    "actor_rollout_ref.actor.clip_ratio_low",
+    "actor_rollout_ref.actor.clip_ratio_low", "actor_rollout_ref.actor.policy_loss.loss_mode",
     "actor_rollout_ref.actor.entropy_coeff", "actor_rollout_ref.actor.kl_loss_coef",
     "actor_rollout_ref.actor.kl_loss_type", "actor_rollout_ref.actor.loss_agg_mode",
     "actor_rollout_ref.actor.loss_scale_factor", "actor_rollout_ref.actor.optim.clip_grad",
@@ -236,7 +236,7 @@ VERL_KEYS = {
 # expanded to actor and critic. Values checked in trainer/ppo_utils/experience_maker.py and trainer/ray/ppo_actor.py.
 OPENRLHF_FLAGS = {
     "actor.adam.betas", "actor.adam.eps", "actor.adam.lr", "actor.adam.weight_decay", "actor.dual_clip",
-    "actor.entropy_coef",
+    "actor.entropy_coef", "actor.policy_loss_type",
     "actor.eps_clip_low_high", "actor.gradient_checkpointing_enable", "actor.loss_agg_mode", "actor.lr_scheduler",
     "actor.lr_warmup_ratio", "actor.max_norm", "actor.model_name_or_path", "algo.advantage.estimator",
     "algo.advantage.gamma", "algo.advantage.lambd", "algo.kl.estimator", "algo.kl.horizon", "algo.kl.init_coef",

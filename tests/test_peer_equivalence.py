@@ -11,6 +11,7 @@ and negative advantages at each.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,7 @@ from ppo_core.estimators import AdvantageInputs, estimate_advantages
 from ppo_core.kl import kl_per_token
 from ppo_core.losses import StepTotals, clipped_value_loss
 from ppo_core.objective import policy_objective
-from tuner.exports import grpo_arguments, rloo_arguments, verl_overrides
+from tuner.exports import differences, grpo_arguments, rloo_arguments, verl_overrides
 
 ATOL = 1e-6
 WIDTH = 7
@@ -245,6 +246,23 @@ def test_one_micro_batch_policy_objective_equals_verl_ppo_loss(loss_type: str, k
     config = PPOConfig(advantage_estimator="grpo", cliprange=0.2, cliprange_high=0.28, entropy_coef=0.01, beta=0.05,
                        kl_loss_estimator=kl_loss_estimator, loss_type=loss_type, response_length=WIDTH + 3)
     batch = make_batch()
+    ours, our_grad = grad_of(lambda lp: ppo_core_share(config, batch, lp), batch.logprobs)
+    theirs, their_grad = grad_of(lambda lp: verl_actor_loss(config, batch, lp), batch.logprobs)
+    close(ours, theirs)
+    close(our_grad, their_grad)
+
+
+@pytest.mark.parametrize("loss_type", VERL_LOSS_TYPES)
+def test_gspo_equals_verl_gspo_loss_mode_with_one_advantage_a_response(loss_type: str) -> None:
+    # importance_sampling_level sequence exports as verl's gspo loss mode: its token ratios carry the response's mean
+    # ratio in value and each token's own gradient, which sum to GSPO's where a response has one advantage.
+    config = PPOConfig(advantage_estimator="grpo", importance_sampling_level="sequence", cliprange=0.2,
+                       cliprange_high=0.28, entropy_coef=0.01, beta=0.05, loss_type=loss_type,
+                       response_length=WIDTH + 3)
+    assert not [line for line in differences("verl", config.to_dict()) if line.startswith("importance")]
+    batch = make_batch()
+    per_response = torch.tensor(SEQUENCE_ADVANTAGES, dtype=torch.float64)[:, None].expand_as(batch.mask)
+    batch = dataclasses.replace(batch, advantages=torch.where(batch.mask.bool(), per_response, batch.advantages))
     ours, our_grad = grad_of(lambda lp: ppo_core_share(config, batch, lp), batch.logprobs)
     theirs, their_grad = grad_of(lambda lp: verl_actor_loss(config, batch, lp), batch.logprobs)
     close(ours, theirs)

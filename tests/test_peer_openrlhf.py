@@ -23,7 +23,7 @@ from ppo_core.kl import kl_per_token
 from ppo_core.losses import StepTotals, clipped_value_loss
 from ppo_core.masked import masked_sum
 from ppo_core.objective import policy_objective
-from tuner.exports import openrlhf_arguments
+from tuner.exports import differences, openrlhf_arguments
 
 GROUP = 4
 EXPERIENCES = ((0, 4), (4, 8))  # the rollout as two experiences (OpenRLHF's micro-batches of the rollout)
@@ -189,6 +189,8 @@ LOSS_CASES = {
     # seq-mean-token-mean without KL or entropy terms (see the test after this one for those).
     "seq-mean-token-mean": dict(loss_type="seq_mean_token_mean", beta=0.0),
     "seq-mean-token-mean, dual clip 1.5": dict(loss_type="seq_mean_token_mean", beta=0.0, dual_clip=1.5),
+    # importance_sampling_level sequence exports as --actor.policy_loss_type gspo, which averages over responses.
+    "gspo, seq-mean-token-mean": dict(loss_type="seq_mean_token_mean", beta=0.0, importance_sampling_level="sequence"),
 }
 
 
@@ -228,6 +230,9 @@ def test_openrlhf_aggregates_kl_and_entropy_by_token_whatever_the_loss_agg_mode(
     expected = ppo_core_step_loss(policy_only, batch, batch.logprobs, micro_batches) + token_means / batch.mask.sum()
     close(expected, theirs)
     assert abs(float(ours - theirs)) > 1e-4
+    # ... and the export says so.
+    assert any(line.startswith("loss_type=seq_mean_token_mean: OpenRLHF averages the KL loss and the entropy bonus")
+               for line in differences("openrlhf", config.to_dict()))
 
 
 def test_openrlhf_clips_the_centred_reward_not_the_score() -> None:
@@ -240,6 +245,8 @@ def test_openrlhf_clips_the_centred_reward_not_the_score() -> None:
     theirs, _ = openrlhf_advantages(config, scores, batch)
     assert float(ours[0, 0]) == 30.0 and float(theirs[0, 0]) == 10.0
     close(ours[4:], theirs[4:], batch.mask[4:])
+    assert any(line.startswith("rewards: OpenRLHF clips each reward at +-10")
+               for line in differences("openrlhf", config.to_dict()))
 
 
 @pytest.mark.parametrize("estimator", ["k1", "k2", "k3"])

@@ -101,9 +101,9 @@ def biased_whitening(trainer: str, estimators: tuple[str, ...]) -> Difference:
             return None
         batch = c.per_device_train_batch_size * c.gradient_accumulation_steps
         return (f"advantage_estimator={c.advantage_estimator}: {trainer} whitens with the variance over the n tokens "
-                f"(not n - 1), so its advantages are sqrt(n / (n - 1)) times ppo-tune's: at most "
-                f"{100 * (((batch / (batch - 1)) ** 0.5) - 1) if batch > 1 else 0.0:.2g}% larger at this rollout "
-                f"batch of {batch}")
+                f"(not n - 1), so its advantages are sqrt(n / (n - 1)) times ppo-tune's: less than "
+                f"{100 * (((batch / (batch - 1)) ** 0.5) - 1) if batch > 1 else 0.0:.2g}% larger, n being at least "
+                f"the rollout batch's {batch} responses")
     return differs
 
 

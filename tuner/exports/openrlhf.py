@@ -77,6 +77,7 @@ KEYS: dict[str, str | tuple[str, ...]] = {
     "cliprange_low": "actor.eps_clip_low_high",
     "cliprange_value": "critic.value_clip",
     "dual_clip": "actor.dual_clip",
+    "importance_sampling_level": "actor.policy_loss_type",
     "entropy_coef": "actor.entropy_coef",
     "gamma": "algo.advantage.gamma",
     "lam": "algo.advantage.lambd",
@@ -152,6 +153,8 @@ VALUES: dict[str, Callable[[PPOConfig], Any]] = {
     "total_episodes": _prompts,
     "num_train_epochs": lambda c: whole_prompt_passes(c, "--train.num_episodes"),
     "cliprange_low": lambda c: list(c.clip_bounds),
+    "importance_sampling_level": lambda c: {"token": None, "sequence": "gspo"}.get(c.importance_sampling_level) or
+    Lacks("OpenRLHF's ratios are per token (ppo) or the response's mean (gspo)"),
     "entropy_coef": lambda c: c.entropy_coef or None,  # 0 would still compute the entropy (for its logs)
     "loss_type": lambda c: LOSS_AGG_MODES.get(c.loss_type) or Lacks(
         "OpenRLHF aggregates token-mean or seq-mean-token-mean only"),
@@ -187,8 +190,6 @@ WHY_NOT: dict[str, Why] = {
     "stop_token_id": "OpenRLHF stops at the tokenizer's EOS",
     "missing_eos_penalty": "--reward.stop_properly_penalty_coef scales or replaces truncated responses' rewards; "
                            "ppo-tune subtracted this penalty",
-    "importance_sampling_level": lambda c: None if c.importance_sampling_level == "token"
-    else "OpenRLHF's ppo policy loss clips per-token ratios",
     "scale_rewards_epsilon": lambda c: None if c.scale_rewards_epsilon == GROUP_NORM_EPSILON
     else f"OpenRLHF's group_norm adds {GROUP_NORM_EPSILON!r} to the group's std, fixed",
 }
@@ -215,7 +216,8 @@ def _fixed(c: PPOConfig) -> dict[str, Any]:
 
 def _remarks(c: PPOConfig) -> list[str]:
     return [one_process_remark(c, "--rollout.batch_size", "--rollout.n_samples_per_prompt"),
-            "OpenRLHF clips rewards to --reward.clip_range (-10 10 by default); ppo-tune does not clip them",
+            "OpenRLHF clips rewards, after any group baseline, to --reward.clip_range (-10 10 by default); ppo-tune "
+            "does not clip them",
             *schedule_remark(c, "OpenRLHF")]
 
 
@@ -229,12 +231,37 @@ def _kl_per_token_differs(c: PPOConfig) -> str | None:
             "summed KL: advantages differ by up to kl_coef x the response's KL")
 
 
+def _gspo_differs(c: PPOConfig) -> str | None:
+    if c.importance_sampling_level == "token":
+        return None
+    if c.importance_sampling_level == "sequence_sum":
+        return "importance_sampling_level=sequence_sum: OpenRLHF's ratios are per token or the response's mean"
+    if c.loss_type != "seq_mean_token_mean":
+        return (f"importance_sampling_level=sequence, loss_type={c.loss_type}: OpenRLHF's gspo averages over "
+                "responses (seq-mean-token-mean), whatever --actor.loss_agg_mode says")
+    return None
+
+
+def _kl_and_entropy_token_means(c: PPOConfig) -> str | None:
+    """OpenRLHF aggregates its KL loss and entropy terms as token means over the step whatever the policy loss's
+    mode (ppo_actor.training_step)."""
+    terms = [name for name, on in (("the KL loss", not c.kl_penalty_in_reward and c.beta != 0),
+                                   ("the entropy bonus", c.entropy_coef != 0)) if on]
+    if c.loss_type == "token_mean" or not terms:
+        return None
+    return (f"loss_type={c.loss_type}: OpenRLHF averages {' and '.join(terms)} over the step's tokens, ppo-tune "
+            "aggregates them as the policy loss")
+
+
 def _differences(c: PPOConfig) -> list[str]:
     return collect(c, [
         lambda c: None if c.loss_type in LOSS_AGG_MODES else
         f"loss_type={c.loss_type}: OpenRLHF aggregates token-mean or seq-mean-token-mean only",
-        lambda c: None if c.importance_sampling_level == "token" else
-        f"importance_sampling_level={c.importance_sampling_level}: OpenRLHF's ppo loss clips per-token ratios",
+        _gspo_differs,
+        _kl_and_entropy_token_means,
+        Edge(lambda c: None if c.advantage_estimator == "gae" else
+             "rewards: OpenRLHF clips each reward at +-10 (--reward.clip_range) after the group baseline, ppo-tune "
+             "not at all: the same where no centred reward passes 10"),
         lambda c: None if c.advantage_estimator != "grpo" or c.scale_rewards != "batch" else
         "scale_rewards=batch: OpenRLHF's group_norm divides by the group's std",
         std_epsilon("OpenRLHF's group_norm", GROUP_NORM_EPSILON),

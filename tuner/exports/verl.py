@@ -77,6 +77,7 @@ KEYS: dict[str, str | tuple[str, ...]] = {
     "cliprange_high": f"{ACTOR}.clip_ratio_high",
     "cliprange_value": "critic.cliprange_value",
     "dual_clip": f"{ACTOR}.clip_ratio_c",
+    "importance_sampling_level": f"{ACTOR}.policy_loss.loss_mode",
     "entropy_coef": f"{ACTOR}.entropy_coeff",
     "gamma": "algorithm.gamma",
     "lam": "algorithm.lam",
@@ -162,6 +163,9 @@ VALUES: dict[str, Callable[[PPOConfig], Any]] = {
     "loss_type": lambda c: (LOSS_AGG_MODES.get(c.loss_type) or Lacks(
         "verl's token-mean is over the step's tokens; bnpo's per-micro-batch mean has no loss_agg_mode"),
         c.response_length if c.loss_type == "seq_mean_token_sum_norm" else None),
+    # GSPO's sequence ratio is verl's gspo loss mode; the whole response's ratio (TRL RLOO's) it has not.
+    "importance_sampling_level": lambda c: {"token": None, "sequence": "gspo"}.get(c.importance_sampling_level) or
+    Lacks("verl's ratios are per token (vanilla) or the response's mean (gspo)"),
     "dual_clip": lambda c: c.dual_clip if c.dual_clip is not None else Differs(
         NO_DUAL_CLIP, "verl always dual-clips (default 3.0); ppo-tune did not: a bound no ratio reaches"),
     "advantage_estimator": lambda c: ESTIMATORS[c.advantage_estimator],
@@ -201,14 +205,12 @@ WHY_NOT: dict[str, Why] = {
     "whiten_advantages": "verl always whitens GAE's advantages",
     "stop_token_id": "verl stops at the tokenizer's EOS: set the stop token in the rollout engine's kwargs",
     "missing_eos_penalty": "verl has no missing-EOS penalty: apply it in the reward function",
-    "importance_sampling_level": lambda c: None if c.importance_sampling_level == "token"
-    else "verl's vanilla policy loss clips per-token ratios",
     "scale_rewards_epsilon": lambda c: None if c.scale_rewards_epsilon == GRPO_STD_EPSILON
     else f"verl's grpo adds {GRPO_STD_EPSILON!r} to the group's std, fixed",
 }
 SAME = {"dtype": "float32", "model_revision": "main", "use_cpu": False, "dataset_train_split": "train",
         "lora_task_type": "CAUSAL_LM", "use_rslora": False, "use_dora": False, "adam_epsilon": 1e-8,
-        "whiten_rewards": False, "whiten_advantages": True, "importance_sampling_level": "token"}
+        "whiten_rewards": False, "whiten_advantages": True}
 CARRIED = {
     "lora_r": "use_peft's key, lora_rank (0: full fine-tuning)",
     "cliprange": "clip_ratio_low and clip_ratio_high (the clip bounds)",
@@ -227,13 +229,28 @@ def _setting_differs(name: str, theirs: object, why: str) -> Callable[[PPOConfig
     return differs
 
 
+def _gspo_differs(c: PPOConfig) -> str | None:
+    """verl's gspo carries the sequence ratio's value and each token's own gradient, which sums to GSPO's when a
+    response has one advantage (the group estimators); it has no dual clip."""
+    if c.importance_sampling_level == "token":
+        return None
+    if c.importance_sampling_level == "sequence_sum":
+        return "importance_sampling_level=sequence_sum: verl's ratios are per token or the response's mean (gspo)"
+    if c.advantage_estimator not in ("grpo", "rloo"):
+        return (f"importance_sampling_level=sequence with {c.advantage_estimator}'s per-token advantages: verl's gspo "
+                "weighs each token's gradient by its own advantage, ppo-tune by the response's mean ratio")
+    if c.dual_clip is not None:
+        return f"dual_clip={c.dual_clip!r}: verl's gspo loss has no dual clip"
+    return None
+
+
 def _differences(c: PPOConfig) -> list[str]:
     checks: list[Difference] = [
         lambda c: None if c.loss_type != "bnpo" else
         "loss_type=bnpo: verl has no per-micro-batch token mean; its token-mean divides by the step's tokens",
         lambda c: None if c.loss_type != "seq_mean_token_sum_norm" or c.response_length is not None else
         "loss_type=seq_mean_token_sum_norm without response_length: verl divides by each micro-batch's padded width",
-        _setting_differs("importance_sampling_level", "token", "verl's vanilla loss clips per-token ratios"),
+        _gspo_differs,
         lambda c: None if c.advantage_estimator != "grpo" or c.scale_rewards != "batch" else
         "scale_rewards=batch: verl's grpo divides by the group's std or nothing",
         std_epsilon("verl's grpo", GRPO_STD_EPSILON),
