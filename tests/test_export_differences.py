@@ -174,7 +174,8 @@ def test_gspo_exports_as_verl_and_openrlhf_gspo_where_it_computes_the_same() -> 
     # verl's gspo weighs each token's gradient by its own advantage: GSPO where a response has one advantage.
     assert _settings("verl", **GROUP, importance_sampling_level="sequence")[
         "actor_rollout_ref.actor.policy_loss.loss_mode"] == "gspo"
-    assert not _differences("verl", **GROUP, importance_sampling_level="sequence")
+    assert not [line for line in _differences("verl", **GROUP, importance_sampling_level="sequence")
+                if line.startswith("importance")]
     assert any(line.startswith("importance_sampling_level=sequence with gae's per-token advantages")
                for line in _differences("verl", importance_sampling_level="sequence"))
     # OpenRLHF's gspo averages over responses whatever its loss_agg_mode.
