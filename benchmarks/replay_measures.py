@@ -1,0 +1,117 @@
+"""What a repeat achieved, judged by TRUE quality (a configuration's mean over every table seed), and the summary of
+a strategy's repeats.
+
+- target = 0.95 x the best TRUE value among configurations feasible in truth (gold scores are positive);
+- updates to target: the updates spent when the winner's TRUE value first reached the target, a winner infeasible in
+  truth counting as not reaching it; a repeat that never reaches it counts the whole budget and is flagged;
+- final regret: best TRUE - the final winner's TRUE value; a repeat that ends with no winner, or one infeasible in
+  truth, counts best - the worst TRUE value of a feasible configuration (what the worst feasible pick would lose),
+  and is flagged.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy import stats  # type: ignore[import-untyped]
+
+TARGET_FRACTION = 0.95
+
+
+@dataclass(frozen=True)
+class RepeatResult:
+    updates_to_target: int
+    reached: bool
+    regret: float
+    winner: int | None
+    winner_ok: bool
+    """The final winner is feasible in truth."""
+    spent: int
+    trials: int
+    states: dict[str, int]
+    reruns: int
+
+
+def updates_to_target(timeline: Sequence[tuple[int, float | None]], target: float, budget: int) -> tuple[int, bool]:
+    """(updates, reached): the first ``spent`` of the timeline whose winner's TRUE value (None: no winner, or one
+    infeasible in truth) is >= ``target`` within the budget; (budget, False) when none is."""
+    for spent, true in timeline:
+        if true is not None and spent <= budget and true >= target:
+            return spent, True
+    return budget, False
+
+
+def final_regret(best: float, winner_true: float | None, worst_feasible: float) -> float:
+    """best - the final winner's TRUE value; best - worst_feasible for no winner or one infeasible in truth."""
+    return best - (worst_feasible if winner_true is None else winner_true)
+
+
+def true_of(config_id: int | None, truth: Mapping[int, tuple[float, bool]]) -> float | None:
+    """A configuration's TRUE value, None for no configuration or one infeasible in truth."""
+    if config_id is None:
+        return None
+    value, feasible = truth[config_id]
+    return value if feasible else None
+
+
+def judge(timeline: Sequence[tuple[int, int | None]], truth: Mapping[int, tuple[float, bool]], target: float,
+          best: float, budget: int, states: Sequence[str], reruns: int, spent: int) -> RepeatResult:
+    """A repeat's figures from its timeline of winners (config_id after each trial) and the table's truth."""
+    trues = [(at, true_of(config_id, truth)) for at, config_id in timeline]
+    updates, reached = updates_to_target(trues, target, budget)
+    final = timeline[-1][1] if timeline else None
+    final_true = true_of(final, truth)
+    worst = min(value for value, feasible in truth.values() if feasible)
+    counts = {state: list(states).count(state) for state in dict.fromkeys(states)}
+    return RepeatResult(updates, reached, final_regret(best, final_true, worst), final, final_true is not None,
+                        spent, len(states), counts, reruns)
+
+
+def quartiles(values: Sequence[float]) -> tuple[float, float, float]:
+    """(25th percentile, median, 75th percentile), numpy's linear interpolation."""
+    q1, median, q3 = np.percentile(np.asarray(values, dtype=float), [25, 50, 75])
+    return float(q1), float(median), float(q3)
+
+
+def paired_p(ours: Sequence[float], theirs: Sequence[float]) -> float:
+    """Two-sided Wilcoxon signed-rank p of paired repeats (the same sampler seed and table seed); 1.0 when every pair
+    is equal (no evidence of a difference)."""
+    differences = [a - b for a, b in zip(ours, theirs, strict=True)]
+    if all(difference == 0 for difference in differences):
+        return 1.0
+    return float(stats.wilcoxon(ours, theirs, zero_method="zsplit").pvalue)
+
+
+def summarise(results: Sequence[RepeatResult], baseline: Sequence[RepeatResult] | None) -> dict[str, Any]:
+    """A strategy's figures over its repeats, and against ``baseline`` (random search) repeat by repeat."""
+    updates = [float(r.updates_to_target) for r in results]
+    regrets = [r.regret for r in results]
+    q1, median, q3 = quartiles(updates)
+    r1, regret_median, r3 = quartiles(regrets)
+    states = sorted({state for r in results for state in r.states})
+    summary: dict[str, Any] = {
+        "median_updates_to_target": median, "iqr": [q1, q3], "mean_updates_to_target": statistics.fmean(updates),
+        "final_regret_median": regret_median, "final_regret_iqr": [r1, r3],
+        "final_regret_mean": statistics.fmean(regrets),
+        "reached": sum(r.reached for r in results) / len(results),
+        "winner_infeasible": sum(not r.winner_ok for r in results) / len(results),
+        "trials_median": statistics.median(r.trials for r in results),
+        "states_mean": {state: statistics.fmean(r.states.get(state, 0) for r in results) for state in states},
+        "reruns_mean": statistics.fmean(r.reruns for r in results),
+        "spent_median": statistics.median(r.spent for r in results),
+    }
+    if baseline is not None:
+        theirs = [float(r.updates_to_target) for r in baseline]
+        summary["vs_random"] = {
+            "median_ratio": median / statistics.median(theirs) if statistics.median(theirs) else math.nan,
+            "faster": sum(a < b for a, b in zip(updates, theirs, strict=True)) / len(results),
+            "slower": sum(a > b for a, b in zip(updates, theirs, strict=True)) / len(results),
+            "wilcoxon_p": paired_p(updates, theirs),
+            "regret_wilcoxon_p": paired_p(regrets, [r.regret for r in baseline]),
+        }
+    return summary

@@ -1,0 +1,223 @@
+"""Tuning strategies replayed against the curve table: how many PPO updates each needs to find a good configuration,
+over many repeats, without training.
+
+    python -m benchmarks.tuning_replay [--table FILE] [--repeats 30] [--seed 0] [--budget-updates U]
+                                       [--strategies NAME ...] [--workers 1] [--format markdown|json] [--out FILE]
+                                       [--quick]
+
+Each strategy (``benchmarks.replay_strategies``: a sampler, a pruner, a seed policy, warm starts and the KL guard)
+runs ``--repeats`` in-memory Optuna studies over ``studies/quickstart.yaml``'s space, sampler seed ``--seed`` +
+repeat; every proposal is mapped to the table's nearest configuration and replayed on one of its runs
+(``benchmarks.replay_study``) until the repeat's budget of PPO updates is spent (default: 20 runs of the table's mean
+length). Each repeat is judged by TRUE quality, a configuration's mean over every table seed
+(``benchmarks.replay_measures``): the updates spent when the winner first reached 95% of the best TRUE value, and the
+final regret. How faithful the mapping is (how far proposals land from a table row, and whether the nearest and the
+second-nearest row agree) is reported beside. Results: ``--out`` (default ``benchmarks/results/tuning_replay.json``),
+and a markdown table (or the JSON, ``--format json``) on stdout. ``--quick``: 2 repeats, a budget of 6 runs and a
+handful of strategies against whatever ``--table`` is given, results in ``--out`` or a temporary directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import functools
+import json
+import multiprocessing
+import statistics
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from benchmarks.curve_table import QUICKSTART, TABLE
+from benchmarks.machine import code_commit
+from benchmarks.quick import RESULTS, add_quick_argument, results_path
+from benchmarks.replay_mapping import TableIndex, point_distance, rank_correlation
+from benchmarks.replay_measures import TARGET_FRACTION, RepeatResult, judge, quartiles, summarise
+from benchmarks.replay_strategies import DEFAULT_STRATEGY, QUICK_STRATEGIES, STRATEGIES, Fidelity
+from benchmarks.replay_study import Context, RepeatLog, run_repeat
+from benchmarks.replay_table import Table, best_true, load_table
+from benchmarks.report import json_safe
+
+OUT = RESULTS / "tuning_replay.json"
+BUDGET_RUNS = 20
+"""The default budget: about 20 full runs' worth of updates (the shipped 30-trial quickstart runs about 1,450)."""
+REPEATS = 50
+QUICK = {"repeats": 2, "budget_runs": 6}
+
+
+def fidelity(table: Table) -> Fidelity:
+    """The rungs' scale: the longest runs' length, and their first evaluation's update."""
+    runs = [run for config in table.configs.values() for run in config.runs.values()]
+    longest = max(run.planned_updates for run in runs)
+    first = min(run.eval_updates[0] for run in runs if run.planned_updates == longest and run.evals)
+    return Fidelity(min_resource=first, max_resource=longest)
+
+
+def default_budget(table: Table, runs: int) -> int:
+    """``runs`` runs of the table's mean planned length, in updates."""
+    lengths = [run.planned_updates for config in table.configs.values() for run in config.runs.values()]
+    return round(runs * statistics.fmean(lengths))
+
+
+@functools.lru_cache(maxsize=2)
+def loaded(table_path: Path) -> Context:
+    """The study file, the table and its index, with no budget yet: built once per process."""
+    from tuner.study_config import load_study_spec
+
+    spec = load_study_spec(QUICKSTART)
+    table = load_table(table_path, spec.objectives[0], spec.constraints)
+    if not table.configs:
+        raise SystemExit(f"{table_path}: no configuration with a run on every table seed")
+    rows = tuple(table.configs)
+    index = TableIndex(spec.search_space, [table.configs[row].params for row in rows])
+    return Context(spec, table, index, rows, 0, fidelity(table))
+
+
+def context(table_path: Path, budget: int) -> Context:
+    return dataclasses.replace(loaded(table_path), budget=budget)
+
+
+def one_repeat(job: tuple[Path, int, str, int, int]) -> tuple[str, int, RepeatLog, float]:
+    table_path, budget, name, sampler_seed, repeat = job
+    started = time.perf_counter()
+    log = run_repeat(STRATEGIES[name], context(table_path, budget), sampler_seed, repeat)
+    return name, repeat, log, time.perf_counter() - started
+
+
+def mapping_fidelity(logs: list[RepeatLog], table: Table, space: dict[str, Any]) -> dict[str, Any]:
+    """How far proposals land from their nearest row, against how far the table's rows lie from each other; and the
+    rank correlation of the nearest and second-nearest rows' TRUE values over the proposals (1: the second-nearest
+    would have ranked the proposal alike)."""
+    distances = [distance for log in logs for distance, _, _ in log.proposals]
+    pairs = [(table.configs[a].true_value, table.configs[b].true_value) for log in logs for _, a, b in log.proposals]
+    pairs = [(a, b) for a, b in pairs if a == a and b == b]
+    configs = list(table.configs.values())
+    spacing = [min((point_distance(space, c.params, o.params) for o in configs if o is not c), default=0.0)
+               for c in configs]
+    q1, median, q3 = quartiles(distances)
+    return {"proposals": len(distances), "median_distance": median, "distance_iqr": [q1, q3],
+            "table_spacing_median": quartiles(spacing)[1],
+            "nearest_second_rank_correlation": rank_correlation([a for a, _ in pairs], [b for _, b in pairs]),
+            "distinct_rows_hit": len({a for log in logs for _, a, _ in log.proposals})}
+
+
+def run_all(args: argparse.Namespace, names: list[str]) -> tuple[dict[str, list[RepeatLog]], dict[str, float]]:
+    jobs = [(args.table.resolve(), args.budget_updates, name, args.seed + repeat, repeat)
+            for name in names for repeat in range(args.repeats)]
+    logs: dict[str, list[RepeatLog | None]] = {name: [None] * args.repeats for name in names}
+    seconds = dict.fromkeys(names, 0.0)
+    if args.workers > 1:
+        pool = ProcessPoolExecutor(args.workers, mp_context=multiprocessing.get_context("spawn"))
+        with pool:
+            done = list(pool.map(one_repeat, jobs))
+    else:
+        done = [one_repeat(job) for job in jobs]
+    for name, repeat, log, spent in done:
+        logs[name][repeat] = log
+        seconds[name] += spent
+    return {name: [log for log in found if log is not None] for name, found in logs.items()}, seconds
+
+
+def result(args: argparse.Namespace, names: list[str]) -> dict[str, Any]:
+    started = time.perf_counter()
+    ctx = context(args.table.resolve(), args.budget_updates)
+    table = ctx.table
+    best = best_true(table)
+    if best != best:
+        raise SystemExit(f"{args.table}: no configuration is feasible in truth; nothing to aim at")
+    target = TARGET_FRACTION * best
+    truth = {cid: (config.true_value, config.true_feasible) for cid, config in table.configs.items()}
+    logs, seconds = run_all(args, names)
+    judged: dict[str, list[RepeatResult]] = {
+        name: [judge(log.timeline, truth, target, best, args.budget_updates, log.states, log.reruns, log.spent)
+               for log in found] for name, found in logs.items()}
+    baseline = judged.get("random")
+    strategies = {}
+    for name in names:
+        summary = summarise(judged[name], baseline if name != "random" else None)
+        summary["settings"] = {key: value for key, value in vars(STRATEGIES[name]).items() if key != "name"}
+        summary["replay_seconds"] = round(seconds[name], 1)
+        summary["repeats"] = [vars(r) | {"table_seed": list(log.table_seed)}
+                              for r, log in zip(judged[name], logs[name], strict=True)]
+        strategies[name] = summary
+    feasible = [config for config in table.configs.values() if config.true_feasible]
+    return {
+        "target": target, "default": DEFAULT_STRATEGY, "best_true": best,
+        "best_config": max(feasible, key=lambda config: config.true_value).config_id,
+        "budget_updates": args.budget_updates, "strategies": strategies,
+        "mapping": mapping_fidelity([log for found in logs.values() for log in found], table, ctx.spec.search_space),
+        "table": {"path": str(args.table), "configs": len(table.configs), "seeds": [list(s) for s in table.seeds],
+                  "dropped_configs": table.dropped,
+                  "feasible_in_truth": sum(c.true_feasible for c in table.configs.values()),
+                  "rungs": vars(ctx.fidelity)},
+        "settings": {"repeats": args.repeats, "seed": args.seed, "quick": args.quick, "workers": args.workers},
+        "code": code_commit(), "seconds": round(time.perf_counter() - started, 1),
+    }
+
+
+def _n(value: float | None, digits: int = 3) -> str:
+    return "–" if value is None or value != value else f"{value:.{digits}g}"
+
+
+def markdown(res: dict[str, Any]) -> str:
+    """The strategies as one markdown table, best median updates to target first."""
+    lines = [f"Target {res['target']:.4f} (95% of the best TRUE value {res['best_true']:.4f}, config "
+             f"{res['best_config']}); budget {res['budget_updates']} updates; {res['settings']['repeats']} repeats; "
+             f"table: {res['table']['configs']} configs x {len(res['table']['seeds'])} seeds.", "",
+             "| strategy | updates to target: median [IQR] | reached | final regret: median [IQR] | vs random: "
+             "median ratio, faster / slower, p | trials | pruned / guarded per repeat |",
+             "|---|---|---|---|---|---|---|"]
+    order = sorted(res["strategies"].items(), key=lambda item: (item[1]["median_updates_to_target"], item[0]))
+    for name, s in order:
+        versus = s.get("vs_random")
+        against = "–" if versus is None else f"{_n(versus['median_ratio'])}, {versus['faster']:.0%} / " \
+                                             f"{versus['slower']:.0%}, {_n(versus['wilcoxon_p'], 2)}"
+        states = s["states_mean"]
+        mark = " (default)" if name == res["default"] else ""
+        lines.append(f"| {name}{mark} | {s['median_updates_to_target']:.0f} [{s['iqr'][0]:.0f}, {s['iqr'][1]:.0f}] | "
+                     f"{s['reached']:.0%} | {s['final_regret_median']:.4f} [{s['final_regret_iqr'][0]:.4f}, "
+                     f"{s['final_regret_iqr'][1]:.4f}] | {against} | {s['trials_median']:g} | "
+                     f"{states.get('pruned', 0):.1f} / {states.get('guarded', 0):.1f} |")
+    m = res["mapping"]
+    lines += ["", f"Mapping: {m['proposals']} proposals, median distance to the nearest row {m['median_distance']:.3f} "
+              f"(IQR {m['distance_iqr'][0]:.3f}-{m['distance_iqr'][1]:.3f}; rows lie a median "
+              f"{m['table_spacing_median']:.3f} from their nearest other row); rank correlation of the nearest and "
+              f"second-nearest rows' TRUE values {_n(m['nearest_second_rank_correlation'])}."]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--table", type=Path, default=TABLE)
+    parser.add_argument("--repeats", type=int, default=REPEATS)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--budget-updates", type=int, default=None)
+    parser.add_argument("--strategies", nargs="+", choices=sorted(STRATEGIES), default=None)
+    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--format", choices=("markdown", "json"), default="markdown")
+    parser.add_argument("--out", type=Path, default=None)
+    add_quick_argument(parser)
+    args = parser.parse_args(argv)
+    if not args.table.exists():
+        raise SystemExit(f"no curve table at {args.table}: build one with python -m benchmarks.curve_table")
+    budget_runs = BUDGET_RUNS
+    if args.quick:
+        args.repeats, budget_runs = QUICK["repeats"], QUICK["budget_runs"]
+    names = args.strategies or list(QUICK_STRATEGIES if args.quick else STRATEGIES)
+    if "random" not in names:
+        names.insert(0, "random")  # every strategy is compared with random search, repeat by repeat
+    if args.budget_updates is None:
+        args.budget_updates = default_budget(loaded(args.table.resolve()).table, budget_runs)
+    out = results_path(args.out, OUT, args.quick)
+    res = json_safe(result(args, names))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(res, indent=1) + "\n")
+    print(json.dumps(res, indent=1) if args.format == "json" else markdown(res))
+    print(f"wrote {out}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,317 @@
+"""benchmarks.tuning_replay: the quick replay end to end on a real (tiny) curve table, and its pure parts against slow,
+obvious references on hand-made table rows (inputs, not results)."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import optuna
+import pytest
+from scipy import stats  # type: ignore[import-untyped]
+
+from benchmarks.curve_table import QUICKSTART
+from benchmarks.replay_mapping import TableIndex, point_distance, rank_correlation
+from benchmarks.replay_measures import final_regret, judge, updates_to_target
+from benchmarks.replay_strategies import STRATEGIES, Fidelity, Strategy
+from benchmarks.replay_study import Candidate, Context, enters_top, run_repeat, standing, winner
+from benchmarks.replay_table import Config, Run, Table, estimate, run_value
+from benchmarks.replay_trial import guard_stop, replay_run
+from tuner.kl_guard import least_squares_slope
+from tuner.search_space import ParamSpec, suggest_params
+from tuner.study_config import KLGuard, StudySpec, load_study_spec
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def spec() -> StudySpec:
+    return load_study_spec(QUICKSTART)
+
+
+# ---------------------------------------------------------------------------------------- the quick replay, end to end
+
+
+@pytest.fixture(scope="module")
+def curve_table(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("curves") / "curves.jsonl"
+    built = subprocess.run([sys.executable, "-m", "benchmarks.curve_table", "--quick", "--out", str(out)], cwd=REPO,
+                           capture_output=True, text=True, check=False)
+    assert built.returncode == 0, built.stderr[-5000:]
+    return out
+
+
+def finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def test_quick_replay_reports_every_figure_finite(curve_table: Path, tmp_path: Path) -> None:
+    out = tmp_path / "replay.json"
+    done = subprocess.run([sys.executable, "-m", "benchmarks.tuning_replay", "--quick", "--table", str(curve_table),
+                           "--out", str(out), "--format", "json"], cwd=REPO, capture_output=True, text=True,
+                          check=False)
+    assert done.returncode == 0, done.stderr[-5000:]
+    result = json.loads(out.read_text())
+    assert json.loads(done.stdout) == result  # --format json prints what --out holds
+    assert finite(result["target"]) and finite(result["best_true"]) and result["budget_updates"] > 0
+    assert result["default"] == "tpe_shipped" and result["default"] in result["strategies"]
+    assert "random" in result["strategies"] and len(result["strategies"]) >= 5
+    for name, figures in result["strategies"].items():
+        assert all(finite(figures[key]) for key in ("median_updates_to_target", "final_regret_median", "reached",
+                                                    "mean_updates_to_target", "winner_infeasible")), name
+        assert len(figures["iqr"]) == 2 and all(finite(v) for v in figures["iqr"]), name
+        assert figures["iqr"][0] <= figures["median_updates_to_target"] <= figures["iqr"][1], name
+        assert 0 <= figures["reached"] <= 1 and len(figures["repeats"]) == 2, name
+        assert all(repeat["spent"] <= result["budget_updates"] for repeat in figures["repeats"]), name
+        if name != "random":
+            assert all(finite(v) for v in figures["vs_random"].values()), name
+    assert all(finite(result["mapping"][key]) for key in ("median_distance", "table_spacing_median",
+                                                          "nearest_second_rank_correlation")), result["mapping"]
+    assert result["mapping"]["proposals"] > 0
+
+
+# ------------------------------------------------------------------------------------------------- nearest-row mapping
+
+SPACE = {
+    "learning_rate": ParamSpec("learning_rate", "float", 1e-6, 1e-4, log=True),
+    "num_ppo_epochs": ParamSpec("num_ppo_epochs", "int", 2, 10),
+    "kl_control": ParamSpec("kl_control", "categorical", choices=("fixed", "adaptive")),
+    "kl_coef": ParamSpec("kl_coef", "float", 0.01, 0.2, log=True),
+    "kl_target": ParamSpec("kl_target", "float", 3.0, 12.0),
+}
+
+
+def random_point(rng: random.Random) -> dict[str, Any]:
+    mode = rng.choice(["fixed", "adaptive"])
+    point = {"learning_rate": 10 ** rng.uniform(-6, -4), "num_ppo_epochs": rng.randint(2, 10), "kl_control": mode}
+    if mode == "fixed":
+        point["kl_coef"] = 10 ** rng.uniform(-2, math.log10(0.2))
+    else:
+        point["kl_target"] = rng.uniform(3, 12)
+    return point
+
+
+def test_distance_normalises_each_parameter_and_counts_mismatches() -> None:
+    low = {"learning_rate": 1e-6, "num_ppo_epochs": 2, "kl_control": "fixed", "kl_coef": 0.05}
+    # The log scale's middle is the geometric mean: half a unit from either end.
+    assert point_distance(SPACE, low, {**low, "learning_rate": 1e-5}) == pytest.approx(0.5)
+    assert point_distance(SPACE, low, {**low, "num_ppo_epochs": 6}) == pytest.approx(0.5)
+    # fixed vs adaptive: the mode differs (1), kl_coef is in force at one only (1), kl_target likewise (1).
+    adaptive = {"learning_rate": 1e-6, "num_ppo_epochs": 2, "kl_control": "adaptive", "kl_target": 5.0}
+    assert point_distance(SPACE, low, adaptive) == pytest.approx(math.sqrt(3))
+
+
+def test_table_index_finds_the_nearest_row_as_a_loop_does() -> None:
+    rng = random.Random(7)
+    rows = [random_point(rng) for _ in range(40)]
+    index = TableIndex(SPACE, rows)
+    for _ in range(200):
+        proposal = random_point(rng)
+        slow = [point_distance(SPACE, proposal, row) for row in rows]
+        assert np.allclose(index.distances(proposal), slow)
+        order, distances = index.nearest(proposal, 2)
+        reference = sorted(range(len(rows)), key=lambda row: (slow[row], row))[:2]
+        assert order == reference and distances == pytest.approx([slow[row] for row in reference])
+
+
+def test_rank_correlation_is_spearmans() -> None:
+    rng = random.Random(3)
+    for _ in range(20):
+        xs = [rng.choice([0.1, 0.2, 0.3, 0.4, rng.random()]) for _ in range(15)]  # ties included
+        ys = [x + rng.gauss(0, 0.2) for x in xs]
+        assert rank_correlation(xs, ys) == pytest.approx(stats.spearmanr(xs, ys).statistic)
+    assert math.isnan(rank_correlation([1.0, 1.0, 1.0], [1.0, 2.0, 3.0]))  # a constant side has no order
+
+
+# ---------------------------------------------------------------------------------------------- hand-made table rows
+
+
+def make_run(golds: list[float], eval_kl: list[float], kl: list[float], seed: int = 0,
+             failed: bool = False) -> Run:
+    """A run of len(kl) updates evaluated at evenly spaced updates, the last at its end."""
+    updates = len(kl)
+    at = [updates * (i + 1) // len(golds) for i in range(len(golds))]
+    evals = tuple({"update": u, "eval/gold_score": g, "eval/kl": k} for u, g, k in zip(at, golds, eval_kl,
+                                                                                      strict=True))
+    return Run((0, seed), updates, updates, failed, {"objective/kl": kl, "objective/scores": [0.0] * updates}, evals)
+
+
+class Recorder:
+    """A pruner's view of a trial: every report, and a stop at the step given."""
+
+    def __init__(self, prune_at: int | None = None) -> None:
+        self.reports: list[tuple[float, int]] = []
+        self.prune_at = prune_at
+
+    def report(self, value: float, step: int) -> None:
+        self.reports.append((value, step))
+
+    def should_prune(self) -> bool:
+        return self.reports[-1][1] == self.prune_at
+
+
+def test_a_finished_run_is_worth_its_last_two_golds_and_feasible_by_its_last_eval_kl(spec: StudySpec) -> None:
+    run = make_run([0.5, 0.6, 0.7, 0.8], [1.0, 2.0, 9.0, 4.0], [0.1] * 16)
+    assert run_value(run, spec.objectives[0]) == pytest.approx(0.75)
+    assert estimate([run], spec.objectives[0], spec.constraints) == (pytest.approx(0.75), True)
+    over = make_run([0.5, 0.9], [1.0, 5.5], [0.1] * 8)
+    assert estimate([over], spec.objectives[0], spec.constraints)[1] is False
+
+
+def test_the_kl_guard_cuts_a_curve_at_the_first_update_over_the_threshold(spec: StudySpec) -> None:
+    kl = [0.0, 0.5, 1.0, 1.0, 2.0, 6.5, 9.0, 9.0]
+    run = make_run([0.5, 0.6, 0.7, 0.8], [1.0] * 4, kl)
+    no_trend = KLGuard(threshold=6.0, predict=False)
+    stop = guard_stop(kl, 8, no_trend)
+    assert stop is not None and stop[0] == 6 and "6.50 passed the threshold 6 at update 6" in stop[1]
+    recorder = Recorder()
+    outcome = replay_run(run, spec.objectives[0], spec.constraints, no_trend, recorder, limit=100)
+    assert (outcome.state, outcome.cost) == ("guarded", 6)
+    # Reported at the evaluations before the stop (updates 2 and 4), each the mean of the last two golds so far.
+    assert recorder.reports == [(pytest.approx(0.5), 2), (pytest.approx(0.55), 4)]
+    complete = replay_run(run, spec.objectives[0], spec.constraints, None, Recorder(), limit=100)
+    assert (complete.state, complete.cost) == ("complete", 8)
+
+
+def trend_stop(kl: list[float], planned: int, guard: KLGuard) -> int | None:
+    """The guard's rule walked by hand, with numpy's least-squares line: the first update where KL is over the
+    threshold, or (from max(window, min_updates) on, once KL reached the fraction) the line through the last
+    ``window`` values crosses it before the run ends."""
+    for update in range(1, len(kl) + 1):
+        now = kl[update - 1]
+        if now > guard.threshold:
+            return update
+        if update >= max(guard.min_updates, guard.window) and now >= guard.predict_min_fraction * guard.threshold:
+            slope = np.polyfit(np.arange(guard.window), kl[update - guard.window:update], 1)[0]
+            if slope > 0 and now + slope * (planned - update) > guard.threshold:
+                return update
+    return None
+
+
+def test_the_predictive_guard_stops_where_the_trend_would_cross(spec: StudySpec) -> None:
+    guard = spec.kl_guard  # the quickstart's: 6 nats, a trend over 5 updates from 3 nats on
+    rng = random.Random(11)
+    for _ in range(100):
+        planned = rng.choice([16, 48, 96])
+        rate = rng.uniform(0.0, 0.2)
+        kl = [max(0.0, rate * u + rng.gauss(0, 0.3)) for u in range(planned)]
+        expected = trend_stop(kl, planned, guard)
+        found = guard_stop(kl, planned, guard)
+        assert (found[0] if found else None) == expected
+        run = make_run([0.5] * 8, [1.0] * 8, kl)
+        outcome = replay_run(run, spec.objectives[0], spec.constraints, guard, None, limit=1000)
+        assert outcome.cost == (expected or planned) and outcome.state == ("guarded" if expected else "complete")
+    assert least_squares_slope([1.0, 2.0, 3.0]) == pytest.approx(1.0)
+
+
+def test_a_pruned_or_budget_cut_trial_costs_the_updates_it_ran(spec: StudySpec) -> None:
+    run = make_run([0.5, 0.6, 0.7, 0.8], [1.0] * 4, [0.1] * 16)
+    pruned = replay_run(run, spec.objectives[0], spec.constraints, spec.kl_guard, Recorder(prune_at=8), limit=100)
+    assert (pruned.state, pruned.cost) == ("pruned", 8)
+    assert pruned.constraints == {"eval/kl (last) <= 5": pytest.approx(-4.0)}  # set on pruned trials too
+    cut = replay_run(run, spec.objectives[0], spec.constraints, spec.kl_guard, Recorder(), limit=5)
+    assert (cut.state, cut.cost) == ("cut", 5)
+    failed = make_run([0.5, 0.6], [1.0, 1.0], [0.1, math.nan, 0.1, 0.1])
+    outcome = replay_run(failed, spec.objectives[0], spec.constraints, None, Recorder(), limit=100)
+    assert (outcome.state, outcome.cost, outcome.constraints) == ("failed", 2, {})
+
+
+# ---------------------------------------------------------------------------------------- updates to target, regret
+
+
+def test_updates_to_target_is_the_first_time_the_winner_is_good_enough_in_truth() -> None:
+    timeline = [(10, None), (20, 0.5), (30, 0.96), (40, 0.5), (50, 0.99)]
+    assert updates_to_target(timeline, 0.95, 100) == (30, True)
+    assert updates_to_target(timeline, 0.98, 100) == (50, True)
+    assert updates_to_target(timeline, 0.98, 45) == (45, False)  # past the budget counts as never
+    assert updates_to_target(timeline, 1.0, 100) == (100, False)
+
+
+def test_judge_counts_an_infeasible_winner_as_not_reaching_and_at_the_worst_feasible_regret() -> None:
+    truth = {1: (0.90, True), 2: (0.99, False), 3: (0.60, True), 4: (0.80, True)}
+    best, target = 0.90, 0.95 * 0.90
+    result = judge([(12, 4), (24, 2), (36, 1), (48, 2)], truth, target, best, 100, ["complete"] * 4, 0, 48)
+    assert (result.updates_to_target, result.reached) == (36, True)
+    assert result.regret == pytest.approx(0.90 - 0.60) and not result.winner_ok  # ended on config 2, infeasible
+    fine = judge([(12, 4)], truth, target, best, 100, ["complete"], 0, 12)
+    assert (fine.updates_to_target, fine.reached, fine.regret) == (100, False, pytest.approx(0.10))
+    assert final_regret(0.9, None, 0.6) == pytest.approx(0.3)
+
+
+# ------------------------------------------------------------------------------------------------------------- racing
+
+
+def test_racing_ranks_candidates_by_their_mean_over_the_seeds_they_ran(spec: StudySpec) -> None:
+    def config(config_id: int, golds: list[float]) -> Config:
+        runs = {(0, seed): make_run([gold, gold], [1.0, 1.0], [0.1] * 4, seed) for seed, gold in enumerate(golds)}
+        return Config(config_id, {}, runs, float(np.mean(golds)), True)
+
+    lucky = Candidate(config(0, [0.9, 0.5]), [])
+    lucky.runs = list(lucky.config.runs.values())  # 0.9 then 0.5: mean 0.7
+    steady = Candidate(config(1, [0.8]), list(config(1, [0.8]).runs.values()))
+    banned = Candidate(config(2, [0.95]), list(config(2, [0.95]).runs.values()), disqualified=True)
+    standings = [standing(c, spec) for c in (lucky, steady, banned)]
+    assert standings[0] == (pytest.approx(0.7), True) and standings[2][1] is False
+    assert winner(standings) == 1  # the steady 0.8 beats the lucky 0.9's mean; the disqualified one is out
+    many = [(0.1 * i, True) for i in range(6)]
+    assert [enters_top(many, i) for i in range(6)] == [False, False, False, True, True, True]
+
+
+def hand_table(configs: int, seeds: int, updates: int) -> Table:
+    """A table of configs drawn over the quickstart's space, each config's runs of different golds per seed."""
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    spec = load_study_spec(QUICKSTART)
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=5))
+    rng = random.Random(5)
+    table: dict[int, Config] = {}
+    for config_id in range(configs):
+        trial = study.ask()
+        suggest_params(trial, spec.search_space, spec.base)
+        study.tell(trial, 0.0)
+        runs = {(0, seed): make_run([rng.uniform(0.4, 0.8)] * 2, [1.0, 1.0], [0.1] * updates, seed)
+                for seed in range(seeds)}
+        value, feasible = estimate(list(runs.values()), spec.objectives[0], spec.constraints)
+        table[config_id] = Config(config_id, dict(trial.params), runs, value, feasible)
+    return Table(table, tuple((0, seed) for seed in range(seeds)), 0)
+
+
+def test_a_race_reruns_top_entrants_on_the_next_seed_and_pays_for_it(spec: StudySpec) -> None:
+    updates, budget = 8, 8 * 30
+    table = hand_table(12, 3, updates)
+    rows = tuple(table.configs)
+    context = Context(spec, table, TableIndex(spec.search_space, [table.configs[r].params for r in rows]), rows,
+                      budget, Fidelity(4, updates))
+    strategy = Strategy("race", "random", "none", guard=False, seeds="racing")
+    log = run_repeat(strategy, context, sampler_seed=0, repeat=1)
+    assert log.table_seed == (0, 1) and log.reruns > 0
+    assert log.spent == budget == updates * (len(log.states) + log.reruns)  # each rerun costs a whole run again
+    # The race walked by hand: first runs on seed 1, a rerun on seed 2 for a value entering the top 3.
+    value = {(cid, seed): run_value(c.runs[(0, seed)], spec.objectives[0]) for cid, c in table.configs.items()
+             for seed in range(3)}
+    means: list[tuple[int, list[float]]] = []
+    spent = 0
+    for _, config_id, _ in log.proposals:
+        means.append((config_id, [value[(config_id, 1)]]))
+        spent += updates
+        first = means[-1][1][0]
+        if spent < budget and sum(1 for _, seen in means if np.mean(seen) > first) < 3:
+            means[-1][1].append(value[(config_id, 2)])
+            spent += updates
+    best = max(range(len(means)), key=lambda i: (np.mean(means[i][1]), -i))
+    assert log.timeline[-1][1] == means[best][0]
+
+
+def test_single_seed_replays_every_trial_on_the_repeats_seed(spec: StudySpec) -> None:
+    table = hand_table(6, 3, 8)
+    rows = tuple(table.configs)
+    context = Context(spec, table, TableIndex(spec.search_space, [table.configs[r].params for r in rows]), rows,
+                      8 * 10, Fidelity(4, 8))
+    seeds = [run_repeat(STRATEGIES["random"], context, sampler_seed=repeat, repeat=repeat).table_seed
+             for repeat in range(4)]
+    assert seeds == [(0, 0), (0, 1), (0, 2), (0, 0)]
