@@ -16,6 +16,7 @@ import pandas as pd
 from dashboard.health_rules import Finding, HealthContext, worst
 from dashboard.study_reader import PARAM_PREFIX, StudyView
 from ppo_core.metric_names import CRITIC_ESTIMATORS, CRITIC_METRICS, GUARDED_METRICS
+from tuner.savings import update_savings
 from tuner.trial_records import METRIC_KEYS
 
 DIFFERS_STYLE = "background-color: rgba(255, 193, 7, 0.28)"
@@ -230,6 +231,13 @@ def best_summary(view: StudyView) -> str:
     )
     return f"**Best trial #{best}**: {objective_labels(view)[name]} = {number(value)}" + \
         (f" with {params}" if params else "")
+
+
+def savings_summary(view: StudyView) -> str | None:
+    """One markdown line: the updates that pruning and the KL guard saved against running every trial to the end;
+    None before any completed or pruned trial recorded its planned length."""
+    savings = update_savings(view.trials)
+    return None if savings is None else f"**Early stopping**: {savings.line().removeprefix('early stopping ')}"
 
 
 def target_summary(view: StudyView) -> str:

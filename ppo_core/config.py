@@ -24,7 +24,6 @@ from ppo_core.config_checks import (
     field_types_of,
     require,
 )
-from ppo_core.group_advantages import GRPO_STD_EPSILON
 from ppo_core.metric_names import CRITIC_ESTIMATORS
 from ppo_core.trl_config import ModelConfig, ScriptArguments, field_help
 
@@ -40,6 +39,8 @@ DEFAULT_GROUP_GENERATIONS = 4
 # The estimators that put the KL penalty into the loss rather than the reward when kl_in_reward is null: GRPO's
 # (Shao et al. 2024). RLOO (Ahmadian et al. 2024) and REINFORCE++ (Hu 2025) penalise the reward, as PPO does.
 KL_LOSS_ESTIMATORS_BY_DEFAULT = ("grpo",)
+# Added to the standard deviation that divides GRPO's centred scores: TRL's GRPOTrainer adds the same.
+GRPO_STD_EPSILON = 1e-4
 LOSS_TYPES = ("token_mean", "bnpo", "seq_mean_token_mean", "seq_mean_token_sum_norm")
 IMPORTANCE_SAMPLING_LEVELS = ("token", "sequence", "sequence_sum")
 

@@ -12,10 +12,10 @@ from typing import Literal
 
 import torch
 
+from ppo_core.config import GRPO_STD_EPSILON
 from ppo_core.masked import local
 
 ScaleRewards = Literal["group", "batch", "none"]
-GRPO_STD_EPSILON = 1e-4  # TRL's GRPOTrainer adds the same to the standard deviation
 
 
 def grouped(scores: torch.Tensor, group_size: int) -> torch.Tensor:

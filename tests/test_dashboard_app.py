@@ -107,6 +107,10 @@ def test_study_page_counts_best_trial_and_table(open_page: Any, studies: Dashboa
     assert {m.label: m.value for m in app.metric} == {"Trials": "4", "Complete": "2", "Pruned": "1", "Failed": "1"}
     assert any(m.value.startswith("**Best trial #") for m in app.markdown)
     table = app.dataframe[0].value.set_index("number")
+    # The pruned trial stopped before its planned end: the page says what that saved.
+    counted = table[table["state"].isin(["COMPLETE", "PRUNED"])]
+    saved = int((counted["budget_updates"] - counted["updates"]).sum())
+    assert saved > 0 and any(m.value.startswith(f"**Early stopping**: saved {saved} of ") for m in app.markdown)
     assert table["state"].to_dict() == {studies.pruned: "PRUNED", studies.adaptive: "COMPLETE",
                                         studies.fixed: "COMPLETE", studies.failed: "FAIL"}
     assert f"passed the threshold {KL_THRESHOLD:g}" in table.loc[studies.pruned, "reason"]

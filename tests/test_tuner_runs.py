@@ -26,7 +26,7 @@ from studies import (
     wait_for,
     write_study,
 )
-from tuner.attrs import FAIL_REASON_ATTR, PRUNE_REASON_ATTR, PRUNED_AT_ATTR
+from tuner.attrs import BUDGET_ATTR, FAIL_REASON_ATTR, PRUNE_REASON_ATTR, PRUNED_AT_ATTR
 from tuner.database import create_engine, open_storage
 from tuner.kl_guard import KLGuardPruner, blowup_reason
 from tuner.reports import updates_run
@@ -85,7 +85,7 @@ def test_kl_guard_composes_with_median_pruner(tmp_path: Path) -> None:
 
 
 def test_kl_blowup_is_pruned_with_reason_and_keeps_its_metrics(
-    tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path
+    tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = write_study(tmp_path, tiny_lm_dir, prompts_file, **BLOW_UP)
     spec = load_study_spec(path)
@@ -99,6 +99,10 @@ def test_kl_blowup_is_pruned_with_reason_and_keeps_its_metrics(
     metrics = read_metrics(create_engine(spec.storage), spec.name)
     assert metrics["update"].tolist() == list(range(1, pruned_at + 1))
     assert metrics["objective/kl"].iloc[-1] > 2.0
+    # What the guard saved, against running the trial to its end, is said where the trials are listed.
+    assert main(["show", spec.name, "--storage", spec.storage]) == 0
+    budget = trial.user_attrs[BUDGET_ATTR]
+    assert f"early stopping saved {budget - pruned_at} of {budget} updates" in capsys.readouterr().out
 
 
 def test_multi_objective_study_prunes_kl_blowup(tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path) -> None:

@@ -183,14 +183,18 @@ def command_list(args: argparse.Namespace) -> int:
 def command_show(args: argparse.Namespace) -> int:
     from tuner.edge_findings import edge_findings, format_edge_findings, stored_search_space
     from tuner.reports import trials_frame
+    from tuner.savings import update_savings
 
     study, _, _ = find_named_study(args.name, args.storage, args.command)
     frame = trials_frame(study)
     if frame.empty:
         print(f"study {args.name!r} has no trials yet")
         return 0
+    savings = update_savings(frame)
     frame.columns = [c.removeprefix("param:") for c in frame.columns]
     _print_frame(frame, f"study {args.name}")
+    if savings is not None:
+        print(savings.line())
     findings = edge_findings(study.get_trials(deepcopy=False), stored_search_space(study.user_attrs), study.directions)
     if findings:
         print(format_edge_findings(findings))

@@ -11,7 +11,7 @@ import pandas as pd
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
-from tuner.attrs import CONFIG_ATTR, FAIL_REASON_ATTR, KL_HISTORY_ATTR, PRUNE_REASON_ATTR
+from tuner.attrs import BUDGET_ATTR, CONFIG_ATTR, FAIL_REASON_ATTR, KL_HISTORY_ATTR, PRUNE_REASON_ATTR
 from tuner.constraints import feasible
 
 
@@ -68,7 +68,8 @@ def updates_run(trial: FrozenTrial) -> int:
 
 
 def trials_frame(study: optuna.Study) -> pd.DataFrame:
-    """number, state, params, objective values, prune/fail reason, duration and updates for every trial."""
+    """number, state, params, objective values, prune/fail reason, duration, updates run and planned
+    (``budget_updates``, the run's full length) for every trial."""
     names = study.metric_names or [f"value_{i}" for i in range(len(study.directions))]
     rows = []
     for trial in study.get_trials(deepcopy=False):
@@ -77,7 +78,9 @@ def trials_frame(study: optuna.Study) -> pd.DataFrame:
         for index, name in enumerate(names):
             row[name] = trial.values[index] if trial.values else math.nan
         duration = trial.duration.total_seconds() if trial.duration is not None else math.nan
-        row.update({"reason": trial_reason(trial), "duration_s": duration, "updates": updates_run(trial)})
+        budget = trial.user_attrs.get(BUDGET_ATTR)
+        row.update({"reason": trial_reason(trial), "duration_s": duration, "updates": updates_run(trial),
+                    "budget_updates": budget if isinstance(budget, int) else math.nan})
         rows.append(row)
     return pd.DataFrame(rows)
 

@@ -19,7 +19,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from tuner.database import GRACE_HEARTBEATS, create_engine
 from tuner.edge_findings import edge_findings, format_edge_findings
 from tuner.failure_streak import SAME_FAILURES_TO_STOP, failure_streak
-from tuner.reports import best_trials, trial_reason
+from tuner.reports import best_trials, trial_reason, trials_frame
+from tuner.savings import update_savings
 from tuner.study_config import StudyConfigError, StudySpec
 from tuner.trial_launch import describe_exit
 from tuner.trial_records import create_tables
@@ -175,6 +176,9 @@ def run_study(spec: StudySpec, n_trials: int | None, timeout: float | None, work
     findings = format_edge_findings(edge_findings(trials, spec.search_space, study.directions))
     if findings:
         console.print(findings, soft_wrap=True, markup=False)
+    savings = None if stored else update_savings(trials_frame(study))  # a validation runs every run to the end
+    if savings is not None:
+        console.print(savings.line(), soft_wrap=True, markup=False)
     completed = any(trial.state == TrialState.COMPLETE for trial in trials)
     streak = None if stored else failure_streak(trials)  # in a validation, a config failing on every seed is a result
     # One unbroken line each, whatever the terminal's width: it is what a user (or a script) greps for.

@@ -10,7 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import session
-from dashboard.frames import best_summary, objective_labels, target_summary, trial_table
+from dashboard.frames import best_summary, objective_labels, savings_summary, target_summary, trial_table
 from dashboard.study_reader import StudyRef
 from dashboard.ui import PageContext, escape_markdown, keep_valid, run_page, trial_table_config
 from dashboard.validation_view import validation_caption, validation_figure, validation_frame
@@ -79,6 +79,9 @@ def render(context: PageContext) -> None:
     for column, (name, count) in zip(columns[1:], view.counts.items(), strict=True):
         column.metric(STATE_LABELS.get(name, name.capitalize()), count)
     st.markdown(best_summary(view))
+    savings = savings_summary(view)
+    if savings is not None:
+        st.markdown(savings)
     st.markdown(target_summary(view))
     for finding in view.edge_findings:
         st.warning(f"**Edge of the search space**: {escape_markdown(finding.message)}")
