@@ -20,10 +20,12 @@ WARM_START_ATTR = "warm_start"
 # A validation run's source trial (its number in the tuned study) and the fresh seed it runs on.
 VALIDATES_ATTR = "validates_trial"
 SEED_ATTR = "seed"
+# A racing re-run's configuration (the number of the trial that first ran it); its seed is SEED_ATTR.
+RACE_OF_ATTR = "race_of"
 
 # What a failed trial's retry must keep: the attributes that say what to run (a validation run's fixed config and
 # its source). The rest (KL history, reasons) describes the failed attempt and stays with it.
-RETRY_CARRIES = (CONFIG_ATTR, VALIDATES_ATTR, SEED_ATTR, WARM_START_ATTR)
+RETRY_CARRIES = (CONFIG_ATTR, VALIDATES_ATTR, SEED_ATTR, WARM_START_ATTR, RACE_OF_ATTR)
 STALE_REASON = "worker stopped sending heartbeats"
 
 # Trial system attribute (Optuna's internal kind, kept out of the user attributes readers list): how the trial's own

@@ -20,6 +20,7 @@ from ppo_core.config_io import build_config
 from ppo_core.errors import first_line
 from tuner.attrs import CONFIG_ATTR, FAIL_REASON_ATTR, VALIDATES_ATTR, retry_user_attrs
 from tuner.search_space import suggest_params
+from tuner.seed_policy import race_seed
 from tuner.study_config import StudySpec
 from tuner.study_target import target_problem
 from tuner.trial_launch import run_trial_process
@@ -51,7 +52,9 @@ def make_objective(spec: StudySpec, threads: int | None = None,
         try:
             if VALIDATES_ATTR not in trial.user_attrs:  # a validation run's config was fixed when it was queued
                 try:
-                    values = {**spec.base, **suggest_params(trial, spec.search_space, spec.base)}
+                    # A racing re-run trains its configuration on the seed it was queued with.
+                    values = race_seed(trial.user_attrs,
+                                       {**spec.base, **suggest_params(trial, spec.search_space, spec.base)})
                     config = build_config(values).to_dict()
                     trial.set_user_attr(CONFIG_ATTR, config)
                 except Exception as error:

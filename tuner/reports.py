@@ -11,8 +11,18 @@ import pandas as pd
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
-from tuner.attrs import BUDGET_ATTR, CONFIG_ATTR, FAIL_REASON_ATTR, KL_HISTORY_ATTR, PRUNE_REASON_ATTR
+from tuner.attrs import (
+    BUDGET_ATTR,
+    CONFIG_ATTR,
+    DEFINITION_ATTR,
+    FAIL_REASON_ATTR,
+    KL_HISTORY_ATTR,
+    PRUNE_REASON_ATTR,
+    RACE_OF_ATTR,
+    SEED_ATTR,
+)
 from tuner.constraints import feasible
+from tuner.seed_policy import best_raced
 
 
 def study_summaries(storage: str | optuna.storages.BaseStorage) -> pd.DataFrame:
@@ -39,10 +49,19 @@ def best_trials(study: optuna.Study) -> list[FrozenTrial]:
     trials only, as Optuna chooses them (empty while no completed trial keeps every constraint)."""
     if not any(feasible(t) for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))):
         return []  # study.best_trial would raise ValueError
+    if is_racing(study):  # the best mean over the most seeds, not the luckiest run
+        return best_raced(study.get_trials(deepcopy=False), study.directions[0])
     if len(study.directions) == 1:
         return [study.best_trial]
     sign = -1 if study.directions[0] == optuna.study.StudyDirection.MAXIMIZE else 1
     return sorted(study.best_trials, key=lambda t: sign * t.values[0])
+
+
+def is_racing(study: optuna.Study) -> bool:
+    """Whether the study's stored definition races configurations on seeds (tuner.seed_policy)."""
+    definition = study.user_attrs.get(DEFINITION_ATTR)
+    policy = definition.get("seed_policy") if isinstance(definition, dict) else None
+    return isinstance(policy, dict) and policy.get("name") == "racing"
 
 
 def rank_completed(trials: Sequence[FrozenTrial], directions: Sequence[StudyDirection]) -> list[FrozenTrial]:
@@ -78,6 +97,8 @@ def trials_frame(study: optuna.Study) -> pd.DataFrame:
         for index, name in enumerate(names):
             row[name] = trial.values[index] if trial.values else math.nan
         duration = trial.duration.total_seconds() if trial.duration is not None else math.nan
+        if RACE_OF_ATTR in trial.user_attrs:  # a racing re-run: which configuration, on which seed
+            row.update({"race_of": trial.user_attrs[RACE_OF_ATTR], "seed": trial.user_attrs.get(SEED_ATTR)})
         budget = trial.user_attrs.get(BUDGET_ATTR)
         row.update({"reason": trial_reason(trial), "duration_s": duration, "updates": updates_run(trial),
                     "budget_updates": budget if isinstance(budget, int) else math.nan})

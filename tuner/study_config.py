@@ -36,6 +36,7 @@ from tuner.search_space import (
     regimes,
     unused_param,
 )
+from tuner.seed_policy import SeedPolicy, parse_seed_policy
 from tuner.study_target import TARGET_NAMES, target_base, target_check
 from tuner.warm_start import WarmStart, WarmStartError, warm_start_points
 
@@ -45,7 +46,7 @@ Direction = Literal["maximize", "minimize"]
 DIRECTIONS: tuple[Direction, ...] = typing.get_args(Direction)
 TOP_LEVEL_KEYS = ("name", "storage", "n_trials", "timeout", "sampler", "pruner", "objectives", "kl_guard", "base",
                   "search_space", "heartbeat_interval", "description", "trial_timeout", "processes_per_trial",
-                  "enqueue", "constraints", "target")
+                  "enqueue", "constraints", "target", "seed_policy")
 
 
 class StudyConfigError(InputError):
@@ -103,6 +104,8 @@ class StudySpec:
     ``tuner.warm_start.enqueue_warm_starts`` queues them on a new study."""
     constraints: list[Constraint] = field(default_factory=list)
     """Bounds on reduced metrics (e.g. a KL budget) that a feasible trial keeps; set on each trial for Optuna."""
+    seed_policy: SeedPolicy = field(default_factory=SeedPolicy)
+    """Which seeds trials train on, and so what chooses the winner (tuner.seed_policy)."""
     target: str | None = None
     """The trainer the winner will run in (an export format: trl-grpo, verl, ...): its profile fills the base, and
     no trial may compute what it does not (tuner.study_target)."""
@@ -480,6 +483,10 @@ def parse_study(data: dict[str, Any], path: Path, storage: str | None = None) ->
         raise _fail(f"processes_per_trial: expected a positive integer, got {processes_per_trial!r}")
     base = _mapping(data.get("base"), "base")
     search_space = _parse_search_space(data.get("search_space"))
+    objectives = _parse_objectives(data.get("objectives"))
+    seed_policy = parse_seed_policy(data.get("seed_policy"), len(objectives))
+    if isinstance(seed_policy, str):
+        raise _fail(seed_policy)
     target = data.get("target")
     if target is not None:
         if target not in TARGET_NAMES:
@@ -493,7 +500,7 @@ def parse_study(data: dict[str, Any], path: Path, storage: str | None = None) ->
         timeout=timeout,
         sampler=_parse_sampler(data.get("sampler")),
         pruner=_parse_pruner(data.get("pruner")),
-        objectives=_parse_objectives(data.get("objectives")),
+        objectives=objectives,
         kl_guard=_parse_kl_guard(data.get("kl_guard")),
         base=base,
         search_space=search_space,
@@ -502,6 +509,7 @@ def parse_study(data: dict[str, Any], path: Path, storage: str | None = None) ->
         processes_per_trial=processes_per_trial,
         enqueue=_parse_enqueue(data.get("enqueue"), search_space, base),
         constraints=_parse_constraints(data.get("constraints")),
+        seed_policy=seed_policy,
         target=target,
         definition=data,
     )

@@ -14,6 +14,7 @@ import sys
 import optuna
 from optuna.trial import TrialState
 
+from ppo_core.config import PPOConfig
 from ppo_core.errors import InputError
 from ppo_core.quiet import quiet_hugging_face
 from tuner.attrs import KL_GUARD_ATTR, OBJECTIVES_ATTR, VALIDATION_OF_ATTR
@@ -21,6 +22,7 @@ from tuner.database import StorageError, create_engine, open_read_only_storage, 
 from tuner.factory import make_pruner, make_sampler
 from tuner.failure_streak import failure_streak
 from tuner.objective import make_objective
+from tuner.seed_policy import Racing
 from tuner.study_config import StudySpec, load_study_spec
 from tuner.study_definition import check_definition, check_ours, stored_spec
 from tuner.trial_launch import start_fork_server
@@ -129,8 +131,10 @@ def run_worker(
     if spec.processes_per_trial == 1:
         start_fork_server()  # now, so that its imports overlap with the first trial's sampling
     stopper = StopWhenTargetReached(n_trials, max_failures=max(5, n_trials or 0), queue_only=queue_only)
+    # Racing queues before the stopper counts, so a leader's next seed is waiting when the next trial is asked for.
+    racing = Racing(spec.seed_policy, int(spec.base.get("seed", PPOConfig.seed))) if not queue_only else None
     study.optimize(make_objective(spec, threads, queue_only), timeout=timeout, catch=(Exception,),
-                   callbacks=[stopper])
+                   callbacks=[*([racing] if racing else []), stopper])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,85 @@
+"""Racing on seeds (tuner.seed_policy): leading configurations re-run on further seeds during the study, and the
+winner chosen on its mean over the most seeds, so no single seed's luck picks it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import optuna
+import pytest
+from optuna.distributions import FloatDistribution
+from optuna.study import StudyDirection
+from optuna.trial import FrozenTrial, TrialState, create_trial
+
+from ppo_tune.cli import main
+from studies import write_study
+from tuner.attrs import CONFIG_ATTR, RACE_OF_ATTR, SEED_ATTR
+from tuner.reports import best_trials
+from tuner.seed_policy import SeedPolicy, best_raced, next_runs
+from tuner.study_config import load_study_spec
+from tuner.worker import run_worker
+
+MAX = StudyDirection.MAXIMIZE
+RACING = SeedPolicy(name="racing", seeds=3, top_k=2)
+
+
+def _trial(number: int, value: float | None, state: str = "COMPLETE", race_of: int | None = None,
+           seed: int | None = None) -> FrozenTrial:
+    attrs: dict[str, Any] = {} if race_of is None else {RACE_OF_ATTR: race_of, SEED_ATTR: seed}
+    trial = create_trial(state=TrialState[state], value=value, params={"learning_rate": 1e-5 * (number + 1)},
+                         distributions={"learning_rate": FloatDistribution(1e-6, 1e-3)}, user_attrs=attrs)
+    trial.number = number
+    return trial
+
+
+def test_the_leaders_get_their_next_seed_counting_queued_runs() -> None:
+    trials = [_trial(0, 0.5), _trial(1, 0.9), _trial(2, 0.7), _trial(3, 0.8, race_of=2, seed=1),
+              _trial(4, None, "WAITING", race_of=1, seed=1)]
+    # Means: 0 -> 0.5, 1 -> 0.9 (one queued), 2 -> 0.75 on two seeds. Leaders (top 2 by mean): 1 and 2.
+    runs = [(root.number, seed) for root, seed in next_runs(trials, MAX, RACING, base_seed=0)]
+    assert runs == [(1, 2), (2, 2)]
+    assert next_runs(trials, MAX, SeedPolicy(), base_seed=0) == []  # single: nothing is re-run
+
+
+def test_the_winner_is_the_best_mean_over_the_most_seeds() -> None:
+    # Trial 1's lucky 0.95 on one seed does not beat trial 0's 0.8 held over three.
+    trials = [_trial(0, 0.8), _trial(1, 0.95), _trial(2, 0.78, race_of=0, seed=1), _trial(3, 0.82, race_of=0, seed=2)]
+    assert [t.number for t in best_raced(trials, MAX)] == [0]
+    trials.append(_trial(4, 0.9, race_of=1, seed=1))
+    trials.append(_trial(5, 0.85, race_of=1, seed=2))
+    assert [t.number for t in best_raced(trials, MAX)] == [1]  # now it held up too: mean 0.9 over three seeds
+
+
+@pytest.mark.parametrize(("policy", "message"), [
+    ({"name": "bandit"}, "seed_policy.name: expected one of single, racing, got 'bandit'"),
+    ({"name": "racing", "seeds": 0}, "seed_policy.seeds: expected a positive whole number, got 0"),
+    ({"name": "racing", "rounds": 2}, "seed_policy.rounds: unknown key"),
+    ("racing", "seed_policy: expected a mapping"),
+])
+def test_bad_seed_policies_exit_2_with_one_line(tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path,
+                                                capsys: pytest.CaptureFixture[str], policy: Any, message: str) -> None:
+    path = write_study(tmp_path, tiny_lm_dir, prompts_file, seed_policy=policy)
+    assert main(["run", str(path), "--storage", f"sqlite:///{tmp_path / 'x.db'}"]) == 2
+    error = capsys.readouterr().err.strip()
+    assert "\n" not in error and message in error, error
+
+
+def test_a_racing_study_reruns_its_leader_on_the_next_seed_and_picks_by_mean(tmp_path: Path, tiny_lm_dir: Path,
+                                                                            prompts_file: Path) -> None:
+    path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=4, base={"seed": 5, "total_episodes": 16},
+                       seed_policy={"name": "racing", "seeds": 2, "top_k": 1})
+    spec = load_study_spec(path)
+    run_worker(spec, n_trials=4, timeout=None, threads=1)
+    study = optuna.load_study(study_name=spec.name, storage=spec.storage)
+    trials = study.get_trials(deepcopy=False)
+    reruns = [t for t in trials if RACE_OF_ATTR in t.user_attrs]
+    assert reruns, [t.user_attrs for t in trials]
+    for rerun in reruns:
+        root = trials[rerun.user_attrs[RACE_OF_ATTR]]
+        assert rerun.params == root.params  # the same configuration ...
+        assert rerun.user_attrs[CONFIG_ATTR]["seed"] == rerun.user_attrs[SEED_ATTR] == 6  # ... on the next seed
+        assert root.user_attrs[CONFIG_ATTR]["seed"] == 5
+    (best,) = best_trials(study)
+    assert best.number in {rerun.user_attrs[RACE_OF_ATTR] for rerun in reruns
+                           if rerun.state == TrialState.COMPLETE}  # chosen on two seeds, not one
