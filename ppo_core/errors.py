@@ -1,7 +1,10 @@
 """The errors every part raises for what the command line reports in one line: bad input from a user (exit 2), a
-divergence and a failure at run time (exit 1)."""
+divergence and a failure at run time (exit 1), and SIGTERM taken as Ctrl-C is (exit 143)."""
 
 from __future__ import annotations
+
+import signal
+from types import FrameType
 
 
 class InputError(ValueError):
@@ -32,3 +35,17 @@ def first_line(error: BaseException) -> str:
     reports."""
     text = str(error).strip()
     return "; ".join([text.splitlines()[0] if text else type(error).__name__, *context_of(error)])
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a batch scheduler's, ``timeout``'s, ``kill``'s), raised where the process is, so that it unwinds as
+    Ctrl-C does: every ``except KeyboardInterrupt`` that stops children and re-queues work runs for it too."""
+
+
+def _raise_terminated(signum: int, frame: FrameType | None) -> None:
+    raise Terminated("terminated (SIGTERM)")
+
+
+def sigterm_as_interrupt() -> None:
+    """Make SIGTERM raise :class:`Terminated` in this process's main thread, from now on."""
+    signal.signal(signal.SIGTERM, _raise_terminated)

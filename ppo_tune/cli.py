@@ -1,6 +1,7 @@
 """``ppo-tune``: one parser built from each part's subcommands, one place that turns every error into one line.
 
-Bad input exits 2, a divergence or a failure at run time (a full disk) exits 1, Ctrl-C exits 130, each with one line
+Bad input exits 2, a divergence or a failure at run time (a full disk) exits 1, Ctrl-C exits 130 and SIGTERM 143,
+each with one line
 on stderr. Anything else is a bug: one line says where its traceback was written, and ``--debug`` prints it instead.
 """
 
@@ -13,7 +14,15 @@ import traceback
 
 from dashboard.launch import add_dashboard_arguments, dashboard_command
 from ppo_core.cli import add_train_command
-from ppo_core.errors import InputError, NonFiniteError, RunFailure, context_of, first_line
+from ppo_core.errors import (
+    InputError,
+    NonFiniteError,
+    RunFailure,
+    Terminated,
+    context_of,
+    first_line,
+    sigterm_as_interrupt,
+)
 from ppo_core.quiet import quiet_hugging_face
 from tuner.cli import add_study_commands
 
@@ -21,6 +30,7 @@ EXIT_BAD_INPUT = 2
 EXIT_DIVERGED = 1
 EXIT_FAILED = 1
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command Ctrl-C ended
+EXIT_TERMINATED = 143  # 128 + SIGTERM
 DEBUG_HELP = "On an unexpected error, print the full traceback rather than write it to a file."
 
 
@@ -45,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run one subcommand; its exit status, with one line on stderr for anything that went wrong."""
     quiet_hugging_face()
     args = build_parser().parse_args(argv)
+    sigterm_as_interrupt()  # a scheduler's SIGTERM stops children and re-queues work, as Ctrl-C does
     try:
         return int(args.handler(args))
     except (Exception, KeyboardInterrupt) as error:
@@ -59,6 +70,8 @@ def report(error: BaseException, prefix: str, debug: bool) -> int:
         line, status = f"error: {first_line(error)}", EXIT_BAD_INPUT
     elif isinstance(error, NonFiniteError):
         line, status = f"diverged: {first_line(error)}", EXIT_DIVERGED
+    elif isinstance(error, Terminated):
+        line, status = "; ".join(["terminated (SIGTERM)", *context_of(error)]), EXIT_TERMINATED
     elif isinstance(error, KeyboardInterrupt):
         line, status = "; ".join(["interrupted", *context_of(error)]), EXIT_INTERRUPTED
     elif isinstance(error, (RunFailure, OSError)):

@@ -64,3 +64,22 @@ def test_ctrl_c_below_a_parent_that_ignores_sigint(
         # The SIGINT arrived mid-trial and changed nothing: that trial, and the study, went on to their end.
         assert parent.returncode == 0, output
         assert [trial.state for trial in trials.values()] == [TrialState.COMPLETE] * 2
+
+
+def test_sigterm_stops_a_study_whose_workers_ignore_sigint(tmp_path: Path, tiny_lm_dir: Path,
+                                                           prompts_file: Path) -> None:
+    # Started in the background (SIGINT ignored, inherited by every worker), ppo-tune run still stops everything at
+    # SIGTERM: it passes SIGTERM on, which nothing ignores.
+    path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=2, base={"total_episodes": 160})
+    command = [sys.executable, "-m", "ppo_tune", "run", str(path)]
+    parent = subprocess.Popen([sys.executable, "-c", PARENT, "inherit", *command], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=ignore_sigint)
+    wait_for(lambda: running_trial_has_updated(path), 120, "a running trial's first update")
+    study_processes = descendants(parent.pid)
+    ppo_tune = next(process for process in study_processes if process.ppid() == parent.pid)
+    ppo_tune.terminate()  # SIGTERM to the command alone
+    output = parent.communicate(timeout=120)[0].decode()
+    assert parent.returncode == 143, output
+    wait_for(lambda: not still_running(study_processes), 30, "the study's processes to end")
+    states = [t.state for t in load(path).get_trials()]
+    assert TrialState.RUNNING not in states and TrialState.WAITING in states  # the running trial is queued again

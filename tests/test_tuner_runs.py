@@ -187,6 +187,49 @@ def test_ctrl_c_ends_cleanly_and_rerun_resumes(tmp_path: Path, tiny_lm_dir: Path
     assert retried and retried[0].params == interrupted[0].params
 
 
+@pytest.mark.parametrize("command", ["run", "validate"])
+def test_sigterm_stops_every_process_requeues_and_rerun_resumes(tmp_path: Path, tiny_lm_dir: Path,
+                                                               prompts_file: Path, command: str) -> None:
+    # A batch scheduler, timeout or kill stops a job with SIGTERM, to the command alone: it must end its workers and
+    # their trials as Ctrl-C does (none outlives it), re-queue the running trial, and exit 143.
+    path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=3, base={"total_episodes": 160})
+    if command == "validate":
+        assert main(["run", str(path), "--n-trials", "1"]) == 0
+        spec = load_study_spec(path)
+        arguments = ["validate", spec.name, "--storage", spec.storage, "--top-k", "1", "--seeds", "3"]
+        study_path = None
+    else:
+        arguments, study_path = ["run", str(path)], path
+    process = subprocess.Popen([sys.executable, "-m", "ppo_tune", *arguments], stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, start_new_session=True)
+    watched = (lambda: load(study_path)) if study_path else (
+        lambda: optuna.load_study(study_name=f"{load_study_spec(path).name}:validation",
+                                  storage=load_study_spec(path).storage))
+
+    def states() -> list[TrialState]:
+        try:
+            return [t.state for t in watched().get_trials(deepcopy=False)]
+        except KeyError:
+            return []
+
+    wait_for(lambda: TrialState.COMPLETE in states() and TrialState.RUNNING in states(), 120,
+             "one finished and one running trial")
+    study_processes = descendants(process.pid)
+    process.send_signal(signal.SIGTERM)  # to the command alone, not its group
+    output = process.communicate(timeout=60)[0].decode()
+    assert process.returncode == 143, output
+    assert "rerun the same command to resume" in output
+    wait_for(lambda: not still_running(study_processes), 30, "the stopped study's processes to end")
+    trials = watched().get_trials()
+    interrupted = [t for t in trials if t.state == TrialState.FAIL]
+    assert len(interrupted) == 1 and "interrupted" in interrupted[0].user_attrs[FAIL_REASON_ATTR]
+    assert [t.state for t in trials if t.user_attrs.get("retry_of") == interrupted[0].number] == \
+        [TrialState.WAITING]  # queued again at once
+    assert main(arguments) == 0
+    finished = [t for t in watched().get_trials() if t.state == TrialState.COMPLETE]
+    assert len(finished) == 3
+
+
 def test_sigkilled_workers_trial_is_failed_and_retried(
     tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path
 ) -> None:

@@ -231,7 +231,7 @@ def command_validate(args: argparse.Namespace) -> int:
         print(json.dumps([result.to_dict() for result in results], indent=2))
     else:
         _print_validation(results, study.metric_names[0] if study.metric_names else "value", args.name)
-    if status == 130:
+    if status in (130, 143):  # interrupted or terminated: what finished is printed above, the rest is queued
         return status
     incomplete = [r for r in results if r.pending or r.n == 0]
     return 1 if status != 0 or incomplete else 0

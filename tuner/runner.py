@@ -16,6 +16,7 @@ from optuna.trial import FrozenTrial, TrialState
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from ppo_core.errors import Terminated
 from tuner.database import GRACE_HEARTBEATS, create_engine
 from tuner.edge_findings import edge_findings, format_edge_findings
 from tuner.failure_streak import SAME_FAILURES_TO_STOP, failure_streak
@@ -129,7 +130,8 @@ def recover_dead_trials(study: optuna.Study, heartbeat_interval: int, console: C
 
 def run_study(spec: StudySpec, n_trials: int | None, timeout: float | None, workers: int,
               console: Console | None = None, allow_changes: bool = False, stored: bool = False) -> int:
-    """Create or resume the study, run ``workers`` processes, and return an exit status (130 on Ctrl-C)."""
+    """Create or resume the study, run ``workers`` processes, and return an exit status (130 on Ctrl-C, 143 on
+    SIGTERM: either stops every worker and its trial, and queues the running trials again)."""
     console = console or Console(stderr=True)
     commands = worker_commands(spec, n_trials, timeout, workers, stored)  # first: too few GPUs creates no study
     study, messages = open_study(spec, allow_changes=allow_changes)
@@ -159,16 +161,21 @@ def run_study(spec: StudySpec, n_trials: int | None, timeout: float | None, work
                 if not running:
                     break
                 time.sleep(POLL_SECONDS)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as interrupt:  # Ctrl-C, or SIGTERM (ppo_core.errors.Terminated)
+        # Each worker takes the signal as Ctrl-C: it kills its trial's processes and queues the trial again. SIGTERM
+        # is passed on as SIGTERM: a worker started in the background may ignore SIGINT, never SIGTERM.
+        forwarded = signal.SIGTERM if isinstance(interrupt, Terminated) else signal.SIGINT
         for process in processes:
             if process.poll() is None:
-                process.send_signal(signal.SIGINT)
+                process.send_signal(forwarded)
         for process in processes:
             process.wait()
-        console.print(f"interrupted: finished trials are saved; rerun the same command to resume {spec.name!r}")
-        return 130
+        how = "terminated (SIGTERM)" if isinstance(interrupt, Terminated) else "interrupted"
+        console.print(f"{how}: finished trials are saved; rerun the same command to resume {spec.name!r}",
+                      soft_wrap=True, markup=False)
+        return 143 if isinstance(interrupt, Terminated) else 130
     failed_workers = [(index, process.returncode) for index, process in enumerate(processes)
-                      if process.returncode not in (0, 130)]
+                      if process.returncode not in (0, 130, 143)]
     for index, returncode in failed_workers:
         console.print(f"worker {index} was {describe_exit(returncode)}" if returncode < 0
                       else f"worker {index} ended with {describe_exit(returncode)}", soft_wrap=True)

@@ -15,7 +15,7 @@ import optuna
 from optuna.trial import TrialState
 
 from ppo_core.config import PPOConfig
-from ppo_core.errors import InputError
+from ppo_core.errors import InputError, Terminated, sigterm_as_interrupt
 from ppo_core.quiet import quiet_hugging_face
 from tuner.attrs import KL_GUARD_ATTR, OBJECTIVES_ATTR, VALIDATION_OF_ATTR
 from tuner.database import StorageError, create_engine, open_read_only_storage, open_storage, sqlite_path
@@ -151,6 +151,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="Resume even if the study file changed what the study runs or how it judges trials.")
     args = parser.parse_args(argv)
     quiet_hugging_face()
+    sigterm_as_interrupt()  # a scheduler that signals every process of the job: end the trial as Ctrl-C does
     try:
         if args.stored:
             spec = stored_spec(optuna.load_study(study_name=args.study, storage=open_storage(args.storage)),
@@ -164,6 +165,8 @@ def main(argv: list[str] | None = None) -> int:
     except InputError as error:  # a study file that is wrong, or no longer the study's own
         print(f"python -m tuner.worker: error: {error}", file=sys.stderr)
         return 2
+    except Terminated:
+        return 143
     except KeyboardInterrupt:
         return 130
     return 0
