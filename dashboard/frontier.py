@@ -30,6 +30,12 @@ MIN_FIT_POINTS = 4  # three parameters (r0, alpha, beta): at least one degree of
 # that finished their budget.
 FIT_SCOPES = {"all": "Every trial's points", "complete": "Complete trials only"}
 GROUP_FIT_COLUMNS = ["group", "trials", "points", "kl_star", "gold_star", "r2", "note"]
+GOLD_BOUNDS = (0.0, 1.0)
+"""What a gold score can be: the built-in task's is the share of the shortest route walked (ppo_core.tasks.gold), and
+no other gold scorer is recorded. A fitted curve is clipped to it, and a peak outside it is no suggestion."""
+KL_MARGIN = 0.25
+"""How far past the highest measured KL a fitted peak may lie and still be headlined as a kl_target: a quarter of
+the measured range's top. The fit is drawn this far, not to wherever its peak lands."""
 
 
 def _has_values(metrics: pd.DataFrame, metric: str) -> bool:
@@ -165,9 +171,24 @@ class GaoFit:
     r2: float
     n: int
     extrapolated: bool
+    kl_low: float = 0.0  # the fitted points' KL range
+    kl_high: float = np.inf
 
     def predict(self, sqrt_kl: np.ndarray) -> np.ndarray:
-        return gao_curve(np.asarray(sqrt_kl, dtype=float), self.r0, self.alpha, self.beta)
+        """R(d), clipped to what a gold score can be (:data:`GOLD_BOUNDS`)."""
+        return np.clip(gao_curve(np.asarray(sqrt_kl, dtype=float), self.r0, self.alpha, self.beta), *GOLD_BOUNDS)
+
+    @property
+    def drawn_to(self) -> float:
+        """The KL the fitted curve is drawn to: a little past the data (:data:`KL_MARGIN`), never to a far peak."""
+        return self.kl_high * (1.0 + KL_MARGIN)
+
+    @property
+    def supported(self) -> bool:
+        """Whether KL* may be headlined as a kl_target: inside the measured KL range or within :data:`KL_MARGIN`
+        past its top, at a gold score a gold score can be."""
+        low, high = GOLD_BOUNDS
+        return self.kl_low <= self.kl_star <= self.drawn_to and low <= self.gold_star <= high
 
 
 @dataclass(frozen=True)
@@ -231,10 +252,42 @@ def fit_gao(sqrt_kl: np.ndarray | pd.Series, gold: np.ndarray | pd.Series) -> Fi
     fit = GaoFit(
         r0=r0, alpha=alpha, beta=beta, d_star=d_star, kl_star=d_star**2,
         gold_star=float(gao_curve(np.array([d_star]), r0, alpha, beta)[0]), r2=r2, n=n, extrapolated=extrapolated,
+        kl_low=float(d.min()) ** 2, kl_high=float(d.max()) ** 2,
     )
     reason = (f"the peak KL* = {fit.kl_star:.3g} lies outside the data's KL range "
               f"[{float(d.min()) ** 2:.3g}, {float(d.max()) ** 2:.3g}]: extrapolated." if extrapolated else "")
     return FitOutcome(fit, reason)
+
+
+@dataclass(frozen=True)
+class Headline:
+    """What the page leads with: a suggested kl_target only where the data supports one, else what the data
+    showed, in words (``value`` None)."""
+
+    label: str
+    value: str | None
+    words: str
+
+
+def headline(fit: GaoFit) -> Headline:
+    """KL* as the headline when :attr:`GaoFit.supported`; else where gold stood: still rising at the highest KL
+    measured (the fitted peak lies beyond it), already falling at the lowest (it lies before), or a fitted peak
+    whose gold no score can reach."""
+    if fit.supported:
+        return Headline("Suggested kl_target", f"{fit.kl_star:.3g} nats",
+                        f"the fitted gold score peaks at KL* = {fit.kl_star:.3g} nats, within the measured KL range "
+                        f"[{fit.kl_low:.3g}, {fit.kl_high:.3g}] or just past it")
+    if fit.kl_star > fit.drawn_to:
+        return Headline("Gold still rising at", f"{fit.kl_high:.3g} nats",
+                        f"gold was still rising at the highest KL measured ({fit.kl_high:.3g} nats): no peak inside "
+                        "the data, so no kl_target to suggest; trials with more KL would show where it turns")
+    if fit.kl_star < fit.kl_low:
+        return Headline("Gold already falling at", f"{fit.kl_low:.3g} nats",
+                        f"gold was already falling at the lowest KL measured ({fit.kl_low:.3g} nats): its peak lies "
+                        "below every trial's KL, so no kl_target to suggest; trials with less KL would show it")
+    return Headline("No kl_target", None,
+                    f"the fitted peak's gold ({fit.gold_star:.3g}) lies outside what a gold score can be "
+                    f"[{GOLD_BOUNDS[0]:g}, {GOLD_BOUNDS[1]:g}]: the fit does not describe this study")
 
 
 def fit_points(paths: pd.DataFrame, states: Mapping[int, str], scope: str) -> pd.DataFrame:

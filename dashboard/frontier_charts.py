@@ -132,7 +132,9 @@ def frontier_figure(
             hoverinfo="skip",
         ))
     if fit is not None:
-        high = max(float(points["kl"].max()) if not points.empty else 0.0, fit.kl_star) * 1.1
+        # Drawn over the data and a little past it, never out to a far (extrapolated) peak that would squash every
+        # measured point against KL = 0.
+        high = max(float(points["kl"].max()) if not points.empty else 0.0, fit.drawn_to)
         kl = np.linspace(0.0, high, 200)
         traces.append(go.Scatter(
             x=kl, y=fit.predict(np.sqrt(kl)), mode="lines", meta={"role": "fit"},
@@ -140,14 +142,15 @@ def frontier_figure(
             line={"color": FIT_COLOR, "dash": "dash", "width": 2},
             hovertemplate="fit<br>KL %{x:.3g}: %{y:.4g}<extra></extra>",
         ))
-        ys = [fit.gold_star, fit.r0, *points["y"].dropna().to_numpy(dtype=float)]
-        low_y, high_y = min(ys), max(ys)
-        extra = " (extrapolated)" if fit.extrapolated else ""
-        traces.append(go.Scatter(
-            x=[fit.kl_star, fit.kl_star], y=[low_y, high_y], mode="lines", meta={"role": "kl_star"},
-            name=f"KL* = {fit.kl_star:.3g}{extra}", line={"color": THRESHOLD_COLOR, "dash": "dot", "width": 2},
-            hovertemplate=f"suggested kl_target KL* = {fit.kl_star:.3g}{extra}<extra></extra>",
-        ))
+        if fit.supported:
+            ys = [*fit.predict(np.sqrt(kl)), *points["y"].dropna().to_numpy(dtype=float)]
+            low_y, high_y = min(ys), max(ys)
+            extra = " (just past the data)" if fit.extrapolated else ""
+            traces.append(go.Scatter(
+                x=[fit.kl_star, fit.kl_star], y=[low_y, high_y], mode="lines", meta={"role": "kl_star"},
+                name=f"KL* = {fit.kl_star:.3g}{extra}", line={"color": THRESHOLD_COLOR, "dash": "dot", "width": 2},
+                hovertemplate=f"suggested kl_target KL* = {fit.kl_star:.3g}{extra}<extra></extra>",
+            ))
     layout = go.Layout(
         title={"text": "Final score against KL, by trial"}, height=400, margin={"l": 10, "r": 10, "t": 40, "b": 10},
         xaxis={"title": {"text": "KL to the reference policy (nats, summed over a response)"}},

@@ -9,18 +9,21 @@ import pandas as pd
 import pytest
 
 from dashboard.frontier import (
+    GOLD_BOUNDS,
+    KL_MARGIN,
     FrontierSource,
     final_points,
     fit_gao,
     frontier_source,
     gao_curve,
     gold_peaks,
+    headline,
     pareto_front,
     trajectories,
 )
 from dashboard.frontier_charts import frontier_figure, traces_with_role, trajectory_figure
 
-ALPHA, BETA, R0 = 2.0, 1.0, 0.5  # peak at d* = exp(1), KL* = e^2
+ALPHA, BETA, R0 = 0.4, 0.2, 0.1  # peak at d* = exp(1), KL* = e^2, gold there 0.64: a gold score, in [0, 1]
 
 
 def metrics_frame(with_eval: bool = True, with_gold: bool = True, updates: int = 8) -> pd.DataFrame:
@@ -102,13 +105,13 @@ def test_gold_peaks_and_final_points() -> None:
 def test_fit_recovers_known_alpha_and_beta() -> None:
     rng = np.random.default_rng(0)
     d = rng.uniform(0.0, 5.0, 200)
-    gold = gao_curve(d, R0, ALPHA, BETA) + rng.normal(0.0, 0.02, d.size)
+    gold = gao_curve(d, R0, ALPHA, BETA) + rng.normal(0.0, 0.004, d.size)  # noise a 100th of the signal's span
     outcome = fit_gao(d, gold)
     fit = outcome.fit
     assert fit is not None, outcome.reason
-    assert fit.alpha == pytest.approx(ALPHA, abs=0.05)
-    assert fit.beta == pytest.approx(BETA, abs=0.05)
-    assert fit.r0 == pytest.approx(R0, abs=0.05)
+    assert fit.alpha == pytest.approx(ALPHA, abs=0.01)
+    assert fit.beta == pytest.approx(BETA, abs=0.01)
+    assert fit.r0 == pytest.approx(R0, abs=0.01)
     assert fit.d_star == pytest.approx(math.e, rel=0.05)
     assert fit.kl_star == pytest.approx(fit.d_star**2)
     assert fit.r2 > 0.99 and fit.n == 200 and not fit.extrapolated and outcome.reason == ""
@@ -218,3 +221,40 @@ def test_empty_inputs_give_empty_frames() -> None:
     paths = trajectories(empty, source)
     assert paths.empty and gold_peaks(paths).empty and final_points(paths, {}).empty
     assert pareto_front(final_points(paths, {})).empty
+
+
+
+# --- no number the data cannot support (issue 28, point 1) ---
+
+def test_a_peak_far_past_the_data_is_no_headline_and_the_fit_is_drawn_only_a_little_past_it() -> None:
+    # Gold still climbing over 0..2.5 nats (a quickstart study's held-out range): the fitted peak lies hundreds of
+    # nats out. The page must not headline it, and the chart must not stretch to it.
+    d = np.sqrt(np.linspace(0.05, 2.5, 24))
+    gold = 0.5 + 0.1 * d - 0.004 * d * np.log(d)  # alpha/beta = 25: d* = e^24
+    fit = fit_gao(d, gold).fit
+    assert fit is not None and fit.kl_star > 1e3 and not fit.supported
+    lead = headline(fit)
+    assert lead.value == f"{2.5:.3g} nats" and lead.label == "Gold still rising at"
+    assert "still rising at the highest KL measured (2.5 nats)" in lead.words
+    points = pd.DataFrame({"trial": range(24), "update": 10, "kl": d**2, "sqrt_kl": d, "proxy": d, "gold": gold,
+                           "state": "COMPLETE"})
+    points["y"] = points["gold"]
+    figure = frontier_figure(points, pareto_front(points), fit)
+    (curve,) = traces_with_role(figure, "fit")
+    assert max(curve.x) == pytest.approx(2.5 * (1 + KL_MARGIN))  # a quarter past the data, not to the peak
+    assert not traces_with_role(figure, "kl_star")
+
+
+def test_a_fitted_gold_outside_what_gold_can_be_is_no_suggestion() -> None:
+    d = np.linspace(0.3, 3.0, 20)
+    fit = fit_gao(d, gao_curve(d, 0.5, 2.0, 1.0)).fit  # peaks at e with gold 3.2: no gold score reaches that
+    assert fit is not None and not fit.extrapolated and not fit.supported
+    assert headline(fit).value is None and "outside what a gold score can be" in headline(fit).words
+    assert float(np.max(fit.predict(d))) <= GOLD_BOUNDS[1]  # the drawn curve stays where gold can be
+
+
+def test_a_peak_inside_the_data_is_the_headline() -> None:
+    d = np.linspace(0.3, 4.0, 30)
+    fit = fit_gao(d, gao_curve(d, R0, ALPHA, BETA)).fit
+    assert fit is not None and fit.supported
+    assert headline(fit).value == f"{math.e**2:.3g} nats"

@@ -65,7 +65,7 @@ def test_frontier_page_shows_states_front_fit_and_paths(url: str, monkeypatch: p
     states = {t["meta"]["state"] for t in roles(frontier, "points")}
     assert "COMPLETE" in states
     assert frontier["layout"]["yaxis"]["title"]["text"] == "gold score"
-    # The demo's gold is 0.2 + 1.2 (1 - exp(-KL/3)) - 0.012 max(KL - 6, 0)^1.6 plus noise: it peaks near 7.9 nats.
+    # The demo's gold is 0.2 + 0.6 (1 - exp(-KL/3)) - 0.006 max(KL - 6, 0)^1.6 plus noise: it peaks near 7.9 nats.
     metrics = {m.label: m.value for m in app.get("metric")}
     (star,) = roles(frontier, "kl_star")
     assert metrics["Suggested kl_target"] == f"{star['x'][0]:.3g} nats"

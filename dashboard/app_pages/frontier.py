@@ -17,6 +17,7 @@ from dashboard.frontier import (
     frontier_source,
     gold_peaks,
     group_fits,
+    headline,
     pareto_front,
     trajectories,
 )
@@ -46,24 +47,23 @@ def _fit_summary(outcome: FitOutcome, source: FrontierSource, scope: str) -> Non
     if fit is None:
         st.info(f"No fit of Gao et al.'s form: {outcome.reason}")
         return
+    lead = headline(fit)
     columns = st.columns(5)
-    columns[0].metric("Suggested kl_target", f"{fit.kl_star:.3g} nats",
-                      delta="extrapolated" if fit.extrapolated else None, delta_color="orange", delta_arrow="off",
-                      help="KL* = d*², where the fitted gold score R(d) peaks, d = sqrt(KL).")
-    columns[1].metric("Fitted gold at KL*", number(fit.gold_star))
+    columns[0].metric(lead.label, lead.value or "—",
+                      help="KL* = d*², where the fitted gold score R(d) peaks, d = sqrt(KL); headlined only inside "
+                           "the measured KL range or a quarter past its top.")
+    columns[1].metric("Fitted gold at KL*", number(fit.gold_star) if fit.supported else "—")
     columns[2].metric("α", f"{fit.alpha:.3g}")
     columns[3].metric("β", f"{fit.beta:.3g}")
     columns[4].metric("r²", f"{fit.r2:.2f}", help=f"{fit.n} (sqrt KL, gold) points, {FIT_SCOPES[scope].lower()}")
     where = "held-out evaluation" if source.kind == "eval" else "training rollout"
+    (st.caption if fit.supported else st.warning)(f"{lead.words[0].upper()}{lead.words[1:]}.")
     st.caption(
         f"R(d) = r0 + d(α − β log d) with r0 = {fit.r0:.3g}, fitted by least squares to {fit.n} {where} points "
-        f"({FIT_SCOPES[scope].lower()}); the gold score peaks at d* = exp(α/β − 1) = {fit.d_star:.3g}, "
-        f"KL* = {fit.kl_star:.3g} nats (summed over a response, the units of kl_target). The suggestion comes from "
-        "this study's task, model and budget: re-check it when any of them changes."
+        f"({FIT_SCOPES[scope].lower()}) with KL from {fit.kl_low:.3g} to {fit.kl_high:.3g} nats (summed over a "
+        "response, the units of kl_target), drawn a little past them. A suggestion comes from this study's task, "
+        "model and budget: re-check it when any of them changes."
     )
-    if fit.extrapolated:
-        st.warning(f"Extrapolated: {outcome.reason} No trial was measured at the peak, so the study never showed "
-                   "gold turning down; treat KL* as a direction (more KL still helped) rather than a target.")
 
 
 def _across_the_study(context: PageContext, source: FrontierSource, paths: pd.DataFrame,
