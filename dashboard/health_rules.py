@@ -35,6 +35,7 @@ ENTROPY_KEPT_FRACTION = 0.2  # entropy fell to under 20% of where it started
 CLIPFRAC_HIGH = 0.3  # PPO typically clips 5–20% of tokens
 APPROXKL_HIGH = 0.1  # per-update KL between old and new policy; PPO's trust region wants a few hundredths
 GOLD_GIVE_BACK = 0.2  # gold gave back this much of its gain while the proxy kept rising
+NOISE_MULTIPLE = 3.0  # a trend is a finding only when it exceeds this many standard errors of the run's own noise
 
 ADVICE_KL_HIGH = ("Lower the learning rate or raise β (kl_coef); with the adaptive controller, lower kl_target. "
                   "Keep KL under about 15–20 nats.")
@@ -244,8 +245,31 @@ def _rolling_mean(values: np.ndarray, window: int) -> np.ndarray:
     return (sums[ends] - sums[starts]) / (ends - starts)
 
 
+def update_noise(values: np.ndarray) -> float:
+    """sigma, the per-update noise of a series, from its update-to-update changes: a steady trend barely moves
+    them, so sigma = 1.4826 MAD(diff) / sqrt(2) (the MAD, robust to a few jumps; a difference holds two draws)."""
+    changes = np.diff(values)
+    if len(changes) == 0:
+        return 0.0
+    return float(1.4826 * np.median(np.abs(changes - np.median(changes))) / np.sqrt(2.0))
+
+
+def window_difference_error(values: np.ndarray, window: int) -> float:
+    """The standard error of the difference of two ``window``-update means of ``values``: sigma sqrt(2 / window)."""
+    return update_noise(values) * float(np.sqrt(2.0 / window))
+
+
+def _times(move: float, error: float) -> str:
+    return f"{move / error:.1f}" if error > 0 else "any number of"
+
+
 def over_optimisation(metrics: pd.DataFrame, context: HealthContext) -> Finding | None:
-    """The proxy score keeps rising after the gold score peaked and fell back: the reward model is fooled."""
+    """The proxy score keeps rising after the gold score peaked and fell back: the reward model is fooled.
+
+    Only when both moves exceed the run's own noise: gold's fall from its peak (of ``window``-update means) and the
+    proxy's rise over the same span must each be more than :data:`NOISE_MULTIPLE` standard errors of a difference of
+    two such means (:func:`window_difference_error`); the peak of a flat noisy curve is noise, not a peak.
+    """
     if "objective/scores" not in metrics.columns or "objective/gold_score" not in metrics.columns:
         return None
     values = _floats(metrics, ["update", "objective/scores", "objective/gold_score"])
@@ -256,13 +280,21 @@ def over_optimisation(metrics: pd.DataFrame, context: HealthContext) -> Finding 
     proxy, gold = _rolling_mean(values[:, 1], context.window), _rolling_mean(values[:, 2], context.window)
     peak_at = int(np.argmax(gold))
     gain, given_back = float(gold[peak_at] - gold[0]), float(gold[peak_at] - gold[-1])
-    if peak_at >= len(gold) - 1 or gain <= 0 or given_back < GOLD_GIVE_BACK * gain or proxy[-1] <= proxy[peak_at]:
+    rise = float(proxy[-1] - proxy[peak_at])
+    if peak_at >= len(gold) - 1 or gain <= 0 or given_back < GOLD_GIVE_BACK * gain or rise <= 0:
+        return None
+    gold_error = window_difference_error(values[:, 2], context.window)
+    proxy_error = window_difference_error(values[:, 1], context.window)
+    if given_back <= NOISE_MULTIPLE * gold_error or rise <= NOISE_MULTIPLE * proxy_error:
         return None
     update = int(values[peak_at, 0])
     return Finding(
         "over_optimisation", WARNING, "Proxy score up, gold score down (over-optimisation)",
         f"after update {update} the proxy score rose {proxy[peak_at]:.3g} → {proxy[-1]:.3g} "
-        f"while the gold score fell {gold[peak_at]:.3g} → {gold[-1]:.3g}",
+        f"while the gold score fell {gold[peak_at]:.3g} → {gold[-1]:.3g} (means of {context.window} updates; the "
+        f"fall is {_times(given_back, gold_error)} and the rise {_times(rise, proxy_error)} times its noise, the "
+        f"standard error of two such means from the run's update-to-update spread; a finding needs more than "
+        f"{NOISE_MULTIPLE:g})",
         f"The policy is exploiting the proxy reward model: prefer the policy from around update {update}. "
         f"{ADVICE_OVER_OPTIMISATION}", update,
     )

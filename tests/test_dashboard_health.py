@@ -172,3 +172,26 @@ def test_critic_free_trials_are_not_flagged_for_the_value_loss_they_never_report
     # A value network's own metric still counts: missing from a gae trial it is a run gone wrong.
     gae = next(n for n, e in estimators.items() if e == "gae")
     assert "loss/value_avg" in health_contexts(view)[gae].reported
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_a_flat_noisy_run_is_not_flagged_for_over_optimisation(seed: int) -> None:
+    # Issue 28, point 8: per-update gold swinging 0.4-0.8 around a flat level, the proxy drifting up by less than its
+    # noise. A trend no larger than the run's own noise is no finding.
+    rng = np.random.default_rng(seed)
+    n = 96
+    frame = healthy(n).assign(**{
+        "objective/scores": 1.3 + rng.normal(0.0, 0.1, n) + np.linspace(0.0, 0.02, n),
+        "objective/gold_score": 0.6 + rng.normal(0.0, 0.1, n),
+    })
+    assert "over_optimisation" not in rules_found(frame)
+
+
+def test_over_optimisation_states_the_noise_test_it_passed() -> None:
+    rng = np.random.default_rng(0)
+    steps = np.arange(1, 97, dtype=float)
+    gold = np.where(steps <= 40, 0.4 + steps / 100, 0.8 - (steps - 40) / 100) + rng.normal(0.0, 0.05, 96)
+    frame = healthy(96).assign(**{"objective/scores": steps / 50 + rng.normal(0.0, 0.05, 96),
+                                  "objective/gold_score": gold})
+    (finding,) = [f for f in diagnose(frame, CONTEXT) if f.rule == "over_optimisation"]
+    assert "times its noise" in finding.evidence  # the test it used, in the finding
