@@ -252,10 +252,18 @@ def target_summary(view: StudyView) -> str:
             f"--format {view.target}` exports the winner exactly; another format lists what will differ.")
 
 
+def shading_says_something(table: pd.DataFrame) -> bool:
+    """Whether shading the differing rows tells them apart: not when none or every row differs."""
+    return bool(table["differs"].any()) and not bool(table["differs"].all())
+
+
 def highlight_differences(table: pd.DataFrame) -> Any:
-    """A Styler that shades the rows whose values differ between trials."""
+    """A Styler that shades the rows whose values differ between trials as displayed (4 significant digits, so
+    differences below the shown precision are not differences), and none when every row differs."""
+    shaded = shading_says_something(table)
+
     def shade(row: pd.Series) -> list[str]:
-        return [DIFFERS_STYLE if row["differs"] else ""] * len(row)
+        return [DIFFERS_STYLE if shaded and row["differs"] else ""] * len(row)
 
     return table.style.apply(shade, axis=1)
 

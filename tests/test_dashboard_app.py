@@ -323,6 +323,25 @@ def test_compare_page_side_by_side(open_page: Any, studies: DashboardStudies) ->
     assert_clean(app)
 
 
+def test_compare_slider_reaches_each_trials_own_last_update(open_page: Any, studies: DashboardStudies) -> None:
+    # Issue 28, point 7: with a pruned trial in the set, the slider stopped at the pruned trial's last update and the
+    # finished trial's final generations could not be shown.
+    stored = read_samples(create_engine(studies.url), REAL)
+    app = open_page("compare")
+    pair = [studies.fixed, studies.pruned]
+    app.multiselect(key="compare_trials").set_value(pair).run()
+    last = {n: int(stored.loc[stored["trial_number"] == n, "update"].max()) for n in pair}
+    assert last[studies.pruned] < last[studies.fixed]
+    slider = app.select_slider[0]
+    assert max(slider.options, key=int) == str(last[studies.fixed]) and slider.value == last[studies.fixed]
+    # At the end: the finished trial's final generation beside the pruned trial's last one, said to be its last.
+    expected = [stored[(stored["trial_number"] == n) & (stored["prompt_index"] == 0) & (stored["update"] == last[n])]
+                ["response"].item() for n in pair]
+    assert [c.value for c in app.code][:2] == expected
+    assert any(f"update {last[studies.pruned]} (its last)" in c.value for c in app.caption)
+    assert_clean(app)
+
+
 @pytest.mark.parametrize("study", [REAL, PARETO])
 def test_analysis_page_draws_every_optuna_view_or_says_why_not(open_page: Any, study: str) -> None:
     app = open_page("analysis", study=study)

@@ -210,3 +210,17 @@ def test_demo_study_is_shaped_like_a_tuner_study(demo_url: str) -> None:
     with sqlite3.connect(demo_url.removeprefix("sqlite:///")) as connection:
         (mode,) = connection.execute("PRAGMA journal_mode").fetchone()
     assert mode == "wal"
+
+
+def test_compare_shades_only_rows_that_set_trials_apart() -> None:
+    # Issue 28, point 11: shading every row because every trial differs says nothing; values equal at the shown
+    # precision are equal.
+    every = frames.compare_values({0: {"a": 1.0, "b": 2.0}, 1: {"a": 1.5, "b": 3.0}})
+    assert every["differs"].all() and not frames.shading_says_something(every)
+    styles = frames.highlight_differences(every)._compute().ctx
+    assert not any(value for value in styles.values())
+    some = frames.compare_values({0: {"a": 1.0, "b": 0.123456}, 1: {"a": 1.5, "b": 0.1234561}})
+    assert some["differs"].tolist() == [True, False]  # 0.1235 either way, as displayed
+    assert frames.shading_says_something(some)
+    styles = frames.highlight_differences(some)._compute().ctx
+    assert {row for (row, _), value in styles.items() if value} == {0}

@@ -15,6 +15,7 @@ from dashboard.frames import (
     number,
     objective_labels,
     prompts,
+    sample_updates,
     samples_at,
     trial_params,
 )
@@ -34,6 +35,8 @@ def _settings(context: PageContext, chosen: list[int]) -> None:
     params = {n: trial_params(context.view, n) for n in chosen}
     table = compare_values(params, searched)
     st.dataframe(highlight_differences(table), hide_index=True, width="stretch")
+    if len(table) > 1 and table["differs"].all():
+        st.caption("Every parameter differs between these trials (at the precision shown), so no row is shaded.")
     configs = compare_values({n: context.view.configs.get(n, {}) for n in chosen})
     with st.expander(f"Full configs ({int(configs['differs'].sum())} settings differ)"):
         only_differing = st.toggle("Only the settings that differ", value=True, key="compare_only_differing")
@@ -83,14 +86,17 @@ def _generations(context: PageContext, chosen: list[int], samples: pd.DataFrame)
     if samples.empty:
         st.info("No sample generations stored for these trials.")
         return
-    common = matched_updates(samples, chosen)
-    updates = common or sorted(int(u) for u in samples["update"].unique())
-    # One slider per set of trials, so choosing other trials starts again at their latest common update.
+    # Every update any of them sampled, so the slider reaches each trial's own last one (a pruned trial's stops
+    # early); each trial shows its latest generation at or before the chosen update.
+    updates = sample_updates(samples, chosen)
+    last = {n: int(samples.loc[samples["trial_number"] == n, "update"].max()) for n in chosen
+            if (samples["trial_number"] == n).any()}
+    # One slider per set of trials, so choosing other trials starts again at their end.
     key = "compare_update_" + "_".join(str(n) for n in chosen)
     keep_valid(key, updates, updates[-1])
     update = st.select_slider("At update", updates, key=key) if len(updates) > 1 else updates[0]
-    if not common:
-        st.caption("These trials share no sampled update; each shows its latest generation before this one.")
+    if not matched_updates(samples, chosen):
+        st.caption("These trials share no sampled update; each shows its latest generation at or before this one.")
     states = context.view.states()
     for index, prompt in prompts(samples).items():
         st.markdown(f"**Prompt {index}:** {escape_markdown(prompt)}")
@@ -101,8 +107,10 @@ def _generations(context: PageContext, chosen: list[int], samples: pd.DataFrame)
                 column.caption("no generation by this update")
                 continue
             answer = answers.loc[n]
+            shown = int(answer["update"])
+            its_last = " (its last)" if shown == last.get(n) and update > shown else ""
             column.code(answer["response"] or "(empty response)", language=None, wrap_lines=True)
-            column.caption(f"update {answer['update']} · proxy {number(answer['score'])} · "
+            column.caption(f"update {shown}{its_last} · proxy {number(answer['score'])} · "
                            f"gold {number(answer['gold_score'])}")
 
 
