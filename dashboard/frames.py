@@ -193,10 +193,25 @@ def health_contexts(view: StudyView) -> dict[int, HealthContext]:
     return contexts
 
 
+LEADING_COLUMNS = ("number", "state")
+AFTER_OBJECTIVES = ("feasible", "max_kl", "last_kl", "reason", "updates", "budget_updates", "duration_s")
+
+
 def trial_table(view: StudyView, states: Iterable[str]) -> pd.DataFrame:
-    """The trial table, only the trials in ``states``."""
+    """The trial table, only the trials in ``states``: the trial, its state, objective value(s), feasibility and
+    KL first (what a reader looks for beside the trial), then how it ended, then the parameters. A parameter that
+    mixes numbers with "not sampled" is a float column, so one number format covers it."""
     wanted = set(states)
-    return view.trials[view.trials["state"].isin(wanted)].reset_index(drop=True)
+    table = view.trials[view.trials["state"].isin(wanted)].reset_index(drop=True)
+    first = [c for c in (*LEADING_COLUMNS, *view.objective_names, *AFTER_OBJECTIVES) if c in table.columns]
+    params = [c for c in table.columns if str(c).startswith(PARAM_PREFIX)]
+    rest = [c for c in table.columns if c not in first and c not in params]
+    table = table[[*first, *rest, *params]].copy()
+    for column in params:
+        numeric = pd.to_numeric(table[column], errors="coerce")
+        if table[column].notna().sum() == numeric.notna().sum():  # numbers and blanks only
+            table[column] = numeric.astype(float)
+    return table
 
 
 def objective_labels(view: StudyView) -> dict[str, str]:

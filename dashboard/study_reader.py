@@ -29,7 +29,7 @@ from typing import Any
 import optuna
 import pandas as pd
 import sqlalchemy
-from optuna.trial import FrozenTrial
+from optuna.trial import FrozenTrial, TrialState
 
 from dashboard.launch import STORAGE_ENV
 from dashboard.optuna_tables import TrialCache, read_study, snapshot_study
@@ -42,6 +42,7 @@ from tuner.attrs import (
     KL_GUARD_ATTR,
     KL_HISTORY_ATTR,
 )
+from tuner.constraints import feasible
 from tuner.database import read_only_engine_kwargs, read_only_url, sqlite_path
 from tuner.edge_findings import EdgeFinding, edge_findings, stored_search_space
 from tuner.paths import DEFAULT_STUDIES_DIR
@@ -314,6 +315,8 @@ def _kl_columns(trial: FrozenTrial) -> dict[str, Any]:
     target = config.get("kl_target")
     return {
         "kl_control": "adaptive" if target is not None else ("fixed" if config else ""),
+        # Kept the study's constraints: judged on completed trials only (a pruned one has no final values).
+        "feasible": feasible(trial) if trial.state == TrialState.COMPLETE else None,
         "max_kl": _max_finite(history),
         "last_kl": float(history[-1]) if history and isinstance(history[-1], (int, float)) else math.nan,
     }

@@ -48,17 +48,24 @@ def escape_markdown(text: str) -> str:
 
 def trial_table_config(table: pd.DataFrame, view: StudyView) -> dict[str, Any]:
     """``st.dataframe`` column settings for the trial table: labels, number formats, widths."""
+    kl_help = (f"{view.kl_guard.metric}: the training KL to the reference the KL guard reads, summed over a "
+               "response (its estimator's: k1 can dip below 0)")
     config: dict[str, Any] = {
-        "number": st.column_config.NumberColumn("trial", format="%d", width="small"),
+        "number": st.column_config.NumberColumn("trial", format="%d", width="small", pinned=True),
+        "state": st.column_config.TextColumn("state", pinned=True),
+        "feasible": st.column_config.CheckboxColumn("feasible", pinned=True,
+                                                    help="Kept the study's constraints (completed trials only)"),
         "duration_s": st.column_config.NumberColumn("duration", format="%.1f s"),
-        "max_kl": st.column_config.NumberColumn("max KL", format="%.3g"),
-        "last_kl": st.column_config.NumberColumn("last KL", format="%.3g"),
+        "max_kl": st.column_config.NumberColumn("max training KL", format="%.3g", pinned=True, help=kl_help),
+        "last_kl": st.column_config.NumberColumn("last training KL", format="%.3g", pinned=True, help=kl_help),
         "kl_control": st.column_config.TextColumn("KL control"),
         "reason": st.column_config.TextColumn("prune / fail reason", width="large"),
         "updates": st.column_config.NumberColumn("updates", format="%d"),
+        "budget_updates": st.column_config.NumberColumn("planned updates", format="%d"),
     }
     for name, label in objective_labels(view).items():
-        config[name] = st.column_config.NumberColumn(label, format="%.4g")
+        config[name] = st.column_config.NumberColumn(label, format="%.4g", pinned=True,
+                                                     help="The study's objective, as its study file reduces it")
     for column in table.columns:
         if column.startswith(PARAM_PREFIX):
             name = column.removeprefix(PARAM_PREFIX)

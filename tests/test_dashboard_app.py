@@ -106,7 +106,13 @@ def test_study_page_counts_best_trial_and_table(open_page: Any, studies: Dashboa
     assert [t.value for t in app.title] == ["Study"]
     assert {m.label: m.value for m in app.metric} == {"Trials": "4", "Complete": "2", "Pruned": "1", "Failed": "1"}
     assert any(m.value.startswith("**Best trial #") for m in app.markdown)
-    table = app.dataframe[0].value.set_index("number")
+    shown = app.dataframe[0].value
+    # Issue 28, point 2: the trial, its state, its objective, feasibility and KL first; the parameters after.
+    objective = optuna.load_study(study_name=REAL, storage=studies.url).metric_names or ["value_0"]
+    assert list(shown.columns)[:6] == ["number", "state", *objective, "feasible", "max_kl", "last_kl"]
+    assert list(shown.columns)[-1].startswith("param:")
+    assert shown.set_index("number").loc[studies.adaptive, "feasible"] in (True, False)  # judged once complete
+    table = shown.set_index("number")
     # The pruned trial stopped before its planned end: the page says what that saved.
     counted = table[table["state"].isin(["COMPLETE", "PRUNED"])]
     saved = int((counted["budget_updates"] - counted["updates"]).sum())
