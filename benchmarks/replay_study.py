@@ -116,7 +116,10 @@ def run_repeat(strategy: Strategy, context: Context, sampler_seed: int, repeat: 
     spec, table = context.spec, context.table
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     logging.getLogger("optuna").setLevel(logging.WARNING)
-    study = optuna.create_study(direction="maximize", sampler=make_sampler(strategy, spec, sampler_seed),
+    # A fixed name: HyperbandPruner assigns a trial's bracket by a hash of the study's name and the trial's number,
+    # and an in-memory study is otherwise named at random, which would make repeats irreproducible.
+    study = optuna.create_study(study_name=f"replay-{sampler_seed}", direction="maximize",
+                                sampler=make_sampler(strategy, spec, sampler_seed),
                                 pruner=make_pruner(strategy, spec, context.fidelity))
     if strategy.warm_starts:
         enqueue_warm_starts(study, spec.enqueue)

@@ -68,6 +68,8 @@ class Table:
     """Every table seed, in order; each configuration has a run on each."""
     dropped: int
     """Configurations left out for lacking a run on some table seed (the table is still being built)."""
+    rows: int
+    """The table's rows read."""
 
 
 def history(run: Run, metric: str, upto: int) -> list[float]:
@@ -115,16 +117,16 @@ def parse_run(row: dict[str, Any]) -> Run:
                train={name: list(values) for name, values in row["train"].items()}, evals=tuple(row["evals"]))
 
 
-def load_table(path: Path, objective: Reduction, constraints: Sequence[Constraint]) -> Table:
-    """Read the JSON lines at ``path`` (a table still being built included); keep the configurations with a run on
-    every table seed."""
+def load_table(path: Path, objective: Reduction, constraints: Sequence[Constraint], rows: int | None = None) -> Table:
+    """Read the JSON lines at ``path`` (a table still being built included), the first ``rows`` of them when given;
+    keep the configurations with a run on every table seed."""
     lines = [line for line in path.read_text().splitlines() if line.strip()]
     if lines and not lines[-1].rstrip().endswith("}"):
         lines.pop()  # the row the builder is writing right now
-    rows = [json.loads(line) for line in lines]
+    lines = lines[:rows]  # the builder only appends: the first rows of a table are the same table later
     points: dict[int, dict[str, Any]] = {}
     runs: dict[int, dict[SeedKey, Run]] = {}
-    for row in rows:
+    for row in map(json.loads, lines):
         run = parse_run(row)
         points[int(row["config_id"])] = row["params"]
         runs.setdefault(int(row["config_id"]), {})[run.seed] = run
@@ -134,7 +136,7 @@ def load_table(path: Path, objective: Reduction, constraints: Sequence[Constrain
         if len(by_seed) == len(seeds):
             value, feasible = estimate([by_seed[seed] for seed in seeds], objective, constraints)
             configs[config_id] = Config(config_id, points[config_id], by_seed, value, feasible)
-    return Table(configs, seeds, dropped=len(runs) - len(configs))
+    return Table(configs, seeds, dropped=len(runs) - len(configs), rows=len(lines))
 
 
 def best_true(table: Table) -> float:

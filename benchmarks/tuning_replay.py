@@ -1,7 +1,7 @@
 """Tuning strategies replayed against the curve table: how many PPO updates each needs to find a good configuration,
 over many repeats, without training.
 
-    python -m benchmarks.tuning_replay [--table FILE] [--repeats 30] [--seed 0] [--budget-updates U]
+    python -m benchmarks.tuning_replay [--table FILE] [--table-rows N] [--repeats 50] [--seed 0] [--budget-updates U]
                                        [--strategies NAME ...] [--workers 1] [--format markdown|json] [--out FILE]
                                        [--quick]
 
@@ -63,27 +63,27 @@ def default_budget(table: Table, runs: int) -> int:
 
 
 @functools.lru_cache(maxsize=2)
-def loaded(table_path: Path) -> Context:
+def loaded(table_path: Path, rows: int | None = None) -> Context:
     """The study file, the table and its index, with no budget yet: built once per process."""
     from tuner.study_config import load_study_spec
 
     spec = load_study_spec(QUICKSTART)
-    table = load_table(table_path, spec.objectives[0], spec.constraints)
+    table = load_table(table_path, spec.objectives[0], spec.constraints, rows)
     if not table.configs:
         raise SystemExit(f"{table_path}: no configuration with a run on every table seed")
-    rows = tuple(table.configs)
-    index = TableIndex(spec.search_space, [table.configs[row].params for row in rows])
-    return Context(spec, table, index, rows, 0, fidelity(table))
+    ids = tuple(table.configs)
+    index = TableIndex(spec.search_space, [table.configs[config_id].params for config_id in ids])
+    return Context(spec, table, index, ids, 0, fidelity(table))
 
 
-def context(table_path: Path, budget: int) -> Context:
-    return dataclasses.replace(loaded(table_path), budget=budget)
+def context(table_path: Path, rows: int | None, budget: int) -> Context:
+    return dataclasses.replace(loaded(table_path, rows), budget=budget)
 
 
-def one_repeat(job: tuple[Path, int, str, int, int]) -> tuple[str, int, RepeatLog, float]:
-    table_path, budget, name, sampler_seed, repeat = job
+def one_repeat(job: tuple[Path, int | None, int, str, int, int]) -> tuple[str, int, RepeatLog, float]:
+    table_path, rows, budget, name, sampler_seed, repeat = job
     started = time.perf_counter()
-    log = run_repeat(STRATEGIES[name], context(table_path, budget), sampler_seed, repeat)
+    log = run_repeat(STRATEGIES[name], context(table_path, rows, budget), sampler_seed, repeat)
     return name, repeat, log, time.perf_counter() - started
 
 
@@ -105,7 +105,7 @@ def mapping_fidelity(logs: list[RepeatLog], table: Table, space: dict[str, Any])
 
 
 def run_all(args: argparse.Namespace, names: list[str]) -> tuple[dict[str, list[RepeatLog]], dict[str, float]]:
-    jobs = [(args.table.resolve(), args.budget_updates, name, args.seed + repeat, repeat)
+    jobs = [(args.table.resolve(), args.table_rows, args.budget_updates, name, args.seed + repeat, repeat)
             for name in names for repeat in range(args.repeats)]
     logs: dict[str, list[RepeatLog | None]] = {name: [None] * args.repeats for name in names}
     seconds = dict.fromkeys(names, 0.0)
@@ -123,7 +123,7 @@ def run_all(args: argparse.Namespace, names: list[str]) -> tuple[dict[str, list[
 
 def result(args: argparse.Namespace, names: list[str]) -> dict[str, Any]:
     started = time.perf_counter()
-    ctx = context(args.table.resolve(), args.budget_updates)
+    ctx = context(args.table.resolve(), args.table_rows, args.budget_updates)
     table = ctx.table
     best = best_true(table)
     if best != best:
@@ -149,8 +149,8 @@ def result(args: argparse.Namespace, names: list[str]) -> dict[str, Any]:
         "best_config": max(feasible, key=lambda config: config.true_value).config_id,
         "budget_updates": args.budget_updates, "strategies": strategies,
         "mapping": mapping_fidelity([log for found in logs.values() for log in found], table, ctx.spec.search_space),
-        "table": {"path": str(args.table), "configs": len(table.configs), "seeds": [list(s) for s in table.seeds],
-                  "dropped_configs": table.dropped,
+        "table": {"path": str(args.table), "rows": table.rows, "configs": len(table.configs),
+                  "seeds": [list(s) for s in table.seeds], "dropped_configs": table.dropped,
                   "feasible_in_truth": sum(c.true_feasible for c in table.configs.values()),
                   "rungs": vars(ctx.fidelity)},
         "settings": {"repeats": args.repeats, "seed": args.seed, "quick": args.quick, "workers": args.workers},
@@ -192,6 +192,9 @@ def markdown(res: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--table", type=Path, default=TABLE)
+    parser.add_argument("--table-rows", type=int, default=None,
+                        help="read only the table's first N rows: a run against a table still being built, repeatable "
+                             "once it has grown (the builder only appends)")
     parser.add_argument("--repeats", type=int, default=REPEATS)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--budget-updates", type=int, default=None)
@@ -210,7 +213,7 @@ def main(argv: list[str] | None = None) -> None:
     if "random" not in names:
         names.insert(0, "random")  # every strategy is compared with random search, repeat by repeat
     if args.budget_updates is None:
-        args.budget_updates = default_budget(loaded(args.table.resolve()).table, budget_runs)
+        args.budget_updates = default_budget(loaded(args.table.resolve(), args.table_rows).table, budget_runs)
     out = results_path(args.out, OUT, args.quick)
     res = json_safe(result(args, names))
     out.parent.mkdir(parents=True, exist_ok=True)

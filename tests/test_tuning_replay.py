@@ -278,7 +278,7 @@ def hand_table(configs: int, seeds: int, updates: int) -> Table:
                 for seed in range(seeds)}
         value, feasible = estimate(list(runs.values()), spec.objectives[0], spec.constraints)
         table[config_id] = Config(config_id, dict(trial.params), runs, value, feasible)
-    return Table(table, tuple((0, seed) for seed in range(seeds)), 0)
+    return Table(table, tuple((0, seed) for seed in range(seeds)), dropped=0, rows=configs * seeds)
 
 
 def test_a_race_reruns_top_entrants_on_the_next_seed_and_pays_for_it(spec: StudySpec) -> None:
@@ -315,3 +315,14 @@ def test_single_seed_replays_every_trial_on_the_repeats_seed(spec: StudySpec) ->
     seeds = [run_repeat(STRATEGIES["random"], context, sampler_seed=repeat, repeat=repeat).table_seed
              for repeat in range(4)]
     assert seeds == [(0, 0), (0, 1), (0, 2), (0, 0)]
+
+
+@pytest.mark.parametrize("name", ["hyperband_tpe", "gp", "racing"])
+def test_a_repeat_is_reproducible(spec: StudySpec, name: str) -> None:
+    # Hyperband buckets trials by a hash of the study's name: an in-memory study's random name made repeats differ.
+    table = hand_table(10, 3, 8)
+    rows = tuple(table.configs)
+    context = Context(spec, table, TableIndex(spec.search_space, [table.configs[r].params for r in rows]), rows,
+                      8 * 20, Fidelity(1, 8))  # two Hyperband brackets
+    first, again = (run_repeat(STRATEGIES[name], context, sampler_seed=3, repeat=0) for _ in range(2))
+    assert first == again
