@@ -16,14 +16,23 @@ import plotly.graph_objects as go
 from plotly.colors import qualitative
 
 from dashboard.frames import series_by_trial
+from dashboard.palette import (
+    MIN_CHROMA,
+    MIN_REFERENCE_DISTANCE,
+    REFERENCE_COLORS,
+    THRESHOLD_COLOR,
+    chroma,
+    distance,
+    trial_color,
+)
 from tuner.attrs import DEFAULT_KL_METRIC
 
-PALETTE = qualitative.Plotly + qualitative.D3[1:] + qualitative.Dark2
-GROUP_PALETTE = qualitative.Set1  # few, strongly distinct colours: a handful of groups, not hundreds of trials
+# Few, strongly distinct colours for a handful of groups (not hundreds of trials), none a reference line's.
+GROUP_PALETTE = [c for c in qualitative.Set1 if chroma(c) >= MIN_CHROMA
+                 and all(distance(c, ref) >= MIN_REFERENCE_DISTANCE for ref in REFERENCE_COLORS)]
 # Dotted is kept for the KL targets, so failed trials are dash-dot.
 STATE_DASH = {"COMPLETE": "solid", "RUNNING": "solid", "PRUNED": "dash", "FAIL": "dashdot", "WAITING": "solid"}
 STATE_WORD = {"COMPLETE": "complete", "RUNNING": "running", "PRUNED": "pruned", "FAIL": "failed", "WAITING": "waiting"}
-THRESHOLD_COLOR = "#d62728"
 MAX_LEGEND_TRIALS = 12  # beyond this a legend crowds the chart out; hovering still names the trial
 X_TITLES = {"update": "PPO update", "episode": "episode"}
 
@@ -49,11 +58,6 @@ class CurveStyle:
         if number in self.groups:
             return self._group_colors[self.groups[number]]
         return trial_color(number)
-
-
-def trial_color(number: int) -> str:
-    """A fixed colour per trial number, so a trial looks the same on every chart."""
-    return PALETTE[number % len(PALETTE)]
 
 
 def group_colors(labels: Iterable[str]) -> dict[str, str]:

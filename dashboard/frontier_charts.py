@@ -11,13 +11,10 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from dashboard.charts import STATE_WORD, THRESHOLD_COLOR, group_colors, trial_color
+from dashboard.charts import STATE_WORD, group_colors
 from dashboard.frontier import GaoFit
+from dashboard.palette import FIT_COLOR, FRONT_COLOR, OTHER_STATE_COLOR, STATE_COLORS, THRESHOLD_COLOR, trial_color
 
-STATE_COLORS = {"COMPLETE": "#2ca02c", "PRUNED": "#ff7f0e", "FAIL": "#d62728", "RUNNING": "#1f77b4"}
-OTHER_STATE_COLOR = "#7f7f7f"
-FRONT_COLOR = "#111111"
-FIT_COLOR = "#9467bd"
 # With points coloured by group, the state moves to the marker's shape.
 STATE_SYMBOLS = {"COMPLETE": "circle", "PRUNED": "x", "FAIL": "diamond", "RUNNING": "triangle-up"}
 OTHER_STATE_SYMBOL = "square"

@@ -15,6 +15,7 @@ import plotly.graph_objects as go
 from optuna import visualization
 from optuna.trial import TrialState
 
+from dashboard.palette import STATE_COLORS
 from dashboard.study_reader import objective_names
 
 VIEWS = ("Optimization history", "Parameter importances", "Parallel coordinates", "Slice", "Contour", "Timeline",
@@ -75,6 +76,11 @@ def figure(study: optuna.Study, view: str, objective: int = 0) -> go.Figure:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # Optuna marks some views experimental; the page is no place for that
         try:
-            return draw[view]()
+            drawn = draw[view]()
         except (ValueError, RuntimeError, ZeroDivisionError) as error:
             raise NotDrawable(f"Optuna could not draw {view.lower()} for this study: {error}") from error
+    if view == "Timeline":  # one colour per state on every page: Optuna's own would make complete trials blue
+        for trace in drawn.data:
+            if trace.name in STATE_COLORS:
+                trace.marker.color = STATE_COLORS[trace.name]
+    return drawn
