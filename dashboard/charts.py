@@ -49,6 +49,12 @@ class CurveStyle:
     smoothing: float = 0.0
     selected: frozenset[int] = field(default_factory=frozenset)
     groups: Mapping[int, str] = field(default_factory=dict)
+    best: frozenset[int] = field(default_factory=frozenset)  # the best trial (or Pareto front): emphasised, labelled
+
+    def named(self, number: int, n_trials: int) -> bool:
+        """Whether a trial gets its own legend entry: every trial of a small study; in a large one the selected and
+        the best, so the lines a reader looks at are always named."""
+        return n_trials <= MAX_LEGEND_TRIALS or number in self.selected or number in self.best
 
     @cached_property
     def _group_colors(self) -> dict[str, str]:
@@ -70,8 +76,9 @@ def trial_label(number: int, state: str) -> str:
 
 
 def _line_style(number: int, state: str, style: CurveStyle) -> dict[str, Any]:
-    highlighted = not style.selected or number in style.selected
-    width = 3.0 if style.selected and number in style.selected else 1.6
+    highlighted = not style.selected or number in style.selected or number in style.best
+    # The best trial stands out (wider, in its own colour), never greyed with the rest.
+    width = 3.0 if number in style.selected or number in style.best else 1.6
     return {
         "line": {"color": style.color(number), "dash": STATE_DASH.get(state, "solid"), "width": width},
         "opacity": 1.0 if highlighted else 0.18,
@@ -87,15 +94,18 @@ def _layout(title: str, y_title: str, x: str, n_trials: int, grouped: bool = Fal
     return go.Layout(
         title={"text": title}, height=360, margin={"l": 10, "r": 10, "t": 40, "b": 10},
         xaxis={"title": {"text": X_TITLES.get(x, x)}}, yaxis={"title": {"text": y_title}}, hovermode="closest",
-        showlegend=grouped or n_trials <= MAX_LEGEND_TRIALS, legend={"font": {"size": 11}},
+        showlegend=True, legend={"font": {"size": 11}},
     )
 
 
-def _legend(number: int, state: str, style: CurveStyle, shown_groups: set[str]) -> dict[str, Any]:
-    """A trial's legend entry: its own, or, when grouped, one entry per group (on the group's first trace)."""
+def _legend(number: int, state: str, style: CurveStyle, shown_groups: set[str], n_trials: int) -> dict[str, Any]:
+    """A trial's legend entry: its own (in a large study only the selected and best trials have one), or, when
+    grouped, one entry per group (on the group's first trace)."""
     group = style.groups.get(number)
     if group is None:
-        return {"name": trial_label(number, state), "legendgroup": _legend_group(number, style)}
+        best = " (best)" if number in style.best else ""
+        return {"name": trial_label(number, state) + best, "legendgroup": _legend_group(number, style),
+                "showlegend": style.named(number, n_trials)}
     first = group not in shown_groups
     shown_groups.add(group)
     return {"name": group, "legendgroup": _legend_group(number, style), "showlegend": first}
@@ -113,14 +123,15 @@ def _trial_traces(
     # (a 200-trial figure in about a third of the time).
     shown_groups: set[str] = set()
     traces = []
-    for number in _draw_order(series, style.selected):
+    for number in _draw_order(series, style.selected | style.best):
         group = style.groups.get(number)
         meta = {"trial": number, "state": states[number]} | ({"group": group} if group is not None else {})
         label = f"trial #{number}" + (f" ({group})" if group is not None else "")
         traces.append(dict(
             type="scatter", x=series[number][0], y=series[number][1], mode="lines", meta=meta,
             hovertemplate=f"{label}<br>%{{x}}: %{{y:.4g}}<extra></extra>",
-            **_legend(number, states[number], style, shown_groups), **_line_style(number, states[number], style),
+            **_legend(number, states[number], style, shown_groups, len(series)),
+            **_line_style(number, states[number], style),
         ))
     return traces
 

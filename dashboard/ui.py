@@ -165,7 +165,8 @@ class PageContext:
         return session.figure(self.ref, self.token, draw, *args)
 
     def style(self, x: str = "update", smoothing: float = 0.0, groups: Mapping[int, str] | None = None) -> CurveStyle:
-        return CurveStyle(x=x, smoothing=smoothing, selected=self.selected, groups=groups or {})
+        return CurveStyle(x=x, smoothing=smoothing, selected=self.selected, groups=groups or {},
+                          best=frozenset(self.view.best))
 
     def default_trials(self, count: int) -> list[int]:
         """``count`` trials for a picker to start with: the selected ones, then the best, then the first."""

@@ -224,3 +224,22 @@ def test_compare_shades_only_rows_that_set_trials_apart() -> None:
     assert frames.shading_says_something(some)
     styles = frames.highlight_differences(some)._compute().ctx
     assert {row for (row, _), value in styles.items() if value} == {0}
+
+
+def test_past_twelve_trials_the_selected_and_best_trials_keep_their_legend(tmp_path: Path) -> None:
+    # Issue 28, point 3: the legend vanished past 12 trials, selection or not, and the best trial was drawn grey.
+    rows = [{"trial_number": n, "update": u, "episode": 8 * u, "objective/kl": 0.1 * n * u}
+            for n in range(20) for u in range(1, 4)]
+    metrics = pd.DataFrame(rows)
+    states = {n: "COMPLETE" for n in range(20)}
+    style = charts.CurveStyle(selected=frozenset({2, 5, 9, 11}), best=frozenset({16}))
+    figure = charts.curves_figure(metrics, "objective/kl", states, style)
+    assert figure.layout.showlegend is True
+    named = {t.meta["trial"]: t.name for t in charts.trial_traces(figure) if t.showlegend}
+    assert named == {2: "#2 complete", 5: "#5 complete", 9: "#9 complete", 11: "#11 complete",
+                     16: "#16 complete (best)"}
+    best = next(t for t in charts.trial_traces(figure) if t.meta["trial"] == 16)
+    assert (best.opacity, best.line.width) == (1.0, 3.0) and best.line.color != "#7F7F7F"
+    small = charts.curves_figure(metrics[metrics["trial_number"] < 6], "objective/kl",
+                                 {n: "COMPLETE" for n in range(6)}, charts.CurveStyle())
+    assert all(t.showlegend for t in charts.trial_traces(small))  # a small study names every trial
