@@ -329,6 +329,33 @@ def test_compare_page_side_by_side(open_page: Any, studies: DashboardStudies) ->
     assert_clean(app)
 
 
+def test_a_copied_link_opens_the_same_view(studies: DashboardStudies, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Issue 28, point 10: smoothing, the x-axis, the chosen metrics, the Analysis view and the Compare set live in
+    # the URL with the study and the selected trials.
+    monkeypatch.setenv(STORAGE_ENV, studies.url)
+
+    def opened(page: str, **params: str) -> AppTest:
+        app = AppTest.from_file(str(APP), default_timeout=60)
+        app.query_params.update({"study": REAL, **params})
+        app.run()
+        app.switch_page(f"app_pages/{page}.py").run()
+        assert_clean(app)
+        return app
+
+    curves = opened("curves", curves_x="episode", curves_smoothing="0.5", curves_more="objective/entropy")
+    assert curves.radio(key="curves_x").value == "episode" and curves.slider(key="curves_smoothing").value == 0.5
+    assert curves.multiselect(key="curves_more").value == ["objective/entropy"]
+    curves.slider(key="curves_smoothing").set_value(0.3).run()
+    assert curves.query_params["curves_smoothing"] in ("0.3", ["0.3"])  # written back: a copied link keeps it
+    pair = [studies.fixed, studies.pruned]
+    compare = opened("compare", compare_trials=",".join(map(str, pair)))
+    assert compare.multiselect(key="compare_trials").value == pair
+    analysis = opened("analysis", analysis_view="Timeline")
+    assert analysis.get("segmented_control")[0].value == "Timeline"
+    # A hand-edited value the page cannot take falls back to its default, with no error.
+    assert opened("curves", curves_x="fortnight", curves_smoothing="lots").radio(key="curves_x").value == "update"
+
+
 def test_compare_slider_reaches_each_trials_own_last_update(open_page: Any, studies: DashboardStudies) -> None:
     # Issue 28, point 7: with a pruned trial in the set, the slider stopped at the pruned trial's last update and the
     # finished trial's final generations could not be shown.

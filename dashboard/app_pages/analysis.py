@@ -5,7 +5,7 @@ from __future__ import annotations
 import plotly.io as pio
 import streamlit as st
 
-from dashboard import session
+from dashboard import session, url_state
 from dashboard.optuna_views import NotDrawable, available_views, figure
 from dashboard.ui import PageContext, keep_valid, picked, run_page
 
@@ -22,8 +22,10 @@ def _figure_json(url: str, name: str, token: str, view: str, objective: int) -> 
 def render(context: PageContext) -> None:
     view = context.view
     views = available_views(view.multi_objective)
+    url_state.restore("analysis_view")
     keep_valid("analysis_view", views, views[0])
     chosen = st.segmented_control("View", views, key="analysis_view") or views[0]
+    url_state.keep("analysis_view", views[0])
     objective = 0
     if view.multi_objective and chosen not in ("Pareto front", "Timeline"):
         objective = picked(st.radio("Objective", range(len(view.directions)), horizontal=True,

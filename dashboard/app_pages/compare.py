@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from dashboard import url_state
 from dashboard.charts import CurveStyle, curves_figure, kl_figure, trial_label
 from dashboard.frames import (
     compare_values,
@@ -117,9 +118,11 @@ def _generations(context: PageContext, chosen: list[int], samples: pd.DataFrame)
 def render(context: PageContext) -> None:
     view = context.view
     states = view.states()
+    url_state.restore(TRIALS_KEY)
     keep_valid(TRIALS_KEY, view.numbers, context.default_trials(min(4, max(2, len(context.selected)))))
     chosen = st.multiselect("Trials to compare (2–4)", view.numbers, key=TRIALS_KEY, max_selections=4,
                             format_func=lambda n: trial_label(n, states[n]))
+    url_state.keep(TRIALS_KEY)
     if len(chosen) < 2:
         st.info("Pick at least two trials to compare.")
         return

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from dashboard import url_state
 from dashboard.charts import X_TITLES, beta_figure, curves_figure, kl_figure
 from dashboard.frames import has_values, metric_columns
 from dashboard.ui import PageContext, color_by_picker, keep_valid, picked, run_page
@@ -17,10 +18,18 @@ def render(context: PageContext) -> None:
         st.info("No per-update metrics stored for this study yet.")
         return
     left, middle, right, last = st.columns([2, 3, 2, 2])
+    for key in ("curves_x", "curves_smoothing", "curves_more"):
+        url_state.restore(key)
+    keep_valid("curves_x", list(X_TITLES), "update")
     x = picked(left.radio("x axis", list(X_TITLES), format_func=X_TITLES.get, horizontal=True, key="curves_x"),
                "update")
-    smoothing = middle.slider("Smoothing (EMA weight)", 0.0, 0.99, 0.0, 0.01, key="curves_smoothing",
+    if not 0.0 <= float(st.session_state.get("curves_smoothing", 0.0)) <= 0.99:
+        st.session_state["curves_smoothing"] = 0.0
+    st.session_state.setdefault("curves_smoothing", 0.0)
+    smoothing = middle.slider("Smoothing (EMA weight)", 0.0, 0.99, step=0.01, key="curves_smoothing",
                               help="0 draws the raw values; 0.9 averages over about the last ten updates.")
+    url_state.keep("curves_x", "update")
+    url_state.keep("curves_smoothing", 0.0)
     only_selected = right.toggle("Only selected trials", key="curves_only_selected", disabled=not context.selected)
     groups = color_by_picker(context, last, "curves_color_by")
     states = {n: s for n, s in context.view.states().items() if not only_selected or n in context.selected}
@@ -53,6 +62,7 @@ def render(context: PageContext) -> None:
     keep_valid("curves_more", options, [])
     for metric in st.multiselect("Metrics to plot", options, key="curves_more"):
         st.plotly_chart(context.figure(curves_figure, metric, states, style), key=f"chart_{metric}")
+    url_state.keep("curves_more")
 
 
 run_page("Curves", render, "How KL, β and the rewards moved, update by update, in every trial.")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from dashboard import url_state
 from dashboard.charts import trial_label
 from dashboard.frames import number
 from dashboard.frontier import (
@@ -74,9 +75,12 @@ def _across_the_study(context: PageContext, source: FrontierSource, paths: pd.Da
     front = pareto_front(points)
     outcome, scope, chosen = None, "all", paths
     if source.has_gold:
+        url_state.restore(SCOPE_KEY)
+        keep_valid(SCOPE_KEY, list(FIT_SCOPES), "all")
         scope = picked(st.radio("Fit to", list(FIT_SCOPES), format_func=FIT_SCOPES.get, horizontal=True,
                                 key=SCOPE_KEY, help="Pruned trials often ran furthest in KL, where gold turns down: "
                                                     "they carry the peak."), scope)
+        url_state.keep(SCOPE_KEY, "all")
         chosen = fit_points(paths, states, scope)
         outcome = fit_gao(chosen["sqrt_kl"], chosen["gold"])
     y_title = "gold score" if source.has_gold else "proxy score"
