@@ -53,9 +53,11 @@ def _requirements(study: optuna.Study, view: str) -> str | None:
 
 
 def _target(study: optuna.Study, objective: int) -> dict[str, Any]:
+    """Which value the view plots, named as the study names its objective (Optuna's own says "Objective Value")."""
+    name = objective_names(study)[objective]
     if len(study.directions) == 1:
-        return {}
-    return {"target": lambda trial: trial.values[objective], "target_name": objective_names(study)[objective]}
+        return {"target_name": name}
+    return {"target": lambda trial: trial.values[objective], "target_name": name}
 
 
 def figure(study: optuna.Study, view: str, objective: int = 0) -> go.Figure:
@@ -79,6 +81,8 @@ def figure(study: optuna.Study, view: str, objective: int = 0) -> go.Figure:
             drawn = draw[view]()
         except (ValueError, RuntimeError, ZeroDivisionError) as error:
             raise NotDrawable(f"Optuna could not draw {view.lower()} for this study: {error}") from error
+    # Room for whole labels: Optuna's parallel coordinates clip its axis titles and tick labels at the edges.
+    drawn.update_layout(margin={"l": 80, "r": 80, "t": 80, "b": 40})
     if view == "Timeline":  # one colour per state on every page: Optuna's own would make complete trials blue
         for trace in drawn.data:
             if trace.name in STATE_COLORS:

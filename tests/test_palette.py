@@ -52,18 +52,3 @@ def test_group_colours_keep_clear_of_the_reference_lines_and_states_have_one_col
     assert group_colors(["rloo", "gae", "grpo"]) == group_colors(["grpo", "gae", "rloo"])
     assert len(set(STATE_COLORS.values())) == len(STATE_COLORS)
 
-
-def test_the_timeline_colours_states_as_every_other_page() -> None:
-    import optuna
-    from optuna.distributions import FloatDistribution
-    from optuna.trial import TrialState, create_trial
-
-    from dashboard.frontier_charts import STATE_COLORS as FRONTIER_STATES
-    from dashboard.optuna_views import figure
-
-    study = optuna.create_study()
-    for state in ("COMPLETE", "PRUNED", "FAIL"):
-        study.add_trial(create_trial(state=TrialState[state], value=1.0 if state == "COMPLETE" else None,
-                                     params={"x": 0.1}, distributions={"x": FloatDistribution(0, 1)}))
-    drawn = {trace.name: trace.marker.color for trace in figure(study, "Timeline").data}
-    assert drawn == {state: FRONTIER_STATES[state] for state in ("COMPLETE", "PRUNED", "FAIL")}
