@@ -174,7 +174,15 @@ def kl_figure(
             line={"color": THRESHOLD_COLOR, "dash": "longdash", "width": 2}, showlegend=True,
             hovertemplate=f"blow-up threshold {threshold:g} nats<extra></extra>",
         ))
-    layout = _layout("KL to the reference policy (nats)", metric, style.x, len(series), bool(style.groups))
+    layout = _layout(f"Training KL to the reference policy ({metric}, nats summed over a response)", metric,
+                     style.x, len(series), bool(style.groups))
+    if any(float(np.nanmin(y)) < 0 for _, y in series.values() if len(y)):
+        # k1 = log(pi / pi_ref) on the sampled tokens is an unbiased estimate of KL, but a single batch's can dip
+        # under 0, which a reader would otherwise take for a bug.
+        layout.update(annotations=[{
+            "text": "below 0: the k1 estimate (log-ratio on sampled tokens) is unbiased but not ≥ 0 on one batch",
+            "xref": "paper", "yref": "paper", "x": 0.0, "y": 1.0, "xanchor": "left", "yanchor": "bottom",
+            "showarrow": False, "font": {"size": 10}}])
     return go.Figure(data=traces, layout=layout)
 
 

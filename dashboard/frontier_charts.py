@@ -112,7 +112,7 @@ def _group_points(points: pd.DataFrame, groups: Mapping[int, str]) -> list[go.Sc
 
 def frontier_figure(
     points: pd.DataFrame, front: pd.DataFrame, fit: GaoFit | None = None, y_title: str = "gold score",
-    groups: Mapping[int, str] | None = None,
+    groups: Mapping[int, str] | None = None, kl_limit: float | None = None,
 ) -> go.Figure:
     """Each trial's final (KL, y) point coloured by state, the Pareto front of the COMPLETE ones as a line, and,
     given a fit, the fitted R(sqrt(KL)) with a vertical marker at KL* (the suggested ``kl_target``).
@@ -148,6 +148,14 @@ def frontier_figure(
                 name=f"KL* = {fit.kl_star:.3g}{extra}", line={"color": THRESHOLD_COLOR, "dash": "dot", "width": 2},
                 hovertemplate=f"suggested kl_target KL* = {fit.kl_star:.3g}{extra}<extra></extra>",
             ))
+    if kl_limit is not None:  # the study's constraint on this KL: trials right of it are infeasible
+        measured = points["y"].dropna().to_numpy(dtype=float)
+        low_y, high_y = (float(measured.min()), float(measured.max())) if len(measured) else (0.0, 1.0)
+        traces.append(go.Scatter(
+            x=[kl_limit, kl_limit], y=[low_y, high_y], mode="lines", meta={"role": "constraint"},
+            name=f"constraint: KL ≤ {kl_limit:g}", line={"color": THRESHOLD_COLOR, "dash": "longdash", "width": 2},
+            hovertemplate=f"the study's constraint: KL ≤ {kl_limit:g} nats<extra></extra>",
+        ))
     layout = go.Layout(
         title={"text": "Final score against KL, by trial"}, height=400, margin={"l": 10, "r": 10, "t": 40, "b": 10},
         xaxis={"title": {"text": "KL to the reference policy (nats, summed over a response)"}},

@@ -264,6 +264,13 @@ class StudyView:
     counts: Mapping[str, int] = field(default_factory=dict)  # trials by state, states with none left out
     edge_findings: tuple[EdgeFinding, ...] = ()  # searched ranges whose best trials crowd against a bound
     target: str | None = None  # the trainer the study file named (``target:``), whose computation its trials kept
+    constraints: tuple[Mapping[str, Any], ...] = ()  # the study file's constraints, as written
+
+    def upper_limit(self, metric: str) -> float | None:
+        """The study's constraint ``metric <= max`` (the tightest), if it has one."""
+        limits = [float(c["max"]) for c in self.constraints if c.get("metric") == metric
+                  and isinstance(c.get("max"), (int, float))]
+        return min(limits) if limits else None
 
     @property
     def numbers(self) -> list[int]:
@@ -348,7 +355,15 @@ def build_study_view(ref: StudyRef, snapshot: Snapshot) -> StudyView:
         edge_findings=tuple(edge_findings(snapshot.trials, stored_search_space(snapshot.user_attrs),
                                           study.directions)),
         target=stored_target(snapshot.user_attrs),
+        constraints=stored_constraints(snapshot.user_attrs),
     )
+
+
+def stored_constraints(user_attrs: Mapping[str, Any]) -> tuple[Mapping[str, Any], ...]:
+    """The constraints of the study file stored on the study; none when it stored none."""
+    definition = user_attrs.get(DEFINITION_ATTR)
+    raw = definition.get("constraints") if isinstance(definition, Mapping) else None
+    return tuple(c for c in raw if isinstance(c, Mapping)) if isinstance(raw, list) else ()
 
 
 def stored_target(user_attrs: Mapping[str, Any]) -> str | None:

@@ -243,3 +243,14 @@ def test_past_twelve_trials_the_selected_and_best_trials_keep_their_legend(tmp_p
     small = charts.curves_figure(metrics[metrics["trial_number"] < 6], "objective/kl",
                                  {n: "COMPLETE" for n in range(6)}, charts.CurveStyle())
     assert all(t.showlegend for t in charts.trial_traces(small))  # a small study names every trial
+
+
+def test_kl_chart_names_its_kl_and_explains_values_below_zero() -> None:
+    # Issue 28, point 5: a chart titled as KL showed negative values without a word.
+    metrics = pd.DataFrame([{"trial_number": 0, "update": u, "episode": u, "objective/kl": kl}
+                            for u, kl in enumerate([0.0, -0.17, 0.4], start=1)])
+    figure = charts.kl_figure(metrics, {0: "COMPLETE"}, charts.CurveStyle(), 6.0, {})
+    assert figure.layout.title.text.startswith("Training KL to the reference policy (objective/kl")
+    assert any("k1 estimate" in a.text for a in figure.layout.annotations)
+    positive = metrics.assign(**{"objective/kl": [0.0, 0.1, 0.4]})
+    assert not charts.kl_figure(positive, {0: "COMPLETE"}, charts.CurveStyle(), 6.0, {}).layout.annotations

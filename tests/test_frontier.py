@@ -258,3 +258,15 @@ def test_a_peak_inside_the_data_is_the_headline() -> None:
     fit = fit_gao(d, gao_curve(d, R0, ALPHA, BETA)).fit
     assert fit is not None and fit.supported
     assert headline(fit).value == f"{math.e**2:.3g} nats"
+
+
+def test_the_studys_kl_constraint_is_drawn_where_that_kl_is() -> None:
+    # Issue 28, point 5: the constraint (eval/kl <= 5) was drawn nowhere.
+    d = np.sqrt(np.linspace(0.5, 8.0, 12))
+    points = pd.DataFrame({"trial": range(12), "update": 10, "kl": d**2, "sqrt_kl": d, "proxy": d,
+                           "gold": 0.5 + 0.01 * d, "state": "COMPLETE"})
+    points["y"] = points["gold"]
+    figure = frontier_figure(points, pareto_front(points), kl_limit=5.0)
+    (line,) = traces_with_role(figure, "constraint")
+    assert list(line.x) == [5.0, 5.0] and "KL ≤ 5" in line.name
+    assert not traces_with_role(frontier_figure(points, pareto_front(points)), "constraint")

@@ -84,7 +84,8 @@ def _across_the_study(context: PageContext, source: FrontierSource, paths: pd.Da
         chosen = fit_points(paths, states, scope)
         outcome = fit_gao(chosen["sqrt_kl"], chosen["gold"])
     y_title = "gold score" if source.has_gold else "proxy score"
-    figure = frontier_figure(points, front, outcome.fit if outcome else None, y_title, groups)
+    figure = frontier_figure(points, front, outcome.fit if outcome else None, y_title, groups,
+                             context.view.upper_limit(source.kl))
     st.plotly_chart(figure, key="chart_frontier")
     marks = ("shapes: ● complete, ✕ pruned, ◆ failed, ▲ running" if groups
              else "colours: green complete, orange pruned, red failed, blue running")
