@@ -45,7 +45,8 @@ class Strategy:
     guard: bool
     """The study's KL guard (``tuner.kl_guard.blowup_reason`` with its ``kl_guard`` section), or none."""
     seeds: str = "single"
-    """single: every trial of a repeat on one table seed; racing: a trial entering the top 3 runs again on another."""
+    """single: every trial of a repeat on one table seed; racing: the tuner's racing policy (``tuner.seed_policy``),
+    the top 3 configurations by mean rerun on the next seeds until each has 3."""
     warm_starts: bool = False
     """The study's ``enqueue`` points (trl_defaults, seed_guidance) first."""
 

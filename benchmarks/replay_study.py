@@ -6,11 +6,13 @@ base (what a real study's trial suggests), mapped to the table's nearest configu
 back: its value when it completed, PRUNED when a pruner, the KL guard or the budget stopped it, FAIL when it diverged;
 its constraints are set first, completed or pruned alike, as the tuner sets them, so the samplers model feasibility.
 
-Seed policies: ``single`` replays every trial on the repeat's table seed (as a study trains every trial on seed 0);
-``racing`` also reruns a trial whose first value enters the top 3 on the next table seed, to its end (the KL guard
-still on when the strategy has it, no pruner), and a candidate's standing is its mean over the seeds it ran
-(:func:`benchmarks.replay_table.estimate`). A guarded or diverged rerun disqualifies the candidate. The study's winner
-is the feasible candidate with the best standing (the earlier on a tie).
+Seed policies, the tuner's own (``tuner.seed_policy``): ``single`` replays every trial on the repeat's table seed (as a
+study trains every trial on the base's seed) and the winner is the best feasible completed trial. ``racing``
+(``seed_policy: {name: racing, seeds: 3, top_k: 3}``) runs the tuner's ``Racing`` callback after each completed trial:
+each of the top 3 configurations by mean with fewer than 3 seeds is queued again on its next seed, as an ordinary
+trial (the pruner and the guard judge it, the sampler learns from it, it costs its updates), replayed on the next
+table seed; the winner is ``tuner.seed_policy.best_raced``'s: the best mean among the feasible configurations on the
+most seeds.
 """
 
 from __future__ import annotations
@@ -21,18 +23,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import optuna
-from optuna.trial import TrialState
+from optuna.trial import FrozenTrial, TrialState
 
 from benchmarks.replay_mapping import TableIndex
 from benchmarks.replay_strategies import Fidelity, Strategy, make_pruner, make_sampler
-from benchmarks.replay_table import Config, Run, SeedKey, Table, estimate
+from benchmarks.replay_table import SeedKey, Table
 from benchmarks.replay_trial import TrialOutcome, replay_run
+from tuner.attrs import RACE_OF_ATTR, SEED_ATTR
+from tuner.constraints import feasible
 from tuner.search_space import suggest_params
+from tuner.seed_policy import Racing, SeedPolicy, best_raced
 from tuner.study_config import StudySpec
 from tuner.warm_start import enqueue_warm_starts
 
-RACE_TOP = 3
-"""A trial whose first value ranks among the best RACE_TOP candidates is run again on another seed."""
+RACING = SeedPolicy(name="racing", seeds=3, top_k=3)
+"""The racing policy replayed: the tuner's defaults (at most as many seeds as the table has)."""
 
 
 @dataclass(frozen=True)
@@ -49,15 +54,6 @@ class Context:
 
 
 @dataclass
-class Candidate:
-    """A completed trial: its table configuration, the runs it completed, and whether a rerun disqualified it."""
-
-    config: Config
-    runs: list[Run]
-    disqualified: bool = False
-
-
-@dataclass
 class RepeatLog:
     """What one repeat did: its trials' fates, the proposals' mapping, and the winner after each trial."""
 
@@ -66,32 +62,21 @@ class RepeatLog:
     states: list[str] = field(default_factory=list)
     reruns: int = 0
     proposals: list[tuple[float, int, int]] = field(default_factory=list)
-    """(distance to the nearest row, nearest config_id, second-nearest config_id) of each proposal."""
+    """(distance to the nearest row, nearest config_id, second-nearest config_id) of each proposal (reruns not)."""
+    trials: list[tuple[int, int, SeedKey, str, float]] = field(default_factory=list)
+    """(the trial its configuration first ran as, config_id, table seed, state, value) of each trial."""
     timeline: list[tuple[int, int | None]] = field(default_factory=list)
-    """(updates spent, config_id of the winner then) after each trial and each rerun."""
+    """(updates spent, config_id of the winner then) after each trial."""
 
 
-def standing(candidate: Candidate, spec: StudySpec) -> tuple[float, bool]:
-    """(mean value over the seeds it ran, feasible): a disqualified candidate is infeasible."""
-    value, feasible = estimate(candidate.runs, spec.objectives[0], spec.constraints)
-    return value, feasible and not candidate.disqualified
-
-
-def winner(standings: Sequence[tuple[float, bool]]) -> int | None:
-    """The index of the best feasible standing, the earliest on a tie; None when none is feasible."""
-    best: int | None = None
-    for index, (value, feasible) in enumerate(standings):
-        if feasible and not math.isnan(value) and (best is None or value > standings[best][0]):
-            best = index
+def best_single(trials: Sequence[FrozenTrial]) -> FrozenTrial | None:
+    """The best feasible completed trial by value, the earliest on a tie (``study.best_trial`` under constraints)."""
+    best: FrozenTrial | None = None
+    for trial in trials:
+        if trial.state == TrialState.COMPLETE and feasible(trial) and trial.value is not None \
+                and math.isfinite(trial.value) and (best is None or trial.value > best.value):  # type: ignore[operator]
+            best = trial
     return best
-
-
-def enters_top(standings: Sequence[tuple[float, bool]], index: int, top: int = RACE_TOP) -> bool:
-    """Whether feasible standing ``index`` is among the ``top`` best: fewer than ``top`` feasible ones beat it."""
-    value, feasible = standings[index]
-    if not feasible:
-        return False
-    return sum(1 for other, ok in standings if ok and other > value) < top
 
 
 def tell(study: optuna.Study, trial: optuna.Trial, outcome: TrialOutcome) -> None:
@@ -124,41 +109,39 @@ def run_repeat(strategy: Strategy, context: Context, sampler_seed: int, repeat: 
     if strategy.warm_starts:
         enqueue_warm_starts(study, spec.enqueue)
     seeds = seed_order(table, repeat)
+    # Table seed k stands for the base's seed + k, as the tuner numbers a race's seeds.
+    racing = Racing(SeedPolicy("racing", min(RACING.seeds, len(seeds)), RACING.top_k), base_seed=0) \
+        if strategy.seeds == "racing" else None
     guard = spec.kl_guard if strategy.guard else None
     objective, constraints = spec.objectives[0], spec.constraints
     log = RepeatLog(table_seed=seeds[0])
-    candidates: list[Candidate] = []
-
-    def note_winner() -> None:
-        best = winner([standing(candidate, spec) for candidate in candidates])
-        log.timeline.append((log.spent, None if best is None else candidates[best].config.config_id))
+    config_of: dict[int, int] = {}  # trial number -> config_id
 
     while log.spent < context.budget:
         trial = study.ask()
         suggest_params(trial, spec.search_space, spec.base)
-        rows, distances = context.index.nearest(trial.params, 2)
-        config = table.configs[context.rows[rows[0]]]
-        second = context.rows[rows[-1]]
-        log.proposals.append((distances[0], config.config_id, second))
-        run = config.runs[seeds[0]]
-        outcome = replay_run(run, objective, constraints, guard, trial, context.budget - log.spent)
+        root = int(trial.user_attrs.get(RACE_OF_ATTR, trial.number))
+        if root == trial.number:
+            rows, distances = context.index.nearest(trial.params, 2)
+            config_of[root] = context.rows[rows[0]]
+            log.proposals.append((distances[0], config_of[root], context.rows[rows[-1]]))
+        else:
+            log.reruns += 1
+        config = table.configs[config_of[root]]
+        config_of[trial.number] = config.config_id
+        seed = seeds[int(trial.user_attrs.get(SEED_ATTR, 0))]
+        outcome = replay_run(config.runs[seed], objective, constraints, guard, trial, context.budget - log.spent)
         log.spent += outcome.cost
         log.states.append(outcome.state)
+        log.trials.append((root, config.config_id, seed, outcome.state, outcome.value))
         tell(study, trial, outcome)
-        if outcome.state != "complete":
-            note_winner()
-            continue
-        candidates.append(Candidate(config, [run]))
-        note_winner()
-        if strategy.seeds == "racing" and len(seeds) > 1 and log.spent < context.budget and \
-                enters_top([standing(candidate, spec) for candidate in candidates], len(candidates) - 1):
-            rerun = replay_run(config.runs[seeds[1]], objective, constraints, guard, None,
-                               context.budget - log.spent)
-            log.spent += rerun.cost
-            log.reruns += 1
-            if rerun.state == "complete":
-                candidates[-1].runs.append(config.runs[seeds[1]])
-            elif rerun.state in ("guarded", "failed"):
-                candidates[-1].disqualified = True
-            note_winner()
+        trials = study.get_trials(deepcopy=False)
+        if racing is not None:
+            # The trial just told: the queue's waiting trials (warm starts, reruns) may carry higher numbers.
+            racing(study, next(t for t in trials if t.number == trial.number))
+            best = best_raced(trials, study.direction)
+            log.timeline.append((log.spent, config_of[best[0].number] if best else None))
+        else:
+            chosen = best_single(trials)
+            log.timeline.append((log.spent, None if chosen is None else config_of[chosen.number]))
     return log

@@ -20,7 +20,7 @@ from benchmarks.curve_table import QUICKSTART
 from benchmarks.replay_mapping import TableIndex, point_distance, rank_correlation
 from benchmarks.replay_measures import final_regret, judge, updates_to_target
 from benchmarks.replay_strategies import STRATEGIES, Fidelity, Strategy
-from benchmarks.replay_study import Candidate, Context, enters_top, run_repeat, standing, winner
+from benchmarks.replay_study import Context, best_single, run_repeat
 from benchmarks.replay_table import Config, Run, Table, estimate, run_value
 from benchmarks.replay_trial import guard_stop, replay_run
 from tuner.kl_guard import least_squares_slope
@@ -247,20 +247,19 @@ def test_judge_counts_an_infeasible_winner_as_not_reaching_and_at_the_worst_feas
 # ------------------------------------------------------------------------------------------------------------- racing
 
 
-def test_racing_ranks_candidates_by_their_mean_over_the_seeds_they_ran(spec: StudySpec) -> None:
-    def config(config_id: int, golds: list[float]) -> Config:
-        runs = {(0, seed): make_run([gold, gold], [1.0, 1.0], [0.1] * 4, seed) for seed, gold in enumerate(golds)}
-        return Config(config_id, {}, runs, float(np.mean(golds)), True)
-
-    lucky = Candidate(config(0, [0.9, 0.5]), [])
-    lucky.runs = list(lucky.config.runs.values())  # 0.9 then 0.5: mean 0.7
-    steady = Candidate(config(1, [0.8]), list(config(1, [0.8]).runs.values()))
-    banned = Candidate(config(2, [0.95]), list(config(2, [0.95]).runs.values()), disqualified=True)
-    standings = [standing(c, spec) for c in (lucky, steady, banned)]
-    assert standings[0] == (pytest.approx(0.7), True) and standings[2][1] is False
-    assert winner(standings) == 1  # the steady 0.8 beats the lucky 0.9's mean; the disqualified one is out
-    many = [(0.1 * i, True) for i in range(6)]
-    assert [enters_top(many, i) for i in range(6)] == [False, False, False, True, True, True]
+def test_a_single_seed_study_is_won_by_its_best_feasible_completed_trial() -> None:
+    study = optuna.create_study(direction="maximize")
+    for value, over, state in [(0.6, -1.0, "complete"), (0.9, 0.5, "complete"), (0.95, -1.0, "pruned"),
+                               (0.7, -0.1, "complete"), (0.7, -2.0, "complete")]:
+        trial = study.ask()
+        trial.set_constraint("eval/kl (last) <= 5", over)
+        if state == "complete":
+            study.tell(trial, value)
+        else:
+            trial.report(value, 1)
+            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+    best = best_single(study.get_trials())
+    assert best is not None and best.number == 3  # 0.9 is over the KL budget, 0.95 was pruned; the earlier 0.7
 
 
 def hand_table(configs: int, seeds: int, updates: int) -> Table:
@@ -281,7 +280,7 @@ def hand_table(configs: int, seeds: int, updates: int) -> Table:
     return Table(table, tuple((0, seed) for seed in range(seeds)), dropped=0, rows=configs * seeds)
 
 
-def test_a_race_reruns_top_entrants_on_the_next_seed_and_pays_for_it(spec: StudySpec) -> None:
+def test_a_race_reruns_leaders_on_the_next_seeds_and_picks_the_best_mean_on_the_most_seeds(spec: StudySpec) -> None:
     updates, budget = 8, 8 * 30
     table = hand_table(12, 3, updates)
     rows = tuple(table.configs)
@@ -290,21 +289,20 @@ def test_a_race_reruns_top_entrants_on_the_next_seed_and_pays_for_it(spec: Study
     strategy = Strategy("race", "random", "none", guard=False, seeds="racing")
     log = run_repeat(strategy, context, sampler_seed=0, repeat=1)
     assert log.table_seed == (0, 1) and log.reruns > 0
-    assert log.spent == budget == updates * (len(log.states) + log.reruns)  # each rerun costs a whole run again
-    # The race walked by hand: first runs on seed 1, a rerun on seed 2 for a value entering the top 3.
-    value = {(cid, seed): run_value(c.runs[(0, seed)], spec.objectives[0]) for cid, c in table.configs.items()
-             for seed in range(3)}
-    means: list[tuple[int, list[float]]] = []
-    spent = 0
-    for _, config_id, _ in log.proposals:
-        means.append((config_id, [value[(config_id, 1)]]))
-        spent += updates
-        first = means[-1][1][0]
-        if spent < budget and sum(1 for _, seen in means if np.mean(seen) > first) < 3:
-            means[-1][1].append(value[(config_id, 2)])
-            spent += updates
-    best = max(range(len(means)), key=lambda i: (np.mean(means[i][1]), -i))
-    assert log.timeline[-1][1] == means[best][0]
+    assert log.spent == budget == updates * len(log.states)  # a rerun is a trial: it costs a whole run again
+    runs: dict[int, list[tuple[int, tuple[int, int], float]]] = {}
+    for root, config_id, seed, state, value in log.trials:
+        assert state == "complete"
+        assert value == pytest.approx(run_value(table.configs[config_id].runs[seed], spec.objectives[0]))
+        runs.setdefault(root, []).append((config_id, seed, value))
+    for done in runs.values():
+        # Each configuration keeps its table row, and runs on the repeat's seed, then the next ones in turn.
+        assert len({config_id for config_id, _, _ in done}) == 1
+        assert [seed for _, seed, _ in done] == [(0, 1), (0, 2), (0, 0)][:len(done)]
+    # The winner by hand: the most seeds first, then the best mean over them (every run here keeps the KL budget).
+    best = max(runs, key=lambda root: (len(runs[root]), float(np.mean([v for _, _, v in runs[root]])), -root))
+    assert log.timeline[-1][1] == runs[best][0][0]
+    assert max(len(done) for done in runs.values()) == 3
 
 
 def test_single_seed_replays_every_trial_on_the_repeats_seed(spec: StudySpec) -> None:
