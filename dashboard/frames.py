@@ -214,8 +214,23 @@ def trial_table(view: StudyView, states: Iterable[str]) -> pd.DataFrame:
     return table
 
 
+REDUCED = {"last": "its last value", "mean": "its mean", "max": "its maximum", "min": "its minimum"}
+
+
+def reduced(objective: Mapping[str, Any]) -> str:
+    """How an objective reduces its metric, in words: ``mean of the last 2 values``."""
+    reduce = str(objective.get("reduce", "last"))
+    if reduce == "mean_last_k":
+        return f"mean of the last {objective.get('k')} values"
+    return REDUCED.get(reduce, reduce)
+
+
 def objective_labels(view: StudyView) -> dict[str, str]:
-    """Column labels for the objective values: Optuna's metric names if the study set them."""
+    """Column labels for the objective values, told apart from the raw metric they reduce: ``objective:
+    eval/gold_score, mean of the last 2 values`` where the tuner stored how; else Optuna's metric names."""
+    if len(view.objectives) == len(view.objective_names):
+        return {name: f"objective: {objective.get('metric', name)}, {reduced(objective)}"
+                for name, objective in zip(view.objective_names, view.objectives, strict=True)}
     if any(not name.startswith("value_") for name in view.objective_names):
         return {name: name for name in view.objective_names}
     if len(view.objective_names) == 1:

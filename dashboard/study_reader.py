@@ -41,6 +41,7 @@ from tuner.attrs import (
     DEFINITION_ATTR,
     KL_GUARD_ATTR,
     KL_HISTORY_ATTR,
+    OBJECTIVES_ATTR,
 )
 from tuner.constraints import feasible
 from tuner.database import read_only_engine_kwargs, read_only_url, sqlite_path
@@ -265,6 +266,7 @@ class StudyView:
     edge_findings: tuple[EdgeFinding, ...] = ()  # searched ranges whose best trials crowd against a bound
     target: str | None = None  # the trainer the study file named (``target:``), whose computation its trials kept
     constraints: tuple[Mapping[str, Any], ...] = ()  # the study file's constraints, as written
+    objectives: tuple[Mapping[str, Any], ...] = ()  # each objective's metric, reduce and k, as the tuner stored them
 
     def upper_limit(self, metric: str) -> float | None:
         """The study's constraint ``metric <= max`` (the tightest), if it has one."""
@@ -356,6 +358,7 @@ def build_study_view(ref: StudyRef, snapshot: Snapshot) -> StudyView:
                                           study.directions)),
         target=stored_target(snapshot.user_attrs),
         constraints=stored_constraints(snapshot.user_attrs),
+        objectives=tuple(o for o in snapshot.user_attrs.get(OBJECTIVES_ATTR) or [] if isinstance(o, Mapping)),
     )
 
 

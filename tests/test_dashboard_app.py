@@ -316,6 +316,9 @@ def test_compare_page_side_by_side(open_page: Any, studies: DashboardStudies) ->
     assert configs.loc["kl_target", f"#{studies.fixed}"] == "—" and configs["differs"].all()
     final = app.dataframe[2].value
     assert final.loc["state"].tolist() == ["COMPLETE", "COMPLETE"] and "objective/kl" in final.index
+    # Issue 28, point 6: the objective is labelled as the reduction it is, apart from the raw metrics beside it.
+    objectives = [label for label in final.index if str(label).startswith("objective: ")]
+    assert len(objectives) == 1 and objectives[0].endswith(", mean of the last 2 values"), final.index.tolist()
     charts = figures(app)
     assert set(trial_lines(charts["chart_compare_metric_left"])) == set(pair)
     assert set(trial_lines(charts["chart_compare_metric_right"])) == set(pair)
