@@ -83,3 +83,23 @@ def test_a_racing_study_reruns_its_leader_on_the_next_seed_and_picks_by_mean(tmp
     (best,) = best_trials(study)
     assert best.number in {rerun.user_attrs[RACE_OF_ATTR] for rerun in reruns
                            if rerun.state == TrialState.COMPLETE}  # chosen on two seeds, not one
+
+
+def test_a_racing_rerun_is_not_pruned_but_still_guarded() -> None:
+    # A re-run the pruner stopped left its configuration short of seeds for good (it is never queued again), so a
+    # re-run runs to its end; a KL blow-up still stops it.
+    from tuner.kl_guard import KLGuardPruner
+    from tuner.study_config import KLGuard
+
+    pruner = KLGuardPruner(KLGuard(threshold=5.0), inner=optuna.pruners.ThresholdPruner(lower=1e9))  # prunes all
+    study = optuna.create_study(direction="maximize", pruner=pruner)
+    first = study.ask()
+    first.report(0.5, step=1)
+    assert first.should_prune()
+    rerun = study.ask()
+    rerun.set_user_attr(RACE_OF_ATTR, first.number)
+    rerun.set_user_attr(SEED_ATTR, 1)
+    rerun.report(0.5, step=1)
+    assert not rerun.should_prune()
+    rerun.set_user_attr("kl_history", [1.0, 9.0])  # past the guard's threshold
+    assert rerun.should_prune()

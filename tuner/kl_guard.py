@@ -20,7 +20,7 @@ import optuna
 from optuna.pruners import BasePruner
 from optuna.trial import FrozenTrial
 
-from tuner.attrs import BUDGET_ATTR, KL_HISTORY_ATTR, NON_FINITE_ATTR
+from tuner.attrs import BUDGET_ATTR, KL_HISTORY_ATTR, NON_FINITE_ATTR, RACE_OF_ATTR
 from tuner.study_config import KLGuard
 
 
@@ -78,4 +78,8 @@ class KLGuardPruner(BasePruner):
     def prune(self, study: optuna.Study, trial: FrozenTrial) -> bool:
         if self.reason(trial) is not None:
             return True
+        if RACE_OF_ATTR in trial.user_attrs:
+            # A racing re-run runs to its end (the KL guard still stops a blow-up): the race compares final values,
+            # and a re-run the pruner stopped would leave its configuration short of seeds for good.
+            return False
         return self.inner is not None and self.inner.prune(study, trial)
