@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import math
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from ppo_core.errors import InputError, first_line
@@ -17,6 +18,8 @@ from tuner.paths import DEFAULT_STUDIES_DIR, storage_urls
 if TYPE_CHECKING:  # optuna and pandas load only for the commands that use them
     import optuna
     import pandas as pd
+
+    from tuner.ray_launch import RayCluster
 
 
 class UsageError(InputError):
@@ -38,6 +41,7 @@ def add_study_commands(commands: Any) -> None:
     run.add_argument("--allow-changes", action="store_true",
                      help="Resume the study even though the file changed its objectives, base, search space, "
                           "sampler, pruner, KL guard, constraints or warm starts (the new definition is kept).")
+    _add_launcher_flags(run)
     run.set_defaults(handler=_storage_errors_as_input(command_run))
 
     validate = commands.add_parser(
@@ -50,6 +54,7 @@ def add_study_commands(commands: Any) -> None:
     validate.add_argument("--workers", type=int, default=None,
                           help="Worker processes on this machine (default: one per GPU, else 1).")
     validate.add_argument("--format", choices=("table", "json"), default="table")
+    _add_launcher_flags(validate)
     validate.set_defaults(handler=_storage_errors_as_input(command_validate))
 
     handlers = {"list": command_list, "show": command_show, "best": command_best}
@@ -68,6 +73,43 @@ def add_study_commands(commands: Any) -> None:
                              help="yaml or json: the config as ppo-tune reads it; the others: arguments for another "
                                   "trainer, with what it lacks as # comments (trl-args is trl-ppo's old name).")
         sub.set_defaults(handler=_storage_errors_as_input(handlers[name]))
+
+
+def _add_launcher_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--launcher", choices=("local", "ray"), default="local",
+                        help="local: trials run on this machine (default). ray: each trial runs as a Ray task asking "
+                             "for processes_per_trial GPUs, packed and queued over the cluster (pip install -e "
+                             "'.[ray]'); --workers defaults to the cluster's GPUs / processes_per_trial, or its CPUs.")
+    parser.add_argument("--ray-address", default=None,
+                        help="With --launcher ray: the cluster's address (default: the cluster running on this "
+                             "machine, else a new local one).")
+
+
+@contextlib.contextmanager
+def _launcher(args: argparse.Namespace, storage: str, processes_per_trial: int) -> Iterator[RayCluster | None]:
+    """The Ray cluster the study's trials run on under ``--launcher ray``, connected and checked for the study, or
+    None for the local launcher."""
+    if args.launcher != "ray":
+        if args.ray_address is not None:
+            raise UsageError("--ray-address: only with --launcher ray")
+        yield None
+        return
+    from tuner.ray_launch import ray_cluster
+
+    with ray_cluster(args.ray_address, storage, processes_per_trial) as cluster:
+        yield cluster
+
+
+def _default_workers(args: argparse.Namespace, ray: RayCluster | None, processes_per_trial: int) -> int:
+    """``--workers``, else one per GPU, or per group of processes_per_trial GPUs (on this machine, or on the Ray
+    cluster, where a CPU-only cluster counts its CPUs)."""
+    from tuner.runner import visible_gpus
+
+    if args.workers:
+        return int(args.workers)
+    if ray is not None:
+        return ray.default_workers(processes_per_trial)
+    return max(1, len(visible_gpus()) // processes_per_trial)
 
 
 def _storage_errors_as_input(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
@@ -147,7 +189,7 @@ def _cell(value: object) -> str:
 
 
 def command_run(args: argparse.Namespace) -> int:
-    from tuner.runner import run_study, visible_gpus
+    from tuner.runner import run_study
     from tuner.study_config import load_study_spec
 
     spec = load_study_spec(args.study, args.storage)
@@ -156,13 +198,13 @@ def command_run(args: argparse.Namespace) -> int:
             raise UsageError(f"{flag}: must be >= 1, got {value}")
     if args.timeout is not None and not (math.isfinite(args.timeout) and args.timeout > 0):
         raise UsageError(f"--timeout: must be > 0 seconds, got {args.timeout:g}")
-    # By default one worker per GPU, or per group of processes_per_trial GPUs.
-    workers = args.workers or max(1, len(visible_gpus()) // spec.processes_per_trial)
     n_trials = args.n_trials if args.n_trials is not None else spec.n_trials
     timeout = args.timeout if args.timeout is not None else spec.timeout
     if n_trials is None and timeout is None:
         raise UsageError("n_trials: the study needs n_trials or timeout (in the file or as flags)")
-    return run_study(spec, n_trials, timeout, workers, allow_changes=args.allow_changes)
+    with _launcher(args, spec.storage, spec.processes_per_trial) as ray:
+        workers = _default_workers(args, ray, spec.processes_per_trial)
+        return run_study(spec, n_trials, timeout, workers, allow_changes=args.allow_changes, ray=ray)
 
 
 def command_list(args: argparse.Namespace) -> int:
@@ -206,7 +248,7 @@ def command_validate(args: argparse.Namespace) -> int:
     from optuna.trial import TrialState
 
     from tuner.database import open_storage
-    from tuner.runner import run_study, visible_gpus
+    from tuner.runner import run_study
     from tuner.study_definition import stored_spec
     from tuner.validation import load_validation, queue_runs, validation_results, validation_spec
     from tuner.worker import open_study
@@ -219,13 +261,14 @@ def command_validate(args: argparse.Namespace) -> int:
     spec = validation_spec(stored_spec(study, url))
     if not study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
         raise UsageError(f"study {args.name!r} has no completed trial to validate")
-    validation, _ = open_study(spec, heartbeat=False, allow_changes=True)  # derived from the study: follows it
-    queued = queue_runs(study, validation, args.top_k, args.seeds)
-    if queued:
-        print(f"queued {len(queued)} validation runs of trial(s) "
-              f"{', '.join(sorted({str(number) for number, _ in queued}, key=int))}", file=sys.stderr)
-    workers = args.workers or max(1, len(visible_gpus()) // spec.processes_per_trial)
-    status = run_study(spec, None, None, workers, stored=True)
+    with _launcher(args, url, spec.processes_per_trial) as ray:  # first: a launcher that cannot run queues nothing
+        validation, _ = open_study(spec, heartbeat=False, allow_changes=True)  # derived from the study: follows it
+        queued = queue_runs(study, validation, args.top_k, args.seeds)
+        if queued:
+            print(f"queued {len(queued)} validation runs of trial(s) "
+                  f"{', '.join(sorted({str(number) for number, _ in queued}, key=int))}", file=sys.stderr)
+        status = run_study(spec, None, None, _default_workers(args, ray, spec.processes_per_trial), stored=True,
+                           ray=ray)
     results = validation_results(study, load_validation(args.name, url))
     if args.format == "json":
         print(json.dumps([result.to_dict() for result in results], indent=2))

@@ -15,33 +15,51 @@ import threading
 from collections.abc import Callable, Iterator
 
 import optuna
+from optuna.storages import BaseStorage
 
 from ppo_core.config_io import build_config
 from ppo_core.errors import first_line
 from tuner.attrs import CONFIG_ATTR, FAIL_REASON_ATTR, VALIDATES_ATTR, retry_user_attrs
+from tuner.database import RetryStaleTrial
 from tuner.search_space import suggest_params
 from tuner.seed_policy import race_seed
 from tuner.study_config import StudySpec
 from tuner.study_target import target_problem
 from tuner.trial_launch import run_trial_process
-from tuner.trial_protocol import TrialJob
+from tuner.trial_protocol import Outcome, TrialJob
 
 INTERRUPTED = "interrupted (Ctrl-C); queued again for the resumed study"
 NOTHING_QUEUED = "not run: the queue was empty"
+LOST_RETRIES = 2
+"""Times a trial lost to something outside it (under ``--launcher ray``: its process killed, its node or Ray worker
+gone) is queued again, in a chain of retries: a preempted node may be preempted again, a trial the kernel's OOM
+killer ends every time should not run forever."""
+
+Launch = Callable[[TrialJob, int, float | None, BaseStorage], tuple[Outcome, bool]]
+"""Runs a trial's process(es) and returns how the trial ended, and whether it was lost to something outside it (a
+reason to run it again): ``tuner.ray_launch.ray_launcher``'s. The default runs it on this machine."""
+
+
+def _launch_locally(job: TrialJob, processes: int, timeout: float | None,
+                    storage: BaseStorage) -> tuple[Outcome, bool]:
+    # A killed local trial is not retried: on its own machine, what killed it (the OOM killer, a user) would again.
+    return run_trial_process(job, processes, timeout, storage), False
 
 
 class TrialFailed(RuntimeError):
     """The trial's process failed, crashed, was killed or ran past trial_timeout; the message says which."""
 
 
-def make_objective(spec: StudySpec, threads: int | None = None,
-                   queue_only: bool = False) -> Callable[[optuna.Trial], float | list[float]]:
+def make_objective(spec: StudySpec, threads: int | None = None, queue_only: bool = False,
+                   launch: Launch | None = None) -> Callable[[optuna.Trial], float | list[float]]:
     """The function ``study.optimize`` calls: it chooses the trial's config, runs the trial in its own process(es)
     with ``threads`` CPU threads between them, and returns the objective value(s), raises ``optuna.TrialPruned``,
-    or raises :class:`TrialFailed` with the reason also recorded on the trial.
+    or raises :class:`TrialFailed` with the reason also recorded on the trial. ``launch`` runs the trial's process(es):
+    on this machine by default, as Ray tasks under ``--launcher ray``.
 
     With ``queue_only`` (a validation study) only queued runs are run: a trial Optuna created because another
     worker took the last queued one stops the study and is pruned, untrained."""
+    launch = launch or _launch_locally
     processes = spec.processes_per_trial
     threads_per_process = max(1, threads // processes) if threads else None
 
@@ -64,7 +82,7 @@ def make_objective(spec: StudySpec, threads: int | None = None,
                 if problem is not None:
                     raise _failed(trial, f"target {spec.target}: {problem}")
             job = TrialJob(spec.storage, spec.name, trial._trial_id, os.getpid(), threads_per_process)
-            outcome = run_trial_process(job, processes, spec.trial_timeout, trial.storage)
+            outcome, lost = launch(job, processes, spec.trial_timeout, trial.storage)
         except KeyboardInterrupt:
             with _second_ctrl_c_ignored():
                 trial.set_user_attr(FAIL_REASON_ATTR, INTERRUPTED)
@@ -74,7 +92,10 @@ def make_objective(spec: StudySpec, threads: int | None = None,
         if outcome.state == "pruned":
             raise optuna.TrialPruned(outcome.reason)
         if outcome.state == "fail":
-            raise _failed(trial, outcome.reason)
+            failed = _failed(trial, outcome.reason)
+            if lost:  # queued again as a heartbeat-less worker's trial is, carrying what says what to run
+                RetryStaleTrial(LOST_RETRIES)(trial.study, trial.storage.get_trial(trial._trial_id))
+            raise failed
         return outcome.values[0] if len(outcome.values) == 1 else list(outcome.values)
 
     return objective

@@ -9,6 +9,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import optuna
 from optuna.storages import fail_stale_trials
@@ -26,6 +27,9 @@ from tuner.study_config import StudyConfigError, StudySpec
 from tuner.trial_launch import describe_exit
 from tuner.trial_records import create_tables
 from tuner.worker import FINISHED, open_study
+
+if TYPE_CHECKING:  # only --launcher ray makes one
+    from tuner.ray_launch import RayCluster
 
 POLL_SECONDS = 1.0
 
@@ -71,15 +75,24 @@ def gpu_groups(gpus: Sequence[str], workers: int, processes_per_trial: int) -> l
 
 
 def worker_commands(spec: StudySpec, n_trials: int | None, timeout: float | None, workers: int,
-                    stored: bool = False) -> list[tuple[list[str], dict[str, str]]]:
+                    stored: bool = False, ray: RayCluster | None = None) -> list[tuple[list[str], dict[str, str]]]:
     """The command line and environment of each worker: its GPUs, or its share of the CPU threads. ``stored``:
-    the workers read the study's stored definition instead of a study file (a validation study has none)."""
-    groups = gpu_groups(visible_gpus(), workers, spec.processes_per_trial)
-    threads = max(1, (os.cpu_count() or 1) // workers)
+    the workers read the study's stored definition instead of a study file (a validation study has none). With
+    ``ray`` the workers run their trials on that cluster, which gives each its GPUs; the threads are a share of the
+    cluster's CPUs."""
+    if ray is not None:
+        ray_threads = ray.threads_per_process(workers, spec.processes_per_trial)
+        groups: list[list[str]] = [[] for _ in range(workers)]
+        threads = ray_threads * spec.processes_per_trial if ray_threads else None
+    else:
+        groups = gpu_groups(visible_gpus(), workers, spec.processes_per_trial)
+        threads = max(1, (os.cpu_count() or 1) // workers)
     commands = []
     for index, gpus in enumerate(groups):
         command = [sys.executable, "-m", "tuner.worker", spec.name if stored else str(spec.path),
                    "--storage", spec.storage, "--worker-index", str(index), *(["--stored"] if stored else [])]
+        if ray is not None:
+            command += ["--ray-address", ray.address]
         if n_trials is not None:
             command += ["--n-trials", str(n_trials)]
         if timeout is not None:
@@ -87,7 +100,7 @@ def worker_commands(spec: StudySpec, n_trials: int | None, timeout: float | None
         env = dict(os.environ)
         if gpus:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
-        else:
+        elif threads is not None:
             command += ["--threads", str(threads)]
         commands.append((command, env))
     return commands
@@ -129,11 +142,13 @@ def recover_dead_trials(study: optuna.Study, heartbeat_interval: int, console: C
 
 
 def run_study(spec: StudySpec, n_trials: int | None, timeout: float | None, workers: int,
-              console: Console | None = None, allow_changes: bool = False, stored: bool = False) -> int:
+              console: Console | None = None, allow_changes: bool = False, stored: bool = False,
+              ray: RayCluster | None = None) -> int:
     """Create or resume the study, run ``workers`` processes, and return an exit status (130 on Ctrl-C, 143 on
-    SIGTERM: either stops every worker and its trial, and queues the running trials again)."""
+    SIGTERM: either stops every worker and its trial, and queues the running trials again). With ``ray`` the
+    workers run their trials as tasks on that cluster (``tuner.ray_launch``)."""
     console = console or Console(stderr=True)
-    commands = worker_commands(spec, n_trials, timeout, workers, stored)  # first: too few GPUs creates no study
+    commands = worker_commands(spec, n_trials, timeout, workers, stored, ray)  # first: too few GPUs creates no study
     study, messages = open_study(spec, allow_changes=allow_changes)
     for message in messages:
         console.print(message, soft_wrap=True, markup=False)

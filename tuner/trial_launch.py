@@ -91,9 +91,9 @@ class _Forked:
 
 
 class _Launched:
-    def __init__(self, command: list[str]) -> None:
+    def __init__(self, command: list[str], cwd: str | None = None, env: dict[str, str] | None = None) -> None:
         # A session of its own: the worker's Ctrl-C does not reach it, and one killpg ends it.
-        self.popen = subprocess.Popen(command, start_new_session=True)
+        self.popen = subprocess.Popen(command, start_new_session=True, cwd=cwd, env=env)
         self.pid = self.popen.pid
 
     def wait(self, timeout: float | None) -> int | None:
@@ -117,6 +117,13 @@ def start_trial_process(job: TrialJob, processes: int) -> TrialProcess:
     if processes == 1 and fork_server_available():
         return _Forked(job)
     return _Launched(trial_command(job, processes))
+
+
+def launch_trial_command(job: TrialJob, processes: int, cwd: str | None = None,
+                         env: dict[str, str] | None = None) -> TrialProcess:
+    """``job`` as a fresh ``python -m`` process (or under accelerate launch), in a session of its own, with ``cwd``
+    and ``env``: how a process with no fork server runs a trial (a Ray task, ``tuner.ray_task``)."""
+    return _Launched(trial_command(job, processes), cwd, env)
 
 
 def kill_process_group(process: TrialProcess) -> None:
@@ -147,14 +154,26 @@ def run_trial_process(job: TrialJob, processes: int, timeout: float | None, stor
     The outcome the process recorded wins; without one, the timeout, the signal or the exit status says why.
     A KeyboardInterrupt while waiting kills the trial's processes first, then goes on up.
     """
-    process = start_trial_process(job, processes)
+    returncode = wait_or_kill(start_trial_process(job, processes), timeout)
+    return ended_outcome(storage, job.trial_id, returncode, timeout)
+
+
+def wait_or_kill(process: TrialProcess, timeout: float | None) -> int | None:
+    """The trial process's exit status, or None when it ran past ``timeout`` and was killed. A KeyboardInterrupt
+    while waiting kills the trial's processes first, then goes on up."""
     returncode = None
     try:
         returncode = process.wait(timeout)
     finally:
         if returncode is None:  # past trial_timeout, or interrupted
             kill_process_group(process)
-    outcome = read_outcome(storage, job.trial_id)
+    return returncode
+
+
+def ended_outcome(storage: BaseStorage, trial_id: int, returncode: int | None, timeout: float | None) -> Outcome:
+    """How the trial ended: the outcome its process recorded, else why it recorded none (the timeout, the signal or
+    the exit status)."""
+    outcome = read_outcome(storage, trial_id)
     if outcome is not None:
         return outcome
     if returncode is None:

@@ -21,7 +21,7 @@ from tuner.attrs import KL_GUARD_ATTR, OBJECTIVES_ATTR, VALIDATION_OF_ATTR
 from tuner.database import StorageError, create_engine, open_read_only_storage, open_storage, sqlite_path
 from tuner.factory import make_pruner, make_sampler
 from tuner.failure_streak import failure_streak
-from tuner.objective import make_objective
+from tuner.objective import Launch, make_objective
 from tuner.seed_policy import Racing
 from tuner.study_config import StudySpec, load_study_spec
 from tuner.study_definition import check_definition, check_ours, stored_spec
@@ -116,11 +116,12 @@ def finished_count(study: optuna.Study) -> int:
 
 def run_worker(
     spec: StudySpec, n_trials: int | None, timeout: float | None, threads: int | None, worker_index: int = 0,
-    allow_changes: bool = False,
+    allow_changes: bool = False, ray_address: str | None = None,
 ) -> None:
     """Run trials of ``spec`` until ``n_trials`` are finished study-wide or ``timeout``, each in its own process(es)
     with ``threads`` CPU threads between them (several workers share the cores; oversubscribed BLAS threads slow
-    tiny models down tenfold)."""
+    tiny models down tenfold). With ``ray_address`` each trial's process runs as a task on that Ray cluster
+    (``tuner.ray_launch``) instead of on this machine."""
     study, _ = open_study(spec, worker_index=worker_index, allow_changes=allow_changes)
     create_tables(create_engine(spec.storage))
     queue_only = VALIDATION_OF_ATTR in study.user_attrs
@@ -128,12 +129,17 @@ def run_worker(
         return
     if n_trials is not None and finished_count(study) >= n_trials:
         return
-    if spec.processes_per_trial == 1:
+    launch: Launch | None = None
+    if ray_address is not None:
+        from tuner.ray_launch import connect, ray_launcher  # Ray is an extra: imported only when asked for
+
+        launch = ray_launcher(with_gpus=connect(ray_address).gpus > 0)
+    elif spec.processes_per_trial == 1:
         start_fork_server()  # now, so that its imports overlap with the first trial's sampling
     stopper = StopWhenTargetReached(n_trials, max_failures=max(5, n_trials or 0), queue_only=queue_only)
     # Racing queues before the stopper counts, so a leader's next seed is waiting when the next trial is asked for.
     racing = Racing(spec.seed_policy, int(spec.base.get("seed", PPOConfig.seed))) if not queue_only else None
-    study.optimize(make_objective(spec, threads, queue_only), timeout=timeout, catch=(Exception,),
+    study.optimize(make_objective(spec, threads, queue_only, launch), timeout=timeout, catch=(Exception,),
                    callbacks=[*([racing] if racing else []), stopper])
 
 
@@ -149,6 +155,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--worker-index", type=int, default=0, help="Offsets the sampler seed per worker.")
     parser.add_argument("--allow-changes", action="store_true",
                         help="Resume even if the study file changed what the study runs or how it judges trials.")
+    parser.add_argument("--ray-address", default=None,
+                        help="Run each trial as a task on the Ray cluster at this address (run --launcher ray).")
     args = parser.parse_args(argv)
     quiet_hugging_face()
     sigterm_as_interrupt()  # a scheduler that signals every process of the job: end the trial as Ctrl-C does
@@ -161,7 +169,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.allow_changes:
             open_study(spec, heartbeat=False, allow_changes=True)
         run_worker(spec, args.n_trials if args.n_trials is not None else spec.n_trials,
-                   args.timeout if args.timeout is not None else spec.timeout, args.threads, args.worker_index)
+                   args.timeout if args.timeout is not None else spec.timeout, args.threads, args.worker_index,
+                   ray_address=args.ray_address)
     except InputError as error:  # a study file that is wrong, or no longer the study's own
         print(f"python -m tuner.worker: error: {error}", file=sys.stderr)
         return 2
