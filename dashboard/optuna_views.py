@@ -7,7 +7,7 @@ the page to show, never an exception.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import optuna
@@ -58,6 +58,19 @@ def _target(study: optuna.Study, objective: int) -> dict[str, Any]:
     if len(study.directions) == 1:
         return {"target_name": name}
     return {"target": lambda trial: trial.values[objective], "target_name": name}
+
+
+def mark_selected(drawn: go.Figure, study: optuna.Study, selected: Sequence[int], objective: int = 0) -> go.Figure:
+    """The selected trials ringed on an optimization history, as every other page highlights them."""
+    values = {t.number: t.values[objective] for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+              if t.values}
+    chosen = [n for n in selected if n in values]
+    if chosen:
+        drawn.add_trace(go.Scatter(
+            x=chosen, y=[values[n] for n in chosen], mode="markers", name="selected trials", meta={"role": "selected"},
+            marker={"size": 14, "symbol": "circle-open", "line": {"width": 2.5, "color": "#111111"}},
+            hovertemplate="selected trial #%{x}: %{y:.4g}<extra></extra>"))
+    return drawn
 
 
 def figure(study: optuna.Study, view: str, objective: int = 0) -> go.Figure:

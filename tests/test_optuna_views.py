@@ -4,6 +4,7 @@ the dashboard's colours."""
 from __future__ import annotations
 
 import optuna
+import pytest
 from optuna.distributions import FloatDistribution
 from optuna.trial import TrialState, create_trial
 
@@ -29,3 +30,18 @@ def test_optuna_views_name_the_objective_metric_on_their_axes() -> None:
                                      distributions={"x": FloatDistribution(0, 1), "y": FloatDistribution(0, 1)}))
     assert figure(study, "Optimization history").layout.yaxis.title.text == "eval/gold_score"
     assert "Objective Value" not in figure(study, "Slice").to_json()
+
+
+def test_the_selected_trials_are_ringed_on_the_optimization_history() -> None:
+    # Issue 28, point 9: selected trials were not highlighted in Optuna's views.
+    from dashboard.optuna_views import mark_selected
+
+    study = optuna.create_study()
+    for i in range(4):
+        study.add_trial(create_trial(state=TrialState.COMPLETE, value=0.1 * i, params={"x": 0.1 * i},
+                                     distributions={"x": FloatDistribution(0, 1)}))
+    drawn = mark_selected(figure(study, "Optimization history"), study, [1, 3, 99])
+    (ring,) = [t for t in drawn.data if isinstance(t.meta, dict) and t.meta.get("role") == "selected"]
+    assert list(ring.x) == [1, 3] and list(ring.y) == pytest.approx([0.1, 0.3])
+    assert not [t for t in mark_selected(figure(study, "Optimization history"), study, []).data
+                if isinstance(t.meta, dict)]

@@ -6,17 +6,22 @@ import plotly.io as pio
 import streamlit as st
 
 from dashboard import session, url_state
-from dashboard.optuna_views import NotDrawable, available_views, figure
+from dashboard.optuna_views import NotDrawable, available_views, figure, mark_selected
 from dashboard.ui import PageContext, keep_valid, picked, run_page
 
 
 @st.cache_data(ttl=session.TTL_S, max_entries=32, show_spinner="Drawing…")
-def _figure_json(url: str, name: str, token: str, view: str, objective: int) -> tuple[str, str]:
+def _figure_json(url: str, name: str, token: str, view: str, objective: int,
+                 selected: tuple[int, ...]) -> tuple[str, str]:
     """(figure JSON, "") or ("", why it cannot be drawn). Cached: importances fit a forest on every call."""
+    study = session.reader(url, name).current().study
     try:
-        return figure(session.reader(url, name).current().study, view, objective).to_json(), ""
+        drawn = figure(study, view, objective)
     except NotDrawable as reason:
         return "", str(reason)
+    if view == "Optimization history":
+        drawn = mark_selected(drawn, study, selected, objective)
+    return drawn.to_json(), ""
 
 
 def render(context: PageContext) -> None:
@@ -31,7 +36,8 @@ def render(context: PageContext) -> None:
         objective = picked(st.radio("Objective", range(len(view.directions)), horizontal=True,
                                     key="analysis_objective",
                                     format_func=lambda i: f"{view.objective_names[i]} ({view.directions[i]})"), 0)
-    drawn, reason = _figure_json(context.ref.url, context.ref.name, context.token, chosen, objective)
+    drawn, reason = _figure_json(context.ref.url, context.ref.name, context.token, chosen, objective,
+                                 tuple(sorted(context.selected)))
     if reason:
         st.info(reason)
     else:
