@@ -250,3 +250,18 @@ def test_curve_table_quick_keeps_every_evaluation_and_resumes(tmp_path: Path) ->
     again = subprocess.run(command, cwd=REPO, capture_output=True, text=True, check=False)
     assert again.returncode == 0 and "0 runs to go" in again.stderr, again.stderr[-3000:]
     assert len(out.read_text().splitlines()) == 2
+
+
+# --------------------------------------------------------------------------------------------------- ray_overhead
+
+
+def test_ray_overhead_quick_reports_every_figure(tmp_path: Path) -> None:
+    # A real local Ray cluster started by the command itself (the ray extra is part of the test install).
+    result, _ = run_quick("ray_overhead", tmp_path / "ray.json")
+    assert set(result["launchers"]) == {"local", "ray"}
+    common = ["trials", "workers", "wall_s", "trials_per_min", "overhead_s_mean", "overhead_s_median",
+              "trained_s_mean"]
+    assert_finite(result["launchers"]["local"], common, "local launcher")
+    assert_finite(result["launchers"]["ray"], [*common, "connect_s", "dispatch_s_mean", "dispatch_s_median"],
+                  "ray launcher")
+    assert_finite(result, ["ray_minus_local_overhead_s", "ray_over_local_throughput"], "ray_overhead")
