@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ppo_core.config import PPOConfig
+from tuner.exports._common import rollout_batch
 
 Difference = Callable[[PPOConfig], str | None]
 
@@ -99,7 +100,7 @@ def biased_whitening(trainer: str, estimators: tuple[str, ...]) -> Difference:
     def differs(c: PPOConfig) -> str | None:
         if c.advantage_estimator not in estimators:
             return None
-        batch = c.per_device_train_batch_size * c.gradient_accumulation_steps
+        batch = rollout_batch(c)
         return (f"advantage_estimator={c.advantage_estimator}: {trainer} whitens with the variance over the n tokens "
                 f"(not n - 1), so its advantages are sqrt(n / (n - 1)) times ppo-tune's: less than "
                 f"{100 * (((batch / (batch - 1)) ** 0.5) - 1) if batch > 1 else 0.0:.2g}% larger, n being at least "
