@@ -10,6 +10,12 @@ range; a categorical's coordinate is its choice, and two choices differ by 1 or 
 so a point under ``kl_control: fixed`` (with ``kl_coef``) lies at least sqrt(3) from one under ``adaptive`` (with
 ``kl_target``): the mode, the coefficient and the target each cost 1.
 
+With the study's ``base``, the index adds one derived coordinate, the step mass (:func:`step_mass`: the log of the
+policy's learning rate summed over the run's optimizer steps), scaled to [0, 1] over the table's rows. With
+``weights`` (one per coordinate, the step mass last; ``benchmarks.replay_metric`` fits them) the distance is
+
+    d_w(p, q) = sqrt( sum_i w_i c_i^2 )
+
 Example::
 
     index = TableIndex(space, [config.params for config in configs])
@@ -24,7 +30,11 @@ from typing import Any
 
 import numpy as np
 
-from tuner.search_space import ParamSpec
+from ppo_core.config import settable_fields
+from tuner.search_space import ParamSpec, config_values
+
+STEP_MASS = "step_mass"
+"""The derived coordinate's name, as weights and reports call it."""
 
 
 def coordinate(spec: ParamSpec, value: Any) -> float:
@@ -52,28 +62,63 @@ def point_distance(space: Mapping[str, ParamSpec], p: Mapping[str, Any], q: Mapp
     return math.sqrt(total)
 
 
+def step_mass(point: Mapping[str, Any], base: Mapping[str, Any]) -> float:
+    """log10 of the policy's learning rate summed over a run's optimizer steps, with the point's config fields over
+    the base's over PPOConfig's defaults (``tuner.search_space.config_values``, as a trial gets them):
+
+        step_mass = log10( lr * ceil(E / R) * K * N ),   R = per_device_train_batch_size * gradient_accumulation_steps
+
+    E total_episodes, R the rollout, K num_ppo_epochs, N num_mini_batches: ceil(E / R) updates (the trainer's count)
+    of K * N steps each. How
+    far a run moves the policy depends on this product more than on any one factor in it.
+    """
+    fields: dict[str, Any] = {name: field.default for name, field in settable_fields().items()}
+    fields |= dict(base) | config_values(point, base)
+    rollout = fields["per_device_train_batch_size"] * fields["gradient_accumulation_steps"]
+    steps = math.ceil(fields["total_episodes"] / rollout) * fields["num_ppo_epochs"] * fields["num_mini_batches"]
+    return math.log10(fields["learning_rate"] * steps)
+
+
 class TableIndex:
     """The table's points as a matrix of coordinates (NaN where a parameter is not in force), for the distances from
-    one proposal to every row at once."""
+    one proposal to every row at once; with ``base``, the step mass as a last coordinate; with ``weights``, d_w."""
 
-    def __init__(self, space: Mapping[str, ParamSpec], points: Sequence[Mapping[str, Any]]) -> None:
+    def __init__(self, space: Mapping[str, ParamSpec], points: Sequence[Mapping[str, Any]],
+                 base: Mapping[str, Any] | None = None, weights: Sequence[float] | np.ndarray | None = None) -> None:
         self.space = dict(space)
-        self.categorical = np.array([spec.type == "categorical" for spec in self.space.values()])
-        self.matrix = np.stack([self.vector(point) for point in points]) if points else np.zeros((0, len(space)))
+        self.base = None if base is None else dict(base)
+        self.mass_range = (0.0, 1.0)
+        if self.base is not None and points:
+            masses = [step_mass(point, self.base) for point in points]
+            self.mass_range = (min(masses), max(masses) - min(masses) or 1.0)
+        self.names = [*self.space, *([STEP_MASS] if self.base is not None else [])]
+        self.categorical = np.array([spec.type == "categorical" for spec in self.space.values()]
+                                    + [False] * (self.base is not None))
+        self.weights = np.ones(len(self.names)) if weights is None else np.asarray(weights, dtype=float)
+        if self.weights.shape != (len(self.names),):
+            raise ValueError(f"weights: expected {len(self.names)} ({', '.join(self.names)}), got {len(self.weights)}")
+        self.matrix = np.stack([self.vector(point) for point in points]) if points else np.zeros((0, len(self.names)))
 
     def vector(self, point: Mapping[str, Any]) -> np.ndarray:
-        return np.array([coordinate(spec, point[name]) if name in point else math.nan
-                         for name, spec in self.space.items()])
+        coordinates = [coordinate(spec, point[name]) if name in point else math.nan
+                       for name, spec in self.space.items()]
+        if self.base is not None:
+            low, span = self.mass_range
+            coordinates.append((step_mass(point, self.base) - low) / span)
+        return np.array(coordinates)
 
-    def distances(self, point: Mapping[str, Any]) -> np.ndarray:
-        """d(point, row) for every row (see :func:`point_distance`)."""
+    def costs(self, point: Mapping[str, Any]) -> np.ndarray:
+        """c_i^2 of the module docstring for every row (rows x coordinates), unweighted."""
         p = self.vector(point)
         here, there = ~np.isnan(p), ~np.isnan(self.matrix)
         both = here & there
         with np.errstate(invalid="ignore"):  # NaN coordinates of parameters not in force; masked out below
             gap = np.where(self.categorical, (self.matrix != p).astype(float), (self.matrix - p) ** 2)
-        cost = np.where(both, gap, (here != there).astype(float))
-        return np.asarray(np.sqrt(cost.sum(axis=1)))
+        return np.asarray(np.where(both, gap, (here != there).astype(float)))
+
+    def distances(self, point: Mapping[str, Any]) -> np.ndarray:
+        """d_w(point, row) for every row (d of :func:`point_distance` with unit weights and no base)."""
+        return np.asarray(np.sqrt(self.costs(point) @ self.weights))
 
     def nearest(self, point: Mapping[str, Any], count: int = 1) -> tuple[list[int], list[float]]:
         """The rows of the ``count`` nearest points, nearest first (the earlier row on a tie), and their distances."""

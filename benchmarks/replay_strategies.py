@@ -64,6 +64,8 @@ BASE = (
     Strategy("sha_tpe", "tpe", "sha", guard=True),
     Strategy("hyperband_random", "random", "hyperband", guard=True),
     Strategy("hyperband_tpe", "tpe", "hyperband", guard=True),
+    Strategy("hyperband_tpe_multivariate", "tpe_multivariate", "hyperband", guard=True),
+    Strategy("hyperband_gp", "gp", "hyperband", guard=True),
     Strategy("racing", "tpe", "median", guard=True, seeds="racing", warm_starts=True),
 )
 STRATEGIES: dict[str, Strategy] = {s.name: s for base in BASE for s in (base, base.guard_flipped())}

@@ -7,8 +7,9 @@ over many repeats, without training.
 
 Each strategy (``benchmarks.replay_strategies``: a sampler, a pruner, a seed policy, warm starts and the KL guard)
 runs ``--repeats`` in-memory Optuna studies over ``studies/quickstart.yaml``'s space, sampler seed ``--seed`` +
-repeat; every proposal is mapped to the table's nearest configuration and replayed on one of its runs
-(``benchmarks.replay_study``) until the repeat's budget of PPO updates is spent (default: 20 runs of the table's mean
+repeat; every proposal is mapped to the table's nearest configuration (``--mapping fitted``, the default: with the
+step mass as a coordinate and weights fitted to the table, ``benchmarks.replay_metric``; ``uniform``: every searched
+parameter alike) and replayed on one of its runs (``benchmarks.replay_study``) until the repeat's budget of PPO updates is spent (default: 20 runs of the table's mean
 length). Each repeat is judged by TRUE quality, a configuration's mean over every table seed
 (``benchmarks.replay_measures``): the updates spent when the winner first reached 95% of the best TRUE value, and the
 final regret. How faithful the mapping is (how far proposals land from a table row, and whether the nearest and the
@@ -23,6 +24,7 @@ import argparse
 import dataclasses
 import functools
 import json
+import math
 import multiprocessing
 import statistics
 import sys
@@ -31,11 +33,14 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from benchmarks.curve_table import QUICKSTART, TABLE
 from benchmarks.machine import code_commit
 from benchmarks.quick import RESULTS, add_quick_argument, results_path
-from benchmarks.replay_mapping import TableIndex, point_distance, rank_correlation
+from benchmarks.replay_mapping import TableIndex, rank_correlation
 from benchmarks.replay_measures import TARGET_FRACTION, RepeatResult, judge, quartiles, summarise
+from benchmarks.replay_metric import fit_weights, held_out_rank_correlation, nearest_rank_correlation, pair_costs
 from benchmarks.replay_strategies import DEFAULT_STRATEGY, QUICK_STRATEGIES, STRATEGIES, Fidelity
 from benchmarks.replay_study import Context, RepeatLog, run_repeat
 from benchmarks.replay_table import Table, best_true, load_table
@@ -62,8 +67,18 @@ def default_budget(table: Table, runs: int) -> int:
     return round(runs * statistics.fmean(lengths))
 
 
+MAPPINGS = ("fitted", "uniform")
+"""``fitted``: the step mass as a coordinate and weights fitted to the table (``benchmarks.replay_metric``);
+``uniform``: the searched parameters alone, each weighing 1."""
+
+
+def finite_rows(table: Table, ids: tuple[int, ...]) -> list[int]:
+    """The index rows whose configuration has a TRUE value (none diverged before evaluating)."""
+    return [row for row, config_id in enumerate(ids) if not math.isnan(table.configs[config_id].true_value)]
+
+
 @functools.lru_cache(maxsize=2)
-def loaded(table_path: Path, rows: int | None = None) -> Context:
+def loaded(table_path: Path, rows: int | None = None, mapping: str = "fitted") -> Context:
     """The study file, the table and its index, with no budget yet: built once per process."""
     from tuner.study_config import load_study_spec
 
@@ -72,40 +87,59 @@ def loaded(table_path: Path, rows: int | None = None) -> Context:
     if not table.configs:
         raise SystemExit(f"{table_path}: no configuration with a run on every table seed")
     ids = tuple(table.configs)
-    index = TableIndex(spec.search_space, [table.configs[config_id].params for config_id in ids])
-    return Context(spec, table, index, ids, 0, fidelity(table))
+    points = [table.configs[config_id].params for config_id in ids]
+    if mapping == "uniform":
+        return Context(spec, table, TableIndex(spec.search_space, points), ids, 0, fidelity(table))
+    unit = TableIndex(spec.search_space, points, spec.base)
+    finite = finite_rows(table, ids)
+    values = np.array([table.configs[ids[row]].true_value for row in finite])
+    weights = fit_weights(pair_costs(unit)[np.ix_(finite, finite)], values)
+    return Context(spec, table, TableIndex(spec.search_space, points, spec.base, weights), ids, 0, fidelity(table))
 
 
-def context(table_path: Path, rows: int | None, budget: int) -> Context:
-    return dataclasses.replace(loaded(table_path, rows), budget=budget)
+def context(table_path: Path, rows: int | None, budget: int, mapping: str) -> Context:
+    return dataclasses.replace(loaded(table_path, rows, mapping), budget=budget)
 
 
-def one_repeat(job: tuple[Path, int | None, int, str, int, int]) -> tuple[str, int, RepeatLog, float]:
-    table_path, rows, budget, name, sampler_seed, repeat = job
+def one_repeat(job: tuple[Path, int | None, int, str, str, int, int]) -> tuple[str, int, RepeatLog, float]:
+    table_path, rows, budget, mapping, name, sampler_seed, repeat = job
     started = time.perf_counter()
-    log = run_repeat(STRATEGIES[name], context(table_path, rows, budget), sampler_seed, repeat)
+    log = run_repeat(STRATEGIES[name], context(table_path, rows, budget, mapping), sampler_seed, repeat)
     return name, repeat, log, time.perf_counter() - started
 
 
-def mapping_fidelity(logs: list[RepeatLog], table: Table, space: dict[str, Any]) -> dict[str, Any]:
-    """How far proposals land from their nearest row, against how far the table's rows lie from each other; and the
+def mapping_fidelity(logs: list[RepeatLog], ctx: Context, mapping: str) -> dict[str, Any]:
+    """How far proposals land from their nearest row, against how far the table's rows lie from each other; the
     rank correlation of the nearest and second-nearest rows' TRUE values over the proposals (1: the second-nearest
-    would have ranked the proposal alike)."""
+    would have ranked the proposal alike); and how well a row's nearest other row predicts its TRUE value, leave one
+    out and held out (``benchmarks.replay_metric``), under this mapping's weights and under uniform ones."""
+    table, space, index = ctx.table, ctx.spec.search_space, ctx.index
     distances = [distance for log in logs for distance, _, _ in log.proposals]
     pairs = [(table.configs[a].true_value, table.configs[b].true_value) for log in logs for _, a, b in log.proposals]
     pairs = [(a, b) for a, b in pairs if a == a and b == b]
-    configs = list(table.configs.values())
-    spacing = [min((point_distance(space, c.params, o.params) for o in configs if o is not c), default=0.0)
-               for c in configs]
+    every = pair_costs(index)
+    apart = np.sqrt(every @ index.weights)
+    np.fill_diagonal(apart, np.inf)
+    spacing = apart.min(axis=1).tolist() if len(apart) > 1 else [0.0]
     q1, median, q3 = quartiles(distances)
-    return {"proposals": len(distances), "median_distance": median, "distance_iqr": [q1, q3],
+    finite = finite_rows(table, ctx.rows)
+    values = np.array([table.configs[ctx.rows[row]].true_value for row in finite])
+    costs = every[np.ix_(finite, finite)]
+    uniform = pair_costs(TableIndex(space, [table.configs[config_id].params for config_id in ctx.rows]))
+    rows = list(range(len(finite)))
+    return {"mapping": mapping, "weights": dict(zip(index.names, index.weights.tolist(), strict=True)),
+            "loo_rank_correlation": nearest_rank_correlation(costs, values, index.weights, rows, rows),
+            "uniform_loo_rank_correlation": nearest_rank_correlation(
+                uniform[np.ix_(finite, finite)], values, np.ones(len(space)), rows, rows),
+            "held_out_rank_correlation": held_out_rank_correlation(costs, values) if mapping == "fitted" else None,
+            "proposals": len(distances), "median_distance": median, "distance_iqr": [q1, q3],
             "table_spacing_median": quartiles(spacing)[1],
             "nearest_second_rank_correlation": rank_correlation([a for a, _ in pairs], [b for _, b in pairs]),
             "distinct_rows_hit": len({a for log in logs for _, a, _ in log.proposals})}
 
 
 def run_all(args: argparse.Namespace, names: list[str]) -> tuple[dict[str, list[RepeatLog]], dict[str, float]]:
-    jobs = [(args.table.resolve(), args.table_rows, args.budget_updates, name, args.seed + repeat, repeat)
+    jobs = [(args.table.resolve(), args.table_rows, args.budget_updates, args.mapping, name, args.seed + repeat, repeat)
             for name in names for repeat in range(args.repeats)]
     logs: dict[str, list[RepeatLog | None]] = {name: [None] * args.repeats for name in names}
     seconds = dict.fromkeys(names, 0.0)
@@ -123,7 +157,7 @@ def run_all(args: argparse.Namespace, names: list[str]) -> tuple[dict[str, list[
 
 def result(args: argparse.Namespace, names: list[str]) -> dict[str, Any]:
     started = time.perf_counter()
-    ctx = context(args.table.resolve(), args.table_rows, args.budget_updates)
+    ctx = context(args.table.resolve(), args.table_rows, args.budget_updates, args.mapping)
     table = ctx.table
     best = best_true(table)
     if best != best:
@@ -148,7 +182,7 @@ def result(args: argparse.Namespace, names: list[str]) -> dict[str, Any]:
         "target": target, "default": DEFAULT_STRATEGY, "best_true": best,
         "best_config": max(feasible, key=lambda config: config.true_value).config_id,
         "budget_updates": args.budget_updates, "strategies": strategies,
-        "mapping": mapping_fidelity([log for found in logs.values() for log in found], table, ctx.spec.search_space),
+        "mapping": mapping_fidelity([log for found in logs.values() for log in found], ctx, args.mapping),
         "table": {"path": str(args.table), "rows": table.rows, "configs": len(table.configs),
                   "seeds": [list(s) for s in table.seeds], "dropped_configs": table.dropped,
                   "feasible_in_truth": sum(c.true_feasible for c in table.configs.values()),
@@ -182,7 +216,13 @@ def markdown(res: dict[str, Any]) -> str:
                      f"{s['final_regret_iqr'][1]:.4f}] | {against} | {s['trials_median']:g} | "
                      f"{states.get('pruned', 0):.1f} / {states.get('guarded', 0):.1f} |")
     m = res["mapping"]
-    lines += ["", f"Mapping: {m['proposals']} proposals, median distance to the nearest row {m['median_distance']:.3f} "
+    held_out = "" if m["held_out_rank_correlation"] is None else \
+        f", held out (fitted on half the rows) {_n(m['held_out_rank_correlation'])}"
+    lines += ["", f"Mapping: {m['mapping']}. A row's nearest other row predicts its TRUE value with Spearman "
+              f"{_n(m['loo_rank_correlation'])} leave one out{held_out} (uniform weights: "
+              f"{_n(m['uniform_loo_rank_correlation'])}). Weights: "
+              + ", ".join(f"{name} {weight:g}" for name, weight in m["weights"].items()) + ".",
+              "", f"{m['proposals']} proposals, median distance to the nearest row {m['median_distance']:.3f} "
               f"(IQR {m['distance_iqr'][0]:.3f}-{m['distance_iqr'][1]:.3f}; rows lie a median "
               f"{m['table_spacing_median']:.3f} from their nearest other row); rank correlation of the nearest and "
               f"second-nearest rows' TRUE values {_n(m['nearest_second_rank_correlation'])}."]
@@ -200,6 +240,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--budget-updates", type=int, default=None)
     parser.add_argument("--strategies", nargs="+", choices=sorted(STRATEGIES), default=None)
     parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--mapping", choices=MAPPINGS, default=MAPPINGS[0],
+                        help="fitted: the step mass and weights fitted to the table; uniform: every parameter alike")
     parser.add_argument("--format", choices=("markdown", "json"), default="markdown")
     parser.add_argument("--out", type=Path, default=None)
     add_quick_argument(parser)
@@ -213,7 +255,8 @@ def main(argv: list[str] | None = None) -> None:
     if "random" not in names:
         names.insert(0, "random")  # every strategy is compared with random search, repeat by repeat
     if args.budget_updates is None:
-        args.budget_updates = default_budget(loaded(args.table.resolve(), args.table_rows).table, budget_runs)
+        args.budget_updates = default_budget(loaded(args.table.resolve(), args.table_rows, args.mapping).table,
+                                             budget_runs)
     out = results_path(args.out, OUT, args.quick)
     res = json_safe(result(args, names))
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -17,14 +17,15 @@ import pytest
 from scipy import stats  # type: ignore[import-untyped]
 
 from benchmarks.curve_table import QUICKSTART
-from benchmarks.replay_mapping import TableIndex, point_distance, rank_correlation
+from benchmarks.replay_mapping import STEP_MASS, TableIndex, point_distance, rank_correlation, step_mass
 from benchmarks.replay_measures import final_regret, judge, updates_to_target
+from benchmarks.replay_metric import fit_weights, held_out_rank_correlation, nearest_rank_correlation, pair_costs
 from benchmarks.replay_strategies import STRATEGIES, Fidelity, Strategy
 from benchmarks.replay_study import Context, best_single, run_repeat
 from benchmarks.replay_table import Config, Run, Table, estimate, run_value
 from benchmarks.replay_trial import guard_stop, replay_run
 from tuner.kl_guard import least_squares_slope
-from tuner.search_space import ParamSpec, suggest_params
+from tuner.search_space import ParamSpec, config_values, suggest_params
 from tuner.study_config import KLGuard, StudySpec, load_study_spec
 
 REPO = Path(__file__).resolve().parents[1]
@@ -73,6 +74,7 @@ def test_quick_replay_reports_every_figure_finite(curve_table: Path, tmp_path: P
             assert all(finite(v) for v in figures["vs_random"].values()), name
     assert all(finite(result["mapping"][key]) for key in ("median_distance", "table_spacing_median",
                                                           "nearest_second_rank_correlation")), result["mapping"]
+    assert result["mapping"]["mapping"] == "fitted" and STEP_MASS in result["mapping"]["weights"]
     assert result["mapping"]["proposals"] > 0
 
 
@@ -324,3 +326,75 @@ def test_a_repeat_is_reproducible(spec: StudySpec, name: str) -> None:
                       8 * 20, Fidelity(1, 8))  # two Hyperband brackets
     first, again = (run_repeat(STRATEGIES[name], context, sampler_seed=3, repeat=0) for _ in range(2))
     assert first == again
+
+
+# ------------------------------------------------------------------------------ the fitted mapping (replay_metric)
+
+
+def test_step_mass_is_the_learning_rate_summed_over_the_trainers_optimizer_steps(spec: StudySpec) -> None:
+    from ppo_core.config import PPOConfig
+
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=2))
+    for total_episodes in (1536, 1000):  # 1000 leaves a part-filled last rollout, which the trainer still runs
+        base = {**spec.base, "total_episodes": total_episodes}
+        for _ in range(10):
+            trial = study.ask()
+            suggest_params(trial, spec.search_space, base)
+            point = dict(trial.params)
+            config = PPOConfig(**(base | config_values(point, base)))
+            updates = math.ceil(total_episodes / config.batch_size)  # ppo_core.trainer's count of updates
+            steps = updates * config.num_ppo_epochs * config.num_mini_batches
+            assert step_mass(point, base) == pytest.approx(math.log10(config.learning_rate * steps))
+
+
+def slow_nearest_rank_correlation(index: TableIndex, points: list[dict[str, Any]], values: list[float],
+                                  queries: list[int], rows: list[int]) -> float:
+    """Each query's nearest other row by index.distances, one point at a time; Spearman by scipy."""
+    nearest = []
+    for query in queries:
+        distance = index.distances(points[query])
+        nearest.append(min((row for row in rows if row != query), key=lambda row: (distance[row], row)))
+    return float(stats.spearmanr([values[q] for q in queries], [values[n] for n in nearest]).statistic)
+
+
+def synthetic_table(spec: StudySpec, count: int, seed: int) -> tuple[list[dict[str, Any]], list[float]]:
+    """Points of the quickstart's space whose value is a bump in the step mass alone: what the real table shows."""
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=seed))
+    points = []
+    for _ in range(count):
+        trial = study.ask()
+        suggest_params(trial, spec.search_space, spec.base)
+        points.append(dict(trial.params))
+    values = [-(step_mass(point, spec.base) + 3.7) ** 2 for point in points]
+    return points, values
+
+
+def test_pair_costs_and_the_nearest_rank_correlation_match_one_point_at_a_time(spec: StudySpec) -> None:
+    points, values = synthetic_table(spec, 40, seed=4)
+    weights = np.random.default_rng(1).choice([0.0, 0.3, 1.0, 10.0], size=len(spec.search_space) + 1)
+    index = TableIndex(spec.search_space, points, spec.base, weights)
+    costs = pair_costs(index)
+    for row, point in enumerate(points):
+        assert np.allclose(costs[row], index.costs(point))
+    queries, rows = list(range(0, 40, 2)), list(range(40))
+    fast = nearest_rank_correlation(costs, np.array(values), weights, queries, rows)
+    assert fast == pytest.approx(slow_nearest_rank_correlation(index, points, values, queries, rows))
+
+
+def test_fitted_weights_find_the_coordinate_that_decides_the_value(spec: StudySpec) -> None:
+    points, values = synthetic_table(spec, 80, seed=6)
+    index = TableIndex(spec.search_space, points, spec.base)
+    costs, y = pair_costs(index), np.array(values)
+    weights = fit_weights(costs, y)
+    assert index.names[int(np.argmax(weights))] == STEP_MASS
+    everything = list(range(len(y)))
+    fitted = nearest_rank_correlation(costs, y, weights, everything, everything)
+    unit = nearest_rank_correlation(costs, y, np.ones(len(weights)), everything, everything)
+    assert fitted > unit and fitted > 0.8
+    assert held_out_rank_correlation(costs, y) > 0.6  # fitted on one half, judged on the other
+
+
+def test_weights_must_name_every_coordinate(spec: StudySpec) -> None:
+    points, _ = synthetic_table(spec, 3, seed=0)
+    with pytest.raises(ValueError, match="step_mass"):
+        TableIndex(spec.search_space, points, spec.base, [1.0] * len(spec.search_space))
