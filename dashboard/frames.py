@@ -20,6 +20,13 @@ from tuner.savings import update_savings
 from tuner.trial_records import METRIC_KEYS
 
 DIFFERS_STYLE = "background-color: rgba(255, 193, 7, 0.28)"
+# What every table on every page shows where a trial has no value: a setting it does not use (kl_coef on an
+# adaptive-KL trial, stored as None), a metric it never reported. One text everywhere (issue 28, point 2): the
+# Study table had "None" where Compare had this.
+MISSING = "—"
+# Optuna stores a pruned trial's last reported intermediate value as its value: a partial value, not the objective
+# it never reached. Tables keep it apart from complete trials' objective values and mark it with this.
+PARTIAL = "partial"
 # Settings a page can colour or group trials by, when a study's trials differ in them (a searched estimator).
 ESTIMATOR_KEY = "advantage_estimator"  # PPOConfig's field, as stored in each trial's config
 GROUPABLE_KEYS = (ESTIMATOR_KEY,)
@@ -111,8 +118,8 @@ def compare_values(values_by_trial: Mapping[int, Mapping[str, Any]], keys: Itera
 
 def _render(value: Any) -> str:
     # Settings are mixed types (floats, ints, None, strings); one text form compares and displays them alike.
-    if value is None:
-        return "—"
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return MISSING
     if isinstance(value, float):
         return f"{value:.4g}"
     return str(value)
@@ -157,10 +164,21 @@ def matched_updates(samples: pd.DataFrame, numbers: Sequence[int]) -> list[int]:
 
 
 def number(value: Any, digits: int = 4) -> str:
-    """A score for display: '—' when missing."""
+    """A score for display: :data:`MISSING` when missing."""
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
-        return "—"
+        return MISSING
     return f"{float(value):.{digits}g}"
+
+
+def partial_column(name: str) -> str:
+    """The trial table's column for the partial values of objective ``name``: ``<name> (partial)``."""
+    return f"{name} ({PARTIAL})"
+
+
+def objective_text(state: str, value: Any) -> str:
+    """An objective value for display, marked when it is a pruned trial's partial value: ``0.8125 (partial)``."""
+    shown = number(value)
+    return shown if state == "COMPLETE" or shown == MISSING else f"{shown} ({PARTIAL})"
 
 
 def config_groups(view: StudyView, key: str) -> dict[int, str]:
@@ -200,10 +218,23 @@ AFTER_OBJECTIVES = ("feasible", "max_kl", "last_kl", "reason", "updates", "budge
 def trial_table(view: StudyView, states: Iterable[str]) -> pd.DataFrame:
     """The trial table, only the trials in ``states``: the trial, its state, objective value(s), feasibility and
     KL first (what a reader looks for beside the trial), then how it ended, then the parameters. A parameter that
-    mixes numbers with "not sampled" is a float column, so one number format covers it."""
+    mixes numbers with "not sampled" is a float column, so one number format covers it.
+
+    A pruned trial's value (its last intermediate value) sits in a column of its own after the objective's,
+    :func:`partial_column`, so sorting by the objective ranks complete trials only (issue 28, point 6)."""
     wanted = set(states)
-    table = view.trials[view.trials["state"].isin(wanted)].reset_index(drop=True)
-    first = [c for c in (*LEADING_COLUMNS, *view.objective_names, *AFTER_OBJECTIVES) if c in table.columns]
+    table = view.trials[view.trials["state"].isin(wanted)].reset_index(drop=True).copy()
+    objectives: list[str] = []
+    for name in view.objective_names:
+        objectives.append(name)
+        if name not in table.columns:
+            continue
+        partial = (table["state"] != "COMPLETE") & table[name].notna()
+        if partial.any():
+            table[partial_column(name)] = table[name].where(partial)
+            table[name] = table[name].where(~partial)
+            objectives.append(partial_column(name))
+    first = [c for c in (*LEADING_COLUMNS, *objectives, *AFTER_OBJECTIVES) if c in table.columns]
     params = [c for c in table.columns if str(c).startswith(PARAM_PREFIX)]
     rest = [c for c in table.columns if c not in first and c not in params]
     table = table[[*first, *rest, *params]].copy()

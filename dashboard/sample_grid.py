@@ -17,6 +17,8 @@ from typing import Any
 
 import pandas as pd
 
+from dashboard.frames import MISSING
+
 ROW_KEYS = ("update", "episode")
 _TOKENS = re.compile(r"\s+|\S+")
 MARK_STYLE = "background-color: rgba(255, 193, 7, 0.45); border-radius: 2px"
@@ -73,7 +75,7 @@ def _marked(segments: list[tuple[str, bool]]) -> str:
 
 def _score(value: Any) -> str:
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
-        return "—"
+        return MISSING
     return f"{float(value):.3f}"
 
 

@@ -15,7 +15,7 @@ import streamlit as st
 
 from dashboard import session
 from dashboard.charts import CurveStyle, trial_label
-from dashboard.frames import config_groups, grouping_options, objective_labels
+from dashboard.frames import MISSING, config_groups, grouping_options, objective_labels, partial_column
 from dashboard.health_rules import Finding
 from dashboard.study_reader import PARAM_PREFIX, StudyRef, StudyView, safe_url
 from tuner.paths import DEFAULT_STUDIES_DIR
@@ -65,15 +65,27 @@ def trial_table_config(table: pd.DataFrame, view: StudyView) -> dict[str, Any]:
     }
     for name, label in objective_labels(view).items():
         config[name] = st.column_config.NumberColumn(label, format="%.4g", pinned=True,
-                                                     help="The study's objective, as its study file reduces it")
+                                                     help="The study's objective, as its study file reduces it "
+                                                          "(complete trials only)")
+        config[partial_column(name)] = st.column_config.NumberColumn(
+            f"{label} (partial)", format="%.4g", pinned=True,
+            help="A pruned trial's last reported intermediate value: not the objective, which it never reached, "
+                 "so it is kept out of the objective's column and its sorting")
     for column in table.columns:
         if column.startswith(PARAM_PREFIX):
             name = column.removeprefix(PARAM_PREFIX)
+            help_ = f"{MISSING}: this trial does not use {name}"
             if pd.api.types.is_float_dtype(table[column]):
-                config[column] = st.column_config.NumberColumn(name, format="%.4g")
+                config[column] = st.column_config.NumberColumn(name, format="%.4g", help=help_)
             else:
-                config[column] = st.column_config.Column(name)
+                config[column] = st.column_config.Column(name, help=help_)
     return config
+
+
+def show_table(data: Any, **options: Any) -> Any:
+    """``st.dataframe`` with the dashboard's one text for a missing value (:data:`~dashboard.frames.MISSING`):
+    Streamlit's own is "None", which the Study table showed where Compare showed a dash."""
+    return st.dataframe(data, placeholder=MISSING, **options)
 
 
 def _numbers(text: str) -> list[int]:

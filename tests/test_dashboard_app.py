@@ -31,6 +31,7 @@ from dashboard_fixtures import (
 from optuna.distributions import FloatDistribution
 from streamlit.testing.v1 import AppTest
 
+from dashboard.frames import MISSING, PARTIAL, partial_column
 from dashboard.launch import STORAGE_ENV
 from dashboard.optuna_views import available_views
 from dashboard.session import selection_from_table
@@ -109,7 +110,8 @@ def test_study_page_counts_best_trial_and_table(open_page: Any, studies: Dashboa
     shown = app.dataframe[0].value
     # Issue 28, point 2: the trial, its state, its objective, feasibility and KL first; the parameters after.
     objective = optuna.load_study(study_name=REAL, storage=studies.url).metric_names or ["value_0"]
-    assert list(shown.columns)[:6] == ["number", "state", *objective, "feasible", "max_kl", "last_kl"]
+    partials = [partial_column(name) for name in objective]  # the pruned trial's partial value, apart
+    assert list(shown.columns)[:7] == ["number", "state", *objective, *partials, "feasible", "max_kl", "last_kl"]
     assert list(shown.columns)[-1].startswith("param:")
     assert shown.set_index("number").loc[studies.adaptive, "feasible"] in (True, False)  # judged once complete
     table = shown.set_index("number")
@@ -330,6 +332,43 @@ def test_compare_page_side_by_side(open_page: Any, studies: DashboardStudies) ->
     app.multiselect(key="compare_trials").set_value([studies.fixed]).run()
     assert any("at least two" in i.value for i in app.info) and not app.code
     assert_clean(app)
+
+
+def test_a_setting_a_trial_does_not_use_reads_the_same_on_every_page(open_page: Any) -> None:
+    # Issue 28, point 2: an adaptive-KL trial's kl_coef (None) read "None" in the Study table and "—" on Compare.
+    study = open_page(study=PARETO)
+    table = study.dataframe[0].value.set_index("number")
+    adaptive = int(table.index[table["param:kl_control"] == "adaptive"][0])
+    fixed = int(table.index[table["param:kl_control"] == "fixed"][0])
+    assert pd.isna(table.loc[adaptive, "param:kl_coef"])
+    assert study.dataframe[0].proto.placeholder == MISSING  # what the browser draws for the missing cell
+    compare = open_page("compare", study=PARETO)
+    compare.multiselect(key="compare_trials").set_value([adaptive, fixed]).run()
+    params = compare.dataframe[0].value.set_index("setting")
+    assert params.loc["kl_coef", f"#{adaptive}"] == MISSING and params.loc["kl_target", f"#{fixed}"] == MISSING
+    assert all(frame.proto.placeholder == MISSING for frame in [*study.dataframe, *compare.dataframe])
+
+
+def test_a_pruned_trials_partial_value_is_marked_and_sorted_apart(open_page: Any, studies: DashboardStudies) -> None:
+    # Issue 28, point 6: Optuna stores a pruned trial's last intermediate value as its value; in the objective's
+    # column it outranked every complete trial (here 0.8125 against 0.1875) and sorting mixed them.
+    name = optuna.load_study(study_name=REAL, storage=studies.url).metric_names[0]
+    partial = optuna.load_study(study_name=REAL, storage=studies.url).trials[studies.pruned].value
+    assert partial is not None
+    app = open_page()
+    table = app.dataframe[0].value.set_index("number")
+    assert table[name].dropna().index.tolist() == [studies.adaptive, studies.fixed]  # complete trials only
+    assert table[partial_column(name)].dropna().to_dict() == {studies.pruned: partial}
+    columns = list(app.dataframe[0].value.columns)
+    assert columns.index(partial_column(name)) == columns.index(name) + 1
+    compare = open_page("compare")
+    compare.multiselect(key="compare_trials").set_value([studies.fixed, studies.pruned]).run()
+    final = compare.dataframe[2].value
+    objective = next(label for label in final.index if str(label).startswith("objective: "))
+    assert final.loc[objective, f"#{studies.pruned}"] == f"{partial:.4g} ({PARTIAL})"
+    assert not final.loc[objective, f"#{studies.fixed}"].endswith(f"({PARTIAL})")
+    assert any("(partial)" in c.value for c in compare.caption)
+    assert_clean(compare)
 
 
 def test_a_copied_link_opens_the_same_view(studies: DashboardStudies, monkeypatch: pytest.MonkeyPatch) -> None:

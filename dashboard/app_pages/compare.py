@@ -15,13 +15,14 @@ from dashboard.frames import (
     metric_columns,
     number,
     objective_labels,
+    objective_text,
     prompts,
     sample_updates,
     samples_at,
     trial_params,
 )
 from dashboard.study_reader import PARAM_PREFIX
-from dashboard.ui import PageContext, escape_markdown, keep_valid, picked, run_page
+from dashboard.ui import PageContext, escape_markdown, keep_valid, picked, run_page, show_table
 
 TRIALS_KEY = "compare_trials"
 FINAL_METRICS = ("objective/kl", "objective/scores", "objective/gold_score", "objective/kl_coef",
@@ -35,14 +36,14 @@ def _settings(context: PageContext, chosen: list[int]) -> None:
     searched = [str(c).removeprefix(PARAM_PREFIX) for c in columns if str(c).startswith(PARAM_PREFIX)]
     params = {n: trial_params(context.view, n) for n in chosen}
     table = compare_values(params, searched)
-    st.dataframe(highlight_differences(table), hide_index=True, width="stretch")
+    show_table(highlight_differences(table), hide_index=True, width="stretch")
     if len(table) > 1 and table["differs"].all():
         st.caption("Every parameter differs between these trials (at the precision shown), so no row is shaded.")
     configs = compare_values({n: context.view.configs.get(n, {}) for n in chosen})
     with st.expander(f"Full configs ({int(configs['differs'].sum())} settings differ)"):
         only_differing = st.toggle("Only the settings that differ", value=True, key="compare_only_differing")
         shown = configs[configs["differs"]] if only_differing else configs
-        st.dataframe(highlight_differences(shown), hide_index=True, width="stretch")
+        show_table(highlight_differences(shown), hide_index=True, width="stretch")
 
 
 def _curves(context: PageContext, chosen: list[int], metrics: pd.DataFrame) -> None:
@@ -75,11 +76,17 @@ def _final(context: PageContext, chosen: list[int], metrics: pd.DataFrame) -> No
     labels = objective_labels(context.view)
     header = pd.DataFrame(
         {f"#{n}": [rows.loc[n, "state"], str(rows.loc[n, "updates"]),
-                   *(number(rows.loc[n, name]) for name in context.view.objective_names)] for n in chosen},
+                   *(objective_text(rows.loc[n, "state"], rows.loc[n, name]) for name in context.view.objective_names)]
+         for n in chosen},
         index=["state", "updates", *(labels[name] for name in context.view.objective_names)],
     )
-    st.dataframe(pd.concat([header, table]), width="stretch")
-    st.caption("Metrics are each trial's last reported update.")
+    show_table(pd.concat([header, table]), width="stretch")
+    caption = "Metrics are each trial's last reported update."
+    if any(rows.loc[n, "state"] != "COMPLETE" for n in chosen):
+        caption += (" A value marked (partial) is a pruned trial's last reported one, not the objective it never "
+                    "reached.")
+    st.caption(caption)
+
 
 
 def _generations(context: PageContext, chosen: list[int], samples: pd.DataFrame) -> None:

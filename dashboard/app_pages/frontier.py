@@ -7,7 +7,7 @@ import streamlit as st
 
 from dashboard import url_state
 from dashboard.charts import trial_label
-from dashboard.frames import number
+from dashboard.frames import MISSING, number
 from dashboard.frontier import (
     FIT_SCOPES,
     FitOutcome,
@@ -23,7 +23,7 @@ from dashboard.frontier import (
     trajectories,
 )
 from dashboard.frontier_charts import frontier_figure, trajectory_figure
-from dashboard.ui import PageContext, color_by_picker, keep_valid, picked, run_page
+from dashboard.ui import PageContext, color_by_picker, keep_valid, picked, run_page, show_table
 
 TRIALS_KEY, SCOPE_KEY = "frontier_trials", "frontier_fit_scope"
 DEFAULT_PATHS = 4  # trials drawn along their run at first: more tangle into one another
@@ -50,10 +50,10 @@ def _fit_summary(outcome: FitOutcome, source: FrontierSource, scope: str) -> Non
         return
     lead = headline(fit)
     columns = st.columns(5)
-    columns[0].metric(lead.label, lead.value or "—",
+    columns[0].metric(lead.label, lead.value or MISSING,
                       help="KL* = d*², where the fitted gold score R(d) peaks, d = sqrt(KL); headlined only inside "
                            "the measured KL range or a quarter past its top.")
-    columns[1].metric("Fitted gold at KL*", number(fit.gold_star) if fit.supported else "—")
+    columns[1].metric("Fitted gold at KL*", number(fit.gold_star) if fit.supported else MISSING)
     columns[2].metric("α", f"{fit.alpha:.3g}")
     columns[3].metric("β", f"{fit.beta:.3g}")
     columns[4].metric("r²", f"{fit.r2:.2f}", help=f"{fit.n} (sqrt KL, gold) points, {FIT_SCOPES[scope].lower()}")
@@ -94,13 +94,13 @@ def _across_the_study(context: PageContext, source: FrontierSource, paths: pd.Da
     if outcome is not None:
         _fit_summary(outcome, source, scope)
         if groups:
-            st.dataframe(group_fits(chosen, groups), hide_index=True, width="stretch")
+            show_table(group_fits(chosen, groups), hide_index=True, width="stretch")
             st.caption("The same fit within each group: a group with few points or no turn-down gets no KL*.")
     if not front.empty:
         st.markdown(f"**On the front** ({len(front)} trial{'s' if len(front) != 1 else ''})")
         columns = ["trial", "update", "kl", "y", *(["proxy"] if source.has_gold else [])]
         config = FRONT_CONFIG | {"y": st.column_config.NumberColumn(y_title, format="%.4g")}
-        st.dataframe(front[columns], hide_index=True, column_config=config, width="stretch")
+        show_table(front[columns], hide_index=True, column_config=config, width="stretch")
 
 
 def _per_trial(context: PageContext, source: FrontierSource, paths: pd.DataFrame, groups: dict[int, str]) -> None:

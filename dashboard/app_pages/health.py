@@ -10,7 +10,7 @@ from dashboard.advice import Advice, study_advice
 from dashboard.charts import trial_label
 from dashboard.frames import health_summary
 from dashboard.health_rules import CRITICAL, SEVERITY_RANK, WARNING, Finding, worst
-from dashboard.ui import PageContext, escape_markdown, run_page
+from dashboard.ui import PageContext, escape_markdown, run_page, show_table
 
 SHOW_OPTIONS = ("Trials with signs", "All trials", "Selected trials")
 MAX_EXPANDED_LISTING = 60  # trials listed one by one below the table; the table has them all
@@ -65,7 +65,7 @@ def render(context: PageContext) -> None:
         return
     # Selected trials first, then the worst.
     numbers.sort(key=lambda n: (n not in context.selected, SEVERITY_RANK.get(severities[n], 3), n))
-    st.dataframe(health_summary(view, findings, numbers), hide_index=True, width="stretch")
+    show_table(health_summary(view, findings, numbers), hide_index=True, width="stretch")
     states, reasons = view.states(), view.trials.set_index("number")["reason"]
     for rank, n in enumerate(numbers[:MAX_EXPANDED_LISTING]):
         found = findings.get(n, [])

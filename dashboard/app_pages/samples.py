@@ -8,7 +8,7 @@ import streamlit as st
 from dashboard.charts import trial_label
 from dashboard.frames import ESTIMATOR_KEY, config_groups, prompts, sample_updates, samples_at
 from dashboard.sample_grid import ROW_KEYS, grid_html, prompt_rows, row_key, sample_grid
-from dashboard.ui import PageContext, keep_valid, picked, run_page
+from dashboard.ui import PageContext, keep_valid, picked, run_page, show_table
 
 PROMPT_KEY, UPDATE_KEY = "samples_prompt", "samples_update"
 COLUMNS_KEY, ROWS_KEY, RANGE_KEY = "samples_columns", "samples_rows_by", "samples_row_range"
@@ -35,8 +35,8 @@ def _across_trials(context: PageContext, samples: pd.DataFrame, prompt_index: in
         selected=table["trial_number"].isin(context.selected),
         state=table["trial_number"].map(states),
     ).sort_values(["selected", "score"], ascending=[False, False])
-    st.dataframe(table[["selected", "trial_number", "state", "update", "response", "score", "gold_score"]],
-                 hide_index=True, column_config=TEXT_CONFIG, width="stretch")
+    show_table(table[["selected", "trial_number", "state", "update", "response", "score", "gold_score"]],
+               hide_index=True, column_config=TEXT_CONFIG, width="stretch")
     st.caption("Each trial's latest generation at or before this update: pruned trials stop early.")
 
 

@@ -12,7 +12,7 @@ import streamlit as st
 from dashboard import session
 from dashboard.frames import best_summary, objective_labels, savings_summary, target_summary, trial_table
 from dashboard.study_reader import StudyRef
-from dashboard.ui import PageContext, escape_markdown, keep_valid, run_page, trial_table_config
+from dashboard.ui import PageContext, escape_markdown, keep_valid, run_page, show_table, trial_table_config
 from dashboard.validation_view import validation_caption, validation_figure, validation_frame
 from tuner.validation import validation_study_name
 
@@ -51,7 +51,7 @@ def _validation(context: PageContext) -> None:
         return
     st.subheader("Validated on fresh seeds")
     objective = objective_labels(context.view)[context.view.objective_names[0]]
-    st.dataframe(frame, hide_index=True, width="stretch", column_config={
+    show_table(frame, hide_index=True, width="stretch", column_config={
         "trial": st.column_config.NumberColumn("trial", format="%d", width="small"),
         "tuning_value": st.column_config.NumberColumn("tuning value", format="%.4g",
                                                       help=f"{objective} on the seed the study tuned with"),
@@ -96,7 +96,7 @@ def render(context: PageContext) -> None:
     # Draw the shared selection in the table, whichever page or widget made it.
     positions = [i for i, n in enumerate(numbers) if n in context.selected]
     st.session_state[TABLE_KEY] = {"selection": {"rows": positions, "columns": []}}
-    st.dataframe(
+    show_table(
         table, key=TABLE_KEY, on_select=_on_table_select, selection_mode="multi-row", hide_index=True,
         column_config=trial_table_config(table, view), width="stretch", height=_height(len(table)),
     )
