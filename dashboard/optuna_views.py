@@ -7,7 +7,7 @@ the page to show, never an exception.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import optuna
@@ -20,6 +20,9 @@ from dashboard.study_reader import objective_names
 
 VIEWS = ("Optimization history", "Parameter importances", "Parallel coordinates", "Slice", "Contour", "Timeline",
          "Pareto front")
+
+
+ANGLED_AFTER = 5  # the parallel coordinates' axis names are angled past this many axes, so none overlaps
 
 
 class NotDrawable(Exception):
@@ -60,19 +63,6 @@ def _target(study: optuna.Study, objective: int) -> dict[str, Any]:
     return {"target": lambda trial: trial.values[objective], "target_name": name}
 
 
-def mark_selected(drawn: go.Figure, study: optuna.Study, selected: Sequence[int], objective: int = 0) -> go.Figure:
-    """The selected trials ringed on an optimization history, as every other page highlights them."""
-    values = {t.number: t.values[objective] for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-              if t.values}
-    chosen = [n for n in selected if n in values]
-    if chosen:
-        drawn.add_trace(go.Scatter(
-            x=chosen, y=[values[n] for n in chosen], mode="markers", name="selected trials", meta={"role": "selected"},
-            marker={"size": 14, "symbol": "circle-open", "line": {"width": 2.5, "color": "#111111"}},
-            hovertemplate="selected trial #%{x}: %{y:.4g}<extra></extra>"))
-    return drawn
-
-
 def figure(study: optuna.Study, view: str, objective: int = 0) -> go.Figure:
     """Optuna's figure for ``view``; raises :class:`NotDrawable` with the reason when it cannot be drawn."""
     problem = _requirements(study, view)
@@ -96,6 +86,10 @@ def figure(study: optuna.Study, view: str, objective: int = 0) -> go.Figure:
             raise NotDrawable(f"Optuna could not draw {view.lower()} for this study: {error}") from error
     # Room for whole labels: Optuna's parallel coordinates clip its axis titles and tick labels at the edges.
     drawn.update_layout(margin={"l": 80, "r": 80, "t": 80, "b": 40})
+    if view == "Parallel coordinates" and len(drawn.layout.xaxis.tickvals or ()) > ANGLED_AFTER:
+        # Parameter names side by side under a dozen axes overlap ("value_learning_rate" is 19 characters).
+        drawn.update_xaxes(tickangle=-30)
+        drawn.update_layout(margin={"b": 120})
     if view == "Timeline":  # one colour per state on every page: Optuna's own would make complete trials blue
         for trace in drawn.data:
             if trace.name in STATE_COLORS:

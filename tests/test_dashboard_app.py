@@ -419,8 +419,9 @@ def test_compare_slider_reaches_each_trials_own_last_update(open_page: Any, stud
 
 @pytest.mark.parametrize("study", [REAL, PARETO])
 def test_analysis_page_draws_every_optuna_view_or_says_why_not(open_page: Any, study: str) -> None:
-    app = open_page("analysis", study=study)
+    app = open_page("analysis", study=study, selected=[0, 2] if study == PARETO else [1, 2])
     views = available_views(multi_objective=study == PARETO)
+    selected_marks = {}
     assert ("Pareto front" in views) == (study == PARETO)
     outcomes, objective_choices = {}, {}
     for view in views:
@@ -432,6 +433,11 @@ def test_analysis_page_draws_every_optuna_view_or_says_why_not(open_page: Any, s
         objective_choices[view] = [len(r.options) for r in app.radio if r.key == "analysis_objective"]
         if charts:
             assert charts["chart_analysis"]["data"], view
+            selected_marks[view] = any((t.get("meta") or {}).get("role") == "selected"
+                                       for t in charts["chart_analysis"]["data"])
+    # Issue 28, point 9: the selected (complete) trials are marked on the views that show trials one by one.
+    assert selected_marks["Optimization history"] and selected_marks["Slice"] and not \
+        selected_marks.get("Parameter importances")
     assert outcomes["Optimization history"] == outcomes["Timeline"] == outcomes["Slice"] == "chart"
     if study == REAL:  # one searched parameter
         assert "two searched parameters" in outcomes["Contour"]

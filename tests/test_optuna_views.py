@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import optuna
 import pytest
-from optuna.distributions import FloatDistribution
+from optuna.distributions import CategoricalDistribution, FloatDistribution
 from optuna.trial import TrialState, create_trial
 
 from dashboard.frontier_charts import STATE_COLORS as FRONTIER_STATES
-from dashboard.optuna_views import figure
+from dashboard.optuna_marks import SELECTED_COLOR, mark_selected
+from dashboard.optuna_views import ANGLED_AFTER, VIEWS, figure
 
 
 def test_the_timeline_colours_states_as_every_other_page() -> None:
@@ -29,19 +30,122 @@ def test_optuna_views_name_the_objective_metric_on_their_axes() -> None:
         study.add_trial(create_trial(state=TrialState.COMPLETE, value=0.1 * i, params={"x": 0.1 * i, "y": 0.2},
                                      distributions={"x": FloatDistribution(0, 1), "y": FloatDistribution(0, 1)}))
     assert figure(study, "Optimization history").layout.yaxis.title.text == "eval/gold_score"
-    assert "Objective Value" not in figure(study, "Slice").to_json()
+    for view in ("Optimization history", "Slice", "Parallel coordinates", "Contour", "Parameter importances"):
+        assert "Objective Value" not in figure(study, view).to_json(), view
+    assert "eval/gold_score" in figure(study, "Parallel coordinates").layout.xaxis.ticktext  # its first axis
+
+
+SPACE = {"x": FloatDistribution(0, 1), "lr": FloatDistribution(1e-6, 1e-3, log=True),
+         "kind": CategoricalDistribution(["a", "b"])}
+
+
+def marked_study() -> optuna.Study:
+    """Six trials whose numbers are not their places among the complete ones: a pruned and a failed trial first."""
+    study = optuna.create_study(direction="maximize")
+    study.set_metric_names(["eval/gold_score"])
+    study.add_trial(create_trial(state=TrialState.PRUNED, value=0.99, params={"x": 0.9},
+                                 distributions={"x": SPACE["x"]}, intermediate_values={3: 0.99}))
+    study.add_trial(create_trial(state=TrialState.FAIL))
+    for i in range(4):
+        study.add_trial(create_trial(state=TrialState.COMPLETE, value=0.1 * i,
+                                     params={"x": 0.1 * i, "lr": 10 ** (-5 + i / 2), "kind": "ab"[i % 2]},
+                                     distributions=SPACE))
+    return study
+
+
+def rings(drawn: object) -> list[object]:
+    return [t for t in drawn.data if isinstance(t.meta, dict) and t.meta.get("role") == "selected"]  # type: ignore[attr-defined]
+
+
+SELECTED = [3, 5, 0, 99]  # complete #3 (place 1) and #5 (place 3); the pruned #0 and an unknown #99 are not drawn
 
 
 def test_the_selected_trials_are_ringed_on_the_optimization_history() -> None:
     # Issue 28, point 9: selected trials were not highlighted in Optuna's views.
-    from dashboard.optuna_views import mark_selected
+    study = marked_study()
+    (ring,) = rings(mark_selected(figure(study, "Optimization history"), study, "Optimization history", SELECTED))
+    assert list(ring.x) == [3, 5] and list(ring.y) == pytest.approx([0.1, 0.3])
+    assert not rings(mark_selected(figure(study, "Optimization history"), study, "Optimization history", []))
 
-    study = optuna.create_study()
+
+def test_the_selected_trials_are_ringed_on_every_slice() -> None:
+    study = marked_study()
+    drawn = mark_selected(figure(study, "Slice"), study, "Slice", SELECTED)
+    by_axis = {t.xaxis: t for t in rings(drawn)}
+    assert len(by_axis) == 3 and sum(t.showlegend for t in by_axis.values()) == 1  # one legend entry
+    titles = {f"x{'' if i == 1 else i}": drawn.layout[f"xaxis{'' if i == 1 else i}"].title.text for i in (1, 2, 3)}
+    for axis, ring in by_axis.items():
+        assert list(ring.meta["trials"]) == [3, 5]
+        assert list(ring.y) == pytest.approx([0.1, 0.3])
+        param = titles[axis]
+        expected = {"x": [0.1, 0.3], "lr": [10 ** -4.5, 10 ** -3.5], "kind": ["b", "b"]}[param]
+        if param == "kind":
+            assert [str(v).strip("'") for v in ring.x] == expected
+        else:
+            assert list(ring.x) == pytest.approx(expected), param
+
+
+def test_the_selected_trials_lines_are_drawn_dark_on_the_parallel_coordinates() -> None:
+    study = marked_study()
+    plain = figure(study, "Parallel coordinates")
+    lines = [t for t in plain.data if t.mode == "lines"]
+    drawn = mark_selected(figure(study, "Parallel coordinates"), study, "Parallel coordinates", SELECTED)
+    marked = rings(drawn)
+    assert [t.meta["trials"] for t in marked] == [[3], [5]]
+    # Each over its own trial's line (complete trials in study order: #3 is the second, #5 the fourth).
+    assert [list(t.y) for t in marked] == [list(lines[1].y), list(lines[3].y)]
+    assert all(t.line.color == SELECTED_COLOR and t.line.width > lines[0].line.width for t in marked)
+
+
+def test_the_selected_trials_are_ringed_on_the_contours() -> None:
+    study = marked_study()
+    drawn = mark_selected(figure(study, "Contour"), study, "Contour", SELECTED)
+    marked = rings(drawn)
+    assert len(marked) == 6  # three parameters: six off-diagonal subplots
+    points = {(t.xaxis, t.yaxis): set(zip(t.x, t.y, strict=True)) for t in drawn.data
+              if t.type == "scatter" and t.name == "Feasible Trial"}
+    for ring in marked:
+        # Each ring sits on a point Optuna drew in its own subplot: the selected trial's pair of values.
+        assert list(ring.meta["trials"]) == [3, 5]
+        assert set(zip(ring.x, ring.y, strict=True)) <= points[ring.xaxis, ring.yaxis], (ring.xaxis, ring.yaxis)
+
+
+def test_the_selected_trials_are_outlined_on_the_timeline() -> None:
+    study = marked_study()
+    drawn = mark_selected(figure(study, "Timeline"), study, "Timeline", SELECTED)
+    outlined = {int(n) for bar in drawn.data for n, width in zip(bar.y, bar.marker.line.width, strict=True) if width}
+    assert outlined == {0, 3, 5}  # the timeline shows every trial, the pruned one too
+    assert {bar.marker.line.color for bar in drawn.data} == {SELECTED_COLOR}
+
+
+def test_the_selected_trials_are_ringed_on_the_pareto_front() -> None:
+    study = optuna.create_study(directions=["maximize", "minimize"])
     for i in range(4):
-        study.add_trial(create_trial(state=TrialState.COMPLETE, value=0.1 * i, params={"x": 0.1 * i},
-                                     distributions={"x": FloatDistribution(0, 1)}))
-    drawn = mark_selected(figure(study, "Optimization history"), study, [1, 3, 99])
-    (ring,) = [t for t in drawn.data if isinstance(t.meta, dict) and t.meta.get("role") == "selected"]
-    assert list(ring.x) == [1, 3] and list(ring.y) == pytest.approx([0.1, 0.3])
-    assert not [t for t in mark_selected(figure(study, "Optimization history"), study, []).data
-                if isinstance(t.meta, dict)]
+        study.add_trial(create_trial(state=TrialState.COMPLETE, values=[0.1 * i, i % 3], params={"x": 0.1 * i},
+                                     distributions={"x": SPACE["x"]}))
+    (ring,) = rings(mark_selected(figure(study, "Pareto front"), study, "Pareto front", [1, 2]))
+    assert list(ring.x) == pytest.approx([0.1, 0.2]) and list(ring.y) == [1, 2]
+
+
+def test_no_view_is_marked_without_a_selection_and_importances_never() -> None:
+    study = marked_study()
+    for view in [v for v in VIEWS if v != "Pareto front"]:
+        assert figure(study, view).to_json() == mark_selected(figure(study, view), study, view, []).to_json(), view
+    importances = figure(study, "Parameter importances")
+    assert mark_selected(importances, study, "Parameter importances", SELECTED).to_json() == \
+        figure(study, "Parameter importances").to_json()
+
+
+@pytest.mark.parametrize("params", [3, ANGLED_AFTER + 2])
+def test_the_parallel_coordinates_keep_their_labels_whole(params: int) -> None:
+    # Issue 28, point 9: labels were clipped at the edges (".78", "199") and the axis names overlapped.
+    study = optuna.create_study()
+    space = {f"learning_rate_{i}": FloatDistribution(1e-6, 1e-3, log=True) for i in range(params)}
+    for i in range(3):
+        study.add_trial(create_trial(state=TrialState.COMPLETE, value=0.777 + i, distributions=space,
+                                     params={name: 10 ** (-5 + i / 2) for name in space}))
+    drawn = figure(study, "Parallel coordinates")
+    # The first axis's tick labels sit left of it, the colour bar right of the last: margins hold them.
+    widest = max(len(a.text) for a in drawn.layout.annotations if a.x == 0)
+    assert drawn.layout.margin.l >= 7 * widest and drawn.layout.margin.r >= 60
+    assert (drawn.layout.xaxis.tickangle not in (None, 0)) == (params + 1 > ANGLED_AFTER)

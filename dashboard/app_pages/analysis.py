@@ -6,7 +6,8 @@ import plotly.io as pio
 import streamlit as st
 
 from dashboard import session, url_state
-from dashboard.optuna_views import NotDrawable, available_views, figure, mark_selected
+from dashboard.optuna_marks import mark_selected
+from dashboard.optuna_views import NotDrawable, available_views, figure
 from dashboard.ui import PageContext, keep_valid, picked, run_page
 
 
@@ -19,9 +20,7 @@ def _figure_json(url: str, name: str, token: str, view: str, objective: int,
         drawn = figure(study, view, objective)
     except NotDrawable as reason:
         return "", str(reason)
-    if view == "Optimization history":
-        drawn = mark_selected(drawn, study, selected, objective)
-    return drawn.to_json(), ""
+    return mark_selected(drawn, study, view, selected, objective).to_json(), ""
 
 
 def render(context: PageContext) -> None:
