@@ -32,6 +32,7 @@ from optuna.distributions import FloatDistribution
 from streamlit.testing.v1 import AppTest
 
 from dashboard.frames import MISSING, PARTIAL, partial_column
+from dashboard.frames import number as shown_number
 from dashboard.launch import STORAGE_ENV
 from dashboard.optuna_views import available_views
 from dashboard.session import selection_from_table
@@ -135,6 +136,21 @@ def test_study_page_counts_best_trial_and_table(open_page: Any, studies: Dashboa
     app.multiselect(key="study_state_filter").set_value(["PRUNED"]).run()
     assert app.dataframe[0].value["number"].tolist() == [studies.pruned]
     assert_clean(app)
+
+
+def test_the_study_table_pins_the_scores_and_shares_one_number_format(open_page: Any,
+                                                                     studies: DashboardStudies) -> None:
+    # Issue 28, point 2: at 1440 px only the parameters fitted; the score and KL columns sat off to the right,
+    # unpinned, and numbers read two ways (0.00002929 in the table, 2.929e-05 elsewhere).
+    app = open_page()
+    name = optuna.load_study(study_name=REAL, storage=studies.url).metric_names[0]
+    config = json.loads(app.dataframe[0].proto.columns)
+    pinned = {column for column, settings in config.items() if settings.get("pinned")}
+    assert {"number", "state", name, partial_column(name), "feasible", "max_kl", "last_kl"} <= pinned
+    assert not any(column.startswith("param:") for column in pinned)
+    numeric = (name, partial_column(name), "param:learning_rate")
+    assert {config[column]["type_config"]["format"] for column in numeric} == {"%.4g"}
+    assert shown_number(2.929e-05) == f"{2.929e-05:.4g}"  # Compare's text: the same format
 
 
 def test_study_page_shows_ranges_whose_best_trials_crowd_a_bound(
