@@ -1,16 +1,23 @@
-"""``--launcher ray`` on a real single-node Ray cluster that the tests start (``ray start --head --num-cpus 4
+"""``--launcher ray`` on real Ray clusters that the tests start (``ray start``; no mocks: the ``ray`` extra is part of
+the test install, scripts/setup.sh). Most tests share one single-node cluster (``ray start --head --num-cpus 4
 --num-gpus 4``: Ray's own testing advice, a small local cluster, with logical GPUs so that packing can be seen on a
 machine without any): a study of tiny trials stores what the local launcher stores, trials of 2 GPUs run two at a
-time, a killed trial's process fails the trial and it is retried, SIGTERM stops the study and a rerun finishes it,
-SQLite is refused across two nodes. No mocks: the ``ray`` extra is part of the test install (scripts/setup.sh)."""
+time, a trial whose process or Ray worker is killed fails with the reason and is retried, SIGTERM stops the study
+and a rerun finishes it. The last tests share a cluster of three nodes on this machine (a head that runs no task,
+and two nodes of one CPU, each a raylet of its own, as Ray's own multi-node tests make them): SQLite is refused
+there, and a node lost mid-trial (its raylet killed) fails the trial with the reason and the retry runs on the other
+node. Each cluster is started once per module: a cluster's start costs seconds of the 2 cores CI has."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,6 +30,7 @@ from studies import (
     TESTS_DIR,
     descendants,
     load,
+    postgres_url,
     running_trial_has_updated,
     still_running,
     wait_for,
@@ -59,21 +67,33 @@ def _start_node(*arguments: str, log: Path) -> subprocess.Popen[bytes]:
                                 stderr=subprocess.STDOUT, start_new_session=True)
 
 
-def _stop_node(node: subprocess.Popen[bytes]) -> None:
-    node.send_signal(signal.SIGTERM)
-    try:
-        node.wait(60)
-    except subprocess.TimeoutExpired:
-        os.killpg(node.pid, signal.SIGKILL)
-        node.wait()
+def _stop_nodes(*nodes: subprocess.Popen[bytes]) -> None:
+    for node in nodes:  # all at once: each takes seconds to stop its processes
+        node.send_signal(signal.SIGTERM)
+    for node in nodes:
+        try:
+            node.wait(60)
+        except subprocess.TimeoutExpired:
+            os.killpg(node.pid, signal.SIGKILL)
+            node.wait()
 
 
 @pytest.fixture(scope="module")
-def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def ray_auth_disabled() -> Iterator[None]:
+    """Ray's token authentication off, for the clusters and for ppo-tune's drivers, which inherit it: the clusters
+    listen on this machine only, and the tests own them."""
+    os.environ["RAY_AUTH_MODE"] = "disabled"
+    try:
+        yield
+    finally:
+        os.environ.pop("RAY_AUTH_MODE", None)
+
+
+@pytest.fixture(scope="module")
+def ray_head(tmp_path_factory: pytest.TempPathFactory, ray_auth_disabled: None) -> Iterator[str]:
     """A single-node cluster of 4 logical GPUs and 4 logical CPUs (a trial asks a CPU per process: two trials of two
-    processes take 4; each process runs one thread), with token authentication off (it listens on this machine only,
-    and the tests own it); its address."""
-    os.environ["RAY_AUTH_MODE"] = "disabled"  # for the cluster, and for ppo-tune's drivers, which inherit it
+    processes take 4; each process runs one thread); its address, which it records where ``ray start`` records it,
+    for ppo-tune to find."""
     port = _free_port()
     head = _start_node("--head", "--port", str(port), "--num-cpus", "4", "--num-gpus", "4",
                        "--include-dashboard", "false", log=tmp_path_factory.mktemp("ray") / "head.log")
@@ -83,8 +103,31 @@ def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     try:
         yield address_file.read_text().strip()
     finally:
-        _stop_node(head)
-        os.environ.pop("RAY_AUTH_MODE", None)
+        _stop_nodes(head)
+
+
+@pytest.fixture(scope="module")
+def ray_three_nodes(tmp_path_factory: pytest.TempPathFactory, ray_auth_disabled: None) -> Iterator[str]:
+    """A cluster of three nodes on this machine: a head that runs no task (no CPU, no GPU; ppo-tune's drivers connect
+    to it, as Ray connects a driver to the head of its machine) and two nodes of one CPU, where the trials run; its
+    address. Each node has a Ray directory of its own, away from the one ``ray start`` records clusters in."""
+    logs = tmp_path_factory.mktemp("ray_three_nodes")
+    ray_dirs = [tempfile.mkdtemp(prefix="ray", dir="/tmp") for _ in range(3)]  # short: they hold Unix sockets
+    address = f"127.0.0.1:{_free_port()}"
+    nodes = [_start_node("--head", "--port", address.rpartition(":")[2], "--num-cpus", "0", "--num-gpus", "0",
+                         "--include-dashboard", "false", "--temp-dir", ray_dirs[0], log=logs / "head.log")]
+    try:
+        wait_for(lambda: _answers(address), 120, "the Ray head to start")
+        nodes += [_start_node("--address", address, "--num-cpus", "1", "--num-gpus", "0", "--temp-dir", ray_dir,
+                              log=logs / f"node{number}.log") for number, ray_dir in enumerate(ray_dirs[1:], 1)]
+        # ray start says so once its node is registered with the cluster.
+        wait_for(lambda: all("Ray runtime started" in (logs / f"node{number}.log").read_text(errors="replace")
+                             for number in (1, 2)), 120, "both nodes to join")
+        yield address
+    finally:
+        _stop_nodes(*nodes)
+        for ray_dir in ray_dirs:
+            shutil.rmtree(ray_dir, ignore_errors=True)
 
 
 def _answers(address: str) -> bool:
@@ -104,6 +147,19 @@ def _trial_processes(storage: str) -> list[psutil.Process]:
         if "tuner.trial_process" in command and storage in command:
             found.append(process)
     return found
+
+
+def _updated_trial_process(path: Path, storage: str) -> psutil.Process:
+    """The running trial's process, once the trial has reported its first update. The process is found before each
+    look at the trial, so that a test can act on it the moment the update is seen, well before the trial's last."""
+    found: list[psutil.Process] = []
+
+    def updated() -> bool:
+        found[:] = _trial_processes(storage)
+        return len(found) == 1 and running_trial_has_updated(path)
+
+    wait_for(updated, 120, "a running trial's first update")
+    return found[0]
 
 
 def test_without_ray_the_launcher_exits_2_saying_what_to_install(
@@ -127,15 +183,15 @@ def _user_attr_keys(trials: list[FrozenTrial]) -> set[str]:
 def test_a_study_runs_on_ray_and_stores_what_the_local_launcher_stores(
     ray_head: str, tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path
 ) -> None:
-    local = write_study(tmp_path, tiny_lm_dir, prompts_file, name="local", n_trials=2)
-    on_ray = write_study(tmp_path, tiny_lm_dir, prompts_file, name="on_ray", n_trials=2)
+    local = write_study(tmp_path, tiny_lm_dir, prompts_file, name="local", n_trials=1)
+    on_ray = write_study(tmp_path, tiny_lm_dir, prompts_file, name="on_ray", n_trials=1)
     assert main(["run", str(local)]) == 0
     # No --ray-address: ppo-tune finds the cluster running on this machine.
-    assert main(["run", str(on_ray), "--launcher", "ray", "--workers", "2"]) == 0
+    assert main(["run", str(on_ray), "--launcher", "ray", "--workers", "1"]) == 0
     studies = {path.stem: (load(path), load_study_spec(path)) for path in (local, on_ray)}
     local_trials = studies["local"][0].get_trials()
     ray_trials = studies["on_ray"][0].get_trials()
-    assert [t.state for t in ray_trials] == [TrialState.COMPLETE] * 2
+    assert [t.state for t in ray_trials] == [TrialState.COMPLETE]
     assert _user_attr_keys(ray_trials) == _user_attr_keys(local_trials)
     tables = {}
     for name, (study, spec) in studies.items():
@@ -148,7 +204,7 @@ def test_a_study_runs_on_ray_and_stores_what_the_local_launcher_stores(
     assert tables["on_ray"] == tables["local"]
     # Ray ran each trial's task with one of its (logical) GPUs and one CPU.
     held = [t.system_attrs[RAY_TASK_ATTR]["resources"] for t in ray_trials]
-    assert held == [{"GPU": 1.0, "CPU": 1.0}] * 2, held
+    assert held == [{"GPU": 1.0, "CPU": 1.0}], held
 
 
 def test_trials_of_two_gpus_run_two_at_a_time_on_four(
@@ -176,46 +232,56 @@ def test_trials_of_two_gpus_run_two_at_a_time_on_four(
     assert tasks[last]["started"] - asked > 1.0, (asked, tasks)
 
 
-def test_a_killed_trial_process_fails_with_its_reason_and_is_retried(
+def test_a_trial_whose_process_or_ray_worker_is_killed_fails_with_the_reason_and_is_retried(
     ray_head: str, tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path
 ) -> None:
-    path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=2, base={"total_episodes": 400})
+    # Two faults in one study, one chain of retries: the trial's own process is killed, then its retry's Ray worker
+    # (the task's process, the trial process's parent), each as the kernel's OOM killer or a node's shutdown would.
+    path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=1, base={"total_episodes": 160})
     storage = load_study_spec(path).storage
     runner = subprocess.Popen([sys.executable, "-m", "ppo_tune", "run", str(path), "--launcher", "ray",
                                "--ray-address", ray_head, "--workers", "1"], stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, start_new_session=True)
-    wait_for(lambda: running_trial_has_updated(path), 120, "a running trial's first update")
-    [victim] = _trial_processes(storage)
-    victim.send_signal(signal.SIGKILL)  # as the kernel's OOM killer, or a node's own shutdown, would
+    killed = []
+    for victim in ("trial process", "Ray worker"):
+        trial_process = _updated_trial_process(path, storage)
+        ray_worker = trial_process.parent()
+        assert ray_worker.name().startswith("ray::"), ray_worker  # Ray names its workers by the task they run
+        (trial_process if victim == "trial process" else ray_worker).send_signal(signal.SIGKILL)
+        killed.append(trial_process)
+        wait_for(lambda: len(load(path).get_trials(states=(TrialState.FAIL,))) == len(killed), 60,
+                 f"the trial whose {victim} was killed to fail")
     output = runner.communicate(timeout=300)[0].decode()
     assert runner.returncode == 0, output
+    assert not still_running(killed)  # a Ray worker's death ends its trial's process
     trials = load(path).get_trials()
-    [killed] = [t for t in trials if t.state == TrialState.FAIL]
-    assert killed.user_attrs[FAIL_REASON_ATTR] == "killed by signal SIGKILL"
-    [retry] = [t for t in trials if t.user_attrs.get(RETRY_OF_ATTR) == killed.number]
-    assert retry.state == TrialState.COMPLETE and retry.params == killed.params
-    assert sum(t.state == TrialState.COMPLETE for t in trials) == 2
+    assert [t.state for t in trials] == [TrialState.FAIL, TrialState.FAIL, TrialState.COMPLETE]
+    assert [t.user_attrs[FAIL_REASON_ATTR] for t in trials[:2]] == [
+        "killed by signal SIGKILL", "Ray task lost: the Ray worker running it died (WorkerCrashedError)"]
+    assert [t.user_attrs.get(RETRY_OF_ATTR) for t in trials] == [None, 0, 1]  # each the retry of the one before
+    assert trials[0].params == trials[1].params == trials[2].params
+
+
+def _check_failed_then_retried(trials: list[FrozenTrial], reason: str) -> FrozenTrial:
+    """One trial failed with ``reason``, and its retry, with the same parameters, completed the study; the retry."""
+    [failed] = [t for t in trials if t.state == TrialState.FAIL]
+    assert failed.user_attrs[FAIL_REASON_ATTR].startswith(reason), failed.user_attrs[FAIL_REASON_ATTR]
+    [retry] = [t for t in trials if t.user_attrs.get(RETRY_OF_ATTR) == failed.number]
+    assert retry.state == TrialState.COMPLETE and retry.params == failed.params
+    assert [t.state for t in trials] == [TrialState.FAIL, TrialState.COMPLETE]  # nothing else ran, nothing lost
+    return retry
 
 
 def test_sigterm_stops_the_study_requeues_its_trial_and_a_rerun_finishes_it(
     ray_head: str, tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path
 ) -> None:
-    path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=3, base={"total_episodes": 160})
+    path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=1, base={"total_episodes": 160})
     storage = load_study_spec(path).storage
     arguments = ["run", str(path), "--launcher", "ray", "--ray-address", ray_head, "--workers", "1"]
     process = subprocess.Popen([sys.executable, "-m", "ppo_tune", *arguments], stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, start_new_session=True)
-
-    def states() -> list[TrialState]:
-        try:
-            return [t.state for t in load(path).get_trials(deepcopy=False)]
-        except KeyError:
-            return []
-
-    wait_for(lambda: TrialState.COMPLETE in states() and running_trial_has_updated(path), 180,
-             "one finished and one running trial")
-    study_processes = descendants(process.pid) + _trial_processes(storage)
-    assert _trial_processes(storage), "the running trial's process"
+    trial_process = _updated_trial_process(path, storage)
+    study_processes = [*descendants(process.pid), trial_process]
     process.send_signal(signal.SIGTERM)  # to the command alone, as a scheduler, timeout or kill sends it
     output = process.communicate(timeout=60)[0].decode()
     assert process.returncode == 143, output
@@ -229,30 +295,45 @@ def test_sigterm_stops_the_study_requeues_its_trial_and_a_rerun_finishes_it(
 
     assert main(arguments) == 0
     trials = load(path).get_trials()
-    assert sum(t.state == TrialState.COMPLETE for t in trials) == 3
+    assert sum(t.state == TrialState.COMPLETE for t in trials) == 1
     # No trial lost: the interrupted one's retry completed, and nothing else failed.
     assert [t.state for t in trials if t.user_attrs.get(RETRY_OF_ATTR) == interrupted.number] == \
         [TrialState.COMPLETE]
     assert [t.number for t in trials if t.state == TrialState.FAIL] == [interrupted.number]
 
 
-def test_sqlite_on_a_cluster_of_two_nodes_is_refused_in_one_line(
-    ray_head: str, tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path, capsys: pytest.CaptureFixture[str]
+def test_sqlite_on_a_cluster_of_several_nodes_is_refused_in_one_line(
+    ray_three_nodes: str, tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # Last in this file: it adds a second node (a second raylet on this machine, as Ray's own tests make clusters)
-    # and removes it.
-    node = _start_node("--address", ray_head, "--num-cpus", "1", "--num-gpus", "0", log=tmp_path / "node.log")
-    # Until the second node has joined, ppo-tune sees one node, where SQLite is allowed: more GPUs per trial than
-    # the head has keeps the study from running meanwhile (exit 2 as well, for that reason).
-    path = write_study(tmp_path, tiny_lm_dir, prompts_file, processes_per_trial=5)
-    try:
-        def refused() -> bool:
-            assert main(["run", str(path), "--launcher", "ray", "--ray-address", ray_head]) == 2
-            error = capsys.readouterr().err.strip()
-            assert "\n" not in error, error
-            return "SQLite cannot be shared by the 2 nodes of the Ray cluster" in error
-
-        wait_for(refused, 60, "the second node to join and SQLite to be refused")
-    finally:
-        _stop_node(node)
+    path = write_study(tmp_path, tiny_lm_dir, prompts_file)
+    assert main(["run", str(path), "--launcher", "ray", "--ray-address", ray_three_nodes]) == 2
+    error = capsys.readouterr().err.strip()
+    assert "\n" not in error and "SQLite cannot be shared by the 3 nodes of the Ray cluster" in error, error
     assert not Path(load_study_spec(path).storage.removeprefix("sqlite:///")).exists()
+
+
+def test_a_node_lost_mid_trial_fails_the_trial_with_the_reason_and_the_retry_runs_on_another(
+    ray_three_nodes: str, tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path
+) -> None:
+    # Several nodes need a shared storage: PostgreSQL, as on a real cluster.
+    name = f"ray_node_lost_{os.getpid()}_{int(time.time())}"
+    path = write_study(tmp_path, tiny_lm_dir, prompts_file, name=name, n_trials=1, storage=postgres_url(),
+                       base={"total_episodes": 160})
+    storage = load_study_spec(path).storage
+    runner = subprocess.Popen([sys.executable, "-m", "ppo_tune", "run", str(path), "--launcher", "ray",
+                               "--ray-address", ray_three_nodes, "--workers", "1"], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, start_new_session=True)
+    trial_process = _updated_trial_process(path, storage)
+    trial_process.send_signal(signal.SIGSTOP)  # mid-trial, however long what follows takes on a loaded machine
+    # The node is its raylet: killed, as a node's crash or preemption would end it, its Ray workers end (and the
+    # trial's process with them), and the cluster takes the node for dead.
+    raylet = next(process for process in trial_process.parents() if process.name() == "raylet")
+    [lost_node] = [argument.partition("=")[2] for argument in raylet.cmdline() if argument.startswith("--node_id=")]
+    raylet.send_signal(signal.SIGKILL)
+    output = runner.communicate(timeout=300)[0].decode()
+    assert runner.returncode == 0, output
+    assert not still_running([trial_process])  # nothing of the lost node's trial trains on unseen
+    # The reason names the node that died; the retry ran on the other one.
+    retry = _check_failed_then_retried(
+        load(path).get_trials(), f"Ray task lost: the node running it died (NodeDiedError, node {lost_node[:12]} at ")
+    assert retry.system_attrs[RAY_TASK_ATTR]["node_id"] != lost_node

@@ -21,6 +21,7 @@ import contextlib
 import functools
 import logging
 import os
+import re
 import signal
 import socket
 import threading
@@ -185,7 +186,7 @@ def ray_launcher(with_gpus: bool) -> Callable[[TrialJob, int, float | None, Base
                 False
         except ray.exceptions.RayError as error:  # its Ray worker or node died
             recorded = read_outcome(storage, job.trial_id)
-            return recorded or Outcome("fail", reason=f"Ray task lost: {first_line(error)}"), recorded is None
+            return recorded or Outcome("fail", reason=lost_reason(error)), recorded is None
         returncode = result.pop("returncode")
         storage.set_trial_system_attr(job.trial_id, RAY_TASK_ATTR, result)
         recorded = read_outcome(storage, job.trial_id)
@@ -193,6 +194,30 @@ def ray_launcher(with_gpus: bool) -> Callable[[TrialJob, int, float | None, Base
         return ended_outcome(storage, job.trial_id, returncode, timeout), lost
 
     return launch
+
+
+LOST_BECAUSE = {
+    "NodeDiedError": "the node running it died",
+    "LocalRayletDiedError": "this machine's Ray node died",
+    "WorkerCrashedError": "the Ray worker running it died",
+    "OutOfMemoryError": "Ray killed its worker, its node being short of memory",
+    "ObjectLostError": "Ray lost its result",
+    "TaskCancelledError": "it was cancelled outside ppo-tune",
+}
+"""What happened to a trial's task, by the Ray exception that said so (or the nearest class it derives from)."""
+
+
+def lost_reason(error: BaseException) -> str:
+    """The trial's fail reason when Ray lost its task: what happened, the exception's name, and the node Ray named
+    (``Ray task lost: the node running it died (NodeDiedError, node 2ff8511a1a79 at 10.0.0.7)``)."""
+    because = next((LOST_BECAUSE[cls.__name__] for cls in type(error).__mro__ if cls.__name__ in LOST_BECAUSE),
+                   first_line(error))
+    details = [type(error).__name__]
+    node = re.search(r"node ID: ([0-9a-f]{12})", str(error), re.IGNORECASE)
+    address = re.search(r"Node IP: ([0-9A-Fa-f.:]+[0-9A-Fa-f])", str(error))
+    if node:
+        details.append(f"node {node.group(1)}" + (f" at {address.group(1)}" if address else ""))
+    return f"Ray task lost: {because} ({', '.join(details)})"
 
 
 def _wait(ray: ModuleType, ref: Any) -> dict[str, Any]:
