@@ -17,7 +17,9 @@ import plotly.graph_objects as go
 from optuna.trial import FrozenTrial, TrialState
 
 SELECTED_COLOR = "#111111"  # near-black: not a trial colour (dashboard.palette) and readable on Optuna's blues
-RING = {"size": 14, "symbol": "circle-open", "line": {"width": 2.5, "color": SELECTED_COLOR}}
+# An open symbol is stroked in the marker's colour (its line colour is ignored): both set, or the theme's first
+# colour shows instead.
+RING = {"size": 14, "symbol": "circle-open", "color": SELECTED_COLOR, "line": {"width": 2.5, "color": SELECTED_COLOR}}
 SELECTED_NAME = "selected trials"
 
 
@@ -57,7 +59,9 @@ def _slice(drawn: go.Figure, study: optuna.Study, selected: set[int], objective:
 def _parallel(drawn: go.Figure, study: optuna.Study, selected: set[int], objective: int) -> None:
     # One line per completed trial with a finite value, in the study's order (Optuna's draw order for one target).
     trials = [t for t in _complete(study) if math.isfinite(t.values[objective])]
-    lines = [trace for trace in drawn.data if isinstance(trace, go.Scatter) and trace.mode == "lines"]
+    # The trials' lines carry their values as customdata; a study with constraints adds legend-only lines too.
+    lines = [trace for trace in drawn.data
+             if isinstance(trace, go.Scatter) and trace.mode == "lines" and trace.customdata is not None]
     if len(lines) != len(trials):
         return
     first = True
@@ -98,9 +102,10 @@ def _contour(drawn: go.Figure, study: optuna.Study, selected: set[int], objectiv
         def shown(value: Any, axis: str) -> Any:  # a categorical axis holds its values as text
             return str(value) if drawn.layout[f"{axis[0]}axis{axis[1:]}"].type == "category" else value
 
-        drawn.add_trace(_ring([shown(t.params[x_param], xaxis) for t in here],
-                              [shown(t.params[y_param], yaxis) for t in here], [t.number for t in here], first,
-                              xaxis=xaxis, yaxis=yaxis))
+        ring = _ring([shown(t.params[x_param], xaxis) for t in here], [shown(t.params[y_param], yaxis) for t in here],
+                     [t.number for t in here], first, xaxis=xaxis, yaxis=yaxis)
+        ring.marker.update(size=9, line={"width": 1.5})  # a contour subplot is small
+        drawn.add_trace(ring)
         first = False
 
 

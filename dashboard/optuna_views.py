@@ -6,6 +6,8 @@ the page to show, never an exception.
 
 from __future__ import annotations
 
+import math
+import re
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -22,7 +24,9 @@ VIEWS = ("Optimization history", "Parameter importances", "Parallel coordinates"
          "Pareto front")
 
 
-ANGLED_AFTER = 5  # the parallel coordinates' axis names are angled past this many axes, so none overlaps
+ANGLED_AFTER = 5  # past this many axes the parallel coordinates' and slices' labels are angled or wrapped
+CONTOUR_ROW_PX = 110  # each row of a contour grid of more than two parameters (Optuna's whole grid is 450 px)
+WRAP_AT = 10  # characters of a slice's parameter name that fit under it, past ANGLED_AFTER slices
 
 
 class NotDrawable(Exception):
@@ -63,6 +67,42 @@ def _target(study: optuna.Study, objective: int) -> dict[str, Any]:
     return {"target": lambda trial: trial.values[objective], "target_name": name}
 
 
+def wrapped(name: str, width: int = WRAP_AT) -> str:
+    """A parameter name over ``width`` characters broken after underscores into lines of at most ``width`` where
+    its parts allow: ``value_<br>learning_<br>rate``. The name stays whole; only where it breaks changes."""
+    lines = [""]
+    for part in re.findall(r"[^_]*_|[^_]+$", name):
+        if lines[-1] and len(lines[-1]) + len(part) > width:
+            lines.append("")
+        lines[-1] += part
+    return "<br>".join(lines)
+
+
+def _axes_whole(drawn: go.Figure, prefixes: tuple[str, ...]) -> None:
+    """Names wrapped to fit a narrow subplot, ticks small and angled, one label a decade on a log axis."""
+    for name in [n for n in drawn.layout if n.startswith(prefixes)]:
+        axis = drawn.layout[name]
+        axis.update(title={"text": wrapped(axis.title.text or ""), "font": {"size": 11}}, nticks=4,
+                    tickfont={"size": 9}, **({"tickangle": -45} if name.startswith("xaxis") else {}))
+        if axis.type == "log":  # plotly's 2 and 5 between decades crowd a narrow subplot
+            axis.dtick = 1
+
+
+def _many_subplots_whole(drawn: go.Figure, view: str) -> None:
+    """Optuna puts every slice in one row, and every pair of parameters in a square grid of contours: past a few
+    parameters their names and ticks run into each other."""
+    if view == "Slice" and len([n for n in drawn.layout if n.startswith("xaxis")]) > ANGLED_AFTER:
+        _axes_whole(drawn, ("xaxis",))
+        drawn.update_layout(margin={"b": 120})
+    if view == "Contour":
+        side = math.isqrt(len([n for n in drawn.layout if n.startswith("xaxis")]))
+        if side > 2:
+            _axes_whole(drawn, ("xaxis", "yaxis"))
+            drawn.update_layout(height=CONTOUR_ROW_PX * side + 200, margin={"b": 120, "l": 120})
+    # Above the plot: on the right the legend (the selected trials' ring) sat on the colour bar's title.
+    drawn.update_layout(legend={"orientation": "h", "x": 0, "y": 1.02, "yanchor": "bottom"})
+
+
 def figure(study: optuna.Study, view: str, objective: int = 0) -> go.Figure:
     """Optuna's figure for ``view``; raises :class:`NotDrawable` with the reason when it cannot be drawn."""
     problem = _requirements(study, view)
@@ -90,6 +130,8 @@ def figure(study: optuna.Study, view: str, objective: int = 0) -> go.Figure:
         # Parameter names side by side under a dozen axes overlap ("value_learning_rate" is 19 characters).
         drawn.update_xaxes(tickangle=-30)
         drawn.update_layout(margin={"b": 120})
+    if view in ("Slice", "Contour"):
+        _many_subplots_whole(drawn, view)
     if view == "Timeline":  # one colour per state on every page: Optuna's own would make complete trials blue
         for trace in drawn.data:
             if trace.name in STATE_COLORS:

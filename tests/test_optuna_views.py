@@ -10,7 +10,7 @@ from optuna.trial import TrialState, create_trial
 
 from dashboard.frontier_charts import STATE_COLORS as FRONTIER_STATES
 from dashboard.optuna_marks import SELECTED_COLOR, mark_selected
-from dashboard.optuna_views import ANGLED_AFTER, VIEWS, figure
+from dashboard.optuna_views import ANGLED_AFTER, CONTOUR_ROW_PX, VIEWS, WRAP_AT, figure, wrapped
 
 
 def test_the_timeline_colours_states_as_every_other_page() -> None:
@@ -47,9 +47,10 @@ def marked_study() -> optuna.Study:
                                  distributions={"x": SPACE["x"]}, intermediate_values={3: 0.99}))
     study.add_trial(create_trial(state=TrialState.FAIL))
     for i in range(4):
+        # With constraints (one broken), as the tuner stores them: Optuna then adds legend-only lines.
         study.add_trial(create_trial(state=TrialState.COMPLETE, value=0.1 * i,
                                      params={"x": 0.1 * i, "lr": 10 ** (-5 + i / 2), "kind": "ab"[i % 2]},
-                                     distributions=SPACE))
+                                     distributions=SPACE, system_attrs={"constraints": [1.0 if i == 2 else -1.0]}))
     return study
 
 
@@ -65,6 +66,8 @@ def test_the_selected_trials_are_ringed_on_the_optimization_history() -> None:
     study = marked_study()
     (ring,) = rings(mark_selected(figure(study, "Optimization history"), study, "Optimization history", SELECTED))
     assert list(ring.x) == [3, 5] and list(ring.y) == pytest.approx([0.1, 0.3])
+    # An open marker is stroked in its own colour: without it the theme's first colour (a trial's) showed.
+    assert ring.marker.color == ring.marker.line.color == SELECTED_COLOR
     assert not rings(mark_selected(figure(study, "Optimization history"), study, "Optimization history", []))
 
 
@@ -88,7 +91,8 @@ def test_the_selected_trials_are_ringed_on_every_slice() -> None:
 def test_the_selected_trials_lines_are_drawn_dark_on_the_parallel_coordinates() -> None:
     study = marked_study()
     plain = figure(study, "Parallel coordinates")
-    lines = [t for t in plain.data if t.mode == "lines"]
+    lines = [t for t in plain.data if t.mode == "lines" and t.customdata is not None]
+    assert len(lines) < len([t for t in plain.data if t.mode == "lines"])  # the feasibility legend's lines
     drawn = mark_selected(figure(study, "Parallel coordinates"), study, "Parallel coordinates", SELECTED)
     marked = rings(drawn)
     assert [t.meta["trials"] for t in marked] == [[3], [5]]
@@ -149,3 +153,33 @@ def test_the_parallel_coordinates_keep_their_labels_whole(params: int) -> None:
     widest = max(len(a.text) for a in drawn.layout.annotations if a.x == 0)
     assert drawn.layout.margin.l >= 7 * widest and drawn.layout.margin.r >= 60
     assert (drawn.layout.xaxis.tickangle not in (None, 0)) == (params + 1 > ANGLED_AFTER)
+
+
+def test_many_slices_keep_their_names_whole_and_apart() -> None:
+    # Issue 28, point 9: nine slices in one row ran "learning_ratemini_batch_size" together.
+    study = optuna.create_study()
+    space = {f"{name}_{i}": FloatDistribution(1e-6, 1e-3, log=True)
+             for i, name in enumerate(["value_learning_rate"] * (ANGLED_AFTER + 2))}
+    for i in range(3):
+        study.add_trial(create_trial(state=TrialState.COMPLETE, value=0.1 * i, distributions=space,
+                                     params={name: 10 ** (-5 + i / 2) for name in space}))
+    drawn = figure(study, "Slice")
+    titles = [drawn.layout[a].title.text for a in drawn.layout if a.startswith("xaxis")]
+    assert sorted(t.replace("<br>", "") for t in titles) == sorted(space)  # every name, whole
+    assert all(len(line) <= WRAP_AT for t in titles for line in t.split("<br>"))
+    assert drawn.layout.legend.orientation == "h"  # clear of the colour bar's title
+
+
+def test_wrapped_breaks_a_long_name_after_underscores() -> None:
+    assert wrapped("value_learning_rate") == "value_<br>learning_<br>rate"
+    assert wrapped("num_ppo_epochs") == "num_ppo_<br>epochs"
+    assert wrapped("cliprange") == "cliprange" and wrapped("averyveryverylongname") == "averyveryverylongname"
+
+
+def test_a_grid_of_contours_gets_the_height_its_rows_need() -> None:
+    # Issue 28, point 9: nine parameters drew 81 contours into Optuna's 450 px, names on top of each other.
+    study = marked_study()
+    drawn = figure(study, "Contour")
+    assert drawn.layout.height >= 3 * CONTOUR_ROW_PX
+    titles = [drawn.layout[a].title.text for a in drawn.layout if a.startswith(("xaxis", "yaxis"))]
+    assert {t for t in titles if t} == set(SPACE)
