@@ -64,13 +64,14 @@ def trial_table_config(table: pd.DataFrame, view: StudyView) -> dict[str, Any]:
         "budget_updates": st.column_config.NumberColumn("planned updates", format="%d"),
     }
     for name, label in objective_labels(view).items():
-        config[name] = st.column_config.NumberColumn(label, format="%.4g", pinned=True,
-                                                     help="The study's objective, as its study file reduces it "
-                                                          "(complete trials only)")
+        # Narrow, the label's whole text in its tooltip: pinned columns this wide left no room for the KL ones.
+        config[name] = st.column_config.NumberColumn(label, format="%.4g", pinned=True, width="medium",
+                                                     help=f"{label}: the study's objective, as its study file "
+                                                          "reduces it (complete trials only)")
         config[partial_column(name)] = st.column_config.NumberColumn(
-            f"{label} (partial)", format="%.4g", pinned=True,
-            help="A pruned trial's last reported intermediate value: not the objective, which it never reached, "
-                 "so it is kept out of the objective's column and its sorting")
+            "partial", format="%.4g", pinned=True, width="small",
+            help=f"A pruned trial's last reported {label.removeprefix('objective: ')}: a partial value, not the "
+                 "objective, which it never reached; kept out of the objective's column and its sorting")
     for column in table.columns:
         if column.startswith(PARAM_PREFIX):
             name = column.removeprefix(PARAM_PREFIX)
