@@ -112,6 +112,9 @@ def test_the_figure_puts_each_tuning_value_beside_its_validated_interval() -> No
     mean, low, high = mean_interval(RUNS[4])
     assert validated.y[0] == pytest.approx(mean)
     assert (validated.error_y.array[0], validated.error_y.arrayminus[0]) == pytest.approx((high - mean, mean - low))
+    # The objective's whole label on the 320 px axis: it was cut off at both ends on one line.
+    title = validation_figure(frame, "objective: eval/gold_score, mean of the last 2 values").layout.yaxis.title.text
+    assert title == "objective: eval/gold_score,<br>mean of the last 2 values"
 
 
 @pytest.fixture
