@@ -71,6 +71,10 @@ def test_frontier_page_shows_states_front_fit_and_paths(url: str, monkeypatch: p
     assert metrics["Suggested kl_target"] == f"{star['x'][0]:.3g} nats"
     assert 5.0 < star["x"][0] < 20.0 and "extrapolated" not in star["name"]
     assert not app.warning  # gold is recorded and the peak lies inside the data
+    # Issue 28, point 6: the front table's gold is the last point's (the demo's are training points, no held-out
+    # evaluation), told apart from the objective by its label.
+    front = json.loads(app.dataframe[-1].proto.columns)
+    assert front["y"]["label"] == "gold score at its last update" and "not its objective" in front["y"]["help"]
     paths = charts["chart_trajectories"]
     drawn = {t["meta"]["trial"] for t in paths["data"] if "series" in t.get("meta", {})}
     peaks = {t["meta"]["trial"] for t in roles(paths, "gold_peak")}

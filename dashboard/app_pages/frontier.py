@@ -99,7 +99,13 @@ def _across_the_study(context: PageContext, source: FrontierSource, paths: pd.Da
     if not front.empty:
         st.markdown(f"**On the front** ({len(front)} trial{'s' if len(front) != 1 else ''})")
         columns = ["trial", "update", "kl", "y", *(["proxy"] if source.has_gold else [])]
-        config = FRONT_CONFIG | {"y": st.column_config.NumberColumn(y_title, format="%.4g")}
+        # The score at the trial's last point, not its objective (the study's reduction of it, on the Study page):
+        # the two sat side by side without a word (issue 28, point 6).
+        at = "last evaluation" if source.kind == "eval" else "last update"
+        config = FRONT_CONFIG | {"y": st.column_config.NumberColumn(
+            f"{y_title} at its {at}", format="%.4g",
+            help=f"The {y_title} this trial's last point has on the chart: not its objective value, which the "
+                 "study file may reduce over several evaluations (the Study page shows it)")}
         show_table(front[columns], hide_index=True, column_config=config, width="stretch")
 
 
