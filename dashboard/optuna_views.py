@@ -17,6 +17,7 @@ import plotly.graph_objects as go
 from optuna import visualization
 from optuna.trial import TrialState
 
+from dashboard.frames import MISSING
 from dashboard.palette import STATE_COLORS
 from dashboard.study_reader import objective_names
 
@@ -26,6 +27,7 @@ VIEWS = ("Optimization history", "Parameter importances", "Parallel coordinates"
 
 ANGLED_AFTER = 5  # past this many axes the parallel coordinates' and slices' labels are angled or wrapped
 CONTOUR_ROW_PX = 110  # each row of a contour grid of more than two parameters (Optuna's whole grid is 450 px)
+OPTUNA_MISSING = "None"  # the parallel coordinates' label for a parameter a trial lacks
 WRAP_AT = 10  # characters of a slice's parameter name that fit under it, past ANGLED_AFTER slices
 
 
@@ -103,6 +105,18 @@ def _many_subplots_whole(drawn: go.Figure, view: str) -> None:
     drawn.update_layout(legend={"orientation": "h", "x": 0, "y": 1.02, "yanchor": "bottom"})
 
 
+def _missing_as_elsewhere(drawn: go.Figure) -> None:
+    """A parameter a trial does not use (kl_coef under adaptive KL) reads as on every other page, not Optuna's
+    "None" (a categorical choice named None, Optuna labels "None (value)")."""
+    for annotation in drawn.layout.annotations:
+        if annotation.text == OPTUNA_MISSING:
+            annotation.text = MISSING
+    for trace in drawn.data:
+        if isinstance(trace, go.Scatter) and trace.customdata is not None:
+            trace.customdata = [[name, MISSING if value == OPTUNA_MISSING else value]
+                                for name, value in trace.customdata]
+
+
 def figure(study: optuna.Study, view: str, objective: int = 0) -> go.Figure:
     """Optuna's figure for ``view``; raises :class:`NotDrawable` with the reason when it cannot be drawn."""
     problem = _requirements(study, view)
@@ -130,6 +144,8 @@ def figure(study: optuna.Study, view: str, objective: int = 0) -> go.Figure:
         # Parameter names side by side under a dozen axes overlap ("value_learning_rate" is 19 characters).
         drawn.update_xaxes(tickangle=-30)
         drawn.update_layout(margin={"b": 120})
+    if view == "Parallel coordinates":
+        _missing_as_elsewhere(drawn)
     if view in ("Slice", "Contour"):
         _many_subplots_whole(drawn, view)
     if view == "Timeline":  # one colour per state on every page: Optuna's own would make complete trials blue

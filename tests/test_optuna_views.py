@@ -8,6 +8,7 @@ import pytest
 from optuna.distributions import CategoricalDistribution, FloatDistribution
 from optuna.trial import TrialState, create_trial
 
+from dashboard.frames import MISSING
 from dashboard.frontier_charts import STATE_COLORS as FRONTIER_STATES
 from dashboard.optuna_marks import SELECTED_COLOR, mark_selected
 from dashboard.optuna_views import ANGLED_AFTER, CONTOUR_ROW_PX, VIEWS, WRAP_AT, figure, wrapped
@@ -183,3 +184,17 @@ def test_a_grid_of_contours_gets_the_height_its_rows_need() -> None:
     assert drawn.layout.height >= 3 * CONTOUR_ROW_PX
     titles = [drawn.layout[a].title.text for a in drawn.layout if a.startswith(("xaxis", "yaxis"))]
     assert {t for t in titles if t} == set(SPACE)
+
+
+def test_a_parameter_a_trial_does_not_use_reads_as_on_every_other_page() -> None:
+    # Issue 28, point 2: Optuna's parallel coordinates wrote "None" where every table writes MISSING.
+    study = optuna.create_study()
+    space = {"kl_coef": FloatDistribution(0.01, 0.2), "x": FloatDistribution(0, 1)}
+    for i in range(3):  # the first trial uses no kl_coef (an adaptive-KL trial)
+        params = {"x": 0.1 * i, **({"kl_coef": 0.05 * i} if i else {})}
+        study.add_trial(create_trial(state=TrialState.COMPLETE, value=0.1 * i, params=params,
+                                     distributions={k: space[k] for k in params}))
+    drawn = figure(study, "Parallel coordinates")
+    texts = [a.text for a in drawn.layout.annotations]
+    hovers = [value for t in drawn.data if t.customdata is not None for _, value in t.customdata]
+    assert MISSING in texts and MISSING in hovers and "None" not in texts + hovers
