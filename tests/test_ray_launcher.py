@@ -1,12 +1,13 @@
 """``--launcher ray`` on real Ray clusters that the tests start (``ray start``; no mocks: the ``ray`` extra is part of
 the test install, scripts/setup.sh). Most tests share one single-node cluster (``ray start --head --num-cpus 4
 --num-gpus 4``: Ray's own testing advice, a small local cluster, with logical GPUs so that packing can be seen on a
-machine without any): a study of tiny trials stores what the local launcher stores, trials of 2 GPUs run two at a
-time, a trial whose process or Ray worker is killed fails with the reason and is retried, SIGTERM stops the study
-and a rerun finishes it. The last tests share a cluster of three nodes on this machine (a head that runs no task,
-and two nodes of one CPU, each a raylet of its own, as Ray's own multi-node tests make them): SQLite is refused
-there, and a node lost mid-trial (its raylet killed) fails the trial with the reason and the retry runs on the other
-node. Each cluster is started once per module: a cluster's start costs seconds of the 2 cores CI has."""
+machine without any): a study of tiny trials runs and validates there and stores what the local launcher stores,
+trials of 2 GPUs run two at a time, a trial whose process or Ray worker is killed fails with the reason and is
+retried, SIGTERM stops the study and a rerun finishes it. The last tests share a cluster of three nodes on this
+machine (a head that runs no task, and two nodes of one CPU, each a raylet of its own, as Ray's own multi-node tests
+make them): SQLite is refused there, and a node lost mid-trial (its raylet killed) fails the trial with the reason
+and the retry runs on the other node. Each cluster is started once per module: a cluster's start costs seconds of
+the 2 cores CI has."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import optuna
 import psutil
 import pytest
 from optuna.trial import FrozenTrial, TrialState
@@ -36,12 +38,13 @@ from studies import (
     wait_for,
     write_study,
 )
-from tuner.attrs import FAIL_REASON_ATTR, RETRY_OF_ATTR
+from tuner.attrs import FAIL_REASON_ATTR, RETRY_OF_ATTR, VALIDATES_ATTR
 from tuner.database import create_engine
 from tuner.ray_launch import RAY_TASK_ATTR, recorded_address_file
 from tuner.reports import updates_run
 from tuner.study_config import load_study_spec
 from tuner.trial_records import read_metrics, read_samples
+from tuner.validation import validation_study_name
 
 RAY = str(Path(sys.executable).with_name("ray"))
 
@@ -180,7 +183,7 @@ def _user_attr_keys(trials: list[FrozenTrial]) -> set[str]:
     return {key for trial in trials for key in trial.user_attrs}
 
 
-def test_a_study_runs_on_ray_and_stores_what_the_local_launcher_stores(
+def test_a_study_runs_and_validates_on_ray_and_stores_what_the_local_launcher_stores(
     ray_head: str, tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path
 ) -> None:
     local = write_study(tmp_path, tiny_lm_dir, prompts_file, name="local", n_trials=1)
@@ -207,6 +210,13 @@ def test_a_study_runs_on_ray_and_stores_what_the_local_launcher_stores(
     # Ray ran each trial's task with one of its (logical) GPUs and one CPU.
     held = [t.system_attrs[RAY_TASK_ATTR]["resources"] for t in ray_trials]
     assert held == [{"GPU": 1.0, "CPU": 1.0}], held
+
+    # validate takes the same launcher: its runs are Ray tasks too, recorded as the local launcher records them.
+    assert main(["validate", "on_ray", "--storage", on_ray_storage, "--top-k", "1", "--seeds", "1",
+                 "--launcher", "ray", "--ray-address", ray_head, "--workers", "1"]) == 0
+    [run] = optuna.load_study(study_name=validation_study_name("on_ray"), storage=on_ray_storage).get_trials()
+    assert run.state == TrialState.COMPLETE and run.user_attrs[VALIDATES_ATTR] == ray_trials[0].number
+    assert run.system_attrs[RAY_TASK_ATTR]["resources"] == {"GPU": 1.0, "CPU": 1.0}
 
 
 def test_trials_of_two_gpus_run_two_at_a_time_on_four(
