@@ -19,8 +19,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import optuna
 import psutil
@@ -40,7 +41,7 @@ from studies import (
 )
 from tuner.attrs import FAIL_REASON_ATTR, RETRY_OF_ATTR, VALIDATES_ATTR
 from tuner.database import create_engine
-from tuner.ray_launch import RAY_TASK_ATTR, recorded_address_file
+from tuner.ray_launch import RAY_TASK_ATTR, lost_reason, recorded_address_file
 from tuner.reports import updates_run
 from tuner.study_config import load_study_spec
 from tuner.trial_records import read_metrics, read_samples
@@ -177,6 +178,29 @@ def test_without_ray_the_launcher_exits_2_saying_what_to_install(
     assert not Path(load_study_spec(path).storage.removeprefix("sqlite:///")).exists()  # nothing was created
     assert main(["run", str(path), "--ray-address", "127.0.0.1:1"]) == 2
     assert "--ray-address: only with --launcher ray" in capsys.readouterr().err
+
+
+NODE_DIED = ("Task failed because the node it was running on is dead or unavailable. Node IP: 10.0.0.7, node ID: "
+             "2ff8511a1a79cf9e8adfe5d0aa2c3b6bc5fc4ac6e997da65afe1f1f4. This can happen if the node was preempted, "
+             "had a hardware failure, or its raylet crashed unexpectedly.")  # Ray 2.60's own message
+
+
+@pytest.mark.parametrize(("error", "reason"), [
+    (lambda ray: ray.exceptions.NodeDiedError(NODE_DIED),
+     "Ray task lost: the node running it died (NodeDiedError, node 2ff8511a1a79 at 10.0.0.7)"),
+    (lambda ray: ray.exceptions.WorkerCrashedError(),
+     "Ray task lost: the Ray worker running it died (WorkerCrashedError)"),
+    (lambda ray: ray.exceptions.OutOfMemoryError("Task was killed due to the node running low on memory."),
+     "Ray task lost: Ray killed its worker, its node being short of memory (OutOfMemoryError)"),
+    (lambda ray: ray.exceptions.OwnerDiedError("ab" * 14, None, ""),  # a kind of ObjectLostError
+     "Ray task lost: Ray lost its result (OwnerDiedError)"),
+    (lambda ray: ray.exceptions.RaySystemError("the GCS went away"),  # none named: Ray's own first line
+     "Ray task lost: System error: the GCS went away (RaySystemError)"),
+])
+def test_a_lost_task_s_reason_says_what_ray_said_happened(error: Callable[[Any], Exception], reason: str) -> None:
+    import ray
+
+    assert lost_reason(error(ray)) == reason
 
 
 def _user_attr_keys(trials: list[FrozenTrial]) -> set[str]:
