@@ -2,20 +2,21 @@
 over many repeats, without training.
 
     python -m benchmarks.tuning_replay [--table FILE] [--table-rows N] [--repeats 50] [--seed 0] [--budget-updates U]
-                                       [--strategies NAME ...] [--workers 1] [--format markdown|json] [--out FILE]
-                                       [--quick]
+                                       [--strategies NAME ...] [--workers 1] [--mapping fitted|uniform]
+                                       [--format markdown|json] [--out FILE] [--quick]
 
 Each strategy (``benchmarks.replay_strategies``: a sampler, a pruner, a seed policy, warm starts and the KL guard)
 runs ``--repeats`` in-memory Optuna studies over ``studies/quickstart.yaml``'s space, sampler seed ``--seed`` +
 repeat; every proposal is mapped to the table's nearest configuration (``--mapping fitted``, the default: with the
 step mass as a coordinate and weights fitted to the table, ``benchmarks.replay_metric``; ``uniform``: every searched
-parameter alike) and replayed on one of its runs (``benchmarks.replay_study``) until the repeat's budget of PPO updates is spent (default: 20 runs of the table's mean
-length). Each repeat is judged by TRUE quality, a configuration's mean over every table seed
-(``benchmarks.replay_measures``): the updates spent when the winner first reached 95% of the best TRUE value, and the
-final regret. How faithful the mapping is (how far proposals land from a table row, and whether the nearest and the
-second-nearest row agree) is reported beside. Results: ``--out`` (default ``benchmarks/results/tuning_replay.json``),
-and a markdown table (or the JSON, ``--format json``) on stdout. ``--quick``: 2 repeats, a budget of 6 runs and a
-handful of strategies against whatever ``--table`` is given, results in ``--out`` or a temporary directory.
+parameter alike) and replayed on one of its runs (``benchmarks.replay_study``) until the repeat's budget of PPO
+updates is spent (default: 20 runs of the table's mean length). Each repeat is judged by TRUE quality, a
+configuration's mean over every table seed (``benchmarks.replay_measures``): the updates spent when the winner first
+reached 95% of the best TRUE value, and the final regret. How faithful the mapping is (how far proposals land from a
+table row, and whether the nearest and the second-nearest row agree) is reported beside. Results: ``--out``
+(default ``benchmarks/results/tuning_replay.json``), and a markdown table (or the JSON, ``--format json``) on
+stdout. ``--quick``: 2 repeats, a budget of 6 runs and a handful of strategies against whatever ``--table`` is
+given, results in ``--out`` or a temporary directory.
 """
 
 from __future__ import annotations
