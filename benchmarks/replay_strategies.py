@@ -4,10 +4,12 @@ A strategy is a sampler, a pruner (the fidelity schedule), a seed policy, warm s
 or off. Every strategy in ``BASE`` also runs with its guard flipped: ``<name>-noguard`` for one that has it,
 ``<name>-guard`` for one that has not (``random``).
 
-The shipped settings come from the study file itself (``studies/quickstart.yaml``): ``tpe`` is the sampler
-``tuner.factory.make_sampler`` builds from its ``sampler`` section (TPE, 8 startup trials, the constant liar), with
-the repeat's seed; ``median`` its ``pruner`` section (6 startup trials, 12 warm-up steps). The other model-based
-samplers take the same 8 startup trials, so that they differ from ``tpe`` only in their model. ``sha`` and
+Samplers are built by the tuner's own ``tuner.factory.make_sampler``, with the repeat's seed: ``tpe`` is Optuna's
+independent TPE with 8 start-up trials and the constant liar (the quickstart's sampler until the replay chose
+another), ``tpe_multivariate`` the default search a study file gets when it names no sampler
+(``tuner.study_defaults.SAMPLER``: joint TPE, ``group``, 8 start-up trials); ``median`` is the quickstart's
+``pruner`` section (6 start-up trials, 12 warm-up steps). The other model-based samplers take the same 8 start-up
+trials unless a strategy says otherwise, so that they differ only in their model. ``sha`` and
 ``hyperband`` stop at the held-out evaluations, in updates as every pruner here counts them (a trial reports at step
 = update, as the tuner does): the first rung is the first evaluation of the table's longest runs (12 updates of 96 on
 the quickstart), and each rung keeps a third (Optuna's Hyperband default, 3).
@@ -26,10 +28,16 @@ from dataclasses import dataclass
 
 import optuna
 
+from tuner import study_defaults
 from tuner.factory import make_pruner as study_pruner
 from tuner.factory import make_sampler as study_sampler
 from tuner.study_config import StudySpec
 
+WARM_STARTS = ("trl_defaults", "seed_guidance")
+STARTUP = int(study_defaults.SAMPLER["n_startup_trials"])
+"""The default search's random start-up trials (joint TPE), unless a strategy names its own."""
+OTHER_STARTUP = 8
+"""The independent TPE's and GPSampler's: the quickstart's TPE had 8 until the replay."""
 REDUCTION_FACTOR = 3
 """Successive halving and Hyperband keep the best third at each rung."""
 SEED_POLICIES = ("single", "racing")
@@ -48,30 +56,49 @@ class Strategy:
     """single: every trial of a repeat on one table seed; racing: the tuner's racing policy (``tuner.seed_policy``),
     the top 3 configurations by mean rerun on the next seeds until each has 3."""
     warm_starts: bool = False
-    """The study's ``enqueue`` points (trl_defaults, seed_guidance) first."""
+    """``WARM_STARTS`` first (the quickstart's ``enqueue`` until the replay dropped it)."""
+    startup: int | None = None
+    """A model-based sampler's random start-up trials; None: the study file's ``n_startup_trials`` (8)."""
+    race_seeds: int = 3
+    """racing: the seeds a leading configuration runs on."""
+    race_top_k: int = 3
+    """racing: how many leading configurations are raced."""
 
     def guard_flipped(self) -> Strategy:
         name = f"{self.name}-noguard" if self.guard else f"{self.name}-guard"
         return dataclasses.replace(self, name=name, guard=not self.guard)
 
 
+DEFAULT_STRATEGY = "tpe_multivariate_unpruned"
+"""What a study file that names no sampler and no pruner runs (``tuner.study_defaults``; the KL guard is on by
+default); ``QUICKSTART_STRATEGY`` is studies/quickstart.yaml's, the same sampler under its median pruner. A change of
+either default changes these."""
+QUICKSTART_STRATEGY = "tpe_multivariate"
+
 BASE = (
     Strategy("random", "random", "none", guard=False),
+    Strategy(DEFAULT_STRATEGY, "tpe_multivariate", "none", guard=True),
+    Strategy(QUICKSTART_STRATEGY, "tpe_multivariate", "median", guard=True),
+    Strategy("tpe_multivariate_unpruned_s8", "tpe_multivariate", "none", guard=True, startup=8),
+    Strategy("tpe_multivariate_s8", "tpe_multivariate", "median", guard=True, startup=8),
     Strategy("tpe_shipped", "tpe", "median", guard=True, warm_starts=True),
-    Strategy("tpe_multivariate", "tpe_multivariate", "median", guard=True),
     Strategy("gp", "gp", "median", guard=True),
+    Strategy("gp_s4", "gp", "median", guard=True, startup=4),
     Strategy("sha_random", "random", "sha", guard=True),
     Strategy("sha_tpe", "tpe", "sha", guard=True),
     Strategy("hyperband_random", "random", "hyperband", guard=True),
     Strategy("hyperband_tpe", "tpe", "hyperband", guard=True),
     Strategy("hyperband_tpe_multivariate", "tpe_multivariate", "hyperband", guard=True),
+    Strategy("hyperband_tpe_multivariate_s8", "tpe_multivariate", "hyperband", guard=True, startup=8),
     Strategy("hyperband_gp", "gp", "hyperband", guard=True),
     Strategy("racing", "tpe", "median", guard=True, seeds="racing", warm_starts=True),
+    Strategy("tpe_multivariate_race2", "tpe_multivariate", "median", guard=True, seeds="racing", race_seeds=2,
+             race_top_k=1),
+    Strategy("hyperband_tpe_race2", "tpe", "hyperband", guard=True, seeds="racing", race_seeds=2, race_top_k=1),
 )
 STRATEGIES: dict[str, Strategy] = {s.name: s for base in BASE for s in (base, base.guard_flipped())}
-DEFAULT_STRATEGY = "tpe_shipped"
-"""What a study runs by default (studies/quickstart.yaml's settings); a change of the shipped default changes this."""
-QUICK_STRATEGIES = ("random", "tpe_shipped", "tpe_shipped-noguard", "gp", "sha_tpe", "hyperband_random", "racing")
+QUICK_STRATEGIES = ("random", DEFAULT_STRATEGY, QUICKSTART_STRATEGY, "tpe_shipped", "gp", "sha_tpe", "hyperband_random",
+                    "racing")
 
 
 @dataclass(frozen=True)
@@ -84,16 +111,20 @@ class Fidelity:
 
 def make_sampler(strategy: Strategy, spec: StudySpec, seed: int) -> optuna.samplers.BaseSampler:
     """The strategy's sampler, seeded with ``seed``."""
-    startup = int(spec.sampler.get("n_startup_trials", 10))
+    if strategy.startup is not None:
+        startup = strategy.startup
+    else:
+        startup = STARTUP if strategy.sampler == "tpe_multivariate" else OTHER_STARTUP
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         if strategy.sampler == "random":
             return optuna.samplers.RandomSampler(seed=seed)
         if strategy.sampler == "tpe":
-            return study_sampler(dataclasses.replace(spec, sampler={**spec.sampler, "seed": seed}))
+            independent = {"name": "tpe", "seed": seed, "n_startup_trials": startup}
+            return study_sampler(dataclasses.replace(spec, sampler=independent))
         if strategy.sampler == "tpe_multivariate":
-            return optuna.samplers.TPESampler(seed=seed, n_startup_trials=startup, multivariate=True, group=True,
-                                              constant_liar=True)
+            joint = {**study_defaults.SAMPLER, "seed": seed, "n_startup_trials": startup}
+            return study_sampler(dataclasses.replace(spec, sampler=joint))
         if strategy.sampler == "gp":
             # The conditional parameters (kl_coef or kl_target) lie outside the GP's intersection space and are drawn
             # at random, which it would warn about at every trial.

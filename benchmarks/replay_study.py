@@ -26,7 +26,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from benchmarks.replay_mapping import TableIndex
-from benchmarks.replay_strategies import Fidelity, Strategy, make_pruner, make_sampler
+from benchmarks.replay_strategies import WARM_STARTS, Fidelity, Strategy, make_pruner, make_sampler
 from benchmarks.replay_table import SeedKey, Table
 from benchmarks.replay_trial import TrialOutcome, replay_run
 from tuner.attrs import RACE_OF_ATTR, SEED_ATTR
@@ -34,10 +34,7 @@ from tuner.constraints import feasible
 from tuner.search_space import suggest_params
 from tuner.seed_policy import Racing, SeedPolicy, best_raced
 from tuner.study_config import StudySpec
-from tuner.warm_start import enqueue_warm_starts
-
-RACING = SeedPolicy(name="racing", seeds=3, top_k=3)
-"""The racing policy replayed: the tuner's defaults (at most as many seeds as the table has)."""
+from tuner.warm_start import enqueue_warm_starts, warm_start_points
 
 
 @dataclass(frozen=True)
@@ -107,10 +104,10 @@ def run_repeat(strategy: Strategy, context: Context, sampler_seed: int, repeat: 
                                 sampler=make_sampler(strategy, spec, sampler_seed),
                                 pruner=make_pruner(strategy, spec, context.fidelity))
     if strategy.warm_starts:
-        enqueue_warm_starts(study, spec.enqueue)
+        enqueue_warm_starts(study, warm_start_points(spec.search_space, WARM_STARTS, spec.base))
     seeds = seed_order(table, repeat)
     # Table seed k stands for the base's seed + k, as the tuner numbers a race's seeds.
-    racing = Racing(SeedPolicy("racing", min(RACING.seeds, len(seeds)), RACING.top_k), base_seed=0) \
+    racing = Racing(SeedPolicy("racing", min(strategy.race_seeds, len(seeds)), strategy.race_top_k), base_seed=0) \
         if strategy.seeds == "racing" else None
     guard = spec.kl_guard if strategy.guard else None
     objective, constraints = spec.objectives[0], spec.constraints

@@ -1,23 +1,27 @@
 """What a tuner buys: the quickstart study against random search and two fixed configs, at equal PPO updates.
 
-    python -m benchmarks.tuning_quality [--budget-updates N] [--sampler-seeds 3] [--validation-seeds 5]
-                                        [--workers 2] [--work-dir DIR] [--quick]
+    python -m benchmarks.tuning_quality [--budget-updates N] [--sampler-seeds 5] [--validation-seeds 5]
+                                        [--task-seed T] [--workers 2] [--work-dir DIR] [--quick]
 
 Four methods on the built-in task (the base of ``studies/quickstart.yaml``), all judged by the quickstart's
 objective (the held-out ``eval/gold_score`` over the last two evaluations) and KL budget (``eval/kl``, a constraint):
 
-- ``tpe``: the quickstart study as shipped (TPE, KL guard, median pruner, its ``enqueue`` warm starts);
+- ``default``: the quickstart study as shipped (its sampler, pruner, seed policy, KL guard and ``enqueue`` warm
+  starts: what a study gets by default, ``tuner.study_defaults``);
 - ``random``: random search, no pruner, no KL guard, no warm starts;
 - ``trl_defaults``: ``studies/trl_defaults.yaml`` (TRL 1.12's defaults) with the quickstart's evaluation settings;
 - ``guidance``: the seed guidance's starting point (``tuner.warm_start.guidance_values``) on the quickstart base.
 
-Each ``tpe``/``random`` study (one per sampler seed) runs trials one after another until the PPO updates its trials
+Each ``default``/``random`` study (one per sampler seed) runs trials one after another until the PPO updates its trials
 ran (``tuner.reports.updates_run``: a pruned trial counts the updates it ran) reach ``--budget-updates``; the trial
 running then is finished. The two fixed configs are one-trial studies. Every method's chosen config (the best
 tuning trial, or the one trial) is then retrained on fresh seeds with ``ppo-tune validate --top-k 1``, the same
 seeds for every study. Studies run ``--workers`` at a time with one CPU thread each; validations run one study at
-a time with ``--workers`` workers. The default budget (960 updates per study, 3 sampler seeds, 5 validation seeds)
-took 42 min on 2 cores shared with other jobs; results and what they mean: benchmarks/README.md. ``--quick`` is a
+a time with ``--workers`` workers. The two searches are paired by sampler seed: ``paired`` holds, per seed, the
+default's validated mean minus random search's, their mean and its 95% t interval. ``--task-seed`` runs every study
+on another draw of the built-in task (``task_seed``).
+The default budget is 960 updates per study, 5 sampler seeds and 5 validation seeds; with 3 sampler seeds it took 42
+min on 2 cores shared with other jobs. Results and what they mean: benchmarks/README.md. ``--quick`` is a
 smoke run of every step: 2 updates per study, trials of 2 updates, 1 sampler seed and 2 validation seeds, results in
 ``--out`` or a temporary directory.
 """
@@ -48,7 +52,7 @@ ROOT = Path(__file__).resolve().parent.parent
 QUICKSTART = ROOT / "studies" / "quickstart.yaml"
 TRL_DEFAULTS = ROOT / "studies" / "trl_defaults.yaml"
 RESULTS = ROOT / "benchmarks" / "results"
-SEARCHES = ("tpe", "random")
+SEARCHES = ("default", "random")
 FIXED = ("trl_defaults", "guidance")
 # The quickstart's evaluation settings, copied onto TRL's defaults so that both are judged on the same held-out runs.
 EVAL_FIELDS = ("eval_steps", "num_eval_samples", "num_eval_prompts")
@@ -59,7 +63,7 @@ QUICK = {"budget_updates": 2, "sampler_seeds": 1, "validation_seeds": 2}
 QUICK_BASE = {"total_episodes": 32, "num_eval_samples": 2}
 """--quick: every study's runs (tuning and validation) take 32 episodes (1 or 2 updates) with 2 responses per
 held-out prompt at each evaluation."""
-FULL = {"budget_updates": DEFAULT_BUDGET, "sampler_seeds": 3, "validation_seeds": 5}
+FULL = {"budget_updates": DEFAULT_BUDGET, "sampler_seeds": 5, "validation_seeds": 5}
 
 
 def guidance_base(quickstart: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
@@ -84,11 +88,12 @@ def study_definitions(quickstart: dict[str, Any], work_dir: Path, sampler_seeds:
     ``base_overrides`` on every study's base."""
     definitions = []
     for seed in range(sampler_seeds):
-        tpe = {**quickstart, "sampler": {**quickstart["sampler"], "seed": seed}}
+        shipped = {**quickstart, "sampler": {**quickstart.get("sampler", {}), "seed": seed}}
         random = {**quickstart, "sampler": {"name": "random", "seed": seed}, "pruner": {"name": "none"},
                   "kl_guard": {**quickstart.get("kl_guard", {}), "enabled": False}}
         random.pop("enqueue", None)
-        definitions += [{**tpe, "name": f"tq-tpe-s{seed}"}, {**random, "name": f"tq-random-s{seed}"}]
+        random.pop("seed_policy", None)
+        definitions += [{**shipped, "name": f"tq-default-s{seed}"}, {**random, "name": f"tq-random-s{seed}"}]
     evaluation = {key: quickstart["base"][key] for key in EVAL_FIELDS if key in quickstart["base"]}
     trl_base = {**yaml.safe_load(TRL_DEFAULTS.read_text()), **evaluation}
     fixed = {key: value for key, value in quickstart.items() if key not in ("enqueue", "search_space")}
@@ -213,14 +218,14 @@ def median_reach(reached: list[int | None]) -> float | None:
 
 def summarise(studies: list[dict[str, Any]], validation_seeds: int) -> tuple[dict[str, Any], dict[str, Any]]:
     """Per method: pooled validation mean and 95% CI, each study's validated mean, tuning values, updates, wall
-    time, and the updates to come within WITHIN of the best tuning value of any tpe/random study."""
+    time, and the updates to come within WITHIN of the best tuning value of any default/random study."""
     tuned = [t["value"] for s in studies if s["method"] in SEARCHES for t in s["trials"]
              if t["feasible"] and t["value"] is not None]
     best = max(tuned) if tuned else float("nan")
     threshold = best - WITHIN * abs(best)
     for study in studies:
         study["updates_spent"] = sum(t["updates"] for t in study["trials"])
-        study["updates_to_within_5pct"] = progress(study["trials"], threshold) if study["method"] in SEARCHES else None
+        study["updates_to_target"] = progress(study["trials"], threshold) if study["method"] in SEARCHES else None
         runs = [r["value"] for r in study["validation"]["runs"] if r["state"] == "COMPLETE" and r["value"] is not None]
         study["validated_values"] = runs
     methods: dict[str, Any] = {}
@@ -230,8 +235,7 @@ def summarise(studies: list[dict[str, Any]], validation_seeds: int) -> tuple[dic
         mean, low, high = mean_interval(pooled)
         methods[method] = {
             "validated_mean": mean, "ci_low": low, "ci_high": high, "n": len(pooled),
-            "validated_mean_per_study": [statistics.fmean(s["validated_values"]) if s["validated_values"] else None
-                                         for s in group],
+            "validated": [statistics.fmean(s["validated_values"]) if s["validated_values"] else None for s in group],
             "chosen_trials": [s["validation"].get("trial") for s in group],
             "tuning_values": [s["validation"].get("tuning_value") for s in group],
             "updates_spent": [s["updates_spent"] for s in group],
@@ -239,10 +243,27 @@ def summarise(studies: list[dict[str, Any]], validation_seeds: int) -> tuple[dic
             "validation_wall_s": [s["validation"]["wall_s"] for s in group],
         }
         if method in SEARCHES:
-            reached = [s["updates_to_within_5pct"] for s in group]
-            methods[method].update(updates_to_within_5pct=reached, updates_to_within_5pct_median=median_reach(reached))
+            reached = [s["updates_to_target"] for s in group]
+            methods[method].update(updates_to_target=reached, updates_to_target_median=median_reach(reached))
     return methods, {"best_tuning_value": best, "threshold": threshold, "within": WITHIN,
                      "validation_seeds_per_config": validation_seeds}
+
+
+def paired(studies: list[dict[str, Any]]) -> dict[str, Any]:
+    """The default against random search, sampler seed by sampler seed: per seed, the default's validated mean minus
+    random search's (d_s), and mean(d) with its 95% t interval (``tuner.confidence.mean_interval``); per seed, the
+    updates each took to the target (None: not reached). A seed either search has no validated value for is left
+    out of the differences."""
+    by_seed = {method: {s["sampler_seed"]: s for s in studies if s["method"] == method} for method in SEARCHES}
+    seeds = sorted(set(by_seed["default"]) & set(by_seed["random"]))
+    differences: list[float | None] = []
+    for seed in seeds:
+        ours, theirs = (by_seed[method][seed]["validated_values"] for method in SEARCHES)
+        differences.append(statistics.fmean(ours) - statistics.fmean(theirs) if ours and theirs else None)
+    mean, low, high = mean_interval([d for d in differences if d is not None])
+    return {"sampler_seeds": seeds, "validated_difference": differences, "mean": mean, "ci_low": low, "ci_high": high,
+            "updates_to_target": {method: [by_seed[method][seed]["updates_to_target"] for seed in seeds]
+                                  for method in SEARCHES}}
 
 
 def _number(value: float | None, digits: int = 4) -> str:
@@ -259,13 +280,13 @@ def markdown_table(methods: dict[str, Any]) -> str:
              "(median; per seed) | wall s: tuning / validation |", "|---|---|---|---|---|---|---|"]
     for method, row in methods.items():
         reach = "-"
-        if "updates_to_within_5pct" in row:
-            median = row["updates_to_within_5pct_median"]
-            per_seed = ", ".join("not reached" if r is None else str(r) for r in row["updates_to_within_5pct"])
+        if "updates_to_target" in row:
+            median = row["updates_to_target_median"]
+            per_seed = ", ".join("not reached" if r is None else str(r) for r in row["updates_to_target"])
             reach = f"{'not reached' if median is None else f'{median:g}'}; {per_seed}"
         lines.append(
             f"| {method} | {_number(row['validated_mean'])} [{_number(row['ci_low'])}, {_number(row['ci_high'])}] "
-            f"({row['n']}) | {_numbers(row['validated_mean_per_study'])} | {_numbers(row['tuning_values'])} "
+            f"({row['n']}) | {_numbers(row['validated'])} | {_numbers(row['tuning_values'])} "
             f"| {_numbers(row['updates_spent'])} | {reach} "
             f"| {_numbers(row['tuning_wall_s'], 0)} / {_numbers(row['validation_wall_s'], 0)} |")
     return "\n".join(lines)
@@ -281,7 +302,7 @@ def studies_table(studies: list[dict[str, Any]]) -> str:
                  f"{count['FAIL']}"
         validation = study["validation"]
         mean, low, high = mean_interval(study["validated_values"])
-        reach = study["updates_to_within_5pct"]
+        reach = study["updates_to_target"]
         shown = "-" if study["method"] not in SEARCHES else "not reached" if reach is None else str(reach)
         runs = f"{len(study['validated_values'])}; {validation.get('feasible_runs', '-')}"
         lines.append(f"| {study['name']} | {counts} | {study['updates_spent']} | {validation.get('trial', '-')} "
@@ -294,9 +315,12 @@ def studies_table(studies: list[dict[str, Any]]) -> str:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.tuning_quality", description=__doc__.split("\n\n")[0])
     parser.add_argument("--budget-updates", type=int, default=None,
-                        help=f"PPO updates per tpe/random study (default {DEFAULT_BUDGET}; --quick "
+                        help=f"PPO updates per default/random study (default {DEFAULT_BUDGET}; --quick "
                              f"{QUICK['budget_updates']}).")
-    parser.add_argument("--sampler-seeds", type=int, default=None, help="tpe and random studies each (default 3).")
+    parser.add_argument("--sampler-seeds", type=int, default=None,
+                        help=f"default and random studies each (default {FULL['sampler_seeds']}).")
+    parser.add_argument("--task-seed", type=int, default=None,
+                        help="Run every study on this draw of the built-in task (the config field task_seed).")
     parser.add_argument("--validation-seeds", type=int, default=None, help="Fresh seeds per chosen config (default 5).")
     parser.add_argument("--workers", type=int, default=2, help="Studies run at once, one CPU thread each.")
     parser.add_argument("--work-dir", default=None, help="An empty directory for the study files and databases.")
@@ -315,8 +339,9 @@ def main(argv: list[str] | None = None) -> None:
     facts = machine_facts("cpu")
     quickstart = yaml.safe_load(QUICKSTART.read_text())
     notes = guidance_base(quickstart)[1]
-    definitions = study_definitions(quickstart, work_dir, settings["sampler_seeds"],
-                                    QUICK_BASE if args.quick else None)
+    overrides = {**(QUICK_BASE if args.quick else {}),
+                 **({} if args.task_seed is None else {"task_seed": args.task_seed})}
+    definitions = study_definitions(quickstart, work_dir, settings["sampler_seeds"], overrides)
     for note in notes:
         print(note, file=sys.stderr)
     studies: list[dict[str, Any]] = []
@@ -340,14 +365,18 @@ def main(argv: list[str] | None = None) -> None:
         study["validation"] = validate(study["name"], study["storage"], settings["validation_seeds"],
                                        1 if args.quick else args.workers)
     methods, reference = summarise(studies, settings["validation_seeds"])
+    pairs = paired(studies)
     total_wall = time.perf_counter() - started
     table, per_study = markdown_table(methods), studies_table(studies)
-    print(f"Budget {settings['budget_updates']} PPO updates per tpe/random study; {settings['sampler_seeds']} sampler "
-          f"seed(s); {settings['validation_seeds']} validation seeds per chosen config; best tuning value of any "
-          f"tpe/random study {_number(reference['best_tuning_value'])} (5% below: {_number(reference['threshold'])}); "
+    print(f"Budget {settings['budget_updates']} PPO updates per default/random study; {settings['sampler_seeds']} "
+          f"sampler seed(s); {settings['validation_seeds']} validation seeds per chosen config; best tuning value of "
+          f"any default/random study {_number(reference['best_tuning_value'])} (5% below: "
+          f"{_number(reference['threshold'])}); "
           f"wall {total_wall / 60:.1f} min ({tuning_wall / 60:.1f} tuning, {args.workers} worker(s)).\n")
     print(table)
-    print()
+    print(f"\nPaired by sampler seed, default minus random, validated held-out gold: "
+          f"{_numbers(pairs['validated_difference'])}; mean {_number(pairs['mean'])} "
+          f"[{_number(pairs['ci_low'])}, {_number(pairs['ci_high'])}] (95% t interval)\n")
     print(per_study)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(json_safe({
@@ -357,6 +386,7 @@ def main(argv: list[str] | None = None) -> None:
                      "work_dir": str(work_dir)},
         "objective": quickstart["objectives"][0], "notes": notes, "reference": reference,
         "wall_s": {"total": round(total_wall, 1), "tuning": round(tuning_wall, 1)},
+        "sampler_seeds": pairs["sampler_seeds"], "task_seed": args.task_seed, "paired": pairs,
         "methods": methods, "table": table, "studies_table": per_study,
         "studies": studies,
     }), indent=2, default=str))

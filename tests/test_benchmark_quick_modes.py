@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import math
 import os
+import random
+import statistics
 import subprocess
 import sys
 from importlib import metadata
@@ -18,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from scipy import stats  # type: ignore[import-untyped]
 
 from benchmarks.aggregate import TIME_KEYS
 from benchmarks.quick import RESULTS, results_path
@@ -209,22 +212,48 @@ def test_tuned_vs_defaults_quick_retrains_both_configs(pruning_saving: tuple[lis
 
 
 def test_tuning_quality_quick_reports_every_method(tmp_path: Path) -> None:
-    result, _ = run_quick("tuning_quality", tmp_path / "tuning_quality.json", "--work-dir", str(tmp_path / "work"))
-    assert result["settings"]["quick"]
+    result, _ = run_quick("tuning_quality", tmp_path / "tuning_quality.json", "--work-dir", str(tmp_path / "work"),
+                          "--task-seed", "1")
+    assert result["settings"]["quick"] and result["sampler_seeds"] == [0] and result["task_seed"] == 1
+    assert all(study["definition"]["base"]["task_seed"] == 1 for study in result["studies"])
     assert_finite(result["reference"], ["best_tuning_value", "threshold"], "reference")
     for method, row in result["methods"].items():
         # Two validation seeds per chosen config: a mean and a finite 95% interval.
         assert row["n"] == 2, method
         assert_finite(row, ["validated_mean", "ci_low", "ci_high"], method)
-        for figure in ("validated_mean_per_study", "tuning_values", "updates_spent", "tuning_wall_s",
-                       "validation_wall_s"):
+        for figure in ("validated", "tuning_values", "updates_spent", "tuning_wall_s", "validation_wall_s"):
             assert row[figure] and all(is_finite(v) for v in row[figure]), (method, figure)
-        if method in ("tpe", "random"):
+        if method in ("default", "random"):
             # "Not reached" (None) is a finding, not a missing figure.
-            reached = row["updates_to_within_5pct"]
+            reached = row["updates_to_target"]
             assert len(reached) == 1 and (reached[0] is None or is_finite(reached[0])), method
-    assert set(result["methods"]) == {"tpe", "random", "trl_defaults", "guidance"}
+    assert set(result["methods"]) == {"default", "random", "trl_defaults", "guidance"}
+    pairs = result["paired"]
+    difference = result["methods"]["default"]["validated"][0] - result["methods"]["random"]["validated"][0]
+    assert pairs["sampler_seeds"] == [0] and pairs["validated_difference"] == pytest.approx([difference])
     assert result["table"] and result["studies_table"]
+
+
+def test_tuning_quality_pairs_the_searches_by_sampler_seed() -> None:
+    from benchmarks.tuning_quality import paired
+
+    rng = random.Random(4)
+    studies = []
+    for method in ("random", "default"):
+        for seed in (2, 0, 1):  # out of order: pairing goes by seed, not by position
+            values = [rng.uniform(0.5, 0.8) for _ in range(3)]
+            studies.append({"method": method, "sampler_seed": seed, "validated_values": values,
+                            "updates_to_target": rng.choice([None, 96, 240])})
+    pairs = paired(studies)
+    assert pairs["sampler_seeds"] == [0, 1, 2]
+    by = {(s["method"], s["sampler_seed"]): s for s in studies}
+    expected = [statistics.fmean(by["default", seed]["validated_values"])
+                - statistics.fmean(by["random", seed]["validated_values"]) for seed in (0, 1, 2)]
+    assert pairs["validated_difference"] == pytest.approx(expected)
+    test = stats.ttest_1samp(expected, 0.0)  # scipy's own t interval of the mean difference
+    low, high = test.confidence_interval(0.95)
+    assert (pairs["mean"], pairs["ci_low"], pairs["ci_high"]) == pytest.approx((statistics.fmean(expected), low, high))
+    assert pairs["updates_to_target"]["default"] == [by["default", seed]["updates_to_target"] for seed in (0, 1, 2)]
 
 
 # --------------------------------------------------------------------------------------------------- curve_table

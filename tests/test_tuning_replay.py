@@ -14,13 +14,22 @@ from typing import Any
 import numpy as np
 import optuna
 import pytest
+import yaml
 from scipy import stats  # type: ignore[import-untyped]
 
 from benchmarks.curve_table import QUICKSTART
 from benchmarks.replay_mapping import STEP_MASS, TableIndex, point_distance, rank_correlation, step_mass
 from benchmarks.replay_measures import final_regret, judge, updates_to_target
 from benchmarks.replay_metric import fit_weights, held_out_rank_correlation, nearest_rank_correlation, pair_costs
-from benchmarks.replay_strategies import STRATEGIES, Fidelity, Strategy
+from benchmarks.replay_strategies import (
+    DEFAULT_STRATEGY,
+    QUICKSTART_STRATEGY,
+    STRATEGIES,
+    Fidelity,
+    Strategy,
+    make_pruner,
+    make_sampler,
+)
 from benchmarks.replay_study import Context, best_single, run_repeat
 from benchmarks.replay_table import Config, Run, Table, estimate, run_value
 from benchmarks.replay_trial import guard_stop, replay_run
@@ -61,7 +70,7 @@ def test_quick_replay_reports_every_figure_finite(curve_table: Path, tmp_path: P
     result = json.loads(out.read_text())
     assert json.loads(done.stdout) == result  # --format json prints what --out holds
     assert finite(result["target"]) and finite(result["best_true"]) and result["budget_updates"] > 0
-    assert result["default"] == "tpe_shipped" and result["default"] in result["strategies"]
+    assert result["default"] == DEFAULT_STRATEGY and result["default"] in result["strategies"]
     assert "random" in result["strategies"] and len(result["strategies"]) >= 5
     for name, figures in result["strategies"].items():
         assert all(finite(figures[key]) for key in ("median_updates_to_target", "final_regret_median", "reached",
@@ -398,3 +407,30 @@ def test_weights_must_name_every_coordinate(spec: StudySpec) -> None:
     points, _ = synthetic_table(spec, 3, seed=0)
     with pytest.raises(ValueError, match="step_mass"):
         TableIndex(spec.search_space, points, spec.base, [1.0] * len(spec.search_space))
+
+
+def test_the_replayed_defaults_are_what_studies_get(spec: StudySpec, tmp_path: Path) -> None:
+    """The strategy the replay calls the default is what a study file naming no sampler and no pruner runs, and the
+    quickstart's strategy is what studies/quickstart.yaml runs: same sampler settings, pruner and guard."""
+    from tuner.factory import make_pruner as study_pruner
+    from tuner.factory import make_sampler as study_sampler
+    from tuner.study_config import parse_study
+
+    bare = yaml.safe_load(QUICKSTART.read_text())
+    for key in ("sampler", "pruner", "kl_guard"):
+        bare.pop(key)
+    bare_spec = parse_study(bare, tmp_path / "bare.yaml")
+    fidelity = Fidelity(12, 96)
+    for strategy, study in ((STRATEGIES[DEFAULT_STRATEGY], bare_spec), (STRATEGIES[QUICKSTART_STRATEGY], spec)):
+        ours, theirs = make_sampler(strategy, spec, seed=0), study_sampler(study)
+        assert type(ours) is type(theirs)
+        for attribute in ("_multivariate", "_group", "_n_startup_trials", "_constant_liar"):
+            assert getattr(ours, attribute) == getattr(theirs, attribute), (strategy.name, attribute)
+        inner = study_pruner(study).inner
+        replayed = make_pruner(strategy, spec, fidelity)
+        if inner is None:
+            assert isinstance(replayed, optuna.pruners.NopPruner), strategy.name
+        else:
+            assert type(replayed) is type(inner) and vars(replayed) == vars(inner), strategy.name
+        assert strategy.guard and study.kl_guard.enabled and strategy.seeds == study.seed_policy.name
+        assert not strategy.warm_starts and not study.enqueue

@@ -3,6 +3,7 @@ the file was read: ``tuner.options``)."""
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
@@ -73,9 +74,13 @@ def make_sampler(spec: StudySpec, worker_index: int = 0, trials_before: int = 0)
         # The constant liar keeps parallel workers from proposing the same point.
         options.setdefault("constant_liar", True)
     try:
-        if name == "grid":
-            return optuna.samplers.GridSampler(_grid(spec.search_space), **options)
-        return SAMPLER_CLASSES[name](**options)
+        with warnings.catch_warnings():
+            # Optuna marks multivariate/group TPE (the default search, tuner.study_defaults) and GPSampler
+            # experimental; a warning at every worker's start about the tool's own default tells the user nothing.
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            if name == "grid":
+                return optuna.samplers.GridSampler(_grid(spec.search_space), **options)
+            return SAMPLER_CLASSES[name](**options)
     except (TypeError, ValueError) as error:
         raise StudyConfigError(f"sampler: {error}") from None
 

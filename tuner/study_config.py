@@ -17,6 +17,7 @@ from typing import Any, Literal
 from ppo_core.config import ADVANTAGE_ESTIMATORS, ConfigError, field_types, settable_fields
 from ppo_core.config_io import build_config, read_mapping
 from ppo_core.errors import InputError
+from tuner import study_defaults
 from tuner.attrs import DEFAULT_KL_METRIC, DEFAULT_KL_THRESHOLD
 from tuner.constraints import Constraint
 from tuner.database import check_storage_url, default_storage_url
@@ -420,10 +421,11 @@ def _parse_kl_guard(raw: Any) -> KLGuard:
 
 
 def _parse_sampler(raw: Any) -> dict[str, Any]:
-    spec = dict(_mapping(raw, "sampler")) or {"name": "tpe"}
-    if spec.get("name", "tpe") not in SAMPLERS:
+    spec = dict(_mapping(raw, "sampler"))
+    if "name" not in spec:
+        spec = {**study_defaults.SAMPLER, **spec}  # no sampler named: the default search, the file's options on top
+    if spec["name"] not in SAMPLERS:
         raise _fail(f"sampler.name: expected one of {', '.join(SAMPLERS)}, got {spec.get('name')!r}")
-    spec.setdefault("name", "tpe")
     problem = option_problem(SAMPLER_CLASSES[spec["name"]], {k: v for k, v in spec.items() if k != "name"}, "sampler")
     if problem is not None:
         raise _fail(problem)
