@@ -1,7 +1,7 @@
 """Tuning strategies replayed against the curve table: how many PPO updates each needs to find a good configuration,
 over many repeats, without training.
 
-    python -m benchmarks.tuning_replay [--table FILE] [--table-rows N] [--repeats 50] [--seed 0] [--budget-updates U]
+    python -m benchmarks.tuning_replay [--table FILE] [--table-rows N] [--repeats 100] [--seed 0] [--budget-updates U]
                                        [--strategies NAME ...] [--workers 1] [--mapping fitted|uniform]
                                        [--format markdown|json] [--out FILE] [--quick]
 
@@ -50,7 +50,7 @@ from benchmarks.report import json_safe
 OUT = RESULTS / "tuning_replay.json"
 BUDGET_RUNS = 20
 """The default budget: about 20 full runs' worth of updates (the shipped 30-trial quickstart runs about 1,450)."""
-REPEATS = 50
+REPEATS = 100
 QUICK = {"repeats": 2, "budget_runs": 6}
 
 
