@@ -283,6 +283,10 @@ def test_a_trial_whose_process_or_ray_worker_is_killed_fails_with_the_reason_and
         trial_process = _updated_trial_process(path, storage)
         ray_worker = trial_process.parent()
         assert ray_worker.name().startswith("ray::"), ray_worker  # Ray names its workers by the task they run
+        # Paused first: on a quiet machine a 20-update trial can finish between the update seen and the kill, and it
+        # then completes instead of failing (a fresh-clone CI run of 7ebad0c timed out waiting for this FAIL).
+        # SIGKILL, and the trial's PDEATHSIG (SIGKILL), end a stopped process all the same.
+        trial_process.send_signal(signal.SIGSTOP)
         (trial_process if victim == "trial process" else ray_worker).send_signal(signal.SIGKILL)
         killed.append(trial_process)
         wait_for(lambda: len(load(path).get_trials(states=(TrialState.FAIL,))) == len(killed), 60,
