@@ -72,11 +72,15 @@ def step_mass(point: Mapping[str, Any], base: Mapping[str, Any]) -> float:
     of K * N steps each. How
     far a run moves the policy depends on this product more than on any one factor in it.
     """
-    fields: dict[str, Any] = {name: field.default for name, field in settable_fields().items()}
-    fields |= dict(base) | config_values(point, base)
-    rollout = fields["per_device_train_batch_size"] * fields["gradient_accumulation_steps"]
-    steps = math.ceil(fields["total_episodes"] / rollout) * fields["num_ppo_epochs"] * fields["num_mini_batches"]
-    return math.log10(fields["learning_rate"] * steps)
+    given = dict(base) | config_values(point, base)
+    defaults = settable_fields()
+
+    def value(name: str) -> Any:
+        return given[name] if name in given else defaults[name].default
+
+    rollout = value("per_device_train_batch_size") * value("gradient_accumulation_steps")
+    steps = math.ceil(value("total_episodes") / rollout) * value("num_ppo_epochs") * value("num_mini_batches")
+    return math.log10(value("learning_rate") * steps)
 
 
 class TableIndex:
@@ -109,7 +113,10 @@ class TableIndex:
 
     def costs(self, point: Mapping[str, Any]) -> np.ndarray:
         """c_i^2 of the module docstring for every row (rows x coordinates), unweighted."""
-        p = self.vector(point)
+        return self.vector_costs(self.vector(point))
+
+    def vector_costs(self, p: np.ndarray) -> np.ndarray:
+        """:meth:`costs` of a point already turned into coordinates (a row of ``matrix`` included)."""
         here, there = ~np.isnan(p), ~np.isnan(self.matrix)
         both = here & there
         with np.errstate(invalid="ignore"):  # NaN coordinates of parameters not in force; masked out below

@@ -35,12 +35,8 @@ FOLD_SEED = 0
 
 def pair_costs(index: TableIndex) -> np.ndarray:
     """Every row's c_i^2 against every row (rows x rows x coordinates), unweighted; from the index's own matrix."""
-    matrix = index.matrix
-    here, there = ~np.isnan(matrix)[:, None, :], ~np.isnan(matrix)[None, :, :]
-    with np.errstate(invalid="ignore"):
-        gap = np.where(index.categorical, (matrix[:, None, :] != matrix[None, :, :]).astype(float),
-                       (matrix[:, None, :] - matrix[None, :, :]) ** 2)
-    return np.asarray(np.where(here & there, gap, (here != there).astype(float)))
+    return np.stack([index.vector_costs(row) for row in index.matrix]) if len(index.matrix) \
+        else np.zeros((0, 0, len(index.names)))
 
 
 def nearest_rank_correlation(costs: np.ndarray, values: np.ndarray, weights: np.ndarray,
