@@ -31,6 +31,7 @@ import optuna
 from tuner import study_defaults
 from tuner.factory import make_pruner as study_pruner
 from tuner.factory import make_sampler as study_sampler
+from tuner.seed_policy import SeedPolicy
 from tuner.study_config import StudySpec
 
 WARM_STARTS = ("trl_defaults", "seed_guidance")
@@ -40,7 +41,9 @@ OTHER_STARTUP = 8
 """The independent TPE's and GPSampler's: the quickstart's TPE had 8 until the replay."""
 REDUCTION_FACTOR = 3
 """Successive halving and Hyperband keep the best third at each rung."""
-SEED_POLICIES = ("single", "racing")
+SINGLE = SeedPolicy()
+LATE_RACE = SeedPolicy(**study_defaults.SEED_POLICY)
+"""The default seed policy: the 2 leaders on a second seed once 80% of the budget is spent."""
 
 
 @dataclass(frozen=True)
@@ -52,33 +55,31 @@ class Strategy:
     """none, median (the study's), sha (SuccessiveHalvingPruner) or hyperband (HyperbandPruner)."""
     guard: bool
     """The study's KL guard (``tuner.kl_guard.blowup_reason`` with its ``kl_guard`` section), or none."""
-    seeds: str = "single"
-    """single: every trial of a repeat on one table seed; racing: the tuner's racing policy (``tuner.seed_policy``),
-    the top 3 configurations by mean rerun on the next seeds until each has 3."""
+    seed_policy: SeedPolicy = SINGLE
+    """The tuner's seed policy (``tuner.seed_policy``): ``single`` replays every trial of a repeat on one table seed;
+    ``racing`` re-runs the leaders on the next table seeds as the tuner's ``Racing`` callback queues them."""
     warm_starts: bool = False
     """``WARM_STARTS`` first (the quickstart's ``enqueue`` until the replay dropped it)."""
     startup: int | None = None
     """A model-based sampler's random start-up trials; None: the study file's ``n_startup_trials`` (8)."""
-    race_seeds: int = 3
-    """racing: the seeds a leading configuration runs on."""
-    race_top_k: int = 3
-    """racing: how many leading configurations are raced."""
 
     def guard_flipped(self) -> Strategy:
         name = f"{self.name}-noguard" if self.guard else f"{self.name}-guard"
         return dataclasses.replace(self, name=name, guard=not self.guard)
 
 
-DEFAULT_STRATEGY = "tpe_multivariate_unpruned"
+DEFAULT_STRATEGY = "tpe_multivariate_race_late"
 """What a study file that names no sampler and no pruner runs (``tuner.study_defaults``; the KL guard is on by
 default); ``QUICKSTART_STRATEGY`` is studies/quickstart.yaml's, the same sampler under its median pruner. A change of
 either default changes these."""
-QUICKSTART_STRATEGY = "tpe_multivariate"
+QUICKSTART_STRATEGY = "tpe_multivariate_median_race_late"
 
 BASE = (
     Strategy("random", "random", "none", guard=False),
-    Strategy(DEFAULT_STRATEGY, "tpe_multivariate", "none", guard=True),
-    Strategy(QUICKSTART_STRATEGY, "tpe_multivariate", "median", guard=True),
+    Strategy(DEFAULT_STRATEGY, "tpe_multivariate", "none", guard=True, seed_policy=LATE_RACE),
+    Strategy(QUICKSTART_STRATEGY, "tpe_multivariate", "median", guard=True, seed_policy=LATE_RACE),
+    Strategy("tpe_multivariate_unpruned", "tpe_multivariate", "none", guard=True),
+    Strategy("tpe_multivariate", "tpe_multivariate", "median", guard=True),
     Strategy("tpe_multivariate_unpruned_s8", "tpe_multivariate", "none", guard=True, startup=8),
     Strategy("tpe_multivariate_s8", "tpe_multivariate", "median", guard=True, startup=8),
     Strategy("tpe_shipped", "tpe", "median", guard=True, warm_starts=True),
@@ -91,10 +92,18 @@ BASE = (
     Strategy("hyperband_tpe_multivariate", "tpe_multivariate", "hyperband", guard=True),
     Strategy("hyperband_tpe_multivariate_s8", "tpe_multivariate", "hyperband", guard=True, startup=8),
     Strategy("hyperband_gp", "gp", "hyperband", guard=True),
-    Strategy("racing", "tpe", "median", guard=True, seeds="racing", warm_starts=True),
-    Strategy("tpe_multivariate_race2", "tpe_multivariate", "median", guard=True, seeds="racing", race_seeds=2,
-             race_top_k=1),
-    Strategy("hyperband_tpe_race2", "tpe", "hyperband", guard=True, seeds="racing", race_seeds=2, race_top_k=1),
+    Strategy("hyperband_tpe_multivariate_race_late", "tpe_multivariate", "hyperband", guard=True,
+             seed_policy=LATE_RACE),
+    Strategy("racing", "tpe", "median", guard=True, seed_policy=SeedPolicy("racing", seeds=3, top_k=3, start=0.0),
+             warm_starts=True),
+    Strategy("tpe_multivariate_race2", "tpe_multivariate", "median", guard=True,
+             seed_policy=SeedPolicy("racing", seeds=2, top_k=1, start=0.0)),
+    Strategy("hyperband_tpe_race2", "tpe", "hyperband", guard=True,
+             seed_policy=SeedPolicy("racing", seeds=2, top_k=1, start=0.0)),
+    Strategy("tpe_multivariate_race_late_k3_70", "tpe_multivariate", "none", guard=True,
+             seed_policy=SeedPolicy("racing", seeds=2, top_k=3, start=0.7)),
+    Strategy("tpe_multivariate_race_late_s3", "tpe_multivariate", "none", guard=True,
+             seed_policy=SeedPolicy("racing", seeds=3, top_k=2, start=0.7)),
 )
 STRATEGIES: dict[str, Strategy] = {s.name: s for base in BASE for s in (base, base.guard_flipped())}
 QUICK_STRATEGIES = ("random", DEFAULT_STRATEGY, QUICKSTART_STRATEGY, "tpe_shipped", "gp", "sha_tpe", "hyperband_random",

@@ -8,15 +8,16 @@ its constraints are set first, completed or pruned alike, as the tuner sets them
 
 Seed policies, the tuner's own (``tuner.seed_policy``): ``single`` replays every trial on the repeat's table seed (as a
 study trains every trial on the base's seed) and the winner is the best feasible completed trial. ``racing``
-(``seed_policy: {name: racing, seeds: 3, top_k: 3}``) runs the tuner's ``Racing`` callback after each completed trial:
-each of the top 3 configurations by mean with fewer than 3 seeds is queued again on its next seed, as an ordinary
-trial (the pruner and the guard judge it, the sampler learns from it, it costs its updates), replayed on the next
-table seed; the winner is ``tuner.seed_policy.best_raced``'s: the best mean among the feasible configurations on the
-most seeds.
+(``seed_policy: {name: racing, seeds: S, top_k: K, start: F}``) runs the tuner's ``Racing`` callback after each
+completed trial once F of the repeat's budget of updates is spent: each of the top K configurations by mean with
+fewer than S seeds is queued again on its next seed, as an ordinary trial (the pruner and the guard judge it, the
+sampler learns from it, it costs its updates), replayed on the next table seed; the winner is
+``tuner.seed_policy.best_raced``'s: the best mean among the feasible configurations on the most seeds.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 from collections.abc import Sequence
@@ -32,7 +33,7 @@ from benchmarks.replay_trial import TrialOutcome, replay_run
 from tuner.attrs import RACE_OF_ATTR, SEED_ATTR
 from tuner.constraints import feasible
 from tuner.search_space import suggest_params
-from tuner.seed_policy import Racing, SeedPolicy, best_raced
+from tuner.seed_policy import Racing, best_raced
 from tuner.study_config import StudySpec
 from tuner.warm_start import enqueue_warm_starts, warm_start_points
 
@@ -64,6 +65,20 @@ class RepeatLog:
     """(the trial its configuration first ran as, config_id, table seed, state, value) of each trial."""
     timeline: list[tuple[int, int | None]] = field(default_factory=list)
     """(updates spent, config_id of the winner then) after each trial."""
+
+
+@dataclass
+class UpdateBudget:
+    """A repeat's budget in PPO updates, for racing's start (``tuner.seed_policy.Budget``): no cap on trials."""
+
+    total: int
+    used: int = 0
+
+    def spent(self, trials: Sequence[FrozenTrial]) -> float:
+        return self.used / self.total
+
+    def room(self, trials: Sequence[FrozenTrial]) -> int | None:
+        return None
 
 
 def best_single(trials: Sequence[FrozenTrial]) -> FrozenTrial | None:
@@ -107,8 +122,10 @@ def run_repeat(strategy: Strategy, context: Context, sampler_seed: int, repeat: 
         enqueue_warm_starts(study, warm_start_points(spec.search_space, WARM_STARTS, spec.base))
     seeds = seed_order(table, repeat)
     # Table seed k stands for the base's seed + k, as the tuner numbers a race's seeds.
-    racing = Racing(SeedPolicy("racing", min(strategy.race_seeds, len(seeds)), strategy.race_top_k), base_seed=0) \
-        if strategy.seeds == "racing" else None
+    policy = strategy.seed_policy
+    budget = UpdateBudget(context.budget)
+    racing = Racing(dataclasses.replace(policy, seeds=min(policy.seeds, len(seeds))), base_seed=0, budget=budget) \
+        if policy.racing else None
     guard = spec.kl_guard if strategy.guard else None
     objective, constraints = spec.objectives[0], spec.constraints
     log = RepeatLog(table_seed=seeds[0])
@@ -129,6 +146,7 @@ def run_repeat(strategy: Strategy, context: Context, sampler_seed: int, repeat: 
         seed = seeds[int(trial.user_attrs.get(SEED_ATTR, 0))]
         outcome = replay_run(config.runs[seed], objective, constraints, guard, trial, context.budget - log.spent)
         log.spent += outcome.cost
+        budget.used = log.spent
         log.states.append(outcome.state)
         log.trials.append((root, config.config_id, seed, outcome.state, outcome.value))
         tell(study, trial, outcome)

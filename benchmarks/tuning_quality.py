@@ -92,7 +92,7 @@ def study_definitions(quickstart: dict[str, Any], work_dir: Path, sampler_seeds:
         random = {**quickstart, "sampler": {"name": "random", "seed": seed}, "pruner": {"name": "none"},
                   "kl_guard": {**quickstart.get("kl_guard", {}), "enabled": False}}
         random.pop("enqueue", None)
-        random.pop("seed_policy", None)
+        random["seed_policy"] = {"name": "single"}  # one seed for every trial: no racing
         definitions += [{**shipped, "name": f"tq-default-s{seed}"}, {**random, "name": f"tq-random-s{seed}"}]
     evaluation = {key: quickstart["base"][key] for key in EVAL_FIELDS if key in quickstart["base"]}
     trl_base = {**yaml.safe_load(TRL_DEFAULTS.read_text()), **evaluation}
@@ -123,10 +123,19 @@ def method_of(name: str) -> str:
 
 
 class BudgetStop:
-    """Stops the study once its trials have run ``budget`` PPO updates; the trial that crossed it has finished."""
+    """Stops the study once its trials have run ``budget`` PPO updates; the trial that crossed it has finished. It is
+    also the study's budget for racing's start (``tuner.seed_policy.Budget``), in updates, with no cap on trials."""
 
     def __init__(self, budget: int) -> None:
         self.budget = budget
+
+    def spent(self, trials: Any) -> float:
+        from tuner.reports import updates_run
+
+        return sum(updates_run(t) for t in trials) / self.budget if self.budget else 1.0
+
+    def room(self, trials: Any) -> int | None:
+        return None
 
     def __call__(self, study: Any, trial: Any) -> None:
         from tuner.reports import updates_run
@@ -145,12 +154,14 @@ def run_one_study(path: str, budget: int | None) -> dict[str, Any]:
     import optuna
     from optuna.trial import FrozenTrial
 
+    from ppo_core.config import PPOConfig
     from ppo_core.quiet import quiet_hugging_face
-    from tuner.attrs import WARM_START_ATTR
+    from tuner.attrs import RACE_OF_ATTR, WARM_START_ATTR
     from tuner.constraints import feasible
     from tuner.database import create_engine
     from tuner.objective import make_objective
     from tuner.reports import trial_reason, updates_run
+    from tuner.seed_policy import Racing
     from tuner.study_config import load_study_spec
     from tuner.trial_launch import start_fork_server
     from tuner.trial_records import create_tables
@@ -163,13 +174,17 @@ def run_one_study(path: str, budget: int | None) -> dict[str, Any]:
     study, messages = open_study(spec)
     create_tables(create_engine(spec.storage))
     start_fork_server()
+    stop = BudgetStop(budget if budget is not None else 0)
+    # The study's seed policy, as a worker runs it, with the budget in updates: racing queues before the stop counts.
+    racing = Racing(spec.seed_policy, int(spec.base.get("seed", PPOConfig.seed)), stop)
     callbacks: list[Callable[[optuna.Study, FrozenTrial], None]] = [
-        StopWhenTargetReached(None, max_failures=5), BudgetStop(budget if budget is not None else 0)]
+        racing, StopWhenTargetReached(None, max_failures=5), stop]
     study.optimize(make_objective(spec, threads=1), n_trials=None if budget is not None else 1,
                    catch=(Exception,), callbacks=callbacks)
     trials = [{"number": t.number, "state": t.state.name, "value": t.values[0] if t.values else None,
                "updates": updates_run(t), "feasible": t.state == optuna.trial.TrialState.COMPLETE and feasible(t),
-               "warm_start": t.user_attrs.get(WARM_START_ATTR), "params": t.params, "reason": trial_reason(t) or None,
+               "warm_start": t.user_attrs.get(WARM_START_ATTR),
+               "race_of": t.user_attrs.get(RACE_OF_ATTR), "params": t.params, "reason": trial_reason(t) or None,
                "duration_s": round(t.duration.total_seconds(), 2) if t.duration else None}
               for t in study.get_trials(deepcopy=False)]
     return {"wall_s": round(time.perf_counter() - started, 1), "messages": messages, "trials": trials}

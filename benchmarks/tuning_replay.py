@@ -173,7 +173,8 @@ def result(args: argparse.Namespace, names: list[str]) -> dict[str, Any]:
     strategies = {}
     for name in names:
         summary = summarise(judged[name], baseline if name != "random" else None)
-        summary["settings"] = {key: value for key, value in vars(STRATEGIES[name]).items() if key != "name"}
+        summary["settings"] = {key: value for key, value in dataclasses.asdict(STRATEGIES[name]).items()
+                               if key != "name"}
         summary["replay_seconds"] = round(seconds[name], 1)
         summary["repeats"] = [vars(r) | {"table_seed": list(log.table_seed)}
                               for r, log in zip(judged[name], logs[name], strict=True)]

@@ -68,7 +68,7 @@ def test_bad_seed_policies_exit_2_with_one_line(tmp_path: Path, tiny_lm_dir: Pat
 def test_a_racing_study_reruns_its_leader_on_the_next_seed_and_picks_by_mean(tmp_path: Path, tiny_lm_dir: Path,
                                                                             prompts_file: Path) -> None:
     path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=4, base={"seed": 5, "total_episodes": 16},
-                       seed_policy={"name": "racing", "seeds": 2, "top_k": 1})
+                       seed_policy={"name": "racing", "seeds": 2, "top_k": 1, "start": 0})
     spec = load_study_spec(path)
     run_worker(spec, n_trials=4, timeout=None, threads=1)
     study = optuna.load_study(study_name=spec.name, storage=spec.storage)

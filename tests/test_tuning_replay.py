@@ -35,6 +35,7 @@ from benchmarks.replay_table import Config, Run, Table, estimate, run_value
 from benchmarks.replay_trial import guard_stop, replay_run
 from tuner.kl_guard import least_squares_slope
 from tuner.search_space import ParamSpec, config_values, suggest_params
+from tuner.seed_policy import SeedPolicy
 from tuner.study_config import KLGuard, StudySpec, load_study_spec
 
 REPO = Path(__file__).resolve().parents[1]
@@ -297,7 +298,8 @@ def test_a_race_reruns_leaders_on_the_next_seeds_and_picks_the_best_mean_on_the_
     rows = tuple(table.configs)
     context = Context(spec, table, TableIndex(spec.search_space, [table.configs[r].params for r in rows]), rows,
                       budget, Fidelity(4, updates))
-    strategy = Strategy("race", "random", "none", guard=False, seeds="racing")
+    strategy = Strategy("race", "random", "none", guard=False,
+                        seed_policy=SeedPolicy("racing", seeds=3, top_k=3, start=0))
     log = run_repeat(strategy, context, sampler_seed=0, repeat=1)
     assert log.table_seed == (0, 1) and log.reruns > 0
     assert log.spent == budget == updates * len(log.states)  # a rerun is a trial: it costs a whole run again
@@ -314,6 +316,26 @@ def test_a_race_reruns_leaders_on_the_next_seeds_and_picks_the_best_mean_on_the_
     best = max(runs, key=lambda root: (len(runs[root]), float(np.mean([v for _, _, v in runs[root]])), -root))
     assert log.timeline[-1][1] == runs[best][0][0]
     assert max(len(done) for done in runs.values()) == 3
+
+
+def test_a_late_race_reruns_nothing_before_its_start(spec: StudySpec) -> None:
+    updates, budget = 8, 8 * 30
+    table = hand_table(12, 3, updates)
+    rows = tuple(table.configs)
+    context = Context(spec, table, TableIndex(spec.search_space, [table.configs[r].params for r in rows]), rows,
+                      budget, Fidelity(4, updates))
+    late = Strategy("late", "random", "none", guard=False,
+                    seed_policy=SeedPolicy("racing", seeds=2, top_k=2, start=0.8))
+    log = run_repeat(late, context, sampler_seed=0, repeat=0)
+    spent = 0
+    first_rerun = None
+    for index, (root, _, _, _, _) in enumerate(log.trials):
+        if root != index and first_rerun is None:
+            first_rerun = spent  # the updates spent when the first re-run began
+        spent += updates
+    # The race starts once 80% is spent (the trial that crossed it queues the leaders): 2 leaders, one more seed each.
+    assert first_rerun == 0.8 * budget and log.reruns >= 2, (first_rerun, log.reruns)
+    assert {seed for index, (root, _, seed, _, _) in enumerate(log.trials) if root != index} == {(0, 1)}
 
 
 def test_single_seed_replays_every_trial_on_the_repeats_seed(spec: StudySpec) -> None:
@@ -432,5 +454,5 @@ def test_the_replayed_defaults_are_what_studies_get(spec: StudySpec, tmp_path: P
             assert isinstance(replayed, optuna.pruners.NopPruner), strategy.name
         else:
             assert type(replayed) is type(inner) and vars(replayed) == vars(inner), strategy.name
-        assert strategy.guard and study.kl_guard.enabled and strategy.seeds == study.seed_policy.name
+        assert strategy.guard and study.kl_guard.enabled and strategy.seed_policy == study.seed_policy
         assert not strategy.warm_starts and not study.enqueue

@@ -22,7 +22,7 @@ from tuner.attrs import (
     SEED_ATTR,
 )
 from tuner.constraints import feasible
-from tuner.seed_policy import best_raced
+from tuner.seed_policy import SeedPolicy, best_raced, parse_seed_policy
 
 
 def study_summaries(storage: str | optuna.storages.BaseStorage) -> pd.DataFrame:
@@ -58,10 +58,13 @@ def best_trials(study: optuna.Study) -> list[FrozenTrial]:
 
 
 def is_racing(study: optuna.Study) -> bool:
-    """Whether the study's stored definition races configurations on seeds (tuner.seed_policy)."""
+    """Whether the study's stored definition races configurations on seeds (tuner.seed_policy; a definition that
+    names no policy gets the default's). A study stored without a definition raced nothing."""
     definition = study.user_attrs.get(DEFINITION_ATTR)
-    policy = definition.get("seed_policy") if isinstance(definition, dict) else None
-    return isinstance(policy, dict) and policy.get("name") == "racing"
+    if not isinstance(definition, dict):
+        return False
+    policy = parse_seed_policy(definition.get("seed_policy"), len(study.directions))
+    return isinstance(policy, SeedPolicy) and policy.racing
 
 
 def rank_completed(trials: Sequence[FrozenTrial], directions: Sequence[StudyDirection]) -> list[FrozenTrial]:

@@ -1,20 +1,26 @@
 """Seed policies: which training seeds a study's trials use, and so what chooses its winner.
 
-``single`` (``seed_policy: {name: single}``, the default): every trial trains on the base's seed, and the best
-single run wins, partly by that seed's luck. ``racing`` (``{name: racing, seeds: 3, top_k: 3}``, after SMAC's
-intensification): whenever a trial completes, each configuration among the ``top_k`` by mean value that has run on
-fewer than ``seeds`` seeds is queued again on the next seed (the base's seed + 1, + 2, ...), and the winner is the
-best mean among the configurations that ran on the most seeds, so no single seed chooses it. A re-run is an ordinary
-trial of the study with the same parameters (the sampler learns from it too), marked with the trial it races.
+``single`` (``seed_policy: {name: single}``): every trial trains on the base's seed, and the best single run wins,
+partly by that seed's luck. ``racing`` (``{name: racing, seeds: 2, top_k: 2, start: 0.8}``, after SMAC's
+intensification): once ``start`` of the study's budget is spent, whenever a trial completes, each configuration among
+the ``top_k`` by mean value that has run on fewer than ``seeds`` seeds is queued again on the next seed (the base's
+seed + 1, + 2, ...), as long as the budget has room for it, and the winner is the best mean among the configurations
+that ran on the most seeds, so no single seed chooses it. A re-run is an ordinary trial of the study with the same
+parameters (the sampler learns from it too), marked with the trial it races.
+
+A single-objective study that names no seed policy races as ``tuner.study_defaults.SEED_POLICY`` says (a section
+without ``name`` gets it, its own keys on top); a study of several objectives has no one mean to race on and runs
+``single``.
 """
 
 from __future__ import annotations
 
 import math
 import statistics
+import time
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
 
 import optuna
 from optuna.study import StudyDirection
@@ -22,16 +28,20 @@ from optuna.trial import FrozenTrial, TrialState
 
 from tuner.attrs import RACE_OF_ATTR, SEED_ATTR
 from tuner.constraints import feasible
+from tuner.study_defaults import SEED_POLICY
 
 POLICIES = ("single", "racing")
 QUEUED = (TrialState.WAITING, TrialState.RUNNING)
+STARTED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL, TrialState.RUNNING)
+KEYS = ("name", "seeds", "top_k", "start")
 
 
 @dataclass(frozen=True)
 class SeedPolicy:
     name: Literal["single", "racing"] = "single"
-    seeds: int = 3  # racing: the seeds a leading configuration runs on
-    top_k: int = 3  # racing: how many leading configurations are raced
+    seeds: int = SEED_POLICY["seeds"]  # racing: the seeds a leading configuration runs on
+    top_k: int = SEED_POLICY["top_k"]  # racing: how many leading configurations are raced
+    start: float = SEED_POLICY["start"]  # racing: the fraction of the study's budget spent before the first re-run
 
     @property
     def racing(self) -> bool:
@@ -39,24 +49,28 @@ class SeedPolicy:
 
 
 def parse_seed_policy(raw: Any, objectives: int) -> SeedPolicy | str:
-    """The study file's ``seed_policy``, or the one-line reason it is wrong."""
+    """The study file's ``seed_policy``, or the one-line reason it is wrong. None (no section) is the default policy,
+    ``single`` for a study of several objectives; a section without ``name`` is the default with its keys on top."""
     if raw is None:
-        return SeedPolicy()
+        return SeedPolicy() if objectives > 1 else SeedPolicy(**SEED_POLICY)
     if not isinstance(raw, dict):
-        return f"seed_policy: expected a mapping such as {{name: racing, seeds: 3, top_k: 3}}, got {raw!r}"
-    unknown = sorted(set(raw) - {"name", "seeds", "top_k"})
+        return f"seed_policy: expected a mapping such as {{name: racing, seeds: 2, top_k: 2, start: 0.8}}, got {raw!r}"
+    unknown = sorted(set(raw) - set(KEYS))
     if unknown:
-        return f"seed_policy.{unknown[0]}: unknown key (expected one of name, seeds, top_k)"
-    name = raw.get("name", "single")
-    if name not in POLICIES:
-        return f"seed_policy.name: expected one of {', '.join(POLICIES)}, got {name!r}"
+        return f"seed_policy.{unknown[0]}: unknown key (expected one of {', '.join(KEYS)})"
+    merged = {**SEED_POLICY, **raw}
+    if merged["name"] not in POLICIES:
+        return f"seed_policy.name: expected one of {', '.join(POLICIES)}, got {merged['name']!r}"
     for key in ("seeds", "top_k"):
-        value = raw.get(key, getattr(SeedPolicy, key))
+        value = merged[key]
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             return f"seed_policy.{key}: expected a positive whole number, got {value!r}"
-    if name == "racing" and objectives > 1:
+    start = merged["start"]
+    if isinstance(start, bool) or not isinstance(start, int | float) or not 0 <= start < 1:
+        return f"seed_policy.start: expected a fraction of the study's budget in [0, 1), got {start!r}"
+    if merged["name"] == "racing" and objectives > 1:
         return "seed_policy: racing ranks configurations by one objective's mean; this study has several"
-    return SeedPolicy(name=name, seeds=raw.get("seeds", SeedPolicy.seeds), top_k=raw.get("top_k", SeedPolicy.top_k))
+    return SeedPolicy(name=merged["name"], seeds=merged["seeds"], top_k=merged["top_k"], start=float(start))
 
 
 def race_root(trial: FrozenTrial) -> int:
@@ -118,23 +132,63 @@ def next_runs(trials: Sequence[FrozenTrial], direction: StudyDirection, policy: 
     return runs
 
 
-class Racing:
-    """An ``optimize`` callback: after each completed trial, queue the leaders' next seeds (a worker that finds
-    another already queued it leaves it be)."""
+class Budget(Protocol):
+    """How much of a study's budget its trials have spent, and how many more trials it has room for."""
 
-    def __init__(self, policy: SeedPolicy, base_seed: int) -> None:
+    def spent(self, trials: Sequence[FrozenTrial]) -> float:
+        """The fraction of the budget spent, 0 to 1 (or past it)."""
+        ...
+
+    def room(self, trials: Sequence[FrozenTrial]) -> int | None:
+        """Trials the budget can still start, queued ones aside; None when it does not count trials."""
+        ...
+
+
+@dataclass(frozen=True)
+class TrialBudget:
+    """A study run's budget: ``n_trials`` started study-wide, or ``timeout`` seconds since ``started_at`` (monotonic),
+    whichever is nearer its end; neither (an unbounded run) counts as spent, so racing is not held back."""
+
+    n_trials: int | None
+    timeout: float | None
+    started_at: float = field(default_factory=time.monotonic)
+
+    def spent(self, trials: Sequence[FrozenTrial]) -> float:
+        fractions = []
+        if self.n_trials:
+            fractions.append(sum(t.state in STARTED for t in trials) / self.n_trials)
+        if self.timeout:
+            fractions.append((time.monotonic() - self.started_at) / self.timeout)
+        return max(fractions, default=1.0)
+
+    def room(self, trials: Sequence[FrozenTrial]) -> int | None:
+        if not self.n_trials:
+            return None
+        return self.n_trials - sum(t.state in STARTED or t.state == TrialState.WAITING for t in trials)
+
+
+class Racing:
+    """An ``optimize`` callback: after each completed trial, once ``policy.start`` of ``budget`` is spent, queue the
+    leaders' next seeds that the budget has room for (a worker that finds another already queued it leaves it be)."""
+
+    def __init__(self, policy: SeedPolicy, base_seed: int, budget: Budget | None = None) -> None:
         self.policy = policy
         self.base_seed = base_seed
+        self.budget = budget
 
     def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
         if not self.policy.racing or trial.state != TrialState.COMPLETE:
             return
         trials = study.get_trials(deepcopy=False)
+        if self.budget is not None and self.budget.spent(trials) < self.policy.start:
+            return
+        room = None if self.budget is None else self.budget.room(trials)
         have = {(race_root(t), t.user_attrs.get(SEED_ATTR)) for t in trials if RACE_OF_ATTR in t.user_attrs}
-        for root, seed in next_runs(trials, study.directions[0], self.policy, self.base_seed):
-            if (root.number, seed) not in have:
-                study.enqueue_trial(root.params, user_attrs={RACE_OF_ATTR: root.number, SEED_ATTR: seed},
-                                    skip_if_exists=False)
+        runs = [(root, seed) for root, seed in next_runs(trials, study.directions[0], self.policy, self.base_seed)
+                if (root.number, seed) not in have]
+        for root, seed in runs[:room]:
+            study.enqueue_trial(root.params, user_attrs={RACE_OF_ATTR: root.number, SEED_ATTR: seed},
+                                skip_if_exists=False)
 
 
 def race_seed(user_attrs: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
@@ -150,4 +204,4 @@ def best_raced(trials: Sequence[FrozenTrial], direction: StudyDirection) -> list
     return [best[0].root] if best and best[0].feasible else []
 
 
-__all__ = ["Racing", "SeedPolicy", "best_raced", "next_runs", "parse_seed_policy", "race_seed"]
+__all__ = ["Budget", "Racing", "SeedPolicy", "TrialBudget", "best_raced", "next_runs", "parse_seed_policy", "race_seed"]

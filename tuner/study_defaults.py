@@ -19,5 +19,13 @@ from __future__ import annotations
 
 from typing import Any
 
+SEED_POLICY: dict[str, Any] = {"name": "racing", "seeds": 2, "top_k": 2, "start": 0.8}
+"""Racing late (``tuner.seed_policy``): once 80% of the budget is spent, the 2 best configurations by mean are re-run
+on a second seed, and the winner is the best two-seed mean. Replayed on 240 configurations x 3 seeds with the default
+search, it reached the target in the same median updates as one seed for every trial (384) and lowered the final
+regret (mean 0.0168 against 0.0202; against random search's 0.0264, Wilcoxon p 0.0004 where one seed's was 0.12):
+the race costs only the last fifth of the budget, where the search has mostly found its region. Racing from the
+start, the top 3 on 3 seeds, spent most of the budget on re-runs (median 1419 updates, the whole budget)."""
+
 SAMPLER: dict[str, Any] = {"name": "tpe", "multivariate": True, "group": True, "n_startup_trials": 4}
 """TPESampler(multivariate=True, group=True, n_startup_trials=4); ``tuner.factory`` adds the constant liar."""

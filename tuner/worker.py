@@ -22,7 +22,7 @@ from tuner.database import StorageError, create_engine, open_read_only_storage, 
 from tuner.factory import make_pruner, make_sampler
 from tuner.failure_streak import failure_streak
 from tuner.objective import Launch, make_objective
-from tuner.seed_policy import Racing
+from tuner.seed_policy import Racing, TrialBudget
 from tuner.study_config import StudySpec, load_study_spec
 from tuner.study_definition import check_definition, check_ours, stored_spec
 from tuner.trial_launch import start_fork_server
@@ -138,7 +138,8 @@ def run_worker(
         start_fork_server()  # now, so that its imports overlap with the first trial's sampling
     stopper = StopWhenTargetReached(n_trials, max_failures=max(5, n_trials or 0), queue_only=queue_only)
     # Racing queues before the stopper counts, so a leader's next seed is waiting when the next trial is asked for.
-    racing = Racing(spec.seed_policy, int(spec.base.get("seed", PPOConfig.seed))) if not queue_only else None
+    racing = None if queue_only else Racing(spec.seed_policy, int(spec.base.get("seed", PPOConfig.seed)),
+                                            TrialBudget(n_trials, timeout))
     study.optimize(make_objective(spec, threads, queue_only, launch), timeout=timeout, catch=(Exception,),
                    callbacks=[*([racing] if racing else []), stopper])
 
