@@ -38,10 +38,10 @@ from tuner.attrs import (
     CONFIG_ATTR,
     DEFAULT_KL_METRIC,
     DEFAULT_KL_THRESHOLD,
-    DEFINITION_ATTR,
     KL_GUARD_ATTR,
     KL_HISTORY_ATTR,
     OBJECTIVES_ATTR,
+    stored_definition,
 )
 from tuner.constraints import feasible
 from tuner.database import read_only_engine_kwargs, read_only_url, sqlite_path
@@ -364,13 +364,11 @@ def build_study_view(ref: StudyRef, snapshot: Snapshot) -> StudyView:
 
 def stored_constraints(user_attrs: Mapping[str, Any]) -> tuple[Mapping[str, Any], ...]:
     """The constraints of the study file stored on the study; none when it stored none."""
-    definition = user_attrs.get(DEFINITION_ATTR)
-    raw = definition.get("constraints") if isinstance(definition, Mapping) else None
+    raw = (stored_definition(user_attrs) or {}).get("constraints")
     return tuple(c for c in raw if isinstance(c, Mapping)) if isinstance(raw, list) else ()
 
 
 def stored_target(user_attrs: Mapping[str, Any]) -> str | None:
     """The target trainer named in the study file stored on the study; None when it named none."""
-    definition = user_attrs.get(DEFINITION_ATTR)
-    target = definition.get("target") if isinstance(definition, Mapping) else None
+    target = (stored_definition(user_attrs) or {}).get("target")
     return target if isinstance(target, str) else None

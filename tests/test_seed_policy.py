@@ -16,8 +16,9 @@ from ppo_tune.cli import main
 from studies import write_study
 from tuner.attrs import CONFIG_ATTR, RACE_OF_ATTR, SEED_ATTR
 from tuner.reports import best_trials
-from tuner.seed_policy import SeedPolicy, best_raced, next_runs
+from tuner.seed_policy import Racing, SeedPolicy, TrialBudget, best_raced, next_runs, parse_seed_policy
 from tuner.study_config import load_study_spec
+from tuner.study_defaults import SEED_POLICY
 from tuner.worker import run_worker
 
 MAX = StudyDirection.MAXIMIZE
@@ -55,6 +56,8 @@ def test_the_winner_is_the_best_mean_over_the_most_seeds() -> None:
     ({"name": "bandit"}, "seed_policy.name: expected one of single, racing, got 'bandit'"),
     ({"name": "racing", "seeds": 0}, "seed_policy.seeds: expected a positive whole number, got 0"),
     ({"name": "racing", "rounds": 2}, "seed_policy.rounds: unknown key"),
+    ({"start": 1.0}, "seed_policy.start: expected a fraction of the study's budget in [0, 1), got 1.0"),
+    ({"start": "late"}, "seed_policy.start: expected a fraction of the study's budget in [0, 1), got 'late'"),
     ("racing", "seed_policy: expected a mapping"),
 ])
 def test_bad_seed_policies_exit_2_with_one_line(tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path,
@@ -103,3 +106,70 @@ def test_a_racing_rerun_is_not_pruned_but_still_guarded() -> None:
     assert not rerun.should_prune()
     rerun.set_user_attr("kl_history", [1.0, 9.0])  # past the guard's threshold
     assert rerun.should_prune()
+
+
+def test_a_study_that_names_no_policy_races_late_unless_it_has_several_objectives() -> None:
+    default = parse_seed_policy(None, objectives=1)
+    assert default == SeedPolicy(**SEED_POLICY) and default.racing and 0 < default.start < 1
+    assert parse_seed_policy(None, objectives=2) == SeedPolicy()  # no one mean to race on
+    assert not SeedPolicy().racing
+    # A section without a name is the default with its own keys on top; a named one takes the default's numbers.
+    assert parse_seed_policy({"seeds": 3}, 1) == SeedPolicy("racing", 3, SEED_POLICY["top_k"], SEED_POLICY["start"])
+    assert parse_seed_policy({"name": "single"}, 1) == SeedPolicy("single")
+    assert parse_seed_policy({"name": "racing", "start": 0}, 1) == SeedPolicy("racing", start=0.0)
+
+
+def test_a_trial_budget_counts_started_trials_or_time_whichever_is_nearer_its_end() -> None:
+    trials = [_trial(0, 0.5), _trial(1, None, "PRUNED"), _trial(2, None, "FAIL"), _trial(3, None, "RUNNING"),
+              _trial(4, None, "WAITING")]
+    budget = TrialBudget(n_trials=10, timeout=None)
+    assert budget.spent(trials) == 0.4  # four started; a queued trial has not
+    assert budget.room(trials) == 5  # ... but takes a place
+    assert TrialBudget(n_trials=10, timeout=100.0, started_at=0.0).spent(trials) > 1  # the clock ran out long ago
+    assert TrialBudget(n_trials=None, timeout=None).spent(trials) == 1.0  # unbounded: nothing holds racing back
+    assert TrialBudget(n_trials=None, timeout=1e9).room(trials) is None
+
+
+def test_racing_waits_for_its_start_and_queues_no_more_than_the_budget_has_room_for() -> None:
+    study = optuna.create_study(direction="maximize")
+    for number, value in enumerate([0.5, 0.9, 0.7, 0.8]):
+        study.add_trial(_trial(number, value))
+    policy = SeedPolicy("racing", seeds=2, top_k=3, start=0.5)
+    Racing(policy, base_seed=0, budget=TrialBudget(n_trials=10, timeout=None))(study, study.trials[-1])
+    assert len(study.trials) == 4  # 4 of 10 started: before the start
+    Racing(policy, base_seed=0, budget=TrialBudget(n_trials=6, timeout=None))(study, study.trials[-1])
+    queued = [t for t in study.trials if t.state == TrialState.WAITING]
+    # 4 of 6 started: racing; the top 3 want a second seed, the budget has room for 2, the two best by mean.
+    assert [(t.user_attrs[RACE_OF_ATTR], t.user_attrs[SEED_ATTR]) for t in queued] == [(1, 1), (3, 1)]
+
+
+def test_a_study_without_a_seed_policy_races_its_leader_in_its_last_fifth(tmp_path: Path, tiny_lm_dir: Path,
+                                                                          prompts_file: Path) -> None:
+    path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=6, base={"seed": 5, "total_episodes": 16})
+    spec = load_study_spec(path)
+    assert spec.seed_policy == SeedPolicy(**SEED_POLICY)
+    run_worker(spec, n_trials=6, timeout=None, threads=1)
+    study = optuna.load_study(study_name=spec.name, storage=spec.storage)
+    trials = study.get_trials(deepcopy=False)
+    reruns = [t for t in trials if RACE_OF_ATTR in t.user_attrs]
+    # After trial 4, 5 of 6 trials had started (past 80%): the leader then is re-run as the last trial, on seed 6.
+    assert [t.number for t in reruns] == [5], [t.user_attrs for t in trials]
+    assert len(trials) == 6 and all(t.state == TrialState.COMPLETE for t in trials)  # nothing left queued
+    (rerun,) = reruns
+    leader = max(trials[:5], key=lambda t: (t.value, -t.number))
+    assert rerun.user_attrs[RACE_OF_ATTR] == leader.number and rerun.user_attrs[CONFIG_ATTR]["seed"] == 6
+    (best,) = best_trials(study)
+    assert best.number == leader.number  # the only configuration on two seeds
+
+
+def test_the_progress_line_shows_a_raced_winners_mean_over_its_seeds(tmp_path: Path) -> None:
+    from tuner.attrs import DEFINITION_ATTR
+    from tuner.runner import _best_text
+
+    study = optuna.create_study(direction="maximize")
+    study.set_user_attr(DEFINITION_ATTR, {"objectives": [{"metric": "m"}]})  # no seed_policy: the default races
+    for trial in [_trial(0, 0.8), _trial(1, 0.95), _trial(2, 0.7, race_of=0, seed=1)]:
+        study.add_trial(trial)
+    assert _best_text(study) == "best 0.7500, mean of 2 seeds (trial 0)"
+    study.set_user_attr(DEFINITION_ATTR, {"objectives": [{"metric": "m"}], "seed_policy": {"name": "single"}})
+    assert _best_text(study) == "best 0.9500 (trial 1)"  # one seed: the luckiest run wins

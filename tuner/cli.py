@@ -295,7 +295,7 @@ def _print_validation(results: list[Any], metric: str, name: str) -> None:
 def command_best(args: argparse.Namespace) -> int:
     import yaml
 
-    from tuner.attrs import DEFINITION_ATTR
+    from tuner.attrs import stored_definition
     from tuner.exports import TARGETS, exported
     from tuner.reports import best_trials, trial_config
     from tuner.validation import load_validation, validation_results
@@ -327,8 +327,7 @@ def command_best(args: argparse.Namespace) -> int:
         print(f"# {header}")
         print(export.render(TARGETS[args.format].layout), end="")
         # Where the target computes something else than the trial, say so where it is seen, not only in the file.
-        definition = study.user_attrs.get(DEFINITION_ATTR)
-        target = definition.get("target") if isinstance(definition, dict) else None
+        target = (stored_definition(study.user_attrs) or {}).get("target")
         if export.differences and target is not None and target != args.format:
             print(f"ppo-tune best: study {args.name!r} tuned for {target}; {args.format} computes differently:",
                   file=sys.stderr)

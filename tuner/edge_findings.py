@@ -21,7 +21,7 @@ from typing import Any, Literal
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial
 
-from tuner.attrs import DEFINITION_ATTR
+from tuner.attrs import stored_definition
 from tuner.constraints import feasible
 from tuner.reports import rank_completed
 from tuner.search_space import ParamSpec
@@ -122,8 +122,7 @@ def stored_search_space(user_attrs: Mapping[str, Any]) -> dict[str, ParamSpec]:
     """The search space of the study file stored on the study (user attribute ``definition``), each parameter
     parsed as the study file's parser does; empty when none is stored. A parameter whose stored entry no longer
     parses (a definition from an older version) is left out rather than stop a report."""
-    definition = user_attrs.get(DEFINITION_ATTR)
-    raw = definition.get("search_space") if isinstance(definition, Mapping) else None
+    raw = (stored_definition(user_attrs) or {}).get("search_space")
     if not isinstance(raw, Mapping) or not raw:
         return {}
     # Imported here: the study file's module loads transformers (for PPOConfig's parser), which the dashboard's

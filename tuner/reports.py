@@ -14,12 +14,12 @@ from optuna.trial import FrozenTrial, TrialState
 from tuner.attrs import (
     BUDGET_ATTR,
     CONFIG_ATTR,
-    DEFINITION_ATTR,
     FAIL_REASON_ATTR,
     KL_HISTORY_ATTR,
     PRUNE_REASON_ATTR,
     RACE_OF_ATTR,
     SEED_ATTR,
+    stored_definition,
 )
 from tuner.constraints import feasible
 from tuner.seed_policy import SeedPolicy, best_raced, parse_seed_policy
@@ -60,8 +60,8 @@ def best_trials(study: optuna.Study) -> list[FrozenTrial]:
 def is_racing(study: optuna.Study) -> bool:
     """Whether the study's stored definition races configurations on seeds (tuner.seed_policy; a definition that
     names no policy gets the default's). A study stored without a definition raced nothing."""
-    definition = study.user_attrs.get(DEFINITION_ATTR)
-    if not isinstance(definition, dict):
+    definition = stored_definition(study.user_attrs)
+    if definition is None:
         return False
     policy = parse_seed_policy(definition.get("seed_policy"), len(study.directions))
     return isinstance(policy, SeedPolicy) and policy.racing

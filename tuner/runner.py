@@ -21,8 +21,9 @@ from ppo_core.errors import Terminated
 from tuner.database import GRACE_HEARTBEATS, create_engine
 from tuner.edge_findings import edge_findings, format_edge_findings
 from tuner.failure_streak import SAME_FAILURES_TO_STOP, failure_streak
-from tuner.reports import best_trials, trial_reason, trials_frame
+from tuner.reports import best_trials, is_racing, trial_reason, trials_frame
 from tuner.savings import update_savings
+from tuner.seed_policy import raced_configs
 from tuner.study_config import StudyConfigError, StudySpec
 from tuner.trial_launch import describe_exit
 from tuner.trial_records import create_tables
@@ -116,6 +117,10 @@ def _best_text(study: optuna.Study) -> str:
     best = best_trials(study)
     if not best:
         return "best -"
+    if is_racing(study):  # the winner is chosen on its mean: show that, not its first run's value
+        (config,) = [c for c in raced_configs(study.get_trials(deepcopy=False)) if c.root.number == best[0].number]
+        if len(config.values) > 1:
+            return f"best {config.mean:.4f}, mean of {len(config.values)} seeds (trial {best[0].number})"
     return f"best {', '.join(f'{v:.4f}' for v in best[0].values)} (trial {best[0].number})"
 
 

@@ -1,4 +1,4 @@
-"""What a study gets when its file names no sampler: the search that won the replay of real learning curves.
+"""What a study gets when its file names no sampler or seed policy: what won the replay of real learning curves.
 
 ``benchmarks.tuning_replay`` (benchmarks/README.md, "Tuning strategies replayed") runs tuning strategies against a
 table of real PPO runs of the quickstart's space. What decides a configuration's value there is the product of the
