@@ -16,8 +16,8 @@ Each ``default``/``random`` study (one per sampler seed) runs trials one after a
 ran (``tuner.reports.updates_run``: a pruned trial counts the updates it ran) reach ``--budget-updates``; the trial
 running then is finished. The two fixed configs are one-trial studies. Every method's chosen config (the best
 tuning trial, or the one trial) is then retrained on fresh seeds with ``ppo-tune validate --top-k 1``, the same
-seeds for every study. Studies run ``--workers`` at a time with one CPU thread each; validations run one study at
-a time with ``--workers`` workers. The two searches are paired by sampler seed: ``paired`` holds, per seed, the
+seeds for every study. Studies run ``--workers`` at a time with one CPU thread each, and so do their validations
+(one worker each). The two searches are paired by sampler seed: ``paired`` holds, per seed, the
 default's validated mean minus random search's, their mean and its 95% t interval. ``--task-seed`` runs every study
 on another draw of the built-in task (``task_seed``).
 The default budget is 960 updates per study, 5 sampler seeds and 5 validation seeds; with 3 sampler seeds it took 42
@@ -37,7 +37,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -374,11 +374,15 @@ def main(argv: list[str] | None = None) -> None:
             studies.append({"name": name, "method": method_of(name), "sampler_seed": seed,
                             "storage": definition["storage"], "definition": definition, **future.result()})
     tuning_wall = time.perf_counter() - started
-    for study in studies:
-        print(f"validating {study['name']} on {settings['validation_seeds']} seeds", file=sys.stderr, flush=True)
-        # A quick run validates with one worker: its two short runs cost less than a second worker's start.
-        study["validation"] = validate(study["name"], study["storage"], settings["validation_seeds"],
-                                       1 if args.quick else args.workers)
+    print(f"validating {len(studies)} studies on {settings['validation_seeds']} seeds, {args.workers} at a time",
+          file=sys.stderr, flush=True)
+    # --workers validations at once, one worker each: as many trial processes as the tuning ran, and the next
+    # validation's start (imports, its study) overlaps another's runs instead of leaving a core idle.
+    with ThreadPoolExecutor(args.workers) as threads:
+        validations = threads.map(lambda study: validate(study["name"], study["storage"],
+                                                         settings["validation_seeds"], 1), studies)
+        for study, validation in zip(studies, validations, strict=True):
+            study["validation"] = validation
     methods, reference = summarise(studies, settings["validation_seeds"])
     pairs = paired(studies)
     total_wall = time.perf_counter() - started
