@@ -26,6 +26,7 @@ from torch.profiler import ProfilerActivity, profile, record_function
 
 import ppo_core.reward_models
 import ppo_core.rollout
+import ppo_core.token_head
 import ppo_core.trainer
 import ppo_core.update
 from benchmarks.core_side import CoreSide
@@ -51,7 +52,7 @@ MODULE_FUNCTIONS: tuple[tuple[Any, str, str], ...] = (
     (ppo_core.trainer, "rollout_metrics", "update/rollout metrics"),
     (ppo_core.update, "response_logits", "update/policy forward"),
     (ppo_core.update, "response_values", "update/value forward"),
-    (ppo_core.update, "entropy_from_log_probs", "update/entropy"),
+    (ppo_core.token_head, "log_softmax_head", "update/log-probs and entropy"),
     (ppo_core.update, "policy_objective", "update/losses"),
     (ppo_core.update, "clipped_value_loss", "update/losses"),
     (ppo_core.update, "_optimizer_step", "update/optimizer step + zero_grad"),

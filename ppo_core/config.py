@@ -306,6 +306,12 @@ class PPOConfig(ScriptArguments, ModelConfig):
         metadata=field_help("Recompute activations in the backward pass of the policy and the value network: "
                             "less memory for about a third more update time (TrainingArguments' name)."),
     )
+    fused_logits_head: bool = field(
+        default=False,
+        metadata=field_help("CUDA only: the update's log-probs and entropy in one compiled function over the logits "
+                            "in their own dtype, with no float32 [b, T, V] copy (ppo_core.token_head); the same "
+                            "numbers. Off, or on a CPU: float32 log_softmax."),
+    )
     value_use_peft: bool = field(
         default=True,
         metadata=field_help("With use_peft, the value network is a LoRA on its trunk plus a trained head; false "

@@ -16,12 +16,13 @@ from accelerate import Accelerator
 from transformers import PreTrainedModel
 
 from ppo_core.config import PPOConfig
-from ppo_core.losses import StepTotals, clipped_value_loss, entropy_from_log_probs
+from ppo_core.losses import StepTotals, clipped_value_loss
 from ppo_core.masked import local
 from ppo_core.metric_names import KL_LOSS
 from ppo_core.models import ValueModel
 from ppo_core.objective import policy_objective
 from ppo_core.rollout import Rollout, response_logits, response_values
+from ppo_core.token_head import select_head
 
 
 @dataclass
@@ -178,11 +179,9 @@ def _micro_batch_loss(
     queries, query_mask = rollout.queries[rows], rollout.query_mask[rows]
     responses, mask = rollout.responses[rows], rollout.response_mask[rows]
     logits = response_logits(optimisation.policy, queries, query_mask, responses, mask)
-    log_distribution = torch.log_softmax(logits.float() / config.temperature, dim=-1)
-    logprobs = torch.gather(log_distribution, -1, responses.unsqueeze(-1)).squeeze(-1)
-    # Without an entropy bonus the entropy is only a diagnostic: keep it out of the graph.
-    with torch.set_grad_enabled(config.entropy_coef != 0 and torch.is_grad_enabled()):
-        entropy = entropy_from_log_probs(log_distribution)
+    # Without an entropy bonus the entropy is only a diagnostic: it stays out of the graph.
+    head = select_head(config.fused_logits_head, logits.device)
+    logprobs, entropy = head(logits, responses, config.temperature, config.entropy_coef != 0)
 
     objective = policy_objective(logprobs, rollout.logprobs[rows], rollout.ref_logprobs[rows],
                                  targets.advantages[rows], mask, entropy, config, targets.kl_loss_coef, step,
