@@ -306,6 +306,12 @@ class PPOConfig(ScriptArguments, ModelConfig):
         metadata=field_help("Recompute activations in the backward pass of the policy and the value network: "
                             "less memory for about a third more update time (TrainingArguments' name)."),
     )
+    update_forward_batch_size: int | None = field(
+        default=None,
+        metadata=field_help("Rows per forward (and backward) pass in the update: a multiple of "
+                            "per_device_train_batch_size whose micro-batches share one pass, each with its own loss "
+                            "share, so the gradient is the same; more rows fill a GPU. null: one micro-batch a pass."),
+    )
     fused_logits_head: bool = field(
         default=False,
         metadata=field_help("CUDA only: the update's log-probs and entropy in one compiled function over the logits "
@@ -488,6 +494,11 @@ def _check_ranges(c: PPOConfig) -> None:
                  "num_ppo_epochs", "local_rollout_forward_batch_size", "kl_horizon", "num_eval_prompts",
                  "num_eval_samples"):
         require(getattr(c, name) >= 1, name, ">= 1", getattr(c, name))
+    if c.update_forward_batch_size is not None:
+        require(c.update_forward_batch_size >= c.per_device_train_batch_size
+                and c.update_forward_batch_size % c.per_device_train_batch_size == 0, "update_forward_batch_size",
+                f"a multiple of per_device_train_batch_size ({c.per_device_train_batch_size})",
+                c.update_forward_batch_size)
     require(c.num_sample_generations >= 0, "num_sample_generations", ">= 0", c.num_sample_generations)
     require(c.num_train_epochs > 0, "num_train_epochs", "> 0", c.num_train_epochs)
     if c.eval_steps is not None:

@@ -50,6 +50,7 @@ from ppo_core.reward_models import same_vocabulary
 from ppo_core.rollout import encode_prompts
 from ppo_core.setup import load_task, prompt_sets, response_length, task_part
 from ppo_core.tasks.base import BuiltinTask
+from ppo_core.update import forward_group
 
 TRAINABLE_BYTES = 16  # per trained parameter: float32 weight 4 + gradient 4 + AdamW's two float32 moments 8
 LAYER_BYTES = 34  # per token per hidden unit per layer at 16 bits (Korthikanti et al. 2022, no tensor parallelism)
@@ -408,10 +409,10 @@ def _activations(config: PPOConfig, tokens: TokenEstimate, policy: Shape, value:
                  autocast_copies: int) -> ActivationEstimate:
     """The rollout generates and scores ``local_rollout_forward_batch_size`` rows at a time (at most a rollout
     batch); the update runs ``per_device_train_batch_size`` rows through the policy and the value network (none
-    without one)."""
+    without one), or ``update_forward_batch_size`` rows (whole micro-batches) at a time when that is set."""
     sequence, response = tokens.sequence_length, tokens.response_length
     rollout_rows = min(config.local_rollout_forward_batch_size, config.local_batch_size)
-    rows = config.per_device_train_batch_size
+    rows = config.per_device_train_batch_size * forward_group(config)
     eager = config.attn_implementation == "eager"
     checkpointing = config.gradient_checkpointing
     return ActivationEstimate(

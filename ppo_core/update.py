@@ -125,24 +125,34 @@ def _optimise(rollout: Rollout, targets: UpdateTargets, optimisation: Optimisati
               generator: torch.Generator, stats: StatsAccumulator, max_length: int,
               total: Callable[[torch.Tensor], torch.Tensor]) -> None:
     """Epochs x shuffled mini-batches x accumulated micro-batches, one optimizer step per mini-batch; each
-    micro-batch backpropagates its share of the step's loss."""
+    micro-batch's share of the step's loss is computed on its own rows, and ``forward_groups`` of them share one
+    forward and one backward (the same gradient: the gradient of a sum is the sum of the gradients)."""
     batch_size = rollout.responses.shape[0]
     mini_batch, micro_batch = config.local_mini_batch_size, config.per_device_train_batch_size
+    group = forward_group(config)
     for _epoch in range(config.num_ppo_epochs):
         order = torch.randperm(batch_size, generator=generator).to(rollout.responses.device)
         for mini_start in range(0, batch_size, mini_batch):
             mini_indices = order[mini_start : mini_start + mini_batch]
             step = step_totals(rollout.response_mask[mini_indices], micro_batch, optimisation.accelerator.num_processes,
                                total)
-            for micro_start in range(0, len(mini_indices), micro_batch):
-                micro_indices = mini_indices[micro_start : micro_start + micro_batch]
-                last = micro_start + micro_batch >= len(mini_indices)
+            micro_batches = [mini_indices[start : start + micro_batch]
+                             for start in range(0, len(mini_indices), micro_batch)]
+            for first in range(0, len(micro_batches), group):
+                last = first + group >= len(micro_batches)
                 # Several processes average their gradients once per optimizer step, not once per micro-batch.
                 with _gradient_sync(optimisation, last):
-                    loss = _micro_batch_loss(rollout, targets, micro_indices, optimisation, config, stats,
-                                             max_length, step)
+                    loss = _group_loss(rollout, targets, micro_batches[first : first + group], optimisation, config,
+                                       stats, max_length, step)
                     optimisation.accelerator.backward(loss)
             _optimizer_step(optimisation, config.max_grad_norm)
+
+
+def forward_group(config: PPOConfig) -> int:
+    """Micro-batches per update forward: ``update_forward_batch_size`` rows (None: one micro-batch, each forward on
+    its own) over ``per_device_train_batch_size``, at least 1."""
+    rows = config.update_forward_batch_size
+    return 1 if rows is None else max(1, rows // config.per_device_train_batch_size)
 
 
 def step_totals(step_mask: torch.Tensor, micro_batch: int, processes: int,
@@ -166,19 +176,49 @@ def _gradient_sync(optimisation: Optimisation, sync: bool) -> contextlib.Abstrac
     return stack
 
 
-def _micro_batch_loss(
+def _group_loss(
     rollout: Rollout,
     targets: UpdateTargets,
-    rows: torch.Tensor,
+    micro_batches: list[torch.Tensor],
     optimisation: Optimisation,
     config: PPOConfig,
     stats: StatsAccumulator,
     max_length: int,
     step: StepTotals,
 ) -> torch.Tensor:
+    """The summed step-loss shares of ``micro_batches``, from one forward of each network over all their rows; each
+    micro-batch's loss and statistics come from its own rows, as if it had run alone."""
+    rows = torch.cat(micro_batches)
     queries, query_mask = rollout.queries[rows], rollout.query_mask[rows]
     responses, mask = rollout.responses[rows], rollout.response_mask[rows]
     logits = response_logits(optimisation.policy, queries, query_mask, responses, mask)
+    values = None
+    if optimisation.value_model is not None and targets.returns is not None and rollout.values is not None:
+        values = response_values(optimisation.value_model, queries, query_mask, responses, mask)
+    loss = torch.zeros((), device=logits.device)
+    start = 0
+    for micro in micro_batches:
+        part = slice(start, start + len(micro))
+        loss = loss + _micro_batch_loss(rollout, targets, micro, logits[part], None if values is None else values[part],
+                                        config, stats, max_length, step)
+        start += len(micro)
+    return loss
+
+
+def _micro_batch_loss(
+    rollout: Rollout,
+    targets: UpdateTargets,
+    rows: torch.Tensor,
+    logits: torch.Tensor,
+    values: torch.Tensor | None,
+    config: PPOConfig,
+    stats: StatsAccumulator,
+    max_length: int,
+    step: StepTotals,
+) -> torch.Tensor:
+    """One micro-batch's share of the step's loss, from the policy's logits (and the value network's values) of its
+    ``rows``; its statistics go to ``stats``."""
+    responses, mask = rollout.responses[rows], rollout.response_mask[rows]
     # Without an entropy bonus the entropy is only a diagnostic: it stays out of the graph.
     head = select_head(config.fused_logits_head, logits.device)
     logprobs, entropy = head(logits, responses, config.temperature, config.entropy_coef != 0)
@@ -199,8 +239,7 @@ def _micro_batch_loss(
     if objective.kl is not None:
         stats.add(KL_LOSS, objective.kl * shares)
     loss = objective.loss
-    if optimisation.value_model is not None and targets.returns is not None and rollout.values is not None:
-        values = response_values(optimisation.value_model, queries, query_mask, responses, mask)
+    if values is not None and targets.returns is not None and rollout.values is not None:
         value_loss, value_clipfrac = clipped_value_loss(
             values, rollout.values[rows], targets.returns[rows], mask, config.cliprange_value, step, config.loss_type
         )
