@@ -312,6 +312,12 @@ class PPOConfig(ScriptArguments, ModelConfig):
                             "per_device_train_batch_size whose micro-batches share one pass, each with its own loss "
                             "share, so the gradient is the same; more rows fill a GPU. null: one micro-batch a pass."),
     )
+    bf16_generation_copy: bool = field(
+        default=False,
+        metadata=field_help("CUDA only: the rollout samples from a bf16 copy of the policy, refreshed after each "
+                            "update (ppo_core.generation_copy); its log-probs still come from the policy's scoring "
+                            "forward. Off, or on a CPU: sample from the policy itself."),
+    )
     fused_logits_head: bool = field(
         default=False,
         metadata=field_help("CUDA only: the update's log-probs and entropy in one compiled function over the logits "

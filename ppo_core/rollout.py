@@ -96,8 +96,10 @@ def encode_prompts(
 
 
 @torch.no_grad()
-def collect_rollout(setup: RunSetup, batch: PromptSet, config: PPOConfig, device: torch.device) -> Rollout:
-    """Sample one response per prompt and record everything the PPO update needs."""
+def collect_rollout(setup: RunSetup, batch: PromptSet, config: PPOConfig, device: torch.device,
+                    sampler: PreTrainedModel | None = None) -> Rollout:
+    """Sample one response per prompt (from ``sampler``, a copy of the policy, when given) and record everything the
+    PPO update needs."""
     models, tokenizer, stop_token_id = setup.models, setup.models.tokenizer, setup.stop_token_id
     forward_batch_size = config.local_rollout_forward_batch_size
     encoded = encode_prompts(tokenizer, batch, config.max_prompt_length)
@@ -106,7 +108,7 @@ def collect_rollout(setup: RunSetup, batch: PromptSet, config: PPOConfig, device
     for start in range(0, len(batch), forward_batch_size):
         rows = slice(start, start + forward_batch_size)
         responses, response_mask = generate(
-            models.policy, queries[rows], query_mask[rows], setup.generation_config, stop_token_id,
+            sampler or models.policy, queries[rows], query_mask[rows], setup.generation_config, stop_token_id,
             tokenizer.pad_token_id,
         )
         # The same full forward pass as the update's and the reference's, not generate()'s cached logits:

@@ -21,6 +21,7 @@ from ppo_core.distributed import ProcessGroup, check_launch, rank_share
 from ppo_core.errors import NonFiniteError
 from ppo_core.estimators import AdvantageInputs, estimate_advantages
 from ppo_core.evaluation import evaluate, evaluation_interval, is_evaluation_update, separate_rng
+from ppo_core.generation_copy import generation_copy
 from ppo_core.kl import kl_per_token, make_kl_controller
 from ppo_core.lora import ParameterCount, count_parameters, save_merged
 from ppo_core.memory import peak_memory_gib, reset_peak_memory
@@ -114,6 +115,7 @@ class PPOTrainer:
         # the update uses the prepared ones, whose gradients are averaged over the ranks.
         models.policy = self.accelerator.unwrap_model(policy)
         self.optimisation = Optimisation(self.accelerator, policy, value_model, policy_optimizer, value_optimizer)
+        self.generation_copy = generation_copy(c, models.policy, self.accelerator.device)
 
     def train(self) -> TrainResult:
         """Run every PPO update, or until a callback asks to stop, evaluating on the held-out prompts where
@@ -177,6 +179,8 @@ class PPOTrainer:
         targets = UpdateTargets(advantages, returns, None if in_reward else kl_coef)
         update_stats = ppo_update(rollout, targets, self.optimisation, c, self.shuffle_generator, total,
                                   self.setup.generation_config.max_new_tokens)
+        if self.generation_copy is not None:  # the next rollout samples from the policy as it now is
+            self.generation_copy.refresh()
         for scheduler in self.schedulers:
             scheduler.step()
         self.episode += c.batch_size
@@ -231,7 +235,8 @@ class PPOTrainer:
 
     def _rollout(self, batch: PromptSet) -> Rollout:
         with self.accelerator.autocast():
-            return collect_rollout(self.setup, batch, self.config, self.accelerator.device)
+            sampler = self.generation_copy.model if self.generation_copy is not None else None
+            return collect_rollout(self.setup, batch, self.config, self.accelerator.device, sampler)
 
     def _next_prompts(self) -> PromptSet:
         """This rank's share of the next global batch: batch_size / G prompts, each repeated G times in a row (one
