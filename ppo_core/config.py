@@ -312,6 +312,12 @@ class PPOConfig(ScriptArguments, ModelConfig):
                             "per_device_train_batch_size whose micro-batches share one pass, each with its own loss "
                             "share, so the gradient is the same; more rows fill a GPU. null: one micro-batch a pass."),
     )
+    static_decode: bool = field(
+        default=False,
+        metadata=field_help("CUDA only: sample with a static KV cache and a compiled decode step, exactly "
+                            "response_length tokens with no per-token host sync, prompts padded to widths of 32 "
+                            "(ppo_core.static_decode); the same distribution. Off, or on a CPU: HF generate."),
+    )
     bf16_generation_copy: bool = field(
         default=False,
         metadata=field_help("CUDA only: the rollout samples from a bf16 copy of the policy, refreshed after each "

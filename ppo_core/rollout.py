@@ -14,6 +14,7 @@ from ppo_core.prompt_data import PromptSet
 from ppo_core.rewards import RewardInputs
 from ppo_core.sequences import contains_stop, position_ids_from_mask, token_logprobs
 from ppo_core.setup import RunSetup
+from ppo_core.static_decode import static_generate
 
 
 @dataclass
@@ -107,10 +108,16 @@ def collect_rollout(setup: RunSetup, batch: PromptSet, config: PPOConfig, device
     chunks: dict[str, list[torch.Tensor]] = {"responses": [], "mask": [], "logprobs": [], "ref": [], "values": []}
     for start in range(0, len(batch), forward_batch_size):
         rows = slice(start, start + forward_batch_size)
-        responses, response_mask = generate(
-            sampler or models.policy, queries[rows], query_mask[rows], setup.generation_config, stop_token_id,
-            tokenizer.pad_token_id,
-        )
+        if config.static_decode and device.type == "cuda":
+            responses, response_mask = static_generate(
+                sampler or models.policy, queries[rows], query_mask[rows], setup.generation_config.max_new_tokens,
+                config.temperature, stop_token_id, tokenizer.pad_token_id, compiled=True,
+            )
+        else:
+            responses, response_mask = generate(
+                sampler or models.policy, queries[rows], query_mask[rows], setup.generation_config, stop_token_id,
+                tokenizer.pad_token_id,
+            )
         # The same full forward pass as the update's and the reference's, not generate()'s cached logits:
         # under bf16 the two differ by a few hundredths of a nat per token, enough to move the first ratio.
         # Each model's logits are reduced to log-probabilities before the next forward: with a large vocabulary
