@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from transformers import GPT2Config, GPTNeoXConfig, PretrainedConfig
+from transformers import GPT2Config, GPTNeoXConfig, PretrainedConfig, Qwen2Config
 
 
 @dataclass(frozen=True)
@@ -13,13 +13,15 @@ class ModelSize:
     """One architecture; ``build`` turns it into a transformers config for a tokenizer's special ids."""
 
     name: str
-    family: str  # "gpt2" or "gpt_neox"
+    family: str  # "gpt2", "gpt_neox" or "qwen2"
     vocab_size: int
     hidden: int
     layers: int
     heads: int
     max_positions: int
     note: str = ""
+    kv_heads: int | None = None  # qwen2: grouped-query attention's key/value heads
+    intermediate: int | None = None  # qwen2: the MLP's width
 
     def build(self, pad_token_id: int, eos_token_id: int) -> PretrainedConfig:
         common: dict[str, Any] = {
@@ -43,6 +45,14 @@ class ModelSize:
                 rotary_pct=0.25, use_parallel_residual=True, tie_word_embeddings=False,
                 hidden_dropout=0.0, attention_dropout=0.0, **common,
             )
+        if self.family == "qwen2":
+            # Qwen2-0.5B's shape: grouped-query attention, SwiGLU MLP, tied embeddings.
+            return Qwen2Config(
+                hidden_size=self.hidden, num_hidden_layers=self.layers, num_attention_heads=self.heads,
+                num_key_value_heads=self.kv_heads or self.heads, intermediate_size=self.intermediate or 4 * self.hidden,
+                max_position_embeddings=self.max_positions, tie_word_embeddings=True, attention_dropout=0.0,
+                **common,
+            )
         raise ValueError(f"unknown model family {self.family!r}")
 
 
@@ -56,6 +66,11 @@ SIZES: dict[str, ModelSize] = {
     # --quick on CUDA: the full CUDA run's architecture (GPT-NeoX, untied, rotary) at a size that runs in seconds.
     "neox-tiny": ModelSize("neox-tiny", "gpt_neox", vocab_size=256, hidden=64, layers=2, heads=4, max_positions=64,
                            note="GPT-NeoX, about 0.1M parameters (--quick on CUDA)"),
+    "qwen2-0.5b": ModelSize("qwen2-0.5b", "qwen2", vocab_size=151936, hidden=896, layers=24, heads=14,
+                            max_positions=4096, kv_heads=2, intermediate=4864,
+                            note="Qwen2 shaped like Qwen2-0.5B (CUDA only)"),
+    "qwen2-tiny": ModelSize("qwen2-tiny", "qwen2", vocab_size=256, hidden=64, layers=2, heads=4, max_positions=64,
+                            kv_heads=2, intermediate=128, note="Qwen2, about 0.1M parameters (--quick)"),
 }
 
 CPU_SIZES = ("0.1M", "5M")

@@ -294,3 +294,24 @@ def test_ray_overhead_quick_reports_every_figure(tmp_path: Path) -> None:
     assert_finite(result["launchers"]["ray"], [*common, "connect_s", "dispatch_s_mean", "dispatch_s_median"],
                   "ray launcher")
     assert_finite(result, ["ray_minus_local_overhead_s", "ray_over_local_throughput"], "ray_overhead")
+
+
+def test_gpu_phases_quick_times_every_phase_of_both_variants(tmp_path: Path) -> None:
+    result, printed = run_quick("gpu_phases", tmp_path / "phases.json")
+    assert result["copy_bandwidth_bytes_per_s"] > 0 and result["peak_flops"]["measured"] > 0
+    assert set(result["shapes"]) == {"neox-tiny", "qwen2-tiny"}  # a GPT-NeoX and a Qwen2 shape, as the full run
+    for name, shape in result["shapes"].items():
+        assert set(shape["variants"]) == {"eager", "fast"}
+        for variant in shape["variants"].values():
+            # Every phase ran and was timed: a wrapper that stopped being called would leave a zero.
+            assert all(variant["seconds"][phase] > 0 for phase in ("decode", "scoring", "update", "wall")), name
+            for key in ("episodes_per_s", "decode_tokens_per_s", "decode_fraction_of_bound", "peak_gib"):
+                assert math.isfinite(variant[key]) and variant[key] > 0, (name, key)
+            assert variant["mfu_update"]["measured"] > 0 and variant["mfu_update"]["datasheet"] is None  # a CPU
+        assert shape["variants"]["fast"]["switches"]["update_forward_batch_size"] == 8
+        assert {(row["batch"], row["path"]) for row in shape["decode_sweep"]} == \
+            {(batch, path) for batch in (2, 4) for path in ("generate", "static")}
+        for key in ("mfu_update", "decode_fraction_of_bound", "episodes_per_s", "peak_gib"):
+            assert shape[key] > 0, (name, key)
+        assert shape["trl_episodes_per_s"] is None
+        assert f"{name}: episodes/s" in printed
