@@ -7,8 +7,9 @@ or off. Every strategy in ``BASE`` also runs with its guard flipped: ``<name>-no
 Samplers are built by the tuner's own ``tuner.factory.make_sampler``, with the repeat's seed: ``tpe`` is Optuna's
 independent TPE with 8 start-up trials and the constant liar (the quickstart's sampler until the replay chose
 another), ``tpe_multivariate`` the default search a study file gets when it names no sampler
-(``tuner.study_defaults.SAMPLER``: joint TPE, ``group``, 8 start-up trials); ``median`` is the quickstart's
-``pruner`` section (6 start-up trials, 12 warm-up steps). The other model-based samplers take the same 8 start-up
+(``tuner.study_defaults.SAMPLER``: joint TPE, ``group``, 8 start-up trials); ``median`` is ``MEDIAN``, the
+quickstart's ``pruner`` section until it dropped it (6 start-up trials, 12 warm-up steps), built by the tuner's own
+``tuner.factory.make_pruner``. The other model-based samplers take the same 8 start-up
 trials unless a strategy says otherwise, so that they differ only in their model. ``sha`` and
 ``hyperband`` stop at the held-out evaluations, in updates as every pruner here counts them (a trial reports at step
 = update, as the tuner does): the first rung is the first evaluation of the table's longest runs (12 updates of 96 on
@@ -41,6 +42,8 @@ OTHER_STARTUP = 8
 """The independent TPE's and GPSampler's: the quickstart's TPE had 8 until the replay."""
 REDUCTION_FACTOR = 3
 """Successive halving and Hyperband keep the best third at each rung."""
+MEDIAN = {"name": "median", "n_startup_trials": 6, "n_warmup_steps": 12}
+"""The median pruner the replay compares: studies/quickstart.yaml's until the live confirmation dropped it."""
 SINGLE = SeedPolicy()
 LATE_RACE = SeedPolicy(**study_defaults.SEED_POLICY)
 """The default seed policy: the 2 leaders on a second seed once 80% of the budget is spent."""
@@ -52,7 +55,7 @@ class Strategy:
     sampler: str
     """random, tpe (the study's), tpe_multivariate (TPESampler(multivariate=True, group=True)) or gp."""
     pruner: str
-    """none, median (the study's), sha (SuccessiveHalvingPruner) or hyperband (HyperbandPruner)."""
+    """none, median (``MEDIAN``), sha (SuccessiveHalvingPruner) or hyperband (HyperbandPruner)."""
     guard: bool
     """The study's KL guard (``tuner.kl_guard.blowup_reason`` with its ``kl_guard`` section), or none."""
     seed_policy: SeedPolicy = SINGLE
@@ -69,15 +72,15 @@ class Strategy:
 
 
 DEFAULT_STRATEGY = "tpe_multivariate_race_late"
-"""What a study file that names no sampler and no pruner runs (``tuner.study_defaults``; the KL guard is on by
-default); ``QUICKSTART_STRATEGY`` is studies/quickstart.yaml's, the same sampler under its median pruner. A change of
-either default changes these."""
-QUICKSTART_STRATEGY = "tpe_multivariate_median_race_late"
+"""What a study file that names no sampler, pruner or seed policy runs (``tuner.study_defaults``; the KL guard is on
+by default); ``QUICKSTART_STRATEGY`` is studies/quickstart.yaml's: the same, since the quickstart dropped its median
+pruner (``tpe_multivariate_median_race_late``). A change of either default changes these."""
+QUICKSTART_STRATEGY = DEFAULT_STRATEGY
 
 BASE = (
     Strategy("random", "random", "none", guard=False),
     Strategy(DEFAULT_STRATEGY, "tpe_multivariate", "none", guard=True, seed_policy=LATE_RACE),
-    Strategy(QUICKSTART_STRATEGY, "tpe_multivariate", "median", guard=True, seed_policy=LATE_RACE),
+    Strategy("tpe_multivariate_median_race_late", "tpe_multivariate", "median", guard=True, seed_policy=LATE_RACE),
     Strategy("tpe_multivariate_unpruned", "tpe_multivariate", "none", guard=True),
     Strategy("tpe_multivariate", "tpe_multivariate", "median", guard=True),
     Strategy("tpe_multivariate_unpruned_s8", "tpe_multivariate", "none", guard=True, startup=8),
@@ -106,8 +109,8 @@ BASE = (
              seed_policy=SeedPolicy("racing", seeds=3, top_k=2, start=0.7)),
 )
 STRATEGIES: dict[str, Strategy] = {s.name: s for base in BASE for s in (base, base.guard_flipped())}
-QUICK_STRATEGIES = ("random", DEFAULT_STRATEGY, QUICKSTART_STRATEGY, "tpe_shipped", "gp", "sha_tpe", "hyperband_random",
-                    "racing")
+QUICK_STRATEGIES = ("random", DEFAULT_STRATEGY, "tpe_multivariate_median_race_late", "tpe_shipped", "gp", "sha_tpe",
+                    "hyperband_random", "racing")
 
 
 @dataclass(frozen=True)
@@ -147,8 +150,8 @@ def make_pruner(strategy: Strategy, spec: StudySpec, fidelity: Fidelity) -> optu
     if strategy.pruner == "none":
         return optuna.pruners.NopPruner()
     if strategy.pruner == "median":
-        inner = study_pruner(spec).inner
-        assert inner is not None, "the study file names no pruner"
+        inner = study_pruner(dataclasses.replace(spec, pruner=MEDIAN)).inner
+        assert inner is not None
         return inner
     if strategy.pruner == "sha":
         return optuna.pruners.SuccessiveHalvingPruner(min_resource=fidelity.min_resource,

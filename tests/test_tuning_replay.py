@@ -440,7 +440,7 @@ def test_the_replayed_defaults_are_what_studies_get(spec: StudySpec, tmp_path: P
 
     bare = yaml.safe_load(QUICKSTART.read_text())
     for key in ("sampler", "pruner", "kl_guard"):
-        bare.pop(key)
+        bare.pop(key, None)
     bare_spec = parse_study(bare, tmp_path / "bare.yaml")
     fidelity = Fidelity(12, 96)
     for strategy, study in ((STRATEGIES[DEFAULT_STRATEGY], bare_spec), (STRATEGIES[QUICKSTART_STRATEGY], spec)):
