@@ -292,12 +292,17 @@ def hand_table(configs: int, seeds: int, updates: int) -> Table:
     return Table(table, tuple((0, seed) for seed in range(seeds)), dropped=0, rows=configs * seeds)
 
 
+def table_context(spec: StudySpec, table: Table, budget: int, fidelity: Fidelity) -> Context:
+    """A replay context over every row of ``table``."""
+    rows = tuple(table.configs)
+    return Context(spec, table, TableIndex(spec.search_space, [table.configs[r].params for r in rows]), rows, budget,
+                   fidelity)
+
+
 def test_a_race_reruns_leaders_on_the_next_seeds_and_picks_the_best_mean_on_the_most_seeds(spec: StudySpec) -> None:
     updates, budget = 8, 8 * 30
     table = hand_table(12, 3, updates)
-    rows = tuple(table.configs)
-    context = Context(spec, table, TableIndex(spec.search_space, [table.configs[r].params for r in rows]), rows,
-                      budget, Fidelity(4, updates))
+    context = table_context(spec, table, budget, Fidelity(4, updates))
     strategy = Strategy("race", "random", "none", guard=False,
                         seed_policy=SeedPolicy("racing", seeds=3, top_k=3, start=0))
     log = run_repeat(strategy, context, sampler_seed=0, repeat=1)
@@ -321,9 +326,7 @@ def test_a_race_reruns_leaders_on_the_next_seeds_and_picks_the_best_mean_on_the_
 def test_a_late_race_reruns_nothing_before_its_start(spec: StudySpec) -> None:
     updates, budget = 8, 8 * 30
     table = hand_table(12, 3, updates)
-    rows = tuple(table.configs)
-    context = Context(spec, table, TableIndex(spec.search_space, [table.configs[r].params for r in rows]), rows,
-                      budget, Fidelity(4, updates))
+    context = table_context(spec, table, budget, Fidelity(4, updates))
     late = Strategy("late", "random", "none", guard=False,
                     seed_policy=SeedPolicy("racing", seeds=2, top_k=2, start=0.8))
     log = run_repeat(late, context, sampler_seed=0, repeat=0)
@@ -340,9 +343,7 @@ def test_a_late_race_reruns_nothing_before_its_start(spec: StudySpec) -> None:
 
 def test_single_seed_replays_every_trial_on_the_repeats_seed(spec: StudySpec) -> None:
     table = hand_table(6, 3, 8)
-    rows = tuple(table.configs)
-    context = Context(spec, table, TableIndex(spec.search_space, [table.configs[r].params for r in rows]), rows,
-                      8 * 10, Fidelity(4, 8))
+    context = table_context(spec, table, 8 * 10, Fidelity(4, 8))
     seeds = [run_repeat(STRATEGIES["random"], context, sampler_seed=repeat, repeat=repeat).table_seed
              for repeat in range(4)]
     assert seeds == [(0, 0), (0, 1), (0, 2), (0, 0)]
