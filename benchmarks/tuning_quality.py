@@ -1,7 +1,7 @@
 """What a tuner buys: the quickstart study against random search and two fixed configs, at equal PPO updates.
 
     python -m benchmarks.tuning_quality [--budget-updates N] [--sampler-seeds 5] [--validation-seeds 5]
-                                        [--task-seed T] [--workers 2] [--work-dir DIR] [--quick]
+                                        [--task-seed T] [--workers 2] [--work-dir DIR] [--resume] [--quick]
 
 Four methods on the built-in task (the base of ``studies/quickstart.yaml``), all judged by the quickstart's
 objective (the held-out ``eval/gold_score`` over the last two evaluations) and KL budget (``eval/kl``, a constraint):
@@ -19,7 +19,9 @@ tuning trial, or the one trial) is then retrained on fresh seeds with ``ppo-tune
 seeds for every study. Studies run ``--workers`` at a time with one CPU thread each, and so do their validations
 (one worker each). The two searches are paired by sampler seed: ``paired`` holds, per seed, the
 default's validated mean minus random search's, their mean and its 95% t interval. ``--task-seed`` runs every study
-on another draw of the built-in task (``task_seed``).
+on another draw of the built-in task (``task_seed``). ``--resume`` goes on with an interrupted run in its
+``--work-dir``: finished studies are read, not rerun, an unfinished one continues (its interrupted trial queued
+again), and ``ppo-tune validate`` keeps the validation runs that finished.
 The default budget is 960 updates per study, 5 sampler seeds and 5 validation seeds; with 3 sampler seeds it took 42
 min on 2 cores shared with other jobs. Results and what they mean: benchmarks/README.md. ``--quick`` is a
 smoke run of every step: 2 updates per study, trials of 2 updates, 1 sampler seed and 2 validation seeds, results in
@@ -150,7 +152,8 @@ class BudgetStop:
 
 def run_one_study(path: str, budget: int | None) -> dict[str, Any]:
     """Run the study file at ``path`` in this process, trials one at a time on one CPU thread: until ``budget``
-    updates, or one trial when None. Returns its wall time, warm-start notes and trials."""
+    updates, or one trial when None; a study an earlier run finished is only read (``--resume``). Returns this call's
+    wall time, the trials' summed durations, warm-start notes and trials."""
     import optuna
     from optuna.trial import FrozenTrial
 
@@ -173,21 +176,44 @@ def run_one_study(path: str, budget: int | None) -> dict[str, Any]:
     started = time.perf_counter()
     study, messages = open_study(spec)
     create_tables(create_engine(spec.storage))
-    start_fork_server()
     stop = BudgetStop(budget if budget is not None else 0)
-    # The study's seed policy, as a worker runs it, with the budget in updates: racing queues before the stop counts.
-    racing = Racing(spec.seed_policy, int(spec.base.get("seed", PPOConfig.seed)), stop)
-    callbacks: list[Callable[[optuna.Study, FrozenTrial], None]] = [
-        racing, StopWhenTargetReached(None, max_failures=5), stop]
-    study.optimize(make_objective(spec, threads=1), n_trials=None if budget is not None else 1,
-                   catch=(Exception,), callbacks=callbacks)
+    before = study.get_trials(deepcopy=False)
+    if not finished(before, stop, budget):
+        start_fork_server()
+        callbacks: list[Callable[[optuna.Study, FrozenTrial], None]] = [StopWhenTargetReached(None, max_failures=5),
+                                                                         stop]
+        # The study's seed policy, as a worker runs it, with the budget in updates: racing queues before the stop
+        # counts. A one-trial study has nothing to race (a queued re-run would never run).
+        if budget is not None:
+            callbacks.insert(0, Racing(spec.seed_policy, int(spec.base.get("seed", PPOConfig.seed)), stop))
+        study.optimize(make_objective(spec, threads=1), n_trials=None if budget is not None else 1,
+                       catch=(Exception,), callbacks=callbacks)
     trials = [{"number": t.number, "state": t.state.name, "value": t.values[0] if t.values else None,
                "updates": updates_run(t), "feasible": t.state == optuna.trial.TrialState.COMPLETE and feasible(t),
                "warm_start": t.user_attrs.get(WARM_START_ATTR),
                "race_of": t.user_attrs.get(RACE_OF_ATTR), "params": t.params, "reason": trial_reason(t) or None,
                "duration_s": round(t.duration.total_seconds(), 2) if t.duration else None}
               for t in study.get_trials(deepcopy=False)]
-    return {"wall_s": round(time.perf_counter() - started, 1), "messages": messages, "trials": trials}
+    return {"wall_s": round(time.perf_counter() - started, 1), "run_s": round(run_seconds(study), 1),
+            "resumed_trials": len(before), "messages": messages, "trials": trials}
+
+
+def finished(trials: Any, stop: BudgetStop, budget: int | None) -> bool:
+    """Whether an earlier run of this study (``--resume``) finished it: no trial left running, and its budget of
+    updates spent, or (a one-trial study: ``budget`` None) its trial run. A trial left RUNNING by an interrupted run
+    is failed and queued again by the study's heartbeat once the study runs. Racing re-runs still queued when the
+    budget was spent stay queued, as the budget's stop left them."""
+    from optuna.trial import TrialState
+
+    if any(t.state == TrialState.RUNNING for t in trials):
+        return False
+    return stop.spent(trials) >= 1.0 if budget is not None else any(t.state.is_finished() for t in trials)
+
+
+def run_seconds(study: Any) -> float:
+    """The summed durations of a study's finished trials: the compute it took, the same whether it ran in one go
+    or was resumed."""
+    return sum(t.duration.total_seconds() for t in study.get_trials(deepcopy=False) if t.duration is not None)
 
 
 def validate(name: str, storage: str, seeds: int, workers: int) -> dict[str, Any]:
@@ -199,17 +225,18 @@ def validate(name: str, storage: str, seeds: int, workers: int) -> dict[str, Any
     command = [sys.executable, "-m", "ppo_tune", "validate", name, "--storage", storage, "--top-k", "1",
                "--seeds", str(seeds), "--format", "json", "--workers", str(workers)]
     started = time.perf_counter()
-    finished = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=False)
+    done = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=False)
     wall = round(time.perf_counter() - started, 1)
     try:
-        (result,) = json.loads(finished.stdout)
+        (result,) = json.loads(done.stdout)
     except ValueError:  # no JSON (it failed before printing), or not exactly one config
-        return {"returncode": finished.returncode, "wall_s": wall, "error": finished.stdout[-2000:], "runs": []}
+        return {"returncode": done.returncode, "wall_s": wall, "error": done.stdout[-2000:], "runs": []}
     validation = load_validation(name, open_storage(storage))
     assert validation is not None  # the command above created it
     runs = [{"seed": t.user_attrs.get(SEED_ATTR), "state": t.state.name,
              "value": t.values[0] if t.values else None} for t in validation.get_trials(deepcopy=False)]
-    return {**result, "returncode": finished.returncode, "wall_s": wall, "runs": runs}
+    return {**result, "returncode": done.returncode, "wall_s": wall, "run_s": round(run_seconds(validation), 1),
+            "runs": runs}
 
 
 def progress(trials: list[dict[str, Any]], threshold: float) -> int | None:
@@ -232,8 +259,9 @@ def median_reach(reached: list[int | None]) -> float | None:
 
 
 def summarise(studies: list[dict[str, Any]], validation_seeds: int) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Per method: pooled validation mean and 95% CI, each study's validated mean, tuning values, updates, wall
-    time, and the updates to come within WITHIN of the best tuning value of any default/random study."""
+    """Per method: pooled validation mean and 95% CI, each study's validated mean, tuning values, updates, run
+    time (summed trial durations), and the updates to come within WITHIN of the best tuning value of any
+    default/random study."""
     tuned = [t["value"] for s in studies if s["method"] in SEARCHES for t in s["trials"]
              if t["feasible"] and t["value"] is not None]
     best = max(tuned) if tuned else float("nan")
@@ -254,8 +282,8 @@ def summarise(studies: list[dict[str, Any]], validation_seeds: int) -> tuple[dic
             "chosen_trials": [s["validation"].get("trial") for s in group],
             "tuning_values": [s["validation"].get("tuning_value") for s in group],
             "updates_spent": [s["updates_spent"] for s in group],
-            "tuning_wall_s": [s["wall_s"] for s in group],
-            "validation_wall_s": [s["validation"]["wall_s"] for s in group],
+            "tuning_run_s": [s["run_s"] for s in group],
+            "validation_run_s": [s["validation"].get("run_s") for s in group],
         }
         if method in SEARCHES:
             reached = [s["updates_to_target"] for s in group]
@@ -292,7 +320,7 @@ def _numbers(values: list[Any], digits: int = 4) -> str:
 def markdown_table(methods: dict[str, Any]) -> str:
     lines = ["| method | held-out eval/gold_score, mean [95% CI] (runs) | validated mean per sampler seed "
              "| tuning value of the chosen trial(s) | PPO updates spent | updates to within 5% of the best "
-             "(median; per seed) | wall s: tuning / validation |", "|---|---|---|---|---|---|---|"]
+             "(median; per seed) | run s: tuning / validation |", "|---|---|---|---|---|---|---|"]
     for method, row in methods.items():
         reach = "-"
         if "updates_to_target" in row:
@@ -303,14 +331,14 @@ def markdown_table(methods: dict[str, Any]) -> str:
             f"| {method} | {_number(row['validated_mean'])} [{_number(row['ci_low'])}, {_number(row['ci_high'])}] "
             f"({row['n']}) | {_numbers(row['validated'])} | {_numbers(row['tuning_values'])} "
             f"| {_numbers(row['updates_spent'])} | {reach} "
-            f"| {_numbers(row['tuning_wall_s'], 0)} / {_numbers(row['validation_wall_s'], 0)} |")
+            f"| {_numbers(row['tuning_run_s'], 0)} / {_numbers(row['validation_run_s'], 0)} |")
     return "\n".join(lines)
 
 
 def studies_table(studies: list[dict[str, Any]]) -> str:
     lines = ["| study | trials: complete (in the KL budget) / pruned / failed | PPO updates | chosen trial "
              "| its tuning value | validated mean [95% CI] (runs; in the KL budget) | updates to within 5% of the best "
-             "| wall s: tuning / validation |", "|---|---|---|---|---|---|---|---|"]
+             "| run s: tuning / validation |", "|---|---|---|---|---|---|---|---|"]
     for study in studies:
         count = {state: sum(t["state"] == state for t in study["trials"]) for state in ("COMPLETE", "PRUNED", "FAIL")}
         counts = f"{count['COMPLETE']} ({sum(t['feasible'] for t in study['trials'])}) / {count['PRUNED']} / " \
@@ -323,7 +351,7 @@ def studies_table(studies: list[dict[str, Any]]) -> str:
         lines.append(f"| {study['name']} | {counts} | {study['updates_spent']} | {validation.get('trial', '-')} "
                      f"| {_number(validation.get('tuning_value'))} | {_number(mean)} [{_number(low)}, "
                      f"{_number(high)}] ({runs}) | {shown} "
-                     f"| {study['wall_s']:.0f} / {validation['wall_s']:.0f} |")
+                     f"| {study['run_s']:.0f} / {_number(validation.get('run_s'), 0)} |")
     return "\n".join(lines)
 
 
@@ -339,6 +367,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--validation-seeds", type=int, default=None, help="Fresh seeds per chosen config (default 5).")
     parser.add_argument("--workers", type=int, default=2, help="Studies run at once, one CPU thread each.")
     parser.add_argument("--work-dir", default=None, help="An empty directory for the study files and databases.")
+    parser.add_argument("--resume", action="store_true",
+                        help="Go on with the interrupted run in --work-dir (the same command otherwise): studies "
+                             "that spent their budget and validation runs that finished are kept, the rest run.")
     add_quick_argument(parser)
     parser.add_argument("--out", default=None, help="Results file (default benchmarks/results/tuning_quality.json; "
                                                     "--quick: a temporary directory).")
@@ -346,10 +377,12 @@ def main(argv: list[str] | None = None) -> None:
     out = results_path(args.out, RESULTS / "tuning_quality.json", args.quick)
     settings = {**(QUICK if args.quick else FULL),
                 **{k: v for k, v in vars(args).items() if k in FULL and v is not None}}
+    if args.resume and args.work_dir is None:
+        parser.error("--resume needs the --work-dir of the run to go on with")
     work_dir = Path(args.work_dir or tempfile.mkdtemp(prefix="ppo-tune-quality-"))
     work_dir.mkdir(parents=True, exist_ok=True)
-    if any(work_dir.glob("tq-*.db")):
-        parser.error(f"--work-dir {work_dir} holds tq-*.db studies already; give an empty directory")
+    if any(work_dir.glob("tq-*.db")) and not args.resume:
+        parser.error(f"--work-dir {work_dir} holds tq-*.db studies already; give an empty directory, or --resume")
     started = time.perf_counter()
     facts = machine_facts("cpu")
     quickstart = yaml.safe_load(QUICKSTART.read_text())
@@ -359,6 +392,12 @@ def main(argv: list[str] | None = None) -> None:
     definitions = study_definitions(quickstart, work_dir, settings["sampler_seeds"], overrides)
     for note in notes:
         print(note, file=sys.stderr)
+    for definition in definitions:
+        written = work_dir / f"{definition['name']}.yaml"
+        # A study resumed under other settings would mix two experiments in one result.
+        if written.exists() and yaml.safe_load(written.read_text()) != definition:
+            parser.error(f"--resume: {written} is not the study these arguments define (another --task-seed, "
+                         f"--budget-updates or --quick?); give the interrupted run's arguments")
     studies: list[dict[str, Any]] = []
     with ProcessPoolExecutor(args.workers, mp_context=multiprocessing.get_context("spawn")) as pool:
         futures = []
@@ -391,7 +430,8 @@ def main(argv: list[str] | None = None) -> None:
           f"sampler seed(s); {settings['validation_seeds']} validation seeds per chosen config; best tuning value of "
           f"any default/random study {_number(reference['best_tuning_value'])} (5% below: "
           f"{_number(reference['threshold'])}); "
-          f"wall {total_wall / 60:.1f} min ({tuning_wall / 60:.1f} tuning, {args.workers} worker(s)).\n")
+          f"wall {total_wall / 60:.1f} min ({tuning_wall / 60:.1f} tuning, {args.workers} worker(s))"
+          f"{', this call of a resumed run' if args.resume else ''}.\n")
     print(table)
     print(f"\nPaired by sampler seed, default minus random, validated held-out gold: "
           f"{_numbers(pairs['validated_difference'])}; mean {_number(pairs['mean'])} "
@@ -402,7 +442,7 @@ def main(argv: list[str] | None = None) -> None:
         "command": " ".join(["python -m benchmarks.tuning_quality", *(sys.argv[1:] if argv is None else argv)]),
         "machine": facts,
         "settings": {**settings, "workers": args.workers, "threads_per_study": 1, "quick": args.quick,
-                     "work_dir": str(work_dir)},
+                     "work_dir": str(work_dir), "resume": args.resume},
         "objective": quickstart["objectives"][0], "notes": notes, "reference": reference,
         "wall_s": {"total": round(total_wall, 1), "tuning": round(tuning_wall, 1)},
         "sampler_seeds": pairs["sampler_seeds"], "task_seed": args.task_seed, "paired": pairs,

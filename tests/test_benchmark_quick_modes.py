@@ -221,7 +221,7 @@ def test_tuning_quality_quick_reports_every_method(tmp_path: Path) -> None:
         # Two validation seeds per chosen config: a mean and a finite 95% interval.
         assert row["n"] == 2, method
         assert_finite(row, ["validated_mean", "ci_low", "ci_high"], method)
-        for figure in ("validated", "tuning_values", "updates_spent", "tuning_wall_s", "validation_wall_s"):
+        for figure in ("validated", "tuning_values", "updates_spent", "tuning_run_s", "validation_run_s"):
             assert row[figure] and all(is_finite(v) for v in row[figure]), (method, figure)
         if method in ("default", "random"):
             # "Not reached" (None) is a finding, not a missing figure.
@@ -232,6 +232,51 @@ def test_tuning_quality_quick_reports_every_method(tmp_path: Path) -> None:
     difference = result["methods"]["default"]["validated"][0] - result["methods"]["random"]["validated"][0]
     assert pairs["sampler_seeds"] == [0] and pairs["validated_difference"] == pytest.approx([difference])
     assert result["table"] and result["studies_table"]
+
+    # An interrupted run goes on with --resume: here the random search's study is lost, the rest finished.
+    work = tmp_path / "work"
+    command = [sys.executable, "-m", "benchmarks.tuning_quality", "--quick", "--work-dir", str(work)]
+    again = subprocess.run([*command, "--task-seed", "1"], cwd=REPO, capture_output=True, text=True, check=False)
+    assert again.returncode == 2 and "--resume" in again.stderr.splitlines()[-1]
+    other = subprocess.run([*command, "--task-seed", "0", "--resume"], cwd=REPO, capture_output=True, text=True,
+                           check=False)
+    assert other.returncode == 2 and "tq-default-s0.yaml" in other.stderr.splitlines()[-1]
+    (work / "tq-random-s0.db").unlink()
+    resumed, _ = run_quick("tuning_quality", tmp_path / "resumed.json", "--work-dir", str(work), "--task-seed", "1",
+                           "--resume")
+    assert resumed["settings"]["resume"]
+    before = {study["name"]: study for study in result["studies"]}
+    for study in resumed["studies"]:
+        kept = before[study["name"]]
+        if study["method"] == "random":  # run again from nothing
+            assert study["resumed_trials"] == 0 and study["trials"] and study["validation"]["runs"]
+            continue
+        # Read, not rerun: the same trials and validation runs, and the same compute counted.
+        assert study["resumed_trials"] == len(kept["trials"]) and study["trials"] == kept["trials"], study["name"]
+        assert study["validation"]["runs"] == kept["validation"]["runs"], study["name"]
+        assert study["run_s"] == kept["run_s"], study["name"]
+
+
+def test_tuning_quality_resumes_only_unfinished_studies() -> None:
+    import optuna
+    from optuna.trial import TrialState
+
+    from benchmarks.tuning_quality import BudgetStop, finished
+    from tuner.attrs import KL_HISTORY_ATTR
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study()
+    stop = BudgetStop(4)
+    assert not finished(study.get_trials(), stop, 4) and not finished(study.get_trials(), stop, None)
+    study.add_trial(optuna.trial.create_trial(value=0.5, user_attrs={KL_HISTORY_ATTR: [0.1] * 3}))
+    assert not finished(study.get_trials(), stop, 4)  # 3 of 4 updates
+    assert finished(study.get_trials(), stop, None)  # a one-trial study: its trial ran
+    study.enqueue_trial({})
+    study.add_trial(optuna.trial.create_trial(state=TrialState.FAIL, user_attrs={KL_HISTORY_ATTR: [0.1]}))
+    # A failed trial's updates count, as during the run; a racing re-run the budget's stop left queued stays so.
+    assert finished(study.get_trials(), stop, 4)
+    running = study.ask()  # left RUNNING by the interruption: not finished, whatever was spent
+    assert running.number == 1 and not finished(study.get_trials(), stop, 4)
 
 
 def test_tuning_quality_pairs_the_searches_by_sampler_seed() -> None:
