@@ -1,5 +1,6 @@
 """The GPU paths, on the hardware: LoRA with bf16 frozen weights and checkpointing, the CUDA memory peak, one process
-moving between the GPU and the CPU, and one run on two GPUs against one GPU with the same global batch. Skipped, with
+moving between the GPU and the CPU, the compiled fast paths compiling once, and one run on two GPUs against one GPU
+with the same global batch. Skipped, with
 the reason, on machines without them."""
 
 from __future__ import annotations
@@ -49,6 +50,27 @@ def test_one_process_moves_between_the_gpu_and_the_cpu(tmp_path: Path) -> None:
         policy_device = next(trainer.setup.models.policy.parameters()).device
         assert policy_device.type == trainer.accelerator.device.type
         assert len(trainer.train().metrics) == 1
+
+
+@pytest.mark.cuda
+def test_the_compiled_paths_do_not_recompile_across_updates_and_an_evaluation(tmp_path: Path) -> None:
+    import torch._dynamo
+
+    # The three CUDA fast paths together; prompts of several widths (one width bucket), rollout and evaluation
+    # batches of different row counts.
+    values = letter_run(tmp_path, 64, response_length=8, per_device_train_batch_size=8, total_episodes=48,
+                        local_rollout_forward_batch_size=16, num_eval_samples=3, bf16=True, static_decode=True,
+                        fused_logits_head=True, bf16_generation_copy=True)
+    trainer = PPOTrainer(PPOConfig(**values))
+    # Warm-up: the first update and the evaluation's own batch shape compile (a second shape makes the step's
+    # graph dynamic in its rows: one recompilation there). From then on nothing may compile again.
+    trainer.evaluate(0)
+    first = trainer.step(1)
+    trainer.evaluate(1)
+    assert first["objective/kl"] == pytest.approx(0.0, abs=1e-6)  # the compiled sampler, the policy's log-probs
+    with torch._dynamo.config.patch(error_on_recompile=True):
+        metrics = [trainer.step(2), trainer.step(3), trainer.evaluate(3)]
+    assert all(value == value for figures in metrics for value in figures.values())  # no NaN
 
 
 @pytest.mark.cuda(gpus=2)
