@@ -22,10 +22,10 @@ default's validated mean minus random search's, their mean and its 95% t interva
 on another draw of the built-in task (``task_seed``). ``--resume`` goes on with an interrupted run in its
 ``--work-dir``: finished studies are read, not rerun, an unfinished one continues (its interrupted trial queued
 again), and ``ppo-tune validate`` keeps the validation runs that finished.
-The default budget is 960 updates per study, 5 sampler seeds and 5 validation seeds; with 3 sampler seeds it took 42
-min on 2 cores shared with other jobs. Results and what they mean: benchmarks/README.md. ``--quick`` is a
-smoke run of every step: 2 updates per study, trials of 2 updates, 1 sampler seed and 2 validation seeds, results in
-``--out`` or a temporary directory.
+The default budget is 960 updates per study, 5 sampler seeds and 5 validation seeds: about 25 min of tuning and 50 of
+validation on 2 quiet cores (an estimate from the 2026-11-23 runs, which were resumed). Results and what they mean:
+benchmarks/README.md. ``--quick`` is a smoke run of every step: 2 updates per study, trials of 2 updates, 1 sampler
+seed and 2 validation seeds, results in ``--out`` or a temporary directory.
 """
 
 from __future__ import annotations
