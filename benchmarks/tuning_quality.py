@@ -188,13 +188,14 @@ def run_one_study(path: str, budget: int | None) -> dict[str, Any]:
             callbacks.insert(0, Racing(spec.seed_policy, int(spec.base.get("seed", PPOConfig.seed)), stop))
         study.optimize(make_objective(spec, threads=1), n_trials=None if budget is not None else 1,
                        catch=(Exception,), callbacks=callbacks)
+    after = study.get_trials(deepcopy=False)
     trials = [{"number": t.number, "state": t.state.name, "value": t.values[0] if t.values else None,
                "updates": updates_run(t), "feasible": t.state == optuna.trial.TrialState.COMPLETE and feasible(t),
                "warm_start": t.user_attrs.get(WARM_START_ATTR),
                "race_of": t.user_attrs.get(RACE_OF_ATTR), "params": t.params, "reason": trial_reason(t) or None,
                "duration_s": round(t.duration.total_seconds(), 2) if t.duration else None}
-              for t in study.get_trials(deepcopy=False)]
-    return {"wall_s": round(time.perf_counter() - started, 1), "run_s": round(run_seconds(study), 1),
+              for t in after]
+    return {"wall_s": round(time.perf_counter() - started, 1), "run_s": round(run_seconds(after), 1),
             "resumed_trials": len(before), "messages": messages, "trials": trials}
 
 
@@ -210,10 +211,10 @@ def finished(trials: Any, stop: BudgetStop, budget: int | None) -> bool:
     return stop.spent(trials) >= 1.0 if budget is not None else any(t.state.is_finished() for t in trials)
 
 
-def run_seconds(study: Any) -> float:
+def run_seconds(trials: Any) -> float:
     """The summed durations of a study's finished trials: the compute it took, the same whether it ran in one go
     or was resumed."""
-    return sum(t.duration.total_seconds() for t in study.get_trials(deepcopy=False) if t.duration is not None)
+    return sum(t.duration.total_seconds() for t in trials if t.duration is not None)
 
 
 def validate(name: str, storage: str, seeds: int, workers: int) -> dict[str, Any]:
@@ -233,9 +234,10 @@ def validate(name: str, storage: str, seeds: int, workers: int) -> dict[str, Any
         return {"returncode": done.returncode, "wall_s": wall, "error": done.stdout[-2000:], "runs": []}
     validation = load_validation(name, open_storage(storage))
     assert validation is not None  # the command above created it
+    trials = validation.get_trials(deepcopy=False)
     runs = [{"seed": t.user_attrs.get(SEED_ATTR), "state": t.state.name,
-             "value": t.values[0] if t.values else None} for t in validation.get_trials(deepcopy=False)]
-    return {**result, "returncode": done.returncode, "wall_s": wall, "run_s": round(run_seconds(validation), 1),
+             "value": t.values[0] if t.values else None} for t in trials]
+    return {**result, "returncode": done.returncode, "wall_s": wall, "run_s": round(run_seconds(trials), 1),
             "runs": runs}
 
 
