@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import string
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,8 @@ from transformers import (
     GPT2LMHeadModel,
     PreTrainedTokenizerFast,
 )
+
+from studies import Gate
 
 WORDS = list(string.ascii_lowercase)
 
@@ -34,6 +37,15 @@ def _gpt2_config(tokenizer: PreTrainedTokenizerFast) -> GPT2Config:
         pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
         bos_token_id=tokenizer.eos_token_id, num_labels=1,
     )
+
+
+@pytest.fixture
+def gate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Gate]:
+    """A shut gate for this test's trials (their reward ``Gate.REWARD``); opened at the end, whatever the test left
+    held going on to end."""
+    shut = Gate(tmp_path / "gate", monkeypatch)
+    yield shut
+    shut.open()
 
 
 @pytest.fixture(scope="session")

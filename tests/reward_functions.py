@@ -5,12 +5,30 @@ from __future__ import annotations
 import os
 import signal
 import time
+from pathlib import Path
 from typing import Any
+
+GATE_ENV = "PPO_TUNE_TEST_GATE"  # Ray forwards every PPO_TUNE_ variable to the trials' processes
+_calls = 0
 
 
 def count_letter_a(prompts: list[Any], completions: list[Any], **kwargs: Any) -> list[float]:
     """Rewards responses for saying 'a': an easy target that PPO should learn quickly."""
     return [float(_text(completion).split().count("a")) for completion in completions]
+
+
+def held(prompts: list[Any], completions: list[Any], **kwargs: Any) -> list[float]:
+    """``count_letter_a``, held mid-trial while a test's gate is shut (``studies.Gate``): from its second call on,
+    while the directory that ``$PPO_TUNE_TEST_GATE`` names holds a file ``shut``, it writes ``held-<pid>`` there and
+    waits."""
+    global _calls
+    _calls += 1
+    gate = Path(os.environ[GATE_ENV])
+    if _calls > 1 and (gate / "shut").exists():
+        (gate / f"held-{os.getpid()}").touch()
+        while (gate / "shut").exists():
+            time.sleep(0.05)
+    return count_letter_a(prompts, completions, **kwargs)
 
 
 def wrong_length(prompts: list[Any], completions: list[Any], **kwargs: Any) -> list[float]:

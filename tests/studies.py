@@ -16,9 +16,8 @@ import optuna
 import psutil
 import pytest
 import yaml
-from optuna.trial import TrialState
+from reward_functions import GATE_ENV
 
-from tuner.attrs import KL_HISTORY_ATTR
 from tuner.database import open_storage
 from tuner.study_config import load_study_spec
 
@@ -101,23 +100,52 @@ def still_running(processes: list[psutil.Process]) -> list[str]:
     return alive
 
 
-def running_trial_has_updated(path: Path) -> bool:
-    """Whether a RUNNING trial of the study has reported its first update."""
-    try:
-        trials = load(path).get_trials(deepcopy=False, states=(TrialState.RUNNING,))
-    except KeyError:
-        return False
-    return any(KL_HISTORY_ATTR in trial.user_attrs for trial in trials)
+class Gate:
+    """Holds trials mid-run for as long as a test takes to act on them: a trial whose reward is :attr:`REWARD` waits
+    in it, from its second call, while the gate is shut. A trial seen held cannot end before the test's signal
+    reaches it, however fast or loaded the machine. (Seen by its first update instead, a 20-update trial ran to its
+    end before the kill in a fresh-clone CI run of 0cb86ab, and completed where it was to fail.)"""
+
+    REWARD = "reward_functions:held"
+
+    def __init__(self, directory: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.directory = directory
+        self._returned: set[int] = set()
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / "shut").touch()
+        monkeypatch.setenv(GATE_ENV, str(directory))  # the study's processes inherit it; Ray's trials are given it
+
+    def held_process(self, timeout: float = 120) -> psutil.Process:
+        """The process of a trial held now, one this gate has not returned before."""
+        held: list[psutil.Process] = []
+
+        def look() -> bool:
+            for marker in self.directory.glob("held-*"):
+                pid = int(marker.name.removeprefix("held-"))
+                if pid not in self._returned and psutil.pid_exists(pid):
+                    held.append(psutil.Process(pid))
+                    return True
+            return False
+
+        wait_for(look, timeout, "a trial held at the gate")
+        self._returned.add(held[0].pid)
+        return held[0]
+
+    def open(self) -> None:
+        """Let every held trial, and every later one, go on."""
+        (self.directory / "shut").unlink(missing_ok=True)
 
 
-def kill_worker_mid_trial(path: Path) -> None:
-    """Start a worker on the study, SIGKILL it once its trial has reported an update, and wait for that trial's
-    processes to end themselves: a dead worker, with its trial left RUNNING."""
+def kill_worker_mid_trial(path: Path, gate: Gate) -> None:
+    """Start a worker on the study (whose reward is ``Gate.REWARD``), SIGKILL it while ``gate`` holds its trial, and
+    wait for that trial's processes to end themselves: a dead worker, with its trial left RUNNING. The gate is open
+    after."""
     victim = subprocess.Popen([sys.executable, "-m", "tuner.worker", str(path), "--threads", "1"])
-    wait_for(lambda: running_trial_has_updated(path), 120, "a running trial's first update")
+    held = gate.held_process()
     trial_processes = descendants(victim.pid)  # its fork server and the trial's own process
-    assert trial_processes
+    assert held in trial_processes, (held, trial_processes)
     victim.send_signal(signal.SIGKILL)
     victim.wait()
     # The trial's process notices its worker's death and ends itself, rather than train on for nobody.
     wait_for(lambda: not still_running(trial_processes), 30, "the killed worker's trial process to end")
+    gate.open()

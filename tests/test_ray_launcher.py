@@ -31,10 +31,10 @@ from optuna.trial import FrozenTrial, TrialState
 from ppo_tune.cli import main
 from studies import (
     TESTS_DIR,
+    Gate,
     descendants,
     load,
     postgres_url,
-    running_trial_has_updated,
     still_running,
     wait_for,
     write_study,
@@ -153,19 +153,6 @@ def _trial_processes(storage: str) -> list[psutil.Process]:
     return found
 
 
-def _updated_trial_process(path: Path, storage: str) -> psutil.Process:
-    """The running trial's process, once the trial has reported its first update. The process is found before each
-    look at the trial, so that a test can act on it the moment the update is seen, well before the trial's last."""
-    found: list[psutil.Process] = []
-
-    def updated() -> bool:
-        found[:] = _trial_processes(storage)
-        return len(found) == 1 and running_trial_has_updated(path)
-
-    wait_for(updated, 120, "a running trial's first update")
-    return found[0]
-
-
 def test_without_ray_the_launcher_exits_2_saying_what_to_install(
     tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path, monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
@@ -269,28 +256,24 @@ def test_trials_of_two_gpus_run_two_at_a_time_on_four(
 
 
 def test_a_trial_whose_process_or_ray_worker_is_killed_fails_with_the_reason_and_is_retried(
-    ray_head: str, tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path
+    ray_head: str, tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path, gate: Gate
 ) -> None:
     # Two faults in one study, one chain of retries: the trial's own process is killed, then its retry's Ray worker
     # (the task's process, the trial process's parent), each as the kernel's OOM killer or a node's shutdown would.
-    path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=1, base={"total_episodes": 160})
-    storage = load_study_spec(path).storage
+    path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=1, base={"reward_model_path": Gate.REWARD})
     runner = subprocess.Popen([sys.executable, "-m", "ppo_tune", "run", str(path), "--launcher", "ray",
                                "--ray-address", ray_head, "--workers", "1"], stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, start_new_session=True)
     killed = []
     for victim in ("trial process", "Ray worker"):
-        trial_process = _updated_trial_process(path, storage)
+        trial_process = gate.held_process()
         ray_worker = trial_process.parent()
         assert ray_worker.name().startswith("ray::"), ray_worker  # Ray names its workers by the task they run
-        # Paused first: on a quiet machine a 20-update trial can finish between the update seen and the kill, and it
-        # then completes instead of failing (a fresh-clone CI run of 7ebad0c timed out waiting for this FAIL).
-        # SIGKILL, and the trial's PDEATHSIG (SIGKILL), end a stopped process all the same.
-        trial_process.send_signal(signal.SIGSTOP)
         (trial_process if victim == "trial process" else ray_worker).send_signal(signal.SIGKILL)
         killed.append(trial_process)
         wait_for(lambda: len(load(path).get_trials(states=(TrialState.FAIL,))) == len(killed), 60,
                  f"the trial whose {victim} was killed to fail")
+    gate.open()  # for the second retry, which completes the study
     output = runner.communicate(timeout=300)[0].decode()
     assert runner.returncode == 0, output
     assert not still_running(killed)  # a Ray worker's death ends its trial's process
@@ -313,14 +296,14 @@ def _check_failed_then_retried(trials: list[FrozenTrial], reason: str) -> Frozen
 
 
 def test_sigterm_stops_the_study_requeues_its_trial_and_a_rerun_finishes_it(
-    ray_head: str, tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path
+    ray_head: str, tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path, gate: Gate
 ) -> None:
-    path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=1, base={"total_episodes": 160})
+    path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=1, base={"reward_model_path": Gate.REWARD})
     storage = load_study_spec(path).storage
     arguments = ["run", str(path), "--launcher", "ray", "--ray-address", ray_head, "--workers", "1"]
     process = subprocess.Popen([sys.executable, "-m", "ppo_tune", *arguments], stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, start_new_session=True)
-    trial_process = _updated_trial_process(path, storage)
+    trial_process = gate.held_process()
     study_processes = [*descendants(process.pid), trial_process]
     process.send_signal(signal.SIGTERM)  # to the command alone, as a scheduler, timeout or kill sends it
     output = process.communicate(timeout=60)[0].decode()
@@ -333,6 +316,7 @@ def test_sigterm_stops_the_study_requeues_its_trial_and_a_rerun_finishes_it(
     assert "interrupted" in interrupted.user_attrs[FAIL_REASON_ATTR]
     assert [t.state for t in trials if t.user_attrs.get(RETRY_OF_ATTR) == interrupted.number] == [TrialState.WAITING]
 
+    gate.open()
     assert main(arguments) == 0
     trials = load(path).get_trials()
     assert sum(t.state == TrialState.COMPLETE for t in trials) == 1
@@ -353,23 +337,23 @@ def test_sqlite_on_a_cluster_of_several_nodes_is_refused_in_one_line(
 
 
 def test_a_node_lost_mid_trial_fails_the_trial_with_the_reason_and_the_retry_runs_on_another(
-    ray_three_nodes: str, tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path
+    ray_three_nodes: str, tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path, gate: Gate
 ) -> None:
     # Several nodes need a shared storage: PostgreSQL, as on a real cluster.
     name = f"ray_node_lost_{os.getpid()}_{int(time.time())}"
     path = write_study(tmp_path, tiny_lm_dir, prompts_file, name=name, n_trials=1, storage=postgres_url(),
-                       base={"total_episodes": 160})
-    storage = load_study_spec(path).storage
+                       base={"reward_model_path": Gate.REWARD})
     runner = subprocess.Popen([sys.executable, "-m", "ppo_tune", "run", str(path), "--launcher", "ray",
                                "--ray-address", ray_three_nodes, "--workers", "1"], stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, start_new_session=True)
-    trial_process = _updated_trial_process(path, storage)
-    trial_process.send_signal(signal.SIGSTOP)  # mid-trial, however long what follows takes on a loaded machine
+    trial_process = gate.held_process()  # mid-trial, however long what follows takes on a loaded machine
     # The node is its raylet: killed, as a node's crash or preemption would end it, its Ray workers end (and the
     # trial's process with them), and the cluster takes the node for dead.
     raylet = next(process for process in trial_process.parents() if process.name() == "raylet")
     [lost_node] = [argument.partition("=")[2] for argument in raylet.cmdline() if argument.startswith("--node_id=")]
     raylet.send_signal(signal.SIGKILL)
+    wait_for(lambda: not still_running([trial_process]), 60, "the lost node's trial process to end")
+    gate.open()  # for the retry
     output = runner.communicate(timeout=300)[0].decode()
     assert runner.returncode == 0, output
     assert not still_running([trial_process])  # nothing of the lost node's trial trains on unseen

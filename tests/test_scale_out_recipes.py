@@ -19,7 +19,7 @@ import pytest
 import yaml
 from optuna.trial import TrialState
 
-from studies import load, postgres_url, running_trial_has_updated, wait_for, write_study
+from studies import Gate, load, postgres_url, write_study
 from tuner.attrs import FAIL_REASON_ATTR, RETRY_OF_ATTR
 from tuner.database import create_engine
 from tuner.trial_records import read_metrics
@@ -79,20 +79,21 @@ def _job(line: str, study: Path, storage: str) -> subprocess.Popen[bytes]:
 
 
 def test_jobs_share_a_study_and_a_stopped_jobs_trial_is_run_by_another(
-    tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path
+    tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path, gate: Gate
 ) -> None:
     url = postgres_url()
     path = write_study(tmp_path, tiny_lm_dir, prompts_file, name=f"recipe_{os.getpid()}_{int(time.time())}",
-                       n_trials=2, storage=url, base={"total_episodes": 160})
+                       n_trials=2, storage=url, base={"reward_model_path": Gate.REWARD})
     line = _slurm_line(DOCS.read_text())
     first = _job(line, path, url)
-    wait_for(lambda: running_trial_has_updated(path), 120, "the first job's trial to report an update")
+    gate.held_process()  # the first job's trial
     second = _job(line, path, url)
     first.send_signal(signal.SIGTERM)  # to the job's process, which exec made ppo-tune itself
     output = first.communicate(timeout=60)[0].decode()
     assert first.returncode == 143, output
     [interrupted] = [t for t in load(path).get_trials() if t.state == TrialState.FAIL]
     assert interrupted.user_attrs[FAIL_REASON_ATTR].startswith("interrupted"), interrupted.user_attrs
+    gate.open()
     # The other job runs the stopped job's trial again (as would a requeued job, or the Job's next pod), and ends
     # once the study has its n_trials.
     output = second.communicate(timeout=300)[0].decode()

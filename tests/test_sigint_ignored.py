@@ -19,7 +19,7 @@ import pytest
 from ctrl_c import ctrl_c, ignore_sigint
 from optuna.trial import TrialState
 
-from studies import TESTS_DIR, descendants, load, running_trial_has_updated, still_running, wait_for, write_study
+from studies import TESTS_DIR, Gate, descendants, load, still_running, wait_for, write_study
 from tuner.attrs import FAIL_REASON_ATTR
 
 # The parent: a process started with SIGINT ignored that starts the command in its own process group, either as it
@@ -40,17 +40,19 @@ def reward_functions_importable(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.parametrize("restore", [True, False], ids=["sigint-restored", "sigint-inherited"])
 def test_ctrl_c_below_a_parent_that_ignores_sigint(
-    restore: bool, tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path
+    restore: bool, tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path, gate: Gate
 ) -> None:
-    path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=2, base={"total_episodes": 160})
+    path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=2, base={"reward_model_path": Gate.REWARD})
     command = [sys.executable, "-m", "ppo_tune", "run", str(path)]
     parent = subprocess.Popen([sys.executable, "-c", PARENT, "restore" if restore else "inherit", *command],
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
                               preexec_fn=ignore_sigint)
-    wait_for(lambda: running_trial_has_updated(path), 120, "a running trial's first update")
+    gate.held_process()
     [running] = [t.number for t in load(path).get_trials(deepcopy=False, states=(TrialState.RUNNING,))]
     study_processes = descendants(parent.pid)  # ppo-tune, its worker, the fork server and the trial's process
     ctrl_c(parent)  # the parent ignores it; ppo-tune and everything below it get it too
+    if not restore:
+        gate.open()  # for the trials to end, as they should, SIGINT changing nothing
     output = parent.communicate(timeout=300)[0].decode()
     wait_for(lambda: not still_running(study_processes), 30, "the study's processes to end")
     trials = {t.number: t for t in load(path).get_trials()}
@@ -67,14 +69,14 @@ def test_ctrl_c_below_a_parent_that_ignores_sigint(
 
 
 def test_sigterm_stops_a_study_whose_workers_ignore_sigint(tmp_path: Path, tiny_lm_dir: Path,
-                                                           prompts_file: Path) -> None:
+                                                           prompts_file: Path, gate: Gate) -> None:
     # Started in the background (SIGINT ignored, inherited by every worker), ppo-tune run still stops everything at
     # SIGTERM: it passes SIGTERM on, which nothing ignores.
-    path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=2, base={"total_episodes": 160})
+    path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=2, base={"reward_model_path": Gate.REWARD})
     command = [sys.executable, "-m", "ppo_tune", "run", str(path)]
     parent = subprocess.Popen([sys.executable, "-c", PARENT, "inherit", *command], stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=ignore_sigint)
-    wait_for(lambda: running_trial_has_updated(path), 120, "a running trial's first update")
+    gate.held_process()
     study_processes = descendants(parent.pid)
     ppo_tune = next(process for process in study_processes if process.ppid() == parent.pid)
     ppo_tune.terminate()  # SIGTERM to the command alone

@@ -14,7 +14,7 @@ import yaml
 from optuna.trial import TrialState
 
 from ppo_tune.cli import main
-from studies import TESTS_DIR, kill_worker_mid_trial, load, write_study
+from studies import TESTS_DIR, Gate, kill_worker_mid_trial, load, write_study
 from tuner.attrs import FAIL_REASON_ATTR, RETRY_OF_ATTR
 from tuner.database import open_storage
 from tuner.study_definition import definition_changes
@@ -91,14 +91,13 @@ def test_the_same_error_k_times_in_a_row_stops_the_study(
 
 
 def test_a_resume_right_after_a_killed_worker_fails_its_trial_with_a_reason_and_retries_it(
-    tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path
+    tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path, gate: Gate
 ) -> None:
     # Rerunning at once left the dead trial RUNNING and the study stopped one trial short; only a later run failed
     # it, with an empty reason.
-    path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=2, base={"total_episodes": 800})
-    kill_worker_mid_trial(path)
-    _edit(path, base={"total_episodes": 64})  # shorter trials from here on
-    assert main(["run", str(path), "--allow-changes"]) == 0  # at once: within the heartbeat grace period
+    path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=2, base={"reward_model_path": Gate.REWARD})
+    kill_worker_mid_trial(path, gate)
+    assert main(["run", str(path)]) == 0  # at once: within the heartbeat grace period
     trials = load(path).get_trials()
     assert trials[0].state == TrialState.FAIL
     assert trials[0].user_attrs[FAIL_REASON_ATTR] == "worker stopped sending heartbeats"

@@ -17,11 +17,11 @@ from optuna.trial import TrialState
 from ppo_tune.cli import main
 from studies import (
     TESTS_DIR,
+    Gate,
     descendants,
     kill_worker_mid_trial,
     load,
     postgres_url,
-    running_trial_has_updated,
     still_running,
     wait_for,
     write_study,
@@ -143,12 +143,13 @@ def test_a_study_where_no_trial_completes_exits_1_and_says_why(
     assert "RewardFunctionError: reward reward_functions:raises raised ValueError: this reward is broken" in error
 
 
-def test_a_dead_worker_is_named_with_how_it_died(tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path) -> None:
+def test_a_dead_worker_is_named_with_how_it_died(tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path,
+                                                 gate: Gate) -> None:
     # A worker killed under ``ppo-tune run`` made it exit 1 without a word.
-    path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=1, base={"total_episodes": 800})
+    path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=1, base={"reward_model_path": Gate.REWARD})
     runner = subprocess.Popen([sys.executable, "-m", "ppo_tune", "run", str(path)], stderr=subprocess.PIPE,
                               text=True)
-    wait_for(lambda: running_trial_has_updated(path), 120, "a running trial's first update")
+    gate.held_process()
     worker = next(p for p in descendants(runner.pid) if "tuner.worker" in " ".join(p.cmdline()))
     worker.send_signal(signal.SIGKILL)
     _, error = runner.communicate(timeout=120)
@@ -231,15 +232,13 @@ def test_sigterm_stops_every_process_requeues_and_rerun_resumes(tmp_path: Path, 
 
 
 def test_sigkilled_workers_trial_is_failed_and_retried(
-    tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path
+    tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path, gate: Gate
 ) -> None:
-    path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=2, base={"total_episodes": 800})
-    kill_worker_mid_trial(path)
+    path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=2, base={"reward_model_path": Gate.REWARD})
+    kill_worker_mid_trial(path, gate)
     assert _states(path) == [TrialState.RUNNING]  # nobody has noticed yet
     time.sleep(5)  # past the grace period (4 heartbeats of 1 s)
-    run_worker(load_study_spec(path).__class__(**{**vars(load_study_spec(path)),
-                                                  "base": {**load_study_spec(path).base, "total_episodes": 64}}),
-               n_trials=2, timeout=None, threads=None)
+    run_worker(load_study_spec(path), n_trials=2, timeout=None, threads=None)
     trials = load(path).get_trials()
     assert trials[0].state == TrialState.FAIL
     retries = [t for t in trials if t.system_attrs.get("failed_trial") == 0]
