@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import pytest
 from ctrl_c import ctrl_c, start_in_terminal
 from optuna.trial import TrialState
 
+from ppo_core.errors import sigterm_as_interrupt
 from ppo_tune.cli import main
 from studies import (
     TESTS_DIR,
@@ -229,6 +231,42 @@ def test_sigterm_stops_every_process_requeues_and_rerun_resumes(tmp_path: Path, 
     assert main(arguments) == 0
     finished = [t for t in watched().get_trials() if t.state == TrialState.COMPLETE]
     assert len(finished) == 3
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["sigint", "sigterm"])
+def test_a_second_interrupt_as_optuna_records_the_first_leaves_the_trial_failed_and_queued_again(
+    tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path, gate: Gate, monkeypatch: pytest.MonkeyPatch,
+    signum: signal.Signals,
+) -> None:
+    # A worker gets Ctrl-C twice: from the terminal and passed on by ppo-tune run (and a scheduler's SIGTERM to the
+    # whole job twice likewise). The second, arriving as Optuna recorded the first, cut that short: the trial stayed
+    # RUNNING, and a resume failed it for its heartbeat and queued a second retry of it.
+    path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=1, base={"reward_model_path": Gate.REWARD})
+    tell = optuna.study._optimize._tell_with_warning
+
+    def tell_as_a_second_signal_arrives(*args: object, **kwargs: object) -> object:
+        os.kill(os.getpid(), signum)  # its handler runs here, before the tell, unless the signal is ignored
+        return tell(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(optuna.study._optimize, "_tell_with_warning", tell_as_a_second_signal_arrives)
+    caller_sigterm = signal.getsignal(signal.SIGTERM)
+    if signum == signal.SIGTERM:
+        sigterm_as_interrupt()  # as the worker's main does; pytest's own handler is put back at the end
+    handlers_before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    interrupter = threading.Thread(target=lambda: (gate.held_process(), os.kill(os.getpid(), signum)))
+    interrupter.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):  # ppo_core.errors.Terminated for SIGTERM
+            run_worker(load_study_spec(path), n_trials=1, timeout=None, threads=1)
+    finally:
+        interrupter.join()
+        handlers_after = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+        signal.signal(signal.SIGTERM, caller_sigterm)
+    assert handlers_after == handlers_before  # the caller's handlers are back
+    trials = load(path).get_trials()
+    assert [t.state for t in trials] == [TrialState.FAIL, TrialState.WAITING]
+    assert trials[0].user_attrs[FAIL_REASON_ATTR].startswith("interrupted")
+    assert trials[1].user_attrs["retry_of"] == 0 and trials[1].system_attrs["fixed_params"] == trials[0].params
 
 
 def test_sigkilled_workers_trial_is_failed_and_retried(

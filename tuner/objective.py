@@ -84,10 +84,10 @@ def make_objective(spec: StudySpec, threads: int | None = None, queue_only: bool
             job = TrialJob(spec.storage, spec.name, trial._trial_id, os.getpid(), threads_per_process)
             outcome, lost = launch(job, processes, spec.trial_timeout, trial.storage)
         except KeyboardInterrupt:
-            with _second_ctrl_c_ignored():
-                trial.set_user_attr(FAIL_REASON_ATTR, INTERRUPTED)
-                trial.study.enqueue_trial(trial.params, user_attrs=retry_user_attrs(trial.user_attrs, trial.number),
-                                          skip_if_exists=False)
+            _further_interrupts_ignored()
+            trial.set_user_attr(FAIL_REASON_ATTR, INTERRUPTED)
+            trial.study.enqueue_trial(trial.params, user_attrs=retry_user_attrs(trial.user_attrs, trial.number),
+                                      skip_if_exists=False)
             raise
         if outcome.state == "pruned":
             raise optuna.TrialPruned(outcome.reason)
@@ -101,18 +101,32 @@ def make_objective(spec: StudySpec, threads: int | None = None, queue_only: bool
     return objective
 
 
+INTERRUPTS = (signal.SIGINT, signal.SIGTERM)  # SIGTERM raises ppo_core.errors.Terminated in a worker
+
+
+def _further_interrupts_ignored() -> None:
+    """From the first interrupt on, ignore the next: a worker gets Ctrl-C twice (the terminal's, and the one
+    ``ppo-tune run`` passes on; a scheduler's SIGTERM to the whole job likewise), and the second must not cut short
+    the recording of the first, here or in Optuna's record of the failed trial after. The caller of
+    ``study.optimize`` puts the handlers back (:func:`interrupt_handlers_restored`)."""
+    if threading.current_thread() is threading.main_thread():  # only the main thread may set handlers
+        for signum in INTERRUPTS:
+            signal.signal(signum, signal.SIG_IGN)
+
+
 @contextlib.contextmanager
-def _second_ctrl_c_ignored() -> Iterator[None]:
-    """A terminal's Ctrl-C reaches the worker, and ``ppo-tune run`` passes it on as well: the second must not cut
-    short the recording of the first."""
-    if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
+def interrupt_handlers_restored() -> Iterator[None]:
+    """Around ``study.optimize`` with :func:`make_objective`'s objective: SIGINT's and SIGTERM's handlers as they were
+    before, once it returns or raises."""
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    previous = {signum: signal.getsignal(signum) for signum in INTERRUPTS}
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def _failed(trial: optuna.Trial, reason: str) -> TrialFailed:
