@@ -25,6 +25,9 @@ VALIDATES_ATTR = "validates_trial"
 SEED_ATTR = "seed"
 # A racing re-run's configuration (the number of the trial that first ran it); its seed is SEED_ATTR.
 RACE_OF_ATTR = "race_of"
+# torch's thread count in a trial that trained on the CPU, where it changes the numbers: another order of the sums
+# can flip a sampled token, and the run goes elsewhere from there.
+CPU_THREADS_ATTR = "cpu_threads"
 
 # What a failed trial's retry must keep: the attributes that say what to run (a validation run's fixed config and
 # its source). The rest (KL history, reasons) describes the failed attempt and stays with it.

@@ -14,6 +14,7 @@ from optuna.trial import FrozenTrial, TrialState
 from tuner.attrs import (
     BUDGET_ATTR,
     CONFIG_ATTR,
+    CPU_THREADS_ATTR,
     FAIL_REASON_ATTR,
     KL_HISTORY_ATTR,
     PRUNE_REASON_ATTR,
@@ -91,7 +92,8 @@ def updates_run(trial: FrozenTrial) -> int:
 
 def trials_frame(study: optuna.Study) -> pd.DataFrame:
     """number, state, params, objective values, prune/fail reason, duration, updates run and planned
-    (``budget_updates``, the run's full length) for every trial."""
+    (``budget_updates``, the run's full length) for every trial; a racing re-run's ``race_of`` and ``seed``, and a CPU
+    trial's ``cpu_threads``, where any trial has them."""
     names = study.metric_names or [f"value_{i}" for i in range(len(study.directions))]
     rows = []
     for trial in study.get_trials(deepcopy=False):
@@ -102,6 +104,8 @@ def trials_frame(study: optuna.Study) -> pd.DataFrame:
         duration = trial.duration.total_seconds() if trial.duration is not None else math.nan
         if RACE_OF_ATTR in trial.user_attrs:  # a racing re-run: which configuration, on which seed
             row.update({"race_of": trial.user_attrs[RACE_OF_ATTR], "seed": trial.user_attrs.get(SEED_ATTR)})
+        if CPU_THREADS_ATTR in trial.user_attrs:  # trained on the CPU, whose thread count changes the numbers
+            row["cpu_threads"] = trial.user_attrs[CPU_THREADS_ATTR]
         budget = trial.user_attrs.get(BUDGET_ATTR)
         row.update({"reason": trial_reason(trial), "duration_s": duration, "updates": updates_run(trial),
                     "budget_updates": budget if isinstance(budget, int) else math.nan})

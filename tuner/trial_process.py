@@ -31,7 +31,7 @@ from ppo_core.config_io import build_config
 from ppo_core.errors import first_line
 from ppo_core.quiet import quiet_hugging_face
 from ppo_core.trainer import PPOTrainer
-from tuner.attrs import CONFIG_ATTR
+from tuner.attrs import CONFIG_ATTR, CPU_THREADS_ATTR
 from tuner.database import create_engine, open_storage
 from tuner.factory import make_pruner
 from tuner.study_definition import stored_spec
@@ -140,7 +140,10 @@ def run_trial(job: TrialJob) -> Outcome:
     try:
         # Built again here: under accelerate launch the batch sizes derive from this launch's number of processes.
         config = build_config(frozen.user_attrs[CONFIG_ATTR])
-        PPOTrainer(config, [reporter]).train()
+        trainer = PPOTrainer(config, [reporter])
+        if trainer.accelerator.device.type == "cpu" and launched_rank() == 0:
+            trial.set_user_attr(CPU_THREADS_ATTR, torch.get_num_threads())
+        trainer.train()
         reporter.set_constraints()  # before the outcome, so that whoever reads it finds the constraints set
         outcome = Outcome("complete", tuple(reporter.objective_values()))
     except optuna.TrialPruned as pruned:
