@@ -79,7 +79,7 @@ class CoreSide:
             "policy": self.trainer.optimisation.policy,
             "reference": models.reference,
             "value": models.value_model.trunk,
-            "reward": models.rewards.rewards[0].model.base_model,  # type: ignore[attr-defined]
+            "reward": models.rewards.rewards[0].model.base_model,
         }
 
     def generating_policy(self) -> nn.Module:

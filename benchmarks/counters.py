@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -64,17 +64,20 @@ class WorkCounter:
     def watch_generate(self, name: str, model: nn.Module) -> None:
         """Count rows and new tokens of every ``generate`` call (patched on the instance only)."""
         counts = self.counts[name]
-        original: Callable[..., Any] = model.generate
+        # GenerationMixin.generate, typed Tensor | Module through nn.Module.__getattr__.
+        original = cast(Callable[..., Any], model.generate)
 
         def generate(*args: Any, **kwargs: Any) -> Any:
             output = original(*args, **kwargs)
             input_ids = kwargs.get("input_ids", args[0] if args else None)
             sequences = output.sequences if hasattr(output, "sequences") else output
             counts["generate_calls"] += 1
+            assert input_ids is not None, "generate is called with input_ids"
             counts["generated_tokens"] += sequences.shape[0] * (sequences.shape[1] - input_ids.shape[1])
             return output
 
-        model.generate = generate  # type: ignore[method-assign]
+        # nn.Module.__getattr__/__setattr__ type the attribute Tensor | Module; a plain function is stored here.
+        model.generate = generate  # type: ignore[assignment]
 
     def watch_optimizer(self, name: str, optimizer: torch.optim.Optimizer) -> None:
         """Count real steps of a torch optimizer (pass the inner one, not accelerate's wrapper)."""

@@ -39,7 +39,8 @@ EVAL_STEPS = 0.125
 TRAIN_METRICS = ("objective/kl", "objective/scores")
 EVAL_METRICS = ("eval/gold_score", "eval/kl", "eval/score")
 SAMPLER_SEED = 0
-QUICK_BASE = {"task": "shortest_path_tiny", "total_episodes": 32, "num_eval_samples": 2, "eval_steps": 0.5}
+QUICK_EVAL_STEPS = 0.5
+QUICK_BASE = {"task": "shortest_path_tiny", "total_episodes": 32, "num_eval_samples": 2, "eval_steps": QUICK_EVAL_STEPS}
 
 
 def space_and_base(path: Path = QUICKSTART) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -137,7 +138,7 @@ def main(argv: list[str] | None = None) -> None:
     _, base = space_and_base()
     eval_steps = EVAL_STEPS
     if args.quick:
-        base, eval_steps = {**base, **QUICK_BASE}, QUICK_BASE["eval_steps"]
+        base, eval_steps = {**base, **QUICK_BASE}, QUICK_EVAL_STEPS
     work = list(jobs(sample_points(args.configs), args.seeds, args.task_seed, base, done_runs(out),
                      str(out.parent / "curve_runs"), eval_steps))
     print(f"{len(work)} runs to go into {out}", file=sys.stderr)

@@ -13,6 +13,7 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import (
     AutoModelForCausalLM,
     AutoModelForSequenceClassification,
+    PreTrainedModel,
     PreTrainedTokenizerFast,
 )
 
@@ -66,6 +67,13 @@ def build_tokenizer(vocab_size: int) -> PreTrainedTokenizerFast:
     )
 
 
+def _decode(tokenizer: PreTrainedTokenizerFast, ids: list[int]) -> str:
+    """One sequence's text (``decode`` is typed for a batch too, as ``str | list[str]``)."""
+    text = tokenizer.decode(ids)
+    assert isinstance(text, str)
+    return text
+
+
 def build_fixture(root: Path, size: ModelSize, workload: Workload) -> Fixture:
     """Write the tokenizer, the policy, reward and value checkpoints and the prompts under ``root``."""
     fixture = Fixture.at(root)
@@ -89,7 +97,7 @@ def build_fixture(root: Path, size: ModelSize, workload: Workload) -> Fixture:
     ]
     # The trailing space matters: ppo_core scores the text prompt + response, and without it the last
     # prompt word and the first response word would fuse into one (unknown) token for its reward model.
-    prompts = [tokenizer.decode(ids) + " " for ids in prompt_ids]
+    prompts = [_decode(tokenizer, ids) + " " for ids in prompt_ids]
     assert [tokenizer(p)["input_ids"] for p in prompts] == prompt_ids, "prompts must round-trip exactly"
     fixture.prompts_path.write_text("\n".join(prompts) + "\n", encoding="utf-8")
     (root / "prompt_ids.json").write_text(json.dumps(prompt_ids))
@@ -100,7 +108,7 @@ def _distinct_parameters(model: torch.nn.Module) -> int:
     return sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
 
 
-def _matmul_parameters(model: torch.nn.Module) -> int:
+def _matmul_parameters(model: PreTrainedModel) -> int:
     """Parameters that take part in a matrix multiply per token: embedding lookups excluded,
     a tied output projection (the embedding reused as the LM head) counted once."""
     lookups = sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Embedding))

@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from transformers import PreTrainedModel
 
 import ppo_core.reward_models
 import ppo_core.rollout
@@ -163,7 +164,7 @@ def copy_bandwidth(device: torch.device, megabytes: int, repeats: int = 5) -> fl
     return best
 
 
-def decode_bound_s(model: torch.nn.Module, rows: int, prompt: int, response: int, bandwidth: float) -> float:
+def decode_bound_s(model: PreTrainedModel, rows: int, prompt: int, response: int, bandwidth: float) -> float:
     """sum_t (weight bytes + KV bytes read at step t) / bandwidth, the KV cache holding prompt + t tokens per row:
     2 (keys and values) x layers x key/value heads x head size x element size per token."""
     config = model.config

@@ -29,12 +29,13 @@ from transformers import (
     GPTNeoXForSequenceClassification,
     LlamaForCausalLM,
     LlamaForSequenceClassification,
+    PreTrainedModel,
 )
 
 from benchmarks.quick import add_quick_argument, results_path
 from ppo_core.config_io import load_config
 from ppo_core.estimate import estimate_run
-from tools.tiny_models import TinySize, _save, metaspace_tokenizer, tiny_config
+from tools.tiny_models import Architecture, TinySize, _save, metaspace_tokenizer, tiny_config
 
 MODES: dict[str, dict[str, Any]] = {
     "full fp32": {},
@@ -47,7 +48,8 @@ MODES: dict[str, dict[str, Any]] = {
     "LoRA, bf16 frozen, GRPO (no value network)": {"use_peft": True, "dtype": "bfloat16",
                                                    "advantage_estimator": "grpo"},
 }
-SIZES = {  # name: (architecture, hidden, layers, heads, intermediate, vocabulary)
+# name: (architecture, hidden, layers, heads, intermediate, vocabulary)
+SIZES: dict[str, tuple[Architecture, int, int, int, int, int]] = {
     "llama-58m": ("llama", 512, 8, 8, 1376, 32000),
     "pythia-160m": ("gpt_neox", 768, 12, 12, 3072, 50304),
     "llama-tiny": ("llama", 64, 2, 4, 128, 1000),  # --quick
@@ -62,6 +64,7 @@ def write_models(root: Path, size: str) -> dict[str, Path]:
     architecture, hidden, layers, heads, intermediate, vocabulary = SIZES[size]
     tokenizer = metaspace_tokenizer()
     shape = TinySize(hidden_size=hidden, num_layers=layers, num_heads=heads, max_position_embeddings=2048)
+    classes: tuple[type[PreTrainedModel], type[PreTrainedModel]]
     classes = {"llama": (LlamaForCausalLM, LlamaForSequenceClassification),
                "gpt_neox": (GPTNeoXForCausalLM, GPTNeoXForSequenceClassification)}[architecture]
     torch.manual_seed(0)

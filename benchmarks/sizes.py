@@ -39,7 +39,8 @@ class ModelSize:
             )
         if self.family == "gpt_neox":
             # Pythia-160M's shape: untied embeddings, rotary on a quarter of each head, parallel residual.
-            return GPTNeoXConfig(
+            # rotary_pct is read from **kwargs at runtime (convert_rope_params_to_dict); the dataclass typing omits it.
+            return GPTNeoXConfig(  # type: ignore[call-arg]
                 hidden_size=self.hidden, num_hidden_layers=self.layers, num_attention_heads=self.heads,
                 intermediate_size=4 * self.hidden, max_position_embeddings=self.max_positions,
                 rotary_pct=0.25, use_parallel_residual=True, tie_word_embeddings=False,

@@ -74,7 +74,7 @@ class _PhaseClock(TrainerCallback):
                 self._awaiting_update = False
             return original(*args, **kwargs)
 
-        wrapper.forward = timed_forward  # type: ignore[method-assign]
+        wrapper.forward = timed_forward
 
     def patch_gc(self) -> None:
         """Time TRL's explicit gc.collect() calls by swapping the gc module seen by its trainer module only."""
@@ -164,6 +164,7 @@ class TrlSide:
         )
         self.clock.patch_rollout_start()
         self.clock.patch_gc()
+        assert self.trainer.model is not None  # TRL's PolicyAndValueWrapper, built in PPOTrainer.__init__
         self.clock.patch_update_start(self.trainer.model)
 
     def networks(self) -> dict[str, nn.Module]:

@@ -87,11 +87,14 @@ def run_count(side_name: str, fixture: Fixture, workload: Workload, device: str)
 
 
 def run_profile(side_name: str, fixture: Fixture, workload: Workload, device: str) -> dict[str, Any]:
+    from benchmarks.core_side import CoreSide
     from benchmarks.profile_core import profile_core
 
     if side_name != "ppo_core":
         raise SystemExit("profile mode profiles ppo_core only")
-    return profile_core(make_side(side_name, fixture, workload, device), workload)
+    side = make_side(side_name, fixture, workload, device)
+    assert isinstance(side, CoreSide)  # side_class("ppo_core")
+    return profile_core(side, workload)
 
 
 def main(argv: list[str] | None = None) -> None:

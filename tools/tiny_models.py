@@ -548,7 +548,7 @@ ARCHITECTURES: dict[Architecture, Callable[..., Path]] = {
 def write_all(outdir: Path, seed: int = 0) -> dict[str, Path]:
     """Every policy family, a Qwen2 with poisoned sampling defaults, and two reward models, under ``outdir``."""
     outdir = Path(outdir)
-    written = {name: writer(outdir / name, seed=seed) for name, writer in ARCHITECTURES.items()}
+    written: dict[str, Path] = {name: writer(outdir / name, seed=seed) for name, writer in ARCHITECTURES.items()}
     qwen_tokenizer = chatml_tokenizer()
     written["qwen2_poisoned_generation"] = write_qwen2(
         outdir / "qwen2_poisoned_generation",
