@@ -4,6 +4,7 @@ rollout seen whole for its metrics, and the main process's decisions. In one pro
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 
 import torch
@@ -39,13 +40,31 @@ def rank_share(rows: list[int], rank: int, world_size: int) -> list[int]:
     return rows[start : start + per_rank + (rank < extra)]
 
 
+def end_process_group() -> None:
+    """Destroy this process's default process group, if one is up: its backend's threads are joined here, while the
+    interpreter still runs. Left to the interpreter's exit, gloo's threads met their end in C++ teardown and a rank
+    could abort ("terminate called without an active exception") after a run that had succeeded."""
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
+
+
+_ENDS_AT_EXIT: list[bool] = []  # whether end_process_group is registered with atexit in this process
+
+
 class ProcessGroup:
-    """The run's processes, through accelerate (DDP on GPUs, gloo on CPUs)."""
+    """The run's processes, through accelerate (DDP on GPUs, gloo on CPUs).
+
+    The group ends once, when the process exits (:func:`end_process_group`, registered with atexit), whether or not
+    the run had a tracker: not at the end of training, since saving the model after it still waits for every rank,
+    and a notebook or script may build another trainer on the same group."""
 
     def __init__(self, accelerator: Accelerator) -> None:
         self.accelerator = accelerator
         self.rank = accelerator.process_index
         self.world_size = accelerator.num_processes
+        if self.world_size > 1 and not _ENDS_AT_EXIT:
+            atexit.register(end_process_group)
+            _ENDS_AT_EXIT.append(True)
 
     @property
     def is_main(self) -> bool:

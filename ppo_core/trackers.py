@@ -53,7 +53,11 @@ class TrackerCallback(TrainerCallback):
                 tracker.writer.add_text("samples", _markdown_table(rows), global_step=update)
 
     def on_train_end(self, num_updates: int, stop_reason: str | None) -> None:
-        self.accelerator.end_training()
+        # The trackers only: accelerate's end_training would destroy the process group too, on the main rank alone,
+        # and the other ranks' wait for it as the model is saved would fail. The group ends at exit
+        # (ppo_core.distributed.ProcessGroup).
+        for tracker in self.accelerator.trackers:
+            tracker.finish()
 
 
 def _markdown_table(rows: list[list[Any]]) -> str:

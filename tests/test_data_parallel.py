@@ -122,6 +122,28 @@ def test_two_processes_learn_as_one_does(runs: dict[str, Any]) -> None:
     assert abs(sum(curves["one"][-4:]) - sum(curves["two"][-4:])) / 4 < 0.15, curves
 
 
+# Three launches without a tracker, where the process group was left to the interpreter's exit (and rank 1 aborted
+# there, "terminate called without an active exception", in one CI run in five), and one with a tracker, whose end
+# used to destroy the group too: each rank ends its process group once, before its exit, and exits 0.
+@pytest.mark.parametrize("report_to", ["none", "none", "none", "tensorboard"])
+def test_each_rank_ends_its_process_group_once_before_it_exits(tmp_path: Path, report_to: str) -> None:
+    config = write_run_config(tmp_path)
+    out = tmp_path / "out"
+    out.mkdir()
+    launch = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
+              "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", "0"]
+    env = {**os.environ, LOG_DIR_ENV: str(tmp_path), "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'tests'}",
+           "CUDA_VISIBLE_DEVICES": ""}
+    completed = subprocess.run(
+        [*launch, "-m", "end_of_launch", str(config), str(out), f"total_episodes={GLOBAL_BATCH}", "num_ppo_epochs=1",
+         "gradient_accumulation_steps=2", f"report_to={report_to}", f"output_dir={tmp_path / 'run'}"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert "terminate called" not in completed.stderr, completed.stderr[-3000:]
+    views = {path.stem: json.loads(path.read_text()) for path in out.glob("rank*.json")}
+    assert views == {f"rank{rank}": {"initialized": False, "destroyed": 1} for rank in (0, 1)}, views
+
+
 @pytest.mark.parametrize(("launch", "name"), [(DistributedType.FSDP, "FSDP"), (DistributedType.DEEPSPEED, "DeepSpeed")])
 def test_sharded_launches_are_refused_in_one_line(launch: DistributedType, name: str) -> None:
     # accelerate starts FSDP and DeepSpeed only on accelerators, so the refusal itself is what runs here.
