@@ -10,6 +10,7 @@ from typing import Any
 
 GATE_ENV = "PPO_TUNE_TEST_GATE"  # Ray forwards every PPO_TUNE_ variable to the trials' processes
 _calls = 0
+_ticket = 0
 
 
 def count_letter_a(prompts: list[Any], completions: list[Any], **kwargs: Any) -> list[float]:
@@ -20,15 +21,33 @@ def count_letter_a(prompts: list[Any], completions: list[Any], **kwargs: Any) ->
 def held(prompts: list[Any], completions: list[Any], **kwargs: Any) -> list[float]:
     """``count_letter_a``, held mid-trial while a test's gate is shut (``studies.Gate``): from its second call on,
     while the directory that ``$PPO_TUNE_TEST_GATE`` names holds a file ``shut``, it writes ``held-<pid>`` there and
-    waits."""
-    global _calls
+    waits. A trial process takes a ticket at its first call (0, 1, ... in the order the trials get there); those
+    whose ticket is below the number in the gate's file ``pass`` run on unheld."""
+    global _calls, _ticket
     _calls += 1
     gate = Path(os.environ[GATE_ENV])
+    if _calls == 1:
+        _ticket = _take_ticket(gate)
+    passing = gate / "pass"
+    if _ticket < (int(passing.read_text()) if passing.exists() else 0):
+        return count_letter_a(prompts, completions, **kwargs)
     if _calls > 1 and (gate / "shut").exists():
         (gate / f"held-{os.getpid()}").touch()
         while (gate / "shut").exists():
             time.sleep(0.05)
     return count_letter_a(prompts, completions, **kwargs)
+
+
+def _take_ticket(gate: Path) -> int:
+    """The first number n whose file ``ticket-<n>`` this process made: creation with O_EXCL is atomic, so no two
+    processes take the same one."""
+    number = 0
+    while True:
+        try:
+            os.close(os.open(gate / f"ticket-{number}", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            return number
+        except FileExistsError:
+            number += 1
 
 
 def wrong_length(prompts: list[Any], completions: list[Any], **kwargs: Any) -> list[float]:

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -17,7 +18,9 @@ import psutil
 import pytest
 import yaml
 from reward_functions import GATE_ENV
+from sqlalchemy.engine import make_url
 
+from ppo_core.errors import first_line
 from tuner.database import open_storage
 from tuner.study_config import load_study_spec
 
@@ -74,13 +77,45 @@ def wait_for(condition: Callable[[], object], timeout: float, what: str) -> None
 
 
 def postgres_url() -> str:
-    """The test PostgreSQL server's URL (``.ci/run`` starts it); a skip locally without one, a failure under CI."""
+    """The URL of this test process's own PostgreSQL database: under pytest-xdist, one per worker, made anew (from
+    the server and role that ``$PPO_TUNE_POSTGRES_URL`` names, which ``.ci/run`` starts) the first time a worker asks,
+    so that two workers never share a study's tables; the named database itself in a single process. A skip locally
+    without the variable; under CI a failure, as is a server or role that cannot be reached, named in one line."""
     url = os.environ.get("PPO_TUNE_POSTGRES_URL")
     if not url:
         if os.environ.get("CI"):
             pytest.fail("PPO_TUNE_POSTGRES_URL is not set: .ci/run must start PostgreSQL for these tests")
         pytest.skip("set PPO_TUNE_POSTGRES_URL to run the PostgreSQL tests")
-    return url
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker is None:
+        return url
+    if worker not in _worker_databases:
+        try:
+            _worker_databases[worker] = _fresh_database(url, worker)
+        except Exception as error:  # psycopg's OperationalError and the like: a missing role, a server not running
+            shown = make_url(url).render_as_string(hide_password=True)
+            message = f"PostgreSQL at {shown} cannot make worker {worker}'s database: {first_line(error)}"
+            if os.environ.get("CI"):
+                pytest.fail(message)
+            pytest.skip(message)
+    return _worker_databases[worker]
+
+
+_worker_databases: dict[str, str] = {}
+
+
+def _fresh_database(url: str, worker: str) -> str:
+    """An empty database ``<database>_<worker>`` on the server of ``url``, made by its role (CREATEDB); its URL."""
+    import psycopg
+
+    base = make_url(url)
+    name = f"{base.database}_{worker}"
+    with psycopg.connect(base.set(drivername="postgresql").render_as_string(hide_password=False),
+                         autocommit=True, connect_timeout=10) as connection:
+        # FORCE: a previous run's connections, should one have been left, do not keep its database alive.
+        connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        connection.execute(f'CREATE DATABASE "{name}"')
+    return base.set(database=name).render_as_string(hide_password=False)
 
 
 def descendants(pid: int) -> list[psutil.Process]:
@@ -103,10 +138,15 @@ def still_running(processes: list[psutil.Process]) -> list[str]:
 class Gate:
     """Holds trials mid-run for as long as a test takes to act on them: a trial whose reward is :attr:`REWARD` waits
     in it, from its second call, while the gate is shut. A trial seen held cannot end before the test's signal
-    reaches it, however fast or loaded the machine. (Seen by its first update instead, a 20-update trial ran to its
-    end before the kill in a fresh-clone CI run of 0cb86ab, and completed where it was to fail.)"""
+    reaches it, however fast or loaded the machine; a race the test means to provoke then happens on every run.
+
+    ``passing`` trial processes (the first to reach their reward) go through unheld: a test that needs a finished
+    trial before the held one lets one pass."""
 
     REWARD = "reward_functions:held"
+    # Long enough for a trial to start on two loaded cores (seconds), short enough that a gate nothing reaches fails
+    # its test well inside pytest's timeout, saying so.
+    DEADLINE_S = 60.0
 
     def __init__(self, directory: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         self.directory = directory
@@ -115,25 +155,75 @@ class Gate:
         (directory / "shut").touch()
         monkeypatch.setenv(GATE_ENV, str(directory))  # the study's processes inherit it; Ray's trials are given it
 
-    def held_process(self, timeout: float = 120) -> psutil.Process:
-        """The process of a trial held now, one this gate has not returned before."""
+    def let_pass(self, trials: int) -> None:
+        """Let the first ``trials`` trial processes run unheld."""
+        (self.directory / "pass").write_text(str(trials))
+
+    def held_process(self, timeout: float = DEADLINE_S) -> psutil.Process:
+        """The process of a trial held now, one this gate has not returned before; an AssertionError saying what was
+        seen when none is held within ``timeout`` seconds."""
         held: list[psutil.Process] = []
 
         def look() -> bool:
             for marker in self.directory.glob("held-*"):
                 pid = int(marker.name.removeprefix("held-"))
-                if pid not in self._returned and psutil.pid_exists(pid):
+                if pid in self._returned:
+                    continue
+                try:
                     held.append(psutil.Process(pid))
-                    return True
+                except psutil.NoSuchProcess:  # held, then gone: killed by someone else, or the gate was opened
+                    continue
+                return True
             return False
 
-        wait_for(look, timeout, "a trial held at the gate")
+        try:
+            wait_for(look, timeout, "a trial held at the gate")
+        except AssertionError:
+            tickets = len(list(self.directory.glob("ticket-*")))
+            raise AssertionError(f"no trial was held at the gate {self.directory} within {timeout:g} s: {tickets} "
+                                 f"trial process(es) reached its reward, {len(self._returned)} held before") from None
         self._returned.add(held[0].pid)
         return held[0]
 
     def open(self) -> None:
         """Let every held trial, and every later one, go on."""
         (self.directory / "shut").unlink(missing_ok=True)
+
+
+class SignalWhenHeld(threading.Thread):
+    """Sends ``signum`` to this process once ``gate`` holds a trial, from a thread of its own (the main thread is
+    busy in the worker that waits on the trial); ``to_this_thread``, to that thread alone. Should no trial be held, or the signal not end the wait, within the
+    gate's deadline, it opens the gate, so that the trial ends and the main thread with it, and :meth:`check` raises
+    what went wrong: never a test that hangs until pytest's timeout."""
+
+    def __init__(self, gate: Gate, signum: signal.Signals, to_this_thread: bool = False) -> None:
+        super().__init__(name="signal-when-held", daemon=True)
+        self.gate, self.signum, self.to_this_thread = gate, signum, to_this_thread
+        self.answered = threading.Event()  # the test sets it once the signal has ended the worker's wait
+        self.error: str | None = None
+
+    def run(self) -> None:
+        try:
+            self.gate.held_process()
+        except AssertionError as error:
+            self.error = str(error)
+            self.gate.open()
+            return
+        if self.to_this_thread:  # as the kernel may deliver a process's signal to any thread that does not block it
+            signal.pthread_kill(threading.get_ident(), self.signum)
+        else:
+            os.kill(os.getpid(), self.signum)
+        if not self.answered.wait(Gate.DEADLINE_S):
+            self.error = f"{self.signum.name} was sent while a trial was held, and the wait went on for " \
+                         f"{Gate.DEADLINE_S:g} s: the signal never ended it"
+            self.gate.open()
+
+    def check(self) -> None:
+        """Join the thread; an AssertionError with what went wrong, if anything did."""
+        self.answered.set()
+        self.join()
+        if self.error is not None:
+            raise AssertionError(self.error)
 
 
 def kill_worker_mid_trial(path: Path, gate: Gate) -> None:

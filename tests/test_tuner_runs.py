@@ -6,7 +6,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from ppo_tune.cli import main
 from studies import (
     TESTS_DIR,
     Gate,
+    SignalWhenHeld,
     descendants,
     kill_worker_mid_trial,
     load,
@@ -173,15 +173,19 @@ def _states(path: Path) -> list[TrialState]:
         return []
 
 
-def test_ctrl_c_ends_cleanly_and_rerun_resumes(tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path) -> None:
-    path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=3, base={"total_episodes": 160})
+def test_ctrl_c_ends_cleanly_and_rerun_resumes(tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path,
+                                              gate: Gate) -> None:
+    path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=3, base={"reward_model_path": Gate.REWARD})
+    gate.let_pass(1)  # the first trial finishes; the second is held mid-run, where the Ctrl-C finds it
     process = start_in_terminal([sys.executable, "-m", "ppo_tune", "run", str(path)])
-    wait_for(lambda: TrialState.COMPLETE in _states(path) and TrialState.RUNNING in _states(path), 120,
-             "one finished and one running trial")
+    held = gate.held_process()
+    assert _states(path) == [TrialState.COMPLETE, TrialState.RUNNING]
     finished_before = {t.number: t.values for t in load(path).get_trials() if t.state == TrialState.COMPLETE}
     study_processes = descendants(process.pid)  # the worker, its fork server and the running trial's process
+    assert held in study_processes
     ctrl_c(process)  # to the whole group, and ppo-tune passes it on to its workers as well
     output = process.communicate(timeout=60)[0].decode()
+    gate.open()  # for the rerun
     assert process.returncode == 130, output
     assert "rerun the same command to resume" in output
     wait_for(lambda: not still_running(study_processes), 30, "the interrupted study's processes to end")
@@ -199,11 +203,13 @@ def test_ctrl_c_ends_cleanly_and_rerun_resumes(tmp_path: Path, tiny_lm_dir: Path
 
 @pytest.mark.parametrize("command", ["run", "validate"])
 def test_sigterm_stops_every_process_requeues_and_rerun_resumes(tmp_path: Path, tiny_lm_dir: Path,
-                                                               prompts_file: Path, command: str) -> None:
+                                                               prompts_file: Path, command: str, gate: Gate) -> None:
     # A batch scheduler, timeout or kill stops a job with SIGTERM, to the command alone: it must end its workers and
     # their trials as Ctrl-C does (none outlives it), re-queue the running trial, and exit 143.
-    path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=3, base={"total_episodes": 160})
+    path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=3, base={"reward_model_path": Gate.REWARD})
+    gate.let_pass(1)  # the first trial (or validation run) finishes; the second is held where SIGTERM finds it
     if command == "validate":
+        gate.let_pass(2)  # and the study's own trial before them
         assert main(["run", str(path), "--n-trials", "1"]) == 0
         spec = load_study_spec(path)
         arguments = ["validate", spec.name, "--storage", spec.storage, "--top-k", "1", "--seeds", "3"]
@@ -222,11 +228,13 @@ def test_sigterm_stops_every_process_requeues_and_rerun_resumes(tmp_path: Path, 
         except KeyError:
             return []
 
-    wait_for(lambda: TrialState.COMPLETE in states() and TrialState.RUNNING in states(), 120,
-             "one finished and one running trial")
+    held = gate.held_process()
+    assert states() == [TrialState.COMPLETE, TrialState.RUNNING]
     study_processes = descendants(process.pid)
+    assert held in study_processes
     process.send_signal(signal.SIGTERM)  # to the command alone, not its group
     output = process.communicate(timeout=60)[0].decode()
+    gate.open()  # for the rerun
     assert process.returncode == 143, output
     assert "rerun the same command to resume" in output
     wait_for(lambda: not still_running(study_processes), 30, "the stopped study's processes to end")
@@ -275,13 +283,13 @@ def test_a_second_interrupt_as_optuna_records_the_first_leaves_the_trial_failed_
     if signum == signal.SIGTERM:
         sigterm_as_interrupt()  # as the worker's main does; pytest's own handler is put back at the end
     handlers_before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
-    interrupter = threading.Thread(target=lambda: (gate.held_process(), os.kill(os.getpid(), signum)))
+    interrupter = SignalWhenHeld(gate, signum)
     interrupter.start()
     try:
         with pytest.raises(KeyboardInterrupt):  # ppo_core.errors.Terminated for SIGTERM
             run_worker(load_study_spec(path), n_trials=1, timeout=None, threads=1)
     finally:
-        interrupter.join()
+        interrupter.check()
         handlers_after = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
         signal.signal(signal.SIGTERM, caller_sigterm)
     assert handlers_after == handlers_before  # the caller's handlers are back
@@ -291,13 +299,35 @@ def test_a_second_interrupt_as_optuna_records_the_first_leaves_the_trial_failed_
     assert trials[1].user_attrs["retry_of"] == 0 and trials[1].system_attrs["fixed_params"] == trials[0].params
 
 
+def test_an_interrupt_taken_by_another_thread_still_ends_the_wait_on_the_trial(
+    tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path, gate: Gate
+) -> None:
+    # A process's signal may land on any of its threads (the heartbeat's, say); Python runs its handler in the main
+    # thread only when that thread next runs, and a worker blocked without a bound on its trial's process never did.
+    path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=1, base={"reward_model_path": Gate.REWARD})
+    interrupter = SignalWhenHeld(gate, signal.SIGINT, to_this_thread=True)
+    interrupter.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_worker(load_study_spec(path), n_trials=1, timeout=None, threads=1)
+    finally:
+        interrupter.check()
+    trials = load(path).get_trials()
+    assert [t.state for t in trials] == [TrialState.FAIL, TrialState.WAITING]
+    assert trials[0].user_attrs[FAIL_REASON_ATTR].startswith("interrupted")
+
+
 def test_sigkilled_workers_trial_is_failed_and_retried(
     tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path, gate: Gate
 ) -> None:
     path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=2, base={"reward_model_path": Gate.REWARD})
     kill_worker_mid_trial(path, gate)
     assert _states(path) == [TrialState.RUNNING]  # nobody has noticed yet
-    time.sleep(5)  # past the grace period (4 heartbeats of 1 s)
+    spec = load_study_spec(path)
+    storage = open_storage(spec.storage, heartbeat_interval=spec.heartbeat_interval)
+    study_id = storage.get_study_id_from_name(spec.name)
+    # Until its heartbeat is older than the grace period (4 heartbeats of 1 s), the trial may still be alive.
+    wait_for(lambda: storage._get_stale_trial_ids(study_id), 60, "the killed worker's trial to go stale")
     run_worker(load_study_spec(path), n_trials=2, timeout=None, threads=None)
     trials = load(path).get_trials()
     assert trials[0].state == TrialState.FAIL

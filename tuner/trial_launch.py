@@ -21,6 +21,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from typing import Protocol
 
 from optuna.storages import BaseStorage
@@ -126,14 +127,37 @@ def launch_trial_command(job: TrialJob, processes: int, cwd: str | None = None,
     return _Launched(trial_command(job, processes), cwd, env)
 
 
+# The longest single wait on a trial's process. A signal may land on a thread other than the main one (the kernel
+# picks any thread that does not block it), and Python runs its handler in the main thread only when that thread
+# next runs Python: waiting in slices bounds how late a Ctrl-C or SIGTERM is acted on.
+WAIT_SLICE_S = 0.5
+# How long a SIGKILLed trial process may take to be reaped before the worker goes on without it: a process stuck in
+# the kernel (a hung GPU driver, a dead network file system) may never go, and must not hold the worker forever.
+REAP_TIMEOUT_S = 60.0
+
+
+def wait_in_slices(process: TrialProcess, timeout: float | None) -> int | None:
+    """``process.wait(timeout)``, one slice of at most :data:`WAIT_SLICE_S` at a time: the exit status, or None if
+    still running at ``timeout`` (None: no limit)."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        remaining = WAIT_SLICE_S if deadline is None else min(WAIT_SLICE_S, deadline - time.monotonic())
+        returncode = process.wait(max(remaining, 0.0))
+        if returncode is not None or (deadline is not None and time.monotonic() >= deadline):
+            return returncode
+
+
 def kill_process_group(process: TrialProcess) -> None:
-    """SIGKILL the trial's process group (the process alone, if it has not made its group yet) and reap it."""
+    """SIGKILL the trial's process group (the process alone, if it has not made its group yet) and reap it, or,
+    should it not end within :data:`REAP_TIMEOUT_S`, say so and go on."""
     try:
         os.killpg(process.pid, signal.SIGKILL)
     except ProcessLookupError:
         with contextlib.suppress(ProcessLookupError):
             os.kill(process.pid, signal.SIGKILL)
-    process.wait(None)
+    if wait_in_slices(process, REAP_TIMEOUT_S) is None:
+        print(f"trial process {process.pid} did not end {REAP_TIMEOUT_S:g} s after SIGKILL (stuck in the kernel?); "
+              "going on without it", file=sys.stderr)
 
 
 def describe_exit(returncode: int) -> str:
@@ -163,7 +187,7 @@ def wait_or_kill(process: TrialProcess, timeout: float | None) -> int | None:
     while waiting kills the trial's processes first, then goes on up."""
     returncode = None
     try:
-        returncode = process.wait(timeout)
+        returncode = wait_in_slices(process, timeout)
     finally:
         if returncode is None:  # past trial_timeout, or interrupted
             kill_process_group(process)
