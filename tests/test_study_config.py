@@ -140,9 +140,15 @@ def test_shipped_run_configs_are_valid(run_config: str) -> None:
     assert load_config(ROOT / "studies" / run_config).task == "shortest_path"
 
 
-def test_every_batch_combination_divides() -> None:
+def test_every_batch_combination_builds_the_rollout_and_mini_batch_asked_for() -> None:
+    # build_config refuses a hierarchy that does not divide (a ConfigError); the sizes it derives must be the asked.
     for rollout, mini, cap in itertools.product([8, 16, 32, 64, 128], [1, 4, 8, 16, 32, 64, 128], [1, 3, 4, 8, 16]):
-        build_config({**batch_hierarchy(rollout, mini, cap), "task": "shortest_path"})
+        config = build_config({**batch_hierarchy(rollout, mini, cap), "task": "shortest_path"})
+        case = (rollout, mini, cap)
+        assert config.batch_size == rollout, case
+        assert config.mini_batch_size == min(mini, rollout), case  # a mini-batch is capped at the rollout
+        assert config.per_device_train_batch_size <= cap, case
+        assert config.mini_batch_size % config.per_device_train_batch_size == 0, case
 
 
 def test_kl_control_samples_only_the_chosen_knob(tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path) -> None:

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import pickle
 import random
 import threading
-import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import pytest
 import torch
+from filelock import FileLock
 from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
 
 from ppo_core.tasks import TASK_NAMES, BuiltinTask, get_task, registry
@@ -128,29 +131,85 @@ def test_cache_keys_are_stable_and_distinct() -> None:
 # --- cache locking, with a stand-in build so it costs nothing --------------------------------
 
 
-def test_concurrent_callers_share_one_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    calls = []
+def _two_callers_race(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                      lock: Callable[[str], AbstractContextManager[object]]) -> list[BuiltinTask | None]:
+    """Two threads call get_task at once, with ``lock`` in FileLock's place; each caller's task, or None for a caller
+    that raised (a task's build_id counts the builds run up to its own).
+
+    Barriers, not sleeps, so that the race happens on every run, loaded machine or not: neither caller goes on until
+    both have found the task missing, and the first build does not end until the other caller has reached the lock
+    (or, where nothing locks, has looked again or started a build of its own)."""
+    both_looked = threading.Barrier(2, timeout=60)
+    caught_up = threading.Condition()
+    arrived: set[int] = set()  # the callers that have reached the lock, looked again or started a build
+    looks = threading.local()
+    is_complete = registry._is_complete
+    calls: list[Path] = []
+
+    def arrive() -> None:
+        with caught_up:
+            arrived.add(threading.get_ident())
+            caught_up.notify_all()
+
+    def counted_look(target: Path) -> bool:
+        complete = is_complete(target)
+        looks.count = getattr(looks, "count", 0) + 1
+        if looks.count == 1:  # each caller's first look, before any lock
+            both_looked.wait()
+        else:
+            arrive()
+        return complete
+
+    def arriving_lock(path: str) -> AbstractContextManager[object]:
+        arrive()
+        return lock(path)
 
     def fake_build(name: str, params: object, out_dir: Path) -> dict:
         calls.append(out_dir)
-        time.sleep(0.5)  # long enough for the other caller to reach the lock
-        info = {"build_id": len(calls), "seconds": {"total": 0.5}}
+        arrive()
+        with caught_up:
+            assert caught_up.wait_for(lambda: arrived - {threading.get_ident()}, 60), \
+                "the other caller never reached the lock"
+        info = {"build_id": len(calls), "seconds": {"total": 0.0}}
         (out_dir / BUILD_INFO).write_text(json.dumps(info))
         return info
 
     monkeypatch.setattr(registry, "build_task", fake_build)
+    monkeypatch.setattr(registry, "_is_complete", counted_look)
+    monkeypatch.setattr(registry, "FileLock", arriving_lock)
     stale = registry.task_dir(TINY, tmp_path)
     stale.mkdir(parents=True)  # an incomplete leftover must be replaced, not trusted
-    results: list[BuiltinTask] = []
-    threads = [threading.Thread(target=lambda: results.append(get_task(TINY, str(tmp_path)))) for _ in range(2)]
+    results: list[BuiltinTask | None] = []
+
+    def call() -> None:
+        try:
+            results.append(get_task(TINY, str(tmp_path)))
+        except OSError:  # a build renaming onto the other's, without the lock
+            results.append(None)
+
+    threads = [threading.Thread(target=call) for _ in range(2)]
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join()
-    assert len(calls) == 1
-    assert [r.info["build_id"] for r in results] == [1, 1]
-    assert results[0].policy_path == results[1].policy_path
+        thread.join(120)
+    assert not any(thread.is_alive() for thread in threads), "a get_task caller never returned"
+    assert len(results) == 2, "a caller raised (see the thread's exception above)"
+    return results
+
+
+def test_concurrent_callers_share_one_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    results = _two_callers_race(tmp_path, monkeypatch, FileLock)
+    assert [r.info["build_id"] if r else None for r in results] == [1, 1]  # the other caller waited, then loaded
+    assert results[0] and results[1] and results[0].policy_path == results[1].policy_path
+    stale = registry.task_dir(TINY, tmp_path)
     assert not [p for p in stale.parent.iterdir() if p.name.startswith(".")]  # temp dir renamed away
+
+
+def test_without_the_lock_the_same_race_builds_twice(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The test above would pass with no lock at all if its two callers never overlapped: without the lock, the same
+    # race must build twice (or fail one caller on the other's rename).
+    results = _two_callers_race(tmp_path, monkeypatch, lambda path: contextlib.nullcontext())
+    assert [r.info["build_id"] if r else None for r in results] != [1, 1]
 
 
 # --- the real tiny build ---------------------------------------------------------------------
