@@ -25,7 +25,7 @@ again), and ``ppo-tune validate`` keeps the validation runs that finished.
 The default budget is 960 updates per study, 5 sampler seeds and 5 validation seeds: about 25 min of tuning and 50 of
 validation on 2 quiet cores (an estimate from the 2026-11-23 runs, which were resumed). Results and what they mean:
 benchmarks/README.md. ``--quick`` is a smoke run of every step: 2 updates per study, trials of 2 updates, 1 sampler
-seed and 2 validation seeds, results in ``--out`` or a temporary directory.
+seed, 1 validation seed and 1 study at a time, results in ``--out`` or a temporary directory.
 """
 
 from __future__ import annotations
@@ -61,11 +61,13 @@ EVAL_FIELDS = ("eval_steps", "num_eval_samples", "num_eval_prompts")
 WITHIN = 0.05
 """'Compute to come within 5% of the best': updates until the best-so-far reaches (1 - WITHIN) x the best."""
 DEFAULT_BUDGET = 960
-QUICK = {"budget_updates": 2, "sampler_seeds": 1, "validation_seeds": 2}
+QUICK = {"budget_updates": 2, "sampler_seeds": 1, "validation_seeds": 1, "workers": 1}
+"""--quick: the fewest processes that still run every step (the test suite runs it on a core it shares): one study
+process, one validation seed (a mean without an interval, which tuner.confidence's own tests cover)."""
 QUICK_BASE = {"total_episodes": 32, "num_eval_samples": 2}
 """--quick: every study's runs (tuning and validation) take 32 episodes (1 or 2 updates) with 2 responses per
 held-out prompt at each evaluation."""
-FULL = {"budget_updates": DEFAULT_BUDGET, "sampler_seeds": 5, "validation_seeds": 5}
+FULL = {"budget_updates": DEFAULT_BUDGET, "sampler_seeds": 5, "validation_seeds": 5, "workers": 2}
 
 
 def guidance_base(quickstart: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
@@ -368,7 +370,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--task-seed", type=int, default=None,
                         help="Run every study on this draw of the built-in task (the config field task_seed).")
     parser.add_argument("--validation-seeds", type=int, default=None, help="Fresh seeds per chosen config (default 5).")
-    parser.add_argument("--workers", type=int, default=2, help="Studies run at once, one CPU thread each.")
+    parser.add_argument("--workers", type=int, default=None,
+                        help=f"Studies run at once, one CPU thread each (default {FULL['workers']}; --quick "
+                             f"{QUICK['workers']}).")
     parser.add_argument("--work-dir", default=None, help="An empty directory for the study files and databases.")
     parser.add_argument("--resume", action="store_true",
                         help="Go on with the interrupted run in --work-dir (the same command otherwise): studies "
@@ -402,7 +406,7 @@ def main(argv: list[str] | None = None) -> None:
             parser.error(f"--resume: {written} is not the study these arguments define (another --task-seed, "
                          f"--budget-updates or --quick?); give the interrupted run's arguments")
     studies: list[dict[str, Any]] = []
-    with ProcessPoolExecutor(args.workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+    with ProcessPoolExecutor(settings["workers"], mp_context=multiprocessing.get_context("spawn")) as pool:
         futures = []
         for definition in definitions:
             path = work_dir / f"{definition['name']}.yaml"
@@ -416,11 +420,11 @@ def main(argv: list[str] | None = None) -> None:
             studies.append({"name": name, "method": method_of(name), "sampler_seed": seed,
                             "storage": definition["storage"], "definition": definition, **future.result()})
     tuning_wall = time.perf_counter() - started
-    print(f"validating {len(studies)} studies on {settings['validation_seeds']} seeds, {args.workers} at a time",
+    print(f"validating {len(studies)} studies on {settings['validation_seeds']} seeds, {settings['workers']} at a time",
           file=sys.stderr, flush=True)
     # --workers validations at once, one worker each: as many trial processes as the tuning ran, and the next
     # validation's start (imports, its study) overlaps another's runs instead of leaving a core idle.
-    with ThreadPoolExecutor(args.workers) as threads:
+    with ThreadPoolExecutor(settings["workers"]) as threads:
         validations = threads.map(lambda study: validate(study["name"], study["storage"],
                                                          settings["validation_seeds"], 1), studies)
         for study, validation in zip(studies, validations, strict=True):
@@ -433,7 +437,7 @@ def main(argv: list[str] | None = None) -> None:
           f"sampler seed(s); {settings['validation_seeds']} validation seeds per chosen config; best tuning value of "
           f"any default/random study {_number(reference['best_tuning_value'])} (5% below: "
           f"{_number(reference['threshold'])}); "
-          f"wall {total_wall / 60:.1f} min ({tuning_wall / 60:.1f} tuning, {args.workers} worker(s))"
+          f"wall {total_wall / 60:.1f} min ({tuning_wall / 60:.1f} tuning, {settings['workers']} worker(s))"
           f"{', this call of a resumed run' if args.resume else ''}.\n")
     print(table)
     print(f"\nPaired by sampler seed, default minus random, validated held-out gold: "
@@ -444,7 +448,7 @@ def main(argv: list[str] | None = None) -> None:
     out.write_text(json.dumps(json_safe({
         "command": " ".join(["python -m benchmarks.tuning_quality", *(sys.argv[1:] if argv is None else argv)]),
         "machine": facts,
-        "settings": {**settings, "workers": args.workers, "threads_per_study": 1, "quick": args.quick,
+        "settings": {**settings, "threads_per_study": 1, "quick": args.quick,
                      "work_dir": str(work_dir), "resume": args.resume},
         "objective": quickstart["objectives"][0], "notes": notes, "reference": reference,
         "wall_s": {"total": round(total_wall, 1), "tuning": round(tuning_wall, 1)},

@@ -112,10 +112,14 @@ setup_for_running() {
 # Everything the tests need: the system packages, PostgreSQL, the test extra, and TRL's current release, verl and
 # OpenRLHF (their code only) in .cache.
 setup_for_tests() {
-  echo "== system packages: PostgreSQL (tuner and dashboard tests), Chromium (dashboard browser tests)"
-  apt_install postgresql chromium
-  echo "== PostgreSQL: role ppo_tune, database ppo_tune_test"
-  start_test_postgres
+  # The system packages install while pip does (each waits mostly on downloads); the environment is made first, since
+  # making it may itself need apt (python3-venv).
+  use_environment
+  echo "== system packages, in the background: PostgreSQL (tuner and dashboard tests), Chromium (browser tests)"
+  local apt_log apt_pid
+  apt_log=$(mktemp)
+  apt_install postgresql chromium >"$apt_log" 2>&1 &
+  apt_pid=$!
   install_project "$TEST_EXTRAS"
   # The trl-grpo/trl-rloo export tests parse with TRL's current release, kept beside the environment (no
   # dependencies: the project's own serve it) because the trl extra in the environment pins 1.12 for the benchmarks.
@@ -127,6 +131,14 @@ setup_for_tests() {
   # code, at the releases the verl and openrlhf exports name ("verl 0.9.1"), also without their dependencies.
   install_peer verl "tuner.exports.verl"
   install_peer openrlhf "tuner.exports.openrlhf"
+  if ! wait "$apt_pid"; then
+    cat "$apt_log" >&2
+    echo "apt-get install postgresql chromium failed (its output is above)" >&2
+    return 1
+  fi
+  rm -f "$apt_log"
+  echo "== PostgreSQL: role ppo_tune, database ppo_tune_test"
+  start_test_postgres
 }
 
 # Peer package $1 into .cache/$1-VERSION, VERSION the last word of the name of the export module $2's TARGET.

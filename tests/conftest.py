@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import string
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -22,6 +25,29 @@ if TYPE_CHECKING:
     from studies import Gate
 
 WORDS = list(string.ascii_lowercase)
+_RAY_DIR = pytest.StashKey[str]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Ray's temporary directory, and with it the file where ``ray start`` records its cluster's address, for this
+    test process alone: under pytest-xdist each worker starts clusters of its own, and a ``ppo-tune --launcher ray``
+    that finds another worker's cluster recorded would join it. (A developer's own cluster stays out of the tests
+    too.) PostgreSQL is made per worker by ``studies.postgres_url``."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        # One torch thread per worker, and in every process it starts: with the cores shared by the workers, a
+        # second thread only waits on a descheduled peer (one run took 151 s instead of 19 s that way).
+        os.environ["OMP_NUM_THREADS"] = "1"
+        torch.set_num_threads(1)
+    # Short and under /tmp: Ray keeps Unix sockets there, whose paths may not pass about 107 characters.
+    ray_dir = tempfile.mkdtemp(prefix=f"ray-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}-", dir="/tmp")
+    config.stash[_RAY_DIR] = ray_dir
+    os.environ["RAY_TMPDIR"] = ray_dir
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    ray_dir = config.stash.get(_RAY_DIR, None)
+    if ray_dir is not None:
+        shutil.rmtree(ray_dir, ignore_errors=True)
 
 
 def _tokenizer() -> PreTrainedTokenizerFast:
@@ -143,11 +169,46 @@ def small_vocab_rm_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return directory
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked ``cuda`` need the hardware itself; elsewhere they are reported as skipped, with the reason."""
+    """Tests marked ``cuda`` need the hardware itself; elsewhere they are reported as skipped, with the reason.
+    Tests marked ``heavy`` run first.
+
+    Under pytest-xdist (``--dist loadgroup``) the tests of a module that share one of its module-scoped fixtures
+    (a Ray cluster, a benchmark's run, a study built once) form a group that runs on one worker, which builds the
+    fixture once; every other test goes to whichever worker is free."""
+    for item, group in _shared_fixture_groups(items).items():
+        item.add_marker(pytest.mark.xdist_group(group))
+    # The heavy tests first, so that the parallel suite's last minutes are not one worker finishing one of them.
+    items.sort(key=lambda item: item.get_closest_marker("heavy") is None)
     gpus = torch.cuda.device_count()
     for item in items:
         marker = item.get_closest_marker("cuda")
         needed = marker.kwargs.get("gpus", 1) if marker is not None else 0
         if needed > gpus:
             item.add_marker(pytest.mark.skip(reason=f"needs {needed} CUDA GPU(s), this machine has {gpus}"))
+
+
+def _shared_fixture_groups(items: list[pytest.Item]) -> dict[pytest.Item, str]:
+    """Each test that uses a module- or class-scoped fixture, with its group's name: tests joined, within a module,
+    by any such fixture they have in common (two tests that share none may still meet through a third)."""
+    parent: dict[str, str] = {}
+
+    def root(key: str) -> str:
+        while parent.setdefault(key, key) != key:
+            key = parent[key]
+        return key
+
+    shared: dict[pytest.Item, list[str]] = {}
+    for item in items:
+        module = getattr(item, "module", None)
+        definitions = getattr(item, "_fixtureinfo", None)
+        if module is None or definitions is None:
+            continue
+        keys = [f"{module.__name__}:{name}" for name, defs in definitions.name2fixturedefs.items()
+                if defs and defs[-1].scope in ("module", "class")]
+        if keys:
+            shared[item] = keys
+            for key in keys[1:]:
+                parent[root(key)] = root(keys[0])
+    return {item: root(keys[0]) for item, keys in shared.items()}

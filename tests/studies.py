@@ -192,9 +192,9 @@ class Gate:
 
 class SignalWhenHeld(threading.Thread):
     """Sends ``signum`` to this process once ``gate`` holds a trial, from a thread of its own (the main thread is
-    busy in the worker that waits on the trial); ``to_this_thread``, to that thread alone. Should no trial be held, or the signal not end the wait, within the
-    gate's deadline, it opens the gate, so that the trial ends and the main thread with it, and :meth:`check` raises
-    what went wrong: never a test that hangs until pytest's timeout."""
+    busy in the worker that waits on the trial); ``to_this_thread``, to that thread alone. Should no trial be held,
+    or the signal not end the wait, within the gate's deadline, it opens the gate, so that the trial ends and the
+    main thread with it, and :meth:`check` raises what went wrong: never a test that hangs until pytest's timeout."""
 
     def __init__(self, gate: Gate, signum: signal.Signals, to_this_thread: bool = False) -> None:
         super().__init__(name="signal-when-held", daemon=True)

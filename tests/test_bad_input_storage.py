@@ -36,6 +36,8 @@ from tuner.study_config import load_study_spec
 from tuner.trial_records import count_rows
 from tuner.worker import open_study
 
+pytestmark = pytest.mark.heavy  # starts processes or studies: scheduled first
+
 REPO = TESTS_DIR.parent
 NOT_A_DATABASE = b"SQLite? No: a text file that happens to end in .db.\n" * 64
 

@@ -25,6 +25,8 @@ from ppo_core.rollout import encode_prompts
 from ppo_tune.cli import main
 from tools import tiny_data, tiny_models
 
+pytestmark = pytest.mark.heavy  # starts processes or studies: scheduled first
+
 ROOT = Path(__file__).resolve().parent.parent
 LETTER_REWARD = "examples.bring_your_own.rewards:letter_reward"
 

@@ -4,6 +4,7 @@ each of tools.real_studies' studies on the built-in task (validated, several est
 from __future__ import annotations
 
 import re
+import socket
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -29,6 +30,8 @@ from tools.screenshots import CHROMIUM, PageCapture, capture_pages, readme_table
 from tuner.database import create_engine
 from tuner.trial_records import read_samples
 from tuner.validation import load_validation, validation_results
+
+pytestmark = pytest.mark.heavy  # starts processes or studies: scheduled first
 
 # Whatever else a page says, these must be on it (its headings, and the words a study of each kind must produce).
 EXPECTED_TEXT = {
@@ -129,3 +132,14 @@ def test_the_real_studies_are_built_once_and_again_when_their_spec_changes() -> 
     assert cached_set() == url and marker.stat().st_mtime_ns == built  # a later session reuses the cached set
     longer = replace(SPECS[0], definition={**SPECS[0].definition, "n_trials": 6})
     assert cache_key([longer, *SPECS[1:]]) != cache_key() == cache_key(SPECS)
+
+
+def test_a_port_in_use_is_refused_at_once_in_one_line(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(RuntimeError, match=rf"^port {port} is in use on 127.0.0.1") as error, \
+                serve(f"sqlite:///{tmp_path / 'none.db'}", port=port, timeout=90):
+            pass
+        assert "\n" not in str(error.value)  # refused before starting, not a TimeoutError after 90 s

@@ -24,6 +24,8 @@ from ppo_core.distributed import check_launch
 from ppo_core.kl import make_kl_controller
 from tools import tiny_models
 
+pytestmark = pytest.mark.heavy  # starts processes or studies: scheduled first
+
 ROOT = Path(__file__).resolve().parent.parent
 UPDATES = 20
 GLOBAL_BATCH = 32
@@ -122,10 +124,11 @@ def test_two_processes_learn_as_one_does(runs: dict[str, Any]) -> None:
     assert abs(sum(curves["one"][-4:]) - sum(curves["two"][-4:])) / 4 < 0.15, curves
 
 
-# Three launches without a tracker, where the process group was left to the interpreter's exit (and rank 1 aborted
-# there, "terminate called without an active exception", in one CI run in five), and one with a tracker, whose end
-# used to destroy the group too: each rank ends its process group once, before its exit, and exits 0.
-@pytest.mark.parametrize("report_to", ["none", "none", "none", "tensorboard"])
+# Each rank ends its process group once, before its exit, tracker or not. Left to the interpreter's exit, gloo's
+# threads can abort a rank after a run that succeeded ("terminate called without an active exception"); ended by the
+# main rank's tracker at the end of training, it breaks the other ranks' wait as the model is saved. Two launches
+# without a tracker, one with.
+@pytest.mark.parametrize("report_to", ["none", "none", "tensorboard"])
 def test_each_rank_ends_its_process_group_once_before_it_exits(tmp_path: Path, report_to: str) -> None:
     config = write_run_config(tmp_path)
     out = tmp_path / "out"

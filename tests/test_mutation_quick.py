@@ -19,6 +19,8 @@ import pytest
 
 from benchmarks.mutation_score import MODULES, QUICK_MODULE
 
+pytestmark = pytest.mark.heavy  # starts processes or studies: scheduled first
+
 REPO = Path(__file__).resolve().parents[1]
 
 

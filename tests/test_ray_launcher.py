@@ -47,6 +47,8 @@ from tuner.study_config import load_study_spec
 from tuner.trial_records import read_metrics, read_samples
 from tuner.validation import validation_study_name
 
+pytestmark = pytest.mark.heavy  # starts processes or studies: scheduled first
+
 RAY = str(Path(sys.executable).with_name("ray"))
 
 

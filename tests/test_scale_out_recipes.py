@@ -24,6 +24,8 @@ from tuner.attrs import FAIL_REASON_ATTR, RETRY_OF_ATTR
 from tuner.database import create_engine
 from tuner.trial_records import read_metrics
 
+pytestmark = pytest.mark.heavy  # starts processes or studies: scheduled first
+
 ROOT = Path(__file__).parent.parent
 DOCS = ROOT / "docs" / "scale_out.md"
 RECIPE_STUDY = "studies/quickstart.yaml"

@@ -22,6 +22,8 @@ from optuna.trial import TrialState
 from studies import TESTS_DIR, Gate, descendants, load, still_running, wait_for, write_study
 from tuner.attrs import FAIL_REASON_ATTR
 
+pytestmark = pytest.mark.heavy  # starts processes or studies: scheduled first
+
 # The parent: a process started with SIGINT ignored that starts the command in its own process group, either as it
 # is (the command inherits the ignored SIGINT) or with SIGINT's default action back, as the interrupt tests do.
 PARENT = """

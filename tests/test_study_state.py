@@ -19,6 +19,8 @@ from tuner.attrs import FAIL_REASON_ATTR, RETRY_OF_ATTR
 from tuner.database import open_storage
 from tuner.study_definition import definition_changes
 
+pytestmark = pytest.mark.heavy  # starts processes or studies: scheduled first
+
 
 @pytest.fixture(autouse=True)
 def reward_functions_importable(monkeypatch: pytest.MonkeyPatch) -> None:

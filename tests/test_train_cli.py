@@ -11,6 +11,8 @@ import yaml
 from ppo_core.config_io import load_config
 from ppo_tune.cli import main
 
+pytestmark = pytest.mark.heavy  # starts processes or studies: scheduled first
+
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED_CONFIG = ROOT / "studies" / "train.yaml"
 

@@ -21,6 +21,8 @@ from tuner.trial_launch import TrialJob, trial_command
 from tuner.trial_records import read_metrics
 from tuner.worker import run_worker
 
+pytestmark = pytest.mark.heavy  # starts processes or studies: scheduled first
+
 # Only the study of the trial that never returns has a trial_timeout: a healthy trial is never cut short by a
 # loaded machine, so no test here depends on how fast the machine is.
 HANG_TIMEOUT = 3

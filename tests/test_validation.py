@@ -22,6 +22,8 @@ from tuner.study_config import load_study_spec
 from tuner.trial_records import read_metrics
 from tuner.validation import FIRST_VALIDATION_SEED, fresh_seeds, validation_study_name
 
+pytestmark = pytest.mark.heavy  # starts processes or studies: scheduled first
+
 
 @pytest.fixture(autouse=True)
 def reward_functions_importable(monkeypatch: pytest.MonkeyPatch) -> None:

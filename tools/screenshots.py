@@ -66,6 +66,16 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+def port_in_use(port: int) -> bool:
+    """Whether something on 127.0.0.1 holds ``port`` (it cannot be bound)."""
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+    return False
+
+
 def _wait_healthy(base_url: str, process: subprocess.Popen[bytes], timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -82,7 +92,10 @@ def _wait_healthy(base_url: str, process: subprocess.Popen[bytes], timeout: floa
 
 @contextlib.contextmanager
 def serve(storage: str, port: int | None = None, log: Path | None = None, timeout: float = 90) -> Iterator[str]:
-    """Run ``streamlit run dashboard/app.py`` on localhost against ``storage``; yields the base URL."""
+    """Run ``streamlit run dashboard/app.py`` on localhost against ``storage``; yields the base URL. A port already
+    in use is refused at once, in one line, rather than waited on until ``timeout``."""
+    if port is not None and port_in_use(port):
+        raise RuntimeError(f"port {port} is in use on 127.0.0.1: streamlit cannot serve there")
     port = port or free_port()
     # The command `ppo-tune dashboard` runs, so the pages are photographed as users see them.
     command = streamlit_command(argparse.Namespace(host="127.0.0.1", port=port))
