@@ -40,10 +40,20 @@ done
 
 statuses=()
 started=$SECONDS
+stopping=0
+# SIGTERM to this script (not its group): the round under way finishes, and the summary covers the rounds run.
+trap 'stopping=1' TERM
 for round in $(seq 1 "$rounds"); do
   echo "== round $round of $rounds: pytest $*"
-  "$python" -m pytest -q -p no:cacheprovider --junitxml="$reports/round-$round.xml" "$@"
-  statuses+=("$?")
+  "$python" -m pytest -q -p no:cacheprovider --junitxml="$reports/round-$round.xml" "$@" &
+  pid=$!
+  while true; do
+    status=0
+    wait "$pid" || status=$?
+    if ! kill -0 "$pid" 2>/dev/null; then break; fi  # still running: a TERM interrupted the wait, not the round
+  done
+  statuses+=("$status")
+  if [ "$stopping" = 1 ]; then echo "== stopped after round $round (SIGTERM)"; break; fi
 done
 stop_burners
 
@@ -62,7 +72,7 @@ for report in sorted(reports.glob("round-*.xml")):
         runs[name] += 1
         if case.find("failure") is not None or case.find("error") is not None:
             failures[name] += 1
-print(f"\n== soak: {rounds} rounds of {len(runs)} tests in {seconds} s; reports in {reports}")
+print(f"\n== soak: {len(statuses)} rounds of {len(runs)} tests in {seconds} s ({rounds} asked); reports in {reports}")
 if failures:
     print("failures (test: failed rounds / rounds it ran in):")
     for name, count in failures.most_common():
