@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import string
 import tempfile
 from collections.abc import Iterator
@@ -77,6 +78,16 @@ def gate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Gate]:
     shut = Gate(tmp_path / "gate", monkeypatch)
     yield shut
     shut.open()
+
+
+@pytest.fixture
+def sigint_raises() -> Iterator[None]:
+    """SIGINT raises KeyboardInterrupt in this process for the test, as under an interactive shell, however the
+    suite was started: started in the background (a script's ``&``, nohup, a CI runner) it ignores SIGINT, Python
+    then installs no handler, and a test that interrupts its own process would lose its signal."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
 
 
 @pytest.fixture(scope="session")

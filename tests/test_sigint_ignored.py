@@ -87,3 +87,24 @@ def test_sigterm_stops_a_study_whose_workers_ignore_sigint(tmp_path: Path, tiny_
     wait_for(lambda: not still_running(study_processes), 30, "the study's processes to end")
     states = [t.state for t in load(path).get_trials()]
     assert TrialState.RUNNING not in states and TrialState.WAITING in states  # the running trial is queued again
+
+
+# The tests that send SIGINT to the test process itself, while a worker in it waits on a held trial.
+IN_PROCESS_SIGINT_TESTS = [
+    "tests/test_tuner_runs.py::test_a_second_interrupt_as_optuna_records_the_first_leaves_the_trial_failed_and_queued_"
+    "again[sigint]",
+    "tests/test_tuner_runs.py::test_an_interrupt_taken_by_another_thread_still_ends_the_wait_on_the_trial",
+]
+
+
+def test_the_in_process_sigint_tests_hold_when_the_suite_starts_with_sigint_ignored(tmp_path: Path) -> None:
+    # pytest started in the background by a script (or nohup, or a CI runner that does so) ignores SIGINT, and
+    # Python then raises no KeyboardInterrupt: a test that interrupts its own process must give SIGINT Python's
+    # handler itself, or its signal is lost and the worker waits on the held trial.
+    root = TESTS_DIR.parent
+    completed = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0",
+         f"--basetemp={tmp_path / 'inner'}", *IN_PROCESS_SIGINT_TESTS],
+        cwd=root, preexec_fn=ignore_sigint, capture_output=True, text=True, timeout=400)
+    assert completed.returncode == 0, completed.stdout[-3000:]
+    assert "2 passed" in completed.stdout, completed.stdout[-3000:]

@@ -269,7 +269,7 @@ def test_a_cpu_trial_records_its_thread_count_and_show_lists_it(
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["sigint", "sigterm"])
 def test_a_second_interrupt_as_optuna_records_the_first_leaves_the_trial_failed_and_queued_again(
     tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path, gate: Gate, monkeypatch: pytest.MonkeyPatch,
-    signum: signal.Signals,
+    signum: signal.Signals, sigint_raises: None,
 ) -> None:
     # A worker gets Ctrl-C twice: from the terminal and passed on by ppo-tune run (and a scheduler's SIGTERM to the
     # whole job twice likewise). The second, arriving as Optuna recorded the first, cut that short: the trial stayed
@@ -303,7 +303,7 @@ def test_a_second_interrupt_as_optuna_records_the_first_leaves_the_trial_failed_
 
 
 def test_an_interrupt_taken_by_another_thread_still_ends_the_wait_on_the_trial(
-    tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path, gate: Gate
+    tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path, gate: Gate, sigint_raises: None
 ) -> None:
     # A process's signal may land on any of its threads (the heartbeat's, say); Python runs its handler in the main
     # thread only when that thread next runs, and a worker blocked without a bound on its trial's process never did.
