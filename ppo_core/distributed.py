@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import atexit
 import dataclasses
+import functools
 
 import torch
 from accelerate import Accelerator
@@ -48,7 +49,9 @@ def end_process_group() -> None:
         torch.distributed.destroy_process_group()
 
 
-_ENDS_AT_EXIT: list[bool] = []  # whether end_process_group is registered with atexit in this process
+@functools.cache  # once per process, however many trainers it builds
+def _end_process_group_at_exit() -> None:
+    atexit.register(end_process_group)
 
 
 class ProcessGroup:
@@ -62,9 +65,8 @@ class ProcessGroup:
         self.accelerator = accelerator
         self.rank = accelerator.process_index
         self.world_size = accelerator.num_processes
-        if self.world_size > 1 and not _ENDS_AT_EXIT:
-            atexit.register(end_process_group)
-            _ENDS_AT_EXIT.append(True)
+        if self.world_size > 1:
+            _end_process_group_at_exit()
 
     @property
     def is_main(self) -> bool:
