@@ -15,13 +15,13 @@ objective (the held-out ``eval/gold_score`` over the last two evaluations) and K
 Each ``default``/``random`` study (one per sampler seed) runs trials one after another until the PPO updates its trials
 ran (``tuner.reports.updates_run``: a pruned trial counts the updates it ran) reach ``--budget-updates``; the trial
 running then is finished. The two fixed configs are one-trial studies. Every method's chosen config (the best
-tuning trial, or the one trial) is then retrained on fresh seeds with ``ppo-tune validate --top-k 1``, the same
-seeds for every study. Studies run ``--workers`` at a time with one CPU thread each, and so do their validations
-(one worker each). The two searches are paired by sampler seed: ``paired`` holds, per seed, the
+tuning trial, or the one trial) is then retrained on fresh seeds as ``ppo-tune validate --top-k 1`` does, the same
+seeds for every study. Studies run ``--workers`` at a time with one CPU thread each, each tuned and then validated in
+one process. The two searches are paired by sampler seed: ``paired`` holds, per seed, the
 default's validated mean minus random search's, their mean and its 95% t interval. ``--task-seed`` runs every study
 on another draw of the built-in task (``task_seed``). ``--resume`` goes on with an interrupted run in its
 ``--work-dir``: finished studies are read, not rerun, an unfinished one continues (its interrupted trial queued
-again), and ``ppo-tune validate`` keeps the validation runs that finished.
+again), and the validation runs that finished are kept.
 The default budget is 960 updates per study, 5 sampler seeds and 5 validation seeds: about 25 min of tuning and 50 of
 validation on 2 quiet cores (an estimate from the 2026-11-23 runs, which were resumed). Results and what they mean:
 benchmarks/README.md. ``--quick`` is a smoke run of every step: 2 updates per study, trials of 2 updates, 1 sampler
@@ -34,12 +34,11 @@ import argparse
 import json
 import multiprocessing
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -220,28 +219,37 @@ def run_seconds(trials: Any) -> float:
     return sum(t.duration.total_seconds() for t in trials if t.duration is not None)
 
 
-def validate(name: str, storage: str, seeds: int, workers: int) -> dict[str, Any]:
-    """``ppo-tune validate NAME --top-k 1``: the chosen trial retrained on ``seeds`` fresh seeds, and each run."""
+def validate(name: str, storage: str, seeds: int) -> dict[str, Any]:
+    """What ``ppo-tune validate NAME --top-k 1 --seeds SEEDS`` does, in this process (whose fork server the study's
+    trials used): the chosen trial retrained on ``seeds`` fresh seeds, one at a time on one CPU thread; its
+    validated figures and each run. What an earlier, interrupted run validated is kept (``--resume``)."""
     from tuner.attrs import SEED_ATTR
     from tuner.database import open_storage
+    from tuner.local_validation import validate_here
     from tuner.validation import load_validation
 
-    command = [sys.executable, "-m", "ppo_tune", "validate", name, "--storage", storage, "--top-k", "1",
-               "--seeds", str(seeds), "--format", "json", "--workers", str(workers)]
     started = time.perf_counter()
-    done = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=False)
+    results = validate_here(name, storage, top_k=1, seeds=seeds, threads=1)
     wall = round(time.perf_counter() - started, 1)
-    try:
-        (result,) = json.loads(done.stdout)
-    except ValueError:  # no JSON (it failed before printing), or not exactly one config
-        return {"returncode": done.returncode, "wall_s": wall, "error": done.stdout[-2000:], "runs": []}
+    if not results:
+        return {"wall_s": wall, "error": "no completed trial to validate", "runs": []}
     validation = load_validation(name, open_storage(storage))
-    assert validation is not None  # the command above created it
+    assert validation is not None  # validate_here created it
     trials = validation.get_trials(deepcopy=False)
     runs = [{"seed": t.user_attrs.get(SEED_ATTR), "state": t.state.name,
              "value": t.values[0] if t.values else None} for t in trials]
-    return {**result, "returncode": done.returncode, "wall_s": wall, "run_s": round(run_seconds(trials), 1),
-            "runs": runs}
+    return {**results[0].to_dict(), "wall_s": wall, "run_s": round(run_seconds(trials), 1), "runs": runs}
+
+
+def tune_and_validate(path: str, budget: int | None, validation_seeds: int) -> dict[str, Any]:
+    """One study of the benchmark, start to end in one process: :func:`run_one_study`, then :func:`validate` its
+    chosen trial."""
+    study = run_one_study(path, budget)
+    from tuner.study_config import load_study_spec
+
+    spec = load_study_spec(path)
+    print(f"{spec.name}: validating its chosen trial on {validation_seeds} seed(s)", file=sys.stderr, flush=True)
+    return {**study, "validation": validate(spec.name, spec.storage, validation_seeds)}
 
 
 def progress(trials: list[dict[str, Any]], threshold: float) -> int | None:
@@ -406,6 +414,7 @@ def main(argv: list[str] | None = None) -> None:
             parser.error(f"--resume: {written} is not the study these arguments define (another --task-seed, "
                          f"--budget-updates or --quick?); give the interrupted run's arguments")
     studies: list[dict[str, Any]] = []
+    # Each study tuned and then validated in one process of the pool: its imports and its fork server serve both.
     with ProcessPoolExecutor(settings["workers"], mp_context=multiprocessing.get_context("spawn")) as pool:
         futures = []
         for definition in definitions:
@@ -413,22 +422,13 @@ def main(argv: list[str] | None = None) -> None:
             path.write_text(yaml.safe_dump(definition, sort_keys=False))
             method = method_of(definition["name"])
             budget = settings["budget_updates"] if method in SEARCHES else None
-            futures.append((definition, pool.submit(run_one_study, str(path), budget)))
+            futures.append((definition, pool.submit(tune_and_validate, str(path), budget,
+                                                    settings["validation_seeds"])))
         for definition, future in futures:
             name = definition["name"]
             seed = definition["sampler"]["seed"] if method_of(name) in SEARCHES else None
             studies.append({"name": name, "method": method_of(name), "sampler_seed": seed,
                             "storage": definition["storage"], "definition": definition, **future.result()})
-    tuning_wall = time.perf_counter() - started
-    print(f"validating {len(studies)} studies on {settings['validation_seeds']} seeds, {settings['workers']} at a time",
-          file=sys.stderr, flush=True)
-    # --workers validations at once, one worker each: as many trial processes as the tuning ran, and the next
-    # validation's start (imports, its study) overlaps another's runs instead of leaving a core idle.
-    with ThreadPoolExecutor(settings["workers"]) as threads:
-        validations = threads.map(lambda study: validate(study["name"], study["storage"],
-                                                         settings["validation_seeds"], 1), studies)
-        for study, validation in zip(studies, validations, strict=True):
-            study["validation"] = validation
     methods, reference = summarise(studies, settings["validation_seeds"])
     pairs = paired(studies)
     total_wall = time.perf_counter() - started
@@ -437,7 +437,7 @@ def main(argv: list[str] | None = None) -> None:
           f"sampler seed(s); {settings['validation_seeds']} validation seeds per chosen config; best tuning value of "
           f"any default/random study {_number(reference['best_tuning_value'])} (5% below: "
           f"{_number(reference['threshold'])}); "
-          f"wall {total_wall / 60:.1f} min ({tuning_wall / 60:.1f} tuning, {settings['workers']} worker(s))"
+          f"wall {total_wall / 60:.1f} min ({settings['workers']} worker(s))"
           f"{', this call of a resumed run' if args.resume else ''}.\n")
     print(table)
     print(f"\nPaired by sampler seed, default minus random, validated held-out gold: "
@@ -451,7 +451,7 @@ def main(argv: list[str] | None = None) -> None:
         "settings": {**settings, "threads_per_study": 1, "quick": args.quick,
                      "work_dir": str(work_dir), "resume": args.resume},
         "objective": quickstart["objectives"][0], "notes": notes, "reference": reference,
-        "wall_s": {"total": round(total_wall, 1), "tuning": round(tuning_wall, 1)},
+        "wall_s": {"total": round(total_wall, 1)},
         "sampler_seeds": pairs["sampler_seeds"], "task_seed": args.task_seed, "paired": pairs,
         "methods": methods, "table": table, "studies_table": per_study,
         "studies": studies,

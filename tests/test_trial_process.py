@@ -5,6 +5,7 @@ trial run under accelerate launch, on GPUs shared out in groups."""
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from ppo_tune.cli import main
 from studies import TESTS_DIR, load, write_study
 from tuner.attrs import FAIL_REASON_ATTR, PRUNE_REASON_ATTR, PRUNED_AT_ATTR
 from tuner.database import create_engine
-from tuner.runner import gpu_groups
+from tuner.runner import GPU_DEVICE_NODES, gpu_driver_present, gpu_groups
 from tuner.study_config import StudyConfigError, load_study_spec
 from tuner.trial_launch import TrialJob, trial_command
 from tuner.trial_records import read_metrics
@@ -135,3 +136,20 @@ def test_too_few_gpus_for_the_trials_is_one_line(
     with pytest.raises(StudyConfigError) as error:
         gpu_groups(gpus, workers, processes_per_trial)
     assert str(error.value) == message
+
+
+def test_a_machine_without_a_gpu_driver_counts_no_gpu_without_importing_torch() -> None:
+    # Importing torch costs `ppo-tune run` seconds of CPU before its first trial; where no GPU driver exposes a
+    # device, torch could count none anyway.
+    probe = ("import sys; from tuner.runner import visible_gpus; gpus = visible_gpus(); "
+             "print(gpus, 'torch' in sys.modules)")
+    assert not any(Path("/dev", name).exists() for name in GPU_DEVICE_NODES)  # CI's machines have no GPU
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["[]", "False"], done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("node", GPU_DEVICE_NODES)
+def test_any_gpu_driver_s_device_node_means_torch_is_asked(node: str, tmp_path: Path) -> None:
+    assert not gpu_driver_present(tmp_path)
+    (tmp_path / node).touch()
+    assert gpu_driver_present(tmp_path)

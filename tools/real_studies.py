@@ -184,25 +184,10 @@ def run_study_file(definition: dict[str, Any], directory: Path, threads: int | N
     run_worker(spec, n_trials=spec.n_trials, timeout=None, threads=threads)
 
 
-def validate(name: str, storage: str, top_k: int, seeds: int, threads: int | None) -> None:
-    """What ``ppo-tune validate <name> --top-k K --seeds S`` does with one worker: the validation study derived
-    from the stored one, its runs queued, and a worker that runs the queue (``python -m tuner.worker --stored``)."""
-    import optuna
-
-    from tuner.database import open_storage
-    from tuner.study_definition import stored_spec
-    from tuner.validation import queue_runs, validation_spec
-    from tuner.worker import open_study, run_worker
-
-    study = optuna.load_study(study_name=name, storage=open_storage(storage))
-    spec = validation_spec(stored_spec(study, storage))
-    validation, _ = open_study(spec, heartbeat=False, allow_changes=True)
-    queue_runs(study, validation, top_k, seeds)
-    run_worker(stored_spec(validation, storage), n_trials=None, timeout=None, threads=threads)
-
-
 def build(out: Path, studies: Sequence[RealStudy] = SPECS, threads: int | None = THREADS) -> dict[str, float]:
     """Build ``studies`` into ``out/real.db`` (``out`` is emptied first); returns the seconds each one took."""
+    from tuner.local_validation import validate_here
+
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
@@ -212,7 +197,7 @@ def build(out: Path, studies: Sequence[RealStudy] = SPECS, threads: int | None =
         started = time.perf_counter()
         run_study_file(_resolved(study, out), out, threads)
         if study.validate is not None:
-            validate(study.name, storage, *study.validate, threads=threads)
+            validate_here(study.name, storage, *study.validate, threads=threads)
         seconds[study.name] = round(time.perf_counter() - started, 1)
     return seconds
 

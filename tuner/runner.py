@@ -9,6 +9,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import optuna
@@ -35,8 +36,21 @@ if TYPE_CHECKING:  # only --launcher ray makes one
 POLL_SECONDS = 1.0
 
 
+# The device nodes through which torch reaches a GPU: NVIDIA's driver on Linux, WSL 2's GPU paravirtualisation, and
+# AMD's ROCm (whose torch answers torch.cuda too).
+GPU_DEVICE_NODES = ("nvidiactl", "nvidia0", "dxg", "kfd")
+
+
+def gpu_driver_present(dev: Path = Path("/dev")) -> bool:
+    """Whether any GPU driver's device node is in ``dev``: without one, torch can see no GPU."""
+    return any((dev / node).exists() for node in GPU_DEVICE_NODES)
+
+
 def visible_gpus() -> list[str]:
-    """GPU indices this machine exposes (honouring an existing CUDA_VISIBLE_DEVICES)."""
+    """GPU indices this machine exposes (honouring an existing CUDA_VISIBLE_DEVICES). Without a GPU driver there are
+    none, and torch is not imported to say so: its import costs ``ppo-tune run`` seconds of CPU before any trial."""
+    if not gpu_driver_present():
+        return []
     try:
         import torch
 
