@@ -87,10 +87,13 @@ pip_install() {
   choose_installer
   if [ "$UV" = uv ]; then
     if [ -n "${PIP_INDEX_URL:-}" ]; then sources+=(--index-url "$PIP_INDEX_URL"); fi
+    # pip picks each package's best version across all its indexes; uv by default takes the first index that has
+    # the package at all, which for PyTorch's index (it hosts numpy, jinja2, ...) would pin those to its old copies.
     for url in ${PIP_EXTRA_INDEX_URL:-}; do sources+=(--extra-index-url "$url"); done
+    if [ -n "${PIP_EXTRA_INDEX_URL:-}" ]; then sources+=(--index-strategy unsafe-best-match); fi
     for url in ${PIP_FIND_LINKS:-}; do sources+=(--find-links "$url"); done
     # --compile-bytecode: pip writes every module's bytecode as it installs, uv only when asked. Without it each
-    # process compiles what it imports, every time where PYTHONDONTWRITEBYTECODE is set (as on CI's machines):
+    # process compiles what it imports, every time where PYTHONDONTWRITEBYTECODE is set (as on this project's machines):
     # importing transformers' models then took 10.9 s of CPU instead of 4.7.
     "$PY" -m uv pip install --quiet --compile-bytecode --python "$PY" "${sources[@]}" "$@"
   else
