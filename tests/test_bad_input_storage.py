@@ -30,7 +30,7 @@ from ppo_tune.cli import main
 from studies import TESTS_DIR, load, postgres_url, still_running, wait_for, write_study
 from tools.screenshots import free_port
 from tuner.attrs import CONFIG_ATTR, DEFINITION_ATTR
-from tuner.database import open_storage
+from tuner.database import StorageError, open_read_only_storage, open_storage, sqlite_path
 from tuner.search_space import suggest_params
 from tuner.study_config import load_study_spec
 from tuner.trial_records import count_rows
@@ -420,3 +420,20 @@ def test_sigterm_stops_the_dashboards_server_and_exits_143(tmp_path: Path) -> No
             with contextlib.suppress(psutil.NoSuchProcess):
                 leftover.kill()
         process.wait()
+
+
+def test_a_sqlite_file_another_run_is_creating_is_no_study_to_refuse_yet(
+    tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path,
+) -> None:
+    # Three runs started at once on a new file: one had made Optuna's tables and not yet written their version row
+    # when another read the file to check the study was ppo-tune's. Optuna's read-only storage then tried to write
+    # that row, and the run failed with "attempt to write a readonly database".
+    path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=1)
+    spec = load_study_spec(path)
+    open_storage(spec.storage).engine.dispose()
+    with contextlib.closing(sqlite3.connect(str(sqlite_path(spec.storage)))) as connection, connection:
+        connection.execute("DELETE FROM version_info")  # the moment between the tables and their version row
+    with pytest.raises(StorageError, match="being created"):
+        open_read_only_storage(spec.storage)
+    study, _ = open_study(spec)  # the writing run finishes the creation, as the first run does
+    assert study.study_name == spec.name

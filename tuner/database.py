@@ -229,6 +229,12 @@ def open_read_only_storage(url: str) -> RDBStorage:
         return RDBStorage(read_only_url(url), engine_kwargs=read_only_engine_kwargs(url), skip_table_creation=True)
     except ImportError as error:
         raise StorageError(f"storage: {url.split(':', 1)[0]}: {error}") from None
+    except optuna.exceptions.StorageInternalError:
+        # Optuna writes its version row just after it makes its tables; read in between (another run creating the
+        # database at this moment), a read-only storage tries to write that row itself and fails.
+        where = sqlite_path(url) or "the database"  # never a URL: it may hold a password
+        raise StorageError(f"storage: {where} is being created by another process: no study is stored in it yet") \
+            from None
 
 
 def engine_kwargs(url: str) -> dict[str, Any]:
