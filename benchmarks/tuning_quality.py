@@ -241,15 +241,13 @@ def validate(name: str, storage: str, seeds: int) -> dict[str, Any]:
     return {**results[0].to_dict(), "wall_s": wall, "run_s": round(run_seconds(trials), 1), "runs": runs}
 
 
-def tune_and_validate(path: str, budget: int | None, validation_seeds: int) -> dict[str, Any]:
-    """One study of the benchmark, start to end in one process: :func:`run_one_study`, then :func:`validate` its
-    chosen trial."""
+def tune_and_validate(path: str, name: str, storage: str, budget: int | None,
+                      validation_seeds: int) -> dict[str, Any]:
+    """One study of the benchmark (the file at ``path``, study ``name`` in ``storage``), start to end in one process:
+    :func:`run_one_study`, then :func:`validate` its chosen trial."""
     study = run_one_study(path, budget)
-    from tuner.study_config import load_study_spec
-
-    spec = load_study_spec(path)
-    print(f"{spec.name}: validating its chosen trial on {validation_seeds} seed(s)", file=sys.stderr, flush=True)
-    return {**study, "validation": validate(spec.name, spec.storage, validation_seeds)}
+    print(f"{name}: validating its chosen trial on {validation_seeds} seed(s)", file=sys.stderr, flush=True)
+    return {**study, "validation": validate(name, storage, validation_seeds)}
 
 
 def progress(trials: list[dict[str, Any]], threshold: float) -> int | None:
@@ -422,8 +420,8 @@ def main(argv: list[str] | None = None) -> None:
             path.write_text(yaml.safe_dump(definition, sort_keys=False))
             method = method_of(definition["name"])
             budget = settings["budget_updates"] if method in SEARCHES else None
-            futures.append((definition, pool.submit(tune_and_validate, str(path), budget,
-                                                    settings["validation_seeds"])))
+            futures.append((definition, pool.submit(tune_and_validate, str(path), definition["name"],
+                                                    definition["storage"], budget, settings["validation_seeds"])))
         for definition, future in futures:
             name = definition["name"]
             seed = definition["sampler"]["seed"] if method_of(name) in SEARCHES else None
