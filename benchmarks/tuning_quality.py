@@ -387,6 +387,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", default=None, help="Results file (default benchmarks/results/tuning_quality.json; "
                                                     "--quick: a temporary directory).")
     args = parser.parse_args(argv)
+    for name in FULL:  # the counts: a run of none of them is no run
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            parser.error(f"--{name.replace('_', '-')}: must be at least 1, got {value}")
     out = results_path(args.out, RESULTS / "tuning_quality.json", args.quick)
     settings = {**(QUICK if args.quick else FULL),
                 **{k: v for k, v in vars(args).items() if k in FULL and v is not None}}

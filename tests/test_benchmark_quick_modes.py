@@ -364,3 +364,13 @@ def test_gpu_phases_quick_times_every_phase_of_both_variants(tmp_path: Path) -> 
             assert shape[key] > 0, (name, key)
         assert shape["trl_episodes_per_s"] is None
         assert f"{name}: episodes/s" in printed
+
+
+@pytest.mark.parametrize("flag", ["--workers", "--validation-seeds", "--sampler-seeds", "--budget-updates"])
+def test_tuning_quality_refuses_a_count_below_one_in_one_line(flag: str, tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    done = subprocess.run([sys.executable, "-m", "benchmarks.tuning_quality", "--quick", "--work-dir", str(work),
+                           flag, "0"], cwd=REPO, capture_output=True, text=True, check=False)
+    assert done.returncode == 2, done.stderr
+    assert f"{flag}: must be at least 1, got 0" in done.stderr.splitlines()[-1] and "Traceback" not in done.stderr
+    assert not work.exists()  # refused before anything was made
