@@ -430,4 +430,6 @@ def mutmut_version() -> str:
 
 
 if __name__ == "__main__":
-    main()
+    from tuner.frozen_heap import run_as_process
+
+    run_as_process(main)

@@ -75,4 +75,6 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from tuner.frozen_heap import run_as_process
+
+    run_as_process(main)

@@ -2,6 +2,6 @@
 
 import sys
 
-from ppo_tune.cli import main
+from ppo_tune.cli import entry_point
 
-sys.exit(main())
+sys.exit(entry_point())

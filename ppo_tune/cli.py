@@ -25,6 +25,7 @@ from ppo_core.errors import (
 )
 from ppo_core.quiet import quiet_hugging_face
 from tuner.cli import add_study_commands
+from tuner.frozen_heap import run_as_process
 
 EXIT_BAD_INPUT = 2
 EXIT_DIVERGED = 1
@@ -49,6 +50,12 @@ def build_parser() -> argparse.ArgumentParser:
         # level's value when the flag comes before the command.
         command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=DEBUG_HELP)
     return parser
+
+
+def entry_point() -> int:
+    """``ppo-tune`` as a process of its own (the console script, ``python -m ppo_tune``): :func:`main` with the
+    process's heap frozen (``tuner.frozen_heap``), which a caller of :func:`main` in-process must not have."""
+    return run_as_process(main)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -99,4 +106,4 @@ def _write_traceback(error: BaseException) -> str:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry_point())

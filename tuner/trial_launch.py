@@ -34,7 +34,7 @@ TRIAL_MODULE = "tuner.trial_process"
 # with it) and what Optuna's RDB storage loads when one is opened (alembic, its table models). Each saves about 0.4 s
 # per trial on 2 cores; a name that fails to import is skipped.
 PRELOAD = [TRIAL_MODULE, "datasets", "optuna.storages._rdb.models", "alembic.command", "alembic.config",
-           "alembic.migration", "alembic.script"]
+           "alembic.migration", "alembic.script", "tuner.fork_server_freeze"]
 
 
 def trial_command(job: TrialJob, processes: int) -> list[str]:

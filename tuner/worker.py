@@ -184,4 +184,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from tuner.frozen_heap import run_as_process
+
+    sys.exit(run_as_process(main))
