@@ -229,9 +229,13 @@ def open_read_only_storage(url: str) -> RDBStorage:
         return RDBStorage(read_only_url(url), engine_kwargs=read_only_engine_kwargs(url), skip_table_creation=True)
     except ImportError as error:
         raise StorageError(f"storage: {url.split(':', 1)[0]}: {error}") from None
-    except optuna.exceptions.StorageInternalError:
-        # Optuna writes its version row just after it makes its tables; read in between (another run creating the
-        # database at this moment), a read-only storage tries to write that row itself and fails.
+    except (optuna.exceptions.StorageInternalError, sqlalchemy.exc.OperationalError) as error:
+        # Optuna writes two version rows (its own, then alembic's) just after it makes its tables; read in between
+        # (another run creating the database at this moment), a read-only storage tries to write the missing row
+        # itself and fails: the first as Optuna's error, the second as SQLAlchemy's.
+        cause = error.__cause__ if isinstance(error, optuna.exceptions.StorageInternalError) else error
+        if "readonly" not in str(cause):
+            raise
         where = sqlite_path(url) or "the database"  # never a URL: it may hold a password
         raise StorageError(f"storage: {where} is being created by another process: no study is stored in it yet") \
             from None
