@@ -17,7 +17,9 @@ from ppo_tune.cli import main
 from studies import TESTS_DIR, Gate, kill_worker_mid_trial, load, write_study
 from tuner.attrs import FAIL_REASON_ATTR, RETRY_OF_ATTR
 from tuner.database import open_storage
+from tuner.study_config import load_study_spec
 from tuner.study_definition import definition_changes
+from tuner.worker import run_worker
 
 pytestmark = pytest.mark.heavy  # starts processes or studies: scheduled first
 
@@ -53,8 +55,7 @@ def test_a_changed_definition_exits_2_unless_allowed(
 ) -> None:
     # A study file whose objectives or base differ from the stored study "resumed" it, did nothing and exited 0.
     path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=1)
-    assert main(["run", str(path)]) == 0
-    capsys.readouterr()
+    run_worker(load_study_spec(path), n_trials=1, timeout=None, threads=None)  # the stored study
     _edit(path, objectives=[{"metric": "objective/kl", "direction": "minimize"}], n_trials=2)
     assert main(["run", str(path)]) == 2
     error = capsys.readouterr().err.strip()
@@ -71,7 +72,7 @@ def test_allow_changes_resumes_and_records_the_new_definition(
     tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=1)
-    assert main(["run", str(path)]) == 0
+    run_worker(load_study_spec(path), n_trials=1, timeout=None, threads=None)  # the stored study
     _edit(path, base={"num_ppo_epochs": 2}, n_trials=2)
     assert main(["run", str(path), "--allow-changes"]) == 0
     assert "base.num_ppo_epochs 1 -> 2" in capsys.readouterr().err

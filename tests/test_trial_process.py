@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ from ppo_tune.cli import main
 from studies import TESTS_DIR, load, write_study
 from tuner.attrs import FAIL_REASON_ATTR, PRUNE_REASON_ATTR, PRUNED_AT_ATTR
 from tuner.database import create_engine
-from tuner.runner import GPU_DEVICE_NODES, gpu_driver_present, gpu_groups
+from tuner.runner import GPU_DEVICE_NODES, gpu_driver_present, gpu_groups, pause_until_a_worker_ends
 from tuner.study_config import StudyConfigError, load_study_spec
 from tuner.trial_launch import TrialJob, trial_command
 from tuner.trial_records import read_metrics
@@ -153,3 +154,13 @@ def test_any_gpu_driver_s_device_node_means_torch_is_asked(node: str, tmp_path: 
     assert not gpu_driver_present(tmp_path)
     (tmp_path / node).touch()
     assert gpu_driver_present(tmp_path)
+
+
+def test_the_progress_pause_ends_when_a_worker_ends() -> None:
+    # ppo-tune run sat out its whole poll interval after its last worker had ended before it reported the study.
+    worker = subprocess.Popen([sys.executable, "-c", "pass"])
+    pause = threading.Thread(target=pause_until_a_worker_ends, args=([worker], 3600.0), daemon=True)
+    pause.start()
+    pause.join(60)  # a safety net only: the pause must end with the worker, long before its hour
+    assert not pause.is_alive(), "the pause outlived its worker by a minute"
+    assert worker.returncode == 0

@@ -212,8 +212,8 @@ def test_sigterm_stops_every_process_requeues_and_rerun_resumes(tmp_path: Path, 
     gate.let_pass(1)  # the first trial (or validation run) finishes; the second is held where SIGTERM finds it
     if command == "validate":
         gate.let_pass(2)  # and the study's own trial before them
-        assert main(["run", str(path), "--n-trials", "1"]) == 0
         spec = load_study_spec(path)
+        run_worker(spec, n_trials=1, timeout=None, threads=None)  # the study to validate
         arguments = ["validate", spec.name, "--storage", spec.storage, "--top-k", "1", "--seeds", "3"]
         study_path = None
     else:

@@ -21,6 +21,7 @@ from tuner.database import create_engine, open_storage
 from tuner.study_config import load_study_spec
 from tuner.trial_records import read_metrics
 from tuner.validation import FIRST_VALIDATION_SEED, fresh_seeds, validation_study_name
+from tuner.worker import run_worker
 
 pytestmark = pytest.mark.heavy  # starts processes or studies: scheduled first
 
@@ -72,7 +73,7 @@ def test_validate_reruns_the_top_configs_on_fresh_seeds_and_best_ranks_by_them(
     tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=3, base={"seed": FIRST_VALIDATION_SEED})
-    assert main(["run", str(path)]) == 0
+    run_worker(load_study_spec(path), n_trials=3, timeout=None, threads=None)  # the study to validate
     capsys.readouterr()
     assert main(["validate", "tiny", "--storage", load_study_spec(path).storage, "--top-k", "2", "--seeds", "2",
                  "--format", "json"]) == 0
@@ -113,7 +114,7 @@ def test_validate_reruns_the_top_configs_on_fresh_seeds_and_best_ranks_by_them(
 
 def test_an_interrupted_validation_resumes(tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path) -> None:
     path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=1)
-    assert main(["run", str(path)]) == 0
+    run_worker(load_study_spec(path), n_trials=1, timeout=None, threads=None)  # the study to validate
     storage_url = load_study_spec(path).storage
     command = [sys.executable, "-m", "ppo_tune", "validate", "tiny", "--storage", storage_url, "--top-k", "1",
                "--seeds", "3"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -121,6 +122,15 @@ def worker_commands(spec: StudySpec, n_trials: int | None, timeout: float | None
     return commands
 
 
+def pause_until_a_worker_ends(processes: Sequence[subprocess.Popen[bytes]], seconds: float) -> None:
+    """The progress loop's pause: ``seconds``, or less when the first worker still running ends, so that a study
+    whose last worker has ended is reported at once rather than after the pause."""
+    running = [process for process in processes if process.poll() is None]
+    if running:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            running[0].wait(seconds)
+
+
 def describe(trial: FrozenTrial) -> str:
     values = ", ".join(f"{v:.4f}" for v in trial.values) if trial.values else "-"
     reason = trial_reason(trial)
@@ -194,7 +204,7 @@ def run_study(spec: StudySpec, n_trials: int | None, timeout: float | None, work
                 progress.update(task, completed=finished, best=_best_text(study))
                 if not running:
                     break
-                time.sleep(POLL_SECONDS)
+                pause_until_a_worker_ends(processes, POLL_SECONDS)
     except KeyboardInterrupt as interrupt:  # Ctrl-C, or SIGTERM (ppo_core.errors.Terminated)
         # Each worker takes the signal as Ctrl-C: it kills its trial's processes and queues the trial again. SIGTERM
         # is passed on as SIGTERM: a worker started in the background may ignore SIGINT, never SIGTERM.
