@@ -2,7 +2,7 @@
 
     python -m benchmarks.bench_trl                 # CPU: 0.1M and 5M models (about 7 minutes on 2 cores)
     python -m benchmarks.bench_trl --device cuda   # GPU: a Pythia-160M-shaped model (untested here)
-    python -m benchmarks.bench_trl --quick --out /tmp/bench.json   # a smoke run of every step (about a minute)
+    python -m benchmarks.bench_trl --quick --out /tmp/bench.json   # a smoke run of every step, in one process
 
 First the machine's matmul peak, measured in a fresh process with the workers' threads (matmul_peak.py).
 Then per model size: build the fixture (tokenizer, models, prompts); count each side's work in an
@@ -14,6 +14,7 @@ ppo_core. Writes benchmarks/results/<device>.json and the tables into benchmarks
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import subprocess
@@ -38,6 +39,9 @@ from ppo_core.quiet import quiet_hugging_face
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 BENCH_DIR = REPO_ROOT / "benchmarks"
+# What a worker run in this process (--quick) takes from the workers' environment: the rest (threads, PYTHONPATH)
+# only matters to a process at its start.
+IN_PROCESS_ENV = ("TRL_EXPERIMENTAL_SILENCE", "TOKENIZERS_PARALLELISM")
 PROFILE_BREAKDOWN_UPDATES = 2
 """Updates the profile times with its wrappers only, before its PROFILED_UPDATES under torch.profiler (fewer when a
 run measures fewer updates)."""
@@ -48,10 +52,14 @@ def log(message: str) -> None:
 
 
 class Workers:
-    """Runs ``benchmarks.worker`` in fresh processes with a fixed thread count; logs go to files."""
+    """Runs ``benchmarks.worker`` in fresh processes with a fixed thread count; logs go to files.
 
-    def __init__(self, scratch: Path, device: str, threads: int) -> None:
-        self.scratch, self.device, self.threads = scratch, device, threads
+    ``in_process`` (``--quick``) runs each in this process instead: a quick run's figures mean nothing, and six
+    fresh processes importing torch, transformers and TRL were most of its time; every step still runs, from the
+    same command line to the same JSON."""
+
+    def __init__(self, scratch: Path, device: str, threads: int, in_process: bool = False) -> None:
+        self.scratch, self.device, self.threads, self.in_process = scratch, device, threads, in_process
         self.runs = 0
         self.env = {
             **os.environ,
@@ -77,8 +85,12 @@ class Workers:
         self.runs += 1
         out = self.scratch / f"run{self.runs:03d}-{label}.json"
         log_path = out.with_suffix(".log")
-        command = [sys.executable, "-m", module, *arguments,
-                   "--device", self.device, "--threads", str(self.threads), "--out", str(out)]
+        argv = [*arguments, "--device", self.device, "--threads", str(self.threads), "--out", str(out)]
+        if self.in_process:
+            os.environ.update({key: self.env[key] for key in IN_PROCESS_ENV})
+            importlib.import_module(module).main(argv)
+            return json.loads(out.read_text())
+        command = [sys.executable, "-m", module, *argv]
         with log_path.open("w") as log_file:
             completed = subprocess.run(command, cwd=REPO_ROOT, env=self.env, stdout=log_file, stderr=subprocess.STDOUT)
         if completed.returncode != 0:
@@ -181,7 +193,7 @@ def main(argv: list[str] | None = None) -> None:
 
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="ppo_bench_") as scratch:
-        workers = Workers(Path(scratch), args.device, threads)
+        workers = Workers(Path(scratch), args.device, threads, in_process=args.quick)
         machine["matmul_peak"] = workers.matmul_peak(args.quick)
         # Both trainers run fp32 (TF32 matmuls on a GPU that allows them): the update is read against that peak.
         matmul_peak = machine["matmul_peak"]["peak_flops"]["fp32"]
