@@ -1,7 +1,7 @@
 """What ``--launcher ray`` costs against the local launcher: a trial's start-up latency, and a study's throughput.
 
     python -m benchmarks.ray_overhead                 # 12 tiny trials per launcher, 2 workers each
-    python -m benchmarks.ray_overhead --quick --out /tmp/ray_overhead.json   # 2 trials of 2 updates per launcher
+    python -m benchmarks.ray_overhead --quick --out /tmp/ray_overhead.json   # 2 trials of 2 updates, 1 worker each
 
 One study of tiny trials (the built-in ``shortest_path_tiny`` task, 64 episodes a trial, random sampler) runs once
 under each launcher, in fresh SQLite files, with the same workers, seed and threads. Ray's cluster is the one running
@@ -116,20 +116,23 @@ def commit() -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.ray_overhead", description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=12, help="Trials per launcher (default 12).")
-    parser.add_argument("--workers", type=int, default=2, help="Workers (concurrent trials) per launcher.")
+    parser.add_argument("--workers", type=int, default=None,
+                        help="Workers (concurrent trials) per launcher (default 2; --quick 1).")
     parser.add_argument("--out", type=Path, default=None,
                         help=f"Results JSON (default {RESULTS.relative_to(ROOT)}/ray_overhead.json).")
     add_quick_argument(parser)
     args = parser.parse_args(argv)
     out = results_path(args.out, RESULTS / "ray_overhead.json", args.quick)
     n_trials = 2 if args.quick else args.trials
+    # --quick: one worker per launcher, each a process of its own (and on Ray a driver); two cost seconds of CPU more.
+    workers = args.workers or (1 if args.quick else 2)
     results: dict[str, Any] = {
         "command": " ".join(["python -m benchmarks.ray_overhead", *(argv if argv is not None else sys.argv[1:])]),
         "commit": commit(), "cpus": os.cpu_count(), "python": platform.python_version(), "launchers": {},
     }
     with tempfile.TemporaryDirectory(prefix="ray-overhead-") as directory:
         for name in ("local", "ray"):
-            results["launchers"][name] = run_one(Path(directory), name, n_trials, args.workers, args.quick)
+            results["launchers"][name] = run_one(Path(directory), name, n_trials, workers, args.quick)
             print(f"{name}: {json.dumps(results['launchers'][name])}")
     local, ray = results["launchers"]["local"], results["launchers"]["ray"]
     results["ray_minus_local_overhead_s"] = ray["overhead_s_mean"] - local["overhead_s_mean"]
