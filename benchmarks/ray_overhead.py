@@ -123,9 +123,12 @@ def main(argv: list[str] | None = None) -> int:
     add_quick_argument(parser)
     args = parser.parse_args(argv)
     out = results_path(args.out, RESULTS / "ray_overhead.json", args.quick)
+    for flag, count in (("--workers", args.workers), ("--trials", args.trials)):
+        if count is not None and count < 1:
+            parser.error(f"{flag}: must be at least 1, got {count}")
     n_trials = 2 if args.quick else args.trials
     # --quick: one worker per launcher, each a process of its own (and on Ray a driver); two cost seconds of CPU more.
-    workers = args.workers or (1 if args.quick else 2)
+    workers = args.workers if args.workers is not None else 1 if args.quick else 2
     results: dict[str, Any] = {
         "command": " ".join(["python -m benchmarks.ray_overhead", *(argv if argv is not None else sys.argv[1:])]),
         "commit": commit(), "cpus": os.cpu_count(), "python": platform.python_version(), "launchers": {},

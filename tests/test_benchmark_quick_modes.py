@@ -374,3 +374,14 @@ def test_tuning_quality_refuses_a_count_below_one_in_one_line(flag: str, tmp_pat
     assert done.returncode == 2, done.stderr
     assert f"{flag}: must be at least 1, got 0" in done.stderr.splitlines()[-1] and "Traceback" not in done.stderr
     assert not work.exists()  # refused before anything was made
+
+
+@pytest.mark.parametrize("flag", ["--workers", "--trials"])
+def test_ray_overhead_refuses_a_count_below_one_in_one_line(flag: str, tmp_path: Path) -> None:
+    # --workers 0 ran the quick study with one worker and said nothing of it.
+    out = tmp_path / "ray.json"
+    done = subprocess.run([sys.executable, "-m", "benchmarks.ray_overhead", "--quick", "--out", str(out), flag, "0"],
+                          cwd=REPO, capture_output=True, text=True, check=False)
+    assert done.returncode == 2, done.stderr
+    assert f"{flag}: must be at least 1, got 0" in done.stderr.splitlines()[-1] and "Traceback" not in done.stderr
+    assert not out.exists()  # refused before any study ran
