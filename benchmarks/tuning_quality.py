@@ -61,8 +61,9 @@ WITHIN = 0.05
 """'Compute to come within 5% of the best': updates until the best-so-far reaches (1 - WITHIN) x the best."""
 DEFAULT_BUDGET = 960
 QUICK = {"budget_updates": 2, "sampler_seeds": 1, "validation_seeds": 1, "workers": 1}
-"""--quick: the fewest processes that still run every step (the test suite runs it on a core it shares): one study
-process, one validation seed (a mean without an interval, which tuner.confidence's own tests cover)."""
+"""--quick: the fewest processes that still run every step (the test suite runs it on a core it shares): the studies
+run one after another in the benchmark's own process, one validation seed (a mean without an interval, which
+tuner.confidence's own tests cover)."""
 QUICK_BASE = {"total_episodes": 32, "num_eval_samples": 2}
 """--quick: every study's runs (tuning and validation) take 32 episodes (1 or 2 updates) with 2 responses per
 held-out prompt at each evaluation."""
@@ -250,6 +251,17 @@ def tune_and_validate(path: str, name: str, storage: str, budget: int | None,
     return {**study, "validation": validate(name, storage, validation_seeds)}
 
 
+def run_jobs(jobs: list[tuple[str, str, str, int | None, int]], workers: int) -> list[dict[str, Any]]:
+    """:func:`tune_and_validate` on each job, in order: each study tuned and then validated in one process of a pool
+    of ``workers``, whose imports and fork server serve both. With one worker, in this process: a pool of one would
+    only start a second interpreter, and a second fork server, to run the same studies one after another."""
+    if workers == 1:
+        return [tune_and_validate(*job) for job in jobs]
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = [pool.submit(tune_and_validate, *job) for job in jobs]
+        return [future.result() for future in futures]
+
+
 def progress(trials: list[dict[str, Any]], threshold: float) -> int | None:
     """Cumulative updates at the end of the first trial whose best-so-far value (among completed trials that keep
     the study's constraints, as Optuna's best trial) reached ``threshold``."""
@@ -415,22 +427,18 @@ def main(argv: list[str] | None = None) -> None:
         if written.exists() and yaml.safe_load(written.read_text()) != definition:
             parser.error(f"--resume: {written} is not the study these arguments define (another --task-seed, "
                          f"--budget-updates or --quick?); give the interrupted run's arguments")
+    jobs = []
+    for definition in definitions:
+        path = work_dir / f"{definition['name']}.yaml"
+        path.write_text(yaml.safe_dump(definition, sort_keys=False))
+        budget = settings["budget_updates"] if method_of(definition["name"]) in SEARCHES else None
+        jobs.append((str(path), definition["name"], definition["storage"], budget, settings["validation_seeds"]))
     studies: list[dict[str, Any]] = []
-    # Each study tuned and then validated in one process of the pool: its imports and its fork server serve both.
-    with ProcessPoolExecutor(settings["workers"], mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = []
-        for definition in definitions:
-            path = work_dir / f"{definition['name']}.yaml"
-            path.write_text(yaml.safe_dump(definition, sort_keys=False))
-            method = method_of(definition["name"])
-            budget = settings["budget_updates"] if method in SEARCHES else None
-            futures.append((definition, pool.submit(tune_and_validate, str(path), definition["name"],
-                                                    definition["storage"], budget, settings["validation_seeds"])))
-        for definition, future in futures:
-            name = definition["name"]
-            seed = definition["sampler"]["seed"] if method_of(name) in SEARCHES else None
-            studies.append({"name": name, "method": method_of(name), "sampler_seed": seed,
-                            "storage": definition["storage"], "definition": definition, **future.result()})
+    for definition, result in zip(definitions, run_jobs(jobs, settings["workers"]), strict=True):
+        name = definition["name"]
+        seed = definition["sampler"]["seed"] if method_of(name) in SEARCHES else None
+        studies.append({"name": name, "method": method_of(name), "sampler_seed": seed,
+                        "storage": definition["storage"], "definition": definition, **result})
     methods, reference = summarise(studies, settings["validation_seeds"])
     pairs = paired(studies)
     total_wall = time.perf_counter() - started

@@ -117,6 +117,10 @@ install_project() {
   if [ "$torch" != unknown ]; then pin="torch==$torch"; fi
   echo "== ppo-tune: pip install -e '.${extras:+[$extras]}' (with $UV)"
   pip_install -e ".${extras:+[$extras]}" ${pin:+"$pin"}
+  # The project's own bytecode, written once (an editable install writes none): where PYTHONDONTWRITEBYTECODE is set,
+  # as on this project's machines, every process would compile each of the project's modules it imports, again.
+  echo "== ppo-tune: its bytecode"
+  find . -path './.*' -prune -o -name '*.py' -print0 | xargs -0 "$PY" -m compileall -q
 }
 
 # PostgreSQL running, with the tests' role and database; PPO_TUNE_POSTGRES_URL names it.
