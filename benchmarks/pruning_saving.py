@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import time
@@ -29,6 +30,7 @@ from tuner.attrs import KL_HISTORY_ATTR, PRUNE_REASON_ATTR
 from tuner.database import open_storage
 from tuner.runner import run_study
 from tuner.study_config import load_study_spec
+from tuner.worker import run_worker
 
 ROOT = Path(__file__).resolve().parent.parent
 QUICK_STUDY: dict[str, Any] = {"n_trials": 1, "base": {"total_episodes": 32, "num_eval_samples": 2}}
@@ -50,7 +52,10 @@ def run_variant(study_file: Path, directory: Path, guard_enabled: bool, workers:
     spec = load_study_spec(variant_file)
     label = "with KL guard" if guard_enabled else "without KL guard"
     started = time.perf_counter()
-    run_study(spec, spec.n_trials, spec.timeout, workers)
+    if workers == 1:  # what ppo-tune's one worker would do, here: one fork server serves both variants
+        run_worker(spec, spec.n_trials, spec.timeout, threads=os.cpu_count() or 1)
+    else:
+        run_study(spec, spec.n_trials, spec.timeout, workers)
     wall = time.perf_counter() - started
     trials = optuna.load_study(study_name=spec.name, storage=open_storage(spec.storage)).get_trials()
     kl_pruned = [t for t in trials if "objective/kl" in str(t.user_attrs.get(PRUNE_REASON_ATTR, ""))]

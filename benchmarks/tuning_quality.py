@@ -37,10 +37,10 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
@@ -53,6 +53,7 @@ ROOT = Path(__file__).resolve().parent.parent
 QUICKSTART = ROOT / "studies" / "quickstart.yaml"
 TRL_DEFAULTS = ROOT / "studies" / "trl_defaults.yaml"
 RESULTS = ROOT / "benchmarks" / "results"
+T = TypeVar("T")
 SEARCHES = ("default", "random")
 FIXED = ("trl_defaults", "guidance")
 # The quickstart's evaluation settings, copied onto TRL's defaults so that both are judged on the same held-out runs.
@@ -251,14 +252,15 @@ def tune_and_validate(path: str, name: str, storage: str, budget: int | None,
     return {**study, "validation": validate(name, storage, validation_seeds)}
 
 
-def run_jobs(jobs: list[tuple[str, str, str, int | None, int]], workers: int) -> list[dict[str, Any]]:
-    """:func:`tune_and_validate` on each job, in order: each study tuned and then validated in one process of a pool
-    of ``workers``, whose imports and fork server serve both. With one worker, in this process: a pool of one would
-    only start a second interpreter, and a second fork server, to run the same studies one after another."""
+def run_jobs(function: Callable[..., T], jobs: Sequence[tuple[Any, ...]], workers: int) -> list[T]:
+    """``function(*job)`` for each job, in order, in a pool of ``workers`` processes: for this benchmark each job is a
+    study tuned and then validated (:func:`tune_and_validate`) in one process, whose imports and fork server serve
+    both. With one worker, in this process: a pool of one would only start a second interpreter, and a second fork
+    server, to run the same studies one after another."""
     if workers == 1:
-        return [tune_and_validate(*job) for job in jobs]
+        return [function(*job) for job in jobs]
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = [pool.submit(tune_and_validate, *job) for job in jobs]
+        futures = [pool.submit(function, *job) for job in jobs]
         return [future.result() for future in futures]
 
 
@@ -434,7 +436,7 @@ def main(argv: list[str] | None = None) -> None:
         budget = settings["budget_updates"] if method_of(definition["name"]) in SEARCHES else None
         jobs.append((str(path), definition["name"], definition["storage"], budget, settings["validation_seeds"]))
     studies: list[dict[str, Any]] = []
-    for definition, result in zip(definitions, run_jobs(jobs, settings["workers"]), strict=True):
+    for definition, result in zip(definitions, run_jobs(tune_and_validate, jobs, settings["workers"]), strict=True):
         name = definition["name"]
         seed = definition["sampler"]["seed"] if method_of(name) in SEARCHES else None
         studies.append({"name": name, "method": method_of(name), "sampler_seed": seed,

@@ -263,6 +263,16 @@ def test_tuning_quality_quick_reports_every_method(tmp_path: Path) -> None:
         assert study["run_s"] == kept["run_s"], study["name"]
 
 
+def test_tuning_quality_runs_its_jobs_here_with_one_worker_and_in_a_pool_with_more() -> None:
+    from benchmarks.tuning_quality import run_jobs
+
+    jobs = [(), (), ()]
+    assert run_jobs(os.getpid, jobs, workers=1) == [os.getpid()] * 3
+    in_pool = run_jobs(os.getpid, jobs, workers=2)
+    assert os.getpid() not in in_pool and 1 <= len(set(in_pool)) <= 2
+    assert run_jobs(pow, [(2, 3), (3, 2), (5, 0)], workers=2) == [8, 9, 1]  # each job's result, in the jobs' order
+
+
 def test_tuning_quality_resumes_only_unfinished_studies() -> None:
     import optuna
     from optuna.trial import TrialState

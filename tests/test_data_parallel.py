@@ -22,6 +22,7 @@ from rank_rewards import LOG_DIR_ENV
 from ppo_core.config import ConfigError
 from ppo_core.distributed import check_launch
 from ppo_core.kl import make_kl_controller
+from ppo_tune.cli import main
 from tools import tiny_models
 
 pytestmark = pytest.mark.heavy  # starts processes or studies: scheduled first
@@ -31,23 +32,30 @@ UPDATES = 20
 GLOBAL_BATCH = 32
 
 
-def run(tmp_path: Path, name: str, processes: int, config: Path, cpu: bool = False,
+def run(tmp_path: Path, name: str, processes: int, config: Path,
         **overrides: Any) -> tuple[list[dict[str, Any]], dict[int, list[dict]]]:
-    """Train from the CLI on ``processes`` processes; the metrics it wrote and each rank's reward log. ``cpu`` hides
-    the GPUs, as on a machine without one: two ranks on one GPU stop in NCCL ("Duplicate GPU detected")."""
+    """Train from the CLI on ``processes`` CPU processes; the metrics it wrote and each rank's reward log. One process
+    trains in this one (its imports are done); two run under ``accelerate launch`` with the GPUs hidden, as on a
+    machine without one: two ranks on one GPU stop in NCCL ("Duplicate GPU detected")."""
     log_dir = tmp_path / f"{name}_log"
     log_dir.mkdir()
-    launcher = [sys.executable, "-m", "ppo_tune"] if processes == 1 else [
-        sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", str(processes),
-        "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", "-m", "ppo_tune",
-    ]
+    output = tmp_path / name
     sets = [item for key, value in overrides.items() for item in ("--set", f"{key}={value}")]
-    env = {**os.environ, LOG_DIR_ENV: str(log_dir), "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'tests'}",
-           **({"CUDA_VISIBLE_DEVICES": ""} if cpu else {})}
-    completed = subprocess.run([*launcher, "train", str(config), "--output", str(tmp_path / name), "--quiet", *sets],
-                               cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-    assert completed.returncode == 0, completed.stderr[-3000:]
-    metrics = [json.loads(line) for line in (tmp_path / name / "metrics.jsonl").read_text().splitlines()]
+    arguments = ["train", str(config), "--output", str(output), "--quiet", *sets]
+    if processes == 1:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv(LOG_DIR_ENV, str(log_dir))
+            assert main([*arguments, "--set", "use_cpu=true"]) == 0
+    else:
+        launcher = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes",
+                    str(processes), "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
+                    "--main_process_port", "0", "-m", "ppo_tune"]
+        env = {**os.environ, LOG_DIR_ENV: str(log_dir), "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'tests'}",
+               "CUDA_VISIBLE_DEVICES": ""}
+        completed = subprocess.run([*launcher, *arguments], cwd=ROOT, env=env, capture_output=True, text=True,
+                                   timeout=600)
+        assert completed.returncode == 0, completed.stderr[-3000:]
+    metrics = [json.loads(line) for line in (output / "metrics.jsonl").read_text().splitlines()]
     logs = {int(path.stem.removeprefix("rank")): [json.loads(line) for line in path.read_text().splitlines()]
             for path in log_dir.glob("rank*.jsonl")}
     return metrics, logs
@@ -75,8 +83,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("data_parallel")
     config = write_run_config(root)
     # The same global batch (32) and global mini-batch (16): 1 x 8 x 4 accumulation, and 2 x 8 x 2.
-    one = run(root, "one", 1, config, cpu=True, gradient_accumulation_steps=4)
-    two = run(root, "two", 2, config, cpu=True, gradient_accumulation_steps=2)
+    one = run(root, "one", 1, config, gradient_accumulation_steps=4)
+    two = run(root, "two", 2, config, gradient_accumulation_steps=2)
     return {"one": one, "two": two}
 
 
