@@ -26,6 +26,7 @@ from optuna.trial import TrialState
 
 from benchmarks.quick import add_quick_argument, results_path
 from ppo_core.config_io import read_mapping
+from ppo_core.errors import InputError
 from tuner.attrs import KL_HISTORY_ATTR, PRUNE_REASON_ATTR
 from tuner.database import open_storage
 from tuner.runner import run_study
@@ -80,6 +81,12 @@ def main(argv: list[str] | None = None) -> None:
                                                     "temporary directory).")
     add_quick_argument(parser)
     args = parser.parse_args(argv)
+    if args.workers is not None and args.workers < 1:
+        parser.error(f"--workers: must be at least 1, got {args.workers}")
+    try:  # the study as given, read before anything is written: a bad one is refused in one line
+        load_study_spec(args.study)
+    except InputError as error:
+        parser.error(f"--study: {error}")
     out = results_path(args.out, ROOT / "benchmarks" / "results" / "pruning_saving.json", args.quick)
     workers = args.workers or (1 if args.quick else 2)
     directory = Path(args.keep or tempfile.mkdtemp(prefix="ppo-tune-pruning-"))

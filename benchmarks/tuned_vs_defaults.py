@@ -22,6 +22,7 @@ import optuna
 from benchmarks.quick import add_quick_argument, results_path
 from ppo_core import PPOTrainer
 from ppo_core.config_io import build_config, read_mapping
+from ppo_core.errors import InputError
 from ppo_core.quiet import quiet_hugging_face
 from tuner.database import open_storage
 from tuner.reports import best_trials, trial_config
@@ -54,11 +55,24 @@ def main(argv: list[str] | None = None) -> None:
     overrides = QUICK["values"] if args.quick else {}
     out = results_path(args.out, Path("tuned_vs_defaults.json"), args.quick) if args.out or args.quick else None
     quiet_hugging_face()
-    study = optuna.load_study(study_name=args.study, storage=open_storage(args.storage))
-    best = best_trials(study)[0]
+    # Both configs are read before any training, so that bad input is refused in one line.
+    try:
+        baseline = read_mapping(args.baseline, "--baseline")
+    except InputError as error:
+        parser.error(str(error))
+    try:
+        study = optuna.load_study(study_name=args.study, storage=open_storage(args.storage))
+    except InputError as error:
+        parser.error(f"--storage: {error}")
+    except KeyError:  # optuna's word for a study name the storage does not hold
+        parser.error(f"--study: no study named {args.study!r} in {args.storage}")
+    ranked = best_trials(study)
+    if not ranked:
+        parser.error(f"--study: {args.study!r} has no finished trial to retrain")
+    best = ranked[0]
     candidates = {
         f"best trial {best.number}": {k: v for k, v in trial_config(best).items() if k != "seed"},
-        "TRL defaults": {k: v for k, v in read_mapping(args.baseline).items() if k != "seed"},
+        "TRL defaults": {k: v for k, v in baseline.items() if k != "seed"},
     }
     print(f"{'config':<18} " + " ".join(f"seed {s:<4}" for s in seeds) + f"  mean gold (last {LAST_K} updates)")
     results: dict[str, Any] = {}

@@ -15,6 +15,7 @@ import random
 import statistics
 import subprocess
 import sys
+from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -378,22 +379,72 @@ def test_gpu_phases_quick_times_every_phase_of_both_variants(tmp_path: Path) -> 
         assert f"{name}: episodes/s" in printed
 
 
+def refusal(main: Callable[[list[str]], object], argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    """The one line a benchmark's ``main(argv)`` refuses bad input with: it must exit 2 (argparse's status for bad
+    arguments) and print no traceback. Run here, not in a new process: a refusal comes before any work starts."""
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    stderr = capsys.readouterr().err
+    assert exited.value.code == 2, stderr
+    assert "Traceback" not in stderr
+    return stderr.splitlines()[-1]
+
+
 @pytest.mark.parametrize("flag", ["--workers", "--validation-seeds", "--sampler-seeds", "--budget-updates"])
-def test_tuning_quality_refuses_a_count_below_one_in_one_line(flag: str, tmp_path: Path) -> None:
+def test_tuning_quality_refuses_a_count_below_one_in_one_line(flag: str, tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    from benchmarks import tuning_quality
+
     work = tmp_path / "work"
-    done = subprocess.run([sys.executable, "-m", "benchmarks.tuning_quality", "--quick", "--work-dir", str(work),
-                           flag, "0"], cwd=REPO, capture_output=True, text=True, check=False)
-    assert done.returncode == 2, done.stderr
-    assert f"{flag}: must be at least 1, got 0" in done.stderr.splitlines()[-1] and "Traceback" not in done.stderr
+    line = refusal(tuning_quality.main, ["--quick", "--work-dir", str(work), flag, "0"], capsys)
+    assert f"{flag}: must be at least 1, got 0" in line
     assert not work.exists()  # refused before anything was made
 
 
 @pytest.mark.parametrize("flag", ["--workers", "--trials"])
-def test_ray_overhead_refuses_a_count_below_one_in_one_line(flag: str, tmp_path: Path) -> None:
+def test_ray_overhead_refuses_a_count_below_one_in_one_line(flag: str, tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
     # --workers 0 ran the quick study with one worker and said nothing of it.
+    from benchmarks import ray_overhead
+
     out = tmp_path / "ray.json"
-    done = subprocess.run([sys.executable, "-m", "benchmarks.ray_overhead", "--quick", "--out", str(out), flag, "0"],
-                          cwd=REPO, capture_output=True, text=True, check=False)
-    assert done.returncode == 2, done.stderr
-    assert f"{flag}: must be at least 1, got 0" in done.stderr.splitlines()[-1] and "Traceback" not in done.stderr
+    line = refusal(ray_overhead.main, ["--quick", "--out", str(out), flag, "0"], capsys)
+    assert f"{flag}: must be at least 1, got 0" in line
     assert not out.exists()  # refused before any study ran
+
+
+@pytest.mark.parametrize(("arguments", "named"), [
+    (["--study", "{missing}"], "no such file"),
+    (["--study", "{not_a_study}"], "objectives"),
+    (["--workers", "0"], "--workers: must be at least 1, got 0"),
+], ids=["study file missing", "not a study", "no workers"])
+def test_pruning_saving_refuses_bad_input_in_one_line(arguments: list[str], named: str, tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    # A study file that was not there ended in a 20-line traceback and exit status 1.
+    from benchmarks import pruning_saving
+
+    not_a_study = tmp_path / "not_a_study.yaml"
+    not_a_study.write_text("name: x\nbase: {total_episodes: 32}\n")
+    paths = {"missing": str(tmp_path / "nowhere.yaml"), "not_a_study": str(not_a_study)}
+    keep = tmp_path / "keep"
+    line = refusal(pruning_saving.main, ["--quick", "--keep", str(keep), "--out", str(tmp_path / "out.json"),
+                                         *(argument.format(**paths) for argument in arguments)], capsys)
+    assert named in line
+    if "{missing}" in arguments:
+        assert "nowhere.yaml" in line
+    assert not keep.exists()  # refused before any study was written
+
+
+@pytest.mark.parametrize(("arguments", "named"), [
+    (["--baseline", "{missing}"], "no such file"),
+    (["--study", "no-such-study"], "no-such-study"),
+], ids=["baseline missing", "study not in storage"])
+def test_tuned_vs_defaults_refuses_bad_input_in_one_line(arguments: list[str], named: str, tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    from benchmarks import tuned_vs_defaults
+
+    storage = f"sqlite:///{tmp_path / 'empty.db'}"
+    argv = ["--quick", "--storage", storage, "--out", str(tmp_path / "out.json"),
+            *(argument.format(missing=tmp_path / "nowhere.yaml") for argument in arguments)]
+    assert named in refusal(tuned_vs_defaults.main, argv, capsys)
+    assert not (tmp_path / "out.json").exists()
