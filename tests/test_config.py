@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -10,6 +12,8 @@ from transformers import HfArgumentParser
 
 from ppo_core.config import ConfigError, PPOConfig, settable_fields
 from ppo_core.config_io import build_config, load_config, parse_overrides
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def test_trl_defaults() -> None:
@@ -45,6 +49,46 @@ def test_hf_argument_parser_reads_flags_json_and_yaml(tmp_path: Path) -> None:
     assert parser.parse_json_file(tmp_path / "c.json")[0].cliprange == 0.1
     from_yaml = parser.parse_yaml_file(tmp_path / "c.yaml")[0]
     assert from_yaml.lam == 0.9 and from_yaml.adaptive_kl
+
+
+@pytest.mark.parametrize("values", [
+    {},
+    {"kl_coef": 0.1, "kl_estimator": "k3", "lam": 0.9, "kl_target": 6, "learning_rate": "1e-5"},
+    {"task": None, "sft_model_path": "policy", "reward_model_path": "reward", "dataset_name": "prompts.txt",
+     "advantage_estimator": "grpo"},
+    {"use_peft": True, "lora_r": 8, "per_device_train_batch_size": 4, "gradient_accumulation_steps": 2},
+], ids=["defaults", "knobs", "bring your own", "lora"])
+def test_build_config_builds_what_hf_argument_parser_builds(values: dict) -> None:
+    # build_config does what HfArgumentParser.parse_dict does without importing transformers (a second of start-up in
+    # every tuner process); the float text of YAML 1.1 ("1e-5") is read as a float first, as build_config does.
+    coerced = {**values, **({"learning_rate": 1e-5} if "learning_rate" in values else {})}
+    (expected,) = HfArgumentParser(PPOConfig).parse_dict(coerced, allow_extra_keys=False)
+    assert build_config(values) == expected
+
+
+def test_build_config_refuses_what_hf_argument_parser_refuses() -> None:
+    for values in ({"cliprange": -0.1}, {"lam": 1.5}, {"kl_estimator": "k7"}, {"task": None}):
+        with pytest.raises(ConfigError) as theirs:
+            HfArgumentParser(PPOConfig).parse_dict(values, allow_extra_keys=False)
+        with pytest.raises(ConfigError) as ours:
+            build_config(values)
+        assert str(ours.value) == str(theirs.value)
+    with pytest.raises(ValueError, match="not used by the HfArgumentParser"):
+        HfArgumentParser(PPOConfig).parse_dict({"clip_range": 0.2}, allow_extra_keys=False)
+    with pytest.raises(ConfigError, match="did you mean 'cliprange'"):  # the same refusal, and a hint
+        build_config({"clip_range": 0.2})
+
+
+def test_a_tuner_worker_and_the_cli_validate_a_study_without_importing_transformers() -> None:
+    # Every worker and every `ppo-tune run` reads and checks the study (each trial's config is built there too);
+    # transformers costs a second of CPU to import and torch more, which only the trial processes need.
+    code = ("import json, sys; import ppo_tune.cli, tuner.runner, tuner.worker;"
+            "from tuner.study_config import load_study_spec; from ppo_core.config_io import build_config;"
+            "spec = load_study_spec('studies/quickstart.yaml'); build_config(spec.base);"
+            "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'transformers'})))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=False)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == []
 
 
 @pytest.mark.parametrize(
