@@ -1,9 +1,11 @@
 """Every benchmark's ``--quick`` mode runs end to end and reports every figure its full run reports, each finite.
 
-Each quick run is a fresh process, ``python -m benchmarks.X --quick --out FILE``, as a user starts it; the figures
-are read back from its JSON. Nothing here is about speed (a quick run's numbers mean nothing): these tests keep the
-benchmarks from rotting while ppo_core, the tuner and the dashboard move under them. bench_trl needs TRL 1.12, the
-``trl`` extra, which CI installs.
+Most quick runs are a fresh process, ``python -m benchmarks.X --quick --out FILE``, as a user starts it; the figures
+are read back from its JSON. A benchmark whose run leaves nothing behind in its process but torch's thread count
+runs its ``main`` in the test's process instead (``run_quick_here``): a new process would spend most of such a quick
+run importing torch and transformers again. Nothing here is about speed (a quick run's numbers mean nothing): these
+tests keep the benchmarks from rotting while ppo_core, the tuner and the dashboard move under them. bench_trl needs
+TRL 1.12, the ``trl`` extra, which CI installs.
 """
 
 from __future__ import annotations
@@ -41,6 +43,21 @@ def run_quick(module: str, out: Path, *arguments: str) -> tuple[Any, str]:
     assert completed.returncode == 0, \
         f"{module} --quick failed:\n{completed.stdout[-3000:]}\n{completed.stderr[-5000:]}"
     return json.loads(out.read_text()), completed.stdout
+
+
+def run_quick_here(module: str, out: Path, capsys: pytest.CaptureFixture[str], *arguments: str) -> tuple[Any, str]:
+    """``benchmarks.<module>.main(["--quick", "--out", out, ...])`` in this process, torch's thread count restored
+    after it: the JSON it wrote and what it printed."""
+    import importlib
+
+    import torch
+
+    threads = torch.get_num_threads()
+    try:
+        importlib.import_module(f"benchmarks.{module}").main(["--quick", "--out", str(out), *arguments])
+    finally:
+        torch.set_num_threads(threads)
+    return json.loads(out.read_text()), capsys.readouterr().out
 
 
 def is_finite(value: Any) -> bool:
@@ -127,8 +144,8 @@ def test_a_quick_run_never_writes_the_committed_results(tmp_path: Path) -> None:
         results_path(default, default, quick=True)
 
 
-def test_worker_quick_runs_one_side_on_its_own_fixture(tmp_path: Path) -> None:
-    result, _ = run_quick("worker", tmp_path / "run.json", "--side", "ppo_core", "--mode", "time")
+def test_worker_quick_runs_one_side_on_its_own_fixture(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    result, _ = run_quick_here("worker", tmp_path / "run.json", capsys, "--side", "ppo_core", "--mode", "time")
     assert len(result["updates"]) == 2  # bench_trl --quick's workload: 1 warmup + 1 measured update
     for update in result["updates"]:
         assert_finite(update, ["rollout_s", "update_s", "wall_s"], "update")
@@ -204,10 +221,10 @@ def test_pruning_saving_quick_reports_both_studies(pruning_saving: tuple[list[di
 
 
 def test_tuned_vs_defaults_quick_retrains_both_configs(pruning_saving: tuple[list[dict[str, Any]], Path],
-                                                        tmp_path: Path) -> None:
+                                                        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     directory = pruning_saving[1]
-    result, _ = run_quick("tuned_vs_defaults", tmp_path / "tuned.json", "--study", "quickstart-guard",
-                          "--storage", f"sqlite:///{directory / 'quickstart-guard.db'}")
+    result, _ = run_quick_here("tuned_vs_defaults", tmp_path / "tuned.json", capsys, "--study", "quickstart-guard",
+                               "--storage", f"sqlite:///{directory / 'quickstart-guard.db'}")
     assert result["quick"] and len(result["configs"]) == 2 and "TRL defaults" in result["configs"]
     for label, config in result["configs"].items():
         assert_finite(config, ["mean_gold"], label)
@@ -358,8 +375,9 @@ def test_ray_overhead_quick_reports_every_figure(tmp_path: Path) -> None:
     assert_finite(result, ["ray_minus_local_overhead_s", "ray_over_local_throughput"], "ray_overhead")
 
 
-def test_gpu_phases_quick_times_every_phase_of_both_variants(tmp_path: Path) -> None:
-    result, printed = run_quick("gpu_phases", tmp_path / "phases.json")
+def test_gpu_phases_quick_times_every_phase_of_both_variants(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    result, printed = run_quick_here("gpu_phases", tmp_path / "phases.json", capsys)
     assert result["copy_bandwidth_bytes_per_s"] > 0 and result["peak_flops"]["measured"] > 0
     assert set(result["shapes"]) == {"neox-tiny", "qwen2-tiny"}  # a GPT-NeoX and a Qwen2 shape, as the full run
     for name, shape in result["shapes"].items():
