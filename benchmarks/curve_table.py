@@ -14,7 +14,7 @@ proxy. The file is appended to, so an interrupted build resumes where it stopped
 
 The full table (240 configurations x 3 seeds, about 35 s a run at one thread) is a large CPU job: about 3.5 hours
 on 2 cores, minutes on a 16-core machine (``--workers 16``). ``--quick``: 2 configurations x 1 seed of 2 updates on
-the tiny task, into ``--out`` or a temporary directory.
+the tiny task, one after the other in the command's own process, into ``--out`` or a temporary directory.
 """
 
 from __future__ import annotations
@@ -122,17 +122,33 @@ def jobs(points: list[dict[str, Any]], seeds: int, task_seed: int, base: dict[st
                        "eval_steps": eval_steps}
 
 
+def finished_runs(work: list[dict[str, Any]], workers: int) -> Iterator[dict[str, Any]]:
+    """Each job's row (:func:`run_curve`) as its run ends, ``workers`` runs at a time in a pool of fresh interpreters
+    (no forked torch state); with one worker, one after another in this process, where a pool of one would only
+    start a second interpreter to import torch again."""
+    if workers == 1:
+        yield from map(run_curve, work)
+        return
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = [pool.submit(run_curve, job) for job in work]
+        for future in as_completed(futures):
+            yield future.result()
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--configs", type=int, default=240)
     parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--workers", type=int, default=None, help="Runs at a time (default 2; --quick 1).")
     parser.add_argument("--task-seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=None)
     add_quick_argument(parser)
     args = parser.parse_args(argv)
+    if args.workers is not None and args.workers < 1:
+        parser.error(f"--workers: must be at least 1, got {args.workers}")
     if args.quick:
         args.configs, args.seeds = 2, 1
+    workers = args.workers or (1 if args.quick else 2)
     out = results_path(args.out, TABLE, args.quick)
     out.parent.mkdir(parents=True, exist_ok=True)
     _, base = space_and_base()
@@ -142,11 +158,8 @@ def main(argv: list[str] | None = None) -> None:
     work = list(jobs(sample_points(args.configs), args.seeds, args.task_seed, base, done_runs(out),
                      str(out.parent / "curve_runs"), eval_steps))
     print(f"{len(work)} runs to go into {out}", file=sys.stderr)
-    context = multiprocessing.get_context("spawn")  # a fresh interpreter per worker: no forked torch state
-    with ProcessPoolExecutor(args.workers, mp_context=context) as pool, out.open("a") as table:
-        futures = [pool.submit(run_curve, job) for job in work]
-        for count, future in enumerate(as_completed(futures), start=1):
-            row = future.result()
+    with out.open("a") as table:
+        for count, row in enumerate(finished_runs(work, workers), start=1):
             table.write(json.dumps(row) + "\n")
             table.flush()  # a row is kept as soon as its run ends: an interrupted build resumes after it
             print(f"[{count}/{len(work)}] config {row['config_id']} seed {row['seed']}: {row['updates']} updates, "

@@ -1,15 +1,17 @@
 """Every benchmark's ``--quick`` mode runs end to end and reports every figure its full run reports, each finite.
 
-Most quick runs are a fresh process, ``python -m benchmarks.X --quick --out FILE``, as a user starts it; the figures
-are read back from its JSON. A benchmark whose run leaves nothing behind in its process but torch's thread count
-runs its ``main`` in the test's process instead (``run_quick_here``): a new process would spend most of such a quick
-run importing torch and transformers again. Nothing here is about speed (a quick run's numbers mean nothing): these
-tests keep the benchmarks from rotting while ppo_core, the tuner and the dashboard move under them. bench_trl needs
-TRL 1.12, the ``trl`` extra, which CI installs.
+Some quick runs are a fresh process, ``python -m benchmarks.X --quick --out FILE``, as a user starts it; the figures
+are read back from its JSON. The others, benchmarks that run their work in their own process, call ``main`` in the
+test's process instead (``run_quick_here``, which puts back what such a run changes): a new process would spend most
+of such a quick run importing torch and transformers again, and starting a fork server for its trials. Nothing here
+is about speed (a quick run's numbers mean nothing): these tests keep the benchmarks from rotting while ppo_core, the
+tuner and the dashboard move under them. bench_trl needs TRL 1.12, the ``trl`` extra, which CI installs.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import math
 import os
@@ -45,19 +47,35 @@ def run_quick(module: str, out: Path, *arguments: str) -> tuple[Any, str]:
     return json.loads(out.read_text()), completed.stdout
 
 
-def run_quick_here(module: str, out: Path, capsys: pytest.CaptureFixture[str], *arguments: str) -> tuple[Any, str]:
-    """``benchmarks.<module>.main(["--quick", "--out", out, ...])`` in this process, torch's thread count restored
-    after it: the JSON it wrote and what it printed."""
+def run_quick_here(module: str, out: Path, *arguments: str) -> tuple[Any, str]:
+    """``benchmarks.<module>.main(["--quick", "--out", out, ...])`` in this process: the JSON it wrote and what it
+    printed. What such a run changes of its process is put back after it: torch's thread count and Optuna's log
+    level. Its trials use this process's fork server (started by the first test here to run a study in process)."""
     import importlib
 
+    import optuna
     import torch
 
-    threads = torch.get_num_threads()
+    threads, verbosity = torch.get_num_threads(), optuna.logging.get_verbosity()
+    printed = io.StringIO()
     try:
-        importlib.import_module(f"benchmarks.{module}").main(["--quick", "--out", str(out), *arguments])
+        with contextlib.redirect_stdout(printed):
+            importlib.import_module(f"benchmarks.{module}").main(["--quick", "--out", str(out), *arguments])
     finally:
         torch.set_num_threads(threads)
-    return json.loads(out.read_text()), capsys.readouterr().out
+        optuna.logging.set_verbosity(verbosity)
+    return json.loads(out.read_text()), printed.getvalue()
+
+
+def refusal(main: Callable[[list[str]], object], argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    """The one line a benchmark's ``main(argv)`` refuses bad input with: it must exit 2 (argparse's status for bad
+    arguments) and print no traceback. Run here, not in a new process: a refusal comes before any work starts."""
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    stderr = capsys.readouterr().err
+    assert exited.value.code == 2, stderr
+    assert "Traceback" not in stderr
+    return stderr.splitlines()[-1]
 
 
 def is_finite(value: Any) -> bool:
@@ -144,8 +162,8 @@ def test_a_quick_run_never_writes_the_committed_results(tmp_path: Path) -> None:
         results_path(default, default, quick=True)
 
 
-def test_worker_quick_runs_one_side_on_its_own_fixture(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    result, _ = run_quick_here("worker", tmp_path / "run.json", capsys, "--side", "ppo_core", "--mode", "time")
+def test_worker_quick_runs_one_side_on_its_own_fixture(tmp_path: Path) -> None:
+    result, _ = run_quick_here("worker", tmp_path / "run.json", "--side", "ppo_core", "--mode", "time")
     assert len(result["updates"]) == 2  # bench_trl --quick's workload: 1 warmup + 1 measured update
     for update in result["updates"]:
         assert_finite(update, ["rollout_s", "update_s", "wall_s"], "update")
@@ -178,9 +196,9 @@ def test_estimators_quick_reports_every_column(tmp_path: Path) -> None:
 
 
 def test_memory_modes_quick_reports_each_mode(tmp_path: Path) -> None:
-    # Three of the modes, which between them switch on every option (LoRA, bf16 frozen weights, gradient
-    # checkpointing, no value network); the others combine the same options.
-    modes = ["full fp32", "LoRA, bf16 frozen, checkpointing", "LoRA, bf16 frozen, GRPO (no value network)"]
+    # Two of the modes, which between them switch on every option (no value network; LoRA, bf16 frozen weights,
+    # gradient checkpointing); the others combine the same options. Each mode is a process of its own.
+    modes = ["full fp32, GRPO (no value network)", "LoRA, bf16 frozen, checkpointing"]
     result, _ = run_quick("memory_modes", tmp_path / "memory.json", "--modes", *modes)
     assert result["quick"] and [row["mode"] for row in result["rows"]] == modes
     assert_finite(result, ["baseline_rss_gib"], "memory_modes")
@@ -207,7 +225,7 @@ def test_dashboard_read_quick_times_every_step_and_page(tmp_path: Path) -> None:
 def pruning_saving(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[dict[str, Any]], Path]:
     """The quick run's rows, and the directory that keeps its two studies (tuned_vs_defaults retrains from one)."""
     directory = tmp_path_factory.mktemp("pruning_saving")
-    rows, _ = run_quick("pruning_saving", directory / "pruning_saving.json", "--keep", str(directory))
+    rows, _ = run_quick_here("pruning_saving", directory / "pruning_saving.json", "--keep", str(directory))
     return rows, directory
 
 
@@ -221,9 +239,9 @@ def test_pruning_saving_quick_reports_both_studies(pruning_saving: tuple[list[di
 
 
 def test_tuned_vs_defaults_quick_retrains_both_configs(pruning_saving: tuple[list[dict[str, Any]], Path],
-                                                        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+                                                        tmp_path: Path) -> None:
     directory = pruning_saving[1]
-    result, _ = run_quick_here("tuned_vs_defaults", tmp_path / "tuned.json", capsys, "--study", "quickstart-guard",
+    result, _ = run_quick_here("tuned_vs_defaults", tmp_path / "tuned.json", "--study", "quickstart-guard",
                                "--storage", f"sqlite:///{directory / 'quickstart-guard.db'}")
     assert result["quick"] and len(result["configs"]) == 2 and "TRL defaults" in result["configs"]
     for label, config in result["configs"].items():
@@ -231,11 +249,11 @@ def test_tuned_vs_defaults_quick_retrains_both_configs(pruning_saving: tuple[lis
         assert_finite(config["gold_per_seed"], ["1"], label)
 
 
-def test_tuning_quality_quick_reports_every_method(tmp_path: Path) -> None:
+def test_tuning_quality_quick_reports_every_method(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # Task seed 0 is the default task, which the suite builds anyway (another seed is another task, 25 s to build);
     # the quickstart's base names no task seed, so a 0 in every study's base is the flag's.
-    result, _ = run_quick("tuning_quality", tmp_path / "tuning_quality.json", "--work-dir", str(tmp_path / "work"),
-                          "--task-seed", "0")
+    result, _ = run_quick_here("tuning_quality", tmp_path / "tuning_quality.json", "--work-dir",
+                               str(tmp_path / "work"), "--task-seed", "0")
     assert result["settings"]["quick"] and result["sampler_seeds"] == [0] and result["task_seed"] == 0
     assert all(study["definition"]["base"]["task_seed"] == 0 for study in result["studies"])
     assert_finite(result["reference"], ["best_tuning_value", "threshold"], "reference")
@@ -258,16 +276,15 @@ def test_tuning_quality_quick_reports_every_method(tmp_path: Path) -> None:
     assert result["table"] and result["studies_table"]
 
     # An interrupted run goes on with --resume: here the random search's study is lost, the rest finished.
+    from benchmarks import tuning_quality
+
     work = tmp_path / "work"
-    command = [sys.executable, "-m", "benchmarks.tuning_quality", "--quick", "--work-dir", str(work)]
-    again = subprocess.run([*command, "--task-seed", "0"], cwd=REPO, capture_output=True, text=True, check=False)
-    assert again.returncode == 2 and "--resume" in again.stderr.splitlines()[-1]
-    other = subprocess.run([*command, "--task-seed", "1", "--resume"], cwd=REPO, capture_output=True, text=True,
-                           check=False)
-    assert other.returncode == 2 and "tq-default-s0.yaml" in other.stderr.splitlines()[-1]
+    command = ["--quick", "--work-dir", str(work)]
+    assert "--resume" in refusal(tuning_quality.main, [*command, "--task-seed", "0"], capsys)
+    assert "tq-default-s0.yaml" in refusal(tuning_quality.main, [*command, "--task-seed", "1", "--resume"], capsys)
     (work / "tq-random-s0.db").unlink()
-    resumed, _ = run_quick("tuning_quality", tmp_path / "resumed.json", "--work-dir", str(work), "--task-seed", "0",
-                           "--resume")
+    resumed, _ = run_quick_here("tuning_quality", tmp_path / "resumed.json", "--work-dir", str(work), "--task-seed",
+                                "0", "--resume")
     assert resumed["settings"]["resume"]
     before = {study["name"]: study for study in result["studies"]}
     for study in resumed["studies"]:
@@ -335,31 +352,6 @@ def test_tuning_quality_pairs_the_searches_by_sampler_seed() -> None:
     assert pairs["updates_to_target"]["default"] == [by["default", seed]["updates_to_target"] for seed in (0, 1, 2)]
 
 
-# --------------------------------------------------------------------------------------------------- curve_table
-
-
-def test_curve_table_quick_keeps_every_evaluation_and_resumes(tmp_path: Path) -> None:
-    out = tmp_path / "curves.jsonl"
-    command = [sys.executable, "-m", "benchmarks.curve_table", "--quick", "--out", str(out)]
-    first = subprocess.run(command, cwd=REPO, capture_output=True, text=True, check=False)
-    assert first.returncode == 0, first.stderr[-5000:]
-    rows = [json.loads(line) for line in out.read_text().splitlines()]
-    assert sorted(row["config_id"] for row in rows) == [0, 1]
-    for row in rows:
-        context = f"config {row['config_id']}"
-        assert row["failure"] is None and row["updates"] == row["planned_updates"] >= 1, context
-        assert row["params"] and {"learning_rate", "rollout_batch_size"} <= set(row["params"]), context
-        assert all(len(values) == row["updates"] and all(is_finite(v) for v in values)
-                   for values in row["train"].values()), context
-        assert row["evals"] and row["evals"][-1]["update"] == row["updates"], context  # the last update evaluates
-        for point in row["evals"]:
-            assert_finite(point, ["eval/gold_score", "eval/kl", "eval/score"], context)
-    # A second run finds every run in the table and trains nothing: an interrupted build resumes, not restarts.
-    again = subprocess.run(command, cwd=REPO, capture_output=True, text=True, check=False)
-    assert again.returncode == 0 and "0 runs to go" in again.stderr, again.stderr[-3000:]
-    assert len(out.read_text().splitlines()) == 2
-
-
 # --------------------------------------------------------------------------------------------------- ray_overhead
 
 
@@ -375,9 +367,8 @@ def test_ray_overhead_quick_reports_every_figure(tmp_path: Path) -> None:
     assert_finite(result, ["ray_minus_local_overhead_s", "ray_over_local_throughput"], "ray_overhead")
 
 
-def test_gpu_phases_quick_times_every_phase_of_both_variants(tmp_path: Path,
-                                                             capsys: pytest.CaptureFixture[str]) -> None:
-    result, printed = run_quick_here("gpu_phases", tmp_path / "phases.json", capsys)
+def test_gpu_phases_quick_times_every_phase_of_both_variants(tmp_path: Path) -> None:
+    result, printed = run_quick_here("gpu_phases", tmp_path / "phases.json")
     assert result["copy_bandwidth_bytes_per_s"] > 0 and result["peak_flops"]["measured"] > 0
     assert set(result["shapes"]) == {"neox-tiny", "qwen2-tiny"}  # a GPT-NeoX and a Qwen2 shape, as the full run
     for name, shape in result["shapes"].items():
@@ -395,17 +386,6 @@ def test_gpu_phases_quick_times_every_phase_of_both_variants(tmp_path: Path,
             assert shape[key] > 0, (name, key)
         assert shape["trl_episodes_per_s"] is None
         assert f"{name}: episodes/s" in printed
-
-
-def refusal(main: Callable[[list[str]], object], argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
-    """The one line a benchmark's ``main(argv)`` refuses bad input with: it must exit 2 (argparse's status for bad
-    arguments) and print no traceback. Run here, not in a new process: a refusal comes before any work starts."""
-    with pytest.raises(SystemExit) as exited:
-        main(argv)
-    stderr = capsys.readouterr().err
-    assert exited.value.code == 2, stderr
-    assert "Traceback" not in stderr
-    return stderr.splitlines()[-1]
 
 
 @pytest.mark.parametrize("flag", ["--workers", "--validation-seeds", "--sampler-seeds", "--budget-updates"])

@@ -62,6 +62,26 @@ def finite(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
+def test_curve_table_quick_keeps_every_evaluation_and_resumes(curve_table: Path) -> None:
+    # curve_table's own quick mode: the table the replay below reads.
+    rows = [json.loads(line) for line in curve_table.read_text().splitlines()]
+    assert sorted(row["config_id"] for row in rows) == [0, 1]
+    for row in rows:
+        context = f"config {row['config_id']}"
+        assert row["failure"] is None and row["updates"] == row["planned_updates"] >= 1, context
+        assert row["params"] and {"learning_rate", "rollout_batch_size"} <= set(row["params"]), context
+        assert all(len(values) == row["updates"] and all(finite(v) for v in values)
+                   for values in row["train"].values()), context
+        assert row["evals"] and row["evals"][-1]["update"] == row["updates"], context  # the last update evaluates
+        for point in row["evals"]:
+            assert all(finite(point[key]) for key in ("eval/gold_score", "eval/kl", "eval/score")), context
+    # A second run finds every run in the table and trains nothing: an interrupted build resumes, not restarts.
+    again = subprocess.run([sys.executable, "-m", "benchmarks.curve_table", "--quick", "--out", str(curve_table)],
+                           cwd=REPO, capture_output=True, text=True, check=False)
+    assert again.returncode == 0 and "0 runs to go" in again.stderr, again.stderr[-3000:]
+    assert curve_table.read_text().splitlines() == [json.dumps(row) for row in rows]
+
+
 def test_quick_replay_reports_every_figure_finite(curve_table: Path, tmp_path: Path) -> None:
     out = tmp_path / "replay.json"
     done = subprocess.run([sys.executable, "-m", "benchmarks.tuning_replay", "--quick", "--table", str(curve_table),
