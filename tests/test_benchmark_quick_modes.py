@@ -411,6 +411,15 @@ def test_ray_overhead_refuses_a_count_below_one_in_one_line(flag: str, tmp_path:
     assert not out.exists()  # refused before any study ran
 
 
+def test_curve_table_refuses_no_workers_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from benchmarks import curve_table
+
+    out = tmp_path / "curves.jsonl"
+    line = refusal(curve_table.main, ["--quick", "--out", str(out), "--workers", "0"], capsys)
+    assert "--workers: must be at least 1, got 0" in line
+    assert not out.exists()
+
+
 @pytest.mark.parametrize(("arguments", "named"), [
     (["--study", "{missing}"], "no such file"),
     (["--study", "{not_a_study}"], "objectives"),
