@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import tempfile
 import time
@@ -29,7 +28,7 @@ from ppo_core.config_io import read_mapping
 from ppo_core.errors import InputError
 from tuner.attrs import KL_HISTORY_ATTR, PRUNE_REASON_ATTR
 from tuner.database import open_storage
-from tuner.runner import run_study
+from tuner.runner import cpu_threads_per_worker, run_study
 from tuner.study_config import load_study_spec
 from tuner.worker import run_worker
 
@@ -54,7 +53,7 @@ def run_variant(study_file: Path, directory: Path, guard_enabled: bool, workers:
     label = "with KL guard" if guard_enabled else "without KL guard"
     started = time.perf_counter()
     if workers == 1:  # what ppo-tune's one worker would do, here: one fork server serves both variants
-        run_worker(spec, spec.n_trials, spec.timeout, threads=os.cpu_count() or 1)
+        run_worker(spec, spec.n_trials, spec.timeout, threads=cpu_threads_per_worker(1))
     else:
         run_study(spec, spec.n_trials, spec.timeout, workers)
     wall = time.perf_counter() - started

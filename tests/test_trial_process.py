@@ -17,7 +17,14 @@ from ppo_tune.cli import main
 from studies import TESTS_DIR, load, write_study
 from tuner.attrs import FAIL_REASON_ATTR, PRUNE_REASON_ATTR, PRUNED_AT_ATTR
 from tuner.database import create_engine
-from tuner.runner import GPU_DEVICE_NODES, gpu_driver_present, gpu_groups, pause_until_a_worker_ends
+from tuner.runner import (
+    GPU_DEVICE_NODES,
+    cpu_threads_per_worker,
+    gpu_driver_present,
+    gpu_groups,
+    pause_until_a_worker_ends,
+    worker_commands,
+)
 from tuner.study_config import StudyConfigError, load_study_spec
 from tuner.trial_launch import TrialJob, trial_command
 from tuner.trial_records import read_metrics
@@ -137,6 +144,33 @@ def test_too_few_gpus_for_the_trials_is_one_line(
     with pytest.raises(StudyConfigError) as error:
         gpu_groups(gpus, workers, processes_per_trial)
     assert str(error.value) == message
+
+
+def test_each_worker_gets_its_share_of_the_cores_this_process_may_run_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The machine's core count was split between the workers: on a Slurm or taskset allocation of a few cores of
+    # many, every trial ran as many threads as the machine has, on the few cores it may use.
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    allowed = os.sched_getaffinity(0)
+    assert len(allowed) >= 2  # CI's machines have 2 cores
+    try:
+        os.sched_setaffinity(0, {min(allowed)})
+        assert cpu_threads_per_worker(1) == 1
+    finally:
+        os.sched_setaffinity(0, allowed)
+    assert cpu_threads_per_worker(1) == len(allowed)
+    assert cpu_threads_per_worker(2 * len(allowed)) == 1
+
+
+def test_omp_num_threads_caps_a_workers_threads(tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    # A user's OMP_NUM_THREADS, torch's own default for a process's threads, was overridden with the share of the
+    # cores: the test suite's OMP_NUM_THREADS=1 ran every trial with 2 spinning threads.
+    spec = load_study_spec(write_study(tmp_path, tiny_lm_dir, prompts_file))
+    for value, expected in (("1", 1), ("64", len(os.sched_getaffinity(0))), ("", len(os.sched_getaffinity(0))),
+                            ("many", len(os.sched_getaffinity(0)))):
+        monkeypatch.setenv("OMP_NUM_THREADS", value)
+        (command, _), = worker_commands(spec, 1, None, 1)
+        assert command[command.index("--threads") + 1] == str(expected), value
 
 
 def test_a_machine_without_a_gpu_driver_counts_no_gpu_without_importing_torch() -> None:

@@ -90,6 +90,16 @@ def gpu_groups(gpus: Sequence[str], workers: int, processes_per_trial: int) -> l
     return [list(gpus[index * processes_per_trial:(index + 1) * processes_per_trial]) for index in range(workers)]
 
 
+def cpu_threads_per_worker(workers: int) -> int:
+    """Each of ``workers`` local workers' share of the CPU threads: the cores this process may run on (its affinity,
+    which a Slurm or taskset allocation sets; not the machine's count) split evenly, at most ``OMP_NUM_THREADS``
+    when that is set to a number (torch's own default for a process's threads, which a user sets to say how many)."""
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1  # not on macOS
+    share = max(1, usable // workers)
+    cap = os.environ.get("OMP_NUM_THREADS", "").strip()
+    return min(share, int(cap)) if cap.isdigit() and int(cap) > 0 else share
+
+
 def worker_commands(spec: StudySpec, n_trials: int | None, timeout: float | None, workers: int,
                     stored: bool = False, ray: RayCluster | None = None) -> list[tuple[list[str], dict[str, str]]]:
     """The command line and environment of each worker: its GPUs, or its share of the CPU threads. ``stored``:
@@ -102,7 +112,7 @@ def worker_commands(spec: StudySpec, n_trials: int | None, timeout: float | None
         threads = ray_threads * spec.processes_per_trial if ray_threads else None
     else:
         groups = gpu_groups(visible_gpus(), workers, spec.processes_per_trial)
-        threads = max(1, (os.cpu_count() or 1) // workers)
+        threads = cpu_threads_per_worker(workers)
     commands = []
     for index, gpus in enumerate(groups):
         command = [sys.executable, "-m", "tuner.worker", spec.name if stored else str(spec.path),
