@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import subprocess
@@ -16,7 +17,7 @@ from optuna.trial import TrialState
 from ppo_tune.cli import main
 from studies import TESTS_DIR, Gate, kill_worker_mid_trial, load, write_study
 from tuner.attrs import FAIL_REASON_ATTR, RETRY_OF_ATTR
-from tuner.database import open_storage
+from tuner.database import GRACE_HEARTBEATS, open_storage
 from tuner.study_config import load_study_spec
 from tuner.study_definition import definition_changes
 from tuner.worker import run_worker
@@ -108,6 +109,35 @@ def test_a_resume_right_after_a_killed_worker_fails_its_trial_with_a_reason_and_
     assert len(retries) == 1 and retries[0].params == trials[0].params
     assert FAIL_REASON_ATTR not in retries[0].user_attrs  # the dead trial's reason stays with it
     assert sum(t.state == TrialState.COMPLETE for t in trials) == 2  # not one short
+
+
+def test_a_running_trial_that_never_sent_a_heartbeat_is_failed_and_retried_once_past_the_grace(
+    tmp_path: Path,
+) -> None:
+    # A Ctrl-C between Optuna's claim of a trial (RUNNING) and its first heartbeat left a trial no resume could
+    # recover: Optuna counts only trials with a heartbeat as stale, so a rerun of validate waited on it forever.
+    storage = open_storage(f"sqlite:///{tmp_path / 'x.db'}", heartbeat_interval=1)
+    study = optuna.create_study(study_name="x", storage=storage)
+    grace = GRACE_HEARTBEATS * 1
+    distribution = {"x": optuna.distributions.FloatDistribution(0.0, 1.0)}
+
+    def running(started: datetime.datetime) -> int:
+        """A RUNNING trial started at ``started``, with no heartbeat: as a worker leaves it when stopped between
+        Optuna's claim and the heartbeat thread's first beat."""
+        return storage.create_new_trial(study._study_id, template_trial=optuna.trial.FrozenTrial(
+            number=-1, state=TrialState.RUNNING, value=None, datetime_start=started, datetime_complete=None,
+            params={"x": 0.5}, distributions=distribution, user_attrs={}, system_attrs={}, intermediate_values={},
+            trial_id=-1))
+
+    now = datetime.datetime.now()
+    dead = running(now - datetime.timedelta(seconds=10 * grace))
+    fresh = running(now)  # its worker may be about to send its first heartbeat
+    optuna.storages.fail_stale_trials(study)
+    assert storage.get_trial(dead).state == TrialState.FAIL
+    assert storage.get_trial(dead).user_attrs[FAIL_REASON_ATTR] == "worker stopped sending heartbeats"
+    assert storage.get_trial(fresh).state == TrialState.RUNNING
+    retries = [t for t in study.get_trials() if t.user_attrs.get(RETRY_OF_ATTR) == storage.get_trial(dead).number]
+    assert [t.state for t in retries] == [TrialState.WAITING]
 
 
 def test_two_workers_never_claim_the_same_queued_trial_on_sqlite(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ Reading never changes a database: no tables are created, no WAL switch, and a re
 from __future__ import annotations
 
 import contextlib
+import datetime
 import errno
 import os
 import random
@@ -275,11 +276,29 @@ class HeartbeatStorage(RDBStorage):
     """
 
     def _get_stale_trial_ids(self, study_id: int) -> list[int]:
-        stale = super()._get_stale_trial_ids(study_id)
+        stale = super()._get_stale_trial_ids(study_id) + self._never_beat(study_id)
         for trial_id in stale:
             with contextlib.suppress(UpdateFinishedTrialError):  # another process failed it first
                 self.set_trial_user_attr(trial_id, FAIL_REASON_ATTR, STALE_REASON)
         return stale
+
+    def _never_beat(self, study_id: int) -> list[int]:
+        """RUNNING trials that never sent a heartbeat and started more than a grace period ago: a worker stopped
+        between Optuna's claim of the trial and its heartbeat thread's first beat, which comes at once in a live one.
+        Optuna counts only trials with a heartbeat as stale, so no resume would ever fail these.
+
+        The start is the claiming worker's clock (Optuna's ``datetime_start``), so it is compared with this one's."""
+        from optuna.storages._rdb import models  # the heartbeat table, which no public call reads
+
+        grace = datetime.timedelta(seconds=self.grace_period or 2 * (self.heartbeat_interval or 0))
+        cutoff = datetime.datetime.now() - grace
+        trials, beats = models.TrialModel.__table__.c, models.TrialHeartbeatModel.__table__.c
+        query = (sqlalchemy.select(trials.trial_id)
+                 .outerjoin(models.TrialHeartbeatModel.__table__, beats.trial_id == trials.trial_id)
+                 .where(trials.study_id == study_id, trials.state == TrialState.RUNNING.name,
+                        beats.trial_heartbeat_id.is_(None), trials.datetime_start < cutoff))
+        with self.engine.connect() as connection:
+            return [trial_id for (trial_id,) in connection.execute(query)]
 
 
 def serialise_sqlite_transactions(engine: sqlalchemy.Engine) -> None:
