@@ -156,16 +156,39 @@ def test_a_study_where_no_trial_completes_exits_1_and_says_why(
 
 def test_a_dead_worker_is_named_with_how_it_died(tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path,
                                                  gate: Gate) -> None:
-    # A worker killed under ``ppo-tune run`` made it exit 1 without a word.
+    # A worker killed under ``ppo-tune run`` made it exit 1 without a word. (Two workers: a single one runs in
+    # ppo-tune's own process.)
     path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=1, base={"reward_model_path": Gate.REWARD})
-    runner = subprocess.Popen([sys.executable, "-m", "ppo_tune", "run", str(path)], stderr=subprocess.PIPE,
-                              text=True)
-    gate.held_process()
-    worker = next(p for p in descendants(runner.pid) if "tuner.worker" in " ".join(p.cmdline()))
+    runner = subprocess.Popen([sys.executable, "-m", "ppo_tune", "run", str(path), "--workers", "2"],
+                              stderr=subprocess.PIPE, text=True)
+    held = gate.held_process()
+    worker = next(p for p in held.parents() if "tuner.worker" in " ".join(p.cmdline()))
+    index = worker.cmdline()[worker.cmdline().index("--worker-index") + 1]
     worker.send_signal(signal.SIGKILL)
+    wait_for(lambda: not still_running([held]), 60, "the dead worker's trial process to end")
+    gate.open()  # for the other worker's trial, if it started one
     _, error = runner.communicate(timeout=120)
     assert runner.returncode == 1
-    assert "worker 0 was killed by signal SIGKILL" in error, error
+    assert f"worker {index} was killed by signal SIGKILL" in error, error
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_single_local_worker_runs_in_ppo_tune_s_own_process(tmp_path: Path, tiny_lm_dir: Path,
+                                                              prompts_file: Path, gate: Gate, workers: int) -> None:
+    # One worker has no process of its own (it paid its imports and a fork server a second time): its trials are
+    # forked from ppo-tune's fork server. Two have a process each.
+    path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=1, base={"reward_model_path": Gate.REWARD})
+    runner = subprocess.Popen([sys.executable, "-m", "ppo_tune", "run", str(path), "--workers", str(workers)],
+                              stderr=subprocess.PIPE, text=True)
+    held = gate.held_process()
+    ancestors = held.parents()
+    worker_processes = [p for p in ancestors if "tuner.worker" in " ".join(p.cmdline())]
+    assert len(worker_processes) == (0 if workers == 1 else 1), [p.cmdline() for p in ancestors]
+    assert runner.pid in [p.pid for p in ancestors]
+    gate.open()
+    _, error = runner.communicate(timeout=120)
+    assert runner.returncode == 0, error
+    assert "trial   0 COMPLETE" in error, error
 
 
 def _states(path: Path) -> list[TrialState]:

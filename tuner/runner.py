@@ -1,4 +1,9 @@
-"""``ppo-tune run``: start K worker processes on this machine and follow the study with a progress bar."""
+"""``ppo-tune run``: run K workers on this machine and follow the study with a progress bar.
+
+K workers are K processes (``python -m tuner.worker``). A single worker with this process's environment runs in this
+process instead, the same worker code on the same command line: a process less for the common case, and its imports
+and fork server not paid twice.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +12,10 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -30,11 +36,13 @@ from tuner.study_config import StudyConfigError, StudySpec
 from tuner.trial_launch import describe_exit
 from tuner.trial_records import create_tables
 from tuner.worker import FINISHED, open_study
+from tuner.worker import main as worker_main
 
 if TYPE_CHECKING:  # only --launcher ray makes one
     from tuner.ray_launch import RayCluster
 
 POLL_SECONDS = 1.0
+WORKER_COMMAND = [sys.executable, "-m", "tuner.worker"]
 
 
 # The device nodes through which torch reaches a GPU: NVIDIA's driver on Linux, WSL 2's GPU paravirtualisation, and
@@ -115,7 +123,7 @@ def worker_commands(spec: StudySpec, n_trials: int | None, timeout: float | None
         threads = cpu_threads_per_worker(workers)
     commands = []
     for index, gpus in enumerate(groups):
-        command = [sys.executable, "-m", "tuner.worker", spec.name if stored else str(spec.path),
+        command = [*WORKER_COMMAND, spec.name if stored else str(spec.path),
                    "--storage", spec.storage, "--worker-index", str(index), *(["--stored"] if stored else [])]
         if ray is not None:
             command += ["--ray-address", ray.address]
@@ -180,10 +188,57 @@ def recover_dead_trials(study: optuna.Study, heartbeat_interval: int, console: C
         running = [t.number for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))]
 
 
+def runs_here(commands: Sequence[tuple[list[str], dict[str, str]]], ray: RayCluster | None) -> bool:
+    """Whether the workers' one command runs in this process: a single local worker whose environment is this
+    process's (one given a subset of the GPUs, or a Ray driver, stays a process of its own)."""
+    return ray is None and len(commands) == 1 and commands[0][1] == dict(os.environ)
+
+
+class _Follower:
+    """The progress loop: prints each trial as it finishes and moves the bar, until ``done()``, pausing between looks
+    with ``pause(seconds)``."""
+
+    def __init__(self, study: optuna.Study, spec: StudySpec, progress: Progress, total: int | None,
+                 already: int) -> None:
+        self.study, self.progress = study, progress
+        self.task = progress.add_task(spec.name, total=total, completed=already, best=_best_text(study))
+        self.reported = {trial.number for trial in study.get_trials(deepcopy=False) if trial.state.is_finished()}
+
+    def look(self) -> None:
+        trials = self.study.get_trials(deepcopy=False)
+        for trial in trials:
+            if trial.state.is_finished() and trial.number not in self.reported:
+                self.reported.add(trial.number)
+                self.progress.console.print(describe(trial))
+        finished = sum(t.state in FINISHED for t in trials)
+        self.progress.update(self.task, completed=finished, best=_best_text(self.study))
+
+    def follow(self, done: Callable[[], bool], pause: Callable[[float], object]) -> None:
+        while True:
+            ended = done()
+            self.look()  # once more after the end: the last trials are reported
+            if ended:
+                return
+            pause(POLL_SECONDS)
+
+
+def _run_here(command: list[str], follower: _Follower) -> int:
+    """The worker's command run in this process (its main thread, where Ctrl-C and SIGTERM land, as they would in
+    its own process), followed from a thread; its exit status."""
+    ended = threading.Event()
+    following = threading.Thread(target=follower.follow, args=(ended.is_set, ended.wait), daemon=True)
+    following.start()
+    try:
+        return worker_main(command[len(WORKER_COMMAND):])
+    finally:
+        ended.set()
+        following.join()
+
+
 def run_study(spec: StudySpec, n_trials: int | None, timeout: float | None, workers: int,
               console: Console | None = None, allow_changes: bool = False, stored: bool = False,
               ray: RayCluster | None = None) -> int:
-    """Create or resume the study, run ``workers`` processes, and return an exit status (130 on Ctrl-C, 143 on
+    """Create or resume the study, run ``workers`` workers, and return an exit status (130 on Ctrl-C, 143 on
     SIGTERM: either stops every worker and its trial, and queues the running trials again). With ``ray`` the
     workers run their trials as tasks on that cluster (``tuner.ray_launch``)."""
     console = console or Console(stderr=True)
@@ -196,25 +251,21 @@ def run_study(spec: StudySpec, n_trials: int | None, timeout: float | None, work
     if already:
         console.print(f"resuming study {spec.name!r}: {already} trials already finished")
     recover_dead_trials(study, spec.heartbeat_interval, console)
-    processes = [subprocess.Popen(command, env=env) for command, env in commands]
-    reported = {trial.number for trial in study.get_trials(deepcopy=False) if trial.state.is_finished()}
+    here = runs_here(commands, ray)
+    processes = [] if here else [subprocess.Popen(command, env=env) for command, env in commands]
     progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                         TextColumn("{task.fields[best]}"), TimeElapsedColumn(), console=console)
+    stopped: int | None = None  # 130 after Ctrl-C, 143 after SIGTERM
     try:
         with progress:
-            task = progress.add_task(spec.name, total=n_trials, completed=already, best=_best_text(study))
-            while True:
-                running = any(process.poll() is None for process in processes)
-                trials = study.get_trials(deepcopy=False)
-                for trial in trials:
-                    if trial.state.is_finished() and trial.number not in reported:
-                        reported.add(trial.number)
-                        progress.console.print(describe(trial))
-                finished = sum(t.state in FINISHED for t in trials)
-                progress.update(task, completed=finished, best=_best_text(study))
-                if not running:
-                    break
-                pause_until_a_worker_ends(processes, POLL_SECONDS)
+            follower = _Follower(study, spec, progress, n_trials, already)
+            if here:
+                status = _run_here(commands[0][0], follower)
+                if status in (130, 143):  # the worker took the signal: it killed its trial and queued it again
+                    stopped = status
+            else:
+                follower.follow(lambda: all(process.poll() is not None for process in processes),
+                                lambda seconds: pause_until_a_worker_ends(processes, seconds))
     except KeyboardInterrupt as interrupt:  # Ctrl-C, or SIGTERM (ppo_core.errors.Terminated)
         # Each worker takes the signal as Ctrl-C: it kills its trial's processes and queues the trial again. SIGTERM
         # is passed on as SIGTERM: a worker started in the background may ignore SIGINT, never SIGTERM.
@@ -224,12 +275,15 @@ def run_study(spec: StudySpec, n_trials: int | None, timeout: float | None, work
                 process.send_signal(forwarded)
         for process in processes:
             process.wait()
-        how = "terminated (SIGTERM)" if isinstance(interrupt, Terminated) else "interrupted"
+        stopped = 143 if isinstance(interrupt, Terminated) else 130
+    if stopped is not None:
+        how = "terminated (SIGTERM)" if stopped == 143 else "interrupted"
         console.print(f"{how}: finished trials are saved; rerun the same command to resume {spec.name!r}",
                       soft_wrap=True, markup=False)
-        return 143 if isinstance(interrupt, Terminated) else 130
-    failed_workers = [(index, process.returncode) for index, process in enumerate(processes)
-                      if process.returncode not in (0, 130, 143)]
+        return stopped
+    returncodes = [status] if here else [process.returncode for process in processes]
+    failed_workers = [(index, returncode) for index, returncode in enumerate(returncodes)
+                      if returncode not in (0, 130, 143)]
     for index, returncode in failed_workers:
         console.print(f"worker {index} was {describe_exit(returncode)}" if returncode < 0
                       else f"worker {index} ended with {describe_exit(returncode)}", soft_wrap=True)

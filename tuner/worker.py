@@ -1,4 +1,5 @@
-"""A worker process: joins (or creates) the study in the shared storage and runs trials until the target.
+"""A worker: joins (or creates) the study in the shared storage and runs trials until the target. It is a process of
+its own (``python -m tuner.worker``), or, when it is ``ppo-tune run``'s only local worker, runs in that process.
 
 Several workers, on one machine or many, coordinate only through Optuna's RDB storage. A worker chooses each
 trial's parameters and waits for it; the trial itself runs in a process of its own (``tuner.trial_launch``), so
