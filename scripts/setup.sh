@@ -92,10 +92,13 @@ pip_install() {
     for url in ${PIP_EXTRA_INDEX_URL:-}; do sources+=(--extra-index-url "$url"); done
     if [ -n "${PIP_EXTRA_INDEX_URL:-}" ]; then sources+=(--index-strategy unsafe-best-match); fi
     for url in ${PIP_FIND_LINKS:-}; do sources+=(--find-links "$url"); done
-    # --compile-bytecode: pip writes every module's bytecode as it installs, uv only when asked. Without it each
-    # process compiles what it imports, every time where PYTHONDONTWRITEBYTECODE is set (as on this project's machines):
-    # importing transformers' models then took 10.9 s of CPU instead of 4.7.
-    "$PY" -m uv pip install --quiet --compile-bytecode --python "$PY" "${sources[@]}" "$@"
+    # --compile-bytecode: pip writes every module's bytecode as it installs, uv only when asked. Where
+    # PYTHONDONTWRITEBYTECODE is set (as on this project's machines), each process would otherwise compile what it
+    # imports, every time: importing transformers' models then took 10.9 s of CPU instead of 4.7. Where it is not
+    # set, the first process to import a module writes its bytecode, and only the modules used are ever compiled.
+    local compile=()
+    if [ -n "${PYTHONDONTWRITEBYTECODE:-}" ]; then compile=(--compile-bytecode); fi
+    "$PY" -m uv pip install --quiet "${compile[@]}" --python "$PY" "${sources[@]}" "$@"
   else
     "$PY" -m pip install -q "$@"
   fi
@@ -119,8 +122,10 @@ install_project() {
   pip_install -e ".${extras:+[$extras]}" ${pin:+"$pin"}
   # The project's own bytecode, written once (an editable install writes none): where PYTHONDONTWRITEBYTECODE is set,
   # as on this project's machines, every process would compile each of the project's modules it imports, again.
-  echo "== ppo-tune: its bytecode"
-  find . -path './.*' -prune -o -name '*.py' -print0 | xargs -0 "$PY" -m compileall -q
+  if [ -n "${PYTHONDONTWRITEBYTECODE:-}" ]; then
+    echo "== ppo-tune: its bytecode"
+    find . -path './.*' -prune -o -name '*.py' -print0 | xargs -0 "$PY" -m compileall -q
+  fi
 }
 
 # PostgreSQL running, with the tests' role and database; PPO_TUNE_POSTGRES_URL names it.
