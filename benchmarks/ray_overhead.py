@@ -1,7 +1,7 @@
 """What ``--launcher ray`` costs against the local launcher: a trial's start-up latency, and a study's throughput.
 
     python -m benchmarks.ray_overhead                 # 12 tiny trials per launcher, 2 workers each
-    python -m benchmarks.ray_overhead --quick --out /tmp/ray_overhead.json   # 2 trials of 2 updates, 1 worker each
+    python -m benchmarks.ray_overhead --quick --out /tmp/ray_overhead.json   # 1 trial of 2 updates, 1 worker each
 
 One study of tiny trials (the built-in ``shortest_path_tiny`` task, 64 episodes a trial, random sampler) runs once
 under each launcher, in fresh SQLite files, with the same workers, seed and threads. Ray's cluster is the one running
@@ -126,8 +126,9 @@ def main(argv: list[str] | None = None) -> int:
     for flag, count in (("--workers", args.workers), ("--trials", args.trials)):
         if count is not None and count < 1:
             parser.error(f"{flag}: must be at least 1, got {count}")
-    n_trials = 2 if args.quick else args.trials
-    # --quick: one worker per launcher, each a process of its own (and on Ray a driver); two cost seconds of CPU more.
+    # --quick: one trial on one worker per launcher, the smallest run with every figure: each trial on Ray is a new
+    # process that imports torch and transformers (about 7 s of CPU), and a second worker is another process.
+    n_trials = 1 if args.quick else args.trials
     workers = args.workers if args.workers is not None else 1 if args.quick else 2
     results: dict[str, Any] = {
         "command": " ".join(["python -m benchmarks.ray_overhead", *(argv if argv is not None else sys.argv[1:])]),

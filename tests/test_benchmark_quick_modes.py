@@ -49,14 +49,17 @@ def run_quick(module: str, out: Path, *arguments: str) -> tuple[Any, str]:
 
 def run_quick_here(module: str, out: Path, *arguments: str) -> tuple[Any, str]:
     """``benchmarks.<module>.main(["--quick", "--out", out, ...])`` in this process: the JSON it wrote and what it
-    printed. What such a run changes of its process is put back after it: torch's thread count and Optuna's log
-    level. Its trials use this process's fork server (started by the first test here to run a study in process)."""
+    printed. What such a run changes of its process is put back after it: torch's thread count, Optuna's log level
+    and the level below which ``logging`` is switched off. Its trials use this process's fork server (started by the
+    first test here to run a study in process). A run here saves the imports a new process would pay again (torch
+    and transformers: about 6 s of CPU)."""
     import importlib
+    import logging
 
     import optuna
     import torch
 
-    threads, verbosity = torch.get_num_threads(), optuna.logging.get_verbosity()
+    threads, verbosity, disabled = torch.get_num_threads(), optuna.logging.get_verbosity(), logging.root.manager.disable
     printed = io.StringIO()
     try:
         with contextlib.redirect_stdout(printed):
@@ -64,6 +67,7 @@ def run_quick_here(module: str, out: Path, *arguments: str) -> tuple[Any, str]:
     finally:
         torch.set_num_threads(threads)
         optuna.logging.set_verbosity(verbosity)
+        logging.disable(disabled)
     return json.loads(out.read_text()), printed.getvalue()
 
 
@@ -197,9 +201,10 @@ def test_estimators_quick_reports_every_column(tmp_path: Path) -> None:
 
 def test_memory_modes_quick_reports_each_mode(tmp_path: Path) -> None:
     # Two of the modes, which between them switch on every option (no value network; LoRA, bf16 frozen weights,
-    # gradient checkpointing); the others combine the same options. Each mode is a process of its own.
+    # gradient checkpointing); the others combine the same options. Each mode is a process of its own, started from
+    # here.
     modes = ["full fp32, GRPO (no value network)", "LoRA, bf16 frozen, checkpointing"]
-    result, _ = run_quick("memory_modes", tmp_path / "memory.json", "--modes", *modes)
+    result, _ = run_quick_here("memory_modes", tmp_path / "memory.json", "--modes", *modes)
     assert result["quick"] and [row["mode"] for row in result["rows"]] == modes
     assert_finite(result, ["baseline_rss_gib"], "memory_modes")
     for row in result["rows"]:
@@ -212,7 +217,7 @@ def test_memory_modes_quick_reports_each_mode(tmp_path: Path) -> None:
 def test_dashboard_read_quick_times_every_step_and_page(tmp_path: Path) -> None:
     from dashboard.app import PAGES
 
-    result, _ = run_quick("dashboard_read", tmp_path / "dashboard_read.json")
+    result, _ = run_quick_here("dashboard_read", tmp_path / "dashboard_read.json")
     assert result["settings"]["quick"]
     steps = {row["step"]: row["seconds"] for row in result["rows"]}
     assert all(is_finite(seconds) for seconds in steps.values()), steps
