@@ -102,6 +102,10 @@ def test_a_known_peak_is_found_from_six_trials_wherever_it_lies(peak_kl: float, 
     # Most resampled studies show the turn too; those without the few trials that went past it cannot.
     assert peak.inside >= 0.6 and peak.value == pytest.approx(0.75, abs=0.03), peak
     assert peak.trials == 6 and peak.points == 48 and peak.bandwidth in BANDWIDTHS
+    # The curve drawn is the one the peak was read from.
+    assert list(peak.curve_kl) == sorted(peak.curve_kl) and peak.curve_kl[0] < peak.curve_kl[-1] <= peak.kl_max * (1 + 1e-12)
+    assert max(peak.curve_value) == peak.value
+    assert peak.curve_kl[peak.curve_value.index(peak.value)] == pytest.approx(peak.kl, rel=1e-12)
 
 
 def test_a_curve_still_rising_or_already_falling_says_which_way_the_peak_lies() -> None:

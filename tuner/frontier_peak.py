@@ -67,6 +67,9 @@ class FrontierPeak:
     points: int
     bandwidth: float
     reason: str = ""
+    curve_kl: tuple[float, ...] = ()
+    """The smoothed curve, to draw: KL (nats) at the grid points where it could be read, and its value there."""
+    curve_value: tuple[float, ...] = ()
 
     @property
     def found(self) -> bool:
@@ -120,16 +123,21 @@ def choose_bandwidth(groups: np.ndarray, x: np.ndarray, y: np.ndarray,
     return float(max(h for h, m in zip(candidates, means, strict=True) if m <= best * (1 + 1e-9)))
 
 
-def curve_peak(x: np.ndarray, y: np.ndarray, bandwidth: float, grid: np.ndarray) -> tuple[float, float, int, int]:
-    """(x at the peak, curve there, its position among the supported grid points, their number): the smoothed
-    curve's highest point over the grid points inside the points' range with kernel weight >= :data:`MIN_SUPPORT`.
-    (nan, nan, -1, 0) when none is supported."""
+def readable_curve(x: np.ndarray, y: np.ndarray, bandwidth: float, grid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The smoothed curve (windows widened to :data:`NEIGHBOURS`) at the grid points where it can be read: inside
+    the points' own range, with kernel weight >= :data:`MIN_SUPPORT`. Past the range a local line only extrapolates
+    its last slope."""
     curve, support = local_linear(x, y, grid, bandwidth, NEIGHBOURS)
-    # Inside the points' own range: past it a local line only extrapolates its last slope.
     readable = (support >= MIN_SUPPORT) & np.isfinite(curve) & (grid >= x.min()) & (grid <= x.max())
-    if not readable.any():
+    return grid[readable], curve[readable]
+
+
+def curve_peak(x: np.ndarray, y: np.ndarray, bandwidth: float, grid: np.ndarray) -> tuple[float, float, int, int]:
+    """(x at the peak, curve there, its position among the readable grid points, their number): the highest point
+    of :func:`readable_curve`. (nan, nan, -1, 0) when no grid point is readable."""
+    xs, values = readable_curve(x, y, bandwidth, grid)
+    if not len(xs):
         return math.nan, math.nan, -1, 0
-    xs, values = grid[readable], curve[readable]
     at = int(np.argmax(values))
     return float(xs[at]), float(values[at]), at, len(xs)
 
@@ -177,5 +185,8 @@ def frontier_peak(trials: Sequence[int], kl: Sequence[float], values: Sequence[f
     tail = (1 - INTERVAL) / 2
     low, high = (np.exp(np.quantile(peaks, [tail, 1 - tail])) if peaks else (math.nan, math.nan))
     status = "rising" if position == supported - 1 else "falling" if position == 0 else "peak"
-    return FrontierPeak(status, math.exp(at_x), at_value if maximize else -at_value, float(low), float(high),
-                        inside / resamples, float(k.min()), float(k.max()), len(ids), len(k), bandwidth)
+    sign = 1.0 if maximize else -1.0
+    xs, curve = readable_curve(x, y, bandwidth, grid)
+    return FrontierPeak(status, math.exp(at_x), sign * at_value, float(low), float(high), inside / resamples,
+                        float(k.min()), float(k.max()), len(ids), len(k), bandwidth,
+                        curve_kl=tuple(float(v) for v in np.exp(xs)), curve_value=tuple(float(v) for v in sign * curve))
