@@ -1,14 +1,13 @@
 """The reward–KL frontier of a study, as pure functions over the metrics frame: no Streamlit, no torch.
 
-Gao, Schulman & Hilton (ICML 2023, "Scaling laws for reward model overoptimization") measure a policy's distance
-from its start as d = sqrt(KL) and find that under RL the gold score follows R(d) = d (alpha - beta log d) above
-the initial score while the proxy score keeps rising: optimising the proxy past the gold peak overoptimises it.
-The functions here pick the metrics to read (:func:`frontier_source`), lay each trial's path out in d
-(:func:`trajectories`), find where gold peaks (:func:`gold_peaks`), place each trial's end point
-(:func:`final_points`), keep the non-dominated ones (:func:`pareto_front`) and fit Gao's form (:func:`fit_gao`),
-whose peak KL* = d*^2 is a suggested ``kl_target`` (KL summed over a response, the units of ``objective/kl``).
+Gao, Schulman & Hilton (ICML 2023, "Scaling laws for reward model overoptimization") find that under RL the gold
+score rises with the policy's KL from its start, peaks and falls, while the proxy score keeps rising: optimising the
+proxy past the gold peak overoptimises it. The functions here pick the metrics to read (:func:`frontier_source`),
+lay each trial's path out in KL (:func:`trajectories`), find where each trial's gold peaked (:func:`gold_peaks`),
+place each trial's end point (:func:`final_points`), keep the non-dominated ones (:func:`pareto_front`), and read
+where the study's gold peaks from every evaluation of every trial (:func:`study_peak`, the tuner's own
+:mod:`tuner.frontier_peak`): a suggested ``kl_target`` (KL summed over a response, the units of ``objective/kl``).
 """
-
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -18,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from ppo_core.metric_names import EVAL_GOLD_SCORE, EVAL_KL, EVAL_SCORE, GOLD_SCORE
+from tuner.frontier_peak import FrontierPeak, frontier_peak
 
 TRAIN_KL = "objective/kl"
 TRAIN_SCORE = "objective/scores"
@@ -25,17 +25,10 @@ TRIAL_COLUMN = "trial_number"  # the metrics frame's trial number (tuner.trial_r
 TRAJECTORY_COLUMNS = ["trial", "update", "kl", "sqrt_kl", "proxy", "gold"]
 PEAK_COLUMNS = ["trial", "update", "kl", "sqrt_kl", "gold"]
 POINT_COLUMNS = ["trial", "update", "kl", "sqrt_kl", "proxy", "gold", "y", "state"]
-MIN_FIT_POINTS = 4  # three parameters (r0, alpha, beta): at least one degree of freedom left for r²
-# Which trials' points the fit pools: every trial (pruned ones ran furthest in KL, past gold's peak) or only those
-# that finished their budget.
+# Which trials' points the peak is read from: every trial (pruned ones ran furthest in KL, past gold's peak) or only
+# those that finished their budget.
 FIT_SCOPES = {"all": "Every trial's points", "complete": "Complete trials only"}
-GROUP_FIT_COLUMNS = ["group", "trials", "points", "kl_star", "gold_star", "r2", "note"]
-GOLD_BOUNDS = (0.0, 1.0)
-"""What a gold score can be: the built-in task's is the share of the shortest route walked (ppo_core.tasks.gold), and
-no other gold scorer is recorded. A fitted curve is clipped to it, and a peak outside it is no suggestion."""
-KL_MARGIN = 0.25
-"""How far past the highest measured KL a fitted peak may lie and still be headlined as a kl_target: a quarter of
-the measured range's top. The fit is drawn this far, not to wherever its peak lands."""
+GROUP_PEAK_COLUMNS = ["group", "trials", "points", "status", "kl", "kl_low", "kl_high", "gold", "note"]
 
 
 def _has_values(metrics: pd.DataFrame, metric: str) -> bool:
@@ -154,144 +147,46 @@ def pareto_front(points: pd.DataFrame, x: str = "kl", y: str = "y") -> pd.DataFr
 
 
 @dataclass(frozen=True)
-class GaoFit:
-    """Gao et al.'s RL form fitted to (d, gold) points: R(d) = r0 + d (alpha - beta log d), d = sqrt(KL).
-
-    ``d_star`` = exp(alpha / beta - 1) is where dR/dd = alpha - beta log d - beta = 0 (a maximum for beta > 0);
-    ``kl_star`` = d_star^2 is the suggested ``kl_target``. ``extrapolated`` is True when d_star lies outside the
-    fitted points' d range: the peak is the curve's guess, not something the data showed.
-    """
-
-    r0: float
-    alpha: float
-    beta: float
-    d_star: float
-    kl_star: float
-    gold_star: float
-    r2: float
-    n: int
-    extrapolated: bool
-    kl_low: float = 0.0  # the fitted points' KL range
-    kl_high: float = np.inf
-
-    def predict(self, sqrt_kl: np.ndarray) -> np.ndarray:
-        """R(d), clipped to what a gold score can be (:data:`GOLD_BOUNDS`)."""
-        return np.clip(gao_curve(np.asarray(sqrt_kl, dtype=float), self.r0, self.alpha, self.beta), *GOLD_BOUNDS)
-
-    @property
-    def drawn_to(self) -> float:
-        """The KL the fitted curve is drawn to: a little past the data (:data:`KL_MARGIN`), never to a far peak."""
-        return self.kl_high * (1.0 + KL_MARGIN)
-
-    @property
-    def supported(self) -> bool:
-        """Whether KL* may be headlined as a kl_target: inside the measured KL range or within :data:`KL_MARGIN`
-        past its top, at a gold score a gold score can be."""
-        low, high = GOLD_BOUNDS
-        return self.kl_low <= self.kl_star <= self.drawn_to and low <= self.gold_star <= high
-
-
-@dataclass(frozen=True)
-class FitOutcome:
-    """:func:`fit_gao`'s answer: the fit, or None with ``reason`` saying why (also a note on an extrapolated peak)."""
-
-    fit: GaoFit | None
-    reason: str
-
-
-def gao_curve(d: np.ndarray, r0: float, alpha: float, beta: float) -> np.ndarray:
-    """R(d) = r0 + alpha d - beta d log d, with d log d -> 0 at d = 0."""
-    d = np.clip(np.asarray(d, dtype=float), 0.0, None)
-    d_log_d = np.where(d > 0, d * np.log(np.where(d > 0, d, 1.0)), 0.0)
-    return r0 + alpha * d - beta * d_log_d
-
-
-def fit_gao(sqrt_kl: np.ndarray | pd.Series, gold: np.ndarray | pd.Series) -> FitOutcome:
-    """Least-squares fit of R(d) = r0 + d (alpha - beta log d) to the finite (d, gold) pairs.
-
-    r0 is fitted rather than read off: a study's trials share their start policy, but its score at d = 0 is
-    rarely recorded (the first evaluation already follows an update), and taking one trial's first point as r0
-    would give that single noisy point the whole intercept. Adding r0 moves no part of the peak: dR/dd does not
-    depend on it, so d* = exp(alpha / beta - 1) as in Gao's form without it.
-
-    The form is linear in (r0, alpha, beta), with regressors 1, d and -d log d, so the least-squares optimum is
-    the closed-form linear solution (numpy's lstsq): exact and unique, with no start guess and no iterations that
-    could fail to converge, where ``scipy.optimize.curve_fit`` would only approximate it.
-
-    r² = 1 - SS_res / SS_tot. None, with the reason, for fewer than 4 points, too few distinct d values to
-    separate the three terms, a constant gold score, or beta <= 0 (gold never turns down: no peak in the form).
-    """
-    d = np.asarray(sqrt_kl, dtype=float)
-    y = np.asarray(gold, dtype=float)
-    keep = np.isfinite(d) & np.isfinite(y)
-    d, y = np.clip(d[keep], 0.0, None), y[keep]
-    n = len(d)
-    if n < MIN_FIT_POINTS:
-        return FitOutcome(None, f"{n} point(s) with KL and gold; the fit needs at least {MIN_FIT_POINTS}.")
-    if len(np.unique(d)) < 3:
-        return FitOutcome(None, "fewer than 3 distinct KL values: r0, alpha and beta cannot be told apart.")
-    ss_tot = float(np.sum((y - y.mean()) ** 2))
-    if ss_tot == 0.0:
-        return FitOutcome(None, "the gold score is the same at every point: nothing to fit.")
-    d_log_d = np.where(d > 0, d * np.log(np.where(d > 0, d, 1.0)), 0.0)
-    design = np.column_stack([np.ones(n), d, -d_log_d])
-    (r0, alpha, beta), _, rank, _ = np.linalg.lstsq(design, y, rcond=None)
-    if rank < 3:
-        return FitOutcome(None, "the points cannot separate r0, alpha and beta (a degenerate design).")
-    r0, alpha, beta = float(r0), float(alpha), float(beta)
-    if beta <= 0:
-        return FitOutcome(None, f"fitted beta = {beta:.3g} <= 0: gold does not turn down with KL, so there is no "
-                                f"peak to suggest (alpha = {alpha:.3g}).")
-    residual = y - gao_curve(d, r0, alpha, beta)
-    r2 = 1.0 - float(np.sum(residual**2)) / ss_tot
-    exponent = alpha / beta - 1.0
-    if exponent > 700:  # exp overflows a float: the peak is astronomically far out
-        return FitOutcome(None, f"the fitted peak d* = exp({exponent:.3g}) is far beyond any KL: no usable target.")
-    d_star = float(np.exp(exponent))
-    extrapolated = not (float(d.min()) <= d_star <= float(d.max()))
-    fit = GaoFit(
-        r0=r0, alpha=alpha, beta=beta, d_star=d_star, kl_star=d_star**2,
-        gold_star=float(gao_curve(np.array([d_star]), r0, alpha, beta)[0]), r2=r2, n=n, extrapolated=extrapolated,
-        kl_low=float(d.min()) ** 2, kl_high=float(d.max()) ** 2,
-    )
-    reason = (f"the peak KL* = {fit.kl_star:.3g} lies outside the data's KL range "
-              f"[{float(d.min()) ** 2:.3g}, {float(d.max()) ** 2:.3g}]: extrapolated." if extrapolated else "")
-    return FitOutcome(fit, reason)
-
-
-@dataclass(frozen=True)
 class Headline:
-    """What the page leads with: a suggested kl_target only where the data supports one, else what the data
-    showed, in words (``value`` None)."""
+    """What the page leads with: where gold peaks, where the data show one, else what the data showed, in words
+    (``value`` None when there is no KL to name)."""
 
     label: str
     value: str | None
     words: str
 
 
-def headline(fit: GaoFit) -> Headline:
-    """KL* as the headline when :attr:`GaoFit.supported`; else where gold stood: still rising at the highest KL
-    measured (the fitted peak lies beyond it), already falling at the lowest (it lies before), or a fitted peak
-    whose gold no score can reach."""
-    if fit.supported:
-        return Headline("Suggested kl_target", f"{fit.kl_star:.3g} nats",
-                        f"the fitted gold score peaks at KL* = {fit.kl_star:.3g} nats, within the measured KL range "
-                        f"[{fit.kl_low:.3g}, {fit.kl_high:.3g}] or just past it")
-    if fit.kl_star > fit.drawn_to:
-        return Headline("Gold still rising at", f"{fit.kl_high:.3g} nats",
-                        f"gold was still rising at the highest KL measured ({fit.kl_high:.3g} nats): no peak inside "
-                        "the data, so no kl_target to suggest; trials with more KL would show where it turns")
-    if fit.kl_star < fit.kl_low:
-        return Headline("Gold already falling at", f"{fit.kl_low:.3g} nats",
-                        f"gold was already falling at the lowest KL measured ({fit.kl_low:.3g} nats): its peak lies "
-                        "below every trial's KL, so no kl_target to suggest; trials with less KL would show it")
-    return Headline("No kl_target", None,
-                    f"the fitted peak's gold ({fit.gold_star:.3g}) lies outside what a gold score can be "
-                    f"[{GOLD_BOUNDS[0]:g}, {GOLD_BOUNDS[1]:g}]: the fit does not describe this study")
+def study_peak(paths: pd.DataFrame) -> FrontierPeak:
+    """Where gold peaks in KL over ``paths`` (every evaluation of every trial): the tuner's own reading
+    (:func:`tuner.frontier_peak.frontier_peak`). Without a gold score there is nothing to read: the proxy
+    score keeps rising with KL by construction."""
+    rows = paths[paths["gold"].notna()]
+    return frontier_peak(rows["trial"].to_numpy(dtype=int), rows["kl"].to_numpy(dtype=float),
+                         rows["gold"].to_numpy(dtype=float))
+
+
+def headline(peak: FrontierPeak) -> Headline:
+    """The peak's KL where the data show a turn; else which way it lies (gold still rising at the highest KL
+    measured, or already falling at the lowest), or why nothing can be read yet."""
+    interval = f"{peak.kl_low:.3g}-{peak.kl_high:.3g}"
+    if peak.found:
+        return Headline("Gold peaks at", f"{peak.kl:.3g} nats",
+                        f"gold peaks at {peak.kl:.3g} nats of KL (from {peak.trials} trials' {peak.points} "
+                        f"evaluations; {interval} in 80% of resampled studies, {peak.inside:.0%} of which show the "
+                        "turn inside the measured range): a kl_target, or a KL budget, near it keeps runs there")
+    if peak.status == "rising":
+        return Headline("Gold still rising at", f"{peak.kl:.3g} nats",
+                        f"gold was still rising at the highest KL the data cover ({peak.kl:.3g} nats): its peak lies "
+                        "beyond, so no kl_target to suggest; trials with more KL would show where it turns")
+    if peak.status == "falling":
+        return Headline("Gold already falling at", f"{peak.kl:.3g} nats",
+                        f"gold was already falling at the lowest KL the data cover ({peak.kl:.3g} nats): its peak "
+                        "lies below every trial's KL, so no kl_target to suggest; trials with less KL would show it")
+    return Headline("No peak yet", None, f"no peak can be read yet: {peak.reason}")
 
 
 def fit_points(paths: pd.DataFrame, states: Mapping[int, str], scope: str) -> pd.DataFrame:
-    """The trajectory rows a fit pools: all of them for scope "all", the COMPLETE trials' for "complete"."""
+    """The trajectory rows the peak is read from: all of them for scope "all", the COMPLETE trials' for "complete"."""
     if scope not in FIT_SCOPES:
         raise ValueError(f"unknown fit scope {scope!r}; expected one of {', '.join(FIT_SCOPES)}")
     if scope == "all":
@@ -300,21 +195,21 @@ def fit_points(paths: pd.DataFrame, states: Mapping[int, str], scope: str) -> pd
     return paths[paths["trial"].isin(complete)]
 
 
-def group_fits(paths: pd.DataFrame, groups: Mapping[int, str]) -> pd.DataFrame:
-    """:func:`fit_gao` within each group of trials (``groups``: trial -> label, e.g. the estimator).
+def group_peaks(paths: pd.DataFrame, groups: Mapping[int, str]) -> pd.DataFrame:
+    """:func:`study_peak` within each group of trials (``groups``: trial -> label, e.g. the estimator).
 
-    One row per group: group, trials, points, kl_star, gold_star, r2 (NaN without a fit) and a note (the reason
-    there is no fit, or that the peak is extrapolated).
+    One row per group: group, trials, points, status, kl, kl_low, kl_high and gold (NaN where no peak is read),
+    and a note (the reason there is none).
     """
     labels = paths["trial"].map(lambda n: groups.get(int(n)))
     rows = []
     for label in sorted({str(g) for g in labels.dropna()}):
         chosen = paths[labels == label]
-        outcome = fit_gao(chosen["sqrt_kl"], chosen["gold"])
-        fit = outcome.fit
+        peak = study_peak(chosen)
         rows.append({
             "group": label, "trials": int(chosen["trial"].nunique()), "points": int(chosen["gold"].notna().sum()),
-            "kl_star": fit.kl_star if fit else np.nan, "gold_star": fit.gold_star if fit else np.nan,
-            "r2": fit.r2 if fit else np.nan, "note": outcome.reason,
+            "status": peak.status, "kl": peak.kl if peak.found else np.nan,
+            "kl_low": peak.kl_low if peak.found else np.nan, "kl_high": peak.kl_high if peak.found else np.nan,
+            "gold": peak.value if peak.found else np.nan, "note": peak.reason or headline(peak).words,
         })
-    return pd.DataFrame(rows, columns=GROUP_FIT_COLUMNS)
+    return pd.DataFrame(rows, columns=GROUP_PEAK_COLUMNS)

@@ -12,8 +12,8 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from dashboard.charts import STATE_WORD, group_colors
-from dashboard.frontier import GaoFit
 from dashboard.palette import FIT_COLOR, FRONT_COLOR, OTHER_STATE_COLOR, STATE_COLORS, THRESHOLD_COLOR, trial_color
+from tuner.frontier_peak import FrontierPeak
 
 # With points coloured by group, the state moves to the marker's shape.
 STATE_SYMBOLS = {"COMPLETE": "circle", "PRUNED": "x", "FAIL": "diamond", "RUNNING": "triangle-up"}
@@ -111,15 +111,16 @@ def _group_points(points: pd.DataFrame, groups: Mapping[int, str]) -> list[go.Sc
 
 
 def frontier_figure(
-    points: pd.DataFrame, front: pd.DataFrame, fit: GaoFit | None = None, y_title: str = "gold score",
+    points: pd.DataFrame, front: pd.DataFrame, peak: FrontierPeak | None = None, y_title: str = "gold score",
     groups: Mapping[int, str] | None = None, kl_limit: float | None = None,
 ) -> go.Figure:
     """Each trial's final (KL, y) point coloured by state, the Pareto front of the COMPLETE ones as a line, and,
-    given a fit, the fitted R(sqrt(KL)) with a vertical marker at KL* (the suggested ``kl_target``).
+    given a peak reading, the study's smoothed gold curve, with a vertical marker at the peak's KL and its interval
+    shaded where the data show a peak (the suggested ``kl_target``).
 
     Given ``groups`` (trial -> label, e.g. the estimator), points are coloured by group and their state is the
     marker's shape (:data:`STATE_SYMBOLS`). Trace meta: {"role": "points", "state": s} (or "group": g),
-    {"role": "pareto_front"}, {"role": "fit"}, {"role": "kl_star"}.
+    {"role": "pareto_front"}, {"role": "fit"} (the smoothed curve), {"role": "kl_interval"}, {"role": "kl_star"}.
     """
     traces: list[go.Scatter] = _group_points(points, groups) if groups else _state_points(points)
     if not front.empty:
@@ -128,25 +129,26 @@ def frontier_figure(
             name="Pareto front", meta={"role": "pareto_front"}, line={"color": FRONT_COLOR, "shape": "hv", "width": 2},
             hoverinfo="skip",
         ))
-    if fit is not None:
-        # Drawn over the data and a little past it, never out to a far (extrapolated) peak that would squash every
-        # measured point against KL = 0.
-        high = max(float(points["kl"].max()) if not points.empty else 0.0, fit.drawn_to)
-        kl = np.linspace(0.0, high, 200)
+    if peak is not None and peak.curve_kl:
         traces.append(go.Scatter(
-            x=kl, y=fit.predict(np.sqrt(kl)), mode="lines", meta={"role": "fit"},
-            name=f"fit: α={fit.alpha:.3g}, β={fit.beta:.3g}, r²={fit.r2:.2f}",
+            x=list(peak.curve_kl), y=list(peak.curve_value), mode="lines", meta={"role": "fit"},
+            name=f"gold, smoothed over {peak.points} evaluations",
             line={"color": FIT_COLOR, "dash": "dash", "width": 2},
-            hovertemplate="fit<br>KL %{x:.3g}: %{y:.4g}<extra></extra>",
+            hovertemplate="smoothed gold<br>KL %{x:.3g}: %{y:.4g}<extra></extra>",
         ))
-        if fit.supported:
-            ys = [*fit.predict(np.sqrt(kl)), *points["y"].dropna().to_numpy(dtype=float)]
+        if peak.found:
+            ys = [*peak.curve_value, *points["y"].dropna().to_numpy(dtype=float)]
             low_y, high_y = min(ys), max(ys)
-            extra = " (just past the data)" if fit.extrapolated else ""
             traces.append(go.Scatter(
-                x=[fit.kl_star, fit.kl_star], y=[low_y, high_y], mode="lines", meta={"role": "kl_star"},
-                name=f"KL* = {fit.kl_star:.3g}{extra}", line={"color": THRESHOLD_COLOR, "dash": "dot", "width": 2},
-                hovertemplate=f"suggested kl_target KL* = {fit.kl_star:.3g}{extra}<extra></extra>",
+                x=[peak.kl_low, peak.kl_high, peak.kl_high, peak.kl_low, peak.kl_low],
+                y=[low_y, low_y, high_y, high_y, low_y], mode="lines", fill="toself", meta={"role": "kl_interval"},
+                name=f"peak's 80% interval: {peak.kl_low:.3g}-{peak.kl_high:.3g}", line={"width": 0},
+                fillcolor="rgba(128, 128, 128, 0.15)", hoverinfo="skip",
+            ))
+            traces.append(go.Scatter(
+                x=[peak.kl, peak.kl], y=[low_y, high_y], mode="lines", meta={"role": "kl_star"},
+                name=f"gold peaks at KL {peak.kl:.3g}", line={"color": THRESHOLD_COLOR, "dash": "dot", "width": 2},
+                hovertemplate=f"gold peaks at KL {peak.kl:.3g} nats: a suggested kl_target<extra></extra>",
             ))
     if kl_limit is not None:  # the study's constraint on this KL: trials right of it are infeasible
         measured = points["y"].dropna().to_numpy(dtype=float)

@@ -2,28 +2,36 @@
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from dashboard.frontier import (
-    GOLD_BOUNDS,
-    KL_MARGIN,
     FrontierSource,
     final_points,
-    fit_gao,
     frontier_source,
-    gao_curve,
     gold_peaks,
+    group_peaks,
     headline,
     pareto_front,
+    study_peak,
     trajectories,
 )
 from dashboard.frontier_charts import frontier_figure, traces_with_role, trajectory_figure
+from tuner.frontier_peak import frontier_peak
 
-ALPHA, BETA, R0 = 0.4, 0.2, 0.1  # peak at d* = exp(1), KL* = e^2, gold there 0.64: a gold score, in [0, 1]
+CURVE_TABLE = Path(__file__).resolve().parent.parent / "benchmarks" / "results" / "curve_table.jsonl"
+ALPHA, BETA, R0 = 0.4, 0.2, 0.1  # Gao's R(d) = r0 + d (alpha - beta ln d) peaks at d = e, KL = e^2, gold 0.64
+
+
+def gao_gold(d: np.ndarray) -> np.ndarray:
+    """Gao et al.'s RL form, with d ln d -> 0 at d = 0: a gold curve that rises, peaks at KL = e^2 and falls."""
+    d = np.clip(np.asarray(d, dtype=float), 0.0, None)
+    return R0 + ALPHA * d - BETA * np.where(d > 0, d * np.log(np.where(d > 0, d, 1.0)), 0.0)
 
 
 def metrics_frame(with_eval: bool = True, with_gold: bool = True, updates: int = 8) -> pd.DataFrame:
@@ -38,7 +46,7 @@ def metrics_frame(with_eval: bool = True, with_gold: bool = True, updates: int =
                 "objective/kl": kl, "objective/scores": d,
             }
             if with_gold:
-                row["objective/gold_score"] = float(gao_curve(np.array([d]), R0, ALPHA, BETA)[0])
+                row["objective/gold_score"] = float(gao_gold(np.array([d]))[0])
             if with_eval:
                 evaluated = update % 4 == 0
                 row["eval/kl"] = kl * 1.1 if evaluated else math.nan
@@ -102,51 +110,6 @@ def test_gold_peaks_and_final_points() -> None:
     assert np.allclose(points["y"], points["gold"])
 
 
-def test_fit_recovers_known_alpha_and_beta() -> None:
-    rng = np.random.default_rng(0)
-    d = rng.uniform(0.0, 5.0, 200)
-    gold = gao_curve(d, R0, ALPHA, BETA) + rng.normal(0.0, 0.004, d.size)  # noise a 100th of the signal's span
-    outcome = fit_gao(d, gold)
-    fit = outcome.fit
-    assert fit is not None, outcome.reason
-    assert fit.alpha == pytest.approx(ALPHA, abs=0.01)
-    assert fit.beta == pytest.approx(BETA, abs=0.01)
-    assert fit.r0 == pytest.approx(R0, abs=0.01)
-    assert fit.d_star == pytest.approx(math.e, rel=0.05)
-    assert fit.kl_star == pytest.approx(fit.d_star**2)
-    assert fit.r2 > 0.99 and fit.n == 200 and not fit.extrapolated and outcome.reason == ""
-
-
-@pytest.mark.parametrize(("alpha", "beta"), [(2.0, 1.0), (1.0, 0.7), (0.3, 0.4), (3.0, 2.5)])
-def test_peak_formula_matches_a_dense_argmax(alpha: float, beta: float) -> None:
-    d_star = math.exp(alpha / beta - 1.0)
-    d = np.linspace(1e-6, 4 * d_star, 400_001)
-    numeric = d[np.argmax(gao_curve(d, 0.0, alpha, beta))]
-    assert numeric == pytest.approx(d_star, rel=1e-4)
-    fit = fit_gao(d[::4000], gao_curve(d[::4000], 0.0, alpha, beta)).fit
-    assert fit is not None and fit.d_star == pytest.approx(d_star, rel=1e-6)
-
-
-def test_peak_outside_the_data_is_flagged_as_extrapolated() -> None:
-    d = np.linspace(0.1, 1.5, 20)  # still climbing: the peak e is beyond the data
-    outcome = fit_gao(d, gao_curve(d, R0, ALPHA, BETA))
-    assert outcome.fit is not None and outcome.fit.extrapolated
-    assert "extrapolated" in outcome.reason
-
-
-@pytest.mark.parametrize(("d", "gold", "words"), [
-    ([0.5, 1.0, 1.5], [1.0, 2.0, 3.0], "at least 4"),
-    ([1.0, 1.0, 2.0, 2.0, math.nan], [1.0, 1.1, 2.0, 2.1, 5.0], "distinct"),
-    ([0.5, 1.0, 1.5, 2.0], [1.0, 1.0, 1.0, 1.0], "same at every point"),
-    (list(np.linspace(0.1, 3.0, 10)), list(np.linspace(0.1, 3.0, 10) ** 2), "beta"),  # convex: beta < 0
-    ([math.nan] * 5, [1.0] * 5, "0 point"),
-])
-def test_degenerate_fits_return_none_with_a_reason(d: list[float], gold: list[float], words: str) -> None:
-    outcome = fit_gao(np.array(d), np.array(gold))
-    assert outcome.fit is None
-    assert words in outcome.reason
-
-
 def slow_front(points: pd.DataFrame) -> set[int]:
     """O(n²) reference: the COMPLETE points no other COMPLETE point dominates."""
     done = points[points["state"] == "COMPLETE"]
@@ -193,27 +156,6 @@ def test_trajectory_figure_marks_each_gold_peak() -> None:
         assert marker.x[0] == pytest.approx(peak["sqrt_kl"]) and marker.y[0] == pytest.approx(peak["gold"])
 
 
-def test_frontier_figure_draws_points_front_fit_and_kl_star() -> None:
-    rng = np.random.default_rng(1)
-    d = rng.uniform(0.2, 4.0, 30)
-    points = pd.DataFrame({
-        "trial": np.arange(30), "update": 10, "kl": d**2, "sqrt_kl": d, "proxy": d,
-        "gold": gao_curve(d, R0, ALPHA, BETA), "state": ["COMPLETE"] * 20 + ["PRUNED"] * 5 + ["FAIL"] * 5,
-    })
-    points["y"] = points["gold"]
-    fit = fit_gao(points["sqrt_kl"], points["gold"]).fit
-    assert fit is not None
-    figure = frontier_figure(points, pareto_front(points), fit)
-    assert {t.meta["state"] for t in traces_with_role(figure, "points")} == {"COMPLETE", "PRUNED", "FAIL"}
-    assert len(traces_with_role(figure, "pareto_front")) == 1
-    assert len(traces_with_role(figure, "fit")) == 1
-    (star,) = traces_with_role(figure, "kl_star")
-    assert list(star.x) == pytest.approx([fit.kl_star, fit.kl_star])
-    assert fit.kl_star == pytest.approx(math.e**2, rel=1e-6)
-    bare = frontier_figure(points, pareto_front(points))
-    assert not traces_with_role(bare, "fit") and not traces_with_role(bare, "kl_star")
-
-
 def test_empty_inputs_give_empty_frames() -> None:
     empty = pd.DataFrame(columns=["trial_id", "trial_number", "update", "episode"])
     source = frontier_source(empty)
@@ -223,45 +165,7 @@ def test_empty_inputs_give_empty_frames() -> None:
     assert pareto_front(final_points(paths, {})).empty
 
 
-
-# --- no number the data cannot support (issue 28, point 1) ---
-
-def test_a_peak_far_past_the_data_is_no_headline_and_the_fit_is_drawn_only_a_little_past_it() -> None:
-    # Gold still climbing over 0..2.5 nats (a quickstart study's held-out range): the fitted peak lies hundreds of
-    # nats out. The page must not headline it, and the chart must not stretch to it.
-    d = np.sqrt(np.linspace(0.05, 2.5, 24))
-    gold = 0.5 + 0.1 * d - 0.004 * d * np.log(d)  # alpha/beta = 25: d* = e^24
-    fit = fit_gao(d, gold).fit
-    assert fit is not None and fit.kl_star > 1e3 and not fit.supported
-    lead = headline(fit)
-    assert lead.value == f"{2.5:.3g} nats" and lead.label == "Gold still rising at"
-    assert "still rising at the highest KL measured (2.5 nats)" in lead.words
-    points = pd.DataFrame({"trial": range(24), "update": 10, "kl": d**2, "sqrt_kl": d, "proxy": d, "gold": gold,
-                           "state": "COMPLETE"})
-    points["y"] = points["gold"]
-    figure = frontier_figure(points, pareto_front(points), fit)
-    (curve,) = traces_with_role(figure, "fit")
-    assert max(curve.x) == pytest.approx(2.5 * (1 + KL_MARGIN))  # a quarter past the data, not to the peak
-    assert not traces_with_role(figure, "kl_star")
-
-
-def test_a_fitted_gold_outside_what_gold_can_be_is_no_suggestion() -> None:
-    d = np.linspace(0.3, 3.0, 20)
-    fit = fit_gao(d, gao_curve(d, 0.5, 2.0, 1.0)).fit  # peaks at e with gold 3.2: no gold score reaches that
-    assert fit is not None and not fit.extrapolated and not fit.supported
-    assert headline(fit).value is None and "outside what a gold score can be" in headline(fit).words
-    assert float(np.max(fit.predict(d))) <= GOLD_BOUNDS[1]  # the drawn curve stays where gold can be
-
-
-def test_a_peak_inside_the_data_is_the_headline() -> None:
-    d = np.linspace(0.3, 4.0, 30)
-    fit = fit_gao(d, gao_curve(d, R0, ALPHA, BETA)).fit
-    assert fit is not None and fit.supported
-    assert headline(fit).value == f"{math.e**2:.3g} nats"
-
-
 def test_the_studys_kl_constraint_is_drawn_where_that_kl_is() -> None:
-    # Issue 28, point 5: the constraint (eval/kl <= 5) was drawn nowhere.
     d = np.sqrt(np.linspace(0.5, 8.0, 12))
     points = pd.DataFrame({"trial": range(12), "update": 10, "kl": d**2, "sqrt_kl": d, "proxy": d,
                            "gold": 0.5 + 0.01 * d, "state": "COMPLETE"})
@@ -270,3 +174,78 @@ def test_the_studys_kl_constraint_is_drawn_where_that_kl_is() -> None:
     (line,) = traces_with_role(figure, "constraint")
     assert list(line.x) == [5.0, 5.0] and "KL ≤ 5" in line.name
     assert not traces_with_role(frontier_figure(points, pareto_front(points)), "constraint")
+
+
+def gao_paths(trials: int, seed: int, top: float) -> pd.DataFrame:
+    """Trajectory rows of ``trials`` trials whose held-out KL grows to between 0.5 and ``top`` nats, scored by
+    :func:`gao_gold` plus a little noise: eight evaluations each."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for trial, final in enumerate(np.exp(rng.uniform(np.log(0.5), np.log(top), trials))):
+        for update in range(1, 9):
+            kl = final * (update / 8) ** 1.5
+            rows.append({"trial": trial, "update": update, "kl": kl, "sqrt_kl": math.sqrt(kl), "proxy": kl,
+                         "gold": float(gao_gold(np.array([math.sqrt(kl)]))[0]) + rng.normal(scale=0.01)})
+    return pd.DataFrame(rows)
+
+
+def test_the_page_reads_the_peak_the_tuner_reads_and_draws_it() -> None:
+    paths = gao_paths(8, seed=0, top=30.0)
+    peak = study_peak(paths)
+    assert peak == frontier_peak(paths["trial"], paths["kl"], paths["gold"])  # one reading, the tuner's
+    assert peak.found and math.e**2 / 1.3 < peak.kl < math.e**2 * 1.3, peak
+    lead = headline(peak)
+    assert (lead.label, lead.value) == ("Gold peaks at", f"{peak.kl:.3g} nats")
+    assert f"{peak.kl_low:.3g}-{peak.kl_high:.3g}" in lead.words
+    points = final_points(paths, {n: "COMPLETE" for n in range(8)})
+    figure = frontier_figure(points, pareto_front(points), peak)
+    (curve,) = traces_with_role(figure, "fit")
+    assert list(curve.x) == pytest.approx(list(peak.curve_kl)) and max(curve.y) == pytest.approx(peak.value)
+    (star,) = traces_with_role(figure, "kl_star")
+    assert list(star.x) == pytest.approx([peak.kl, peak.kl])
+    (band,) = traces_with_role(figure, "kl_interval")
+    assert min(band.x) == pytest.approx(peak.kl_low) and max(band.x) == pytest.approx(peak.kl_high)
+    bare = frontier_figure(points, pareto_front(points))
+    assert not traces_with_role(bare, "fit") and not traces_with_role(bare, "kl_star")
+
+
+def test_no_peak_in_the_data_is_no_headline_and_says_which_way_it_lies() -> None:
+    rising = study_peak(gao_paths(6, seed=1, top=2.5))  # every trial stops well before e^2 = 7.4 nats
+    lead = headline(rising)
+    assert rising.status == "rising" and lead.label == "Gold still rising at"
+    assert f"still rising at the highest KL the data cover ({rising.kl:.3g} nats)" in lead.words
+    points = final_points(gao_paths(6, seed=1, top=2.5), {n: "COMPLETE" for n in range(6)})
+    figure = frontier_figure(points, pareto_front(points), rising)
+    assert traces_with_role(figure, "fit") and not traces_with_role(figure, "kl_star")
+    one = study_peak(gao_paths(1, seed=1, top=30.0))
+    assert one.status == "none" and headline(one).value is None and "of 1 trials" in headline(one).words
+
+
+def test_each_group_gets_its_own_peak() -> None:
+    paths = gao_paths(12, seed=2, top=30.0)
+    table = group_peaks(paths, {n: "wide" if n < 8 else "short" for n in range(12)} | {11: "lone"})
+    assert list(table["group"]) == ["lone", "short", "wide"]
+    rows = table.set_index("group")
+    assert rows.loc["lone", "status"] == "none" and math.isnan(rows.loc["lone", "kl"])
+    wide = study_peak(paths[paths["trial"] < 8])
+    assert rows.loc["wide", "kl"] == wide.kl and rows.loc["wide", "trials"] == 8
+
+
+@pytest.mark.parametrize("first", range(0, 240, 30))
+def test_a_study_whose_trials_stop_short_of_3_4_nats_shows_the_turn_its_points_show(first: int) -> None:
+    # A quickstart study (its KL guard and budget stop trials by about 3.4 nats) had its best trials at 1.2-1.7 nats
+    # and every trial past 2.4 lower, yet its page said gold was still rising. Here: 30 configurations of the
+    # measured curve table at a time (task seed 0, whose 26 best configurations end at 1.1-2.0 nats), their
+    # evaluations up to 3.4 nats. Gao's form fitted by least squares said "still rising" for 3 of these 8 groups and
+    # put the peak at 2.4-3.9 nats for the others.
+    rows = []
+    for line in CURVE_TABLE.read_text().splitlines():
+        run = json.loads(line)
+        if run["seed"] == 0 and first <= run["config_id"] < first + 30:
+            rows += [{"trial_number": run["config_id"], "update": e["update"], "eval/kl": e["eval/kl"],
+                      "eval/score": e["eval/score"], "eval/gold_score": e["eval/gold_score"]}
+                     for e in run["evals"] if e["eval/kl"] <= 3.4]
+    metrics = pd.DataFrame(rows)
+    peak = study_peak(trajectories(metrics, frontier_source(metrics)))
+    lead = headline(peak)
+    assert lead.label == "Gold peaks at" and 1.0 <= peak.kl <= 2.0, (lead, peak)

@@ -103,7 +103,8 @@ def test_a_known_peak_is_found_from_six_trials_wherever_it_lies(peak_kl: float, 
     assert peak.inside >= 0.6 and peak.value == pytest.approx(0.75, abs=0.03), peak
     assert peak.trials == 6 and peak.points == 48 and peak.bandwidth in BANDWIDTHS
     # The curve drawn is the one the peak was read from.
-    assert list(peak.curve_kl) == sorted(peak.curve_kl) and peak.curve_kl[0] < peak.curve_kl[-1] <= peak.kl_max * (1 + 1e-12)
+    assert list(peak.curve_kl) == sorted(peak.curve_kl)
+    assert peak.curve_kl[0] < peak.curve_kl[-1] <= peak.kl_max * (1 + 1e-12)
     assert max(peak.curve_value) == peak.value
     assert peak.curve_kl[peak.curve_value.index(peak.value)] == pytest.approx(peak.kl, rel=1e-12)
 

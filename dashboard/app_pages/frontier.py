@@ -1,4 +1,5 @@
-"""Frontier page: gold and proxy score against KL, per trial and across the study, with Gao et al.'s fit."""
+"""Frontier page: gold and proxy score against KL, per trial and across the study, and where the study's gold
+peaks (the tuner's own reading of it)."""
 
 from __future__ import annotations
 
@@ -10,20 +11,20 @@ from dashboard.charts import trial_label
 from dashboard.frames import MISSING, number
 from dashboard.frontier import (
     FIT_SCOPES,
-    FitOutcome,
     FrontierSource,
     final_points,
-    fit_gao,
     fit_points,
     frontier_source,
     gold_peaks,
-    group_fits,
+    group_peaks,
     headline,
     pareto_front,
+    study_peak,
     trajectories,
 )
 from dashboard.frontier_charts import frontier_figure, trajectory_figure
 from dashboard.ui import PageContext, color_by_picker, keep_valid, picked, run_page, show_table
+from tuner.frontier_peak import FrontierPeak
 
 TRIALS_KEY, SCOPE_KEY = "frontier_trials", "frontier_fit_scope"
 DEFAULT_PATHS = 4  # trials drawn along their run at first: more tangle into one another
@@ -43,28 +44,27 @@ def _frames(url: str, name: str, token: str, _context: PageContext) -> tuple[Fro
     return source, trajectories(metrics, source)
 
 
-def _fit_summary(outcome: FitOutcome, source: FrontierSource, scope: str) -> None:
-    fit = outcome.fit
-    if fit is None:
-        st.info(f"No fit of Gao et al.'s form: {outcome.reason}")
-        return
-    lead = headline(fit)
-    columns = st.columns(5)
+def _peak_summary(peak: FrontierPeak, source: FrontierSource, scope: str) -> None:
+    lead = headline(peak)
+    columns = st.columns(4)
     columns[0].metric(lead.label, lead.value or MISSING,
-                      help="KL* = d*², where the fitted gold score R(d) peaks, d = sqrt(KL); headlined only inside "
-                           "the measured KL range or a quarter past its top.")
-    columns[1].metric("Fitted gold at KL*", number(fit.gold_star) if fit.supported else MISSING)
-    columns[2].metric("α", f"{fit.alpha:.3g}")
-    columns[3].metric("β", f"{fit.beta:.3g}")
-    columns[4].metric("r²", f"{fit.r2:.2f}", help=f"{fit.n} (sqrt KL, gold) points, {FIT_SCOPES[scope].lower()}")
+                      help="Where the study's gold score, smoothed over every evaluation of every trial, is highest: "
+                           "the KL the tuner's search aims at. Named a peak only where the curve turns down inside "
+                           "the measured KL range.")
+    columns[1].metric("Smoothed gold there", number(peak.value) if peak.found else MISSING)
+    columns[2].metric("80% interval", f"{peak.kl_low:.3g}-{peak.kl_high:.3g}" if peak.found else MISSING,
+                      help="The peaks read from studies resampled from this one's trials, drawn with replacement.")
+    columns[3].metric("Resamples that turn", f"{peak.inside:.0%}" if peak.status != "none" else MISSING,
+                      help="The share of resampled studies whose curve turns down inside their own KL range.")
     where = "held-out evaluation" if source.kind == "eval" else "training rollout"
-    (st.caption if fit.supported else st.warning)(f"{lead.words[0].upper()}{lead.words[1:]}.")
-    st.caption(
-        f"R(d) = r0 + d(α − β log d) with r0 = {fit.r0:.3g}, fitted by least squares to {fit.n} {where} points "
-        f"({FIT_SCOPES[scope].lower()}) with KL from {fit.kl_low:.3g} to {fit.kl_high:.3g} nats (summed over a "
-        "response, the units of kl_target), drawn a little past them. A suggestion comes from this study's task, "
-        "model and budget: re-check it when any of them changes."
-    )
+    (st.caption if peak.found else st.warning)(f"{lead.words[0].upper()}{lead.words[1:]}.")
+    if peak.status != "none":
+        st.caption(
+            f"Gold against ln KL, smoothed locally over {peak.points} {where} points of {peak.trials} trials "
+            f"({FIT_SCOPES[scope].lower()}), KL from {peak.kl_min:.3g} to {peak.kl_max:.3g} nats (summed over a "
+            "response, the units of kl_target). A suggestion comes from this study's task, model and budget: "
+            "re-check it when any of them changes."
+        )
 
 
 def _across_the_study(context: PageContext, source: FrontierSource, paths: pd.DataFrame,
@@ -73,29 +73,29 @@ def _across_the_study(context: PageContext, source: FrontierSource, paths: pd.Da
     states = context.view.states()
     points = final_points(paths, states)
     front = pareto_front(points)
-    outcome, scope, chosen = None, "all", paths
+    peak, scope, chosen = None, "all", paths
     if source.has_gold:
         url_state.restore(SCOPE_KEY)
         keep_valid(SCOPE_KEY, list(FIT_SCOPES), "all")
-        scope = picked(st.radio("Fit to", list(FIT_SCOPES), format_func=FIT_SCOPES.get, horizontal=True,
+        scope = picked(st.radio("Read the peak from", list(FIT_SCOPES), format_func=FIT_SCOPES.get, horizontal=True,
                                 key=SCOPE_KEY, help="Pruned trials often ran furthest in KL, where gold turns down: "
                                                     "they carry the peak."), scope)
         url_state.keep(SCOPE_KEY, "all")
         chosen = fit_points(paths, states, scope)
-        outcome = fit_gao(chosen["sqrt_kl"], chosen["gold"])
+        peak = study_peak(chosen)
     y_title = "gold score" if source.has_gold else "proxy score"
-    figure = frontier_figure(points, front, outcome.fit if outcome else None, y_title, groups,
+    figure = frontier_figure(points, front, peak, y_title, groups,
                              context.view.upper_limit(source.kl))
     st.plotly_chart(figure, key="chart_frontier")
     marks = ("shapes: ● complete, ✕ pruned, ◆ failed, ▲ running" if groups
              else "colours: green complete, orange pruned, red failed, blue running")
     st.caption(f"Each trial's last measured point ({marks}). Black steps: the Pareto front of the complete trials "
                "(no other complete trial has more score for less KL).")
-    if outcome is not None:
-        _fit_summary(outcome, source, scope)
+    if peak is not None:
+        _peak_summary(peak, source, scope)
         if groups:
-            show_table(group_fits(chosen, groups), hide_index=True, width="stretch")
-            st.caption("The same fit within each group: a group with few points or no turn-down gets no KL*.")
+            show_table(group_peaks(chosen, groups), hide_index=True, width="stretch")
+            st.caption("The same reading within each group: a group with few points or no turn-down gets no peak.")
     if not front.empty:
         st.markdown(f"**On the front** ({len(front)} trial{'s' if len(front) != 1 else ''})")
         columns = ["trial", "update", "kl", "y", *(["proxy"] if source.has_gold else [])]
@@ -140,5 +140,5 @@ def render(context: PageContext) -> None:
     _per_trial(context, source, paths, groups)
 
 
-run_page("Frontier", render, "Reward against KL: where more KL stops buying gold score, and the kl_target it "
-                             "suggests (Gao et al., 2023).")
+run_page("Frontier", render, "Reward against KL: where more KL stops buying gold score (Gao et al., 2023), and "
+                             "the kl_target that suggests.")
