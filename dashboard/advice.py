@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -34,12 +34,14 @@ from dashboard.health_rules import (
     ADVICE_STEP_SIZE,
     ADVICE_VALUE,
     INFO,
+    KL_GUIDANCE,
     SEVERITY_RANK,
     WARNING,
     Finding,
 )
 from dashboard.study_reader import PARAM_PREFIX, StudyView
 from tuner.edge_findings import EdgeFinding
+from tuner.frontier_peak import FrontierPeak
 
 KL = "KL control"
 LR_BATCH = "Learning rate and batch size"
@@ -311,6 +313,26 @@ def edge_advice(findings: Sequence[EdgeFinding]) -> list[Advice]:
             for f in findings]
 
 
+def peak_sentence(peak: FrontierPeak) -> str:
+    """The study's own KL figure, where its evaluations show gold peaking: what replaces the guidance's generic one."""
+    return (f"This study's gold score peaks at {peak.kl:.3g} nats of KL ({peak.kl_low:.3g}-{peak.kl_high:.3g} over "
+            "resampled trials): keep KL near it.")
+
+
+def peak_advice(peak: FrontierPeak | None) -> list[Advice]:
+    """One item where the study's evaluations show where gold peaks in KL (:func:`tuner.frontier_peak.frontier_peak`,
+    as the Frontier page reads it): the KL to aim at."""
+    if peak is None or not peak.found:
+        return []
+    return [Advice(
+        KL, INFO, f"Gold peaks at {peak.kl:.3g} nats of KL",
+        f"read from {peak.points} evaluations of {peak.trials} trials: {peak.kl_low:.3g}-{peak.kl_high:.3g} nats over "
+        f"resampled trials, {peak.inside:.0%} of which show the turn (the Frontier page draws it)",
+        f"Aim kl_target (with the adaptive controller) near {peak.kl:.3g} nats, or keep the KL budget near "
+        f"{peak.kl_high:.3g}: past the peak, more KL buys proxy score, not gold.",
+    )]
+
+
 def order(items: Sequence[Advice]) -> list[Advice]:
     """By group in the guidance's order, then worst first, then the most trials first."""
     return sorted(items, key=lambda a: (GROUPS.index(a.group), SEVERITY_RANK[a.severity], -a.count))
@@ -318,12 +340,18 @@ def order(items: Sequence[Advice]) -> list[Advice]:
 
 def study_advice(
     view: StudyView, findings: Mapping[int, Sequence[Finding]], constraints: Mapping[int, Mapping[str, float]],
+    peak: FrontierPeak | None = None,
 ) -> list[Advice]:
     """What to try next for the study: its health findings (trial number -> findings), its broken constraints
-    (trial number -> constraint values, as ``FrozenTrial.constraints``) and its edge findings, ordered."""
+    (trial number -> constraint values, as ``FrozenTrial.constraints``), its edge findings and, given where its
+    gold peaks in KL (``peak``), that KL, ordered. Where the peak is found, the advice on KL speaks of it instead of
+    the guidance's generic 15–20 nats."""
     if view.trials.empty:
         return []
     knobs = knob_frame(view)
     ran = [n for n, updates in zip(view.numbers, view.trials["updates"], strict=True) if updates > 0 or findings.get(n)]
-    return order(finding_advice(findings, ran, knobs) + guard_advice(view, knobs)
-                 + constraint_advice(constraints, knobs) + edge_advice(view.edge_findings))
+    items = (finding_advice(findings, ran, knobs) + guard_advice(view, knobs) + constraint_advice(constraints, knobs)
+             + edge_advice(view.edge_findings) + peak_advice(peak))
+    if peak is not None and peak.found:
+        items = [replace(item, action=item.action.replace(KL_GUIDANCE, peak_sentence(peak))) for item in items]
+    return order(items)

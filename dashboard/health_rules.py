@@ -37,8 +37,9 @@ APPROXKL_HIGH = 0.1  # per-update KL between old and new policy; PPO's trust reg
 GOLD_GIVE_BACK = 0.2  # gold gave back this much of its gain while the proxy kept rising
 NOISE_MULTIPLE = 3.0  # a trend is a finding only when it exceeds this many standard errors of the run's own noise
 
+KL_GUIDANCE = "Keep KL under about 15–20 nats."  # the guidance's generic figure: a study's own peak replaces it
 ADVICE_KL_HIGH = ("Lower the learning rate or raise β (kl_coef); with the adaptive controller, lower kl_target. "
-                  "Keep KL under about 15–20 nats.")
+                  f"{KL_GUIDANCE}")
 ADVICE_KL_ZERO = ("Lower β (kl_coef) or raise the learning rate; with the adaptive controller, raise kl_target: "
                   "a policy pinned to the reference model cannot learn from the reward.")
 ADVICE_VALUE = ("Lower the value learning rate (value_learning_rate) or vf_coef, or tighten cliprange_value: "

@@ -22,6 +22,7 @@ import sqlalchemy
 import streamlit as st
 
 from dashboard.frames import health_contexts
+from dashboard.frontier import frontier_source, study_peak, trajectories
 from dashboard.health_rules import Finding, diagnose_trials
 from dashboard.study_reader import (
     StudyReader,
@@ -33,6 +34,7 @@ from dashboard.study_reader import (
     study_names,
 )
 from ppo_core.errors import first_line
+from tuner.frontier_peak import FrontierPeak
 
 TTL_S = 120
 MAX_STUDIES = 8
@@ -100,6 +102,15 @@ def samples(url: str, name: str, token: str) -> pd.DataFrame:
 @st.cache_data(ttl=TTL_S, max_entries=MAX_STUDIES, show_spinner=False)
 def health(url: str, name: str, token: str) -> dict[int, list[Finding]]:
     return diagnose_trials(metrics(url, name, token), health_contexts(study_view(url, name, token)))
+
+
+@st.cache_data(ttl=TTL_S, max_entries=MAX_STUDIES, show_spinner=False)
+def gold_peak(url: str, name: str, token: str) -> FrontierPeak | None:
+    """Where the study's gold peaks in KL, read from every trial's evaluations (``dashboard.frontier.study_peak``);
+    None for a study without a gold score."""
+    frame = metrics(url, name, token)
+    source = frontier_source(frame)
+    return study_peak(trajectories(frame, source)) if source.has_gold else None
 
 
 def _typed_arrays(figure: go.Figure) -> go.Figure:

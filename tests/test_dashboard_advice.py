@@ -29,6 +29,7 @@ from dashboard.health_rules import ADVICE_KL_HIGH, ADVICE_STEP_SIZE, CRITICAL, H
 from dashboard.study_reader import Snapshot, StudyRef, StudyView, build_study_view
 from tuner.attrs import CONFIG_ATTR, DEFINITION_ATTR, KL_GUARD_ATTR, KL_HISTORY_ATTR, PRUNE_REASON_ATTR
 from tuner.constraints import Constraint, constraint_values
+from tuner.frontier_peak import frontier_peak
 
 N_TRIALS = 20
 UPDATES = 30
@@ -220,3 +221,33 @@ def test_trials_the_kl_guard_stopped_on_its_trend_are_a_kl_item() -> None:
     assert item.what.startswith("KL heading past the guard's 6 nats: 4 of 20 trials")
     assert "#16, #17, #18, #19" in item.evidence and "all 4 had learning_rate ≥ 7e-05" in item.evidence
     assert not [i for i in items if i.what.startswith("KL passed")]  # no health rule saw them
+
+
+def test_where_the_studys_gold_peaks_the_kl_advice_speaks_of_that_kl(
+    patterned: tuple[StudyView, list[Advice]],
+) -> None:
+    view, _ = patterned
+    findings = diagnose_trials(pd.concat([run_metrics(n, n >= 16, False) for n in view.numbers], ignore_index=True),
+                               {n: HealthContext() for n in view.numbers})
+    # Gold along 8 trials' paths, peaking at 2 nats: the reading the Frontier page shows.
+    numbers, kls, golds = [], [], []
+    for trial, final in enumerate(np.geomspace(0.5, 12.0, 8)):
+        for step in range(1, 9):
+            kl = final * (step / 8) ** 1.5
+            numbers.append(trial)
+            kls.append(kl)
+            golds.append(0.7 - 0.05 * math.log(kl / 2.0) ** 2)
+    peak = frontier_peak(numbers, kls, golds)
+    assert peak.found and 1.6 < peak.kl < 2.5, peak
+    advice = study_advice(view, findings, {}, peak)
+    kl_items = [item for item in advice if item.group == KL]
+    (blow_up,) = [item for item in kl_items if item.what.startswith("KL above the blow-up threshold")]
+    assert "15–20" not in blow_up.action and f"peaks at {peak.kl:.3g} nats" in blow_up.action
+    (aim,) = [item for item in kl_items if item.what == f"Gold peaks at {peak.kl:.3g} nats of KL"]
+    assert f"kl_target (with the adaptive controller) near {peak.kl:.3g}" in aim.action
+    assert "read from 64 evaluations of 8 trials" in aim.evidence
+    # No peak read (gold still rising, or no gold at all): the guidance's figure, and no item about a peak.
+    for unread in (None, frontier_peak(numbers, [k / 20 for k in kls], [k for k in kls])):
+        items = study_advice(view, findings, {}, unread)
+        assert [i.action for i in items if i.what.startswith("KL above")] == [ADVICE_KL_HIGH]
+        assert not [i for i in items if i.what.startswith("Gold peaks")]

@@ -26,7 +26,8 @@ def _advice(url: str, name: str, token: str) -> list[Advice]:
     # The constraint values Optuna keeps on each trial, from the snapshot the token was taken from.
     trials = session.reader(url, name).current().trials
     constraints = {trial.number: trial.constraints for trial in trials if trial.constraints}
-    return study_advice(session.study_view(url, name, token), session.health(url, name, token), constraints)
+    return study_advice(session.study_view(url, name, token), session.health(url, name, token), constraints,
+                        session.gold_peak(url, name, token))
 
 
 def _what_to_try(context: PageContext) -> None:
