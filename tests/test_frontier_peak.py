@@ -18,6 +18,7 @@ from tuner.frontier_peak import (
     curve_peak,
     frontier_peak,
     local_linear,
+    thin_paths,
 )
 
 CURVE_TABLE = Path(__file__).resolve().parent.parent / "benchmarks" / "results" / "curve_table.jsonl"
@@ -164,3 +165,28 @@ def test_the_curve_tables_points_peak_where_its_best_configurations_end() -> Non
     assert peak.status == "peak" and peak.trials == 240, peak
     assert 1.0 <= peak.kl_low <= peak.kl <= peak.kl_high <= 2.1, peak
     assert peak.kl_max > 10 * peak.kl  # the table reaches far past the peak: a turn, not an edge
+
+
+def test_a_long_path_is_averaged_in_runs_of_neighbouring_points() -> None:
+    t = np.array([0] * 30 + [1] * 5)
+    k = np.concatenate([np.arange(30.0), np.arange(5.0)])
+    v = k * 2
+    thin_t, thin_k, thin_v = thin_paths(t, k, v, per_trial=12)
+    assert list(thin_t) == [0] * 12 + [1] * 5
+    runs = np.array_split(np.arange(30.0), 12)  # 6 runs of 3 points, then 6 of 2
+    assert thin_k[:12] == pytest.approx([run.mean() for run in runs]) and thin_v[:12] == pytest.approx(2 * thin_k[:12])
+    assert list(thin_k[12:]) == list(range(5))  # a short path is kept as it is
+
+
+def test_a_study_of_long_training_paths_finds_its_peak_too() -> None:
+    # A study recorded without held-out evaluations: the frontier reads one training point per update.
+    rng = np.random.default_rng(4)
+    numbers, kls, golds = [], [], []
+    for trial, final in enumerate(np.geomspace(0.3, 12.0, 10)):
+        for update in range(1, 121):
+            kl = final * (update / 120) ** 1.5
+            numbers.append(trial)
+            kls.append(kl)
+            golds.append(0.75 - 0.08 * math.log(kl / 2.0) ** 2 + rng.normal(scale=0.03))
+    peak = frontier_peak(numbers, kls, golds)
+    assert peak.found and 2.0 / 1.3 < peak.kl < 2.0 * 1.3 and peak.points == 1200, peak
