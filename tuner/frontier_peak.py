@@ -33,7 +33,7 @@ BANDWIDTHS = (0.2, 0.3, 0.45, 0.7, 1.0)
 NEIGHBOURS = 4
 """Where the evaluations are sparse (often past the peak, where few trials went), the smoother's window widens to
 hold this many: on synthetic studies with a known peak, 4 kept every estimate within 0.8-1.04x of it, 6 and 8
-overshot up to 2x by smoothing over the turn, none left the sparse side to a point or two."""
+overshot up to 2x by smoothing over the turn, and without widening the sparse side was drawn from a point or two."""
 GRID_POINTS = 81
 MIN_SUPPORT = 3.0
 """A grid point is read only where the kernel weights of the points around it sum to this: about three evaluations
@@ -51,7 +51,6 @@ RESAMPLED_POINTS = 80_000
 MIN_RESAMPLES = 50
 INTERVAL = 0.8
 """The peak's interval: the central 80% of the resampled peaks."""
-STATUSES = ("peak", "rising", "falling", "none")
 
 
 @dataclass(frozen=True)
