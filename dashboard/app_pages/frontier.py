@@ -48,9 +48,9 @@ def _peak_summary(peak: FrontierPeak, source: FrontierSource, scope: str) -> Non
     lead = headline(peak)
     columns = st.columns(4)
     columns[0].metric(lead.label, lead.value or MISSING,
-                      help="Where the study's gold score, smoothed over every evaluation of every trial, is highest: "
-                           "the KL the tuner's search aims at. Named a peak only where the curve turns down inside "
-                           "the measured KL range.")
+                      help="Where the study's gold score, smoothed over every evaluation of every trial, is highest "
+                           "(tuner.frontier_peak). Named a peak only where the curve turns down inside the measured "
+                           "KL range.")
     columns[1].metric("Smoothed gold there", number(peak.value) if peak.found else MISSING)
     columns[2].metric("80% interval", f"{peak.kl_low:.3g}-{peak.kl_high:.3g}" if peak.found else MISSING,
                       help="The peaks read from studies resampled from this one's trials, drawn with replacement.")
