@@ -165,7 +165,7 @@ def run_one_study(path: str, budget: int | None) -> dict[str, Any]:
     from tuner.attrs import RACE_OF_ATTR, WARM_START_ATTR
     from tuner.constraints import feasible
     from tuner.database import create_engine
-    from tuner.objective import interrupt_handlers_restored, make_objective
+    from tuner.objective import make_objective, run_trials
     from tuner.reports import trial_reason, updates_run
     from tuner.seed_policy import Racing
     from tuner.study_config import load_study_spec
@@ -189,9 +189,8 @@ def run_one_study(path: str, budget: int | None) -> dict[str, Any]:
         # counts. A one-trial study has nothing to race (a queued re-run would never run).
         if budget is not None:
             callbacks.insert(0, Racing(spec.seed_policy, int(spec.base.get("seed", PPOConfig.seed)), stop))
-        with interrupt_handlers_restored():
-            study.optimize(make_objective(spec, threads=1), n_trials=None if budget is not None else 1,
-                           catch=(Exception,), callbacks=callbacks)
+        run_trials(study, make_objective(spec, threads=1), n_trials=None if budget is not None else 1,
+                   callbacks=callbacks)
     after = study.get_trials(deepcopy=False)
     trials = [{"number": t.number, "state": t.state.name, "value": t.values[0] if t.values else None,
                "updates": updates_run(t), "feasible": t.state == optuna.trial.TrialState.COMPLETE and feasible(t),

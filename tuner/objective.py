@@ -8,19 +8,18 @@ imports none of that (nor the trainer, nor torch).
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Sequence
 
 import optuna
 from optuna.storages import BaseStorage
+from optuna.trial import FrozenTrial
 
 from ppo_core.config_io import build_config
 from ppo_core.errors import first_line
 from tuner.attrs import CONFIG_ATTR, FAIL_REASON_ATTR, VALIDATES_ATTR, retry_user_attrs
 from tuner.database import RetryStaleTrial
+from tuner.interrupts import interruptible, interrupts_held, raise_held
 from tuner.search_space import suggest_params
 from tuner.seed_policy import race_seed
 from tuner.study_config import StudySpec
@@ -68,23 +67,23 @@ def make_objective(spec: StudySpec, threads: int | None = None, queue_only: bool
             trial.study.stop()
             raise optuna.TrialPruned(NOTHING_QUEUED)
         try:
-            if VALIDATES_ATTR not in trial.user_attrs:  # a validation run's config was fixed when it was queued
-                try:
-                    # A racing re-run trains its configuration on the seed it was queued with.
-                    values = race_seed(trial.user_attrs,
-                                       {**spec.base, **suggest_params(trial, spec.search_space, spec.base)})
-                    config = build_config(values).to_dict()
-                    trial.set_user_attr(CONFIG_ATTR, config)
-                except Exception as error:
-                    raise _failed(trial, f"{type(error).__name__}: {first_line(error)}") from error
-                # The study file's check reads the corners of the space; a point between them is checked here.
-                problem = target_problem(spec.target, config) if spec.target else None
-                if problem is not None:
-                    raise _failed(trial, f"target {spec.target}: {problem}")
-            job = TrialJob(spec.storage, spec.name, trial._trial_id, os.getpid(), threads_per_process)
-            outcome, lost = launch(job, processes, spec.trial_timeout, trial.storage)
+            with interruptible():  # Ctrl-C stops the trial here; elsewhere it waits (tuner.interrupts)
+                if VALIDATES_ATTR not in trial.user_attrs:  # a validation run's config was fixed when it was queued
+                    try:
+                        # A racing re-run trains its configuration on the seed it was queued with.
+                        values = race_seed(trial.user_attrs,
+                                           {**spec.base, **suggest_params(trial, spec.search_space, spec.base)})
+                        config = build_config(values).to_dict()
+                        trial.set_user_attr(CONFIG_ATTR, config)
+                    except Exception as error:
+                        raise _failed(trial, f"{type(error).__name__}: {first_line(error)}") from error
+                    # The study file's check reads the corners of the space; a point between them is checked here.
+                    problem = target_problem(spec.target, config) if spec.target else None
+                    if problem is not None:
+                        raise _failed(trial, f"target {spec.target}: {problem}")
+                job = TrialJob(spec.storage, spec.name, trial._trial_id, os.getpid(), threads_per_process)
+                outcome, lost = launch(job, processes, spec.trial_timeout, trial.storage)
         except KeyboardInterrupt:
-            _further_interrupts_ignored()
             trial.set_user_attr(FAIL_REASON_ATTR, INTERRUPTED)
             trial.study.enqueue_trial(trial.params, user_attrs=retry_user_attrs(trial.user_attrs, trial.number),
                                       skip_if_exists=False)
@@ -101,32 +100,15 @@ def make_objective(spec: StudySpec, threads: int | None = None, queue_only: bool
     return objective
 
 
-INTERRUPTS = (signal.SIGINT, signal.SIGTERM)  # SIGTERM raises ppo_core.errors.Terminated in a worker
-
-
-def _further_interrupts_ignored() -> None:
-    """From the first interrupt on, ignore the next: a worker gets Ctrl-C twice (the terminal's, and the one
-    ``ppo-tune run`` passes on; a scheduler's SIGTERM to the whole job likewise), and the second must not cut short
-    the recording of the first, here or in Optuna's record of the failed trial after. The caller of
-    ``study.optimize`` puts the handlers back (:func:`interrupt_handlers_restored`)."""
-    if threading.current_thread() is threading.main_thread():  # only the main thread may set handlers
-        for signum in INTERRUPTS:
-            signal.signal(signum, signal.SIG_IGN)
-
-
-@contextlib.contextmanager
-def interrupt_handlers_restored() -> Iterator[None]:
-    """Around ``study.optimize`` with :func:`make_objective`'s objective: SIGINT's and SIGTERM's handlers as they were
-    before, once it returns or raises."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = {signum: signal.getsignal(signum) for signum in INTERRUPTS}
-    try:
-        yield
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
+def run_trials(study: optuna.Study, objective: Callable[[optuna.Trial], float | list[float]],
+               n_trials: int | None = None, timeout: float | None = None,
+               callbacks: Sequence[Callable[[optuna.Study, FrozenTrial], None]] = ()) -> None:
+    """``study.optimize`` with :func:`make_objective`'s ``objective``, as a worker runs it: a failing trial is
+    recorded and the next one runs, and Ctrl-C or SIGTERM ends it with the trial it interrupted recorded and queued
+    again."""
+    with interrupts_held():
+        study.optimize(objective, n_trials=n_trials, timeout=timeout, catch=(Exception,),
+                       callbacks=[*callbacks, raise_held])
 
 
 def _failed(trial: optuna.Trial, reason: str) -> TrialFailed:

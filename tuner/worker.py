@@ -22,7 +22,7 @@ from tuner.attrs import KL_GUARD_ATTR, OBJECTIVES_ATTR, VALIDATION_OF_ATTR
 from tuner.database import StorageError, create_engine, open_read_only_storage, open_storage, sqlite_path
 from tuner.factory import make_pruner, make_sampler
 from tuner.failure_streak import failure_streak
-from tuner.objective import Launch, interrupt_handlers_restored, make_objective
+from tuner.objective import Launch, make_objective, run_trials
 from tuner.seed_policy import Racing, TrialBudget
 from tuner.study_config import StudySpec, load_study_spec
 from tuner.study_definition import check_definition, check_ours, stored_spec
@@ -141,9 +141,8 @@ def run_worker(
     # Racing queues before the stopper counts, so a leader's next seed is waiting when the next trial is asked for.
     racing = None if queue_only else Racing(spec.seed_policy, int(spec.base.get("seed", PPOConfig.seed)),
                                             TrialBudget(n_trials, timeout))
-    with interrupt_handlers_restored():
-        study.optimize(make_objective(spec, threads, queue_only, launch), timeout=timeout, catch=(Exception,),
-                       callbacks=[*([racing] if racing else []), stopper])
+    run_trials(study, make_objective(spec, threads, queue_only, launch), timeout=timeout,
+               callbacks=[*([racing] if racing else []), stopper])
 
 
 def main(argv: list[str] | None = None) -> int:
