@@ -30,8 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from ppo_core.config import settable_fields
-from tuner.search_space import ParamSpec, config_values
+from tuner.kl_model import log10_step_mass
+from tuner.search_space import ParamSpec
 
 STEP_MASS = "step_mass"
 """The derived coordinate's name, as weights and reports call it."""
@@ -63,24 +63,9 @@ def point_distance(space: Mapping[str, ParamSpec], p: Mapping[str, Any], q: Mapp
 
 
 def step_mass(point: Mapping[str, Any], base: Mapping[str, Any]) -> float:
-    """log10 of the policy's learning rate summed over a run's optimizer steps, with the point's config fields over
-    the base's over PPOConfig's defaults (``tuner.search_space.config_values``, as a trial gets them):
-
-        step_mass = log10( lr * ceil(E / R) * K * N ),   R = per_device_train_batch_size * gradient_accumulation_steps
-
-    E total_episodes, R the rollout, K num_ppo_epochs, N num_mini_batches: ceil(E / R) updates (the trainer's count)
-    of K * N steps each. How
-    far a run moves the policy depends on this product more than on any one factor in it.
-    """
-    given = dict(base) | config_values(point, base)
-    defaults = settable_fields()
-
-    def value(name: str) -> Any:
-        return given[name] if name in given else defaults[name].default
-
-    rollout = value("per_device_train_batch_size") * value("gradient_accumulation_steps")
-    steps = math.ceil(value("total_episodes") / rollout) * value("num_ppo_epochs") * value("num_mini_batches")
-    return math.log10(value("learning_rate") * steps)
+    """log10 of the policy's learning rate summed over a run's optimizer steps: the tuner's own
+    (``tuner.kl_model.log10_step_mass``), so the replay and the frontier-guided search measure one thing."""
+    return log10_step_mass(point, base)
 
 
 class TableIndex:
