@@ -22,7 +22,6 @@ import sqlalchemy
 import streamlit as st
 
 from dashboard.frames import health_contexts
-from dashboard.frontier import frontier_source, study_peak, trajectories
 from dashboard.health_rules import Finding, diagnose_trials
 from dashboard.study_reader import (
     StudyReader,
@@ -35,6 +34,7 @@ from dashboard.study_reader import (
 )
 from ppo_core.errors import first_line
 from tuner.frontier_peak import FrontierPeak
+from tuner.frontier_points import metrics_peak
 
 TTL_S = 120
 MAX_STUDIES = 8
@@ -106,11 +106,9 @@ def health(url: str, name: str, token: str) -> dict[int, list[Finding]]:
 
 @st.cache_data(ttl=TTL_S, max_entries=MAX_STUDIES, show_spinner=False)
 def gold_peak(url: str, name: str, token: str) -> FrontierPeak | None:
-    """Where the study's gold peaks in KL, read from every trial's evaluations (``dashboard.frontier.study_peak``);
-    None for a study without a gold score."""
-    frame = metrics(url, name, token)
-    source = frontier_source(frame)
-    return study_peak(trajectories(frame, source)) if source.has_gold else None
+    """Where the study's gold peaks in KL, read from every trial's evaluations as the tuner reads it
+    (``tuner.frontier_points.metrics_peak``); None for a study without a gold score."""
+    return metrics_peak(metrics(url, name, token))
 
 
 def _typed_arrays(figure: go.Figure) -> go.Figure:

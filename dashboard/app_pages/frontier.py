@@ -9,22 +9,11 @@ import streamlit as st
 from dashboard import url_state
 from dashboard.charts import trial_label
 from dashboard.frames import MISSING, number
-from dashboard.frontier import (
-    FIT_SCOPES,
-    FrontierSource,
-    final_points,
-    fit_points,
-    frontier_source,
-    gold_peaks,
-    group_peaks,
-    headline,
-    pareto_front,
-    study_peak,
-    trajectories,
-)
+from dashboard.frontier import FIT_SCOPES, final_points, fit_points, gold_peaks, group_peaks, headline, pareto_front
 from dashboard.frontier_charts import frontier_figure, trajectory_figure
 from dashboard.ui import PageContext, color_by_picker, keep_valid, picked, run_page, show_table
 from tuner.frontier_peak import FrontierPeak
+from tuner.frontier_points import FrontierSource, frontier_source, study_peak, trajectories
 
 TRIALS_KEY, SCOPE_KEY = "frontier_trials", "frontier_fit_scope"
 DEFAULT_PATHS = 4  # trials drawn along their run at first: more tangle into one another
