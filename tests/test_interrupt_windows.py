@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import optuna
@@ -33,10 +33,12 @@ def reward_functions_importable(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def handlers_kept() -> object:
-    """The test changes SIGTERM's handler as a worker's ``main`` does; the next test gets pytest's back."""
+def handlers_kept() -> Iterator[None]:
+    """Ctrl-C raises, as in a worker started from a terminal (a pytest-xdist worker ignores it: its controller takes
+    Ctrl-C); the test sets SIGTERM's handler as a worker's ``main`` does. The next test gets pytest's back."""
     previous = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
-    yield previous
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
     for signum, handler in previous.items():
         signal.signal(signum, handler)
 
@@ -77,7 +79,7 @@ def _study(tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path,
 
 @pytest.mark.parametrize(("signum", "raised"), [(signal.SIGINT, KeyboardInterrupt), (signal.SIGTERM, Terminated)])
 def test_a_signal_while_a_trial_is_asked_for_fails_it_as_interrupted_and_queues_it_again(
-        tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path, handlers_kept: dict[int, object],
+        tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path, handlers_kept: None,
         signum: int, raised: type[BaseException]) -> None:
     sigterm_as_interrupt()
     study, spec = _study(tmp_path, tiny_lm_dir, prompts_file, SignalledWhileAsked(signum))
@@ -87,12 +89,12 @@ def test_a_signal_while_a_trial_is_asked_for_fails_it_as_interrupted_and_queues_
     assert [t.state for t in trials] == [TrialState.FAIL, TrialState.WAITING]
     assert trials[0].user_attrs[FAIL_REASON_ATTR] == INTERRUPTED
     # The handlers are the worker's own again: a later Ctrl-C raises at once.
-    assert signal.getsignal(signal.SIGINT) is handlers_kept[signal.SIGINT]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     assert signal.getsignal(signal.SIGTERM) is not signal.SIG_IGN
 
 
 def test_a_signal_while_a_finished_trial_is_recorded_lets_the_record_finish_then_stops_the_worker(
-        tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path, handlers_kept: dict[int, object]) -> None:
+        tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path, handlers_kept: None) -> None:
     study, spec = _study(tmp_path, tiny_lm_dir, prompts_file, SignalledWhileTold(signal.SIGINT))
     ended: list[int] = []
     with pytest.raises(KeyboardInterrupt):
