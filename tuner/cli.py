@@ -224,6 +224,8 @@ def command_list(args: argparse.Namespace) -> int:
 
 def command_show(args: argparse.Namespace) -> int:
     from tuner.edge_findings import edge_findings, format_edge_findings, stored_search_space
+    from tuner.frontier_aim import aim_words
+    from tuner.frontier_sampler import AIM_ATTR
     from tuner.reports import trials_frame
     from tuner.savings import update_savings
 
@@ -237,6 +239,9 @@ def command_show(args: argparse.Namespace) -> int:
     _print_frame(frame, f"study {args.name}")
     if savings is not None:
         print(savings.line())
+    aimed = [t for t in study.get_trials(deepcopy=False) if AIM_ATTR in t.user_attrs]
+    if aimed:  # a frontier-guided study: where its latest proposal aimed, and why
+        print(aim_words(aimed[-1].user_attrs[AIM_ATTR], aimed[-1].number))
     findings = edge_findings(study.get_trials(deepcopy=False), stored_search_space(study.user_attrs), study.directions)
     if findings:
         print(format_edge_findings(findings))

@@ -9,9 +9,12 @@ from typing import Any
 import numpy as np
 import optuna
 
+from tuner.database import create_engine
+from tuner.frontier_sampler import FRONTIER_SAMPLER, FrontierSampler, MetricsReader
 from tuner.kl_guard import KLGuardPruner
 from tuner.options import PRUNER_CLASSES, SAMPLER_CLASSES
 from tuner.study_config import ParamSpec, StudyConfigError, StudySpec
+from tuner.trial_records import read_metrics
 
 MAX_GRID_POINTS = 1_000_000
 
@@ -61,6 +64,10 @@ def make_sampler(spec: StudySpec, worker_index: int = 0, trials_before: int = 0)
     options = {k: v for k, v in spec.sampler.items() if k != "name"}
     name = spec.sampler["name"]
     seed = options.get("seed")
+    if name == FRONTIER_SAMPLER:
+        # Its draws come from the study's seed and each trial's number, never a worker's: a resumed study, or
+        # another worker, proposes a trial as the first worker would have.
+        return FrontierSampler(**options).attach(spec.search_space, spec.base, _metrics_reader(spec.storage))
     if seed is not None:
         if name == "qmc":
             # The QMC sequence goes on where it stopped (Optuna keeps its position in the study): its seed must not
@@ -83,6 +90,11 @@ def make_sampler(spec: StudySpec, worker_index: int = 0, trials_before: int = 0)
             return SAMPLER_CLASSES[name](**options)
     except (TypeError, ValueError) as error:
         raise StudyConfigError(f"sampler: {error}") from None
+
+
+def _metrics_reader(storage: str) -> MetricsReader:
+    engine = create_engine(storage)
+    return lambda study_name: read_metrics(engine, study_name)
 
 
 def make_pruner(spec: StudySpec) -> KLGuardPruner:

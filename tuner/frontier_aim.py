@@ -93,20 +93,42 @@ def choose_aim(peak: FrontierPeak | None, predicted: np.ndarray, rng: np.random.
     if peak.found:
         center, width = math.log(peak.kl), peak_spread(peak)
         return Aim("peak", center, width, float(center + width * rng.standard_normal()),
-                   f"the objective peaks at {peak.kl:.3g} nats ({peak.kl_low:.3g}-{peak.kl_high:.3g})")
+                   f"the objective peaks at {peak.kl:.3g} nats ({peak.kl_low:.3g}-{peak.kl_high:.3g} in "
+                   f"{INTERVAL:.0%} of resampled studies; {_support(peak)})")
     edge = math.log(max(peak.kl, 1e-12))
     if peak.status == "rising":
         center, kind, words = edge + STEP, "above", "still rising at the highest KL measured"
     else:
         center, kind, words = edge - STEP, "below", "already falling at the lowest KL measured"
     return Aim(kind, center, STEP / 2, float(center + STEP / 2 * rng.standard_normal()),
-               f"the objective is {words} ({peak.kl:.3g} nats)")
+               f"the objective is {words} ({peak.kl:.3g} nats; {_support(peak)})")
+
+
+def _support(peak: FrontierPeak) -> str:
+    return f"{peak.trials} trials' {peak.points} evaluations"
+
+
+def aim_words(aim: Mapping[str, Any], number: int) -> str:
+    """One line on a trial's stored aim (``tuner.frontier_sampler.AIM_ATTR``): where it aimed, why, and what the
+    KL model predicted for the configuration chosen."""
+    if aim["kind"] == "start":
+        head = f"trial {number} was a start-up trial, at the {aim['target']:.0%} quantile of the step mass"
+    else:
+        verb = {"peak": "aimed at", "above": "aimed past the data at", "below": "aimed below the data at",
+                "spread": "explored at"}[aim["kind"]]
+        head = f"trial {number} {verb} {math.exp(aim['target']):.3g} nats of held-out KL"
+    line = f"{head}: {aim['reason']}"
+    if aim.get("predicted_ln_kl") is not None:
+        low, high = (math.exp(aim["predicted_ln_kl"] + sign * _Z * aim["predicted_sd"]) for sign in (-1, 1))
+        line += (f"; the KL model ({aim['trials_measured']} trials) predicted "
+                 f"{math.exp(aim['predicted_ln_kl']):.3g} nats ({low:.3g}-{high:.3g})")
+    return line
 
 
 def start_aim(number: int) -> Aim:
     """The aim of start-up trial ``number`` (0-based): a step-mass quantile from the van der Corput sequence."""
     quantile = van_der_corput(number + 1)
-    return Aim("start", quantile, 0.0, quantile, "no KL model yet: the first trials spread over the step mass")
+    return Aim("start", quantile, 0.0, quantile, "no KL model yet, so the first trials spread over the step mass")
 
 
 def pick_by_quantile(masses: np.ndarray, quantile: float) -> int:

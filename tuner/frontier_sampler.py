@@ -16,15 +16,15 @@ trial is proposed by exploring, and the aim's reason says why: a sampler never f
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import optuna
-import pandas as pd
 from optuna.distributions import BaseDistribution
 from optuna.trial import FrozenTrial, TrialState
 
 from ppo_core.errors import first_line
+from ppo_core.metric_names import EVAL_GOLD_SCORE, EVAL_KL
 from tuner.frontier_aim import (
     CANDIDATES,
     Aim,
@@ -35,16 +35,23 @@ from tuner.frontier_aim import (
     start_aim,
 )
 from tuner.frontier_peak import KL_FLOOR, FrontierPeak
-from tuner.frontier_points import TRIAL_COLUMN, frontier_source, metrics_peak
 from tuner.kl_model import KLModel, design_row, log10_step_mass, study_kl_model
 from tuner.search_space import ParamSpec
 
+if TYPE_CHECKING:  # pandas is imported when a proposal reads the study: a study file's check never loads it
+    import pandas as pd
+
+FRONTIER_SAMPLER = "frontier"
+"""The sampler's name in a study file (``sampler: {name: frontier}``)."""
+FRONTIER_METRICS = (EVAL_KL, EVAL_GOLD_SCORE)
+"""What it reads: where the held-out gold score peaks in held-out KL. A study whose runs report neither is refused as
+its file is read."""
 AIM_ATTR = "frontier_aim"
 """A proposed trial's aim: kind, center, spread, target and reason (``tuner.frontier_aim.Aim``), and the chosen
 configuration's predicted ln KL and its sd (None before the KL model exists)."""
 FIXED_PARAMS_SYSTEM_ATTR = "fixed_params"  # where Optuna keeps an enqueued trial's values
 
-MetricsReader = Callable[[str], pd.DataFrame]
+MetricsReader = Callable[[str], "pd.DataFrame"]
 """The study's metrics frame by study name (``tuner.trial_records.read_metrics`` on the study's database)."""
 
 
@@ -52,6 +59,8 @@ def kl_points(metrics: pd.DataFrame, params: Mapping[int, Mapping[str, Any]]) ->
                                                                                              float, float]]:
     """(trial, its point, updates run, KL there) for every evaluation of a trial whose point is known, from the
     metrics the frontier reads (``frontier_source``: held-out where recorded)."""
+    from tuner.frontier_points import TRIAL_COLUMN, frontier_source
+
     if metrics.empty:
         return []
     source = frontier_source(metrics)
@@ -151,6 +160,8 @@ class FrontierSampler(optuna.samplers.BaseSampler):
 
     def _read_study(self, study: optuna.Study) -> tuple[FrontierPeak | None, KLModel | None, int]:
         """The study's peak, its KL model, and how many trials have a measured KL."""
+        from tuner.frontier_points import metrics_peak
+
         assert self._read is not None
         metrics = self._read(study.study_name)
         params = {t.number: t.params for t in study.get_trials(deepcopy=False) if t.params}

@@ -12,6 +12,8 @@ from typing import Any
 
 import optuna
 
+from tuner.frontier_sampler import FRONTIER_SAMPLER, FrontierSampler
+
 SAMPLER_CLASSES: dict[str, type[optuna.samplers.BaseSampler]] = {
     "tpe": optuna.samplers.TPESampler,
     "random": optuna.samplers.RandomSampler,
@@ -20,6 +22,7 @@ SAMPLER_CLASSES: dict[str, type[optuna.samplers.BaseSampler]] = {
     "nsgaii": optuna.samplers.NSGAIISampler,
     "grid": optuna.samplers.GridSampler,
     "qmc": optuna.samplers.QMCSampler,
+    FRONTIER_SAMPLER: FrontierSampler,
 }
 PRUNER_CLASSES: dict[str, type[optuna.pruners.BasePruner]] = {
     "median": optuna.pruners.MedianPruner,

@@ -21,6 +21,7 @@ from tuner import study_defaults
 from tuner.attrs import DEFAULT_KL_METRIC, DEFAULT_KL_THRESHOLD
 from tuner.constraints import Constraint
 from tuner.database import check_storage_url, default_storage_url
+from tuner.frontier_sampler import FRONTIER_METRICS, FRONTIER_SAMPLER
 from tuner.messages import one_line
 from tuner.metric_check import unreported_metric
 from tuner.options import PRUNER_CLASSES, SAMPLER_CLASSES, SEED_LIMIT, option_problem
@@ -119,6 +120,8 @@ class StudySpec:
         named = [(f"objectives[{index}].metric", objective.metric) for index, objective in enumerate(self.objectives)]
         named += [(f"constraints[{index}].metric", constraint.metric)
                   for index, constraint in enumerate(self.constraints)]
+        if self.sampler["name"] == FRONTIER_SAMPLER:  # it reads where held-out gold peaks in held-out KL
+            named += [(f"sampler.name {FRONTIER_SAMPLER}", metric) for metric in FRONTIER_METRICS]
         return named + ([("kl_guard.metric", self.kl_guard.metric)] if self.kl_guard.enabled else [])
 
     @property
