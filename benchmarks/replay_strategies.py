@@ -32,6 +32,7 @@ import optuna
 from tuner import study_defaults
 from tuner.factory import make_pruner as study_pruner
 from tuner.factory import make_sampler as study_sampler
+from tuner.frontier_sampler import FrontierSampler
 from tuner.seed_policy import SeedPolicy
 from tuner.study_config import StudySpec
 
@@ -53,7 +54,8 @@ LATE_RACE = SeedPolicy(**study_defaults.SEED_POLICY)
 class Strategy:
     name: str
     sampler: str
-    """random, tpe (the study's), tpe_multivariate (TPESampler(multivariate=True, group=True)) or gp."""
+    """random, tpe (the study's), tpe_multivariate (TPESampler(multivariate=True, group=True)), gp or frontier
+    (``tuner.frontier_sampler``: aimed at the KL where gold peaks, read from the repeat's own replayed evaluations)."""
     pruner: str
     """none, median (``MEDIAN``), sha (SuccessiveHalvingPruner) or hyperband (HyperbandPruner)."""
     guard: bool
@@ -107,6 +109,10 @@ BASE = (
              seed_policy=SeedPolicy("racing", seeds=2, top_k=3, start=0.7)),
     Strategy("tpe_multivariate_race_late_s3", "tpe_multivariate", "none", guard=True,
              seed_policy=SeedPolicy("racing", seeds=3, top_k=2, start=0.7)),
+    Strategy("frontier_race_late", "frontier", "none", guard=True, seed_policy=LATE_RACE),
+    Strategy("frontier", "frontier", "none", guard=True),
+    Strategy("frontier_race_late_s2", "frontier", "none", guard=True, seed_policy=LATE_RACE, startup=2),
+    Strategy("frontier_race_late_s3", "frontier", "none", guard=True, seed_policy=LATE_RACE, startup=3),
 )
 STRATEGIES: dict[str, Strategy] = {s.name: s for base in BASE for s in (base, base.guard_flipped())}
 QUICK_STRATEGIES = ("random", DEFAULT_STRATEGY, "tpe_multivariate_median_race_late", "tpe_shipped", "gp", "sha_tpe",
@@ -131,6 +137,8 @@ def make_sampler(strategy: Strategy, spec: StudySpec, seed: int) -> optuna.sampl
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         if strategy.sampler == "random":
             return optuna.samplers.RandomSampler(seed=seed)
+        if strategy.sampler == "frontier":  # run_repeat attaches the repeat's evaluations
+            return FrontierSampler(seed=seed, **({"n_startup_trials": strategy.startup} if strategy.startup else {}))
         if strategy.sampler == "tpe":
             independent = {"name": "tpe", "seed": seed, "n_startup_trials": startup}
             return study_sampler(dataclasses.replace(spec, sampler=independent))

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import optuna
+import pandas as pd
 from optuna.trial import FrozenTrial, TrialState
 
 from benchmarks.replay_mapping import TableIndex
@@ -32,6 +33,8 @@ from benchmarks.replay_table import SeedKey, Table
 from benchmarks.replay_trial import TrialOutcome, replay_run
 from tuner.attrs import RACE_OF_ATTR, SEED_ATTR
 from tuner.constraints import feasible
+from tuner.frontier_points import TRIAL_COLUMN
+from tuner.frontier_sampler import FrontierSampler
 from tuner.search_space import suggest_params
 from tuner.seed_policy import Racing, best_raced
 from tuner.study_config import StudySpec
@@ -115,8 +118,11 @@ def run_repeat(strategy: Strategy, context: Context, sampler_seed: int, repeat: 
     logging.getLogger("optuna").setLevel(logging.WARNING)
     # A fixed name: HyperbandPruner assigns a trial's bracket by a hash of the study's name and the trial's number,
     # and an in-memory study is otherwise named at random, which would make repeats irreproducible.
-    study = optuna.create_study(study_name=f"replay-{sampler_seed}", direction="maximize",
-                                sampler=make_sampler(strategy, spec, sampler_seed),
+    sampler = make_sampler(strategy, spec, sampler_seed)
+    evaluations: list[dict[str, float]] = []  # what the repeat's trials evaluated, as the metrics table holds it
+    if isinstance(sampler, FrontierSampler):
+        sampler.attach(spec.search_space, spec.base, lambda _: pd.DataFrame(evaluations))
+    study = optuna.create_study(study_name=f"replay-{sampler_seed}", direction="maximize", sampler=sampler,
                                 pruner=make_pruner(strategy, spec, context.fidelity))
     if strategy.warm_starts:
         enqueue_warm_starts(study, warm_start_points(spec.search_space, WARM_STARTS, spec.base))
@@ -144,7 +150,9 @@ def run_repeat(strategy: Strategy, context: Context, sampler_seed: int, repeat: 
         config = table.configs[config_of[root]]
         config_of[trial.number] = config.config_id
         seed = seeds[int(trial.user_attrs.get(SEED_ATTR, 0))]
-        outcome = replay_run(config.runs[seed], objective, constraints, guard, trial, context.budget - log.spent)
+        run = config.runs[seed]
+        outcome = replay_run(run, objective, constraints, guard, trial, context.budget - log.spent)
+        evaluations.extend({TRIAL_COLUMN: trial.number, **row} for row in run.evals if row["update"] <= outcome.cost)
         log.spent += outcome.cost
         budget.used = log.spent
         log.states.append(outcome.state)

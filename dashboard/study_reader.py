@@ -21,7 +21,7 @@ import hashlib
 import math
 import os
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,6 +46,8 @@ from tuner.attrs import (
 from tuner.constraints import feasible
 from tuner.database import read_only_engine_kwargs, read_only_url, sqlite_path
 from tuner.edge_findings import EdgeFinding, edge_findings, stored_search_space
+from tuner.frontier_aim import aim_words
+from tuner.frontier_sampler import AIM_ATTR
 from tuner.paths import DEFAULT_STUDIES_DIR
 from tuner.paths import storage_urls as tuner_storage_urls
 from tuner.reports import best_trials, trials_frame
@@ -267,6 +269,7 @@ class StudyView:
     target: str | None = None  # the trainer the study file named (``target:``), whose computation its trials kept
     constraints: tuple[Mapping[str, Any], ...] = ()  # the study file's constraints, as written
     objectives: tuple[Mapping[str, Any], ...] = ()  # each objective's metric, reduce and k, as the tuner stored them
+    aim: str | None = None  # a frontier-guided study's latest proposal: where it aimed, why, and how sure
 
     def upper_limit(self, metric: str) -> float | None:
         """The study's constraint ``metric <= max`` (the tightest), if it has one."""
@@ -359,7 +362,15 @@ def build_study_view(ref: StudyRef, snapshot: Snapshot) -> StudyView:
         target=stored_target(snapshot.user_attrs),
         constraints=stored_constraints(snapshot.user_attrs),
         objectives=tuple(o for o in snapshot.user_attrs.get(OBJECTIVES_ATTR) or [] if isinstance(o, Mapping)),
+        aim=latest_aim(snapshot.trials),
     )
+
+
+def latest_aim(trials: Iterable[FrozenTrial]) -> str | None:
+    """The latest frontier-guided proposal's aim in words (``tuner.frontier_aim.aim_words``); None for a study whose
+    sampler stored none."""
+    aimed = [trial for trial in trials if isinstance(trial.user_attrs.get(AIM_ATTR), Mapping)]
+    return aim_words(aimed[-1].user_attrs[AIM_ATTR], aimed[-1].number) if aimed else None
 
 
 def stored_constraints(user_attrs: Mapping[str, Any]) -> tuple[Mapping[str, Any], ...]:

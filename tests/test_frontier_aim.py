@@ -94,6 +94,8 @@ def test_start_up_trials_take_spread_quantiles_of_the_step_mass() -> None:
     assert [start_aim(n).target for n in range(3)] == [0.5, 0.25, 0.75]
     assert [masses[pick_by_quantile(masses, start_aim(n).target)] for n in range(3)] == [50, 25, 75]
     assert masses[pick_by_quantile(masses, 0.999)] == 99
+    # A shift moves every point alike, modulo 1: the spread is kept.
+    assert [start_aim(n, 0.6).target for n in range(3)] == pytest.approx([0.1, 0.85, 0.35])
 
 
 def test_random_values_stay_in_range_on_their_grid() -> None:

@@ -8,8 +8,9 @@ functions over the study's peak (``tuner.frontier_peak``) and KL model (``tuner.
 - **spread**: no peak can be read yet, or one draw in :data:`EXPLORE` (so a wrong early peak gets corrected): aim
   uniformly over the ln KL the candidates are predicted to reach.
 - **start**: no KL model yet (fewer than two trials measured). Spread the first trials over the step mass instead:
-  trial n takes the candidate nearest the n-th point of a van der Corput sequence among the candidates' step-mass
-  quantiles (1/2, 1/4, 3/4, 1/8, ...), so any few of them cover the range evenly.
+  trial n takes the candidate at the n-th point of a van der Corput sequence (1/2, 1/4, 3/4, 1/8, ...), shifted by
+  a random amount per study (modulo 1), among the candidates' step-mass quantiles, so any few of them cover the
+  range evenly.
 
 Given an aim t, a candidate whose ln KL the model predicts as N(μ, sd²) is drawn with weight N(t; μ, sd²): the
 candidates the model says land near t, the sure ones first. The knobs the KL barely depends on are left to the
@@ -125,9 +126,11 @@ def aim_words(aim: Mapping[str, Any], number: int) -> str:
     return line
 
 
-def start_aim(number: int) -> Aim:
-    """The aim of start-up trial ``number`` (0-based): a step-mass quantile from the van der Corput sequence."""
-    quantile = van_der_corput(number + 1)
+def start_aim(number: int, shift: float = 0.0) -> Aim:
+    """The aim of start-up trial ``number`` (0-based): a step-mass quantile from the van der Corput sequence, shifted
+    by ``shift`` modulo 1 (a random shift per study keeps the points evenly spread without starting every study at
+    the median: where a task's band lies is not known, and the middle of a search space is no better a guess)."""
+    quantile = (van_der_corput(number + 1) + shift) % 1.0
     return Aim("start", quantile, 0.0, quantile, "no KL model yet, so the first trials spread over the step mass")
 
 

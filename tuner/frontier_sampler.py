@@ -139,7 +139,7 @@ class FrontierSampler(optuna.samplers.BaseSampler):
         else:
             reason = ""
         if model is None or measured < self.n_startup_trials:
-            aim = start_aim(number)
+            aim = start_aim(number, float(np.random.default_rng(self.seed).random()))
             masses = np.array([log10_step_mass(point, self._base) for point in candidates])
             chosen = pick_by_quantile(masses, aim.target)
             prediction: tuple[float | None, float | None] = (None, None)
@@ -150,7 +150,7 @@ class FrontierSampler(optuna.samplers.BaseSampler):
             rows = np.array([design_row(self._space, point, self._base) for point in candidates])
             mean, sd = model.predict(rows)
             aim = choose_aim(peak, mean, rng)
-            chosen = int(rng.choice(len(candidates), p=aim_weights(mean, sd, aim.target)))
+            chosen = int(np.argmax(aim_weights(mean, sd, aim.target)))
             prediction = (float(mean[chosen]), float(sd[chosen]))
         if reason:
             aim = Aim(aim.kind, aim.center, aim.spread, aim.target, reason)

@@ -83,6 +83,8 @@ def render(context: PageContext) -> None:
     if savings is not None:
         st.markdown(savings)
     st.markdown(target_summary(view))
+    if view.aim is not None:
+        st.markdown(f"**Frontier-guided search**: {escape_markdown(view.aim)}.")
     for finding in view.edge_findings:
         st.warning(f"**Edge of the search space**: {escape_markdown(finding.message)}")
     _validation(context)
