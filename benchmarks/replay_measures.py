@@ -4,6 +4,9 @@ a strategy's repeats.
 - target = 0.95 x the best TRUE value among configurations feasible in truth (gold scores are positive);
 - updates to target: the updates spent when the winner's TRUE value first reached the target, a winner infeasible in
   truth counting as not reaching it; a repeat that never reaches it counts the whole budget and is flagged;
+- episodes and seconds to target: what the same trials cost in episodes generated and in the table's measured wall
+  time (a repeat that never reaches the target counts all it spent): runs of 48 and 96 updates can generate the same
+  episodes in about the same time, so updates alone flatter short runs;
 - final regret: best TRUE - the final winner's TRUE value; a repeat that ends with no winner, or one infeasible in
   truth, counts best - the worst TRUE value of a feasible configuration (what the worst feasible pick would lose),
   and is flagged.
@@ -21,6 +24,8 @@ import numpy as np
 from scipy import stats  # type: ignore[import-untyped]
 
 TARGET_FRACTION = 0.95
+COST_UNITS = ("episodes", "seconds")
+"""What a repeat's cost to the target is also counted in, beside updates."""
 
 
 @dataclass(frozen=True)
@@ -35,6 +40,8 @@ class RepeatResult:
     trials: int
     states: dict[str, int]
     reruns: int
+    episodes_to_target: float = math.nan
+    seconds_to_target: float = math.nan
 
 
 def updates_to_target(timeline: Sequence[tuple[int, float | None]], target: float, budget: int) -> tuple[int, bool]:
@@ -60,16 +67,23 @@ def true_of(config_id: int | None, truth: Mapping[int, tuple[float, bool]]) -> f
 
 
 def judge(timeline: Sequence[tuple[int, int | None]], truth: Mapping[int, tuple[float, bool]], target: float,
-          best: float, budget: int, states: Sequence[str], reruns: int, spent: int) -> RepeatResult:
-    """A repeat's figures from its timeline of winners (config_id after each trial) and the table's truth."""
+          best: float, budget: int, states: Sequence[str], reruns: int, spent: int,
+          costs: Sequence[tuple[int, float]] = ()) -> RepeatResult:
+    """A repeat's figures from its timeline of winners (config_id after each trial) and the table's truth; with
+    ``costs`` ((episodes, seconds) spent after each trial), the episodes and seconds to the target too."""
     trues = [(at, true_of(config_id, truth)) for at, config_id in timeline]
     updates, reached = updates_to_target(trues, target, budget)
+    episodes, seconds = math.nan, math.nan
+    if costs:
+        hits = [i for i, (at_then, true) in enumerate(trues) if true is not None and at_then <= budget and true >= target]
+        at = hits[0] if hits else len(costs) - 1  # never reached: all it spent
+        episodes, seconds = float(costs[at][0]), float(costs[at][1])
     final = timeline[-1][1] if timeline else None
     final_true = true_of(final, truth)
     worst = min(value for value, feasible in truth.values() if feasible)
     counts = {state: list(states).count(state) for state in dict.fromkeys(states)}
     return RepeatResult(updates, reached, final_regret(best, final_true, worst), final, final_true is not None,
-                        spent, len(states), counts, reruns)
+                        spent, len(states), counts, reruns, episodes, seconds)
 
 
 def quartiles(values: Sequence[float]) -> tuple[float, float, float]:
@@ -105,6 +119,10 @@ def summarise(results: Sequence[RepeatResult], baseline: Sequence[RepeatResult] 
         "reruns_mean": statistics.fmean(r.reruns for r in results),
         "spent_median": statistics.median(r.spent for r in results),
     }
+    for unit in COST_UNITS:
+        values = [getattr(r, f"{unit}_to_target") for r in results]
+        summary[f"median_{unit}_to_target"] = statistics.median(values) if all(map(math.isfinite, values)) \
+            else math.nan
     if baseline is not None:
         theirs = [float(r.updates_to_target) for r in baseline]
         summary["vs_random"] = {
@@ -114,4 +132,12 @@ def summarise(results: Sequence[RepeatResult], baseline: Sequence[RepeatResult] 
             "wilcoxon_p": paired_p(updates, theirs),
             "regret_wilcoxon_p": paired_p(regrets, [r.regret for r in baseline]),
         }
+        for unit in COST_UNITS:
+            ours_cost = [getattr(r, f"{unit}_to_target") for r in results]
+            theirs_cost = [getattr(r, f"{unit}_to_target") for r in baseline]
+            known = all(map(math.isfinite, ours_cost + theirs_cost))
+            summary["vs_random"][f"{unit}_median_ratio"] = \
+                statistics.median(ours_cost) / statistics.median(theirs_cost) \
+                if known and statistics.median(theirs_cost) else math.nan
+            summary["vs_random"][f"{unit}_wilcoxon_p"] = paired_p(ours_cost, theirs_cost) if known else math.nan
     return summary

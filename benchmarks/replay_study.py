@@ -68,6 +68,9 @@ class RepeatLog:
     """(the trial its configuration first ran as, config_id, table seed, state, value) of each trial."""
     timeline: list[tuple[int, int | None]] = field(default_factory=list)
     """(updates spent, config_id of the winner then) after each trial."""
+    costs: list[tuple[int, float]] = field(default_factory=list)
+    """(episodes, seconds) spent after each trial, in step with ``timeline``: the table's measured wall time of the
+    updates each trial ran (``benchmarks.replay_table.Run.cost``)."""
 
 
 @dataclass
@@ -154,6 +157,9 @@ def run_repeat(strategy: Strategy, context: Context, sampler_seed: int, repeat: 
         outcome = replay_run(run, objective, constraints, guard, trial, context.budget - log.spent)
         evaluations.extend({TRIAL_COLUMN: trial.number, **row} for row in run.evals if row["update"] <= outcome.cost)
         log.spent += outcome.cost
+        episodes, seconds = run.cost(outcome.cost)
+        before = log.costs[-1] if log.costs else (0, 0.0)
+        log.costs.append((before[0] + episodes, before[1] + seconds))
         budget.used = log.spent
         log.states.append(outcome.state)
         log.trials.append((root, config.config_id, seed, outcome.state, outcome.value))

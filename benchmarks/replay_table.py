@@ -19,12 +19,13 @@ from __future__ import annotations
 import json
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tuner.constraints import Constraint
+from tuner.kl_model import rollout_episodes
 from tuner.reduction import Reduction, reduce_history
 
 SeedKey = tuple[int, int]
@@ -43,6 +44,16 @@ class Run:
     train: dict[str, list[float]]
     evals: tuple[dict[str, float], ...]
     """Each evaluation's metrics, with ``update`` the update it came after."""
+    seconds: float = 0.0
+    """The run's wall time as the table's builder measured it (its evaluations included)."""
+    episodes: int = 0
+    """Episodes (prompt, response pairs) generated per update: the run's rollout."""
+
+    def cost(self, updates: int) -> tuple[int, float]:
+        """(episodes, seconds) of the run's first ``updates`` updates: its time spread evenly over the updates it ran
+        (each update generates, scores and trains on one rollout, alike)."""
+        share = updates / self.updates if self.updates else 0.0
+        return updates * self.episodes, self.seconds * share
 
     @property
     def eval_updates(self) -> list[int]:
@@ -111,15 +122,18 @@ def estimate(runs: Sequence[Run], objective: Reduction, constraints: Sequence[Co
     return statistics.fmean(values), feasible
 
 
-def parse_run(row: dict[str, Any]) -> Run:
+def parse_run(row: dict[str, Any], episodes_per_update: int = 0) -> Run:
     return Run(seed=(int(row["task_seed"]), int(row["seed"])), updates=int(row["updates"]),
                planned_updates=int(row["planned_updates"]), failed=row.get("failure") is not None,
-               train={name: list(values) for name, values in row["train"].items()}, evals=tuple(row["evals"]))
+               train={name: list(values) for name, values in row["train"].items()}, evals=tuple(row["evals"]),
+               seconds=float(row["seconds"]), episodes=episodes_per_update)
 
 
-def load_table(path: Path, objective: Reduction, constraints: Sequence[Constraint], rows: int | None = None) -> Table:
+def load_table(path: Path, objective: Reduction, constraints: Sequence[Constraint], rows: int | None = None,
+               base: Mapping[str, Any] | None = None) -> Table:
     """Read the JSON lines at ``path`` (a table still being built included), the first ``rows`` of them when given;
-    keep the configurations with a run on every table seed."""
+    keep the configurations with a run on every table seed. With the study's ``base``, each run knows its episodes
+    per update (``tuner.kl_model.rollout_episodes``), for the cost in episodes."""
     lines = [line for line in path.read_text().splitlines() if line.strip()]
     if lines and not lines[-1].rstrip().endswith("}"):
         lines.pop()  # the row the builder is writing right now
@@ -127,7 +141,7 @@ def load_table(path: Path, objective: Reduction, constraints: Sequence[Constrain
     points: dict[int, dict[str, Any]] = {}
     runs: dict[int, dict[SeedKey, Run]] = {}
     for row in map(json.loads, lines):
-        run = parse_run(row)
+        run = parse_run(row, rollout_episodes(row["params"], base) if base is not None else 0)
         points[int(row["config_id"])] = row["params"]
         runs.setdefault(int(row["config_id"]), {})[run.seed] = run
     seeds = tuple(sorted({seed for by_seed in runs.values() for seed in by_seed}))

@@ -40,7 +40,7 @@ from benchmarks.curve_table import QUICKSTART, TABLE
 from benchmarks.machine import code_commit
 from benchmarks.quick import RESULTS, add_quick_argument, results_path
 from benchmarks.replay_mapping import TableIndex, rank_correlation
-from benchmarks.replay_measures import TARGET_FRACTION, RepeatResult, judge, quartiles, summarise
+from benchmarks.replay_measures import COST_UNITS, TARGET_FRACTION, RepeatResult, judge, quartiles, summarise
 from benchmarks.replay_metric import fit_weights, held_out_rank_correlation, nearest_rank_correlation, pair_costs
 from benchmarks.replay_strategies import DEFAULT_STRATEGY, QUICK_STRATEGIES, STRATEGIES, Fidelity
 from benchmarks.replay_study import Context, RepeatLog, run_repeat
@@ -84,7 +84,7 @@ def loaded(table_path: Path, rows: int | None = None, mapping: str = "fitted") -
     from tuner.study_config import load_study_spec
 
     spec = load_study_spec(QUICKSTART)
-    table = load_table(table_path, spec.objectives[0], spec.constraints, rows)
+    table = load_table(table_path, spec.objectives[0], spec.constraints, rows, spec.base)
     if not table.configs:
         raise SystemExit(f"{table_path}: no configuration with a run on every table seed")
     ids = tuple(table.configs)
@@ -167,8 +167,8 @@ def result(args: argparse.Namespace, names: list[str]) -> dict[str, Any]:
     truth = {cid: (config.true_value, config.true_feasible) for cid, config in table.configs.items()}
     logs, seconds = run_all(args, names)
     judged: dict[str, list[RepeatResult]] = {
-        name: [judge(log.timeline, truth, target, best, args.budget_updates, log.states, log.reruns, log.spent)
-               for log in found] for name, found in logs.items()}
+        name: [judge(log.timeline, truth, target, best, args.budget_updates, log.states, log.reruns, log.spent,
+                     log.costs) for log in found] for name, found in logs.items()}
     baseline = judged.get("random")
     strategies = {}
     for name in names:
@@ -204,8 +204,9 @@ def markdown(res: dict[str, Any]) -> str:
              f"{res['best_config']}); budget {res['budget_updates']} updates; {res['settings']['repeats']} repeats; "
              f"table: {res['table']['configs']} configs x {len(res['table']['seeds'])} seeds.", "",
              "| strategy | updates to target: median [IQR] | reached | final regret: median [IQR] | vs random: "
-             "median ratio, faster / slower, p | trials | pruned / guarded per repeat |",
-             "|---|---|---|---|---|---|---|"]
+             "median ratio, faster / slower, p | episodes / seconds to target: median (vs random: ratio, p) | trials "
+             "| pruned / guarded per repeat |",
+             "|---|---|---|---|---|---|---|---|"]
     order = sorted(res["strategies"].items(), key=lambda item: (item[1]["median_updates_to_target"], item[0]))
     for name, s in order:
         versus = s.get("vs_random")
@@ -213,9 +214,14 @@ def markdown(res: dict[str, Any]) -> str:
                                              f"{versus['slower']:.0%}, {_n(versus['wilcoxon_p'], 2)}"
         states = s["states_mean"]
         mark = " (default)" if name == res["default"] else ""
+        costs = " / ".join(
+            f"{_n(s.get(f'median_{unit}_to_target'), 4)}"
+            + ("" if versus is None else f" ({_n(versus.get(f'{unit}_median_ratio'))}, "
+                                         f"{_n(versus.get(f'{unit}_wilcoxon_p'), 2)})")
+            for unit in COST_UNITS)
         lines.append(f"| {name}{mark} | {s['median_updates_to_target']:.0f} [{s['iqr'][0]:.0f}, {s['iqr'][1]:.0f}] | "
                      f"{s['reached']:.0%} | {s['final_regret_median']:.4f} [{s['final_regret_iqr'][0]:.4f}, "
-                     f"{s['final_regret_iqr'][1]:.4f}] | {against} | {s['trials_median']:g} | "
+                     f"{s['final_regret_iqr'][1]:.4f}] | {against} | {costs} | {s['trials_median']:g} | "
                      f"{states.get('pruned', 0):.1f} / {states.get('guarded', 0):.1f} |")
     m = res["mapping"]
     held_out = "" if m["held_out_rank_correlation"] is None else \

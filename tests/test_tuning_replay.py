@@ -3,6 +3,7 @@ obvious references on hand-made table rows (inputs, not results)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import random
@@ -274,6 +275,22 @@ def test_judge_counts_an_infeasible_winner_as_not_reaching_and_at_the_worst_feas
     fine = judge([(12, 4)], truth, target, best, 100, ["complete"], 0, 12)
     assert (fine.updates_to_target, fine.reached, fine.regret) == (100, False, pytest.approx(0.10))
     assert final_regret(0.9, None, 0.6) == pytest.approx(0.3)
+
+
+def test_judge_counts_episodes_and_seconds_spent_when_the_target_was_first_reached() -> None:
+    truth = {1: (0.90, True), 4: (0.80, True)}
+    timeline = [(12, 4), (60, 4), (72, 1), (84, 1)]
+    costs = [(192, 2.0), (960, 11.0), (1152, 13.5), (1344, 16.0)]
+    reached = judge(timeline, truth, 0.85, 0.90, 100, ["complete"] * 4, 0, 84, costs)
+    assert (reached.updates_to_target, reached.episodes_to_target, reached.seconds_to_target) == (72, 1152, 13.5)
+    # Never reached: everything it spent, as updates count the whole budget.
+    missed = judge(timeline, truth, 0.95, 0.90, 100, ["complete"] * 4, 0, 84, costs)
+    assert (missed.reached, missed.episodes_to_target, missed.seconds_to_target) == (False, 1344, 16.0)
+
+
+def test_a_runs_cost_spreads_its_measured_time_over_its_updates() -> None:
+    run = dataclasses.replace(make_run([0.5, 0.6], [0.1, 0.2], [0.1] * 48), seconds=24.0, episodes=32)
+    assert run.cost(12) == (384, pytest.approx(6.0)) and run.cost(48) == (1536, pytest.approx(24.0))
 
 
 # ------------------------------------------------------------------------------------------------------------- racing

@@ -26,7 +26,7 @@ come from the study's own trials.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,17 +62,26 @@ MIN_TRIALS = 2
 """Below this many trials with a usable point there is no slope along a trial and across trials to speak of."""
 
 
+def _values(point: Mapping[str, Any], base: Mapping[str, Any]) -> Callable[[str], Any]:
+    """A run's value of a PPOConfig field: the point's (``config_values``, as a trial gets it) over the base's over
+    PPOConfig's default."""
+    given = dict(base) | config_values(point, base)
+    defaults = settable_fields()
+    return lambda name: given[name] if name in given else defaults[name].default
+
+
+def rollout_episodes(point: Mapping[str, Any], base: Mapping[str, Any]) -> int:
+    """Episodes per update, R = per_device_train_batch_size x gradient_accumulation_steps (one process)."""
+    value = _values(point, base)
+    return int(value("per_device_train_batch_size") * value("gradient_accumulation_steps"))
+
+
 def mass_factors(point: Mapping[str, Any], base: Mapping[str, Any]) -> dict[str, float]:
     """The step mass's factors for a run of ``point`` over ``base`` (``tuner.search_space.config_values``, as a trial
     gets its values; PPOConfig's defaults where neither sets one), with ``updates`` the run's whole count,
     ceil(E / R): E total_episodes, R the rollout (per_device_train_batch_size x gradient_accumulation_steps)."""
-    given = dict(base) | config_values(point, base)
-    defaults = settable_fields()
-
-    def value(name: str) -> Any:
-        return given[name] if name in given else defaults[name].default
-
-    rollout = value("per_device_train_batch_size") * value("gradient_accumulation_steps")
+    value = _values(point, base)
+    rollout = rollout_episodes(point, base)
     return {"learning_rate": float(value("learning_rate")),
             "updates": float(math.ceil(value("total_episodes") / rollout)),
             "num_ppo_epochs": float(value("num_ppo_epochs")),
