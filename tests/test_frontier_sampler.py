@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import optuna
+import pandas as pd
 import pytest
 
 from ppo_core.metric_names import EVAL_GOLD_SCORE, EVAL_KL, EVAL_SCORE
@@ -138,3 +139,46 @@ def test_a_study_it_cannot_read_is_explored_and_says_why(tmp_path: Path) -> None
     assert [t.state for t in study.get_trials()] == [optuna.trial.TrialState.COMPLETE] * 3
     assert all("could not read the study (OSError: disk I/O error)" in t.user_attrs[AIM_ATTR]["reason"]
                for t in study.get_trials())
+
+
+@pytest.mark.parametrize("case", ["one_kl", "non_finite", "no_gold"])
+def test_a_frontier_that_cannot_be_read_yet_falls_back_to_exploring_and_says_why(tmp_path: Path, case: str) -> None:
+    """Evaluations all at one KL, with non-finite values, or without a gold score: the proposal still comes, from
+    the exploring aim, with the reason; the trial runs."""
+    def frame(name: str) -> Any:
+        rows = []
+        for trial in range(6):
+            for update in EVALUATIONS:
+                kl = {"one_kl": 1.0, "non_finite": math.nan if update == 96 else math.inf}.get(case, 0.1 * update)
+                row = {"trial_number": trial, "update": update, EVAL_KL: kl, EVAL_SCORE: 0.5}
+                if case != "no_gold":
+                    row[EVAL_GOLD_SCORE] = 0.5 + 0.001 * trial
+                rows.append(row)
+        return pd.DataFrame(rows)
+
+    url = f"sqlite:///{tmp_path / 'unfit.db'}"
+    engine = create_engine(url)
+    create_tables(engine)
+    study = optuna.create_study(storage=url, direction="maximize",
+                                sampler=FrontierSampler(seed=0, n_startup_trials=0).attach(SPACE, BASE, frame))
+    for _ in range(6):  # trials the frame's rows belong to
+        study.add_trial(optuna.trial.create_trial(value=0.5, params={"learning_rate": 1e-5, "num_ppo_epochs": 2,
+                                                                     "cliprange": 0.2, "mini_batch_size": 8},
+                                                  distributions={name: _distribution(spec)
+                                                                 for name, spec in SPACE.items()}))
+    study.optimize(synthetic_objective(engine, 1.0, 0), n_trials=2)
+    aims = [t.user_attrs[AIM_ATTR] for t in study.get_trials()[6:]]
+    assert [t.state for t in study.get_trials()[6:]] == [optuna.trial.TrialState.COMPLETE] * 2
+    kind, words = {"one_kl": ("spread", "every evaluation is at about the same KL"),
+                   "non_finite": ("start", "no KL model yet"),
+                   "no_gold": ("spread", "the study records no gold score")}[case]
+    assert all(aim["kind"] == kind and words in aim["reason"] for aim in aims), aims
+
+
+def _distribution(spec: ParamSpec) -> optuna.distributions.BaseDistribution:
+    if spec.type == "categorical":
+        return optuna.distributions.CategoricalDistribution(list(spec.choices))
+    assert spec.low is not None and spec.high is not None
+    if spec.type == "int":
+        return optuna.distributions.IntDistribution(int(spec.low), int(spec.high))
+    return optuna.distributions.FloatDistribution(spec.low, spec.high, log=spec.log)
