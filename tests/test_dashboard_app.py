@@ -167,11 +167,7 @@ def test_study_page_shows_ranges_whose_best_trials_crowd_a_bound(
         study.add_trial(optuna.trial.create_trial(
             value=float(value), params={"learning_rate": 4.5e-5 if value >= 7 else 7e-6},
             distributions={"learning_rate": FloatDistribution(1e-6, 5e-5, log=True)}))
-    monkeypatch.setenv(STORAGE_ENV, url)
-    app = AppTest.from_file(str(APP), default_timeout=60)
-    app.query_params["study"] = "edge"
-    app.run()
-    assert_clean(app)
+    app = page_opener(url, "edge", monkeypatch)()
     assert [w.value.replace("\\", "") for w in app.warning] == [
         "**Edge of the search space**: learning_rate: the best 3 of 10 trials lie within 10% of the upper bound "
         "5e-05; widen the range above it"]
@@ -192,11 +188,7 @@ def test_study_page_shows_the_target_trainer(tmp_path: Path, monkeypatch: pytest
     study.set_user_attr(DEFINITION_ATTR, definition)
     study.add_trial(optuna.trial.create_trial(value=1.0, params={"learning_rate": 1e-5},
                                               distributions={"learning_rate": FloatDistribution(1e-6, 5e-5)}))
-    monkeypatch.setenv(STORAGE_ENV, url)
-    app = AppTest.from_file(str(APP), default_timeout=60)
-    app.query_params["study"] = "target"
-    app.run()
-    assert_clean(app)
+    app = page_opener(url, "target", monkeypatch)()
     assert sum(m.value.startswith(shown) for m in app.markdown) == 1, [m.value for m in app.markdown]
 
 
@@ -521,11 +513,7 @@ def test_study_page_says_where_a_frontier_guided_search_aims(tmp_path: Path, mon
         study.add_trial(optuna.trial.create_trial(
             value=float(number), params={"learning_rate": 1e-5}, user_attrs={AIM_ATTR: aim},
             distributions={"learning_rate": FloatDistribution(1e-6, 5e-5, log=True)}))
-    monkeypatch.setenv(STORAGE_ENV, url)
-    app = AppTest.from_file(str(APP), default_timeout=60)
-    app.query_params["study"] = "aim"
-    app.run()
-    assert_clean(app)
+    app = page_opener(url, "aim", monkeypatch)()
     shown = [m.value.replace("\\", "") for m in app.markdown if m.value.startswith("**Frontier-guided search**")]
     assert shown == [f"**Frontier-guided search**: {aim_words(aims[1], 1)}."]
     assert "trial 1 aimed at 1.6 nats of held-out KL: the objective peaks at 1.5 nats" in shown[0]
