@@ -14,7 +14,7 @@ from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState, create_trial
 
 from ppo_tune.cli import main
-from tuner.attrs import DEFINITION_ATTR
+from tuner.attrs import DEFINITION_ATTR, KL_HISTORY_ATTR
 from tuner.edge_findings import EdgeFinding, edge_findings, format_edge_findings, position, stored_search_space
 from tuner.study_config import parse_param
 
@@ -82,6 +82,17 @@ def test_at_least_80_percent_of_the_best_trials(best: list[float], found: bool) 
     assert bool(findings) == found
     if found:
         assert findings[0].message.startswith("learning_rate: 5 of the best 6 of 30 trials lie within 10%")
+
+
+def test_a_finding_names_the_final_kl_band_of_the_best_trials() -> None:
+    trials = study_of([NEAR_TOP] * 6)
+    for kl, trial in zip([1.9, 1.1, 1.4, 1.6, math.nan, 1.2], trials[-6:], strict=True):
+        trial.user_attrs[KL_HISTORY_ATTR] = [0.1, 0.8, kl] if math.isfinite(kl) else [0.2, 1.3, kl]
+    trials[0].user_attrs[KL_HISTORY_ATTR] = [9.0]  # not among the best: not in the band
+    (finding,) = edge_findings(trials, SPACE, MAXIMIZE)
+    # The trial whose last KL is not finite counts by its last finite one (1.3).
+    assert finding.kl_band == (1.1, 1.9)
+    assert finding.message.endswith("widen the range above it (the best trials end at 1.1-1.9 nats of KL)")
 
 
 def test_lower_bounds_ints_and_minimizing() -> None:

@@ -9,6 +9,7 @@ Example::
     space = stored_search_space(study.user_attrs)
     print(format_edge_findings(edge_findings(study.get_trials(), space, study.directions)))
     # learning_rate: the best 6 of 30 trials lie within 10% of the upper bound 5e-05; widen the range above it
+    # (the best trials end at 1.1-1.9 nats of KL)
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any, Literal
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial
 
-from tuner.attrs import stored_definition
+from tuner.attrs import KL_HISTORY_ATTR, stored_definition
 from tuner.constraints import feasible
 from tuner.reports import rank_completed
 from tuner.search_space import ParamSpec
@@ -48,6 +49,9 @@ class EdgeFinding:
     ranked: int
     """Completed (and feasible) trials the best were taken from."""
     margin: float
+    kl_band: tuple[float, float] | None = None
+    """The lowest and highest final KL (the KL guard's metric, as each trial recorded it) of the best trials: where
+    in KL the good configurations end, which a wider range should keep them (None when none recorded it)."""
 
     @property
     def advice(self) -> str:
@@ -60,8 +64,10 @@ class EdgeFinding:
         who = f"the best {self.top} of {self.ranked} trials lie" if self.near == self.top \
             else f"{self.near} of the best {self.top} of {self.ranked} trials lie"
         side = "upper" if self.bound == "high" else "lower"
+        band = "" if self.kl_band is None else \
+            f" (the best trials end at {self.kl_band[0]:.3g}-{self.kl_band[1]:.3g} nats of KL)"
         return (f"{self.param}: {who} within {self.margin:.0%} of the {side} bound {self.value:g}; widen the range "
-                f"{'above' if self.bound == 'high' else 'below'} it")
+                f"{'above' if self.bound == 'high' else 'below'} it{band}")
 
 
 def position(spec: ParamSpec, value: float) -> float:
@@ -71,6 +77,19 @@ def position(spec: ParamSpec, value: float) -> float:
     if spec.log:
         return (math.log(value) - math.log(spec.low)) / (math.log(spec.high) - math.log(spec.low))
     return (value - spec.low) / (spec.high - spec.low)
+
+
+def final_kl(trial: FrozenTrial) -> float | None:
+    """The last finite KL a trial recorded for its KL guard (user attribute ``kl_history``); None without one."""
+    history = trial.user_attrs.get(KL_HISTORY_ATTR) or []
+    finite = [float(v) for v in history if isinstance(v, (int, float)) and math.isfinite(v)]
+    return finite[-1] if finite else None
+
+
+def kl_band(trials: Sequence[FrozenTrial]) -> tuple[float, float] | None:
+    """(lowest, highest) :func:`final_kl` of ``trials``; None when none recorded one."""
+    finals = [kl for kl in map(final_kl, trials) if kl is not None]
+    return (min(finals), max(finals)) if finals else None
 
 
 def best_ranked(trials: Sequence[FrozenTrial], directions: Sequence[StudyDirection]) -> list[FrozenTrial]:
@@ -93,6 +112,7 @@ def edge_findings(
     if len(ranked) < MIN_COMPLETE:
         return []
     best = ranked[:max(MIN_TOP, math.ceil(top_fraction * len(ranked)))]
+    band = kl_band(best)
     findings = []
     for name, spec in space.items():
         if spec.type not in ("float", "int") or spec.low is None or spec.high is None or spec.low >= spec.high:
@@ -106,7 +126,7 @@ def edge_findings(
         ]
         for bound, value, near in crowds:
             if near >= EDGE_SHARE * len(positions):
-                findings.append(EdgeFinding(name, bound, value, near, len(positions), len(ranked), margin))
+                findings.append(EdgeFinding(name, bound, value, near, len(positions), len(ranked), margin, band))
     return findings
 
 
