@@ -75,7 +75,8 @@ def judge(timeline: Sequence[tuple[int, int | None]], truth: Mapping[int, tuple[
     updates, reached = updates_to_target(trues, target, budget)
     episodes, seconds = math.nan, math.nan
     if costs:
-        hits = [i for i, (at_then, true) in enumerate(trues) if true is not None and at_then <= budget and true >= target]
+        hits = [i for i, (at_then, true) in enumerate(trues)
+                if true is not None and at_then <= budget and true >= target]
         at = hits[0] if hits else len(costs) - 1  # never reached: all it spent
         episodes, seconds = float(costs[at][0]), float(costs[at][1])
     final = timeline[-1][1] if timeline else None

@@ -7,7 +7,8 @@ functions over the study's peak (``tuner.frontier_peak``) and KL model (``tuner.
   :data:`STEP` beyond that edge (in ln KL), spread by half a step: where the turn must be.
 - **spread**: no peak can be read yet, or one draw in :data:`EXPLORE` (so a wrong early peak gets corrected): aim
   uniformly over the ln KL the candidates are predicted to reach.
-- **start**: no KL model yet (fewer than two trials measured). Spread the first trials over the step mass instead:
+- **start**: no KL model yet (fewer than two trials measured), or fewer than the start-up trials measured and no
+  turn in the data yet. Spread the first trials over the step mass instead:
   trial n takes the candidate at the n-th point of a van der Corput sequence (1/2, 1/4, 3/4, 1/8, ...), shifted by
   a random amount per study (modulo 1), among the candidates' step-mass quantiles, so any few of them cover the
   range evenly.

@@ -74,9 +74,10 @@ def kl_points(metrics: pd.DataFrame, params: Mapping[int, Mapping[str, Any]]) ->
 class FrontierSampler(optuna.samplers.BaseSampler):
     """Aims each trial at the KL where the study's objective peaks (module docstring).
 
-    ``n_startup_trials``: trials spread over the step mass before the KL model steers (it also needs two measured
-    trials). ``candidates``: random configurations drawn per proposal. ``seed``: the study's; each trial's draws
-    come from it and the trial's number.
+    ``n_startup_trials``: trials spread over the step mass before the KL model steers, unless the measured trials
+    already show where the objective turns (the model needs two measured trials in any case). ``candidates``:
+    random configurations drawn per proposal. ``seed``: the study's; each trial's draws come from it and the trial's
+    number.
 
     :meth:`attach` gives it the study's search space, base and metrics; until then (or if reading them fails) it
     proposes as Optuna's random sampler does.
@@ -138,7 +139,7 @@ class FrontierSampler(optuna.samplers.BaseSampler):
             reason = f"could not read the study ({type(error).__name__}: {first_line(error)}); exploring"
         else:
             reason = ""
-        if model is None or measured < self.n_startup_trials:
+        if model is None or (measured < self.n_startup_trials and not (peak is not None and peak.found)):
             aim = start_aim(number, float(np.random.default_rng(self.seed).random()))
             masses = np.array([log10_step_mass(point, self._base) for point in candidates])
             chosen = pick_by_quantile(masses, aim.target)
