@@ -1,7 +1,8 @@
 """What a tuner buys: the quickstart study against random search and two fixed configs, at equal PPO updates.
 
     python -m benchmarks.tuning_quality [--budget-updates N] [--sampler-seeds 5] [--validation-seeds 5]
-                                        [--task-seed T] [--workers 2] [--work-dir DIR] [--resume] [--quick]
+                                        [--task-seed T] [--workers 2] [--work-dir DIR] [--resume] [--frontier]
+                                        [--quick]
 
 Four methods on the built-in task (the base of ``studies/quickstart.yaml``), all judged by the quickstart's
 objective (the held-out ``eval/gold_score`` over the last two evaluations) and KL budget (``eval/kl``, a constraint):
@@ -10,7 +11,10 @@ objective (the held-out ``eval/gold_score`` over the last two evaluations) and K
   starts: what a study gets by default, ``tuner.study_defaults``);
 - ``random``: random search, no pruner, no KL guard, no warm starts;
 - ``trl_defaults``: ``studies/trl_defaults.yaml`` (TRL 1.12's defaults) with the quickstart's evaluation settings;
-- ``guidance``: the seed guidance's starting point (``tuner.warm_start.guidance_values``) on the quickstart base.
+- ``guidance``: the seed guidance's starting point (``tuner.warm_start.guidance_values``) on the quickstart base;
+- ``frontier`` (with ``--frontier``): the quickstart study with ``sampler: {name: frontier}``
+  (``tuner.frontier_sampler``) at half the budget of updates; ``paired_frontier`` holds, per seed, its validated
+  mean minus random search's.
 
 Each ``default``/``random`` study (one per sampler seed) runs trials one after another until the PPO updates its trials
 ran (``tuner.reports.updates_run``: a pruned trial counts the updates it ran) reach ``--budget-updates``; the trial
@@ -54,7 +58,10 @@ QUICKSTART = ROOT / "studies" / "quickstart.yaml"
 TRL_DEFAULTS = ROOT / "studies" / "trl_defaults.yaml"
 RESULTS = ROOT / "benchmarks" / "results"
 T = TypeVar("T")
-SEARCHES = ("default", "random")
+SEARCHES = ("default", "random", "frontier")
+FRONTIER_SHARE = 0.5
+"""The frontier-guided search's budget, as a share of the others': what it must match is random search at the full
+budget, with half the compute (``--frontier``)."""
 FIXED = ("trl_defaults", "guidance")
 # The quickstart's evaluation settings, copied onto TRL's defaults so that both are judged on the same held-out runs.
 EVAL_FIELDS = ("eval_steps", "num_eval_samples", "num_eval_prompts")
@@ -88,9 +95,9 @@ def guidance_base(quickstart: dict[str, Any]) -> tuple[dict[str, Any], list[str]
 
 
 def study_definitions(quickstart: dict[str, Any], work_dir: Path, sampler_seeds: int,
-                      base_overrides: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+                      base_overrides: dict[str, Any] | None = None, frontier: bool = False) -> list[dict[str, Any]]:
     """Every study's file contents, tuning studies first; each in its own SQLite file under ``work_dir``, with
-    ``base_overrides`` on every study's base."""
+    ``base_overrides`` on every study's base; with ``frontier``, a frontier-guided study per sampler seed too."""
     definitions = []
     for seed in range(sampler_seeds):
         shipped = {**quickstart, "sampler": {**quickstart.get("sampler", {}), "seed": seed}}
@@ -99,6 +106,9 @@ def study_definitions(quickstart: dict[str, Any], work_dir: Path, sampler_seeds:
         random.pop("enqueue", None)
         random["seed_policy"] = {"name": "single"}  # one seed for every trial: no racing
         definitions += [{**shipped, "name": f"tq-default-s{seed}"}, {**random, "name": f"tq-random-s{seed}"}]
+        if frontier:
+            definitions.append({**quickstart, "sampler": {"name": "frontier", "seed": seed},
+                                "name": f"tq-frontier-s{seed}"})
     evaluation = {key: quickstart["base"][key] for key in EVAL_FIELDS if key in quickstart["base"]}
     trl_base = {**yaml.safe_load(TRL_DEFAULTS.read_text()), **evaluation}
     fixed = {key: value for key, value in quickstart.items() if key not in ("enqueue", "search_space")}
@@ -125,6 +135,14 @@ def pinned(base: dict[str, Any]) -> dict[str, Any]:
 
 def method_of(name: str) -> str:
     return name.split("-")[1]
+
+
+def budget_of(method: str, budget: int) -> int | None:
+    """A study's budget of updates: ``budget`` for a search (:data:`FRONTIER_SHARE` of it for the frontier-guided
+    one), None for a fixed configuration's one trial."""
+    if method not in SEARCHES:
+        return None
+    return max(1, round(budget * FRONTIER_SHARE)) if method == "frontier" else budget
 
 
 class BudgetStop:
@@ -298,6 +316,8 @@ def summarise(studies: list[dict[str, Any]], validation_seeds: int) -> tuple[dic
     methods: dict[str, Any] = {}
     for method in SEARCHES + FIXED:
         group = [s for s in studies if s["method"] == method]
+        if not group:  # the frontier-guided search runs only with --frontier
+            continue
         pooled = [v for s in group for v in s["validated_values"]]
         mean, low, high = mean_interval(pooled)
         methods[method] = {
@@ -316,21 +336,22 @@ def summarise(studies: list[dict[str, Any]], validation_seeds: int) -> tuple[dic
                      "validation_seeds_per_config": validation_seeds}
 
 
-def paired(studies: list[dict[str, Any]]) -> dict[str, Any]:
-    """The default against random search, sampler seed by sampler seed: per seed, the default's validated mean minus
-    random search's (d_s), and mean(d) with its 95% t interval (``tuner.confidence.mean_interval``); per seed, the
+def paired(studies: list[dict[str, Any]], ours: str = "default", theirs: str = "random") -> dict[str, Any]:
+    """Search ``ours`` against ``theirs`` (random search), sampler seed by sampler seed: per seed, ours' validated
+    mean minus theirs' (d_s), and mean(d) with its 95% t interval (``tuner.confidence.mean_interval``); per seed, the
     updates each took to the target (None: not reached). A seed either search has no validated value for is left
     out of the differences."""
-    by_seed = {method: {s["sampler_seed"]: s for s in studies if s["method"] == method} for method in SEARCHES}
-    seeds = sorted(set(by_seed["default"]) & set(by_seed["random"]))
+    pair = (ours, theirs)
+    by_seed = {method: {s["sampler_seed"]: s for s in studies if s["method"] == method} for method in pair}
+    seeds = sorted(set(by_seed[ours]) & set(by_seed[theirs]))
     differences: list[float | None] = []
     for seed in seeds:
-        ours, theirs = (by_seed[method][seed]["validated_values"] for method in SEARCHES)
-        differences.append(statistics.fmean(ours) - statistics.fmean(theirs) if ours and theirs else None)
+        mine, other = (by_seed[method][seed]["validated_values"] for method in pair)
+        differences.append(statistics.fmean(mine) - statistics.fmean(other) if mine and other else None)
     mean, low, high = mean_interval([d for d in differences if d is not None])
     return {"sampler_seeds": seeds, "validated_difference": differences, "mean": mean, "ci_low": low, "ci_high": high,
             "updates_to_target": {method: [by_seed[method][seed]["updates_to_target"] for seed in seeds]
-                                  for method in SEARCHES}}
+                                  for method in pair}}
 
 
 def _number(value: float | None, digits: int = 4) -> str:
@@ -396,6 +417,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--resume", action="store_true",
                         help="Go on with the interrupted run in --work-dir (the same command otherwise): studies "
                              "that spent their budget and validation runs that finished are kept, the rest run.")
+    parser.add_argument("--frontier", action="store_true",
+                        help="Also run the frontier-guided search (sampler: {name: frontier}) at half the budget, "
+                             "paired with random search at the full one.")
     add_quick_argument(parser)
     parser.add_argument("--out", default=None, help="Results file (default benchmarks/results/tuning_quality.json; "
                                                     "--quick: a temporary directory).")
@@ -419,7 +443,7 @@ def main(argv: list[str] | None = None) -> None:
     notes = guidance_base(quickstart)[1]
     overrides = {**(QUICK_BASE if args.quick else {}),
                  **({} if args.task_seed is None else {"task_seed": args.task_seed})}
-    definitions = study_definitions(quickstart, work_dir, settings["sampler_seeds"], overrides)
+    definitions = study_definitions(quickstart, work_dir, settings["sampler_seeds"], overrides, args.frontier)
     for note in notes:
         print(note, file=sys.stderr)
     for definition in definitions:
@@ -432,7 +456,7 @@ def main(argv: list[str] | None = None) -> None:
     for definition in definitions:
         path = work_dir / f"{definition['name']}.yaml"
         path.write_text(yaml.safe_dump(definition, sort_keys=False))
-        budget = settings["budget_updates"] if method_of(definition["name"]) in SEARCHES else None
+        budget = budget_of(method_of(definition["name"]), settings["budget_updates"])
         jobs.append((str(path), definition["name"], definition["storage"], budget, settings["validation_seeds"]))
     studies: list[dict[str, Any]] = []
     for definition, result in zip(definitions, run_jobs(tune_and_validate, jobs, settings["workers"]), strict=True):
@@ -442,6 +466,7 @@ def main(argv: list[str] | None = None) -> None:
                         "storage": definition["storage"], "definition": definition, **result})
     methods, reference = summarise(studies, settings["validation_seeds"])
     pairs = paired(studies)
+    frontier_pairs = paired(studies, "frontier") if args.frontier else None
     total_wall = time.perf_counter() - started
     table, per_study = markdown_table(methods), studies_table(studies)
     print(f"Budget {settings['budget_updates']} PPO updates per default/random study; {settings['sampler_seeds']} "
@@ -454,6 +479,11 @@ def main(argv: list[str] | None = None) -> None:
     print(f"\nPaired by sampler seed, default minus random, validated held-out gold: "
           f"{_numbers(pairs['validated_difference'])}; mean {_number(pairs['mean'])} "
           f"[{_number(pairs['ci_low'])}, {_number(pairs['ci_high'])}] (95% t interval)\n")
+    if frontier_pairs is not None:
+        print(f"Paired by sampler seed, frontier at {FRONTIER_SHARE:.0%} of the budget minus random at all of it, "
+              f"validated held-out gold: {_numbers(frontier_pairs['validated_difference'])}; mean "
+              f"{_number(frontier_pairs['mean'])} [{_number(frontier_pairs['ci_low'])}, "
+              f"{_number(frontier_pairs['ci_high'])}] (95% t interval)\n")
     print(per_study)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(json_safe({
@@ -464,6 +494,7 @@ def main(argv: list[str] | None = None) -> None:
         "objective": quickstart["objectives"][0], "notes": notes, "reference": reference,
         "wall_s": {"total": round(total_wall, 1)},
         "sampler_seeds": pairs["sampler_seeds"], "task_seed": args.task_seed, "paired": pairs,
+        "paired_frontier": frontier_pairs, "frontier_share": FRONTIER_SHARE if args.frontier else None,
         "methods": methods, "table": table, "studies_table": per_study,
         "studies": studies,
     }), indent=2, default=str))

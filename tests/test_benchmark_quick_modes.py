@@ -258,7 +258,7 @@ def test_tuning_quality_quick_reports_every_method(tmp_path: Path, capsys: pytes
     # Task seed 0 is the default task, which the suite builds anyway (another seed is another task, 25 s to build);
     # the quickstart's base names no task seed, so a 0 in every study's base is the flag's.
     result, _ = run_quick_here("tuning_quality", tmp_path / "tuning_quality.json", "--work-dir",
-                               str(tmp_path / "work"), "--task-seed", "0")
+                               str(tmp_path / "work"), "--task-seed", "0", "--frontier")
     assert result["settings"]["quick"] and result["sampler_seeds"] == [0] and result["task_seed"] == 0
     assert all(study["definition"]["base"]["task_seed"] == 0 for study in result["studies"])
     assert_finite(result["reference"], ["best_tuning_value", "threshold"], "reference")
@@ -270,14 +270,17 @@ def test_tuning_quality_quick_reports_every_method(tmp_path: Path, capsys: pytes
         assert row["ci_low"] is None and row["ci_high"] is None, method
         for figure in ("validated", "tuning_values", "updates_spent", "tuning_run_s", "validation_run_s"):
             assert row[figure] and all(is_finite(v) for v in row[figure]), (method, figure)
-        if method in ("default", "random"):
+        if method in ("default", "random", "frontier"):
             # "Not reached" (None) is a finding, not a missing figure.
             reached = row["updates_to_target"]
             assert len(reached) == 1 and (reached[0] is None or is_finite(reached[0])), method
-    assert set(result["methods"]) == {"default", "random", "trl_defaults", "guidance"}
-    pairs = result["paired"]
-    difference = result["methods"]["default"]["validated"][0] - result["methods"]["random"]["validated"][0]
-    assert pairs["sampler_seeds"] == [0] and pairs["validated_difference"] == pytest.approx([difference])
+    assert set(result["methods"]) == {"default", "random", "frontier", "trl_defaults", "guidance"}
+    for pairs, ours in ((result["paired"], "default"), (result["paired_frontier"], "frontier")):
+        difference = result["methods"][ours]["validated"][0] - result["methods"]["random"]["validated"][0]
+        assert pairs["sampler_seeds"] == [0] and pairs["validated_difference"] == pytest.approx([difference]), ours
+    # The frontier-guided study aimed its trials (its aim is stored on each) at half the others' budget.
+    frontier = next(study for study in result["studies"] if study["method"] == "frontier")
+    assert frontier["definition"]["sampler"] == {"name": "frontier", "seed": 0} and result["frontier_share"] == 0.5
     assert result["table"] and result["studies_table"]
 
     # An interrupted run goes on with --resume: here the random search's study is lost, the rest finished.
