@@ -183,6 +183,7 @@ def run_one_study(path: str, budget: int | None) -> dict[str, Any]:
     from tuner.attrs import RACE_OF_ATTR, WARM_START_ATTR
     from tuner.constraints import feasible
     from tuner.database import create_engine
+    from tuner.kl_model import rollout_episodes
     from tuner.objective import make_objective, run_trials
     from tuner.reports import trial_reason, updates_run
     from tuner.seed_policy import Racing
@@ -211,7 +212,8 @@ def run_one_study(path: str, budget: int | None) -> dict[str, Any]:
                    callbacks=callbacks)
     after = study.get_trials(deepcopy=False)
     trials = [{"number": t.number, "state": t.state.name, "value": t.values[0] if t.values else None,
-               "updates": updates_run(t), "feasible": t.state == optuna.trial.TrialState.COMPLETE and feasible(t),
+               "updates": updates_run(t), "episodes": updates_run(t) * rollout_episodes(t.params, spec.base),
+               "feasible": t.state == optuna.trial.TrialState.COMPLETE and feasible(t),
                "warm_start": t.user_attrs.get(WARM_START_ATTR),
                "race_of": t.user_attrs.get(RACE_OF_ATTR), "params": t.params, "reason": trial_reason(t) or None,
                "duration_s": round(t.duration.total_seconds(), 2) if t.duration else None}
@@ -281,12 +283,18 @@ def run_jobs(function: Callable[..., T], jobs: Sequence[tuple[Any, ...]], worker
         return [future.result() for future in futures]
 
 
-def progress(trials: list[dict[str, Any]], threshold: float) -> int | None:
-    """Cumulative updates at the end of the first trial whose best-so-far value (among completed trials that keep
-    the study's constraints, as Optuna's best trial) reached ``threshold``."""
-    spent, best = 0, float("-inf")
+COSTS = {"updates": "updates", "episodes": "episodes", "seconds": "duration_s"}
+"""What reaching the target cost, in three units, and the trial figure each sums: updates alone flatter short runs
+(runs of 48 and 96 updates can generate the same episodes in about the same time)."""
+
+
+def progress(trials: list[dict[str, Any]], threshold: float, cost: str = "updates") -> float | None:
+    """Cumulative ``cost`` (a trial figure: updates, episodes or duration_s) at the end of the first trial whose
+    best-so-far value (among completed trials that keep the study's constraints, as Optuna's best trial) reached
+    ``threshold``."""
+    spent, best = 0.0, float("-inf")
     for trial in sorted(trials, key=lambda t: t["number"]):
-        spent += trial["updates"]
+        spent += trial.get(cost) or 0
         if trial["feasible"] and trial["value"] is not None:
             best = max(best, trial["value"])
         if best >= threshold:
@@ -294,7 +302,7 @@ def progress(trials: list[dict[str, Any]], threshold: float) -> int | None:
     return None
 
 
-def median_reach(reached: list[int | None]) -> float | None:
+def median_reach(reached: Sequence[float | None]) -> float | None:
     """The median over sampler seeds, a seed that never got there counting as infinitely late; None: not reached."""
     middle = statistics.median(float("inf") if r is None else float(r) for r in reached)
     return None if middle == float("inf") else middle
@@ -310,7 +318,9 @@ def summarise(studies: list[dict[str, Any]], validation_seeds: int) -> tuple[dic
     threshold = best - WITHIN * abs(best)
     for study in studies:
         study["updates_spent"] = sum(t["updates"] for t in study["trials"])
-        study["updates_to_target"] = progress(study["trials"], threshold) if study["method"] in SEARCHES else None
+        for unit, figure in COSTS.items():
+            reached = progress(study["trials"], threshold, figure) if study["method"] in SEARCHES else None
+            study[f"{unit}_to_target"] = int(reached) if reached is not None and unit != "seconds" else reached
         runs = [r["value"] for r in study["validation"]["runs"] if r["state"] == "COMPLETE" and r["value"] is not None]
         study["validated_values"] = runs
     methods: dict[str, Any] = {}
@@ -330,8 +340,10 @@ def summarise(studies: list[dict[str, Any]], validation_seeds: int) -> tuple[dic
             "validation_run_s": [s["validation"].get("run_s") for s in group],
         }
         if method in SEARCHES:
-            reached = [s["updates_to_target"] for s in group]
-            methods[method].update(updates_to_target=reached, updates_to_target_median=median_reach(reached))
+            for unit in COSTS:
+                per_seed = [s[f"{unit}_to_target"] for s in group]
+                methods[method].update({f"{unit}_to_target": per_seed,
+                                        f"{unit}_to_target_median": median_reach(per_seed)})
     return methods, {"best_tuning_value": best, "threshold": threshold, "within": WITHIN,
                      "validation_seeds_per_config": validation_seeds}
 
@@ -365,17 +377,20 @@ def _numbers(values: list[Any], digits: int = 4) -> str:
 def markdown_table(methods: dict[str, Any]) -> str:
     lines = ["| method | held-out eval/gold_score, mean [95% CI] (runs) | validated mean per sampler seed "
              "| tuning value of the chosen trial(s) | PPO updates spent | updates to within 5% of the best "
-             "(median; per seed) | run s: tuning / validation |", "|---|---|---|---|---|---|---|"]
+             "(median; per seed) | episodes / trial seconds to within 5% (median) | run s: tuning / validation |",
+             "|---|---|---|---|---|---|---|---|"]
     for method, row in methods.items():
         reach = "-"
         if "updates_to_target" in row:
             median = row["updates_to_target_median"]
             per_seed = ", ".join("not reached" if r is None else str(r) for r in row["updates_to_target"])
             reach = f"{'not reached' if median is None else f'{median:g}'}; {per_seed}"
+        costs = " / ".join("-" if row.get(f"{unit}_to_target_median") is None
+                           else f"{row[f'{unit}_to_target_median']:.4g}" for unit in ("episodes", "seconds"))
         lines.append(
             f"| {method} | {_number(row['validated_mean'])} [{_number(row['ci_low'])}, {_number(row['ci_high'])}] "
             f"({row['n']}) | {_numbers(row['validated'])} | {_numbers(row['tuning_values'])} "
-            f"| {_numbers(row['updates_spent'])} | {reach} "
+            f"| {_numbers(row['updates_spent'])} | {reach} | {costs} "
             f"| {_numbers(row['tuning_run_s'], 0)} / {_numbers(row['validation_run_s'], 0)} |")
     return "\n".join(lines)
 

@@ -272,8 +272,11 @@ def test_tuning_quality_quick_reports_every_method(tmp_path: Path, capsys: pytes
             assert row[figure] and all(is_finite(v) for v in row[figure]), (method, figure)
         if method in ("default", "random", "frontier"):
             # "Not reached" (None) is a finding, not a missing figure.
-            reached = row["updates_to_target"]
-            assert len(reached) == 1 and (reached[0] is None or is_finite(reached[0])), method
+            for unit in ("updates", "episodes", "seconds"):
+                reached = row[f"{unit}_to_target"]
+                assert len(reached) == 1 and (reached[0] is None or is_finite(reached[0])), (method, unit)
+            # Reached after the same trials whatever the unit: none or all three.
+            assert len({row[f"{unit}_to_target"][0] is None for unit in ("updates", "episodes", "seconds")}) == 1
     assert set(result["methods"]) == {"default", "random", "frontier", "trl_defaults", "guidance"}
     for pairs, ours in ((result["paired"], "default"), (result["paired_frontier"], "frontier")):
         difference = result["methods"][ours]["validated"][0] - result["methods"]["random"]["validated"][0]
@@ -304,6 +307,18 @@ def test_tuning_quality_quick_reports_every_method(tmp_path: Path, capsys: pytes
         assert study["resumed_trials"] == len(kept["trials"]) and study["trials"] == kept["trials"], study["name"]
         assert study["validation"]["runs"] == kept["validation"]["runs"], study["name"]
         assert study["run_s"] == kept["run_s"], study["name"]
+
+
+def test_tuning_quality_counts_the_target_in_updates_episodes_and_seconds() -> None:
+    from benchmarks.tuning_quality import progress
+
+    trials = [{"number": 1, "updates": 96, "episodes": 1536, "duration_s": 21.0, "feasible": True, "value": 0.8},
+              {"number": 0, "updates": 48, "episodes": 1536, "duration_s": 20.0, "feasible": True, "value": 0.5},
+              {"number": 2, "updates": 48, "episodes": 1536, "duration_s": 19.0, "feasible": False, "value": 0.9}]
+    # Trials in their numbers' order: the target is reached at the end of trial 1, after both.
+    assert progress(trials, 0.7) == 144 and progress(trials, 0.7, "episodes") == 3072
+    assert progress(trials, 0.7, "duration_s") == pytest.approx(41.0)
+    assert progress(trials, 0.85) is None  # the only trial above it is outside the KL budget
 
 
 def test_tuning_quality_runs_its_jobs_here_with_one_worker_and_in_a_pool_with_more() -> None:
