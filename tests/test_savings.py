@@ -13,7 +13,7 @@ from optuna.distributions import FloatDistribution
 from optuna.trial import TrialState, create_trial
 
 from ppo_tune.cli import main
-from tuner.attrs import BUDGET_ATTR, KL_HISTORY_ATTR
+from tuner.attrs import BUDGET_ATTR, CONFIG_ATTR, KL_HISTORY_ATTR
 from tuner.reports import trials_frame
 from tuner.savings import update_savings
 
@@ -43,6 +43,24 @@ def test_savings_against_a_loop() -> None:
     assert savings.line().startswith(f"early stopping saved 22 of 60 updates ({22 / 60:.0%})")
 
 
+def test_savings_in_episodes_and_seconds_against_a_loop() -> None:
+    rollouts = [16, 32, 16, 16, float("nan")]  # the last trial stored no config
+    seconds = [20.0, 6.0, 8.0, 3.0, 40.0]
+    frame = pd.DataFrame([{"state": s, "budget_updates": b, "updates": u, "episodes_per_update": r, "duration_s": d}
+                          for (s, b, u), r, d in zip(TRIALS, rollouts, seconds, strict=True)])
+    savings = update_savings(frame)
+    assert savings is not None
+    episodes = pace = 0.0
+    for (state, budget, ran), rollout, duration in zip(TRIALS, rollouts, seconds, strict=True):
+        if state in ("COMPLETE", "PRUNED"):
+            episodes += 0 if math.isnan(rollout) else (budget - ran) * rollout
+            pace += (budget - ran) * duration / ran
+    # Pruned at 3 of 10 at 32 episodes an update, and at 5 of 20 at 16: 7 x 32 + 15 x 16 episodes.
+    assert savings.episodes == pytest.approx(episodes) == 7 * 32 + 15 * 16
+    assert savings.seconds == pytest.approx(pace) == pytest.approx(7 * 6 / 3 + 15 * 8 / 5)
+    assert savings.line().endswith(f"; about {episodes:,.0f} episodes and {pace:,.0f} s at each trial's own pace")
+
+
 def test_no_recorded_budget_says_nothing() -> None:
     assert update_savings(pd.DataFrame()) is None
     frame = pd.DataFrame([{"state": "PRUNED", "budget_updates": math.nan, "updates": 3}])
@@ -57,13 +75,16 @@ def stored(tmp_path: Path) -> str:
         study.add_trial(create_trial(
             state=TrialState[state], value=1.0 if state == "COMPLETE" else None,
             params={"learning_rate": 1e-5}, distributions={"learning_rate": FloatDistribution(1e-6, 1e-4)},
-            user_attrs={BUDGET_ATTR: budget, KL_HISTORY_ATTR: [0.1] * ran}))
+            user_attrs={BUDGET_ATTR: budget, KL_HISTORY_ATTR: [0.1] * ran,
+                        CONFIG_ATTR: {"per_device_train_batch_size": 8, "gradient_accumulation_steps": 2}}))
     return url
 
 
 def test_show_says_what_early_stopping_saved(stored: str, capsys: pytest.CaptureFixture[str]) -> None:
     frame = trials_frame(optuna.load_study(study_name="savings", storage=stored))
     assert frame["budget_updates"].tolist() == [b for _, b, _ in TRIALS]
+    assert frame["episodes_per_update"].tolist() == [16.0] * len(TRIALS)
     assert main(["show", "savings", "--storage", stored]) == 0
     out = capsys.readouterr().out
     assert "early stopping saved 22 of 60 updates" in out and "2 of 4 trials pruned" in out
+    assert f"about {22 * 16} episodes" in out

@@ -92,8 +92,8 @@ def updates_run(trial: FrozenTrial) -> int:
 
 def trials_frame(study: optuna.Study) -> pd.DataFrame:
     """number, state, params, objective values, prune/fail reason, duration, updates run and planned
-    (``budget_updates``, the run's full length) for every trial; a racing re-run's ``race_of`` and ``seed``, and a CPU
-    trial's ``cpu_threads``, where any trial has them."""
+    (``budget_updates``, the run's full length) and episodes per update for every trial; a racing re-run's
+    ``race_of`` and ``seed``, and a CPU trial's ``cpu_threads``, where any trial has them."""
     names = study.metric_names or [f"value_{i}" for i in range(len(study.directions))]
     rows = []
     for trial in study.get_trials(deepcopy=False):
@@ -108,9 +108,21 @@ def trials_frame(study: optuna.Study) -> pd.DataFrame:
             row["cpu_threads"] = trial.user_attrs[CPU_THREADS_ATTR]
         budget = trial.user_attrs.get(BUDGET_ATTR)
         row.update({"reason": trial_reason(trial), "duration_s": duration, "updates": updates_run(trial),
-                    "budget_updates": budget if isinstance(budget, int) else math.nan})
+                    "budget_updates": budget if isinstance(budget, int) else math.nan,
+                    "episodes_per_update": episodes_per_update(trial)})
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def episodes_per_update(trial: FrozenTrial) -> float:
+    """The episodes one update of the trial generates on each process (its config's per_device_train_batch_size x
+    gradient_accumulation_steps); NaN when it stored no config."""
+    config = trial.user_attrs.get(CONFIG_ATTR) or {}
+    micro, accumulation = config.get("per_device_train_batch_size"), config.get("gradient_accumulation_steps")
+    if isinstance(micro, bool) or isinstance(accumulation, bool) or not isinstance(micro, int) \
+            or not isinstance(accumulation, int):
+        return math.nan
+    return float(micro * accumulation)
 
 
 def trial_config(trial: FrozenTrial) -> dict[str, Any]:

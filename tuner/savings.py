@@ -19,21 +19,34 @@ class UpdateSavings:
     planned: int  # updates they would have run, each to its end
     stopped: int  # trials stopped early
     trials: int  # trials counted
+    episodes: float | None = None  # episodes the unrun updates would have generated (None: no trial's rollout known)
+    seconds: float | None = None  # the time they would have taken, at each trial's own pace (None: no pace known)
 
     @property
     def saved(self) -> int:
         return self.planned - self.ran
 
     def line(self) -> str:
-        """One line: ``early stopping saved 1234 of 2880 updates (43%): 12 of 30 trials stopped early``."""
+        """One line: ``early stopping saved 1234 of 2880 updates (43%) against running every trial to the end: 12 of
+        30 trials pruned or stopped by the KL guard; about 19,744 episodes and 257 s``."""
         share = self.saved / self.planned if self.planned else 0.0
-        return (f"early stopping saved {self.saved} of {self.planned} updates ({share:.0%}) against running every "
+        line = (f"early stopping saved {self.saved} of {self.planned} updates ({share:.0%}) against running every "
                 f"trial to the end: {self.stopped} of {self.trials} trials pruned or stopped by the KL guard")
+        costs = [f"{self.episodes:,.0f} episodes" if self.episodes is not None else "",
+                 f"{self.seconds:,.0f} s at each trial's own pace" if self.seconds is not None else ""]
+        costs = [cost for cost in costs if cost]
+        return f"{line}; about {' and '.join(costs)}" if costs else line
+
+
+def _finite(values: pd.Series) -> pd.Series:
+    return pd.to_numeric(values, errors="coerce").replace([math.inf, -math.inf], math.nan)
 
 
 def update_savings(frame: pd.DataFrame) -> UpdateSavings | None:
     """saved = sum over completed and pruned trials of (budget_updates - updates): ``frame`` as
-    :func:`tuner.reports.trials_frame` makes it. None when no such trial recorded its budget."""
+    :func:`tuner.reports.trials_frame` makes it. None when no such trial recorded its budget. The same unrun updates
+    in episodes (x each trial's ``episodes_per_update``) and in seconds (x each trial's ``duration_s`` / ``updates``,
+    its own pace), over the trials that know them."""
     if frame.empty or "budget_updates" not in frame.columns:
         return None
     counted = frame[frame["state"].isin(RAN_OR_STOPPED)]
@@ -41,6 +54,14 @@ def update_savings(frame: pd.DataFrame) -> UpdateSavings | None:
     if counted.empty:
         return None
     planned = int(counted["budget_updates"].sum())
-    ran = int(counted["updates"].clip(upper=counted["budget_updates"]).sum())
-    return UpdateSavings(ran=ran, planned=planned, stopped=int((counted["state"] == "PRUNED").sum()),
-                         trials=len(counted))
+    ran_each = counted["updates"].clip(upper=counted["budget_updates"])
+    unrun = counted["budget_updates"] - ran_each
+    episodes = seconds = None
+    if "episodes_per_update" in counted.columns:
+        known = _finite(counted["episodes_per_update"])
+        episodes = float((unrun * known).sum()) if known.notna().any() else None
+    if "duration_s" in counted.columns:
+        pace = _finite(counted["duration_s"]) / ran_each.where(ran_each > 0)
+        seconds = float((unrun * pace).sum()) if pace.notna().any() else None
+    return UpdateSavings(ran=int(ran_each.sum()), planned=planned, stopped=int((counted["state"] == "PRUNED").sum()),
+                         trials=len(counted), episodes=episodes, seconds=seconds)
