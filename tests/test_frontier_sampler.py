@@ -97,6 +97,26 @@ def test_the_search_finds_a_known_peak_and_keeps_trials_there(tmp_path: Path, pe
     assert min(bests) >= 0.78, bests
 
 
+def test_a_study_of_two_objectives_is_aimed_alike(tmp_path: Path) -> None:
+    """The sampler reads gold and KL from the stored evaluations, not the study's values: a study that maximises
+    gold and minimises KL is aimed as a one-objective study is."""
+    url = f"sqlite:///{tmp_path / 'two.db'}"
+    engine = create_engine(url)
+    create_tables(engine)
+    sampler = FrontierSampler(seed=1).attach(SPACE, BASE, lambda name: read_metrics(engine, name))
+    study = optuna.create_study(study_name="two", storage=url, directions=["maximize", "minimize"], sampler=sampler)
+    one = synthetic_objective(engine, 1.0, 1)
+
+    def objective(trial: optuna.Trial) -> tuple[float, float]:
+        value = one(trial)
+        kl = read_metrics(engine, "two").query(f"trial_number == {trial.number}")[EVAL_KL].iloc[-1]
+        return value, float(kl)
+
+    study.optimize(objective, n_trials=14)
+    assert near_peak_share(study, 1.0, 6) >= 0.5
+    assert {t.user_attrs[AIM_ATTR]["kind"] for t in study.get_trials()[6:]} & {"peak", "spread"}
+
+
 def test_a_resumed_sampler_proposes_what_the_first_would_have(tmp_path: Path) -> None:
     """Everything a proposal depends on is in storage, its draws in the seed and the trial's number: a new process
     (a study resumed after kill -9) proposes the next trial as the killed one would have."""

@@ -77,6 +77,10 @@ def test_a_frontier_study_on_a_gold_task_aims_its_trials_and_keeps_the_guard_con
     assert kinds[:2] == ["start"] * 2 and all(kind != "start" for kind in kinds[2:]), kinds
     assert all(t.user_attrs[AIM_ATTR]["predicted_ln_kl"] is not None for t in proposed[2:])
     assert all(list(t.constraints) == ["eval/kl (last) <= 50"] for t in trials if t.state == TrialState.COMPLETE)
+    # Validation reruns the winner on a fresh seed as with any sampler: its runs are queued, so none is aimed.
+    url = f"sqlite:///{tmp_path / 'frontier.db'}"
+    assert main(["validate", "frontier", "--storage", url, "--top-k", "1", "--seeds", "1"]) == 0
+    capsys.readouterr()
     # `show` says where the latest proposal aimed, from what, and what the KL model predicted.
     assert main(["show", "frontier", "--storage", f"sqlite:///{tmp_path / 'frontier.db'}"]) == 0
     out = capsys.readouterr().out
