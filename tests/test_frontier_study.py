@@ -50,12 +50,12 @@ def task_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return cache
 
 
-def test_a_frontier_study_on_a_gold_task_aims_its_trials_and_keeps_the_guard_constraint_and_racing(
-        tmp_path: Path, task_cache: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def gold_study(tmp_path: Path, task_cache: Path, **sampler: Any) -> Path:
+    """A frontier study of the tiny built-in task (held-out KL and gold), its sampler's options on top."""
     study_file = tmp_path / "frontier.yaml"
     study_file.write_text(yaml.safe_dump({
         "name": "frontier", "n_trials": 6,
-        "sampler": {"name": "frontier", "seed": 0, "n_startup_trials": 2},
+        "sampler": {"name": "frontier", "seed": 0, "n_startup_trials": 2, **sampler},
         "objectives": [{"metric": "eval/gold_score", "direction": "maximize", "reduce": "mean_last_k", "k": 2}],
         "constraints": [{"metric": "eval/kl", "reduce": "last", "max": 50.0}],
         "kl_guard": {"threshold": 60.0},
@@ -66,6 +66,28 @@ def test_a_frontier_study_on_a_gold_task_aims_its_trials_and_keeps_the_guard_con
         "search_space": {"learning_rate": {"type": "float", "low": 1e-5, "high": 3e-3, "log": True},
                          "num_ppo_epochs": {"type": "int", "low": 1, "high": 4}},
     }))
+    return study_file
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"candidates": 0}, "sampler: candidates: must be at least 1, got 0"),
+    ({"n_startup_trials": -1}, "sampler: n_startup_trials: must be at least 0, got -1"),
+    ({"candidates": "many"}, "sampler.candidates: expected a whole number, got 'many'"),
+])
+def test_a_frontier_option_out_of_range_exits_2_naming_it_and_creates_nothing(
+        tmp_path: Path, task_cache: Path, capsys: pytest.CaptureFixture[str], options: dict[str, Any],
+        message: str) -> None:
+    path = gold_study(tmp_path, task_cache, **options)
+    database = tmp_path / "x.db"
+    assert main(["run", str(path), "--storage", f"sqlite:///{database}"]) == 2
+    error = capsys.readouterr().err.strip()
+    assert len(error.splitlines()) == 1 and error.endswith(message), error
+    assert not database.exists()
+
+
+def test_a_frontier_study_on_a_gold_task_aims_its_trials_and_keeps_the_guard_constraint_and_racing(
+        tmp_path: Path, task_cache: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    study_file = gold_study(tmp_path, task_cache)
     assert main(["run", str(study_file), "--storage", f"sqlite:///{tmp_path / 'frontier.db'}"]) == 0
     study = optuna.load_study(study_name="frontier", storage=f"sqlite:///{tmp_path / 'frontier.db'}")
     trials = study.get_trials()

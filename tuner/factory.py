@@ -64,11 +64,9 @@ def make_sampler(spec: StudySpec, worker_index: int = 0, trials_before: int = 0)
     options = {k: v for k, v in spec.sampler.items() if k != "name"}
     name = spec.sampler["name"]
     seed = options.get("seed")
-    if name == FRONTIER_SAMPLER:
-        # Its draws come from the study's seed and each trial's number, never a worker's: a resumed study, or
-        # another worker, proposes a trial as the first worker would have.
-        return FrontierSampler(**options).attach(spec.search_space, spec.base, _metrics_reader(spec.storage))
-    if seed is not None:
+    # The frontier sampler's draws come from the study's seed and each trial's number, never a worker's: a resumed
+    # study, or another worker, proposes a trial as the first worker would have.
+    if seed is not None and name != FRONTIER_SAMPLER:
         if name == "qmc":
             # The QMC sequence goes on where it stopped (Optuna keeps its position in the study): its seed must not
             # change on a resume; the random sampler it uses outside the sequence must.
@@ -87,6 +85,8 @@ def make_sampler(spec: StudySpec, worker_index: int = 0, trials_before: int = 0)
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             if name == "grid":
                 return optuna.samplers.GridSampler(_grid(spec.search_space), **options)
+            if name == FRONTIER_SAMPLER:
+                return FrontierSampler(**options).attach(spec.search_space, spec.base, _metrics_reader(spec.storage))
             return SAMPLER_CLASSES[name](**options)
     except (TypeError, ValueError) as error:
         raise StudyConfigError(f"sampler: {error}") from None

@@ -84,6 +84,10 @@ class FrontierSampler(optuna.samplers.BaseSampler):
     """
 
     def __init__(self, seed: int | None = None, n_startup_trials: int = 4, candidates: int = CANDIDATES) -> None:
+        if candidates < 1:
+            raise ValueError(f"candidates: must be at least 1, got {candidates}")
+        if n_startup_trials < 0:
+            raise ValueError(f"n_startup_trials: must be at least 0, got {n_startup_trials}")
         self.seed = seed if seed is not None else int(np.random.SeedSequence().generate_state(1)[0])
         self.n_startup_trials = n_startup_trials
         self.candidates = candidates
