@@ -16,6 +16,7 @@ import pytest
 
 from ppo_core.metric_names import EVAL_GOLD_SCORE, EVAL_KL, EVAL_SCORE
 from tuner.database import create_engine
+from tuner.frontier_aim import AIM_KINDS
 from tuner.frontier_sampler import AIM_ATTR, FrontierSampler
 from tuner.kl_model import design_row
 from tuner.search_space import ParamSpec, choose_point, suggest_value
@@ -123,7 +124,7 @@ def test_a_resumed_sampler_proposes_what_the_first_would_have(tmp_path: Path) ->
     study, engine = run_study(tmp_path, 2.0, seed=5, trials=10)
     fresh = [FrontierSampler(seed=5).attach(SPACE, BASE, lambda name: read_metrics(engine, name)) for _ in range(2)]
     first, second = (sampler.propose(study, 10) for sampler in fresh)
-    assert first == second and first[1]["kind"] in ("peak", "above", "below", "spread")
+    assert first == second and first[1]["kind"] in set(AIM_KINDS) - {"start"}
     # Another trial's number draws anew.
     assert fresh[0].propose(study, 11)[0] != first[0]
 
@@ -142,7 +143,7 @@ def test_each_trial_stores_its_aim_and_enqueued_trials_keep_their_values(tmp_pat
     kinds = [t.user_attrs[AIM_ATTR]["kind"] for t in trials[1:]]
     # The queued trial and one start-up trial are measured: with 2 trials the KL model exists, and their paths
     # already show the turn, so the start-up ends there rather than after its 4 trials.
-    assert kinds[:2] == ["start", "peak"] and set(kinds) <= {"start", "peak", "above", "below", "spread"}
+    assert kinds[:2] == ["start", "peak"] and set(kinds) <= set(AIM_KINDS)
     for trial in trials[1:]:
         aim = trial.user_attrs[AIM_ATTR]
         assert aim["reason"] and math.isfinite(aim["target"]) and aim["trials_measured"] <= trial.number
