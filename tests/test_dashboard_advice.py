@@ -11,6 +11,7 @@ import numpy as np
 import optuna
 import pandas as pd
 import pytest
+from frontier_paths import peaked_paths
 
 from dashboard import health_rules
 from dashboard.advice import (
@@ -230,13 +231,7 @@ def test_where_the_studys_gold_peaks_the_kl_advice_speaks_of_that_kl(
     findings = diagnose_trials(pd.concat([run_metrics(n, n >= 16, False) for n in view.numbers], ignore_index=True),
                                {n: HealthContext() for n in view.numbers})
     # Gold along 8 trials' paths, peaking at 2 nats: the reading the Frontier page shows.
-    numbers, kls, golds = [], [], []
-    for trial, final in enumerate(np.geomspace(0.5, 12.0, 8)):
-        for step in range(1, 9):
-            kl = final * (step / 8) ** 1.5
-            numbers.append(trial)
-            kls.append(kl)
-            golds.append(0.7 - 0.05 * math.log(kl / 2.0) ** 2)
+    numbers, kls, golds = peaked_paths(np.geomspace(0.5, 12.0, 8), 2.0, top=0.7, curvature=0.05)
     peak = frontier_peak(numbers, kls, golds)
     assert peak.found and 1.6 < peak.kl < 2.5, peak
     advice = study_advice(view, findings, {}, peak)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from frontier_paths import peaked_paths
 
 from tuner.frontier_peak import (
     BANDWIDTHS,
@@ -83,14 +84,8 @@ def synthetic_study(peak_kl: float, trials: int, seed: int, reach: tuple[float, 
     ln peak)^2, plus noise. Eight evaluations a trial."""
     rng = np.random.default_rng(seed)
     low, high = reach or (peak_kl / 8, peak_kl * 4)
-    numbers, kls, golds = [], [], []
-    for trial, speed in enumerate(np.exp(rng.uniform(np.log(low), np.log(high), trials))):
-        for step in range(1, 9):
-            kl = speed * (step / 8) ** 1.5 * rng.lognormal(sigma=0.1)
-            numbers.append(trial)
-            kls.append(kl)
-            golds.append(0.75 - 0.08 * (math.log(kl) - math.log(peak_kl)) ** 2 + rng.normal(scale=noise))
-    return numbers, kls, golds
+    finals = np.exp(rng.uniform(np.log(low), np.log(high), trials))
+    return peaked_paths(finals, peak_kl, noise=noise, jitter=0.1, rng=rng)
 
 
 @pytest.mark.parametrize("peak_kl", [0.4, 1.5, 6.0])
@@ -180,13 +175,7 @@ def test_a_long_path_is_averaged_in_runs_of_neighbouring_points() -> None:
 
 def test_a_study_of_long_training_paths_finds_its_peak_too() -> None:
     # A study recorded without held-out evaluations: the frontier reads one training point per update.
-    rng = np.random.default_rng(4)
-    numbers, kls, golds = [], [], []
-    for trial, final in enumerate(np.geomspace(0.3, 12.0, 10)):
-        for update in range(1, 121):
-            kl = final * (update / 120) ** 1.5
-            numbers.append(trial)
-            kls.append(kl)
-            golds.append(0.75 - 0.08 * math.log(kl / 2.0) ** 2 + rng.normal(scale=0.03))
+    numbers, kls, golds = peaked_paths(np.geomspace(0.3, 12.0, 10), 2.0, evaluations=120, noise=0.03,
+                                       rng=np.random.default_rng(4))
     peak = frontier_peak(numbers, kls, golds)
     assert peak.found and 2.0 / 1.3 < peak.kl < 2.0 * 1.3 and peak.points == 1200, peak
