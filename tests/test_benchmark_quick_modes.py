@@ -309,6 +309,21 @@ def test_tuning_quality_quick_reports_every_method(tmp_path: Path, capsys: pytes
         assert study["run_s"] == kept["run_s"], study["name"]
 
 
+def test_tuning_quality_runs_only_the_methods_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import yaml
+
+    from benchmarks import tuning_quality
+
+    quickstart = yaml.safe_load(tuning_quality.QUICKSTART.read_text())
+    named = tuning_quality.study_definitions(quickstart, tmp_path, 2, frontier=True, methods={"random", "frontier"})
+    assert [d["name"] for d in named] == ["tq-random-s0", "tq-frontier-s0", "tq-random-s1", "tq-frontier-s1"]
+    every = [d["name"] for d in tuning_quality.study_definitions(quickstart, tmp_path, 1)]
+    assert every == ["tq-default-s0", "tq-random-s0", "tq-trl_defaults", "tq-guidance"]
+    line = refusal(tuning_quality.main, ["--quick", "--methods", "random", "grid"], capsys)
+    assert "--methods" in line and "'grid'" in line
+    assert not list(tmp_path.iterdir())  # nothing written for a refused run
+
+
 def test_tuning_quality_counts_the_target_in_updates_episodes_and_seconds() -> None:
     from benchmarks.tuning_quality import progress
 
