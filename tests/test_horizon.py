@@ -1,0 +1,78 @@
+"""The rules that carry a tuned configuration to a longer run, on hand-built configs whose answers are known."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from tuner.horizon import HORIZON_SHARE, RULES, UPDATES_EXPONENT, as_tuned, kl_held, power_law, step_mass, updates_of
+
+
+def tuned(**changes: Any) -> dict[str, Any]:
+    """A trial's resolved config, as ``trial_config`` gives it: 1,536 episodes in updates of 16."""
+    return {"learning_rate": 2e-5, "total_episodes": 1536, "per_device_train_batch_size": 16,
+            "gradient_accumulation_steps": 1, "num_ppo_epochs": 4, "num_mini_batches": 2, "kl_coef": 0.05,
+            "kl_target": None, "kl_horizon": 10000, "seed": 3, **changes}
+
+
+def mass(config: dict[str, Any]) -> float:
+    updates = math.ceil(config["total_episodes"] / (config["per_device_train_batch_size"]
+                                                    * config["gradient_accumulation_steps"]))
+    return config["learning_rate"] * updates * config["num_ppo_epochs"] * config["num_mini_batches"]
+
+
+@pytest.mark.parametrize("factor", [2, 4, 8])
+def test_the_step_mass_rule_keeps_the_mass_and_as_tuned_multiplies_it(factor: int) -> None:
+    config = tuned()
+    longer = 1536 * factor
+    kept = step_mass(config, longer, 1.5)
+    assert kept.config["total_episodes"] == longer and kept.config["learning_rate"] == pytest.approx(2e-5 / factor)
+    assert mass(kept.config) == pytest.approx(mass(config))
+    unchanged = as_tuned(config, longer, 1.5)
+    assert mass(unchanged.config) == pytest.approx(factor * mass(config))
+    assert unchanged.config == {**config, "total_episodes": longer}
+    assert [c.name for c in unchanged.changes] == ["total_episodes"]
+    assert [(c.name, c.tuned, c.carried) for c in kept.changes] == [
+        ("total_episodes", 1536, longer), ("learning_rate", 2e-5, kept.config["learning_rate"])]
+
+
+def test_the_power_law_keeps_lr_times_updates_to_its_exponent() -> None:
+    config = tuned(per_device_train_batch_size=8, gradient_accumulation_steps=4)  # 32 episodes an update: u = 48
+    carried = power_law(config, 4 * 1536, 2.0)
+    assert updates_of(config, 1536) == 48 and updates_of(config, 4 * 1536) == 192
+    assert carried.config["learning_rate"] * 192 ** UPDATES_EXPONENT == pytest.approx(2e-5 * 48 ** UPDATES_EXPONENT)
+    # Between the tuned lr and the mass-keeping one: a longer run moves further, but less than in proportion.
+    assert 2e-5 / 4 < carried.config["learning_rate"] < 2e-5
+
+
+def test_updates_round_up_as_the_trainer_counts_them() -> None:
+    config = tuned()
+    assert updates_of(config, 1540) == 97  # 96 full updates and a last one
+    assert step_mass(config, 1540, 1.0).config["learning_rate"] == pytest.approx(2e-5 * 96 / 97)
+
+
+def test_kl_held_aims_the_controller_at_the_tuned_runs_final_kl() -> None:
+    config = tuned()
+    carried = kl_held(config, 8 * 1536, 1.7)
+    assert carried.config["kl_target"] == 1.7 and carried.config["kl_coef"] == 0.05
+    assert carried.config["kl_horizon"] == math.ceil(HORIZON_SHARE * 8 * 1536) == 1229
+    assert carried.config["learning_rate"] == config["learning_rate"]
+    assert {c.name: (c.tuned, c.carried) for c in carried.changes} == {
+        "total_episodes": (1536, 12288), "kl_target": (None, 1.7), "kl_horizon": (10000, 1229)}
+    for bad in (0.0, -1.0, math.nan, math.inf):
+        with pytest.raises(ValueError, match="final KL"):
+            kl_held(config, 3072, bad)
+
+
+def test_every_rule_is_named_and_leaves_the_tuned_config_alone() -> None:
+    config = tuned()
+    before = dict(config)
+    for name, rule in RULES.items():
+        carried = rule(config, 3072, 1.2)
+        assert carried.rule == name and carried.config["total_episodes"] == 3072
+        assert all(carried.config[c.name] == c.carried and before.get(c.name) == c.tuned for c in carried.changes)
+        assert {k: v for k, v in carried.config.items() if k not in {c.name for c in carried.changes}} == \
+            {k: v for k, v in before.items() if k not in {c.name for c in carried.changes}}
+    assert config == before

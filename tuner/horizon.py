@@ -1,0 +1,108 @@
+"""Rules that carry a configuration tuned on short runs to a run of another length (``total_episodes``).
+
+A short trial's result is set mostly by its step mass, M = lr · u · K · N (``tuner.kl_model``): the distance the
+optimizer moves the policy, which sets the KL the run ends at, which sets its gold. A run k times longer, unchanged,
+moves k times the mass. Each rule is a pure function of the tuned run's resolved config (``tuner.reports.
+trial_config``), the new length and the KL the tuned run ended at, and returns the new config with each setting it
+changed:
+
+- ``as_tuned``: only ``total_episodes`` changes;
+- ``step_mass``: the learning rate scaled so that lr · u stays what it was, lr' = lr · u / u';
+- ``power_law``: lr · u^a kept, lr' = lr · (u / u')^a, with a = :data:`UPDATES_EXPONENT` (the curve table's
+  exponent of the updates in the power law that predicts gold best);
+- ``kl_held``: the adaptive KL controller aims at the KL the tuned run ended at, with a horizon a fixed share of
+  the new run, so that it can move its coefficient as far in a long run as it needs to.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from tuner.kl_model import mass_factors
+
+UPDATES_EXPONENT = 0.72
+"""a in lr · u^a: fitted across the curve table's 240 configurations (task seed 0, runs of 48 and 96 updates), where
+lr · u^0.72 · K · N^0.5 predicted held-out gold a little better than the step mass (leave-one-out R² 0.68 against
+0.63; ``../shared/notes/tuning-landscape.md``)."""
+HORIZON_SHARE = 0.1
+"""``kl_held``'s controller horizon as a share of the run's episodes. The adaptive controller multiplies its
+coefficient by at most 1 ± 0.2 · n / H per update of n episodes, so over a run of E episodes by at most e^(0.2 E/H):
+at PPOConfig's 10,000-episode horizon a run of 1,536 episodes can move it by 3%, one of E = 10 H by a factor of 7."""
+
+
+@dataclass(frozen=True)
+class Change:
+    """One setting a rule changed: its name, the tuned value, the carried value, and why."""
+
+    name: str
+    tuned: Any
+    carried: Any
+    why: str
+
+
+@dataclass(frozen=True)
+class Carried:
+    """A configuration carried to a new length by ``rule``: the full config and what changed in it."""
+
+    rule: str
+    config: dict[str, Any]
+    changes: tuple[Change, ...] = field(default_factory=tuple)
+
+
+Rule = Callable[[Mapping[str, Any], int, float], Carried]
+
+
+def updates_of(config: Mapping[str, Any], total_episodes: int) -> int:
+    """u = ⌈E / R⌉: the updates of a run of E episodes at R episodes an update (``tuner.kl_model.mass_factors``)."""
+    return int(mass_factors({}, {**config, "total_episodes": total_episodes})["updates"])
+
+
+def _carried(rule: str, config: Mapping[str, Any], total_episodes: int, changes: list[Change]) -> Carried:
+    length = Change("total_episodes", config["total_episodes"], total_episodes,
+                    f"the production run's length, {total_episodes / config['total_episodes']:.3g}x the trial's")
+    new = {**config, "total_episodes": total_episodes, **{c.name: c.carried for c in changes}}
+    return Carried(rule, new, (length, *changes))
+
+
+def as_tuned(config: Mapping[str, Any], total_episodes: int, final_kl: float) -> Carried:
+    """E' = ``total_episodes``; nothing else changes."""
+    return _carried("as_tuned", config, total_episodes, [])
+
+
+def scaled_learning_rate(config: Mapping[str, Any], total_episodes: int, exponent: float) -> float:
+    """lr' = lr · (u / u')^a, which keeps lr · u^a: u and u' the updates at the tuned and the new length."""
+    ratio = updates_of(config, int(config["total_episodes"])) / updates_of(config, total_episodes)
+    return float(config["learning_rate"]) * ratio ** exponent
+
+
+def step_mass(config: Mapping[str, Any], total_episodes: int, final_kl: float) -> Carried:
+    """lr' = lr · u / u': the step mass lr · u · K · N of the tuned run, spread over the new run's updates."""
+    lr = scaled_learning_rate(config, total_episodes, 1.0)
+    why = "keeps the step mass lr x updates x epochs x mini-batches of the tuned run"
+    return _carried("step_mass", config, total_episodes, [Change("learning_rate", config["learning_rate"], lr, why)])
+
+
+def power_law(config: Mapping[str, Any], total_episodes: int, final_kl: float) -> Carried:
+    """lr' = lr · (u / u')^a, a = :data:`UPDATES_EXPONENT`: keeps lr · u^a."""
+    lr = scaled_learning_rate(config, total_episodes, UPDATES_EXPONENT)
+    why = f"keeps lr x updates^{UPDATES_EXPONENT:g} of the tuned run"
+    return _carried("power_law", config, total_episodes, [Change("learning_rate", config["learning_rate"], lr, why)])
+
+
+def kl_held(config: Mapping[str, Any], total_episodes: int, final_kl: float) -> Carried:
+    """kl_target = the tuned run's final KL, kl_horizon = ⌈``HORIZON_SHARE`` · E'⌉ episodes; the KL coefficient in
+    force starts where the tuned run's did (a fixed one becomes the adaptive controller's start)."""
+    if not (math.isfinite(final_kl) and final_kl > 0):
+        raise ValueError(f"kl_held needs the tuned run's final KL as a positive number, got {final_kl}")
+    horizon = max(1, math.ceil(HORIZON_SHARE * total_episodes))
+    changes = [Change("kl_target", config.get("kl_target"), final_kl, "holds the KL the tuned run ended at"),
+               Change("kl_horizon", config.get("kl_horizon"), horizon,
+                      f"{HORIZON_SHARE:g} of the run, so the controller can move its coefficient far enough")]
+    return _carried("kl_held", config, total_episodes, changes)
+
+
+RULES: dict[str, Rule] = {"as_tuned": as_tuned, "step_mass": step_mass, "power_law": power_law, "kl_held": kl_held}
+"""Every rule by name, in the order a report lists them."""
