@@ -393,6 +393,49 @@ def test_tuning_quality_pairs_the_searches_by_sampler_seed() -> None:
 # --------------------------------------------------------------------------------------------------- ray_overhead
 
 
+def test_horizon_transfer_quick_carries_the_winner_by_every_rule(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    from benchmarks import horizon_transfer
+
+    work = tmp_path / "work"
+    result, printed = run_quick_here("horizon_transfer", tmp_path / "horizon.json", "--work-dir", str(work))
+    assert_finite(result["reference"], ["mean"], "reference")
+    assert result["reference"]["study"] == "source-2x" and result["reference"]["n"] == 1
+    (winner,) = result["winners"]
+    assert_finite(winner, ["value", "final_kl"], "winner")
+    entries = {(e["rule"], e["horizon"]): e for e in result["entries"]}
+    assert set(entries) == {(rule, h) for rule in ("as_tuned", "step_mass", "power_law", "kl_held") for h in (1, 2)}
+    for key, entry in entries.items():
+        assert entry["n"] == 1 and is_finite(entry["values"][0]) and is_finite(entry["final_kl"]), key
+        assert entry["gap"] == pytest.approx((entry["mean"] - result["reference"]["mean"])
+                                             / abs(result["reference"]["mean"])), key
+    # At the tuned length the mass rules change nothing: they share as_tuned's run, and differ from it by 0.
+    for rule in ("step_mass", "power_law"):
+        assert entries[(rule, 1)]["values"] == entries[("as_tuned", 1)]["values"]
+        assert entries[(rule, 1)]["vs_as_tuned"]["mean"] == 0.0
+    rows = [json.loads(line) for line in (work / "runs.jsonl").read_text().splitlines()]
+    assert len(rows) == 6  # 1x: as_tuned (shared by both mass rules) and kl_held; 2x: all four
+    carried = {(r["params"]["rule"], r["params"]["horizon"]): r for r in rows}
+    assert carried[("as_tuned", 1)]["params"]["same_as"] == ["step_mass", "power_law"]
+    tuned_lr = carried[("kl_held", 1)]["params"]["changes"].get("learning_rate")
+    assert tuned_lr is None and set(carried[("kl_held", 2)]["params"]["changes"]) == {
+        "total_episodes", "kl_target", "kl_horizon"}
+    assert carried[("kl_held", 2)]["params"]["changes"]["kl_target"] == pytest.approx(winner["final_kl"])
+    assert carried[("step_mass", 2)]["updates"] == 2 * carried[("as_tuned", 1)]["updates"]
+    assert "| source #" in printed and "kl_held" in printed
+    # Given the same work directory and the studies by name, nothing runs again and the figures are the same.
+    source = f"source=sqlite:///{work / 'source'}.db"
+    reference = f"source-2x=sqlite:///{work / 'source-2x'}.db"
+    again, _ = run_quick_here("horizon_transfer", tmp_path / "again.json", "--work-dir", str(work),
+                              "--source", source, "--reference", reference)
+    assert again["entries"] == result["entries"]
+    assert len((work / "runs.jsonl").read_text().splitlines()) == 6
+    line = refusal(horizon_transfer.main, ["--quick", "--horizons", "1", "0"], capsys)
+    assert "--horizons" in line
+    line = refusal(horizon_transfer.main, ["--source", "no-storage"], capsys)
+    assert "--source" in line and "NAME=STORAGE" in line
+
+
 def test_ray_overhead_quick_reports_every_figure(tmp_path: Path) -> None:
     # A real local Ray cluster started by the command itself (the ray extra is part of the test install).
     result, _ = run_quick("ray_overhead", tmp_path / "ray.json")
