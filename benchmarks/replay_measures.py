@@ -102,6 +102,30 @@ def paired_p(ours: Sequence[float], theirs: Sequence[float]) -> float:
     return float(stats.wilcoxon(ours, theirs, zero_method="zsplit").pvalue)
 
 
+def versus(results: Sequence[RepeatResult], baseline: Sequence[RepeatResult]) -> dict[str, Any]:
+    """A strategy against ``baseline``, repeat by repeat (the same sampler and table seeds): the ratio of median
+    updates to target, the shares of repeats faster and slower, paired Wilcoxon p of the updates and of the final
+    regret, and the ratio and p in each cost unit."""
+    updates = [float(r.updates_to_target) for r in results]
+    theirs = [float(r.updates_to_target) for r in baseline]
+    median, their_median = statistics.median(updates), statistics.median(theirs)
+    against: dict[str, Any] = {
+        "median_ratio": median / their_median if their_median else math.nan,
+        "faster": sum(a < b for a, b in zip(updates, theirs, strict=True)) / len(results),
+        "slower": sum(a > b for a, b in zip(updates, theirs, strict=True)) / len(results),
+        "wilcoxon_p": paired_p(updates, theirs),
+        "regret_wilcoxon_p": paired_p([r.regret for r in results], [r.regret for r in baseline]),
+    }
+    for unit in COST_UNITS:
+        ours_cost = [getattr(r, f"{unit}_to_target") for r in results]
+        theirs_cost = [getattr(r, f"{unit}_to_target") for r in baseline]
+        known = all(map(math.isfinite, ours_cost + theirs_cost))
+        against[f"{unit}_median_ratio"] = statistics.median(ours_cost) / statistics.median(theirs_cost) \
+            if known and statistics.median(theirs_cost) else math.nan
+        against[f"{unit}_wilcoxon_p"] = paired_p(ours_cost, theirs_cost) if known else math.nan
+    return against
+
+
 def summarise(results: Sequence[RepeatResult], baseline: Sequence[RepeatResult] | None) -> dict[str, Any]:
     """A strategy's figures over its repeats, and against ``baseline`` (random search) repeat by repeat."""
     updates = [float(r.updates_to_target) for r in results]
@@ -125,20 +149,5 @@ def summarise(results: Sequence[RepeatResult], baseline: Sequence[RepeatResult] 
         summary[f"median_{unit}_to_target"] = statistics.median(values) if all(map(math.isfinite, values)) \
             else math.nan
     if baseline is not None:
-        theirs = [float(r.updates_to_target) for r in baseline]
-        summary["vs_random"] = {
-            "median_ratio": median / statistics.median(theirs) if statistics.median(theirs) else math.nan,
-            "faster": sum(a < b for a, b in zip(updates, theirs, strict=True)) / len(results),
-            "slower": sum(a > b for a, b in zip(updates, theirs, strict=True)) / len(results),
-            "wilcoxon_p": paired_p(updates, theirs),
-            "regret_wilcoxon_p": paired_p(regrets, [r.regret for r in baseline]),
-        }
-        for unit in COST_UNITS:
-            ours_cost = [getattr(r, f"{unit}_to_target") for r in results]
-            theirs_cost = [getattr(r, f"{unit}_to_target") for r in baseline]
-            known = all(map(math.isfinite, ours_cost + theirs_cost))
-            summary["vs_random"][f"{unit}_median_ratio"] = \
-                statistics.median(ours_cost) / statistics.median(theirs_cost) \
-                if known and statistics.median(theirs_cost) else math.nan
-            summary["vs_random"][f"{unit}_wilcoxon_p"] = paired_p(ours_cost, theirs_cost) if known else math.nan
+        summary["vs_random"] = versus(results, baseline)
     return summary

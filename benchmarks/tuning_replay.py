@@ -40,7 +40,15 @@ from benchmarks.curve_table import QUICKSTART, TABLE
 from benchmarks.machine import code_commit
 from benchmarks.quick import RESULTS, add_quick_argument, results_path
 from benchmarks.replay_mapping import TableIndex, rank_correlation
-from benchmarks.replay_measures import COST_UNITS, TARGET_FRACTION, RepeatResult, judge, quartiles, summarise
+from benchmarks.replay_measures import (
+    COST_UNITS,
+    TARGET_FRACTION,
+    RepeatResult,
+    judge,
+    quartiles,
+    summarise,
+    versus,
+)
 from benchmarks.replay_metric import fit_weights, held_out_rank_correlation, nearest_rank_correlation, pair_costs
 from benchmarks.replay_strategies import DEFAULT_STRATEGY, QUICK_STRATEGIES, STRATEGIES, Fidelity
 from benchmarks.replay_study import Context, RepeatLog, run_repeat
@@ -173,6 +181,8 @@ def result(args: argparse.Namespace, names: list[str]) -> dict[str, Any]:
     strategies = {}
     for name in names:
         summary = summarise(judged[name], baseline if name != "random" else None)
+        if DEFAULT_STRATEGY in judged and name not in ("random", DEFAULT_STRATEGY):
+            summary["vs_default"] = versus(judged[name], judged[DEFAULT_STRATEGY])
         summary["settings"] = {key: value for key, value in dataclasses.asdict(STRATEGIES[name]).items()
                                if key != "name"}
         summary["replay_seconds"] = round(seconds[name], 1)
@@ -223,6 +233,14 @@ def markdown(res: dict[str, Any]) -> str:
                      f"{s['reached']:.0%} | {s['final_regret_median']:.4f} [{s['final_regret_iqr'][0]:.4f}, "
                      f"{s['final_regret_iqr'][1]:.4f}] | {against} | {costs} | {s['trials_median']:g} | "
                      f"{states.get('pruned', 0):.1f} / {states.get('guarded', 0):.1f} |")
+    against_default = [(name, s["vs_default"]) for name, s in order if "vs_default" in s]
+    if against_default:
+        lines += ["", f"Against the default ({res['default']}), repeat by repeat: "
+                  + "; ".join(f"{name} {_n(v['median_ratio'])}x its median updates ({v['faster']:.0%} faster / "
+                              f"{v['slower']:.0%} slower, p {_n(v['wilcoxon_p'], 2)}), "
+                              + ", ".join(f"{_n(v[f'{unit}_median_ratio'])}x in {unit} (p "
+                                          f"{_n(v[f'{unit}_wilcoxon_p'], 2)})" for unit in COST_UNITS)
+                              for name, v in against_default) + "."]
     m = res["mapping"]
     held_out = "" if m["held_out_rank_correlation"] is None else \
         f", held out (fitted on half the rows) {_n(m['held_out_rank_correlation'])}"

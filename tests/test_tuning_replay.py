@@ -7,6 +7,7 @@ import dataclasses
 import json
 import math
 import random
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -103,6 +104,14 @@ def test_quick_replay_reports_every_figure_finite(curve_table: Path, tmp_path: P
         assert all(repeat["spent"] <= result["budget_updates"] for repeat in figures["repeats"]), name
         if name != "random":
             assert all(finite(v) for v in figures["vs_random"].values()), name
+        # Every other strategy is also set against the default, on the same repeats.
+        assert ("vs_default" in figures) == (name not in ("random", DEFAULT_STRATEGY)), name
+        if "vs_default" in figures:
+            assert set(figures["vs_default"]) == set(figures["vs_random"]), name
+            assert all(finite(v) for v in figures["vs_default"].values()), name
+            ours, theirs = (statistics.median(r["updates_to_target"] for r in result["strategies"][n]["repeats"])
+                            for n in (name, DEFAULT_STRATEGY))
+            assert figures["vs_default"]["median_ratio"] == pytest.approx(ours / theirs), name
     assert all(finite(result["mapping"][key]) for key in ("median_distance", "table_spacing_median",
                                                           "nearest_second_rank_correlation")), result["mapping"]
     assert result["mapping"]["mapping"] == "fitted" and STEP_MASS in result["mapping"]["weights"]
