@@ -6,14 +6,15 @@ carried by every rule of ``tuner.horizon``, against the best a direct search at 
                                           30] [--reference-horizon 4] [--workers 2] [--work-dir DIR] [--out FILE]
                                           [--quick]
 
-For each source study (a finished study, e.g. ``studies/quickstart.yaml``'s, or one of ``benchmarks.tuning_quality``'s)
-the ``--top`` best distinct configurations (completed, within the study's constraints, by the first objective; a
-race's re-runs are its configuration's) are read with their resolved config and the held-out KL their run ended at
-(the last ``eval/kl``). Each is carried to ``h`` times its ``total_episodes`` by each rule, and trained to the end on
-``--seeds`` fresh seeds (1000, 1001, ...; the seeds ``ppo-tune validate`` starts from), one CPU thread a run,
-``--workers`` at a time (``benchmarks.curve_table.run_curve``, which keeps every evaluation). At 1x the rules that
-change nothing but the length are one run. Each run is judged as its source study judges a trial: the study's first
-objective and its constraints, reduced over the run's held-out evaluations (``tuner.reduction``).
+For each source study (a finished study, e.g. ``studies/quickstart.yaml``'s, or one of
+``benchmarks.tuning_quality``'s) the ``--top`` best distinct configurations (completed, within the study's
+constraints, by the first objective; a race's re-runs are its configuration's) are read with their resolved config
+and the KL their run ended at (``tuner.production.final_kl``: the last ``eval/kl``). Each is carried to ``h`` times
+its ``total_episodes`` by each rule, and trained to the end on ``--seeds`` fresh seeds (1000, 1001, ...; the seeds
+``ppo-tune validate`` starts from), one CPU thread a run, ``--workers`` at a time
+(``benchmarks.curve_table.run_curve``, which keeps every evaluation). At 1x the rules that change nothing but the
+length are one run. Each run is judged as its source study judges a trial: the study's first objective and its
+constraints, reduced over the run's held-out evaluations (``tuner.reduction``).
 
 The reference is the best that searching directly at ``--reference-horizon`` times the length finds: either a
 finished, validated study given with ``--reference``, or one this command runs (``--reference-trials``: the first
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import sys
 import tempfile
@@ -88,9 +90,10 @@ def winners(name: str, storage: str, top: int) -> list[Winner]:
 
     from tuner.attrs import RACE_OF_ATTR
     from tuner.constraints import feasible
-    from tuner.database import create_engine, open_read_only_storage
+    from tuner.database import open_read_only_engine, open_read_only_storage
+    from tuner.production import final_kl
     from tuner.reports import trial_config
-    from tuner.trial_records import read_metrics
+    from tuner.trial_records import read_stored_metrics
 
     study = optuna.load_study(study_name=name, storage=open_read_only_storage(storage))
     sign = 1.0 if study.directions[0] == optuna.study.StudyDirection.MAXIMIZE else -1.0
@@ -102,14 +105,13 @@ def winners(name: str, storage: str, top: int) -> list[Winner]:
             seen.append(trial.params)
             chosen.append(trial)
     chosen = chosen[:top]
-    metrics = read_metrics(create_engine(storage), name, [t.number for t in chosen])
+    metrics = read_stored_metrics(open_read_only_engine(storage), name, [t.number for t in chosen])
     found = []
     for trial in chosen:
-        kls = [float(v) for v in metrics.loc[metrics["trial_number"] == trial.number, "eval/kl"].dropna()] \
-            if "eval/kl" in metrics else []
-        if not kls:
-            raise SystemExit(f"--source {name}: trial {trial.number} has no held-out KL (eval/kl) to carry")
-        found.append(Winner(name, trial.number, float(trial.values[0]), trial_config(trial), kls[-1]))
+        kl = final_kl(metrics[metrics["trial_number"] == trial.number])
+        if math.isnan(kl):
+            raise SystemExit(f"--source {name}: trial {trial.number} stored no KL to carry")
+        found.append(Winner(name, trial.number, float(trial.values[0]), trial_config(trial), kl))
     return found
 
 

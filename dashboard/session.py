@@ -28,11 +28,11 @@ from dashboard.study_reader import (
     StudyRef,
     StudyView,
     build_study_view,
-    open_read_only_engine,
     safe_url,
     study_names,
 )
 from ppo_core.errors import first_line
+from tuner.database import open_read_only_engine
 from tuner.frontier_peak import FrontierPeak
 from tuner.frontier_points import metrics_peak
 

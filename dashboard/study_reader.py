@@ -44,7 +44,7 @@ from tuner.attrs import (
     stored_definition,
 )
 from tuner.constraints import feasible
-from tuner.database import read_only_engine_kwargs, read_only_url, sqlite_path
+from tuner.database import open_read_only_engine, sqlite_path
 from tuner.edge_findings import EdgeFinding, edge_findings, stored_search_space
 from tuner.frontier_aim import aim_words
 from tuner.frontier_sampler import AIM_ATTR
@@ -81,14 +81,6 @@ def storage_urls(explicit: str | None = None, studies_dir: Path = DEFAULT_STUDIE
 def safe_url(url: str) -> str:
     """The URL with any password masked, for display."""
     return sqlalchemy.engine.make_url(url).render_as_string(hide_password=True)
-
-
-def open_read_only_engine(url: str) -> sqlalchemy.Engine:
-    """A SQLAlchemy engine on the study database that cannot write; raises if a SQLite file is missing."""
-    path = sqlite_path(url)
-    if path is not None and not path.is_file():
-        raise FileNotFoundError(f"no study database at {path}")
-    return sqlalchemy.create_engine(read_only_url(url), **read_only_engine_kwargs(url))
 
 
 def study_names(engine: sqlalchemy.Engine) -> list[str]:

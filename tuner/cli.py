@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # optuna and pandas load only for the commands that use them
     import optuna
     import pandas as pd
 
+    from tuner.horizon import Carried
     from tuner.ray_launch import RayCluster
 
 
@@ -72,7 +73,20 @@ def add_study_commands(commands: Any) -> None:
             sub.add_argument("--format", choices=("yaml", "json", *EXPORT_FORMATS), default="yaml",
                              help="yaml or json: the config as ppo-tune reads it; the others: arguments for another "
                                   "trainer, with what it lacks as # comments (trl-args is trl-ppo's old name).")
+            _add_production_flags(sub, "print the configuration for a production run of N episodes")
         sub.set_defaults(handler=_storage_errors_as_input(handlers[name]))
+
+
+def _add_production_flags(parser: argparse.ArgumentParser, what: str) -> None:
+    from tuner.horizon import PRODUCTION_RULE, RULES
+
+    parser.add_argument("--total-episodes", default=None, metavar="N",
+                        help=f"{what}: at least the trial's own total_episodes, carried there by --rule.")
+    parser.add_argument("--rule", choices=tuple(RULES), default=None,
+                        help="How to carry the configuration to N episodes: as_tuned (only the length changes), "
+                             "step_mass (lr scaled to keep lr x updates), power_law (lr x updates^0.72 kept), kl_held "
+                             "(the adaptive KL controller holds the KL the trial ended at). Default: "
+                             f"{PRODUCTION_RULE or 'as_tuned, since no rule is measured to transfer'}.")
 
 
 def _add_launcher_flags(parser: argparse.ArgumentParser) -> None:
@@ -302,10 +316,11 @@ def command_best(args: argparse.Namespace) -> int:
 
     from tuner.attrs import stored_definition
     from tuner.exports import TARGETS, exported
+    from tuner.production import change_comments, notice, uncarried
     from tuner.reports import best_trials, trial_config
     from tuner.validation import load_validation, validation_results
 
-    study, _, opened = find_named_study(args.name, args.storage, args.command)
+    study, url, opened = find_named_study(args.name, args.storage, args.command)
     best = best_trials(study)
     if not best:
         raise UsageError(f"study {args.name!r} has no completed (feasible) trial yet")
@@ -321,15 +336,28 @@ def command_best(args: argparse.Namespace) -> int:
     elif len(best) > 1:
         header += f" (first of {len(best)} Pareto-optimal trials, by the first objective)"
     config = trial_config(chosen)
+    carried = _carried(args, chosen, config, url)
+    comments = [] if carried is None else change_comments(carried)
+    if carried is not None:
+        config = carried.config
     if args.format == "json":
         print(json.dumps({"trial": chosen.number, "values": chosen.values, "config": config,
-                          "validation": validation.to_dict() if validation else None}, indent=2))
+                          "validation": validation.to_dict() if validation else None,
+                          "carried": None if carried is None else {
+                              "rule": carried.rule, "changes": [vars(c) for c in carried.changes]}}, indent=2))
     elif args.format == "yaml":
         print(f"# {header}")
+        print("".join(f"{line}\n" for line in comments), end="")
         print(yaml.safe_dump(config, sort_keys=False), end="")
     else:
         export = exported(args.format, config)
+        lost = [] if carried is None else uncarried(export.settings, carried)
+        if carried is not None and lost:
+            why = "; ".join(line.split(": ", 1)[-1] for name, line in export.comments if name in lost)
+            raise UsageError(f"--format {args.format}: cannot carry {', '.join(lost)}, which the rule {carried.rule} "
+                             f"sets ({why or 'the target has no such setting'}); choose another --rule or --format")
         print(f"# {header}")
+        print("".join(f"{line}\n" for line in comments), end="")
         print(export.render(TARGETS[args.format].layout), end="")
         # Where the target computes something else than the trial, say so where it is seen, not only in the file.
         target = (stored_definition(study.user_attrs) or {}).get("target")
@@ -338,4 +366,31 @@ def command_best(args: argparse.Namespace) -> int:
                   file=sys.stderr)
         for line in export.differences:
             print(f"ppo-tune best: {args.format} is not exact: {line}", file=sys.stderr)
+    said = None if carried is None else notice(carried, args.name, int(config["total_episodes"]))
+    if said:
+        print(f"ppo-tune best: {said}", file=sys.stderr)
     return 0
+
+
+def _carried(args: argparse.Namespace, trial: optuna.trial.FrozenTrial, config: dict[str, Any],
+             url: str) -> Carried | None:
+    """The chosen trial's config carried to ``--total-episodes`` by ``--rule`` (None without the flag)."""
+    from tuner.production import carry, chosen_rule, final_kl, production_episodes
+
+    if args.total_episodes is None:
+        if args.rule is not None:
+            raise UsageError("--rule: only with --total-episodes N")
+        return None
+    tuned = config.get("total_episodes")
+    if tuned is None:
+        raise UsageError(f"--total-episodes: trial {trial.number}'s length is set by num_train_epochs, not "
+                         "total_episodes; tune with total_episodes to carry it")
+    episodes = production_episodes(args.total_episodes, int(tuned))
+    rule = chosen_rule(args.rule)
+    kl = float("nan")
+    if rule == "kl_held":
+        from tuner.database import open_read_only_engine
+        from tuner.trial_records import read_stored_metrics
+
+        kl = final_kl(read_stored_metrics(open_read_only_engine(url), args.name, [trial.number]))
+    return carry(config, episodes, rule, kl)

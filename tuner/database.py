@@ -195,6 +195,14 @@ def read_only_engine_kwargs(url: str) -> dict[str, Any]:
     return {"pool_pre_ping": True}
 
 
+def open_read_only_engine(url: str) -> sqlalchemy.Engine:
+    """A SQLAlchemy engine on the study database that cannot write; raises if a SQLite file is missing."""
+    path = sqlite_path(url)
+    if path is not None and not path.is_file():
+        raise FileNotFoundError(f"no study database at {path}")
+    return sqlalchemy.create_engine(read_only_url(url), **read_only_engine_kwargs(url))
+
+
 def check_readable(url: str) -> None:
     """Raise :class:`StorageError` unless ``url`` is a storage a reader can open: a supported scheme and, for SQLite,
     an existing file that is a database with Optuna's tables (or none yet). Reads the file, never writes it."""

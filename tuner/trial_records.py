@@ -130,6 +130,15 @@ def read_metrics(engine: sqlalchemy.Engine, study_name: str, trial_numbers: list
         return decode_metric_rows(connection.execute(query).all())
 
 
+def read_stored_metrics(engine: sqlalchemy.Engine, study_name: str,
+                        trial_numbers: list[int] | None = None) -> pd.DataFrame:
+    """:func:`read_metrics`, or an empty frame from a database without ppo-tune's tables (a study another tool
+    made)."""
+    if not sqlalchemy.inspect(engine).has_table(metrics_table.name):
+        return decode_metric_rows([])
+    return read_metrics(engine, study_name, trial_numbers)
+
+
 def decode_metric_rows(rows: Sequence[Sequence[Any]]) -> pd.DataFrame:
     """Rows of (trial_id, trial_number, update, episode, metrics JSON) as a frame with one column per metric.
 

@@ -1,0 +1,89 @@
+"""A tuned trial's configuration for the production run: ``--total-episodes N`` on ``ppo-tune best`` and
+``ppo-tune validate``.
+
+The trial ran ``total_episodes`` E; the production run takes N ≥ E. A rule of ``tuner.horizon`` carries the
+configuration there. Which rule, if any, keeps a winner where it was tuned is a measurement
+(``benchmarks.horizon_transfer``): :data:`tuner.horizon.PRODUCTION_RULE` names the one that did, and without it the
+tuned configuration runs unchanged at the new length, with a notice that says so and how to check it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from ppo_core.errors import InputError
+from tuner.horizon import EVIDENCE, PRODUCTION_RULE, RULES, Carried
+
+KL_METRICS = ("eval/kl", "objective/kl")
+"""Where a trial's final KL is read, in order: the held-out one, else the training rollouts'."""
+
+
+def production_episodes(text: str, tuned: int) -> int:
+    """``--total-episodes`` as a whole number of episodes at least the trial's own ``tuned``; bad input is one line."""
+    try:
+        episodes = int(text)
+    except ValueError:
+        raise InputError(f"--total-episodes: expected a whole number of episodes, got {text!r}") from None
+    if episodes < 1:
+        raise InputError(f"--total-episodes: must be at least 1, got {episodes}")
+    if episodes < tuned:
+        raise InputError(f"--total-episodes: {episodes} is below the trial's own {tuned}; the rules carry a tuned "
+                         "configuration to a longer run")
+    return episodes
+
+
+def chosen_rule(rule: str | None) -> str:
+    """The rule a command applies: the one asked for, else the measured :data:`PRODUCTION_RULE`, else ``as_tuned``."""
+    return rule or PRODUCTION_RULE or "as_tuned"
+
+
+def final_kl(metrics: Any) -> float:
+    """The last value of the first of :data:`KL_METRICS` a trial's metrics frame (``tuner.trial_records.
+    read_metrics``) holds; NaN when it holds none."""
+    for metric in KL_METRICS:
+        if metric in metrics:
+            values = metrics[metric].dropna()
+            if len(values):
+                return float(values.iloc[-1])
+    return math.nan
+
+
+def carry(config: Mapping[str, Any], episodes: int, rule: str, kl: float) -> Carried:
+    """``config`` carried to ``episodes`` by ``rule``; a rule that cannot apply (``kl_held`` for a trial that ended at
+    no KL) is one line of bad input."""
+    try:
+        return RULES[rule](config, episodes, kl)
+    except ValueError as error:
+        raise InputError(f"--rule {rule}: {error}") from None
+
+
+def change_comments(carried: Carried) -> list[str]:
+    """One ``#`` line per setting the rule changed: its new value, its tuned value, why, and the measurement behind
+    the rule."""
+    lines = [f"# carried to the production run by the rule {carried.rule}: {EVIDENCE[carried.rule]}"]
+    lines += [f"# {c.name}={c.carried:g} (tuned {_shown(c.tuned)}): {c.why}" if isinstance(c.carried, float)
+              else f"# {c.name}={c.carried} (tuned {_shown(c.tuned)}): {c.why}" for c in carried.changes]
+    return lines
+
+
+def _shown(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, float) else "null" if value is None else str(value)
+
+
+def notice(carried: Carried, name: str, episodes: int) -> str | None:
+    """What to tell a user about a configuration carried without a measured rule: None when the rule is the
+    measured one."""
+    if PRODUCTION_RULE is not None and carried.rule == PRODUCTION_RULE:
+        return None
+    measured = "no rule is measured to keep a winner where it was tuned" if PRODUCTION_RULE is None else \
+        f"the measured rule is {PRODUCTION_RULE}, not {carried.rule}"
+    return (f"{measured} at {episodes} episodes (benchmarks/README.md, 'From the short trial to the production "
+            f"run'); check it there: ppo-tune validate {name} --total-episodes {episodes}")
+
+
+def uncarried(settings: list[tuple[str, Any, str]], carried: Carried) -> list[str]:
+    """The settings the rule changed that an export (its settings: key, value, source field) does not set."""
+    exported = {source for _, _, source in settings}
+    return [c.name for c in carried.changes if c.name not in exported]
