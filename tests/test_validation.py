@@ -140,3 +140,51 @@ def test_an_interrupted_validation_resumes(tmp_path: Path, tiny_lm_dir: Path, pr
     assert len(interrupted) == 1 and "interrupted" in interrupted[0].user_attrs[FAIL_REASON_ATTR]
     complete = [run for run in runs if run.state == TrialState.COMPLETE]
     assert sorted(run.user_attrs[SEED_ATTR] for run in complete) == fresh_seeds(set(), 3)
+
+
+def test_validate_at_a_production_length_keeps_those_runs_apart_and_best_says_whether_the_winner_held(
+    tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=2)
+    run_worker(load_study_spec(path), n_trials=2, timeout=None, threads=None)
+    url = load_study_spec(path).storage
+    assert main(["validate", "tiny", "--storage", url, "--top-k", "1", "--seeds", "2"]) == 0
+    capsys.readouterr()
+    study = load(path)
+    tuned = max((t for t in study.get_trials() if t.state == TrialState.COMPLETE), key=lambda t: t.values[0])
+    own = tuned.user_attrs[CONFIG_ATTR]
+    longer = 2 * own["total_episodes"]
+    # Bad input is refused before anything is queued: a length below the trial's, or --rule alone.
+    validation = optuna.load_study(study_name=validation_study_name("tiny"), storage=open_storage(url))
+    for flags, named in ((["--total-episodes", str(own["total_episodes"] - 1)], "is below the trial's own"),
+                         (["--rule", "step_mass"], "--rule: only with --total-episodes N")):
+        assert main(["validate", "tiny", "--storage", url, "--top-k", "1", *flags]) == 2
+        assert named in capsys.readouterr().err
+    assert len(validation.get_trials()) == 2
+
+    assert main(["validate", "tiny", "--storage", url, "--top-k", "1", "--seeds", "2", "--total-episodes",
+                 str(longer), "--rule", "step_mass", "--format", "json"]) == 0
+    (result,) = json.loads(capsys.readouterr().out)
+    assert result["trial"] == tuned.number and result["n"] == 2
+    assert result["total_episodes"] == longer and result["rule"] == "step_mass"
+    runs = validation.get_trials()
+    assert len(runs) == 4
+    carried = [run for run in runs if run.user_attrs[CONFIG_ATTR]["total_episodes"] == longer]
+    assert len(carried) == 2 and {run.user_attrs[SEED_ATTR] for run in carried} == {
+        run.user_attrs[SEED_ATTR] for run in runs if run not in carried}  # the same fresh seeds at both lengths
+    for run in carried:
+        assert run.user_attrs[CONFIG_ATTR]["learning_rate"] == pytest.approx(own["learning_rate"] / 2)
+    # The tuned length's validation is what it was: its two runs, not the production ones.
+    assert main(["validate", "tiny", "--storage", url, "--top-k", "1", "--seeds", "2", "--format", "json"]) == 0
+    (at_own,) = json.loads(capsys.readouterr().out)
+    assert at_own["n"] == 2 and at_own["total_episodes"] == own["total_episodes"] and at_own["rule"] is None
+    assert len(validation.get_trials()) == 4
+
+    assert main(["best", "tiny", "--storage", url, "--format", "json"]) == 0
+    (line,) = json.loads(capsys.readouterr().out)["held"]
+    change = (result["mean"] - at_own["mean"]) / abs(at_own["mean"])
+    assert line.startswith(f"at {longer} episodes (rule step_mass): validated {result['mean']:.4f}")
+    assert f"{change:+.1%} against its validated mean {at_own['mean']:.4f}" in line
+    assert line.endswith("held (within 2%)" if change >= -0.02 else "did not hold (within 2%)")
+    assert main(["best", "tiny", "--storage", url]) == 0
+    assert f"# {line}" in capsys.readouterr().out

@@ -55,6 +55,7 @@ def add_study_commands(commands: Any) -> None:
     validate.add_argument("--workers", type=int, default=None,
                           help="Worker processes on this machine (default: one per GPU, else 1).")
     validate.add_argument("--format", choices=("table", "json"), default="table")
+    _add_production_flags(validate, "validate at a production run of N episodes")
     _add_launcher_flags(validate)
     validate.set_defaults(handler=_storage_errors_as_input(command_validate))
 
@@ -269,30 +270,35 @@ def command_validate(args: argparse.Namespace) -> int:
     from tuner.database import open_storage
     from tuner.runner import run_study
     from tuner.study_definition import stored_spec
-    from tuner.validation import load_validation, queue_runs, validation_results, validation_spec
+    from tuner.validation import load_validation, queue_runs, top_trials, validation_results, validation_spec
     from tuner.worker import open_study
 
     for flag, value in (("--top-k", args.top_k), ("--seeds", args.seeds), ("--workers", args.workers)):
         if value is not None and value < 1:
             raise UsageError(f"{flag}: must be >= 1, got {value}")
-    _, url, _ = find_named_study(args.name, args.storage, args.command)
+    found, url, _ = find_named_study(args.name, args.storage, args.command)
+    carried = _carried(args, top_trials(found, args.top_k), url)  # checked before anything is written
     study = optuna.load_study(study_name=args.name, storage=open_storage(url))  # found read-only, written here
     spec = validation_spec(stored_spec(study, url))
     if not study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
         raise UsageError(f"study {args.name!r} has no completed trial to validate")
     with _launcher(args, url, spec.processes_per_trial) as ray:  # first: a launcher that cannot run queues nothing
         validation, _ = open_study(spec, heartbeat=False, allow_changes=True)  # derived from the study: follows it
-        queued = queue_runs(study, validation, args.top_k, args.seeds)
+        queued = queue_runs(study, validation, args.top_k, args.seeds,
+                            None if carried is None else lambda trial: carried[trial.number])
         if queued:
             print(f"queued {len(queued)} validation runs of trial(s) "
                   f"{', '.join(sorted({str(number) for number, _ in queued}, key=int))}", file=sys.stderr)
         status = run_study(spec, None, None, _default_workers(args, ray, spec.processes_per_trial), stored=True,
                            ray=ray)
-    results = validation_results(study, load_validation(args.name, url))
+    episodes = None if carried is None else int(args.total_episodes)
+    results = validation_results(study, load_validation(args.name, url), episodes)
     if args.format == "json":
         print(json.dumps([result.to_dict() for result in results], indent=2))
     else:
-        _print_validation(results, study.metric_names[0] if study.metric_names else "value", args.name)
+        at = "" if carried is None else \
+            f" at {episodes} episodes (rule {next(iter(carried.values())).rule})"
+        _print_validation(results, study.metric_names[0] if study.metric_names else "value", args.name + at)
     if status in (130, 143):  # interrupted or terminated: what finished is printed above, the rest is queued
         return status
     incomplete = [r for r in results if r.pending or r.n == 0]
@@ -316,7 +322,7 @@ def command_best(args: argparse.Namespace) -> int:
 
     from tuner.attrs import stored_definition
     from tuner.exports import TARGETS, exported
-    from tuner.production import change_comments, notice, uncarried
+    from tuner.production import change_comments, held_at_lengths, notice, uncarried
     from tuner.reports import best_trials, trial_config
     from tuner.validation import load_validation, validation_results
 
@@ -324,7 +330,8 @@ def command_best(args: argparse.Namespace) -> int:
     best = best_trials(study)
     if not best:
         raise UsageError(f"study {args.name!r} has no completed (feasible) trial yet")
-    validated = [r for r in validation_results(study, load_validation(args.name, opened)) if r.n > 0]
+    validations = load_validation(args.name, opened)
+    validated = [r for r in validation_results(study, validations) if r.n > 0]
     chosen, validation = best[0], None
     header = f"best trial {chosen.number}: values {', '.join(f'{v:.4f}' for v in chosen.values)}"
     if validated:
@@ -336,13 +343,14 @@ def command_best(args: argparse.Namespace) -> int:
     elif len(best) > 1:
         header += f" (first of {len(best)} Pareto-optimal trials, by the first objective)"
     config = trial_config(chosen)
-    carried = _carried(args, chosen, config, url)
-    comments = [] if carried is None else change_comments(carried)
+    carried = (_carried(args, [chosen], url) or {}).get(chosen.number)
+    held = held_at_lengths(study, validations, chosen, validation)
+    comments = [f"# {line}" for line in held] + ([] if carried is None else change_comments(carried))
     if carried is not None:
         config = carried.config
     if args.format == "json":
         print(json.dumps({"trial": chosen.number, "values": chosen.values, "config": config,
-                          "validation": validation.to_dict() if validation else None,
+                          "validation": validation.to_dict() if validation else None, "held": held,
                           "carried": None if carried is None else {
                               "rule": carried.rule, "changes": [vars(c) for c in carried.changes]}}, indent=2))
     elif args.format == "yaml":
@@ -372,25 +380,30 @@ def command_best(args: argparse.Namespace) -> int:
     return 0
 
 
-def _carried(args: argparse.Namespace, trial: optuna.trial.FrozenTrial, config: dict[str, Any],
-             url: str) -> Carried | None:
-    """The chosen trial's config carried to ``--total-episodes`` by ``--rule`` (None without the flag)."""
+def _carried(args: argparse.Namespace, trials: list[optuna.trial.FrozenTrial], url: str) -> dict[int, Carried] | None:
+    """Each trial's config carried to ``--total-episodes`` by ``--rule``, by trial number (None without the flag);
+    every check made before anything is written."""
     from tuner.production import carry, chosen_rule, final_kl, production_episodes
+    from tuner.reports import trial_config
 
     if args.total_episodes is None:
         if args.rule is not None:
             raise UsageError("--rule: only with --total-episodes N")
         return None
-    tuned = config.get("total_episodes")
-    if tuned is None:
-        raise UsageError(f"--total-episodes: trial {trial.number}'s length is set by num_train_epochs, not "
-                         "total_episodes; tune with total_episodes to carry it")
-    episodes = production_episodes(args.total_episodes, int(tuned))
     rule = chosen_rule(args.rule)
-    kl = float("nan")
+    metrics = None
     if rule == "kl_held":
         from tuner.database import open_read_only_engine
         from tuner.trial_records import read_stored_metrics
 
-        kl = final_kl(read_stored_metrics(open_read_only_engine(url), args.name, [trial.number]))
-    return carry(config, episodes, rule, kl)
+        metrics = read_stored_metrics(open_read_only_engine(url), args.name, [t.number for t in trials])
+    carried = {}
+    for trial in trials:
+        config = trial_config(trial)
+        if config.get("total_episodes") is None:
+            raise UsageError(f"--total-episodes: trial {trial.number}'s length is set by num_train_epochs, not "
+                             "total_episodes; tune with total_episodes to carry it")
+        episodes = production_episodes(args.total_episodes, int(config["total_episodes"]))
+        kl = final_kl(metrics[metrics["trial_number"] == trial.number]) if metrics is not None else float("nan")
+        carried[trial.number] = carry(config, episodes, rule, kl)
+    return carried

@@ -107,6 +107,10 @@ def kl_held(config: Mapping[str, Any], total_episodes: int, final_kl: float) -> 
 RULES: dict[str, Rule] = {"as_tuned": as_tuned, "step_mass": step_mass, "power_law": power_law, "kl_held": kl_held}
 """Every rule by name, in the order a report lists them."""
 
+HELD_WITHIN = 0.02
+"""A winner held at a production length when its validated mean there is within 2% of its value at the tuned length
+(the goal a transfer rule is measured against)."""
+
 PRODUCTION_RULE: str | None = None
 """The rule ``ppo-tune best`` and ``validate`` apply with ``--total-episodes`` when none is named: the one
 ``benchmarks.horizon_transfer`` measured to keep a winner within 2% of a direct search at 4x its length. None: no

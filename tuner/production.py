@@ -11,10 +11,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ppo_core.errors import InputError
-from tuner.horizon import EVIDENCE, PRODUCTION_RULE, RULES, Carried
+from tuner.horizon import EVIDENCE, HELD_WITHIN, PRODUCTION_RULE, RULES, Carried
+
+if TYPE_CHECKING:
+    import optuna
+    from optuna.trial import FrozenTrial
+
+    from tuner.validation import ValidatedConfig
 
 KL_METRICS = ("eval/kl", "objective/kl")
 """Where a trial's final KL is read, in order: the held-out one, else the training rollouts'."""
@@ -87,3 +93,36 @@ def uncarried(settings: list[tuple[str, Any, str]], carried: Carried) -> list[st
     """The settings the rule changed that an export (its settings: key, value, source field) does not set."""
     exported = {source for _, _, source in settings}
     return [c.name for c in carried.changes if c.name not in exported]
+
+
+def held(at_length: float, own: float, maximize: bool) -> bool:
+    """Whether a validated mean at a production length stayed within :data:`HELD_WITHIN` of the value at the
+    trial's own length: (at - own) / |own| ≥ -HELD_WITHIN when maximizing, ≤ +HELD_WITHIN when minimizing."""
+    change = (at_length - own) / abs(own) if own else 0.0 if at_length == own else math.copysign(math.inf,
+                                                                                                 at_length - own)
+    return change >= -HELD_WITHIN if maximize else change <= HELD_WITHIN
+
+
+def held_at_lengths(study: optuna.Study, validation: optuna.Study | None, trial: FrozenTrial,
+                    own: ValidatedConfig | None) -> list[str]:
+    """One line per production length ``trial`` was validated at (``validate --total-episodes``): its validated
+    mean there against its validated mean at its own length (else its tuning value), and whether it held."""
+    from optuna.study import StudyDirection
+
+    from tuner.validation import run_episodes, validated_lengths, validation_results
+
+    maximize = study.directions[0] == StudyDirection.MAXIMIZE
+    base, what = (own.interval[0], "its validated mean") if own is not None and own.trial == trial.number \
+        else (trial.values[0], "its tuning value")
+    lines = []
+    for length in validated_lengths(study, validation, trial.number):
+        found = [r for r in validation_results(study, validation, length) if r.trial == trial.number and r.n > 0]
+        if not found:
+            continue
+        mean, low, high = found[0].interval
+        verdict = "held" if held(mean, base, maximize) else "did not hold"
+        change = (mean - base) / abs(base) if base else math.nan
+        lines.append(f"at {length} episodes (rule {found[0].rule or 'as_tuned'}): validated {mean:.4f} [{low:.4f}, "
+                     f"{high:.4f}] over {found[0].n} seeds, {change:+.1%} against {what} {base:.4f} at its own "
+                     f"{run_episodes(trial)}: {verdict} (within {HELD_WITHIN:.0%})")
+    return lines

@@ -16,7 +16,7 @@ from __future__ import annotations
 import copy
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -24,12 +24,13 @@ import optuna
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
-from tuner.attrs import CONFIG_ATTR, RETRY_OF_ATTR, SEED_ATTR, VALIDATES_ATTR, VALIDATION_OF_ATTR
+from tuner.attrs import CARRIED_BY_ATTR, CONFIG_ATTR, RETRY_OF_ATTR, SEED_ATTR, VALIDATES_ATTR, VALIDATION_OF_ATTR
 from tuner.confidence import mean_interval
 from tuner.constraints import feasible
 from tuner.reports import rank_completed
 
 if TYPE_CHECKING:
+    from tuner.horizon import Carried
     from tuner.study_config import StudySpec
 
 VALIDATION_SUFFIX = ":validation"
@@ -82,24 +83,37 @@ def validation_spec(spec: StudySpec) -> StudySpec:
     return parse_study(definition, spec.path)
 
 
-def queue_runs(study: optuna.Study, validation: optuna.Study, top_k: int, seeds: int) -> list[tuple[int, int]]:
-    """Queue a run for every (top configuration, fresh seed) pair that has none yet; returns the pairs queued."""
+def queue_runs(study: optuna.Study, validation: optuna.Study, top_k: int, seeds: int,
+               carry: Callable[[FrozenTrial], Carried] | None = None) -> list[tuple[int, int]]:
+    """Queue a run for every (top configuration, fresh seed) pair that has none yet at its length; returns the pairs
+    queued. With ``carry``, each configuration runs as ``carry`` carries it to a production run (``validate
+    --total-episodes``: ``tuner.horizon``), and its runs are told apart from the tuned length's by their own."""
     validation.set_user_attr(VALIDATION_OF_ATTR, study.study_name)
     used = {int(t.user_attrs[CONFIG_ATTR]["seed"]) for t in study.get_trials(deepcopy=False)
             if "seed" in t.user_attrs.get(CONFIG_ATTR, {})}
     chosen_seeds = fresh_seeds(used, seeds)
-    present = {(t.user_attrs.get(VALIDATES_ATTR), t.user_attrs.get(SEED_ATTR))
+    present = {(t.user_attrs.get(VALIDATES_ATTR), t.user_attrs.get(SEED_ATTR), run_episodes(t))
                for t in validation.get_trials(deepcopy=False)}
     queued = []
     for trial in top_trials(study, top_k):
+        carried = carry(trial) if carry is not None else None
+        config = carried.config if carried is not None else trial.user_attrs[CONFIG_ATTR]
         for seed in chosen_seeds:
-            if (trial.number, seed) in present:
+            if (trial.number, seed, config.get("total_episodes")) in present:
                 continue
-            config = {**trial.user_attrs[CONFIG_ATTR], "seed": seed}
-            validation.enqueue_trial({}, user_attrs={CONFIG_ATTR: config, VALIDATES_ATTR: trial.number,
-                                                     SEED_ATTR: seed}, skip_if_exists=False)
+            attrs = {CONFIG_ATTR: {**config, "seed": seed}, VALIDATES_ATTR: trial.number, SEED_ATTR: seed}
+            if carried is not None:
+                attrs[CARRIED_BY_ATTR] = carried.rule
+            validation.enqueue_trial({}, user_attrs=attrs, skip_if_exists=False)
             queued.append((trial.number, seed))
     return queued
+
+
+def run_episodes(trial: FrozenTrial) -> int | None:
+    """The total_episodes a trial (a tuning trial, or a validation run) trains for; None when num_train_epochs sets
+    its length."""
+    episodes = trial.user_attrs.get(CONFIG_ATTR, {}).get("total_episodes")
+    return None if episodes is None else int(episodes)
 
 
 @dataclass(frozen=True)
@@ -115,6 +129,10 @@ class ValidatedConfig:
     """Runs queued or running."""
     feasible_runs: int
     """Completed runs that kept the study's constraints (all of them when it has none)."""
+    total_episodes: int | None = None
+    """The runs' length: the tuned trial's own, or a production length (``validate --total-episodes``)."""
+    rule: str | None = None
+    """The rule that carried the configuration to that length (``tuner.horizon``); None at the trial's own."""
 
     @property
     def n(self) -> int:
@@ -128,28 +146,40 @@ class ValidatedConfig:
         mean, low, high = self.interval
         return {"trial": self.trial, "n": self.n, "mean": _json_number(mean), "ci_low": _json_number(low),
                 "ci_high": _json_number(high), "tuning_value": _json_number(self.tuning_value),
-                "failed": self.failed, "pending": self.pending, "feasible_runs": self.feasible_runs}
+                "failed": self.failed, "pending": self.pending, "feasible_runs": self.feasible_runs,
+                "total_episodes": self.total_episodes, "rule": self.rule}
 
 
 def _json_number(value: float) -> float | None:
     return None if math.isnan(value) else value
 
 
-def validation_results(study: optuna.Study, validation: optuna.Study | None) -> list[ValidatedConfig]:
-    """Each validated configuration of ``study``, ranked by validated mean (best first, by the first objective's
-    direction); a configuration without a completed run comes last."""
+def validation_results(study: optuna.Study, validation: optuna.Study | None,
+                       total_episodes: int | None = None) -> list[ValidatedConfig]:
+    """Each validated configuration of ``study`` at ``total_episodes`` (by default each tuned trial's own length),
+    ranked by validated mean (best first, by the first objective's direction); a configuration without a completed
+    run comes last."""
     if validation is None:
         return []
+    source = {t.number: t for t in study.get_trials(deepcopy=False)}
     runs: dict[int, list[FrozenTrial]] = {}
     retried = {t.user_attrs.get(RETRY_OF_ATTR) for t in validation.get_trials(deepcopy=False)}
     for run in validation.get_trials(deepcopy=False):
-        if VALIDATES_ATTR in run.user_attrs and run.number not in retried:  # a retried run's retry stands for it
-            runs.setdefault(int(run.user_attrs[VALIDATES_ATTR]), []).append(run)
-    source = {t.number: t for t in study.get_trials(deepcopy=False)}
+        if VALIDATES_ATTR not in run.user_attrs or run.number in retried:  # a retried run's retry stands for it
+            continue
+        number = int(run.user_attrs[VALIDATES_ATTR])
+        tuned = source.get(number)
+        if total_episodes is None:
+            keep = tuned is None or run_episodes(run) == run_episodes(tuned)
+        else:
+            keep = run_episodes(run) == total_episodes
+        if keep:
+            runs.setdefault(number, []).append(run)
     results = []
     for number, trials in runs.items():
         complete = [t for t in trials if t.state == TrialState.COMPLETE and t.values and not math.isnan(t.values[0])]
         tuned = source.get(number)
+        rules = {t.user_attrs.get(CARRIED_BY_ATTR) for t in trials} - {None}
         results.append(ValidatedConfig(
             trial=number,
             tuning_value=tuned.values[0] if tuned is not None and tuned.values else math.nan,
@@ -157,8 +187,20 @@ def validation_results(study: optuna.Study, validation: optuna.Study | None) -> 
             failed=sum(t.state == TrialState.FAIL for t in trials),
             pending=sum(t.state in (TrialState.WAITING, TrialState.RUNNING) for t in trials),
             feasible_runs=sum(feasible(t) for t in complete),
+            total_episodes=run_episodes(trials[0]),
+            rule=", ".join(sorted(str(r) for r in rules)) or None,
         ))
     return rank_validated(results, study.directions[0] == StudyDirection.MAXIMIZE)
+
+
+def validated_lengths(study: optuna.Study, validation: optuna.Study | None, trial: int) -> list[int]:
+    """The lengths (total_episodes) ``trial`` of ``study`` was validated at other than its own, shortest first."""
+    if validation is None:
+        return []
+    own = {t.number: run_episodes(t) for t in study.get_trials(deepcopy=False)}.get(trial)
+    lengths = {run_episodes(t) for t in validation.get_trials(deepcopy=False)
+               if t.user_attrs.get(VALIDATES_ATTR) == trial}
+    return sorted(length for length in lengths if length is not None and length != own)
 
 
 def rank_validated(results: Sequence[ValidatedConfig], maximize: bool) -> list[ValidatedConfig]:
