@@ -16,8 +16,8 @@ from optuna.trial import TrialState, create_trial
 from streamlit.testing.v1 import AppTest
 
 from dashboard.launch import STORAGE_ENV
-from dashboard.validation_view import validation_caption, validation_figure, validation_frame
-from tuner.attrs import CONFIG_ATTR, SEED_ATTR, VALIDATES_ATTR, VALIDATION_OF_ATTR
+from dashboard.validation_view import lengths_frame, validation_caption, validation_figure, validation_frame
+from tuner.attrs import CARRIED_BY_ATTR, CONFIG_ATTR, SEED_ATTR, VALIDATES_ATTR, VALIDATION_OF_ATTR
 from tuner.confidence import mean_interval
 from tuner.validation import validation_study_name
 
@@ -151,3 +151,53 @@ def test_study_page_without_validation_results_shows_none(validated_storage: str
     app = open_study_page(study)
     assert "Validated on fresh seeds" not in [s.value for s in app.subheader]
     assert not [c for c in app.get("plotly_chart") if c.key == "validation_chart"]
+
+
+def build_with_lengths(storage: str | optuna.storages.BaseStorage) -> tuple[optuna.Study, optuna.Study]:
+    """Trials of 1,536 episodes; trial 4 validated at its own length and at 6,144 (carried by step_mass), trial 2
+    only at 6,144 (as tuned)."""
+    def config(number: int, seed: int, episodes: int = 1536) -> dict[str, float]:
+        return {"learning_rate": 1e-5 * (number + 1), "seed": seed, "total_episodes": episodes}
+
+    study = optuna.create_study(study_name=NAME, storage=storage, direction="maximize")
+    for number, value in enumerate(TUNING):
+        study.add_trial(create_trial(state=TrialState.COMPLETE, value=value, user_attrs={CONFIG_ATTR: config(
+            number, 0)}, params={"learning_rate": 1e-5 * (number + 1)},
+            distributions={"learning_rate": FloatDistribution(1e-6, 1e-3, log=True)}))
+    validation = optuna.create_study(study_name=validation_study_name(NAME), storage=storage, direction="maximize")
+    validation.set_user_attr(VALIDATION_OF_ATTR, NAME)
+    runs = [(4, 1536, None, [0.69, 0.72, 0.70]), (4, 6144, "step_mass", [0.70, 0.71]),
+            (2, 6144, "as_tuned", [0.50, 0.55])]
+    for source, episodes, rule, values in runs:
+        for seed, value in enumerate(values, start=1000):
+            attrs = {CONFIG_ATTR: config(source, seed, episodes), VALIDATES_ATTR: source, SEED_ATTR: seed}
+            if rule is not None:
+                attrs[CARRIED_BY_ATTR] = rule
+            validation.add_trial(create_trial(state=TrialState.COMPLETE, value=value, user_attrs=attrs))
+    return study, validation
+
+
+def test_a_production_length_is_shown_beside_the_tuned_lengths_value() -> None:
+    study, validation = build_with_lengths(optuna.storages.InMemoryStorage())
+    own = validation_frame(study, validation)
+    assert list(own["trial"]) == [4] and own["n"].iloc[0] == 3  # the production runs are not the tuned length's
+    frame = lengths_frame(study, validation).set_index("trial")
+    assert list(frame.index) == [2, 4] and set(frame["total_episodes"]) == {6144}
+    assert frame.loc[4, "rule"] == "step_mass" and frame.loc[2, "rule"] == "as_tuned"
+    # Trial 4 against its validated mean at 1,536; trial 2, never validated there, against its tuning value.
+    assert frame.loc[4, "own_value"] == pytest.approx(statistics.fmean([0.69, 0.72, 0.70]))
+    assert frame.loc[4, "change"] == pytest.approx(0.705 / statistics.fmean([0.69, 0.72, 0.70]) - 1)
+    assert frame.loc[4, "held"] == "held" and frame.loc[4, "own_episodes"] == 1536
+    assert frame.loc[2, "own_value"] == TUNING[2] and frame.loc[2, "held"] == "did not hold"
+    assert frame.loc[2, "change"] == pytest.approx(0.525 / TUNING[2] - 1)
+    assert lengths_frame(*build(optuna.storages.InMemoryStorage())).empty  # validated at the tuned length only
+
+
+def test_study_page_shows_a_production_length(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    url = f"sqlite:///{tmp_path / 'lengths.db'}"
+    build_with_lengths(url)
+    monkeypatch.setenv(STORAGE_ENV, url)
+    app = open_study_page(NAME)
+    assert [s.value for s in app.subheader] == ["Validated on fresh seeds", "Validated at a production length"]
+    table = app.dataframe[1].value
+    assert list(table["trial"]) == [2, 4] and list(table["held"]) == ["did not hold", "held"]

@@ -344,7 +344,7 @@ def command_best(args: argparse.Namespace) -> int:
         header += f" (first of {len(best)} Pareto-optimal trials, by the first objective)"
     config = trial_config(chosen)
     carried = (_carried(args, [chosen], url) or {}).get(chosen.number)
-    held = held_at_lengths(study, validations, chosen, validation)
+    held = held_at_lengths(study, validations, chosen)
     comments = [f"# {line}" for line in held] + ([] if carried is None else change_comments(carried))
     if carried is not None:
         config = carried.config

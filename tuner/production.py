@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ppo_core.errors import InputError
@@ -19,8 +20,6 @@ from tuner.horizon import EVIDENCE, HELD_WITHIN, PRODUCTION_RULE, RULES, Carried
 if TYPE_CHECKING:
     import optuna
     from optuna.trial import FrozenTrial
-
-    from tuner.validation import ValidatedConfig
 
 KL_METRICS = ("eval/kl", "objective/kl")
 """Where a trial's final KL is read, in order: the held-out one, else the training rollouts'."""
@@ -103,26 +102,63 @@ def held(at_length: float, own: float, maximize: bool) -> bool:
     return change >= -HELD_WITHIN if maximize else change <= HELD_WITHIN
 
 
-def held_at_lengths(study: optuna.Study, validation: optuna.Study | None, trial: FrozenTrial,
-                    own: ValidatedConfig | None) -> list[str]:
-    """One line per production length ``trial`` was validated at (``validate --total-episodes``): its validated
-    mean there against its validated mean at its own length (else its tuning value), and whether it held."""
+@dataclass(frozen=True)
+class AtLength:
+    """A configuration validated at a production length, against its value at its own length."""
+
+    trial: int
+    total_episodes: int
+    rule: str
+    mean: float
+    ci_low: float
+    ci_high: float
+    n: int
+    own_episodes: int | None
+    own_value: float
+    own_what: str
+    """"its validated mean" at its own length where it was validated there, else "its tuning value"."""
+    held: bool
+
+    @property
+    def change(self) -> float:
+        return (self.mean - self.own_value) / abs(self.own_value) if self.own_value else math.nan
+
+    def line(self) -> str:
+        return (f"at {self.total_episodes} episodes (rule {self.rule}): validated {self.mean:.4f} [{self.ci_low:.4f}, "
+                f"{self.ci_high:.4f}] over {self.n} seeds, {self.change:+.1%} against {self.own_what} "
+                f"{self.own_value:.4f} at its own {self.own_episodes}: {'held' if self.held else 'did not hold'} "
+                f"(within {HELD_WITHIN:.0%})")
+
+
+def lengths_validated(study: optuna.Study, validation: optuna.Study | None) -> list[AtLength]:
+    """Every (configuration, production length) ``validate --total-episodes`` ran with a completed run, by trial
+    then length: its validated mean there against its validated mean at its own length (else its tuning value),
+    and whether it held."""
     from optuna.study import StudyDirection
 
-    from tuner.validation import run_episodes, validated_lengths, validation_results
+    from tuner.validation import run_episodes, validation_results
 
+    if validation is None:
+        return []
     maximize = study.directions[0] == StudyDirection.MAXIMIZE
-    base, what = (own.interval[0], "its validated mean") if own is not None and own.trial == trial.number \
-        else (trial.values[0], "its tuning value")
-    lines = []
-    for length in validated_lengths(study, validation, trial.number):
-        found = [r for r in validation_results(study, validation, length) if r.trial == trial.number and r.n > 0]
-        if not found:
-            continue
-        mean, low, high = found[0].interval
-        verdict = "held" if held(mean, base, maximize) else "did not hold"
-        change = (mean - base) / abs(base) if base else math.nan
-        lines.append(f"at {length} episodes (rule {found[0].rule or 'as_tuned'}): validated {mean:.4f} [{low:.4f}, "
-                     f"{high:.4f}] over {found[0].n} seeds, {change:+.1%} against {what} {base:.4f} at its own "
-                     f"{run_episodes(trial)}: {verdict} (within {HELD_WITHIN:.0%})")
-    return lines
+    own = {r.trial: r for r in validation_results(study, validation) if r.n > 0}
+    trials = {t.number: t for t in study.get_trials(deepcopy=False)}
+    lengths = sorted({length for t in validation.get_trials(deepcopy=False)
+                      if (length := run_episodes(t)) is not None})
+    found = []
+    for length in lengths:
+        for result in validation_results(study, validation, length):
+            tuned = trials.get(result.trial)
+            if result.n == 0 or tuned is None or not tuned.values or run_episodes(tuned) == length:
+                continue
+            base, what = (own[result.trial].interval[0], "its validated mean") if result.trial in own \
+                else (tuned.values[0], "its tuning value")
+            mean, low, high = result.interval
+            found.append(AtLength(result.trial, length, result.rule or "as_tuned", mean, low, high, result.n,
+                                  run_episodes(tuned), base, what, held(mean, base, maximize)))
+    return sorted(found, key=lambda at: (at.trial, at.total_episodes))
+
+
+def held_at_lengths(study: optuna.Study, validation: optuna.Study | None, trial: FrozenTrial) -> list[str]:
+    """One line per production length ``trial`` was validated at (:func:`lengths_validated`)."""
+    return [at.line() for at in lengths_validated(study, validation) if at.trial == trial.number]

@@ -193,16 +193,6 @@ def validation_results(study: optuna.Study, validation: optuna.Study | None,
     return rank_validated(results, study.directions[0] == StudyDirection.MAXIMIZE)
 
 
-def validated_lengths(study: optuna.Study, validation: optuna.Study | None, trial: int) -> list[int]:
-    """The lengths (total_episodes) ``trial`` of ``study`` was validated at other than its own, shortest first."""
-    if validation is None:
-        return []
-    own = {t.number: run_episodes(t) for t in study.get_trials(deepcopy=False)}.get(trial)
-    lengths = {run_episodes(t) for t in validation.get_trials(deepcopy=False)
-               if t.user_attrs.get(VALIDATES_ATTR) == trial}
-    return sorted(length for length in lengths if length is not None and length != own)
-
-
 def rank_validated(results: Sequence[ValidatedConfig], maximize: bool) -> list[ValidatedConfig]:
     """Best validated mean first; configurations with no completed run last, in trial order."""
     sign = -1.0 if maximize else 1.0

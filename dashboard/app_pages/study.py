@@ -13,7 +13,8 @@ from dashboard import session
 from dashboard.frames import best_summary, objective_labels, savings_summary, target_summary, trial_table
 from dashboard.study_reader import StudyRef
 from dashboard.ui import PageContext, escape_markdown, keep_valid, run_page, show_table, trial_table_config
-from dashboard.validation_view import validation_caption, validation_figure, validation_frame
+from dashboard.validation_view import lengths_frame, validation_caption, validation_figure, validation_frame
+from tuner.horizon import HELD_WITHIN
 from tuner.validation import validation_study_name
 
 TABLE_KEY = "trial_table"
@@ -35,10 +36,11 @@ def _height(rows: int) -> int:
 
 
 @st.cache_data(ttl=session.TTL_S, max_entries=session.MAX_STUDIES, show_spinner=False)
-def _validated(url: str, name: str, token: str, validation_token: str) -> pd.DataFrame:
+def _validated(url: str, name: str, token: str, validation_token: str) -> tuple[pd.DataFrame, pd.DataFrame]:
     # Keyed by both studies' change tokens: runs finishing in the validation study change only its token.
     study = session.reader(url, name).current().study
-    return validation_frame(study, session.reader(url, validation_study_name(name)).current().study)
+    validation = session.reader(url, validation_study_name(name)).current().study
+    return validation_frame(study, validation), lengths_frame(study, validation)
 
 
 def _validation(context: PageContext) -> None:
@@ -46,30 +48,50 @@ def _validation(context: PageContext) -> None:
     # The studies the sidebar found: a study never validated has no validation study among them.
     if ref not in st.session_state.get(session.REFS_KEY, {}).values():
         return
-    frame = _validated(ref.url, context.ref.name, context.token, session.refresh(ref))
-    if frame.empty:
+    frame, lengths = _validated(ref.url, context.ref.name, context.token, session.refresh(ref))
+    if frame.empty and lengths.empty:
         return
-    st.subheader("Validated on fresh seeds")
-    objective = objective_labels(context.view)[context.view.objective_names[0]]
-    show_table(frame, hide_index=True, width="stretch", column_config={
+    if not frame.empty:
+        st.subheader("Validated on fresh seeds")
+        objective = objective_labels(context.view)[context.view.objective_names[0]]
+        show_table(frame, hide_index=True, width="stretch", column_config={
+            "trial": st.column_config.NumberColumn("trial", format="%d", width="small"),
+            "tuning_value": st.column_config.NumberColumn("tuning value", format="%.4g",
+                                                          help=f"{objective} on the seed the study tuned with"),
+            "tuning_rank": st.column_config.NumberColumn("tuning rank", format="#%d"),
+            "mean": st.column_config.NumberColumn("validated mean", format="%.4g"),
+            "ci_low": st.column_config.NumberColumn("95% CI low", format="%.4g"),
+            "ci_high": st.column_config.NumberColumn("95% CI high", format="%.4g"),
+            "n": st.column_config.NumberColumn("n", format="%d", help="completed runs"),
+            "failed": st.column_config.NumberColumn("failed", format="%d"),
+            "pending": st.column_config.NumberColumn("pending", format="%d", help="runs queued or running"),
+            "feasible_runs": st.column_config.NumberColumn("feasible", format="%d",
+                                                           help="completed runs that kept the study's constraints"),
+            "validated_rank": st.column_config.NumberColumn("validated rank", format="#%d"),
+            "ranking": st.column_config.TextColumn("ranking", width="medium"),
+        })
+        st.caption(validation_caption(frame) + " Ranks are among the validated configurations; the validated mean is "
+                   "the number to trust, the tuning value won on one seed.")
+        st.plotly_chart(validation_figure(frame, objective), key="validation_chart", width="stretch")
+    if lengths.empty:
+        return
+    st.subheader("Validated at a production length")
+    show_table(lengths, hide_index=True, width="stretch", column_config={
         "trial": st.column_config.NumberColumn("trial", format="%d", width="small"),
-        "tuning_value": st.column_config.NumberColumn("tuning value", format="%.4g",
-                                                      help=f"{objective} on the seed the study tuned with"),
-        "tuning_rank": st.column_config.NumberColumn("tuning rank", format="#%d"),
+        "total_episodes": st.column_config.NumberColumn("episodes", format="%d",
+                                                        help="the production run's total_episodes"),
+        "rule": st.column_config.TextColumn("rule", help="how the tuned config was carried there (ppo-tune validate "
+                                                         "--total-episodes N --rule R)"),
         "mean": st.column_config.NumberColumn("validated mean", format="%.4g"),
         "ci_low": st.column_config.NumberColumn("95% CI low", format="%.4g"),
         "ci_high": st.column_config.NumberColumn("95% CI high", format="%.4g"),
         "n": st.column_config.NumberColumn("n", format="%d", help="completed runs"),
-        "failed": st.column_config.NumberColumn("failed", format="%d"),
-        "pending": st.column_config.NumberColumn("pending", format="%d", help="runs queued or running"),
-        "feasible_runs": st.column_config.NumberColumn("feasible", format="%d",
-                                                       help="completed runs that kept the study's constraints"),
-        "validated_rank": st.column_config.NumberColumn("validated rank", format="#%d"),
-        "ranking": st.column_config.TextColumn("ranking", width="medium"),
+        "own_episodes": st.column_config.NumberColumn("tuned episodes", format="%d"),
+        "own_value": st.column_config.NumberColumn("at the tuned length", format="%.4g",
+                                                   help="validated mean there, else the tuning value"),
+        "change": st.column_config.NumberColumn("change", format="percent"),
+        "held": st.column_config.TextColumn("held", help=f"within {HELD_WITHIN:.0%} of the tuned length's value"),
     })
-    st.caption(validation_caption(frame) + " Ranks are among the validated configurations; the validated mean is "
-               "the number to trust, the tuning value won on one seed.")
-    st.plotly_chart(validation_figure(frame, objective), key="validation_chart", width="stretch")
 
 
 def render(context: PageContext) -> None:
