@@ -23,13 +23,12 @@ from dashboard.study_reader import (
     build_study_view,
     kl_guard_settings,
     open_reader,
-    read_only_url,
     storage_urls,
 )
 from ppo_core.callbacks import SampleGeneration
 from tools.demo_study import DemoSpec, build_demo_study
 from tuner.attrs import DEFAULT_KL_THRESHOLD
-from tuner.database import create_engine
+from tuner.database import create_engine, read_only_url
 from tuner.trial_records import TrialStore
 
 REPO = Path(__file__).resolve().parent.parent

@@ -55,7 +55,7 @@ def add_study_commands(commands: Any) -> None:
     validate.add_argument("--workers", type=int, default=None,
                           help="Worker processes on this machine (default: one per GPU, else 1).")
     validate.add_argument("--format", choices=("table", "json"), default="table")
-    _add_production_flags(validate, "validate at a production run of N episodes")
+    _add_production_flags(validate, "Validate the configurations in a production run of N episodes")
     _add_launcher_flags(validate)
     validate.set_defaults(handler=_storage_errors_as_input(command_validate))
 
@@ -74,7 +74,7 @@ def add_study_commands(commands: Any) -> None:
             sub.add_argument("--format", choices=("yaml", "json", *EXPORT_FORMATS), default="yaml",
                              help="yaml or json: the config as ppo-tune reads it; the others: arguments for another "
                                   "trainer, with what it lacks as # comments (trl-args is trl-ppo's old name).")
-            _add_production_flags(sub, "print the configuration for a production run of N episodes")
+            _add_production_flags(sub, "Print the configuration for a production run of N episodes")
         sub.set_defaults(handler=_storage_errors_as_input(handlers[name]))
 
 
