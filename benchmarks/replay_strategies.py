@@ -113,6 +113,8 @@ BASE = (
     Strategy("frontier", "frontier", "none", guard=True),
     Strategy("frontier_race_late_s2", "frontier", "none", guard=True, seed_policy=LATE_RACE, startup=2),
     Strategy("frontier_race_late_s3", "frontier", "none", guard=True, seed_policy=LATE_RACE, startup=3),
+    Strategy("frontier_gold_race_late", "frontier_gold", "none", guard=True, seed_policy=LATE_RACE),
+    Strategy("frontier_gold_race_late_s2", "frontier_gold", "none", guard=True, seed_policy=LATE_RACE, startup=2),
 )
 STRATEGIES: dict[str, Strategy] = {s.name: s for base in BASE for s in (base, base.guard_flipped())}
 QUICK_STRATEGIES = ("random", DEFAULT_STRATEGY, "tpe_multivariate_median_race_late", "tpe_shipped", "gp", "sha_tpe",
@@ -137,8 +139,9 @@ def make_sampler(strategy: Strategy, spec: StudySpec, seed: int) -> optuna.sampl
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         if strategy.sampler == "random":
             return optuna.samplers.RandomSampler(seed=seed)
-        if strategy.sampler == "frontier":  # run_repeat attaches the repeat's evaluations
-            return FrontierSampler(seed=seed, **({"n_startup_trials": strategy.startup} if strategy.startup else {}))
+        if strategy.sampler in ("frontier", "frontier_gold"):  # run_repeat attaches the repeat's evaluations
+            return FrontierSampler(seed=seed, prefer_gold=strategy.sampler == "frontier_gold",
+                                   **({"n_startup_trials": strategy.startup} if strategy.startup else {}))
         if strategy.sampler == "tpe":
             independent = {"name": "tpe", "seed": seed, "n_startup_trials": startup}
             return study_sampler(dataclasses.replace(spec, sampler=independent))

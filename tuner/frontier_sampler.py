@@ -35,6 +35,7 @@ from tuner.frontier_aim import (
     start_aim,
 )
 from tuner.frontier_peak import KL_FLOOR, FrontierPeak
+from tuner.gold_model import GoldModel, choose_near_aim, knob_row, study_gold_model
 from tuner.kl_model import KLModel, design_row, log10_step_mass, study_kl_model
 from tuner.search_space import ParamSpec
 
@@ -83,7 +84,8 @@ class FrontierSampler(optuna.samplers.BaseSampler):
     proposes as Optuna's random sampler does.
     """
 
-    def __init__(self, seed: int | None = None, n_startup_trials: int = 4, candidates: int = CANDIDATES) -> None:
+    def __init__(self, seed: int | None = None, n_startup_trials: int = 4, candidates: int = CANDIDATES,
+                 prefer_gold: bool = False) -> None:
         if candidates < 1:
             raise ValueError(f"candidates: must be at least 1, got {candidates}")
         if n_startup_trials < 0:
@@ -91,6 +93,7 @@ class FrontierSampler(optuna.samplers.BaseSampler):
         self.seed = seed if seed is not None else int(np.random.SeedSequence().generate_state(1)[0])
         self.n_startup_trials = n_startup_trials
         self.candidates = candidates
+        self.prefer_gold = prefer_gold
         self._fallback = optuna.samplers.RandomSampler(seed=self.seed)
         self._space: Mapping[str, ParamSpec] = {}
         self._base: Mapping[str, Any] = {}
@@ -136,8 +139,11 @@ class FrontierSampler(optuna.samplers.BaseSampler):
         """Trial ``number``'s point of the space and its aim (as stored under :data:`AIM_ATTR`)."""
         rng = np.random.default_rng([self.seed, number])
         candidates = random_points(self._space, self._base, self.candidates, rng)
+        gold: GoldModel | None = None
         try:
-            peak, model, measured = self._read_study(study)
+            peak, model, measured, finals = self._read_study(study)
+            if self.prefer_gold:
+                gold = study_gold_model(self._space, self._base, peak, finals)
         except Exception as error:  # a database that cannot be read now: explore, and say why
             peak, model, measured = None, None, 0
             reason = f"could not read the study ({type(error).__name__}: {first_line(error)}); exploring"
@@ -155,7 +161,12 @@ class FrontierSampler(optuna.samplers.BaseSampler):
             rows = np.array([design_row(self._space, point, self._base) for point in candidates])
             mean, sd = model.predict(rows)
             aim = choose_aim(peak, mean, rng)
-            chosen = int(np.argmax(aim_weights(mean, sd, aim.target)))
+            weights = aim_weights(mean, sd, aim.target)
+            if gold is not None:  # among the candidates that hit the aim about as well, the best drawn residual
+                scores = np.array([knob_row(self._space, point, self._base) for point in candidates]) @ gold.draw(rng)
+                chosen = choose_near_aim(weights, scores)
+            else:
+                chosen = int(np.argmax(weights))
             prediction = (float(mean[chosen]), float(sd[chosen]))
         if reason:
             aim = Aim(aim.kind, aim.center, aim.spread, aim.target, reason)
@@ -163,9 +174,11 @@ class FrontierSampler(optuna.samplers.BaseSampler):
                    "trials_measured": measured}
         return candidates[chosen], summary
 
-    def _read_study(self, study: optuna.Study) -> tuple[FrontierPeak | None, KLModel | None, int]:
-        """The study's peak, its KL model, and how many trials have a measured KL."""
-        from tuner.frontier_points import metrics_peak
+    def _read_study(self, study: optuna.Study) -> tuple[FrontierPeak | None, KLModel | None, int,
+                                                       list[tuple[Mapping[str, Any], float, float]]]:
+        """The study's peak, its KL model, how many trials have a measured KL, and each trial's last (point, KL,
+        gold)."""
+        from tuner.frontier_points import frontier_source, metrics_peak, trajectories
 
         assert self._read is not None
         metrics = self._read(study.study_name)
@@ -173,4 +186,10 @@ class FrontierSampler(optuna.samplers.BaseSampler):
         points = kl_points(metrics, params)
         model = study_kl_model(self._space, self._base, points, KL_FLOOR)
         peak = metrics_peak(metrics) if not metrics.empty else None
-        return peak, model, len({trial for trial, *_ in points})
+        finals: list[tuple[Mapping[str, Any], float, float]] = []
+        if self.prefer_gold and not metrics.empty:
+            paths = trajectories(metrics, frontier_source(metrics)).dropna(subset=["kl", "gold"])
+            last = paths.groupby("trial").tail(1)
+            finals = [(params[int(t)], float(k), float(g)) for t, k, g in zip(last["trial"], last["kl"], last["gold"],
+                                                                             strict=True) if int(t) in params]
+        return peak, model, len({trial for trial, *_ in points}), finals
