@@ -77,9 +77,15 @@ def test_kl_held_aims_at_the_held_out_kl_the_trial_ended_at(study_url: str,
     assert shown["config"]["kl_horizon"] == math.ceil(0.1 * 3072) and shown["config"]["learning_rate"] == TUNED_LR
     assert shown["carried"]["rule"] == "kl_held"
     assert {c["name"] for c in shown["carried"]["changes"]} == {"total_episodes", "kl_target", "kl_horizon"}
-    # verl has an adaptive controller: the export sets the target and the horizon.
-    status, out, _ = best(study_url, capsys, "--total-episodes", "3072", "--rule", "kl_held", "--format", "verl")
-    assert status == 0 and "algorithm.kl_ctrl.horizon=308" in out and "# kl_target=1.6 (tuned null)" in out
+    # verl has an adaptive controller, but its target is a per-token mean, which the trial's summed KL does not
+    # give without the response length: the export cannot carry the rule's target, and says so.
+    status, out, err = best(study_url, capsys, "--total-episodes", "3072", "--rule", "kl_held", "--format", "verl")
+    assert status == 2 and not out
+    assert "--format verl: cannot carry kl_target, which the rule kl_held sets" in err and "per-token" in err
+    # Another rule's settings verl does carry: the learning rate.
+    status, out, _ = best(study_url, capsys, "--total-episodes", "3072", "--rule", "step_mass", "--format", "verl")
+    assert status == 0 and "actor_rollout_ref.actor.optim.lr=2e-05" in out
+    assert "# learning_rate=2e-05 (tuned 4e-05)" in out
 
 
 def test_without_a_rule_the_default_rule_applies_and_the_length_changes(study_url: str,

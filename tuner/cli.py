@@ -359,7 +359,7 @@ def command_best(args: argparse.Namespace) -> int:
         print(yaml.safe_dump(config, sort_keys=False), end="")
     else:
         export = exported(args.format, config)
-        lost = [] if carried is None else uncarried(export.settings, carried)
+        lost = [] if carried is None else uncarried(export.settings, export.comments, carried)
         if carried is not None and lost:
             why = "; ".join(line.split(": ", 1)[-1] for name, line in export.comments if name in lost)
             raise UsageError(f"--format {args.format}: cannot carry {', '.join(lost)}, which the rule {carried.rule} "

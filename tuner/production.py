@@ -88,10 +88,13 @@ def notice(carried: Carried, name: str, episodes: int) -> str | None:
             f"run'); check it there: ppo-tune validate {name} --total-episodes {episodes}")
 
 
-def uncarried(settings: list[tuple[str, Any, str]], carried: Carried) -> list[str]:
-    """The settings the rule changed that an export (its settings: key, value, source field) does not set."""
+def uncarried(settings: list[tuple[str, Any, str]], comments: list[tuple[str, str]], carried: Carried) -> list[str]:
+    """The settings the rule changed that an export does not carry: no setting of the target comes from the field
+    (settings: key, value, source field), or the export comments on the field (comments: field, line), which it
+    does where the target lacks it or counts it otherwise (verl and OpenRLHF steer a per-token KL target)."""
     exported = {source for _, _, source in settings}
-    return [c.name for c in carried.changes if c.name not in exported]
+    commented = {name for name, _ in comments}
+    return [c.name for c in carried.changes if c.name not in exported or c.name in commented]
 
 
 def held(at_length: float, own: float, maximize: bool) -> bool:
