@@ -111,7 +111,7 @@ def test_reward_text_join() -> None:
 def test_unknown_task_name() -> None:
     with pytest.raises(ValueError, match="shortest_path_tiny"):
         get_task("no_such_task")
-    assert TASK_NAMES == ("shortest_path", "shortest_path_tiny")
+    assert TASK_NAMES == ("shortest_path", "shortest_path_wide", "shortest_path_tiny")
 
 
 def test_cache_dir_defaults(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -126,6 +126,30 @@ def test_cache_keys_are_stable_and_distinct() -> None:
     assert len(set(keys.values())) == len(keys)
     assert all(len(k) == 12 for k in keys.values())
     assert keys == {name: registry.task_params(name).cache_key() for name in TASK_NAMES}
+    # A field added with a None default leaves the keys of the tasks that do not set it as they were: their cached
+    # builds, and every table measured on them, stay the ones in use (the keys before the policy's width existed).
+    assert (keys["shortest_path"], keys[TINY]) == ("ce6e6bcaa7d3", "759dc22e74bf")
+    assert registry.task_params("shortest_path", 1).cache_key() == "2fc86e55a3a1"
+
+
+def test_a_wider_policy_is_trained_for_the_same_reward_model(tiny: BuiltinTask, tmp_path: Path) -> None:
+    import dataclasses
+
+    from ppo_core.tasks.build import POLICY_DIR, REWARD_MODEL_DIR, build_task
+
+    wide = dataclasses.replace(registry.task_params(TINY), policy_n_embd=96)
+    build_task("wide", wide, tmp_path)
+    policy = AutoModelForCausalLM.from_pretrained(tmp_path / POLICY_DIR)
+    small = AutoModelForCausalLM.from_pretrained(tiny.policy_path)
+    assert policy.config.n_embd == 96 and small.config.n_embd == 64
+    assert policy.config.n_layer == small.config.n_layer and policy.config.n_head == small.config.n_head
+    # The reward model is the tiny task's own, weight for weight: the same reward for a larger policy.
+    ours = AutoModelForSequenceClassification.from_pretrained(tmp_path / REWARD_MODEL_DIR).state_dict()
+    theirs = AutoModelForSequenceClassification.from_pretrained(tiny.reward_model_path).state_dict()
+    assert ours.keys() == theirs.keys() and all(torch.equal(ours[key], theirs[key]) for key in ours)
+    assert json.loads((tmp_path / BUILD_INFO).read_text())["params"]["policy_n_embd"] == 96
+    wide_default = registry.task_params("shortest_path_wide")
+    assert wide_default == dataclasses.replace(registry.task_params("shortest_path"), policy_n_embd=136)
 
 
 # --- cache locking, with a stand-in build so it costs nothing --------------------------------

@@ -161,6 +161,9 @@ def build_task(name: str, params: TaskParams, out_dir: Path) -> dict[str, Any]:
         rm_generator = torch.Generator().manual_seed(params.seed)
         reward_model, rm_losses = train_reward_model(policy, rm_tok, train_pairs, params, rm_generator)
         rm_seconds = time.perf_counter() - started - sft_seconds
+        if params.policy_n_embd is not None:  # a policy of its own width, trained on the same walks
+            torch.manual_seed(params.seed)
+            policy, sft_losses = train_sft(graph, policy_tok, params, _stream(params, "sft"), params.policy_n_embd)
 
         sft_report = _sft_report(policy, policy_tok, gold, eval_prompts, params)
         samples = sample_responses(

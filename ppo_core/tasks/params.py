@@ -42,6 +42,14 @@ class TaskParams:
     rm_lr: float
     # Build-time evaluation of the SFT policy.
     eval_samples_per_prompt: int
+    # The policy's own width where it differs from the reward model's (None: the shared n_embd). The reward model is
+    # then trained from an SFT policy of the shared shape, as in the task without it, and the policy is a second
+    # SFT run of this width on the same walks: a larger policy for the same task, reward and gold.
+    policy_n_embd: int | None = None
+
+    @property
+    def policy_width(self) -> int:
+        return self.policy_n_embd if self.policy_n_embd is not None else self.n_embd
 
     @property
     def response_length(self) -> int:
@@ -50,5 +58,7 @@ class TaskParams:
 
     def cache_key(self) -> str:
         """A 12-hex-digit hash of the parameters and the build version."""
-        payload = json.dumps({"build_version": BUILD_VERSION, **asdict(self)}, sort_keys=True)
+        # A field left at None is left out, so that adding one keeps every existing task's key (and its cache).
+        fields = {key: value for key, value in asdict(self).items() if value is not None}
+        payload = json.dumps({"build_version": BUILD_VERSION, **fields}, sort_keys=True)
         return hashlib.sha256(payload.encode()).hexdigest()[:12]

@@ -17,8 +17,8 @@ from ppo_core.tasks.text import format_walk, make_prompt
 IGNORE_INDEX = -100
 
 
-def model_config(params: TaskParams, tokenizer: PreTrainedTokenizerFast) -> GPT2Config:
-    """The GPT-2 config shared by the policy and the reward model.
+def model_config(params: TaskParams, tokenizer: PreTrainedTokenizerFast, width: int | None = None) -> GPT2Config:
+    """The GPT-2 config shared by the policy and the reward model; ``width`` (n_embd) for a policy of its own width.
 
     Dropout is off: the data are clean, and PPO needs the policy's log-probs in train
     mode to match those it sampled with.
@@ -26,7 +26,7 @@ def model_config(params: TaskParams, tokenizer: PreTrainedTokenizerFast) -> GPT2
     return GPT2Config(
         vocab_size=len(tokenizer),
         n_positions=params.n_positions,
-        n_embd=params.n_embd,
+        n_embd=width or params.n_embd,
         n_layer=params.n_layer,
         n_head=params.n_head,
         resid_pdrop=0.0,
@@ -93,14 +93,15 @@ def warmup_cosine(step: int, total: int, warmup_frac: float = 0.05, floor: float
 
 
 def train_sft(
-    graph: Graph, tokenizer: PreTrainedTokenizerFast, params: TaskParams, rng: random.Random
+    graph: Graph, tokenizer: PreTrainedTokenizerFast, params: TaskParams, rng: random.Random, width: int | None = None
 ) -> tuple[GPT2LMHeadModel, list[float]]:
-    """Train the policy from scratch; returns the model (in eval mode) and its loss curve.
+    """Train the policy from scratch (``width``: an n_embd other than the task's); returns the model (in eval mode)
+    and its loss curve.
 
     The caller seeds torch (weight init) and passes ``rng`` (data), so the result is a
     function of ``params``.
     """
-    model = GPT2LMHeadModel(model_config(params, tokenizer))
+    model = GPT2LMHeadModel(model_config(params, tokenizer, width))
     optimizer = torch.optim.AdamW(model.parameters(), lr=params.sft_lr, weight_decay=0.01)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: warmup_cosine(step, params.sft_steps))
     model.train()
