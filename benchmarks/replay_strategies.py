@@ -45,6 +45,9 @@ REDUCTION_FACTOR = 3
 """Successive halving and Hyperband keep the best third at each rung."""
 MEDIAN = {"name": "median", "n_startup_trials": 6, "n_warmup_steps": 12}
 """The median pruner the replay compares: studies/quickstart.yaml's until the live confirmation dropped it."""
+PILOT = 0.95
+"""The pilot's step-mass quantile among the sampler's candidates (``frontier_pilot*``): near the top of the space, so
+that the KL guard stops it once its path has swept KL through the band where gold peaks."""
 SINGLE = SeedPolicy()
 LATE_RACE = SeedPolicy(**study_defaults.SEED_POLICY)
 """The default seed policy: the 2 leaders on a second seed once 80% of the budget is spent."""
@@ -115,6 +118,9 @@ BASE = (
     Strategy("frontier_race_late_s3", "frontier", "none", guard=True, seed_policy=LATE_RACE, startup=3),
     Strategy("frontier_gold_race_late", "frontier_gold", "none", guard=True, seed_policy=LATE_RACE),
     Strategy("frontier_gold_race_late_s2", "frontier_gold", "none", guard=True, seed_policy=LATE_RACE, startup=2),
+    Strategy("frontier_pilot_race_late_s2", "frontier_pilot", "none", guard=True, seed_policy=LATE_RACE, startup=2),
+    Strategy("frontier_pilot_gold_race_late_s2", "frontier_pilot_gold", "none", guard=True, seed_policy=LATE_RACE,
+             startup=2),
 )
 STRATEGIES: dict[str, Strategy] = {s.name: s for base in BASE for s in (base, base.guard_flipped())}
 QUICK_STRATEGIES = ("random", DEFAULT_STRATEGY, "tpe_multivariate_median_race_late", "tpe_shipped", "gp", "sha_tpe",
@@ -139,8 +145,9 @@ def make_sampler(strategy: Strategy, spec: StudySpec, seed: int) -> optuna.sampl
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         if strategy.sampler == "random":
             return optuna.samplers.RandomSampler(seed=seed)
-        if strategy.sampler in ("frontier", "frontier_gold"):  # run_repeat attaches the repeat's evaluations
-            return FrontierSampler(seed=seed, prefer_gold=strategy.sampler == "frontier_gold",
+        if strategy.sampler.startswith("frontier"):  # run_repeat attaches the repeat's evaluations
+            return FrontierSampler(seed=seed, prefer_gold="gold" in strategy.sampler,
+                                   pilot=PILOT if "pilot" in strategy.sampler else None,
                                    **({"n_startup_trials": strategy.startup} if strategy.startup else {}))
         if strategy.sampler == "tpe":
             independent = {"name": "tpe", "seed": seed, "n_startup_trials": startup}

@@ -243,3 +243,26 @@ def test_preferring_gold_picks_the_knob_that_adds_gold_at_the_aimed_kl(tmp_path:
             shares[prefer].append(near_peak_share(study, 1.5, 8))
     assert np.mean(clips[True]) >= 0.25 and np.mean(clips[True]) >= np.mean(clips[False]) + 0.03, clips
     assert np.mean(shares[True]) >= 0.5 and np.mean(shares[False]) >= 0.5, shares  # and both still aim in KL
+
+
+def test_a_pilot_starts_the_study_at_a_high_step_mass(tmp_path: Path) -> None:
+    from tuner.kl_model import log10_step_mass
+
+    url = f"sqlite:///{tmp_path / 'pilot.db'}"
+    engine = create_engine(url)
+    create_tables(engine)
+    sampler = FrontierSampler(seed=0, n_startup_trials=2, pilot=0.95).attach(
+        SPACE, BASE, lambda name: read_metrics(engine, name))
+    study = optuna.create_study(study_name="pilot", storage=url, direction="maximize", sampler=sampler)
+    study.optimize(synthetic_objective(engine, 1.5, 0), n_trials=3)
+    first = study.get_trials()[0]
+    assert first.user_attrs[AIM_ATTR]["kind"] == "start" and first.user_attrs[AIM_ATTR]["target"] == 0.95
+    masses = [log10_step_mass(choose_point(SPACE, lambda spec, t=t: t.params[spec.name], BASE), BASE)
+              for t in study.get_trials()]
+    assert masses[0] == max(masses)
+    # Without a pilot the first start-up trial takes the first van der Corput quantile (0.5, shifted per study).
+    plain = FrontierSampler(seed=0).attach(SPACE, BASE, lambda name: read_metrics(engine, name))
+    assert plain.propose(study, 0)[1]["target"] != 0.95
+    for bad in (-0.1, 1.5):
+        with pytest.raises(ValueError, match="pilot"):
+            FrontierSampler(pilot=bad)

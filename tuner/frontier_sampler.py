@@ -85,7 +85,7 @@ class FrontierSampler(optuna.samplers.BaseSampler):
     """
 
     def __init__(self, seed: int | None = None, n_startup_trials: int = 4, candidates: int = CANDIDATES,
-                 prefer_gold: bool = False) -> None:
+                 prefer_gold: bool = False, pilot: float | None = None) -> None:
         if candidates < 1:
             raise ValueError(f"candidates: must be at least 1, got {candidates}")
         if n_startup_trials < 0:
@@ -94,6 +94,9 @@ class FrontierSampler(optuna.samplers.BaseSampler):
         self.n_startup_trials = n_startup_trials
         self.candidates = candidates
         self.prefer_gold = prefer_gold
+        if pilot is not None and not 0.0 <= pilot <= 1.0:
+            raise ValueError(f"pilot: a step-mass quantile in [0, 1], got {pilot}")
+        self.pilot = pilot
         self._fallback = optuna.samplers.RandomSampler(seed=self.seed)
         self._space: Mapping[str, ParamSpec] = {}
         self._base: Mapping[str, Any] = {}
@@ -150,7 +153,10 @@ class FrontierSampler(optuna.samplers.BaseSampler):
         else:
             reason = ""
         if model is None or (measured < self.n_startup_trials and not (peak is not None and peak.found)):
-            aim = start_aim(number, float(np.random.default_rng(self.seed).random()))
+            if self.pilot is not None and number == 0:  # an aggressive first run, whose path sweeps KL
+                aim = Aim("start", self.pilot, 0.0, self.pilot, "a pilot run at a high step mass: its path sweeps KL")
+            else:
+                aim = start_aim(number - (self.pilot is not None), float(np.random.default_rng(self.seed).random()))
             masses = np.array([log10_step_mass(point, self._base) for point in candidates])
             chosen = pick_by_quantile(masses, aim.target)
             prediction: tuple[float | None, float | None] = (None, None)
