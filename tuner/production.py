@@ -68,8 +68,7 @@ def change_comments(carried: Carried) -> list[str]:
     """One ``#`` line per setting the rule changed: its new value, its tuned value, why, and the measurement behind
     the rule."""
     lines = [f"# carried to the production run by the rule {carried.rule}: {EVIDENCE[carried.rule]}"]
-    lines += [f"# {c.name}={c.carried:g} (tuned {_shown(c.tuned)}): {c.why}" if isinstance(c.carried, float)
-              else f"# {c.name}={c.carried} (tuned {_shown(c.tuned)}): {c.why}" for c in carried.changes]
+    lines += [f"# {c.name}={_shown(c.carried)} (tuned {_shown(c.tuned)}): {c.why}" for c in carried.changes]
     return lines
 
 
