@@ -33,6 +33,9 @@ from benchmarks.quick import add_quick_argument, results_path
 
 ROOT = Path(__file__).resolve().parent.parent
 QUICKSTART = ROOT / "studies" / "quickstart.yaml"
+TABLE_SPACE = ROOT / "benchmarks" / "table_space.yaml"
+"""The space (and base, objective, constraints) every curve table was drawn from: the quickstart's as it stood when
+they were built, kept apart so that changing the shipped study does not change what the tables' rows are."""
 TABLE = ROOT / "benchmarks" / "results" / "curve_table.jsonl"
 EVAL_STEPS = 0.125
 """Eight held-out evaluations a run: the rungs of successive halving, and what a pruner reads."""
@@ -43,7 +46,7 @@ QUICK_EVAL_STEPS = 0.5
 QUICK_BASE = {"task": "shortest_path_tiny", "total_episodes": 32, "num_eval_samples": 2, "eval_steps": QUICK_EVAL_STEPS}
 
 
-def space_and_base(path: Path = QUICKSTART) -> tuple[dict[str, Any], dict[str, Any]]:
+def space_and_base(path: Path = TABLE_SPACE) -> tuple[dict[str, Any], dict[str, Any]]:
     """The study file's search space (parsed as a study parses it) and its base."""
     from tuner.study_config import load_study_spec
 
@@ -51,7 +54,7 @@ def space_and_base(path: Path = QUICKSTART) -> tuple[dict[str, Any], dict[str, A
     return spec.search_space, dict(spec.base)
 
 
-def sample_points(count: int, path: Path = QUICKSTART, seed: int = SAMPLER_SEED) -> list[dict[str, Any]]:
+def sample_points(count: int, path: Path = TABLE_SPACE, seed: int = SAMPLER_SEED) -> list[dict[str, Any]]:
     """``count`` points of the study's space drawn by Optuna's RandomSampler: each the sampler's ``params`` and the
     config fields they set, as a study's trial would get them."""
     import optuna

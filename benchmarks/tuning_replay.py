@@ -1,12 +1,15 @@
 """Tuning strategies replayed against the curve table: how many PPO updates each needs to find a good configuration,
 over many repeats, without training.
 
-    python -m benchmarks.tuning_replay [--table FILE] [--table-rows N] [--repeats 100] [--seed 0] [--budget-updates U]
+    python -m benchmarks.tuning_replay [--table FILE] [--table-rows N] [--space STUDY] [--only NAME=VALUE]
+                                       [--repeats 100] [--seed 0] [--budget-updates U]
                                        [--strategies NAME ...] [--workers 1] [--mapping fitted|uniform]
                                        [--format markdown|json] [--out FILE] [--quick]
 
 Each strategy (``benchmarks.replay_strategies``: a sampler, a pruner, a seed policy, warm starts and the KL guard)
-runs ``--repeats`` in-memory Optuna studies over ``studies/quickstart.yaml``'s space, sampler seed ``--seed`` +
+runs ``--repeats`` in-memory Optuna studies over the space the tables were drawn from (``benchmarks/table_space.yaml``;
+``--space`` names another study file, such as the shipped ``studies/quickstart.yaml``, and ``--only NAME=VALUE`` keeps
+the rows that space covers), sampler seed ``--seed`` +
 repeat; every proposal is mapped to the table's nearest configuration (``--mapping fitted``, the default: with the
 step mass as a coordinate and weights fitted to the table, ``benchmarks.replay_metric``; ``uniform``: every searched
 parameter alike) and replayed on one of its runs (``benchmarks.replay_study``) until the repeat's budget of PPO
@@ -36,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.curve_table import QUICKSTART, TABLE
+from benchmarks.curve_table import TABLE, TABLE_SPACE
 from benchmarks.machine import code_commit
 from benchmarks.quick import RESULTS, add_quick_argument, results_path
 from benchmarks.replay_mapping import TableIndex, rank_correlation
@@ -86,13 +89,24 @@ def finite_rows(table: Table, ids: tuple[int, ...]) -> list[int]:
     return [row for row, config_id in enumerate(ids) if not math.isnan(table.configs[config_id].true_value)]
 
 
+def only_rows(table: Table, only: tuple[tuple[str, str], ...]) -> Table:
+    """The table with only the configurations whose every named parameter has the given value (compared as text,
+    as the command line gives it): a sub-table a narrower space's proposals are judged on."""
+    if not only:
+        return table
+    kept = {config_id: config for config_id, config in table.configs.items()
+            if all(str(config.params.get(name)) == value for name, value in only)}
+    return dataclasses.replace(table, configs=kept)
+
+
 @functools.lru_cache(maxsize=2)
-def loaded(table_path: Path, rows: int | None = None, mapping: str = "fitted") -> Context:
+def loaded(table_path: Path, rows: int | None = None, mapping: str = "fitted", space_path: Path = TABLE_SPACE,
+           only: tuple[tuple[str, str], ...] = ()) -> Context:
     """The study file, the table and its index, with no budget yet: built once per process."""
     from tuner.study_config import load_study_spec
 
-    spec = load_study_spec(QUICKSTART)
-    table = load_table(table_path, spec.objectives[0], spec.constraints, rows, spec.base)
+    spec = load_study_spec(space_path)
+    table = only_rows(load_table(table_path, spec.objectives[0], spec.constraints, rows, spec.base), only)
     if not table.configs:
         raise SystemExit(f"{table_path}: no configuration with a run on every table seed")
     ids = tuple(table.configs)
@@ -106,14 +120,19 @@ def loaded(table_path: Path, rows: int | None = None, mapping: str = "fitted") -
     return Context(spec, table, TableIndex(spec.search_space, points, spec.base, weights), ids, 0, fidelity(table))
 
 
-def context(table_path: Path, rows: int | None, budget: int, mapping: str) -> Context:
-    return dataclasses.replace(loaded(table_path, rows, mapping), budget=budget)
+Only = tuple[tuple[str, str], ...]
 
 
-def one_repeat(job: tuple[Path, int | None, int, str, str, int, int]) -> tuple[str, int, RepeatLog, float]:
-    table_path, rows, budget, mapping, name, sampler_seed, repeat = job
+def context(table_path: Path, rows: int | None, budget: int, mapping: str, space_path: Path = TABLE_SPACE,
+            only: Only = ()) -> Context:
+    return dataclasses.replace(loaded(table_path, rows, mapping, space_path, only), budget=budget)
+
+
+def one_repeat(job: tuple[Path, int | None, int, str, Path, Only, str, int, int]) -> tuple[str, int, RepeatLog, float]:
+    table_path, rows, budget, mapping, space_path, only, name, sampler_seed, repeat = job
     started = time.perf_counter()
-    log = run_repeat(STRATEGIES[name], context(table_path, rows, budget, mapping), sampler_seed, repeat)
+    log = run_repeat(STRATEGIES[name], context(table_path, rows, budget, mapping, space_path, only), sampler_seed,
+                     repeat)
     return name, repeat, log, time.perf_counter() - started
 
 
@@ -148,8 +167,8 @@ def mapping_fidelity(logs: list[RepeatLog], ctx: Context, mapping: str) -> dict[
 
 
 def run_all(args: argparse.Namespace, names: list[str]) -> tuple[dict[str, list[RepeatLog]], dict[str, float]]:
-    jobs = [(args.table.resolve(), args.table_rows, args.budget_updates, args.mapping, name, args.seed + repeat, repeat)
-            for name in names for repeat in range(args.repeats)]
+    jobs = [(args.table.resolve(), args.table_rows, args.budget_updates, args.mapping, args.space.resolve(),
+             args.only, name, args.seed + repeat, repeat) for name in names for repeat in range(args.repeats)]
     logs: dict[str, list[RepeatLog | None]] = {name: [None] * args.repeats for name in names}
     seconds = dict.fromkeys(names, 0.0)
     if args.workers > 1:
@@ -166,7 +185,8 @@ def run_all(args: argparse.Namespace, names: list[str]) -> tuple[dict[str, list[
 
 def result(args: argparse.Namespace, names: list[str]) -> dict[str, Any]:
     started = time.perf_counter()
-    ctx = context(args.table.resolve(), args.table_rows, args.budget_updates, args.mapping)
+    ctx = context(args.table.resolve(), args.table_rows, args.budget_updates, args.mapping, args.space.resolve(),
+                  args.only)
     table = ctx.table
     best = best_true(table)
     if best != best:
@@ -195,6 +215,7 @@ def result(args: argparse.Namespace, names: list[str]) -> dict[str, Any]:
         "best_config": max(feasible, key=lambda config: config.true_value).config_id,
         "budget_updates": args.budget_updates, "strategies": strategies,
         "mapping": mapping_fidelity([log for found in logs.values() for log in found], ctx, args.mapping),
+        "space": str(args.space), "only": [f"{name}={value}" for name, value in args.only],
         "table": {"path": str(args.table), "rows": table.rows, "configs": len(table.configs),
                   "seeds": [list(s) for s in table.seeds], "dropped_configs": table.dropped,
                   "feasible_in_truth": sum(c.true_feasible for c in table.configs.values()),
@@ -202,6 +223,14 @@ def result(args: argparse.Namespace, names: list[str]) -> dict[str, Any]:
         "settings": {"repeats": args.repeats, "seed": args.seed, "quick": args.quick, "workers": args.workers},
         "code": code_commit(), "seconds": round(time.perf_counter() - started, 1),
     }
+
+
+def only_argument(text: str) -> tuple[str, str]:
+    """``NAME=VALUE`` as (name, value)."""
+    name, sep, value = text.partition("=")
+    if not (sep and name and value):
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
+    return name, value
 
 
 def _n(value: float | None, digits: int = 3) -> str:
@@ -261,6 +290,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--table-rows", type=int, default=None,
                         help="read only the table's first N rows: a run against a table still being built, repeatable "
                              "once it has grown (the builder only appends)")
+    parser.add_argument("--space", type=Path, default=TABLE_SPACE,
+                        help="the study file whose space (and objective, constraints and base) the strategies propose "
+                             "in (default: the space the curve tables were drawn from, benchmarks/table_space.yaml)")
+    parser.add_argument("--only", type=only_argument, action="append", default=[], metavar="NAME=VALUE",
+                        help="judge on the table's configurations with this parameter value only (repeatable): the "
+                             "rows a narrower --space covers, e.g. kl_control=fixed")
     parser.add_argument("--repeats", type=int, default=REPEATS)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--budget-updates", type=int, default=None)
@@ -272,6 +307,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=None)
     add_quick_argument(parser)
     args = parser.parse_args(argv)
+    args.only = tuple(args.only)
+    if not args.space.is_file():
+        parser.error(f"--space: no such study file: {args.space}")
     if not args.table.exists():
         raise SystemExit(f"no curve table at {args.table}: build one with python -m benchmarks.curve_table")
     budget_runs = BUDGET_RUNS
@@ -281,8 +319,8 @@ def main(argv: list[str] | None = None) -> None:
     if "random" not in names:
         names.insert(0, "random")  # every strategy is compared with random search, repeat by repeat
     if args.budget_updates is None:
-        args.budget_updates = default_budget(loaded(args.table.resolve(), args.table_rows, args.mapping).table,
-                                             budget_runs)
+        args.budget_updates = default_budget(loaded(args.table.resolve(), args.table_rows, args.mapping,
+                                                    args.space.resolve(), args.only).table, budget_runs)
     out = results_path(args.out, OUT, args.quick)
     res = json_safe(result(args, names))
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -199,6 +199,20 @@ def test_estimators_quick_reports_every_column(tmp_path: Path) -> None:
     assert "| GRPO |" in result["table"] and result["curve_table"]
 
 
+def test_kl_control_quick_reports_every_figure_of_the_table(tmp_path: Path) -> None:
+    from benchmarks.kl_control import KL_BANDS, QUICK_CONFIGS
+
+    result, printed = run_quick_here("kl_control", tmp_path / "kl_control.json")
+    (table,) = result["tables"]
+    assert table["configs"] == QUICK_CONFIGS and 0 < table["top_fixed"] <= table["top"] <= table["configs"]
+    assert_finite(table, ["best", "spearman_final_kl_with_kl_target", "adaptive_reach", "fixed_share"], "kl_control")
+    assert -1 <= table["spearman_final_kl_with_kl_target"] <= 1 and table["adaptive_reach"] > 1
+    assert [(band["kl_low"], band["kl_high"]) for band in table["bands"]] == [
+        (low, None if high == math.inf else high) for low, high in KL_BANDS]  # JSON has no infinity
+    assert sum(band[control]["n"] for band in table["bands"] for control in ("fixed", "adaptive")) == QUICK_CONFIGS
+    assert "| curve_table.jsonl | 24 |" in printed
+
+
 def test_memory_modes_quick_reports_each_mode(tmp_path: Path) -> None:
     # Two of the modes, which between them switch on every option (no value network; LoRA, bf16 frozen weights,
     # gradient checkpointing); the others combine the same options. Each mode is a process of its own, started from

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import math
+import random
 import threading
 
 import pytest
 import torch
 
 from ppo_core.advantages import gae, shape_rewards, whiten_advantages
-from ppo_core.kl import AdaptiveKLController, FixedKLController, kl_per_token
+from ppo_core.kl import AdaptiveKLController, FixedKLController, adaptive_reach, kl_per_token
 from ppo_core.losses import clipped_policy_loss, clipped_value_loss, entropy_from_log_probs
 from ppo_core.masked import masked_mean, masked_var, masked_whiten
 from ppo_core.sequences import position_ids_from_mask, response_mask_after_stop
@@ -141,6 +142,37 @@ def test_adaptive_controller_moves_beta_toward_target(observed_kl: float, direct
     single.update(observed_kl, n_steps=64)
     error = min(max(observed_kl / 6.0 - 1, -0.2), 0.2)
     assert single.value == pytest.approx(0.1 * (1 + error * 64 / 10_000))
+
+
+@pytest.mark.parametrize(("episodes", "batch", "horizon"), [(1536, 16, 512), (1536, 32, 512), (1536, 32, 10_000),
+                                                          (100, 30, 50), (6144, 32, 154)])
+def test_adaptive_reach_is_the_most_the_controller_moves_beta_over_a_run(episodes: int, batch: int,
+                                                                         horizon: int) -> None:
+    """The slow reference: the controller itself, run for the trainer's updates (ceil(E / n)) with the KL far above
+    its target, then far below; the reach is the larger of the two factors, and no KL sequence moves beta further."""
+    updates = math.ceil(episodes / batch)
+    factors = []
+    for kl in (1e6, 0.0):
+        controller = AdaptiveKLController(value=1.0, target=1.0, horizon=horizon)
+        for _ in range(updates):
+            controller.update(kl, n_steps=batch)
+        factors.append(max(controller.value, 1 / controller.value))
+    assert adaptive_reach(episodes, batch, horizon) == pytest.approx(max(factors), rel=1e-12)
+    rng = random.Random(episodes + batch + horizon)
+    wandering = AdaptiveKLController(value=1.0, target=1.0, horizon=horizon)
+    for _ in range(updates):
+        wandering.update(rng.uniform(0.0, 3.0), n_steps=batch)
+    assert max(wandering.value, 1 / wandering.value) <= adaptive_reach(episodes, batch, horizon)
+
+
+def test_adaptive_reach_of_the_quickstart_runs_and_of_an_unbounded_step() -> None:
+    # The curve tables' runs: 1,536 episodes, horizon 512, rollouts of 32 (the study file cites x1.83).
+    assert adaptive_reach(1536, 32, 512) == pytest.approx(1.83, abs=0.005)
+    assert adaptive_reach(1536, 32, 512) >= math.exp(0.2 * 1536 / 512)  # the small-batch limit is a lower bound
+    assert adaptive_reach(100, 300, 50) == math.inf  # one step can drive beta to zero
+    for bad in ((-1, 32, 512), (1536, 0, 512), (1536, 32, 0)):
+        with pytest.raises(ValueError, match="adaptive_reach"):
+            adaptive_reach(*bad)
 
 
 def test_fixed_controller_never_moves() -> None:

@@ -19,7 +19,7 @@ import pytest
 import yaml
 from scipy import stats  # type: ignore[import-untyped]
 
-from benchmarks.curve_table import QUICKSTART
+from benchmarks.curve_table import QUICKSTART, TABLE_SPACE
 from benchmarks.replay_mapping import STEP_MASS, TableIndex, point_distance, rank_correlation, step_mass
 from benchmarks.replay_measures import final_regret, judge, updates_to_target
 from benchmarks.replay_metric import fit_weights, held_out_rank_correlation, nearest_rank_correlation, pair_costs
@@ -35,6 +35,7 @@ from benchmarks.replay_strategies import (
 from benchmarks.replay_study import Context, best_single, run_repeat
 from benchmarks.replay_table import Config, Run, Table, estimate, run_value
 from benchmarks.replay_trial import guard_stop, replay_run
+from benchmarks.tuning_replay import only_rows
 from tuner.kl_guard import least_squares_slope
 from tuner.search_space import ParamSpec, config_values, suggest_params
 from tuner.seed_policy import SeedPolicy
@@ -320,10 +321,11 @@ def test_a_single_seed_study_is_won_by_its_best_feasible_completed_trial() -> No
     assert best is not None and best.number == 3  # 0.9 is over the KL budget, 0.95 was pruned; the earlier 0.7
 
 
-def hand_table(configs: int, seeds: int, updates: int) -> Table:
-    """A table of configs drawn over the quickstart's space, each config's runs of different golds per seed."""
+def hand_table(configs: int, seeds: int, updates: int, space: Path = QUICKSTART) -> Table:
+    """A table of configs drawn over the quickstart's space (or ``space``'s), each config's runs of different golds
+    per seed."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    spec = load_study_spec(QUICKSTART)
+    spec = load_study_spec(space)
     study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=5))
     rng = random.Random(5)
     table: dict[int, Config] = {}
@@ -336,6 +338,30 @@ def hand_table(configs: int, seeds: int, updates: int) -> Table:
         value, feasible = estimate(list(runs.values()), spec.objectives[0], spec.constraints)
         table[config_id] = Config(config_id, dict(trial.params), runs, value, feasible)
     return Table(table, tuple((0, seed) for seed in range(seeds)), dropped=0, rows=configs * seeds)
+
+
+def test_only_keeps_the_rows_a_narrower_space_covers_and_a_replay_of_the_shipped_space_proposes_there() -> None:
+    table = hand_table(16, 1, 8, TABLE_SPACE)
+    controls = {config_id: config.params["kl_control"] for config_id, config in table.configs.items()}
+    assert set(controls.values()) == {"fixed", "adaptive"}
+    fixed = only_rows(table, (("kl_control", "fixed"),))
+    assert set(fixed.configs) == {config_id for config_id, control in controls.items() if control == "fixed"}
+    assert only_rows(table, ()) is table and not only_rows(table, (("kl_control", "none"),)).configs
+    # The shipped quickstart searches no kl_control: replayed over the fixed rows, its proposals never set one.
+    spec = load_study_spec(QUICKSTART)
+    assert "kl_control" not in spec.search_space
+    log = run_repeat(STRATEGIES["random"], table_context(spec, fixed, 8 * 6, Fidelity(2, 8)), 0, 0)
+    assert log.proposals and all(fixed.configs[row].params["kl_control"] == "fixed"
+                                 for _, row, _ in log.proposals)
+
+
+def test_replay_refuses_a_missing_space_or_a_malformed_only_in_one_line(tmp_path: Path) -> None:
+    for arguments, named in ((["--space", str(tmp_path / "none.yaml")], "--space: no such study file"),
+                             (["--only", "kl_control"], "expected NAME=VALUE")):
+        done = subprocess.run([sys.executable, "-m", "benchmarks.tuning_replay", "--quick", *arguments], cwd=REPO,
+                              capture_output=True, text=True, check=False)
+        last = done.stderr.strip().splitlines()[-1]
+        assert done.returncode == 2 and named in last, done.stderr[-2000:]
 
 
 def table_context(spec: StudySpec, table: Table, budget: int, fidelity: Fidelity) -> Context:

@@ -29,6 +29,7 @@ from ppo_core.errors import Terminated
 from tuner.database import GRACE_HEARTBEATS, create_engine
 from tuner.edge_findings import edge_findings, format_edge_findings
 from tuner.failure_streak import SAME_FAILURES_TO_STOP, failure_streak
+from tuner.kl_reach import reach_notice
 from tuner.reports import best_trials, is_racing, trial_reason, trials_frame
 from tuner.savings import update_savings
 from tuner.seed_policy import raced_configs
@@ -244,7 +245,8 @@ def run_study(spec: StudySpec, n_trials: int | None, timeout: float | None, work
     console = console or Console(stderr=True)
     commands = worker_commands(spec, n_trials, timeout, workers, stored, ray)  # first: too few GPUs creates no study
     study, messages = open_study(spec, allow_changes=allow_changes)
-    for message in messages:
+    notice = None if stored else reach_notice(spec.search_space, spec.base)  # a validation fixes each config
+    for message in [*messages, *([notice] if notice else [])]:
         console.print(message, soft_wrap=True, markup=False)
     create_tables(create_engine(spec.storage))
     already = len(study.get_trials(deepcopy=False, states=FINISHED))
