@@ -91,7 +91,11 @@ def test_rollout_logprobs_match_the_update_under_bf16_autocast(wider_lm_dir: Pat
     update_logprobs = token_logprobs(logits, rollout.responses[:4], config.temperature)
     gap = (update_logprobs - rollout.logprobs[:4]).abs()[rollout.response_mask[:4]]
     assert float(gap.max()) < 1e-4, float(gap.max())
+    # The update's forward runs with gradients on, and a CPU may pick another bf16 kernel for it (one with AMX did:
+    # the same inputs' log-probs then differ in rounding, val/ratio_var 2e-7 and approxkl 1.6e-8, against 0 without
+    # AMX). The bound sits at bf16's rounding, well below what a real mismatch gives: 0.01 nats a token, generate()'s
+    # cached logits above, is an approxkl of 5e-5.
     for metrics in trainer.train().metrics:
         assert metrics["val/ratio"] == pytest.approx(1.0, abs=1e-4)
-        assert metrics["policy/approxkl_avg"] < 1e-8
+        assert metrics["policy/approxkl_avg"] < 1e-6
         assert abs(metrics["objective/kl"]) < 1e-4
