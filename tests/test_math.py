@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from ppo_core.advantages import gae, shape_rewards, whiten_advantages
-from ppo_core.kl import AdaptiveKLController, FixedKLController, adaptive_reach, kl_per_token
+from ppo_core.kl import AdaptiveKLController, FixedKLController, kl_per_token
+from ppo_core.kl_reach import adaptive_reach
 from ppo_core.losses import clipped_policy_loss, clipped_value_loss, entropy_from_log_probs
 from ppo_core.masked import masked_mean, masked_var, masked_whiten
 from ppo_core.sequences import position_ids_from_mask, response_mask_after_stop

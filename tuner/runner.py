@@ -29,7 +29,7 @@ from ppo_core.errors import Terminated
 from tuner.database import GRACE_HEARTBEATS, create_engine
 from tuner.edge_findings import edge_findings, format_edge_findings
 from tuner.failure_streak import SAME_FAILURES_TO_STOP, failure_streak
-from tuner.kl_reach import reach_notice
+from tuner.kl_target_notice import reach_notice
 from tuner.reports import best_trials, is_racing, trial_reason, trials_frame
 from tuner.savings import update_savings
 from tuner.seed_policy import raced_configs

@@ -1,8 +1,8 @@
 """Whether a study's adaptive KL controller can steer at all: one line for ``ppo-tune run`` when it cannot.
 
-The controller moves its coefficient by a bounded factor per episode (``ppo_core.kl.adaptive_reach``). A study whose
-runs are short against its ``kl_horizon`` searches a ``kl_target`` that barely changes anything: on the curve tables
-(runs of 1,536 episodes, horizon 512, reach x1.83) the final KL's Spearman with the target was 0.20-0.23
+The controller moves its coefficient by a bounded factor per episode (``ppo_core.kl_reach.adaptive_reach``). A study
+whose runs are short against its ``kl_horizon`` searches a ``kl_target`` that barely changes anything: on the curve
+tables (runs of 1,536 episodes, horizon 512, reach x1.83) the final KL's Spearman with the target was 0.20-0.23
 (``python -m benchmarks.kl_control``).
 """
 
@@ -12,7 +12,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from ppo_core.kl import adaptive_reach
+from ppo_core.kl_reach import adaptive_reach
 from tuner.search_space import ParamSpec
 
 STEERS = 2.0

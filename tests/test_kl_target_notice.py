@@ -12,7 +12,7 @@ import pytest
 from benchmarks.curve_table import TABLE_SPACE
 from ppo_tune.cli import main
 from studies import TESTS_DIR, write_study
-from tuner.kl_reach import reach_notice, study_reach
+from tuner.kl_target_notice import reach_notice, study_reach
 from tuner.study_config import load_study_spec
 
 REPO = Path(__file__).resolve().parents[1]
