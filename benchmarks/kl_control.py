@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.curve_table import TABLE, TABLE_SPACE
+from benchmarks.machine import code_commit
 from benchmarks.quick import add_quick_argument, results_path
 from benchmarks.replay_mapping import rank_correlation
 from benchmarks.report import json_safe
@@ -120,7 +121,7 @@ def main(argv: list[str] | None = None) -> None:
     tables = args.table or ([TABLE] if args.quick else list(TABLES))
     results = [table_summary(path, QUICK_CONFIGS if args.quick else None) for path in tables]
     out = results_path(args.out, RESULTS / "kl_control.json", args.quick)
-    out.write_text(json.dumps(json_safe({"tables": results}), indent=2) + "\n")
+    out.write_text(json.dumps(json_safe({"code": code_commit(), "tables": results}), indent=2) + "\n")
     print(markdown(results))
     print(f"results: {out}", file=sys.stderr)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import itertools
 import json
 import math
 import os
@@ -491,6 +492,55 @@ def test_tuning_quality_refuses_a_count_below_one_in_one_line(flag: str, tmp_pat
     work = tmp_path / "work"
     line = refusal(tuning_quality.main, ["--quick", "--work-dir", str(work), flag, "0"], capsys)
     assert f"{flag}: must be at least 1, got 0" in line
+    assert not work.exists()  # refused before anything was made
+
+
+def test_size_transfer_quick_ranks_the_configurations_at_both_sizes_and_carries_the_winner(tmp_path: Path) -> None:
+    from benchmarks.size_transfer import QUICK
+
+    work = tmp_path / "work"
+    result, printed = run_quick_here("size_transfer", tmp_path / "size.json", "--work-dir", str(work))
+    configs = result["configs"]
+    assert len(configs) == QUICK["configs"] == result["configs_ranked"]
+    assert [c["rank"] for c in configs] == list(range(QUICK["configs"]))
+    assert all(c["tuning_value"] >= d["tuning_value"] for c, d in itertools.pairwise(configs))  # best first
+    for c in configs:
+        for size in ("small", "large"):
+            assert c[size]["n"] == 1 and is_finite(c[size]["mean"]) and is_finite(c[size]["final_kl"]), (c, size)
+    assert -1 <= result["rank_correlation"] <= 1
+    assert result["best_large"] == max(c["large"]["mean"] for c in configs)
+    carried = result["winner_carried"]
+    assert carried["as_tuned"]["mean"] == configs[0]["large"]["mean"]  # the winner's own large runs
+    for rule, entry in carried.items():
+        assert entry["gap"] == pytest.approx((entry["mean"] - result["best_large"]) / abs(result["best_large"])), rule
+    assert set(result["peaks"]) == {"small", "large"} and "Rank correlation" in printed
+    rows = [json.loads(line) for line in (work / "runs.jsonl").read_text().splitlines()]
+    assert {r["params"]["size"] for r in rows} == {"small", "large"}
+    assert {r["params"]["rule"] for r in rows if r["params"]["rank"] > 0} == {"as_tuned"}  # rules: the winner only
+
+
+def test_spread_takes_evenly_spaced_ranks_with_both_ends() -> None:
+    from benchmarks.size_transfer import spread
+
+    assert spread(list(range(10)), 4) == [0, 3, 6, 9]
+    assert spread(list(range(3)), 5) == [0, 1, 2] and spread(list(range(7)), 1) == [0]
+    for n, k in ((30, 12), (24, 12), (13, 12)):
+        picked = spread(list(range(n)), k)
+        assert len(picked) == k == len(set(picked)) and picked[0] == 0 and picked[-1] == n - 1, (n, k)
+
+
+@pytest.mark.parametrize(("arguments", "named"), [
+    (["--configs", "1"], "--configs: a ranking needs at least 2, got 1"),
+    (["--seeds", "0"], "--seeds: must be at least 1, got 0"),
+    (["--large-task", "no_such_task"], "--large-task: 'no_such_task' is not a built-in task"),
+])
+def test_size_transfer_refuses_bad_input_in_one_line(arguments: list[str], named: str, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    from benchmarks import size_transfer
+
+    work = tmp_path / "work"
+    line = refusal(size_transfer.main, ["--quick", "--work-dir", str(work), *arguments], capsys)
+    assert named in line
     assert not work.exists()  # refused before anything was made
 
 
