@@ -108,6 +108,18 @@ def run_curve(job: dict[str, Any]) -> dict[str, Any]:
             "evals": evals, "seconds": round(time.perf_counter() - started, 1)}
 
 
+def append_runs(path: Path, work: list[dict[str, Any]], workers: int) -> None:
+    """Run ``work`` (:func:`finished_runs`) and append each row to the JSON-lines file ``path`` as its run ends (a
+    rerun that skips the rows already there resumes after the last); progress, and a diverged run's reason, on
+    stderr."""
+    with path.open("a") as rows:
+        for count, row in enumerate(finished_runs(work, workers), start=1):
+            rows.write(json.dumps(row) + "\n")
+            rows.flush()  # a row is kept as soon as its run ends: an interrupted build resumes after it
+            print(f"[{count}/{len(work)}] config {row['config_id']} seed {row['seed']}: {row['updates']} updates, "
+                  f"{row['seconds']} s{', ' + row['failure'] if row['failure'] else ''}", file=sys.stderr)
+
+
 def done_runs(path: Path) -> set[tuple[int, int, int]]:
     """(config_id, seed, task_seed) of every run already in the table."""
     if not path.exists():
@@ -161,12 +173,7 @@ def main(argv: list[str] | None = None) -> None:
     work = list(jobs(sample_points(args.configs), args.seeds, args.task_seed, base, done_runs(out),
                      str(out.parent / "curve_runs"), eval_steps))
     print(f"{len(work)} runs to go into {out}", file=sys.stderr)
-    with out.open("a") as table:
-        for count, row in enumerate(finished_runs(work, workers), start=1):
-            table.write(json.dumps(row) + "\n")
-            table.flush()  # a row is kept as soon as its run ends: an interrupted build resumes after it
-            print(f"[{count}/{len(work)}] config {row['config_id']} seed {row['seed']}: {row['updates']} updates, "
-                  f"{row['seconds']} s{', ' + row['failure'] if row['failure'] else ''}", file=sys.stderr)
+    append_runs(out, work, workers)
     print(json.dumps({"table": str(out), "runs": len(done_runs(out))}))
 
 

@@ -353,19 +353,14 @@ def main(argv: list[str] | None = None) -> None:
     reference = args.reference or run_reference(sources[0], settings["reference_horizon"], args.reference_trials,
                                                 work_dir, settings["workers"], 1 if args.quick else REFERENCE_SEEDS)
     reference_result = reference_value(*reference)
-    from benchmarks.curve_table import finished_runs
+    from benchmarks.curve_table import append_runs
 
     runs_path = work_dir / "runs.jsonl"
     done = ran(runs_path)
     work = [job for job in transfer_jobs(found, settings["horizons"], args.rules, settings["seeds"],
                                          str(work_dir / "runs")) if job_key(job) not in done]
     print(f"{len(work)} runs to go ({len(done)} done) in {runs_path}", file=sys.stderr)
-    with runs_path.open("a") as runs:
-        for count, row in enumerate(finished_runs(work, settings["workers"]), start=1):
-            runs.write(json.dumps(row) + "\n")
-            runs.flush()  # kept as soon as it ends: a rerun resumes after it
-            print(f"[{count}/{len(work)}] {row['config_id']} seed {row['seed']}: {row['updates']} updates, "
-                  f"{row['seconds']} s", file=sys.stderr)
+    append_runs(runs_path, work, settings["workers"])
     specs = {name: study_spec(name, storage) for name, storage in sources}
     rows = []
     for key, row in ran(runs_path).items():

@@ -274,19 +274,14 @@ def main(argv: list[str] | None = None) -> None:
     started = time.perf_counter()
     name, storage = args.source or quick_source(work_dir)
     found = configurations(name, storage, settings["configs"])
-    from benchmarks.curve_table import finished_runs
+    from benchmarks.curve_table import append_runs
 
     runs_path = work_dir / "runs.jsonl"
     done = ran(runs_path)
     work = [job for job in size_jobs(found, large_task, settings["seeds"], str(work_dir / "runs"))
             if job_key(job) not in done]
     print(f"{len(work)} runs to go ({len(done)} done) in {runs_path}", file=sys.stderr)
-    with runs_path.open("a") as runs:
-        for count, row in enumerate(finished_runs(work, settings["workers"]), start=1):
-            runs.write(json.dumps(row) + "\n")
-            runs.flush()  # kept as soon as it ends: a rerun resumes after it
-            print(f"[{count}/{len(work)}] {row['config_id']} seed {row['seed']}: {row['updates']} updates, "
-                  f"{row['seconds']} s", file=sys.stderr)
+    append_runs(runs_path, work, settings["workers"])
     wanted = {job_key(job) for job in size_jobs(found, large_task, settings["seeds"], "")}
     rows = [row for key, row in ran(runs_path).items() if key in wanted]
     summary = summarise(rows, found, study_spec(name, storage))
