@@ -19,11 +19,14 @@ Reported:
 - where held-out gold peaks in held-out KL at each size (``tuner.frontier_peak``, over every evaluation of every run
   of that size), and the shift;
 - the source's winner carried to the large model by each rule (``as_tuned``; ``kl_held``, which holds the KL its
-  tuning run ended at; the length rules change nothing at the same length and share ``as_tuned``'s runs): its mean
-  there and its gap from the best of the configurations at the large size, (mean - best) / |best|. That best is the
-  best of the ones run here, not a search of the large model.
+  tuning run ended at; the length rules change nothing at the same length and share ``as_tuned``'s runs; and, once
+  those have run, ``kl_pilot``, which takes the winner's ``as_tuned`` runs on the large model as its pilot and
+  scales the learning rate to bring the KL back to where the tuning run ended): its mean there and its gap from the
+  best of the configurations at the large size, (mean - best) / |best|. That best is the best of the ones run here,
+  not a search of the large model.
 
-``--quick``: a tiny source study of 3 random trials on the tiny task, carried to the same tiny task (the code paths,
+``--quick``: a tiny source study of 3 fast learners on the tiny task (so that the winner's runs end at a KL above
+zero for the KL rules), carried to the same tiny task (the code paths,
 not a size change), 1 seed, in a temporary directory.
 """
 
@@ -41,7 +44,16 @@ from typing import Any
 
 import yaml
 
-from benchmarks.horizon_transfer import FIRST_SEED, QUICKSTART, Winner, named_storage, run_value, search, study_spec
+from benchmarks.horizon_transfer import (
+    FIRST_SEED,
+    QUICK_LEARNER,
+    QUICKSTART,
+    Winner,
+    named_storage,
+    run_value,
+    search,
+    study_spec,
+)
 from benchmarks.machine import code_commit, machine_facts
 from benchmarks.quick import add_quick_argument, results_path
 from benchmarks.replay_mapping import rank_correlation
@@ -54,6 +66,7 @@ FULL: dict[str, Any] = {"configs": 12, "seeds": 2, "workers": 2}
 QUICK: dict[str, Any] = {"configs": 3, "seeds": 1, "workers": 1}
 QUICK_TASK = "shortest_path_tiny"
 QUICK_BASE = {"task": QUICK_TASK, "total_episodes": 32, "num_eval_samples": 2}
+QUICK_LEARNING_RATES = (2e-4, 1.5e-4, 1e-4)
 SIZES = ("small", "large")
 
 
@@ -130,6 +143,28 @@ def size_jobs(found: Sequence[Winner], large_task: str, seeds: int, output_dir: 
                        "base": config, "fields": {}, "seed": FIRST_SEED + index,
                        "task_seed": config.get("task_seed", 0), "eval_steps": config["eval_steps"],
                        "output_dir": output_dir}
+
+
+def pilot_jobs(winner: Winner, rows: Sequence[dict[str, Any]], spec: Any, large_task: str, seeds: int,
+               output_dir: str) -> list[dict[str, Any]]:
+    """The winner carried by ``kl_pilot``: its ``as_tuned`` runs on the large model are the pilot, whose mean final
+    KL sets the learning rate (``tuner.horizon.kl_pilot``); none when the rule does not apply (a KL that is not
+    positive), said in one line."""
+    from tuner.horizon import kl_pilot
+
+    pilots = [run_value(row, spec)[2] for row in rows if row["params"]["trial"] == winner.trial
+              and row["params"]["size"] == "large" and row["params"]["rule"] == "as_tuned"]
+    large = {**winner.config, "task": large_task}
+    try:
+        config = kl_pilot(large, int(large["total_episodes"]), winner.final_kl, statistics.fmean(pilots)).config
+    except (ValueError, statistics.StatisticsError) as error:
+        print(f"{winner.source} #{winner.trial}: kl_pilot does not apply: {error}", file=sys.stderr)
+        return []
+    return [{"config_id": f"{winner.source}:{winner.trial}:large:kl_pilot",
+             "params": {"source": winner.source, "trial": winner.trial, "rank": 0, "size": "large",
+                        "rule": "kl_pilot", "pilot_kl": statistics.fmean(pilots), "pilot_runs": len(pilots)},
+             "base": config, "fields": {}, "seed": FIRST_SEED + index, "task_seed": config.get("task_seed", 0),
+             "eval_steps": config["eval_steps"], "output_dir": output_dir} for index in range(seeds)]
 
 
 def job_key(job: dict[str, Any]) -> tuple[int, str, str, int]:
@@ -233,11 +268,13 @@ def markdown(summary: dict[str, Any]) -> str:
 
 
 def quick_source(work_dir: Path) -> tuple[str, str]:
-    """A tiny study of the quickstart's space on the tiny task: 3 random trials."""
+    """A tiny study of the quickstart's space on the tiny task: 3 fast learners at different learning rates, so that
+    whichever wins ends at a KL above zero."""
     definition = yaml.safe_load(QUICKSTART.read_text())
     definition.update(name="source", storage=f"sqlite:///{work_dir / 'source'}.db", n_trials=QUICK["configs"],
                       sampler={"name": "random", "seed": 0}, seed_policy={"name": "single"},
-                      base={**definition["base"], **QUICK_BASE})
+                      base={**definition["base"], **QUICK_BASE},
+                      enqueue=[{**QUICK_LEARNER, "learning_rate": lr} for lr in QUICK_LEARNING_RATES])
     return search(definition, work_dir / "source.yaml", 1, 0)
 
 
@@ -282,9 +319,16 @@ def main(argv: list[str] | None = None) -> None:
             if job_key(job) not in done]
     print(f"{len(work)} runs to go ({len(done)} done) in {runs_path}", file=sys.stderr)
     append_runs(runs_path, work, settings["workers"])
+    spec = study_spec(name, storage)
     wanted = {job_key(job) for job in size_jobs(found, large_task, settings["seeds"], "")}
     rows = [row for key, row in ran(runs_path).items() if key in wanted]
-    summary = summarise(rows, found, study_spec(name, storage))
+    # Then the rule that needs a measurement first: the winner's runs on the large model are its pilot.
+    piloted = pilot_jobs(found[0], rows, spec, large_task, settings["seeds"], str(work_dir / "runs"))
+    done = ran(runs_path)
+    append_runs(runs_path, [job for job in piloted if job_key(job) not in done], settings["workers"])
+    wanted |= {job_key(job) for job in piloted}
+    rows = [row for key, row in ran(runs_path).items() if key in wanted]
+    summary = summarise(rows, found, spec)
     table = markdown(summary)
     print(table)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -517,6 +517,10 @@ def test_size_transfer_quick_ranks_the_configurations_at_both_sizes_and_carries_
     rows = [json.loads(line) for line in (work / "runs.jsonl").read_text().splitlines()]
     assert {r["params"]["size"] for r in rows} == {"small", "large"}
     assert {r["params"]["rule"] for r in rows if r["params"]["rank"] > 0} == {"as_tuned"}  # rules: the winner only
+    # kl_pilot runs after the rest: the winner's as_tuned runs on the large model are its pilot.
+    (piloted,) = [r for r in rows if r["params"]["rule"] == "kl_pilot"]
+    assert set(carried) == {"as_tuned", "kl_held", "kl_pilot"}
+    assert piloted["params"]["pilot_kl"] == pytest.approx(configs[0]["large"]["final_kl"])
 
 
 def test_spread_takes_evenly_spaced_ranks_with_both_ends() -> None:

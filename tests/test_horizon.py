@@ -7,7 +7,19 @@ from typing import Any
 
 import pytest
 
-from tuner.horizon import HORIZON_SHARE, RULES, UPDATES_EXPONENT, as_tuned, kl_held, power_law, step_mass, updates_of
+from tuner.horizon import (
+    HORIZON_SHARE,
+    PILOT_EXPONENT,
+    RULES,
+    UPDATES_EXPONENT,
+    as_tuned,
+    kl_held,
+    kl_pilot,
+    pilot_learning_rate,
+    power_law,
+    step_mass,
+    updates_of,
+)
 
 
 def tuned(**changes: Any) -> dict[str, Any]:
@@ -76,3 +88,30 @@ def test_every_rule_is_named_and_leaves_the_tuned_config_alone() -> None:
         assert {k: v for k, v in carried.config.items() if k not in {c.name for c in carried.changes}} == \
             {k: v for k, v in before.items() if k not in {c.name for c in carried.changes}}
     assert config == before
+
+
+@pytest.mark.parametrize(("tuned_kl", "pilot_kl", "exponent"), [(2.0, 4.0, 1.0), (1.5, 0.5, 1.0), (2.0, 8.0, 2.0)])
+def test_the_pilot_rule_lands_a_known_power_law_back_on_the_tuned_kl(tuned_kl: float, pilot_kl: float,
+                                                                       exponent: float) -> None:
+    # A landscape with a known answer: KL = c · lr^s at the pilot's length and model. The pilot ran at the tuned lr
+    # and ended at pilot_kl, so c = pilot_kl / lr^s; the carried lr must give tuned_kl back.
+    config = tuned()
+    lr = pilot_learning_rate(config["learning_rate"], tuned_kl, pilot_kl, exponent)
+    c = pilot_kl / config["learning_rate"] ** exponent
+    assert c * lr ** exponent == pytest.approx(tuned_kl)
+    carried = kl_pilot(config, 1536 * 4, tuned_kl, pilot_kl) if exponent == PILOT_EXPONENT else None
+    if carried is not None:
+        assert carried.config["learning_rate"] == pytest.approx(lr)
+        assert carried.config["total_episodes"] == 1536 * 4 and carried.rule == "kl_pilot"
+        assert [c.name for c in carried.changes] == ["total_episodes", "learning_rate"]
+        assert f"{pilot_kl:.3g} nats" in carried.changes[1].why
+    assert config == tuned()  # the tuned config is left alone
+
+
+@pytest.mark.parametrize("bad", [0.0, -1.0, math.nan, math.inf])
+def test_the_pilot_rule_refuses_a_kl_it_cannot_invert(bad: float) -> None:
+    for args in ((bad, 2.0), (2.0, bad)):
+        with pytest.raises(ValueError, match="kl_pilot needs"):
+            pilot_learning_rate(2e-5, *args)
+        with pytest.raises(ValueError, match="kl_pilot needs"):
+            kl_pilot(tuned(), 1536, *args)

@@ -12,6 +12,10 @@ changed:
   exponent of the updates in the power law that predicts gold best);
 - ``kl_held``: the adaptive KL controller aims at the KL the tuned run ended at, with a horizon a fixed share of
   the new run, so that it can move its coefficient as far in a long run as it needs to.
+
+And one rule that needs a measurement first, ``kl_pilot`` (:func:`kl_pilot`): run the carried configuration once
+where it is going (a longer run, a larger model), read the KL that pilot ends at, and scale the learning rate to
+bring it back to the KL the tuned run ended at, through KL ∝ M^s.
 """
 
 from __future__ import annotations
@@ -27,6 +31,9 @@ UPDATES_EXPONENT = 0.72
 """a in lr · u^a: fitted across the curve table's 240 configurations (task seed 0, runs of 48 and 96 updates), where
 lr · u^0.72 · K · N^0.5 predicted held-out gold a little better than the step mass (leave-one-out R² 0.68 against
 0.63; ``../shared/notes/tuning-landscape.md``)."""
+PILOT_EXPONENT = 1.0
+"""s in KL ∝ M^s that ``kl_pilot`` inverts: the KL model's prior (``tuner.kl_model.MASS_EXPONENT_MEAN``); across the
+curve table the median final KL rose by about 1.2 decades per decade of step mass."""
 HORIZON_SHARE = 0.1
 """``kl_held``'s controller horizon as a share of the run's episodes. The adaptive controller multiplies its
 coefficient by at most 1 ± 0.2 · n / H per update of n episodes, so over a run of E episodes by at most e^(0.2 E/H):
@@ -102,6 +109,24 @@ def kl_held(config: Mapping[str, Any], total_episodes: int, final_kl: float) -> 
                Change("kl_horizon", config.get("kl_horizon"), horizon,
                       f"{HORIZON_SHARE:g} of the run, so the controller can move its coefficient far enough")]
     return _carried("kl_held", config, total_episodes, changes)
+
+
+def pilot_learning_rate(learning_rate: float, tuned_kl: float, pilot_kl: float,
+                        exponent: float = PILOT_EXPONENT) -> float:
+    """lr' = lr · (KL_tuned / KL_pilot)^(1/s): the learning rate that moves a pilot which ended at KL_pilot back to
+    KL_tuned, if KL ∝ M^s and M ∝ lr at a fixed number of steps."""
+    for name, value in (("tuned_kl", tuned_kl), ("pilot_kl", pilot_kl), ("exponent", exponent)):
+        if not (math.isfinite(value) and value > 0):
+            raise ValueError(f"kl_pilot needs {name} as a positive number, got {value}")
+    return learning_rate * (tuned_kl / pilot_kl) ** (1.0 / exponent)
+
+
+def kl_pilot(config: Mapping[str, Any], total_episodes: int, final_kl: float, pilot_kl: float) -> Carried:
+    """E' = ``total_episodes``, lr' = :func:`pilot_learning_rate` of the KL the tuned run ended at and the KL a
+    pilot of the carried configuration (at E', on the new model) ended at."""
+    lr = pilot_learning_rate(float(config["learning_rate"]), final_kl, pilot_kl)
+    why = f"brings a pilot that ended at {pilot_kl:.3g} nats back to the {final_kl:.3g} the tuned run ended at"
+    return _carried("kl_pilot", config, total_episodes, [Change("learning_rate", config["learning_rate"], lr, why)])
 
 
 RULES: dict[str, Rule] = {"as_tuned": as_tuned, "step_mass": step_mass, "power_law": power_law, "kl_held": kl_held}
