@@ -81,13 +81,15 @@ def add_study_commands(commands: Any) -> None:
 def _add_production_flags(parser: argparse.ArgumentParser, what: str) -> None:
     from tuner.horizon import PRODUCTION_RULE, RULES
 
+    default = (f"{PRODUCTION_RULE}, measured to keep a winner where it was tuned" if PRODUCTION_RULE
+               else "as_tuned, since no rule is measured to transfer")
     parser.add_argument("--total-episodes", default=None, metavar="N",
                         help=f"{what}: at least the trial's own total_episodes, carried there by --rule.")
     parser.add_argument("--rule", choices=tuple(RULES), default=None,
                         help="How to carry the configuration to N episodes: as_tuned (only the length changes), "
                              "step_mass (lr scaled to keep lr x updates), power_law (lr x updates^0.72 kept), kl_held "
                              "(the adaptive KL controller holds the KL the trial ended at). Default: "
-                             f"{PRODUCTION_RULE or 'as_tuned, since no rule is measured to transfer'}.")
+                             f"{default}.")
 
 
 def _add_launcher_flags(parser: argparse.ArgumentParser) -> None:
