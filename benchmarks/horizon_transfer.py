@@ -14,7 +14,8 @@ its ``total_episodes`` by each rule, and trained to the end on ``--seeds`` fresh
 ``ppo-tune validate`` starts from), one CPU thread a run, ``--workers`` at a time
 (``benchmarks.curve_table.run_curve``, which keeps every evaluation). At 1x the rules that change nothing but the
 length are one run. Each run is judged as its source study judges a trial: the study's first objective and its
-constraints, reduced over the run's held-out evaluations (``tuner.reduction``).
+constraints, reduced over the run's held-out evaluations (``tuner.reduction``). A KL budget is held as it is at any
+length (the quickstart's 5 nats on the final policy): a production run is held to the budget its trial was.
 
 The reference is the best that searching directly at ``--reference-horizon`` times the length finds: either a
 finished, validated study given with ``--reference``, or one this command runs (``--reference-trials``: the first
