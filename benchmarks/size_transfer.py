@@ -2,7 +2,7 @@
 peak in KL at each, and how far from the larger model's best does the small model's winner land, carried by each
 rule of ``tuner.horizon``?
 
-    python -m benchmarks.size_transfer --source NAME=STORAGE [--configs 12] [--seeds 2]
+    python -m benchmarks.size_transfer --source NAME=STORAGE [--configs 12] [--seeds 2] [--pilot-top 3]
                                        [--large-task shortest_path_wide] [--workers 2] [--work-dir DIR] [--out FILE]
                                        [--quick]
 
@@ -23,7 +23,8 @@ Reported:
   those have run, ``kl_pilot``, which takes the winner's ``as_tuned`` runs on the large model as its pilot and
   scales the learning rate to bring the KL back to where the tuning run ended): its mean there and its gap from the
   best of the configurations at the large size, (mean - best) / |best|. That best is the best of the ones run here,
-  not a search of the large model.
+  not a search of the large model. ``kl_pilot`` is also run for the source's next best, up to ``--pilot-top``: how
+  often a KL-matched carry lands near the large model's best, not for one winner only.
 
 ``--quick``: a tiny source study of 3 fast learners on the tiny task (so that the winner's runs end at a KL above
 zero for the KL rules), carried to the same tiny task (the code paths,
@@ -62,8 +63,8 @@ from tuner.confidence import mean_interval
 
 RESULTS = Path(__file__).resolve().parent / "results"
 LARGE_TASK = "shortest_path_wide"
-FULL: dict[str, Any] = {"configs": 12, "seeds": 2, "workers": 2}
-QUICK: dict[str, Any] = {"configs": 3, "seeds": 1, "workers": 1}
+FULL: dict[str, Any] = {"configs": 12, "seeds": 2, "workers": 2, "pilot_top": 3}
+QUICK: dict[str, Any] = {"configs": 3, "seeds": 1, "workers": 1, "pilot_top": 1}
 QUICK_TASK = "shortest_path_tiny"
 QUICK_BASE = {"task": QUICK_TASK, "total_episodes": 32, "num_eval_samples": 2}
 QUICK_LEARNING_RATES = (2e-4, 1.5e-4, 1e-4)
@@ -145,10 +146,10 @@ def size_jobs(found: Sequence[Winner], large_task: str, seeds: int, output_dir: 
                        "output_dir": output_dir}
 
 
-def pilot_jobs(winner: Winner, rows: Sequence[dict[str, Any]], spec: Any, large_task: str, seeds: int,
+def pilot_jobs(winner: Winner, rank: int, rows: Sequence[dict[str, Any]], spec: Any, large_task: str, seeds: int,
                output_dir: str) -> list[dict[str, Any]]:
-    """The winner carried by ``kl_pilot``: its ``as_tuned`` runs on the large model are the pilot, whose mean final
-    KL sets the learning rate (``tuner.horizon.kl_pilot``); none when the rule does not apply (a KL that is not
+    """A configuration carried by ``kl_pilot``: its ``as_tuned`` runs on the large model are the pilot, whose mean
+    final KL sets the learning rate (``tuner.horizon.kl_pilot``); none when the rule does not apply (a KL that is not
     positive), said in one line."""
     from tuner.horizon import kl_pilot
 
@@ -161,7 +162,7 @@ def pilot_jobs(winner: Winner, rows: Sequence[dict[str, Any]], spec: Any, large_
         print(f"{winner.source} #{winner.trial}: kl_pilot does not apply: {error}", file=sys.stderr)
         return []
     return [{"config_id": f"{winner.source}:{winner.trial}:large:kl_pilot",
-             "params": {"source": winner.source, "trial": winner.trial, "rank": 0, "size": "large",
+             "params": {"source": winner.source, "trial": winner.trial, "rank": rank, "size": "large",
                         "rule": "kl_pilot", "pilot_kl": statistics.fmean(pilots), "pilot_runs": len(pilots)},
              "base": config, "fields": {}, "seed": FIRST_SEED + index, "task_seed": config.get("task_seed", 0),
              "eval_steps": config["eval_steps"], "output_dir": output_dir} for index in range(seeds)]
@@ -194,6 +195,23 @@ def peak(rows: Sequence[dict[str, Any]], metric: str, maximize: bool) -> dict[st
             "value": found.value, "runs": found.trials, "points": found.points, "reason": found.reason}
 
 
+def carried_by_rule(judged: Sequence[dict[str, Any]], trial: int, best_large: float) -> dict[str, dict[str, Any]]:
+    """Per rule, a configuration's judged runs on the large model: mean, interval, gap from ``best_large``, final KL
+    and the share within the constraints."""
+    carried = {}
+    for rule in sorted({r["params"]["rule"] for r in judged if r["params"]["trial"] == trial}):
+        runs = [r for r in judged if r["params"]["trial"] == trial and r["params"]["size"] == "large"
+                and r["params"]["rule"] == rule]
+        if not runs:
+            continue
+        mean, low, high = mean_interval([r["value"] for r in runs])
+        carried[rule] = {"mean": mean, "ci_low": low, "ci_high": high, "n": len(runs),
+                         "gap": (mean - best_large) / abs(best_large),
+                         "final_kl": statistics.fmean(r["final_kl"] for r in runs),
+                         "within_constraints": statistics.fmean(r["kept"] for r in runs)}
+    return carried
+
+
 def summarise(rows: Sequence[dict[str, Any]], found: Sequence[Winner], spec: Any) -> dict[str, Any]:
     """The figures of the module's docstring from the judged runs."""
     import optuna
@@ -219,23 +237,16 @@ def summarise(rows: Sequence[dict[str, Any]], found: Sequence[Winner], spec: Any
     complete = [c for c in configs if c["small"]["n"] and c["large"]["n"]]
     best_large = max((c["large"]["mean"] for c in complete), key=lambda v: sign * v)
     winner = found[0]
-    carried = {}
-    for rule in sorted({r["params"]["rule"] for r in judged if r["params"]["trial"] == winner.trial}):
-        runs = [r for r in judged if r["params"]["trial"] == winner.trial and r["params"]["size"] == "large"
-                and r["params"]["rule"] == rule]
-        if not runs:
-            continue
-        mean, low, high = mean_interval([r["value"] for r in runs])
-        carried[rule] = {"mean": mean, "ci_low": low, "ci_high": high, "n": len(runs),
-                         "gap": (mean - best_large) / abs(best_large),
-                         "final_kl": statistics.fmean(r["final_kl"] for r in runs),
-                         "within_constraints": statistics.fmean(r["kept"] for r in runs)}
+    piloted = sorted({r["params"]["rank"] for r in judged if r["params"]["rule"] == "kl_pilot"})
     peaks = {size: peak([r for r in judged if r["params"]["size"] == size and r["params"]["rule"] == "as_tuned"],
                         spec.objectives[0].metric, maximize) for size in SIZES}
     return {
         "rank_correlation": rank_correlation([c["small"]["mean"] for c in complete],
                                              [c["large"]["mean"] for c in complete]),
-        "configs_ranked": len(complete), "best_large": best_large, "configs": configs, "winner_carried": carried,
+        "configs_ranked": len(complete), "best_large": best_large, "configs": configs,
+        "winner_carried": carried_by_rule(judged, winner.trial, best_large),
+        "piloted": [{"rank": rank, "trial": found[rank].trial, **carried_by_rule(judged, found[rank].trial, best_large)}
+                    for rank in piloted],
         "peaks": peaks, "peak_shift_nats": peaks["large"]["kl"] - peaks["small"]["kl"],
         "peak_ratio": peaks["large"]["kl"] / peaks["small"]["kl"] if peaks["small"]["kl"] else None,
     }
@@ -264,6 +275,12 @@ def markdown(summary: dict[str, Any]) -> str:
     for rule, e in summary["winner_carried"].items():
         lines.append(f"| {rule} | {number(e['mean'])} [{number(e['ci_low'])}, {number(e['ci_high'])}] ({e['n']}) | "
                      f"{e['gap']:+.1%} | {number(e['final_kl'], 2)} | {number(e['within_constraints'], 2)} |")
+    lines += ["", "| rank in the source | trial | as_tuned on the large model: mean, gap, final KL "
+              "| kl_pilot: mean, gap, final KL |", "|---|---|---|---|"]
+    for p in summary["piloted"]:
+        cells = [f"{number(p[rule]['mean'])}, {p[rule]['gap']:+.1%}, {number(p[rule]['final_kl'], 2)}"
+                 if rule in p else "-" for rule in ("as_tuned", "kl_pilot")]
+        lines.append(f"| {p['rank'] + 1} | {p['trial']} | {cells[0]} | {cells[1]} |")
     return "\n".join(lines)
 
 
@@ -287,6 +304,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seeds", type=int, default=None, help=f"Fresh seeds per run (default {FULL['seeds']}).")
     parser.add_argument("--large-task", default=None, help=f"The larger model's built-in task (default {LARGE_TASK}).")
     parser.add_argument("--workers", type=int, default=None, help=f"Runs at a time (default {FULL['workers']}).")
+    parser.add_argument("--pilot-top", type=int, default=None,
+                        help=f"The source's best this many carried by kl_pilot too (default {FULL['pilot_top']}).")
     parser.add_argument("--work-dir", type=Path, default=None, help="Where runs.jsonl goes (a rerun resumes).")
     add_quick_argument(parser)
     parser.add_argument("--out", default=None, help="Results file (default benchmarks/results/size_transfer.json).")
@@ -297,7 +316,7 @@ def main(argv: list[str] | None = None) -> None:
     settings = {**(QUICK if args.quick else FULL), **given}
     for name in FULL:
         if settings[name] < 1:
-            parser.error(f"--{name}: must be at least 1, got {settings[name]}")
+            parser.error(f"--{name.replace('_', '-')}: must be at least 1, got {settings[name]}")
     if settings["configs"] < 2:
         parser.error(f"--configs: a ranking needs at least 2, got {settings['configs']}")
     large_task = args.large_task or (QUICK_TASK if args.quick else LARGE_TASK)
@@ -323,7 +342,8 @@ def main(argv: list[str] | None = None) -> None:
     wanted = {job_key(job) for job in size_jobs(found, large_task, settings["seeds"], "")}
     rows = [row for key, row in ran(runs_path).items() if key in wanted]
     # Then the rule that needs a measurement first: the winner's runs on the large model are its pilot.
-    piloted = pilot_jobs(found[0], rows, spec, large_task, settings["seeds"], str(work_dir / "runs"))
+    piloted = [job for rank, winner in enumerate(found[:settings["pilot_top"]])
+               for job in pilot_jobs(winner, rank, rows, spec, large_task, settings["seeds"], str(work_dir / "runs"))]
     done = ran(runs_path)
     append_runs(runs_path, [job for job in piloted if job_key(job) not in done], settings["workers"])
     wanted |= {job_key(job) for job in piloted}

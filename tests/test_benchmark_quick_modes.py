@@ -521,6 +521,8 @@ def test_size_transfer_quick_ranks_the_configurations_at_both_sizes_and_carries_
     (piloted,) = [r for r in rows if r["params"]["rule"] == "kl_pilot"]
     assert set(carried) == {"as_tuned", "kl_held", "kl_pilot"}
     assert piloted["params"]["pilot_kl"] == pytest.approx(configs[0]["large"]["final_kl"])
+    (top,) = result["piloted"]  # --pilot-top 1 in quick mode: the winner, as in winner_carried
+    assert top["rank"] == 0 and top["kl_pilot"] == carried["kl_pilot"] and top["as_tuned"] == carried["as_tuned"]
 
 
 def test_spread_takes_evenly_spaced_ranks_with_both_ends() -> None:
@@ -536,6 +538,7 @@ def test_spread_takes_evenly_spaced_ranks_with_both_ends() -> None:
 @pytest.mark.parametrize(("arguments", "named"), [
     (["--configs", "1"], "--configs: a ranking needs at least 2, got 1"),
     (["--seeds", "0"], "--seeds: must be at least 1, got 0"),
+    (["--pilot-top", "0"], "--pilot-top: must be at least 1, got 0"),
     (["--large-task", "no_such_task"], "--large-task: 'no_such_task' is not a built-in task"),
 ])
 def test_size_transfer_refuses_bad_input_in_one_line(arguments: list[str], named: str, tmp_path: Path,
