@@ -4,7 +4,8 @@ several seeds, every evaluation kept, for replaying tuning strategies without tr
     python -m benchmarks.curve_table [--configs 240] [--seeds 3] [--workers 2] [--task-seed 0] [--out FILE]
                                      [--quick]
 
-Configurations are drawn by Optuna's RandomSampler (seed 0) over ``studies/quickstart.yaml``'s search space, mapped
+Configurations are drawn by Optuna's RandomSampler (seed 0) over ``benchmarks/table_space.yaml``'s search space (the
+quickstart's when the tables were built, kept apart from the shipped study since), mapped
 to configs as a study maps them (``tuner.search_space.suggest_params`` on the study's base), so a replayed proposal
 lands in the same space. Each (configuration, seed) pair trains with no KL guard and no pruner, to its last update,
 one CPU thread a run, and evaluates on the held-out prompts at every eighth of the run (``eval_steps: 0.125``): the
@@ -33,6 +34,7 @@ from benchmarks.quick import add_quick_argument, results_path
 
 ROOT = Path(__file__).resolve().parent.parent
 QUICKSTART = ROOT / "studies" / "quickstart.yaml"
+"""The shipped quickstart study, whose file the transfer benchmarks start from."""
 TABLE_SPACE = ROOT / "benchmarks" / "table_space.yaml"
 """The space (and base, objective, constraints) every curve table was drawn from: the quickstart's as it stood when
 they were built, kept apart so that changing the shipped study does not change what the tables' rows are."""

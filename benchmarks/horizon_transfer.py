@@ -40,21 +40,19 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from benchmarks.curve_table import QUICKSTART
 from benchmarks.machine import machine_facts
-from benchmarks.quick import add_quick_argument, results_path
+from benchmarks.quick import RESULTS, add_quick_argument, results_path
 from benchmarks.report import json_safe
 from tuner.confidence import mean_interval
 
-ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "benchmarks" / "results"
-QUICKSTART = ROOT / "studies" / "quickstart.yaml"
 FIRST_SEED = 1000
 FULL: dict[str, Any] = {"top": 3, "horizons": [1, 2, 4, 8], "seeds": 3, "reference_horizon": 4, "workers": 2}
 QUICK: dict[str, Any] = {"top": 1, "horizons": [1, 2], "seeds": 1, "reference_horizon": 2, "workers": 1}
@@ -85,8 +83,11 @@ def named_storage(text: str) -> tuple[str, str]:
     return name, storage
 
 
-def winners(name: str, storage: str, top: int) -> list[Winner]:
-    """The study's ``top`` best distinct configurations (see the module's docstring), best first."""
+def ranked_configurations(name: str, storage: str, pick: Callable[[list[Any]], list[Any]],
+                          feasible_only: bool = True) -> list[Winner]:
+    """The study's distinct completed configurations, best first by the first objective (a race's re-runs are their
+    configuration's; with ``feasible_only``, those within the constraints), narrowed by ``pick``, each with its
+    resolved config and the held-out KL its run ended at (NaN when it stored none)."""
     import optuna
 
     from tuner.attrs import RACE_OF_ATTR
@@ -99,20 +100,24 @@ def winners(name: str, storage: str, top: int) -> list[Winner]:
     study = optuna.load_study(study_name=name, storage=open_read_only_storage(storage))
     sign = 1.0 if study.directions[0] == optuna.study.StudyDirection.MAXIMIZE else -1.0
     done = [t for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-            if feasible(t) and RACE_OF_ATTR not in t.user_attrs]
-    chosen, seen = [], []
+            if (feasible(t) or not feasible_only) and RACE_OF_ATTR not in t.user_attrs]
+    distinct, seen = [], []
     for trial in sorted(done, key=lambda t: -sign * t.values[0]):
         if trial.params not in seen:
             seen.append(trial.params)
-            chosen.append(trial)
-    chosen = chosen[:top]
+            distinct.append(trial)
+    chosen = pick(distinct)
     metrics = read_stored_metrics(open_read_only_engine(storage), name, [t.number for t in chosen])
-    found = []
-    for trial in chosen:
-        kl = final_kl(metrics[metrics["trial_number"] == trial.number])
-        if math.isnan(kl):
-            raise SystemExit(f"--source {name}: trial {trial.number} stored no KL to carry")
-        found.append(Winner(name, trial.number, float(trial.values[0]), trial_config(trial), kl))
+    return [Winner(name, trial.number, float(trial.values[0]), trial_config(trial),
+                   final_kl(metrics[metrics["trial_number"] == trial.number])) for trial in chosen]
+
+
+def winners(name: str, storage: str, top: int) -> list[Winner]:
+    """The study's ``top`` best distinct configurations (see the module's docstring), best first."""
+    found = ranked_configurations(name, storage, lambda ranked: ranked[:top])
+    for winner in found:
+        if math.isnan(winner.final_kl):
+            raise SystemExit(f"--source {name}: trial {winner.trial} stored no KL to carry")
     return found
 
 

@@ -32,11 +32,10 @@ import numpy as np
 
 from benchmarks.curve_table import TABLE, TABLE_SPACE
 from benchmarks.machine import code_commit
-from benchmarks.quick import add_quick_argument, results_path
+from benchmarks.quick import RESULTS, add_quick_argument, results_path
 from benchmarks.replay_mapping import rank_correlation
 from benchmarks.report import json_safe
 
-RESULTS = TABLE.parent
 TABLES = (TABLE, RESULTS / "curve_table_task1.jsonl", RESULTS / "curve_table_task2.jsonl")
 KL_BANDS = ((0.0, 1.0), (1.0, 2.0), (2.0, 3.0), (3.0, 5.0), (5.0, math.inf))
 """Bands of final held-out KL, in nats, the comparison is made within."""

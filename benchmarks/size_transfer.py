@@ -51,17 +51,17 @@ from benchmarks.horizon_transfer import (
     QUICKSTART,
     Winner,
     named_storage,
+    ranked_configurations,
     run_value,
     search,
     study_spec,
 )
 from benchmarks.machine import code_commit, machine_facts
-from benchmarks.quick import add_quick_argument, results_path
+from benchmarks.quick import RESULTS, add_quick_argument, results_path
 from benchmarks.replay_mapping import rank_correlation
 from benchmarks.report import json_safe
 from tuner.confidence import mean_interval
 
-RESULTS = Path(__file__).resolve().parent / "results"
 LARGE_TASK = "shortest_path_wide"
 FULL: dict[str, Any] = {"configs": 12, "seeds": 2, "workers": 2, "pilot_top": 3}
 QUICK: dict[str, Any] = {"configs": 3, "seeds": 1, "workers": 1, "pilot_top": 1}
@@ -83,37 +83,11 @@ def spread(ranked: Sequence[Any], count: int) -> list[Any]:
 
 
 def configurations(name: str, storage: str, count: int) -> list[Winner]:
-    """The source study's distinct completed configurations (a race's re-runs are their configuration's, and the
-    constraints are not applied: the ranking should span the study), ``count`` of them by :func:`spread`, each with
-    its resolved config and the held-out KL its run ended at."""
-    import math
-
-    import optuna
-
-    from tuner.attrs import RACE_OF_ATTR
-    from tuner.database import open_read_only_engine, open_read_only_storage
-    from tuner.production import final_kl
-    from tuner.reports import trial_config
-    from tuner.trial_records import read_stored_metrics
-
-    study = optuna.load_study(study_name=name, storage=open_read_only_storage(storage))
-    sign = 1.0 if study.directions[0] == optuna.study.StudyDirection.MAXIMIZE else -1.0
-    done = [t for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-            if RACE_OF_ATTR not in t.user_attrs]
-    distinct, seen = [], []
-    for trial in sorted(done, key=lambda t: -sign * t.values[0]):
-        if trial.params not in seen:
-            seen.append(trial.params)
-            distinct.append(trial)
-    chosen = spread(distinct, count)
-    if len(chosen) < 2:
-        raise SystemExit(f"--source {name}: {len(chosen)} completed configuration(s); a ranking needs at least 2")
-    metrics = read_stored_metrics(open_read_only_engine(storage), name, [t.number for t in chosen])
-    found = []
-    for trial in chosen:
-        kl = final_kl(metrics[metrics["trial_number"] == trial.number])
-        found.append(Winner(name, trial.number, float(trial.values[0]), trial_config(trial),
-                            float(kl) if not math.isnan(kl) else math.nan))
+    """The source study's distinct completed configurations (constraints not applied: the ranking should span the
+    study), ``count`` of them by :func:`spread` (``horizon_transfer.ranked_configurations``)."""
+    found = ranked_configurations(name, storage, lambda ranked: spread(ranked, count), feasible_only=False)
+    if len(found) < 2:
+        raise SystemExit(f"--source {name}: {len(found)} completed configuration(s); a ranking needs at least 2")
     return found
 
 
@@ -177,6 +151,19 @@ def ran(path: Path) -> dict[tuple[int, str, str, int], dict[str, Any]]:
     if not path.exists():
         return {}
     return {job_key(row): row for row in map(json.loads, path.read_text().splitlines()) if row}
+
+
+def run_jobs(path: Path, jobs: list[dict[str, Any]], workers: int) -> list[dict[str, Any]]:
+    """The rows of ``jobs``: those already in the JSON-lines file ``path`` as they are, the others run and appended
+    (``curve_table.append_runs``), so that a rerun resumes."""
+    from benchmarks.curve_table import append_runs
+
+    done = ran(path)
+    work = [job for job in jobs if job_key(job) not in done]
+    print(f"{len(work)} runs to go ({len(jobs) - len(work)} done) in {path}", file=sys.stderr)
+    append_runs(path, work, workers)
+    rows = ran(path)
+    return [rows[job_key(job)] for job in jobs]
 
 
 def peak(rows: Sequence[dict[str, Any]], metric: str, maximize: bool) -> dict[str, Any]:
@@ -330,24 +317,13 @@ def main(argv: list[str] | None = None) -> None:
     started = time.perf_counter()
     name, storage = args.source or quick_source(work_dir)
     found = configurations(name, storage, settings["configs"])
-    from benchmarks.curve_table import append_runs
-
-    runs_path = work_dir / "runs.jsonl"
-    done = ran(runs_path)
-    work = [job for job in size_jobs(found, large_task, settings["seeds"], str(work_dir / "runs"))
-            if job_key(job) not in done]
-    print(f"{len(work)} runs to go ({len(done)} done) in {runs_path}", file=sys.stderr)
-    append_runs(runs_path, work, settings["workers"])
+    runs_path, output_dir = work_dir / "runs.jsonl", str(work_dir / "runs")
+    rows = run_jobs(runs_path, list(size_jobs(found, large_task, settings["seeds"], output_dir)), settings["workers"])
     spec = study_spec(name, storage)
-    wanted = {job_key(job) for job in size_jobs(found, large_task, settings["seeds"], "")}
-    rows = [row for key, row in ran(runs_path).items() if key in wanted]
-    # Then the rule that needs a measurement first: the winner's runs on the large model are its pilot.
+    # Then the rule that needs a measurement first: each configuration's own runs on the large model are its pilot.
     piloted = [job for rank, winner in enumerate(found[:settings["pilot_top"]])
-               for job in pilot_jobs(winner, rank, rows, spec, large_task, settings["seeds"], str(work_dir / "runs"))]
-    done = ran(runs_path)
-    append_runs(runs_path, [job for job in piloted if job_key(job) not in done], settings["workers"])
-    wanted |= {job_key(job) for job in piloted}
-    rows = [row for key, row in ran(runs_path).items() if key in wanted]
+               for job in pilot_jobs(winner, rank, rows, spec, large_task, settings["seeds"], output_dir)]
+    rows += run_jobs(runs_path, piloted, settings["workers"])
     summary = summarise(rows, found, spec)
     table = markdown(summary)
     print(table)

@@ -8,21 +8,15 @@ tables (runs of 1,536 episodes, horizon 512, reach x1.83) the final KL's Spearma
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
 from ppo_core.kl_reach import adaptive_reach
+from tuner.kl_model import rollout_episodes
 from tuner.search_space import ParamSpec
 
 STEERS = 2.0
 """A controller that cannot at least double or halve its coefficient over a run is said not to steer."""
-
-
-def _default(name: str) -> Any:
-    from ppo_core.config import PPOConfig
-
-    return next(f.default for f in dataclasses.fields(PPOConfig) if f.name == name)
 
 
 def adaptive_in_use(space: Mapping[str, ParamSpec], base: Mapping[str, Any]) -> bool:
@@ -37,12 +31,12 @@ def study_reach(space: Mapping[str, ParamSpec], base: Mapping[str, Any]) -> tupl
     episodes = base.get("total_episodes")
     if not adaptive_in_use(space, base) or "total_episodes" in space or "kl_horizon" in space or episodes is None:
         return None
-    horizon = int(base.get("kl_horizon", _default("kl_horizon")))
-    if "rollout_batch_size" in space:
-        batch = max(int(choice) for choice in space["rollout_batch_size"].choices)
-    else:
-        batch = int(base.get("per_device_train_batch_size", _default("per_device_train_batch_size"))) * int(
-            base.get("gradient_accumulation_steps", _default("gradient_accumulation_steps")))
+    from ppo_core.config import settable_fields
+
+    horizon = int(base.get("kl_horizon", settable_fields()["kl_horizon"].default))
+    rollouts = space["rollout_batch_size"].choices if "rollout_batch_size" in space else (None,)
+    batch = max(rollout_episodes({} if rollout is None else {"rollout_batch_size": rollout}, base)
+                for rollout in rollouts)
     return adaptive_reach(int(episodes), batch, horizon), int(episodes), horizon
 
 
