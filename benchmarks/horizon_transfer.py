@@ -83,6 +83,10 @@ def named_storage(text: str) -> tuple[str, str]:
     return name, storage
 
 
+class SourceError(Exception):
+    """A ``--source`` that cannot be read or carried: the command refuses it in one line, exit 2."""
+
+
 def ranked_configurations(name: str, storage: str, pick: Callable[[list[Any]], list[Any]],
                           feasible_only: bool = True) -> list[Winner]:
     """The study's distinct completed configurations, best first by the first objective (a race's re-runs are their
@@ -92,12 +96,17 @@ def ranked_configurations(name: str, storage: str, pick: Callable[[list[Any]], l
 
     from tuner.attrs import RACE_OF_ATTR
     from tuner.constraints import feasible
-    from tuner.database import open_read_only_engine, open_read_only_storage
+    from tuner.database import StorageError, open_read_only_engine, open_read_only_storage
     from tuner.production import final_kl
     from tuner.reports import trial_config
     from tuner.trial_records import read_stored_metrics
 
-    study = optuna.load_study(study_name=name, storage=open_read_only_storage(storage))
+    try:
+        study = optuna.load_study(study_name=name, storage=open_read_only_storage(storage))
+    except StorageError as error:
+        raise SourceError(f"--source {name}: {error}") from None
+    except KeyError:  # Optuna's word for a study the storage does not hold
+        raise SourceError(f"--source {name}: no study {name!r} in {storage}") from None
     sign = 1.0 if study.directions[0] == optuna.study.StudyDirection.MAXIMIZE else -1.0
     done = [t for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
             if (feasible(t) or not feasible_only) and RACE_OF_ATTR not in t.user_attrs]
@@ -117,7 +126,7 @@ def winners(name: str, storage: str, top: int) -> list[Winner]:
     found = ranked_configurations(name, storage, lambda ranked: ranked[:top])
     for winner in found:
         if math.isnan(winner.final_kl):
-            raise SystemExit(f"--source {name}: trial {winner.trial} stored no KL to carry")
+            raise SourceError(f"--source {name}: trial {winner.trial} stored no KL to carry")
     return found
 
 
@@ -349,13 +358,19 @@ def main(argv: list[str] | None = None) -> None:
     if not args.quick and (args.reference is None) == (args.reference_trials is None):
         parser.error("give --reference NAME=STORAGE or --reference-trials N (one of them)")
     out = results_path(args.out, RESULTS / "horizon_transfer.json", args.quick)
+    try:  # the sources are read before anything is made
+        found = [w for name, storage in args.source or [] for w in winners(name, storage, settings["top"])]
+    except SourceError as error:
+        parser.error(str(error))
     work_dir = args.work_dir or Path(tempfile.mkdtemp(prefix="ppo-horizon-"))
     work_dir.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     sources = args.source or [quick_source(work_dir)]
     if args.quick and args.reference_trials is None and args.reference is None:
         args.reference_trials = QUICK_TRIALS
-    found = [w for name, storage in sources for w in winners(name, storage, settings["top"])]
+    if not args.source:  # the quick source, made above
+        name, storage = sources[0]
+        found = winners(name, storage, settings["top"])
     reference = args.reference or run_reference(sources[0], settings["reference_horizon"], args.reference_trials,
                                                 work_dir, settings["workers"], 1 if args.quick else REFERENCE_SEEDS)
     reference_result = reference_value(*reference)

@@ -49,6 +49,7 @@ from benchmarks.horizon_transfer import (
     FIRST_SEED,
     QUICK_LEARNER,
     QUICKSTART,
+    SourceError,
     Winner,
     named_storage,
     ranked_configurations,
@@ -87,7 +88,7 @@ def configurations(name: str, storage: str, count: int) -> list[Winner]:
     study), ``count`` of them by :func:`spread` (``horizon_transfer.ranked_configurations``)."""
     found = ranked_configurations(name, storage, lambda ranked: spread(ranked, count), feasible_only=False)
     if len(found) < 2:
-        raise SystemExit(f"--source {name}: {len(found)} completed configuration(s); a ranking needs at least 2")
+        raise SourceError(f"--source {name}: {len(found)} completed configuration(s); a ranking needs at least 2")
     return found
 
 
@@ -312,11 +313,16 @@ def main(argv: list[str] | None = None) -> None:
     if not args.quick and args.source is None:
         parser.error("--source: name a finished study (NAME=STORAGE)")
     out = results_path(args.out, RESULTS / "size_transfer.json", args.quick)
+    try:  # the source is read before anything is made
+        found = configurations(args.source[0], args.source[1], settings["configs"]) if args.source else []
+    except SourceError as error:
+        parser.error(str(error))
     work_dir = args.work_dir or Path(tempfile.mkdtemp(prefix="ppo-size-"))
     work_dir.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     name, storage = args.source or quick_source(work_dir)
-    found = configurations(name, storage, settings["configs"])
+    if not args.source:  # the quick source, made above
+        found = configurations(name, storage, settings["configs"])
     runs_path, output_dir = work_dir / "runs.jsonl", str(work_dir / "runs")
     rows = run_jobs(runs_path, list(size_jobs(found, large_task, settings["seeds"], output_dir)), settings["workers"])
     spec = study_spec(name, storage)

@@ -525,6 +525,27 @@ def test_size_transfer_quick_ranks_the_configurations_at_both_sizes_and_carries_
     assert top["rank"] == 0 and top["kl_pilot"] == carried["kl_pilot"] and top["as_tuned"] == carried["as_tuned"]
 
 
+@pytest.mark.parametrize("module", ["size_transfer", "horizon_transfer"])
+def test_a_transfer_benchmark_refuses_a_source_it_cannot_read_in_one_line(module: str, tmp_path: Path,
+                                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    # A missing database, then a study the database does not hold: exit 2 naming --source, no work directory made
+    # (both ended in a traceback and exit 1, the work directory already made).
+    import importlib
+
+    from tuner.database import create_engine
+    from tuner.trial_records import create_tables
+
+    benchmark = importlib.import_module(f"benchmarks.{module}")
+    held = tmp_path / "held.db"
+    create_tables(create_engine(f"sqlite:///{held}"))
+    for source in (f"nope=sqlite:///{tmp_path / 'none.db'}", f"nope=sqlite:///{held}"):
+        work = tmp_path / "work"
+        extra = ["--reference-trials", "1"] if module == "horizon_transfer" else []
+        line = refusal(benchmark.main, ["--source", source, "--work-dir", str(work), *extra], capsys)
+        assert line.startswith(f"python -m benchmarks.{module}: error: --source nope:"), line
+        assert not work.exists() and not (tmp_path / "none.db").exists()
+
+
 def test_spread_takes_evenly_spaced_ranks_with_both_ends() -> None:
     from benchmarks.size_transfer import spread
 
