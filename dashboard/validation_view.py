@@ -16,8 +16,8 @@ from optuna.study import StudyDirection
 from tuner.production import lengths_validated
 from tuner.validation import validation_results
 
-LENGTH_COLUMNS = ["trial", "total_episodes", "rule", "mean", "ci_low", "ci_high", "n", "own_episodes", "own_value",
-                  "change", "held"]
+LENGTH_COLUMNS = ["trial", "total_episodes", "policy_model", "rule", "mean", "ci_low", "ci_high", "n", "own_episodes",
+                  "own_value", "change", "held"]
 COLUMNS = ["trial", "tuning_value", "tuning_rank", "mean", "ci_low", "ci_high", "n", "failed", "pending",
            "feasible_runs", "validated_rank", "ranking"]
 
@@ -85,12 +85,14 @@ def validation_caption(frame: pd.DataFrame) -> str:
 
 
 def lengths_frame(study: optuna.Study, validation: optuna.Study | None) -> pd.DataFrame:
-    """One row per configuration validated at a production length (``ppo-tune validate --total-episodes``): the
-    length and the rule that carried it there, its validated mean and interval there, its value at its own length
-    (validated mean, else tuning value), the relative change and whether it held (``tuner.production``). Empty
-    when none was."""
+    """One row per configuration validated at a production length or on another policy (``ppo-tune validate
+    --total-episodes`` / ``--policy-model``): the length, the policy (none: the tuned one) and the rule that carried
+    it there, its validated mean and interval there, its value at its own length on its own policy (validated
+    mean, else tuning value), the relative change and whether it held (``tuner.production``). Empty when none
+    was."""
     found = lengths_validated(study, validation)
-    return pd.DataFrame([{"trial": at.trial, "total_episodes": at.total_episodes, "rule": at.rule, "mean": at.mean,
+    return pd.DataFrame([{"trial": at.trial, "total_episodes": at.total_episodes, "policy_model": at.policy_model,
+                          "rule": at.rule, "mean": at.mean,
                           "ci_low": at.ci_low, "ci_high": at.ci_high, "n": at.n, "own_episodes": at.own_episodes,
                           "own_value": at.own_value, "change": at.change,
                           "held": "held" if at.held else "did not hold"} for at in found], columns=LENGTH_COLUMNS)

@@ -44,7 +44,8 @@ from transformers import (
 from ppo_core.config import ConfigError, PPOConfig, is_function_spec
 from ppo_core.errors import first_line
 from ppo_core.lora import ParameterCount, add_adapter, count_parameters
-from ppo_core.models import LoadOptions, load_tokenizer, require_model
+from ppo_core.model_paths import require_model
+from ppo_core.models import LoadOptions, load_tokenizer
 from ppo_core.prompt_data import PromptSet
 from ppo_core.reward_models import same_vocabulary
 from ppo_core.rollout import encode_prompts

@@ -20,6 +20,7 @@ from transformers import (
 from ppo_core.config import ConfigError, PPOConfig
 from ppo_core.errors import first_line
 from ppo_core.fused_activations import fuse_activations
+from ppo_core.model_paths import require_model
 from ppo_core.quiet import transformers_errors_only
 
 ModuleT = TypeVar("ModuleT", bound=nn.Module)
@@ -52,14 +53,6 @@ class LoadOptions:
         if self.attn_implementation is not None:
             kwargs["attn_implementation"] = self.attn_implementation
         return kwargs
-
-
-def require_model(path: str, field_name: str) -> None:
-    """Refuse a path that can only name a local directory (absolute, relative with ``.`` or ``~``, or deeper than a
-    hub's ``owner/name``) when nothing is there: transformers would call it a malformed hub repo id instead."""
-    local = path.startswith(("/", ".", "~")) or path.count("/") > 1 or "\\" in path
-    if local and not Path(path).exists():
-        raise ConfigError(f"{field_name}: no model at {path!r}")
 
 
 def load_tokenizer(path: str, options: LoadOptions = LoadOptions(),

@@ -24,7 +24,8 @@ from ppo_core.config import ConfigError
 from ppo_core.errors import first_line
 from ppo_core.fused_activations import fuse_activations
 from ppo_core.metric_names import reward_name
-from ppo_core.models import LoadOptions, require_model
+from ppo_core.model_paths import require_model
+from ppo_core.models import LoadOptions
 from ppo_core.rewards import RewardInputs, RewardScores
 from ppo_core.sequences import position_ids_from_mask
 

@@ -13,6 +13,7 @@ from ppo_core.config import ConfigError, PPOConfig, is_function_spec
 from ppo_core.generation import sampling_config
 from ppo_core.lora import adapters_disabled, add_adapter
 from ppo_core.metric_names import distinct_names
+from ppo_core.model_paths import require_model
 from ppo_core.models import (
     LoadOptions,
     ValueModel,
@@ -20,7 +21,6 @@ from ppo_core.models import (
     load_causal_lm,
     load_tokenizer,
     load_trunk,
-    require_model,
     without_dropout,
 )
 from ppo_core.prompt_data import PromptSet, load_prompt_sets, text_prompts

@@ -104,6 +104,19 @@ def tiny_lm_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def wider_lm_dir(tiny_lm_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 4-layer, 128-wide GPT-2 with the tiny one's tokenizer (about 30x its parameters): wide enough that bf16
+    rounding differs between cached decoding and a full pass, and a larger policy for the same prompts."""
+    directory = tmp_path_factory.mktemp("wider_lm")
+    tokenizer = PreTrainedTokenizerFast.from_pretrained(tiny_lm_dir)
+    config = GPT2Config.from_pretrained(tiny_lm_dir, n_embd=128, n_layer=4, n_head=4)
+    torch.manual_seed(3)
+    GPT2LMHeadModel(config).save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return directory
+
+
+@pytest.fixture(scope="session")
 def tiny_rm_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A randomly initialised one-label GPT-2 sequence classifier: a reward model."""
     directory = tmp_path_factory.mktemp("tiny_rm")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import statistics
 from pathlib import Path
+from typing import Any
 
 import optuna
 import pandas as pd
@@ -17,13 +18,14 @@ from streamlit.testing.v1 import AppTest
 
 from dashboard.launch import STORAGE_ENV
 from dashboard.validation_view import lengths_frame, validation_caption, validation_figure, validation_frame
-from tuner.attrs import CARRIED_BY_ATTR, CONFIG_ATTR, SEED_ATTR, VALIDATES_ATTR, VALIDATION_OF_ATTR
+from tuner.attrs import CARRIED_BY_ATTR, CONFIG_ATTR, PILOT_ATTR, SEED_ATTR, VALIDATES_ATTR, VALIDATION_OF_ATTR
 from tuner.confidence import mean_interval
 from tuner.validation import validation_study_name
 
 APP = Path(__file__).resolve().parent.parent / "dashboard" / "app.py"
 NAME = "tuned"
 # Tuning values by trial: trial 2 won the tuning, then trial 4, trial 1, trial 0, trial 3.
+LARGER = "/models/larger"
 TUNING = [0.50, 0.62, 0.80, 0.40, 0.70]
 # Validation runs by source trial (fresh seeds 1000, 1001, ...): trial 4 holds up best, trial 2 falls back.
 RUNS = {2: [0.61, 0.66, 0.58], 4: [0.69, 0.72, 0.70], 1: [0.55]}
@@ -154,10 +156,11 @@ def test_study_page_without_validation_results_shows_none(validated_storage: str
 
 
 def build_with_lengths(storage: str | optuna.storages.BaseStorage) -> tuple[optuna.Study, optuna.Study]:
-    """Trials of 1,536 episodes; trial 4 validated at its own length and at 6,144 (carried by step_mass), trial 2
-    only at 6,144 (as tuned)."""
-    def config(number: int, seed: int, episodes: int = 1536) -> dict[str, float]:
-        return {"learning_rate": 1e-5 * (number + 1), "seed": seed, "total_episodes": episodes}
+    """Trials of 1,536 episodes; trial 4 validated at its own length, at 6,144 (carried by step_mass) and on a
+    larger policy at its own length (kl_pilot, after a pilot there), trial 2 only at 6,144 (as tuned)."""
+    def config(number: int, seed: int, episodes: int = 1536, policy: str | None = None) -> dict[str, Any]:
+        return {"learning_rate": 1e-5 * (number + 1), "seed": seed, "total_episodes": episodes,
+                "sft_model_path": policy}
 
     study = optuna.create_study(study_name=NAME, storage=storage, direction="maximize")
     for number, value in enumerate(TUNING):
@@ -166,13 +169,16 @@ def build_with_lengths(storage: str | optuna.storages.BaseStorage) -> tuple[optu
             distributions={"learning_rate": FloatDistribution(1e-6, 1e-3, log=True)}))
     validation = optuna.create_study(study_name=validation_study_name(NAME), storage=storage, direction="maximize")
     validation.set_user_attr(VALIDATION_OF_ATTR, NAME)
-    runs = [(4, 1536, None, [0.69, 0.72, 0.70]), (4, 6144, "step_mass", [0.70, 0.71]),
-            (2, 6144, "as_tuned", [0.50, 0.55])]
-    for source, episodes, rule, values in runs:
+    runs = [(4, 1536, None, None, [0.69, 0.72, 0.70]), (4, 6144, None, "step_mass", [0.70, 0.71]),
+            (2, 6144, None, "as_tuned", [0.50, 0.55]), (4, 1536, LARGER, "as_tuned", [0.40, 0.42]),
+            (4, 1536, LARGER, "kl_pilot", [0.75, 0.77])]
+    for source, episodes, policy, rule, values in runs:
         for seed, value in enumerate(values, start=1000):
-            attrs = {CONFIG_ATTR: config(source, seed, episodes), VALIDATES_ATTR: source, SEED_ATTR: seed}
+            attrs = {CONFIG_ATTR: config(source, seed, episodes, policy), VALIDATES_ATTR: source, SEED_ATTR: seed}
             if rule is not None:
                 attrs[CARRIED_BY_ATTR] = rule
+            if policy is not None and rule == "as_tuned":  # the pilot: no validation of anything
+                attrs[PILOT_ATTR] = True
             validation.add_trial(create_trial(state=TrialState.COMPLETE, value=value, user_attrs=attrs))
     return study, validation
 
@@ -181,7 +187,13 @@ def test_a_production_length_is_shown_beside_the_tuned_lengths_value() -> None:
     study, validation = build_with_lengths(optuna.storages.InMemoryStorage())
     own = validation_frame(study, validation)
     assert list(own["trial"]) == [4] and own["n"].iloc[0] == 3  # the production runs are not the tuned length's
-    frame = lengths_frame(study, validation).set_index("trial")
+    frame = lengths_frame(study, validation)
+    # Trial 4 on the larger policy at its own length: its pilot is not a validation, the rescaled runs are.
+    larger = frame[frame["policy_model"] == LARGER].set_index("trial")
+    assert list(larger.index) == [4] and larger.loc[4, "rule"] == "kl_pilot" and larger.loc[4, "n"] == 2
+    assert larger.loc[4, "total_episodes"] == 1536 and larger.loc[4, "mean"] == pytest.approx(0.76)
+    assert larger.loc[4, "held"] == "held"
+    frame = frame[frame["policy_model"].isna()].set_index("trial")
     assert list(frame.index) == [2, 4] and set(frame["total_episodes"]) == {6144}
     assert frame.loc[4, "rule"] == "step_mass" and frame.loc[2, "rule"] == "as_tuned"
     # Trial 4 against its validated mean at 1,536; trial 2, never validated there, against its tuning value.
@@ -198,6 +210,8 @@ def test_study_page_shows_a_production_length(tmp_path: Path, monkeypatch: pytes
     build_with_lengths(url)
     monkeypatch.setenv(STORAGE_ENV, url)
     app = open_study_page(NAME)
-    assert [s.value for s in app.subheader] == ["Validated on fresh seeds", "Validated at a production length"]
+    assert [s.value for s in app.subheader] == ["Validated on fresh seeds",
+                                                "Validated at a production length or policy"]
     table = app.dataframe[1].value
-    assert list(table["trial"]) == [2, 4] and list(table["held"]) == ["did not hold", "held"]
+    assert list(table["trial"]) == [2, 4, 4] and list(table["held"]) == ["did not hold", "held", "held"]
+    assert list(table["policy_model"].fillna("")) == ["", LARGER, ""]  # by trial, then length

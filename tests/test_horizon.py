@@ -10,11 +10,15 @@ import pytest
 from tuner.horizon import (
     HORIZON_SHARE,
     PILOT_EXPONENT,
+    POLICY_FIELD,
     RULES,
     UPDATES_EXPONENT,
     as_tuned,
+    composed,
     kl_held,
     kl_pilot,
+    on_model,
+    pilot_kl,
     pilot_learning_rate,
     power_law,
     step_mass,
@@ -115,3 +119,44 @@ def test_the_pilot_rule_refuses_a_kl_it_cannot_invert(bad: float) -> None:
             pilot_learning_rate(2e-5, *args)
         with pytest.raises(ValueError, match="kl_pilot needs"):
             kl_pilot(tuned(), 1536, *args)
+
+
+def test_a_pilots_kl_is_the_mean_of_its_runs() -> None:
+    assert pilot_kl([1.0, 2.0, 4.5]) == pytest.approx(2.5)
+    assert pilot_kl([3.0]) == 3.0
+    with pytest.raises(ValueError, match="at least one run"):
+        pilot_kl([])
+
+
+def test_a_configuration_on_another_policy_then_rescaled_by_its_pilot_names_each_change_once() -> None:
+    # Tuned on the task's own policy (no sft_model_path), carried 4x by step_mass, moved to a larger policy, where a
+    # pilot at the carried lr ended at twice the KL the trial ended at: the lr is halved once more.
+    config = tuned(sft_model_path=None)
+    lengthened = step_mass(config, 1536 * 4, math.nan)
+    moved = on_model(lengthened, "/models/large")
+    assert moved.config[POLICY_FIELD] == "/models/large" and moved.rule == "step_mass"
+    assert moved.config["learning_rate"] == lengthened.config["learning_rate"]
+    final = composed(moved, kl_pilot(moved.config, 1536 * 4, 1.5, 3.0))
+    assert final.rule == "step_mass+kl_pilot"
+    assert final.config["learning_rate"] == pytest.approx(2e-5 / 4 / 2)
+    changes = {c.name: c for c in final.changes}
+    assert list(changes) == ["total_episodes", "learning_rate", POLICY_FIELD]  # each once, in the order made
+    # Each change runs from the tuned value to the last carried one, with both reasons.
+    assert changes["learning_rate"].tuned == 2e-5 and changes["learning_rate"].carried == pytest.approx(2.5e-6)
+    assert "step mass" in changes["learning_rate"].why and "3 nats" in changes["learning_rate"].why
+    assert (changes["total_episodes"].tuned, changes["total_episodes"].carried) == (1536, 6144)
+    assert config == tuned(sft_model_path=None)  # the tuned config is left alone
+
+
+def test_at_its_own_length_only_the_policy_and_the_pilots_learning_rate_change() -> None:
+    config = tuned(sft_model_path="/models/small")
+    moved = on_model(as_tuned(config, 1536, math.nan), "/models/large")
+    assert moved.rule == "as_tuned"
+    assert [(c.name, c.tuned, c.carried) for c in moved.changes] == [(POLICY_FIELD, "/models/small", "/models/large")]
+    final = composed(moved, kl_pilot(moved.config, 1536, 2.0, 1.0))
+    assert final.rule == "kl_pilot"  # as_tuned is no rule beside another
+    assert [c.name for c in final.changes] == [POLICY_FIELD, "learning_rate"]
+    assert final.config["learning_rate"] == pytest.approx(4e-5)
+    # A setting carried back to its tuned value is no change.
+    back = composed(final, kl_pilot(final.config, 1536, 1.0, 2.0))
+    assert [c.name for c in back.changes] == [POLICY_FIELD]

@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import SAMPLING_DEFAULTS
-from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
 
 from ppo_core import PPOConfig, PPOTrainer
 from ppo_core.metric_names import run_metrics
@@ -61,18 +60,6 @@ def test_sampling_defaults_in_the_models_generation_config_do_not_apply(
 
     plain_samples, plain_metrics = run(tiny_lm_dir)
     assert run(lm_with_sampling_defaults_dir) == (plain_samples, plain_metrics)
-
-
-@pytest.fixture(scope="module")
-def wider_lm_dir(tiny_lm_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A 4-layer, 128-wide GPT-2: wide enough that bf16 rounding differs between cached decoding and a full pass."""
-    directory = tmp_path_factory.mktemp("wider_lm")
-    tokenizer = PreTrainedTokenizerFast.from_pretrained(tiny_lm_dir)
-    config = GPT2Config.from_pretrained(tiny_lm_dir, n_embd=128, n_layer=4, n_head=4)
-    torch.manual_seed(3)
-    GPT2LMHeadModel(config).save_pretrained(directory)
-    tokenizer.save_pretrained(directory)
-    return directory
 
 
 def test_rollout_logprobs_match_the_update_under_bf16_autocast(wider_lm_dir: Path, prompts_file: Path) -> None:

@@ -28,13 +28,18 @@ RACE_OF_ATTR = "race_of"
 # A validation run at another length than its source trial's (``validate --total-episodes``): the rule that carried
 # the trial's config there (``tuner.horizon``); the length itself is the run's config's total_episodes.
 CARRIED_BY_ATTR = "carried_by"
+# A validation run that is a pilot (``validate --policy-model``): the configuration carried to another policy and run
+# once there, its KL read to rescale the learning rate before the runs that validate it (``tuner.pilot``). Not a
+# validation of anything itself.
+PILOT_ATTR = "pilot"
 # torch's thread count in a trial that trained on the CPU, where it changes the numbers: another order of the sums
 # can flip a sampled token, and the run goes elsewhere from there.
 CPU_THREADS_ATTR = "cpu_threads"
 
 # What a failed trial's retry must keep: the attributes that say what to run (a validation run's fixed config and
 # its source). The rest (KL history, reasons) describes the failed attempt and stays with it.
-RETRY_CARRIES = (CONFIG_ATTR, VALIDATES_ATTR, SEED_ATTR, WARM_START_ATTR, RACE_OF_ATTR, CARRIED_BY_ATTR)
+RETRY_CARRIES = (CONFIG_ATTR, VALIDATES_ATTR, SEED_ATTR, WARM_START_ATTR, RACE_OF_ATTR, CARRIED_BY_ATTR,
+                 PILOT_ATTR)
 STALE_REASON = "worker stopped sending heartbeats"
 
 # Trial system attribute (Optuna's internal kind, kept out of the user attributes readers list): how the trial's own

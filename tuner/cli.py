@@ -45,6 +45,8 @@ def add_study_commands(commands: Any) -> None:
     _add_launcher_flags(run)
     run.set_defaults(handler=_storage_errors_as_input(command_run))
 
+    from tuner.horizon import PILOT_SEEDS
+
     validate = commands.add_parser(
         "validate", help="Rerun a study's best configurations on seeds it never used; mean and 95%% CI of each.")
     validate.add_argument("name", help="Study name.")
@@ -55,7 +57,10 @@ def add_study_commands(commands: Any) -> None:
     validate.add_argument("--workers", type=int, default=None,
                           help="Worker processes on this machine (default: one per GPU, else 1).")
     validate.add_argument("--format", choices=("table", "json"), default="table")
-    _add_production_flags(validate, "Validate the configurations in a production run of N episodes")
+    _add_production_flags(validate, "Validate the configurations in a production run of N episodes",
+                          f"Validate the configurations on this policy: first {PILOT_SEEDS} pilot runs each there, "
+                          "whose KL rescales the learning rate (kl_pilot), then the rescaled configuration on the "
+                          "fresh seeds.")
     _add_launcher_flags(validate)
     validate.set_defaults(handler=_storage_errors_as_input(command_validate))
 
@@ -74,11 +79,13 @@ def add_study_commands(commands: Any) -> None:
             sub.add_argument("--format", choices=("yaml", "json", *EXPORT_FORMATS), default="yaml",
                              help="yaml or json: the config as ppo-tune reads it; the others: arguments for another "
                                   "trainer, with what it lacks as # comments (trl-args is trl-ppo's old name).")
-            _add_production_flags(sub, "Print the configuration for a production run of N episodes")
+            _add_production_flags(sub, "Print the configuration for a production run of N episodes",
+                                  "Print the configuration for a production run on this policy, its learning rate "
+                                  "rescaled from the pilot that ppo-tune validate --policy-model ran there.")
         sub.set_defaults(handler=_storage_errors_as_input(handlers[name]))
 
 
-def _add_production_flags(parser: argparse.ArgumentParser, what: str) -> None:
+def _add_production_flags(parser: argparse.ArgumentParser, what: str, policy: str) -> None:
     from tuner.horizon import PRODUCTION_RULE, RULES
 
     default = (f"{PRODUCTION_RULE}, measured to keep a winner where it was tuned" if PRODUCTION_RULE
@@ -90,6 +97,8 @@ def _add_production_flags(parser: argparse.ArgumentParser, what: str) -> None:
                              "step_mass (lr scaled to keep lr x updates), power_law (lr x updates^0.72 kept), kl_held "
                              "(the adaptive KL controller holds the KL the trial ended at). Default: "
                              f"{default}.")
+    parser.add_argument("--policy-model", default=None, metavar="PATH",
+                        help=f"{policy} A local directory or a hub name, as sft_model_path takes.")
 
 
 def _add_launcher_flags(parser: argparse.ArgumentParser) -> None:
@@ -270,6 +279,8 @@ def command_validate(args: argparse.Namespace) -> int:
     from optuna.trial import TrialState
 
     from tuner.database import open_storage
+    from tuner.horizon import PILOT_SEEDS
+    from tuner.pilot import piloted
     from tuner.runner import run_study
     from tuner.study_definition import stored_spec
     from tuner.validation import load_validation, queue_runs, top_trials, validation_results, validation_spec
@@ -284,27 +295,49 @@ def command_validate(args: argparse.Namespace) -> int:
     spec = validation_spec(stored_spec(study, url))
     if not study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
         raise UsageError(f"study {args.name!r} has no completed trial to validate")
+    unpiloted: dict[int, str] = {}
     with _launcher(args, url, spec.processes_per_trial) as ray:  # first: a launcher that cannot run queues nothing
         validation, _ = open_study(spec, heartbeat=False, allow_changes=True)  # derived from the study: follows it
-        queued = queue_runs(study, validation, args.top_k, args.seeds,
-                            None if carried is None else lambda trial: carried[trial.number])
-        if queued:
-            print(f"queued {len(queued)} validation runs of trial(s) "
-                  f"{', '.join(sorted({str(number) for number, _ in queued}, key=int))}", file=sys.stderr)
-        status = run_study(spec, None, None, _default_workers(args, ray, spec.processes_per_trial), stored=True,
-                           ray=ray)
-    episodes = None if carried is None else int(args.total_episodes)
-    results = validation_results(study, load_validation(args.name, url), episodes)
+        workers = _default_workers(args, ray, spec.processes_per_trial)
+        status = 0
+        if args.policy_model is not None and carried is not None:
+            # On another policy the learning rate comes from a pilot there: the pilots run first, then what they
+            # rescale (tuner.pilot).
+            pilots = carried
+            _say_queued(queue_runs(study, validation, args.top_k, PILOT_SEEDS, lambda trial: pilots[trial.number],
+                                   pilot=True), "pilot")
+            status = run_study(spec, None, None, workers, stored=True, ray=ray)
+            if status not in (130, 143):  # interrupted: the rest is queued for the rerun
+                rescaled = piloted(study, validation, url, pilots)
+                carried, unpiloted = rescaled.carried, rescaled.missing
+        if status not in (130, 143):
+            runs = carried
+            _say_queued(queue_runs(study, validation, args.top_k, args.seeds,
+                                   None if runs is None else lambda trial: runs.get(trial.number)), "validation")
+            validated = run_study(spec, None, None, workers, stored=True, ray=ray)
+            status = validated if validated in (130, 143) or status == 0 else status
+    episodes = None if args.total_episodes is None else int(args.total_episodes)
+    results = validation_results(study, load_validation(args.name, url), episodes, args.policy_model)
+    for trial, why in sorted(unpiloted.items()):
+        print(f"ppo-tune validate: trial {trial} is not validated on {args.policy_model}: {why}", file=sys.stderr)
     if args.format == "json":
         print(json.dumps([result.to_dict() for result in results], indent=2))
     else:
-        at = "" if carried is None else \
-            f" at {episodes} episodes (rule {next(iter(carried.values())).rule})"
-        _print_validation(results, study.metric_names[0] if study.metric_names else "value", args.name + at)
+        at = "" if episodes is None else f" at {episodes} episodes"
+        on = "" if args.policy_model is None else f" on {args.policy_model}"
+        rules = sorted({result.rule for result in results if result.rule})
+        _print_validation(results, study.metric_names[0] if study.metric_names else "value",
+                          args.name + at + on + (f" (rule {', '.join(rules)})" if rules else ""))
     if status in (130, 143):  # interrupted or terminated: what finished is printed above, the rest is queued
         return status
     incomplete = [r for r in results if r.pending or r.n == 0]
-    return 1 if status != 0 or incomplete else 0
+    return 1 if status != 0 or incomplete or unpiloted else 0
+
+
+def _say_queued(queued: list[tuple[int, int]], what: str) -> None:
+    if queued:
+        print(f"queued {len(queued)} {what} runs of trial(s) "
+              f"{', '.join(sorted({str(number) for number, _ in queued}, key=int))}", file=sys.stderr)
 
 
 def _print_validation(results: list[Any], metric: str, name: str) -> None:
@@ -324,7 +357,8 @@ def command_best(args: argparse.Namespace) -> int:
 
     from tuner.attrs import stored_definition
     from tuner.exports import TARGETS, exported
-    from tuner.production import change_comments, held_at_lengths, notice, uncarried
+    from tuner.pilot import piloted
+    from tuner.production import change_comments, held_at_lengths, notice, pilot_notice, uncarried
     from tuner.reports import best_trials, trial_config
     from tuner.validation import load_validation, validation_results
 
@@ -346,13 +380,25 @@ def command_best(args: argparse.Namespace) -> int:
         header += f" (first of {len(best)} Pareto-optimal trials, by the first objective)"
     config = trial_config(chosen)
     carried = (_carried(args, [chosen], url) or {}).get(chosen.number)
+    said = None if carried is None or args.total_episodes is None else \
+        notice(carried, args.name, int(carried.config["total_episodes"]))
+    unpiloted = None
+    if carried is not None and args.policy_model is not None:  # its learning rate from a pilot there, if one ran
+        rescaled = piloted(study, validations, url, {chosen.number: carried})
+        carried = rescaled.carried.get(chosen.number, carried)
+        if chosen.number in rescaled.missing:
+            unpiloted = pilot_notice(chosen.number, args.policy_model, args.name,
+                                     None if args.total_episodes is None else int(args.total_episodes),
+                                     rescaled.missing[chosen.number])
     held = held_at_lengths(study, validations, chosen)
-    comments = [f"# {line}" for line in held] + ([] if carried is None else change_comments(carried))
+    comments = [f"# {line}" for line in held] + ([] if carried is None else change_comments(carried)) + \
+        ([] if unpiloted is None else [f"# {unpiloted}"])
     if carried is not None:
         config = carried.config
     if args.format == "json":
         print(json.dumps({"trial": chosen.number, "values": chosen.values, "config": config,
                           "validation": validation.to_dict() if validation else None, "held": held,
+                          "notices": [line for line in (said, unpiloted) if line],
                           "carried": None if carried is None else {
                               "rule": carried.rule, "changes": [vars(c) for c in carried.changes]}}, indent=2))
     elif args.format == "yaml":
@@ -376,23 +422,26 @@ def command_best(args: argparse.Namespace) -> int:
                   file=sys.stderr)
         for line in export.differences:
             print(f"ppo-tune best: {args.format} is not exact: {line}", file=sys.stderr)
-    said = None if carried is None else notice(carried, args.name, int(config["total_episodes"]))
-    if said:
-        print(f"ppo-tune best: {said}", file=sys.stderr)
+    for told in (said, unpiloted):
+        if told:
+            print(f"ppo-tune best: {told}", file=sys.stderr)
     return 0
 
 
 def _carried(args: argparse.Namespace, trials: list[optuna.trial.FrozenTrial], url: str) -> dict[int, Carried] | None:
-    """Each trial's config carried to ``--total-episodes`` by ``--rule``, by trial number (None without the flag);
-    every check made before anything is written."""
-    from tuner.production import carry, chosen_rule, final_kl, production_episodes
+    """Each trial's config carried to ``--total-episodes`` by ``--rule`` and onto ``--policy-model`` (its learning
+    rate not yet rescaled for that policy: that takes a pilot, ``tuner.pilot``), by trial number; None without
+    either flag; every check made before anything is written."""
+    from tuner.horizon import on_model
+    from tuner.production import carry, chosen_rule, final_kl, production_episodes, production_policy
     from tuner.reports import trial_config
 
-    if args.total_episodes is None:
-        if args.rule is not None:
-            raise UsageError("--rule: only with --total-episodes N")
+    if args.total_episodes is None and args.rule is not None:
+        raise UsageError("--rule: only with --total-episodes N")
+    if args.total_episodes is None and args.policy_model is None:
         return None
-    rule = chosen_rule(args.rule)
+    policy = None if args.policy_model is None else production_policy(args.policy_model)
+    rule = chosen_rule(args.rule) if args.total_episodes is not None else "as_tuned"
     metrics = None
     if rule == "kl_held":
         from tuner.database import open_read_only_engine
@@ -403,9 +452,12 @@ def _carried(args: argparse.Namespace, trials: list[optuna.trial.FrozenTrial], u
     for trial in trials:
         config = trial_config(trial)
         if config.get("total_episodes") is None:
-            raise UsageError(f"--total-episodes: trial {trial.number}'s length is set by num_train_epochs, not "
+            flag = "--total-episodes" if args.total_episodes is not None else "--policy-model"
+            raise UsageError(f"{flag}: trial {trial.number}'s length is set by num_train_epochs, not "
                              "total_episodes; tune with total_episodes to carry it")
-        episodes = production_episodes(args.total_episodes, int(config["total_episodes"]))
+        own = int(config["total_episodes"])
+        episodes = own if args.total_episodes is None else production_episodes(args.total_episodes, own)
         kl = final_kl(metrics[metrics["trial_number"] == trial.number]) if metrics is not None else float("nan")
-        carried[trial.number] = carry(config, episodes, rule, kl)
+        to = carry(config, episodes, rule, kl)
+        carried[trial.number] = to if policy is None else on_model(to, policy)
     return carried

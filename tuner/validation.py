@@ -24,9 +24,18 @@ import optuna
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
-from tuner.attrs import CARRIED_BY_ATTR, CONFIG_ATTR, RETRY_OF_ATTR, SEED_ATTR, VALIDATES_ATTR, VALIDATION_OF_ATTR
+from tuner.attrs import (
+    CARRIED_BY_ATTR,
+    CONFIG_ATTR,
+    PILOT_ATTR,
+    RETRY_OF_ATTR,
+    SEED_ATTR,
+    VALIDATES_ATTR,
+    VALIDATION_OF_ATTR,
+)
 from tuner.confidence import mean_interval
 from tuner.constraints import feasible
+from tuner.horizon import POLICY_FIELD
 from tuner.reports import rank_completed
 
 if TYPE_CHECKING:
@@ -48,7 +57,8 @@ def fresh_seeds(used: set[int], count: int, first: int = FIRST_VALIDATION_SEED) 
     return list(itertools.islice((seed for seed in itertools.count(first) if seed not in used), count))
 
 
-def _config_key(config: dict[str, Any]) -> str:
+def config_key(config: dict[str, Any]) -> str:
+    """A configuration's identity but for its seed: runs of one configuration on several seeds share it."""
     return repr(sorted((key, repr(value)) for key, value in config.items() if key != "seed"))
 
 
@@ -58,7 +68,7 @@ def top_trials(study: optuna.Study, k: int) -> list[FrozenTrial]:
     chosen: list[FrozenTrial] = []
     seen: set[str] = set()
     for trial in rank_completed(study.get_trials(deepcopy=False), study.directions):
-        key = _config_key(trial.user_attrs.get(CONFIG_ATTR, {}))
+        key = config_key(trial.user_attrs.get(CONFIG_ATTR, {}))
         if key not in seen:
             seen.add(key)
             chosen.append(trial)
@@ -84,26 +94,33 @@ def validation_spec(spec: StudySpec) -> StudySpec:
 
 
 def queue_runs(study: optuna.Study, validation: optuna.Study, top_k: int, seeds: int,
-               carry: Callable[[FrozenTrial], Carried] | None = None) -> list[tuple[int, int]]:
-    """Queue a run for every (top configuration, fresh seed) pair that has none yet at its length; returns the pairs
-    queued. With ``carry``, each configuration runs as ``carry`` carries it to a production run (``validate
-    --total-episodes``: ``tuner.horizon``), and its runs are told apart from the tuned length's by their own."""
+               carry: Callable[[FrozenTrial], Carried | None] | None = None,
+               pilot: bool = False) -> list[tuple[int, int]]:
+    """Queue a run for every (top configuration, fresh seed) pair that has none yet at its length and on its policy;
+    returns the pairs queued. With ``carry``, each configuration runs as ``carry`` carries it to a production run
+    (``validate --total-episodes`` / ``--policy-model``: ``tuner.horizon``), and its runs are told apart from the
+    tuned length's and policy's by their own; a configuration ``carry`` returns None for is left out. ``pilot``
+    queues pilots (``tuner.pilot``), which are kept apart from the validation runs of the same length and policy."""
     validation.set_user_attr(VALIDATION_OF_ATTR, study.study_name)
     used = {int(t.user_attrs[CONFIG_ATTR]["seed"]) for t in study.get_trials(deepcopy=False)
             if "seed" in t.user_attrs.get(CONFIG_ATTR, {})}
     chosen_seeds = fresh_seeds(used, seeds)
-    present = {(t.user_attrs.get(VALIDATES_ATTR), t.user_attrs.get(SEED_ATTR), run_episodes(t))
-               for t in validation.get_trials(deepcopy=False)}
+    present = {(t.user_attrs.get(VALIDATES_ATTR), t.user_attrs.get(SEED_ATTR), run_episodes(t), run_policy(t),
+                is_pilot(t)) for t in validation.get_trials(deepcopy=False)}
     queued = []
     for trial in top_trials(study, top_k):
         carried = carry(trial) if carry is not None else None
+        if carry is not None and carried is None:
+            continue
         config = carried.config if carried is not None else trial.user_attrs[CONFIG_ATTR]
         for seed in chosen_seeds:
-            if (trial.number, seed, config.get("total_episodes")) in present:
+            if (trial.number, seed, config.get("total_episodes"), config.get(POLICY_FIELD), pilot) in present:
                 continue
             attrs = {CONFIG_ATTR: {**config, "seed": seed}, VALIDATES_ATTR: trial.number, SEED_ATTR: seed}
             if carried is not None:
                 attrs[CARRIED_BY_ATTR] = carried.rule
+            if pilot:
+                attrs[PILOT_ATTR] = True
             validation.enqueue_trial({}, user_attrs=attrs, skip_if_exists=False)
             queued.append((trial.number, seed))
     return queued
@@ -114,6 +131,17 @@ def run_episodes(trial: FrozenTrial) -> int | None:
     its length."""
     episodes = trial.user_attrs.get(CONFIG_ATTR, {}).get("total_episodes")
     return None if episodes is None else int(episodes)
+
+
+def run_policy(trial: FrozenTrial) -> str | None:
+    """The policy a trial (or a validation run) starts from, its config's ``sft_model_path``; None for the built-in
+    task's own."""
+    return trial.user_attrs.get(CONFIG_ATTR, {}).get(POLICY_FIELD)
+
+
+def is_pilot(trial: FrozenTrial) -> bool:
+    """Whether a validation run is a pilot (``tuner.pilot``), not a validation."""
+    return bool(trial.user_attrs.get(PILOT_ATTR))
 
 
 @dataclass(frozen=True)
@@ -133,6 +161,8 @@ class ValidatedConfig:
     """The runs' length: the tuned trial's own, or a production length (``validate --total-episodes``)."""
     rule: str | None = None
     """The rule that carried the configuration to that length (``tuner.horizon``); None at the trial's own."""
+    policy_model: str | None = None
+    """The runs' policy where it is another than the tuned trial's (``validate --policy-model``), else None."""
 
     @property
     def n(self) -> int:
@@ -147,33 +177,31 @@ class ValidatedConfig:
         return {"trial": self.trial, "n": self.n, "mean": _json_number(mean), "ci_low": _json_number(low),
                 "ci_high": _json_number(high), "tuning_value": _json_number(self.tuning_value),
                 "failed": self.failed, "pending": self.pending, "feasible_runs": self.feasible_runs,
-                "total_episodes": self.total_episodes, "rule": self.rule}
+                "total_episodes": self.total_episodes, "rule": self.rule,
+                "policy_model": self.policy_model}
 
 
 def _json_number(value: float) -> float | None:
     return None if math.isnan(value) else value
 
 
-def validation_results(study: optuna.Study, validation: optuna.Study | None,
-                       total_episodes: int | None = None) -> list[ValidatedConfig]:
-    """Each validated configuration of ``study`` at ``total_episodes`` (by default each tuned trial's own length),
-    ranked by validated mean (best first, by the first objective's direction); a configuration without a completed
-    run comes last."""
+def validation_results(study: optuna.Study, validation: optuna.Study | None, total_episodes: int | None = None,
+                       policy_model: str | None = None) -> list[ValidatedConfig]:
+    """Each validated configuration of ``study`` at ``total_episodes`` (by default each tuned trial's own length) on
+    ``policy_model`` (by default each tuned trial's own policy), ranked by validated mean (best first, by the first
+    objective's direction); a configuration without a completed run comes last. Pilots are not validations."""
     if validation is None:
         return []
     source = {t.number: t for t in study.get_trials(deepcopy=False)}
     runs: dict[int, list[FrozenTrial]] = {}
     retried = {t.user_attrs.get(RETRY_OF_ATTR) for t in validation.get_trials(deepcopy=False)}
     for run in validation.get_trials(deepcopy=False):
-        if VALIDATES_ATTR not in run.user_attrs or run.number in retried:  # a retried run's retry stands for it
+        # A retried run's retry stands for it.
+        if VALIDATES_ATTR not in run.user_attrs or run.number in retried or is_pilot(run):
             continue
         number = int(run.user_attrs[VALIDATES_ATTR])
         tuned = source.get(number)
-        if total_episodes is None:
-            keep = tuned is None or run_episodes(run) == run_episodes(tuned)
-        else:
-            keep = run_episodes(run) == total_episodes
-        if keep:
+        if _runs_at(run, tuned, total_episodes, policy_model):
             runs.setdefault(number, []).append(run)
     results = []
     for number, trials in runs.items():
@@ -189,8 +217,20 @@ def validation_results(study: optuna.Study, validation: optuna.Study | None,
             feasible_runs=sum(feasible(t) for t in complete),
             total_episodes=run_episodes(trials[0]),
             rule=", ".join(sorted(str(r) for r in rules)) or None,
+            policy_model=policy_model if tuned is None or policy_model != run_policy(tuned) else None,
         ))
     return rank_validated(results, study.directions[0] == StudyDirection.MAXIMIZE)
+
+
+def _runs_at(run: FrozenTrial, tuned: FrozenTrial | None, total_episodes: int | None,
+             policy_model: str | None) -> bool:
+    """Whether ``run`` is at ``total_episodes`` on ``policy_model``, each by default the tuned trial's own (any run
+    of a tuned trial that is gone is at its own)."""
+    if tuned is None:
+        return total_episodes in (None, run_episodes(run)) and policy_model in (None, run_policy(run))
+    length = run_episodes(tuned) if total_episodes is None else total_episodes
+    policy = run_policy(tuned) if policy_model is None else policy_model
+    return (run_episodes(run), run_policy(run)) == (length, policy)
 
 
 def rank_validated(results: Sequence[ValidatedConfig], maximize: bool) -> list[ValidatedConfig]:

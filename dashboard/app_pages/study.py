@@ -75,22 +75,26 @@ def _validation(context: PageContext) -> None:
         st.plotly_chart(validation_figure(frame, objective), key="validation_chart", width="stretch")
     if lengths.empty:
         return
-    st.subheader("Validated at a production length")
+    st.subheader("Validated at a production length or policy")
     show_table(lengths, hide_index=True, width="stretch", column_config={
         "trial": st.column_config.NumberColumn("trial", format="%d", width="small"),
         "total_episodes": st.column_config.NumberColumn("episodes", format="%d",
                                                         help="the production run's total_episodes"),
+        "policy_model": st.column_config.TextColumn("policy", help="the production run's policy (ppo-tune validate "
+                                                                   "--policy-model PATH); empty: the tuned one"),
         "rule": st.column_config.TextColumn("rule", help="how the tuned config was carried there (ppo-tune validate "
-                                                         "--total-episodes N --rule R)"),
+                                                         "--total-episodes N --rule R; kl_pilot: the learning rate "
+                                                         "rescaled from a pilot on the policy)"),
         "mean": st.column_config.NumberColumn("validated mean", format="%.4g"),
         "ci_low": st.column_config.NumberColumn("95% CI low", format="%.4g"),
         "ci_high": st.column_config.NumberColumn("95% CI high", format="%.4g"),
         "n": st.column_config.NumberColumn("n", format="%d", help="completed runs"),
         "own_episodes": st.column_config.NumberColumn("tuned episodes", format="%d"),
-        "own_value": st.column_config.NumberColumn("at the tuned length", format="%.4g",
-                                                   help="validated mean there, else the tuning value"),
+        "own_value": st.column_config.NumberColumn("as tuned", format="%.4g",
+                                                   help="at the tuned length on the tuned policy: validated mean "
+                                                        "there, else the tuning value"),
         "change": st.column_config.NumberColumn("change", format="percent"),
-        "held": st.column_config.TextColumn("held", help=f"within {HELD_WITHIN:.0%} of the tuned length's value"),
+        "held": st.column_config.TextColumn("held", help=f"within {HELD_WITHIN:.0%} of the value as tuned"),
     })
 
 
