@@ -52,6 +52,7 @@ from ppo_core.rollout import encode_prompts
 from ppo_core.setup import load_task, prompt_sets, response_length, task_part
 from ppo_core.tasks.base import BuiltinTask
 from ppo_core.update import forward_group
+from ppo_core.value_trunk import value_trunk
 
 TRAINABLE_BYTES = 16  # per trained parameter: float32 weight 4 + gradient 4 + AdamW's two float32 moments 8
 LAYER_BYTES = 34  # per token per hidden unit per layer at 16 bits (Korthikanti et al. 2022, no tensor parallelism)
@@ -366,19 +367,18 @@ def _reward(config: PPOConfig, field_name: str, path: str) -> ModelEstimate:
 
 def _value_trunk(config: PPOConfig, reward_paths: list[tuple[str, str]], policy_path: str,
                  tokenizer: PreTrainedTokenizerBase) -> tuple[str, str]:
-    """(field, path) of the value trunk: value_model_path, else the first reward model whose tokenizer has the
-    policy's vocabulary (the same ``same_vocabulary`` rule as a run: equal token -> id maps), else the policy."""
-    if config.value_model_path is not None:
-        return "value_model_path", config.value_model_path
-    for field_name, path in reward_paths:
+    """(field, path) of the value trunk, as a run chooses it (:func:`ppo_core.value_trunk.value_trunk`): a reward
+    model reads the policy's ids when its tokenizer has the policy's vocabulary (``same_vocabulary``, as a run
+    compares them: equal token -> id maps)."""
+    def reads_policy_ids(field_name: str, path: str) -> bool:
         try:
             reward_tokenizer = AutoTokenizer.from_pretrained(path, revision=config.model_revision,
                                                              trust_remote_code=config.trust_remote_code)
         except (OSError, ValueError) as error:
             raise ConfigError(f"{field_name}: cannot load a tokenizer from {path!r} ({first_line(error)})") from None
-        if same_vocabulary(reward_tokenizer, tokenizer):
-            return field_name, path
-    return "sft_model_path", policy_path
+        return same_vocabulary(reward_tokenizer, tokenizer)
+
+    return value_trunk(config.value_model_path, reward_paths, policy_path, reads_policy_ids)
 
 
 def _value(config: PPOConfig, field_name: str, path: str, model_config: PretrainedConfig) -> ModelEstimate:

@@ -28,6 +28,7 @@ from ppo_core.reward_functions import FunctionReward
 from ppo_core.reward_models import SequenceClassifierReward
 from ppo_core.rewards import Reward, WeightedRewards
 from ppo_core.tasks.base import BuiltinTask
+from ppo_core.value_trunk import value_trunk
 
 TRL_DEFAULT_RESPONSE_LENGTH = 53
 
@@ -81,7 +82,7 @@ def build_setup(config: PPOConfig, device: torch.device) -> RunSetup:
 
     rewards = _load_rewards(config, task, options, tokenizer)
     # Only GAE reads values: the critic-free estimators never load, hold or step a value network.
-    value_model = _value_model(config, config.value_model_path or _value_trunk(rewards, sft_path), options) \
+    value_model = _value_model(config, _value_trunk_path(config, rewards, sft_path), options) \
         if config.uses_critic else None
 
     models = RolloutModels(
@@ -189,13 +190,11 @@ def _load_rewards(config: PPOConfig, task: BuiltinTask | None, options: LoadOpti
     return WeightedRewards(rewards, config.reward_weights)
 
 
-def _value_trunk(rewards: WeightedRewards, sft_path: str) -> str:
-    """The first reward model that reads the policy's token ids, else the policy: a trunk on another vocabulary
-    would read the policy's ids as different tokens (or index past its embedding table)."""
-    for reward in rewards.rewards:
-        if isinstance(reward, SequenceClassifierReward) and reward.vocabulary_matches:
-            return reward.path
-    return sft_path
+def _value_trunk_path(config: PPOConfig, rewards: WeightedRewards, sft_path: str) -> str:
+    """The value trunk :func:`ppo_core.value_trunk.value_trunk` chooses among the loaded reward models."""
+    models = {reward.path: reward for reward in rewards.rewards if isinstance(reward, SequenceClassifierReward)}
+    return value_trunk(config.value_model_path, [("reward_model_path", path) for path in models], sft_path,
+                       lambda _, path: models[path].vocabulary_matches)[1]
 
 
 def task_part(task: BuiltinTask | None, field_name: str) -> BuiltinTask:

@@ -29,6 +29,7 @@ from ppo_core.estimate import (
 )
 from ppo_core.lora import lora_config
 from ppo_core.models import load_tokenizer
+from ppo_core.setup import build_setup
 from ppo_tune.cli import main
 from tools.tiny_models import chatml_tokenizer, write_gpt2, write_llama, write_qwen2, write_reward_model
 
@@ -159,6 +160,22 @@ def test_value_trunk_is_the_first_reward_model_sharing_the_vocabulary(
     assert value.trainable == numel(trunk) + trunk.config.hidden_size + 1
     chosen = estimate_run(run_config(models, prompts_file, "qwen2", value_model_path=str(models["gpt2"]), **rewards))
     assert chosen.model("value").path == str(models["gpt2"])
+
+
+@pytest.mark.parametrize(("policy", "fields"), [
+    ("qwen2", {"reward_funcs": ["tests.reward_functions:count_letter_a", "REWARD_QWEN2"]}),  # a reward model's trunk
+    ("llama", {}),  # the only reward model reads another vocabulary: the policy's trunk
+    ("qwen2", {"value_model_path": "GPT2"}),
+])
+def test_the_estimate_sizes_the_value_trunk_a_run_loads(models: dict[str, Path], prompts_file: Path, policy: str,
+                                                          fields: dict[str, Any]) -> None:
+    named = {"REWARD_QWEN2": str(models["reward_qwen2"]), "GPT2": str(models["gpt2"])}
+    resolved = {key: [named.get(v, v) for v in value] if isinstance(value, list) else named.get(value, value)
+                for key, value in fields.items()}
+    config = run_config(models, prompts_file, policy, **resolved)
+    loaded = build_setup(config, torch.device("cpu")).models.value_model
+    assert loaded is not None
+    assert estimate_run(config).model("value").path == loaded.trunk.config.name_or_path
 
 
 def test_tokens_per_update_from_the_measured_prompts(models: dict[str, Path], prompts_file: Path) -> None:
