@@ -11,8 +11,8 @@ growing study, the derived tables and charts, and each page rendered by Streamli
     python -m benchmarks.dashboard_read --storage postgresql://ppo_tune:ppo_tune@localhost/ppo_tune_test
     python -m benchmarks.dashboard_read --quick --out /tmp/dashboard_read.json   # 3 x 6, every page, once each
 
-Every page of ``dashboard.app.PAGES`` is timed unless ``--pages`` names some. The budget (issue 13) is a cold
-open under 1 s and a rerun under 0.3 s; rows over it are marked. Cold opens and reruns are medians over
+Every page of ``dashboard.app.PAGES`` is timed unless ``--pages`` names some. The budget is a cold open
+under 1 s and a rerun under 0.3 s; rows over it are marked. Cold opens and reruns are medians over
 ``--cold-repeat`` and ``--repeat`` runs: the machine is shared, so one run says little.
 """
 
@@ -38,7 +38,7 @@ REPO = Path(__file__).resolve().parent.parent
 APP = REPO / "dashboard" / "app.py"
 QUICK = {"trials": 3, "updates": 6, "repeat": 1, "cold_repeat": 1}
 """--quick: a 3-trial, 6-update study, every step and page timed once (the budget marks mean nothing at this size)."""
-COLD_BUDGET_S = 1.0  # a page opened with empty caches (issue 13)
+COLD_BUDGET_S = 1.0  # a page opened with empty caches
 RERUN_BUDGET_S = 0.3  # a page rerun: a widget changed, or auto-refresh with nothing new
 
 

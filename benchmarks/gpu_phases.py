@@ -268,7 +268,7 @@ def measure_shape(size: ModelSize, workload: Workload, device: torch.device, bat
     fast = runs["fast"]
     return {
         "note": size.note, "variants": runs, "decode_sweep": sweep,
-        # The figures, from the fast variant (and the sweep's static decode at batch 64).
+        # The headline figures per shape, from the fast variant (and the sweep's static decode at batch 64).
         "mfu_update": fast["mfu_update"]["datasheet"] or fast["mfu_update"]["measured"],
         "decode_fraction_of_bound": at_bound[0]["fraction_of_bound"],
         "episodes_per_s": fast["episodes_per_s"], "trl_episodes_per_s": None, "peak_gib": fast["peak_gib"],

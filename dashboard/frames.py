@@ -21,8 +21,8 @@ from tuner.trial_records import METRIC_KEYS
 
 DIFFERS_STYLE = "background-color: rgba(255, 193, 7, 0.28)"
 # What every table on every page shows where a trial has no value: a setting it does not use (kl_coef on an
-# adaptive-KL trial, stored as None), a metric it never reported. One text everywhere (issue 28, point 2): the
-# Study table had "None" where Compare had this.
+# adaptive-KL trial, stored as None), a metric it never reported. One text everywhere: the Study table writes what
+# Compare writes, never "None".
 MISSING = "—"
 # Optuna stores a pruned trial's last reported intermediate value as its value: a partial value, not the objective
 # it never reached. Tables keep it apart from complete trials' objective values and mark it with this.
@@ -221,7 +221,7 @@ def trial_table(view: StudyView, states: Iterable[str]) -> pd.DataFrame:
     mixes numbers with "not sampled" is a float column, so one number format covers it.
 
     A pruned trial's value (its last intermediate value) sits in a column of its own after the objective's,
-    :func:`partial_column`, so sorting by the objective ranks complete trials only (issue 28, point 6)."""
+    :func:`partial_column`, so sorting by the objective ranks complete trials only."""
     wanted = set(states)
     table = view.trials[view.trials["state"].isin(wanted)].reset_index(drop=True).copy()
     objectives: list[str] = []
@@ -286,11 +286,14 @@ def best_summary(view: StudyView) -> str:
         return f"**Pareto front** ({len(view.best)} trials, {' / '.join(view.directions)}): {front}"
     best = view.best[0]
     name = view.objective_names[0]
-    value = rows.loc[best, name]
+    figure = view.best_figure
+    # The figure the study chose the trial on, as the CLI gives it: a raced winner's mean over its seeds.
+    value = number(rows.loc[best, name]) if figure is None else \
+        f"{number(figure.value)} ({figure.what})"
     params = ", ".join(
         f"{k} = {number(v) if isinstance(v, float) else v}" for k, v in trial_params(view, best).items()
     )
-    return f"**Best trial #{best}**: {objective_labels(view)[name]} = {number(value)}" + \
+    return f"**Best trial #{best}**: {objective_labels(view)[name]} = {value}" + \
         (f" with {params}" if params else "")
 
 

@@ -1,4 +1,4 @@
-"""The selected trials marked on Optuna's own views, as every other page highlights them (issue 28, point 9).
+"""The selected trials marked on Optuna's own views, as every other page highlights them.
 
 Each view places a trial differently, so each has its own marker: a ring at the trial's point on the optimization
 history, the slices, the contour plots and the Pareto front; its line drawn dark and wide over the others on the

@@ -50,7 +50,7 @@ from tuner.frontier_aim import aim_words
 from tuner.frontier_sampler import AIM_ATTR
 from tuner.paths import DEFAULT_STUDIES_DIR
 from tuner.paths import storage_urls as tuner_storage_urls
-from tuner.reports import best_trials, trials_frame
+from tuner.reports import BestFigure, best_figure, best_trials, trials_frame
 from tuner.trial_records import METRIC_KEYS, decode_metric_rows, metrics_table, samples_table
 
 PARAM_PREFIX = "param:"  # how tuner.reports.trials_frame names the searched parameters' columns
@@ -255,6 +255,7 @@ class StudyView:
     trials: pd.DataFrame  # one row per trial, columns as tuner.reports.trials_frame plus KL columns
     configs: Mapping[int, Mapping[str, Any]]
     best: tuple[int, ...]  # the best trial, or the Pareto front
+    best_figure: BestFigure | None  # the best trial's headline figure, as `ppo-tune run`, show and best give it
     kl_guard: KLGuardSettings
     counts: Mapping[str, int] = field(default_factory=dict)  # trials by state, states with none left out
     edge_findings: tuple[EdgeFinding, ...] = ()  # searched ranges whose best trials crowd against a bound
@@ -347,6 +348,7 @@ def build_study_view(ref: StudyRef, snapshot: Snapshot) -> StudyView:
         trials=frame,
         configs={trial.number: dict(trial.user_attrs.get(CONFIG_ATTR, {}) or {}) for trial in snapshot.trials},
         best=tuple(trial.number for trial in best_trials(study)),
+        best_figure=best_figure(study),
         kl_guard=kl_guard_settings(snapshot.user_attrs, snapshot.system_attrs),
         counts=counts,
         edge_findings=tuple(edge_findings(snapshot.trials, stored_search_space(snapshot.user_attrs),

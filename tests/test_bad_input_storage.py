@@ -1,8 +1,8 @@
 """Bad storages and bad study files: one line and nothing created, never a traceback, never a write where none belongs.
 
-Each test is a row of issue 26 (storage, study and dashboard). A read-only file system is a real one: the command
-runs in a mount namespace of its own (``unshare``) where the directory is bind-mounted read-only, which stops root
-too, and which nothing outlives.
+Each test is one bad input to the storage, the study file or the dashboard. A read-only file system is a real one:
+the command runs in a mount namespace of its own (``unshare``) where the directory is bind-mounted read-only, which
+stops root too, and which nothing outlives.
 """
 
 from __future__ import annotations

@@ -104,7 +104,7 @@ def test_sparse_objective_reports_on_evaluation_updates_only(
     reporter, study = reporter_for(tmp_path, tiny_lm_dir, prompts_file, objectives=EVAL_OBJECTIVE,
                                    constraints=[Constraint("eval/kl", "last", k=5, max=1.0)])
     for update in range(1, 7):
-        # The reporter used to fail the run at update 1, where eval/score is missing.
+        # The reporter must not fail the run at update 1, where eval/score is missing.
         assert reporter.on_update(update, update_metrics(update, evaluated=update % 3 == 0)) is None
     assert reporter.histories == {"eval/score": pytest.approx([0.8, 1.1]), "eval/kl": pytest.approx([0.6, 1.2])}
     reporter.set_constraints()

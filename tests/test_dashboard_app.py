@@ -111,7 +111,8 @@ def test_study_page_counts_best_trial_and_table(open_page: Any, studies: Dashboa
     assert {m.label: m.value for m in app.metric} == {"Trials": "4", "Complete": "2", "Pruned": "1", "Failed": "1"}
     assert any(m.value.startswith("**Best trial #") for m in app.markdown)
     shown = app.dataframe[0].value
-    # Issue 28, point 2: the trial, its state, its objective, feasibility and KL first; the parameters after.
+    # The trial, its state, its objective, feasibility and KL first; the parameters after: at 1440 px they are what the
+    # table is read for.
     objective = optuna.load_study(study_name=REAL, storage=studies.url).metric_names or ["value_0"]
     partials = [partial_column(name) for name in objective]  # the pruned trial's partial value, apart
     assert list(shown.columns)[:7] == ["number", "state", *objective, *partials, "feasible", "max_kl", "last_kl"]
@@ -142,8 +143,8 @@ def test_study_page_counts_best_trial_and_table(open_page: Any, studies: Dashboa
 
 def test_the_study_table_pins_the_scores_and_shares_one_number_format(open_page: Any,
                                                                      studies: DashboardStudies) -> None:
-    # Issue 28, point 2: at 1440 px only the parameters fitted; the score and KL columns sat off to the right,
-    # unpinned, and numbers read two ways (0.00002929 in the table, 2.929e-05 elsewhere).
+    # At 1440 px the parameters alone fill the width, so the score and KL columns are pinned, not left off to the
+    # right. Numbers read one way on every page: not 0.00002929 in the table and 2.929e-05 elsewhere.
     app = open_page()
     name = optuna.load_study(study_name=REAL, storage=studies.url).metric_names[0]
     config = json.loads(app.dataframe[0].proto.columns)
@@ -328,7 +329,7 @@ def test_compare_page_side_by_side(open_page: Any, studies: DashboardStudies) ->
     assert configs.loc["kl_target", f"#{studies.fixed}"] == "—" and configs["differs"].all()
     final = app.dataframe[2].value
     assert final.loc["state"].tolist() == ["COMPLETE", "COMPLETE"] and "objective/kl" in final.index
-    # Issue 28, point 6: the objective is labelled as the reduction it is, apart from the raw metrics beside it.
+    # The objective is labelled as the reduction it is, apart from the raw metrics beside it.
     objectives = [label for label in final.index if str(label).startswith("objective: ")]
     assert len(objectives) == 1 and objectives[0].endswith(", mean of the last 2 values"), final.index.tolist()
     charts = figures(app)
@@ -345,7 +346,7 @@ def test_compare_page_side_by_side(open_page: Any, studies: DashboardStudies) ->
 
 
 def test_a_setting_a_trial_does_not_use_reads_the_same_on_every_page(open_page: Any) -> None:
-    # Issue 28, point 2: an adaptive-KL trial's kl_coef (None) read "None" in the Study table and "—" on Compare.
+    # An adaptive-KL trial's kl_coef (None) reads the same in the Study table as on Compare ("—"), never "None".
     study = open_page(study=PARETO)
     table = study.dataframe[0].value.set_index("number")
     adaptive = int(table.index[table["param:kl_control"] == "adaptive"][0])
@@ -360,8 +361,8 @@ def test_a_setting_a_trial_does_not_use_reads_the_same_on_every_page(open_page: 
 
 
 def test_a_pruned_trials_partial_value_is_marked_and_sorted_apart(open_page: Any, studies: DashboardStudies) -> None:
-    # Issue 28, point 6: Optuna stores a pruned trial's last intermediate value as its value; in the objective's
-    # column it outranked every complete trial (here 0.8125 against 0.1875) and sorting mixed them.
+    # Optuna stores a pruned trial's last intermediate value as its value; in the objective's column it would outrank
+    # every complete trial (here 0.8125 against 0.1875) and sorting would mix them.
     name = optuna.load_study(study_name=REAL, storage=studies.url).metric_names[0]
     partial = optuna.load_study(study_name=REAL, storage=studies.url).trials[studies.pruned].value
     assert partial is not None
@@ -382,8 +383,8 @@ def test_a_pruned_trials_partial_value_is_marked_and_sorted_apart(open_page: Any
 
 
 def test_a_copied_link_opens_the_same_view(studies: DashboardStudies, monkeypatch: pytest.MonkeyPatch) -> None:
-    # Issue 28, point 10: smoothing, the x-axis, the chosen metrics, the Analysis view and the Compare set live in
-    # the URL with the study and the selected trials.
+    # Smoothing, the x-axis, the chosen metrics, the Analysis view and the Compare set live in the URL with the study
+    # and the selected trials, so a copied link opens the same view.
     monkeypatch.setenv(STORAGE_ENV, studies.url)
 
     def opened(page: str, **params: str) -> AppTest:
@@ -409,8 +410,8 @@ def test_a_copied_link_opens_the_same_view(studies: DashboardStudies, monkeypatc
 
 
 def test_compare_slider_reaches_each_trials_own_last_update(open_page: Any, studies: DashboardStudies) -> None:
-    # Issue 28, point 7: with a pruned trial in the set, the slider stopped at the pruned trial's last update and the
-    # finished trial's final generations could not be shown.
+    # With a pruned trial in the set, the slider must not stop at the pruned trial's last update: the finished
+    # trial's final generations are shown too.
     stored = read_samples(create_engine(studies.url), REAL)
     app = open_page("compare")
     pair = [studies.fixed, studies.pruned]
@@ -445,7 +446,7 @@ def test_analysis_page_draws_every_optuna_view_or_says_why_not(open_page: Any, s
             assert charts["chart_analysis"]["data"], view
             selected_marks[view] = any((t.get("meta") or {}).get("role") == "selected"
                                        for t in charts["chart_analysis"]["data"])
-    # Issue 28, point 9: the selected (complete) trials are marked on the views that show trials one by one.
+    # The selected (complete) trials are marked on the views that show trials one by one.
     assert selected_marks["Optimization history"] and selected_marks["Slice"] and not \
         selected_marks.get("Parameter importances")
     assert outcomes["Optimization history"] == outcomes["Timeline"] == outcomes["Slice"] == "chart"

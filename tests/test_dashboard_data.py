@@ -212,8 +212,7 @@ def test_demo_study_is_shaped_like_a_tuner_study(demo_url: str) -> None:
 
 
 def test_compare_shades_only_rows_that_set_trials_apart() -> None:
-    # Issue 28, point 11: shading every row because every trial differs says nothing; values equal at the shown
-    # precision are equal.
+    # Shading every row because every trial differs says nothing; values equal at the shown precision are equal.
     every = frames.compare_values({0: {"a": 1.0, "b": 2.0}, 1: {"a": 1.5, "b": 3.0}})
     assert every["differs"].all() and not frames.shading_says_something(every)
     styles = frames.highlight_differences(every)._compute().ctx
@@ -226,7 +225,7 @@ def test_compare_shades_only_rows_that_set_trials_apart() -> None:
 
 
 def test_past_twelve_trials_the_selected_and_best_trials_keep_their_legend(tmp_path: Path) -> None:
-    # Issue 28, point 3: the legend vanished past 12 trials, selection or not, and the best trial was drawn grey.
+    # Past 12 trials the legend stays for the selected and best trials, and the best trial is never drawn grey.
     rows = [{"trial_number": n, "update": u, "episode": 8 * u, "objective/kl": 0.1 * n * u}
             for n in range(20) for u in range(1, 4)]
     metrics = pd.DataFrame(rows)
@@ -245,7 +244,7 @@ def test_past_twelve_trials_the_selected_and_best_trials_keep_their_legend(tmp_p
 
 
 def test_kl_chart_names_its_kl_and_explains_values_below_zero() -> None:
-    # Issue 28, point 5: a chart titled as KL showed negative values without a word.
+    # A chart titled as KL that shows negative values says why.
     metrics = pd.DataFrame([{"trial_number": 0, "update": u, "episode": u, "objective/kl": kl}
                             for u, kl in enumerate([0.0, -0.17, 0.4], start=1)])
     figure = charts.kl_figure(metrics, {0: "COMPLETE"}, charts.CurveStyle(), 6.0, {})

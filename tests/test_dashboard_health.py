@@ -176,7 +176,7 @@ def test_critic_free_trials_are_not_flagged_for_the_value_loss_they_never_report
 
 @pytest.mark.parametrize("seed", range(20))
 def test_a_flat_noisy_run_is_not_flagged_for_over_optimisation(seed: int) -> None:
-    # Issue 28, point 8: per-update gold swinging 0.4-0.8 around a flat level, the proxy drifting up by less than its
+    # Per-update gold swinging 0.4-0.8 around a flat level, the proxy drifting up by less than its
     # noise. A trend no larger than the run's own noise is no finding.
     rng = np.random.default_rng(seed)
     n = 96

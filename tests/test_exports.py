@@ -232,8 +232,8 @@ VERL_KEYS = {
     "reward.reward_model.model_path", "trainer.total_epochs", "trainer.total_training_steps",
 }
 # Every flag the OpenRLHF export may give, each an add_argument of openrlhf/cli/train_ppo_ray.py in OpenRLHF 0.11.2
-# (the PyPI release; github.com/OpenRLHF/OpenRLHF, dotted flags since commit ed62d0e2, April 2026), {prefix}
-# expanded to actor and critic. Values checked in trainer/ppo_utils/experience_maker.py and trainer/ray/ppo_actor.py.
+# (the PyPI release; github.com/OpenRLHF/OpenRLHF, dotted flags since 0.11), {prefix} expanded to actor and
+# critic. Values checked in trainer/ppo_utils/experience_maker.py and trainer/ray/ppo_actor.py.
 OPENRLHF_FLAGS = {
     "actor.adam.betas", "actor.adam.eps", "actor.adam.lr", "actor.adam.weight_decay", "actor.dual_clip",
     "actor.entropy_coef", "actor.policy_loss_type",
@@ -429,7 +429,7 @@ def test_best_exports_the_best_trial_in_every_format(
     if fmt == "json":
         assert json.loads(out)["config"]["learning_rate"] == 4e-6
         return
-    assert out.startswith("# best trial 1: values 0.9000")
+    assert out.startswith("# best trial 1: 0.9000, one seed")
     body = out.split("\n", 1)[1]
     if fmt in ("trl-ppo", "trl-args"):
         assert body == trl_ppo.trl_arguments(PPOConfig(advantage_estimator="grpo", learning_rate=4e-6,

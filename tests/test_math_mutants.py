@@ -1,7 +1,7 @@
 """Math tests that can fail: each one kills mutants of ppo_core's math that the other math tests let through.
 
 Every expectation comes from a slow reference written here (plain Python loops over rows and tokens, float64 inputs),
-never from a number copied out of the code. The mutants come from a mutation probe (issue 27, point 6) and from
+never from a number copied out of the code. The mutants come from a mutation probe and from
 ``python -m benchmarks.mutation_score`` (benchmarks/README.md, "Mutation score of ppo_core's math"); each test says
 which mutant it is there for.
 """

@@ -24,7 +24,7 @@ def test_the_timeline_colours_states_as_every_other_page() -> None:
 
 
 def test_optuna_views_name_the_objective_metric_on_their_axes() -> None:
-    # Issue 28, point 9: Optuna's axis said "Objective Value", not the metric the study optimises.
+    # Optuna's own axis title is "Objective Value"; the views name the metric the study optimises instead.
     study = optuna.create_study()
     study.set_metric_names(["eval/gold_score"])
     for i in range(3):
@@ -63,7 +63,7 @@ SELECTED = [3, 5, 0, 99]  # complete #3 (place 1) and #5 (place 3); the pruned #
 
 
 def test_the_selected_trials_are_ringed_on_the_optimization_history() -> None:
-    # Issue 28, point 9: selected trials were not highlighted in Optuna's views.
+    # The selected trials are highlighted in Optuna's views, as on every other page.
     study = marked_study()
     (ring,) = rings(mark_selected(figure(study, "Optimization history"), study, "Optimization history", SELECTED))
     assert list(ring.x) == [3, 5] and list(ring.y) == pytest.approx([0.1, 0.3])
@@ -143,7 +143,7 @@ def test_no_view_is_marked_without_a_selection_and_importances_never() -> None:
 
 @pytest.mark.parametrize("params", [3, ANGLED_AFTER + 2])
 def test_the_parallel_coordinates_keep_their_labels_whole(params: int) -> None:
-    # Issue 28, point 9: labels were clipped at the edges (".78", "199") and the axis names overlapped.
+    # Labels stay whole at the edges (not clipped to ".78" or "199") and the axis names do not overlap.
     study = optuna.create_study()
     space = {f"learning_rate_{i}": FloatDistribution(1e-6, 1e-3, log=True) for i in range(params)}
     for i in range(3):
@@ -157,7 +157,7 @@ def test_the_parallel_coordinates_keep_their_labels_whole(params: int) -> None:
 
 
 def test_many_slices_keep_their_names_whole_and_apart() -> None:
-    # Issue 28, point 9: nine slices in one row ran "learning_ratemini_batch_size" together.
+    # Nine slices in one row would run their names together ("learning_ratemini_batch_size"): each stays apart.
     study = optuna.create_study()
     space = {f"{name}_{i}": FloatDistribution(1e-6, 1e-3, log=True)
              for i, name in enumerate(["value_learning_rate"] * (ANGLED_AFTER + 2))}
@@ -178,7 +178,7 @@ def test_wrapped_breaks_a_long_name_after_underscores() -> None:
 
 
 def test_a_grid_of_contours_gets_the_height_its_rows_need() -> None:
-    # Issue 28, point 9: nine parameters drew 81 contours into Optuna's 450 px, names on top of each other.
+    # Nine parameters make 81 contours: in Optuna's 450 px their names would sit on top of each other.
     study = marked_study()
     drawn = figure(study, "Contour")
     assert drawn.layout.height >= 3 * CONTOUR_ROW_PX
@@ -187,7 +187,7 @@ def test_a_grid_of_contours_gets_the_height_its_rows_need() -> None:
 
 
 def test_a_parameter_a_trial_does_not_use_reads_as_on_every_other_page() -> None:
-    # Issue 28, point 2: Optuna's parallel coordinates wrote "None" where every table writes MISSING.
+    # Optuna's parallel coordinates write "None" on their own; here they write MISSING, as every table does.
     study = optuna.create_study()
     space = {"kl_coef": FloatDistribution(0.01, 0.2), "x": FloatDistribution(0, 1)}
     for i in range(3):  # the first trial uses no kl_coef (an adaptive-KL trial)

@@ -39,9 +39,9 @@ def test_trial_colours_are_apart_from_each_other_and_every_reference_line() -> N
     for first, second in itertools.combinations(palette, 2):
         assert distance(first, second) >= MIN_TRIAL_DISTANCE, (first, second)
     for color in palette:
-        assert chroma(color) >= MIN_CHROMA, color  # no grey: the best trial used to be drawn #7F7F7F
+        assert chroma(color) >= MIN_CHROMA, color  # no grey: the best trial is never drawn #7F7F7F
         assert all(distance(color, ref) >= MIN_REFERENCE_DISTANCE for ref in REFERENCE_COLORS), color
-    # Issue 28, point 4: the trials of the report no longer wear the threshold's red or twin colours.
+    # The trials of the report wear neither the threshold's red nor twin colours.
     assert all(distance(trial_color(n), THRESHOLD_COLOR) >= MIN_REFERENCE_DISTANCE for n in range(200))
     for first, second in ((5, 18), (2, 19), (4, 10), (3, 13)):
         assert distance(trial_color(first), trial_color(second)) >= MIN_TRIAL_DISTANCE

@@ -1,8 +1,8 @@
 """Two processes (torch.distributed over gloo, torch.multiprocessing.spawn, world size 2) against the peers' own code
-on the whole batch (issue 27, point 1): ppo_core's batch-wide statistics take a ``total`` that sums over the
-processes, so the GRPO batch std and the whitening of two processes are one process's on the whole batch, which is
-what verl computes on its driver; each process's share of the token-mean (and seq-mean) loss is verl's and OpenRLHF's
-share at dp_size 2, values and gradients.
+on the whole batch: ppo_core's batch-wide statistics take a ``total`` that sums over the processes, so the GRPO
+batch std and the whitening of two processes are one process's on the whole batch, which is what verl computes on
+its driver; each process's share of the token-mean (and seq-mean) loss is verl's and OpenRLHF's share at dp_size 2,
+values and gradients.
 
 Each rank holds one group of four responses (rows 0-3 and 4-7 of test_peer_equivalence's batch).
 """

@@ -1,6 +1,6 @@
-"""ppo_core against its peers' own code (issue 27, point 1): for every estimator, loss aggregation, KL placement and
-clip setting that an export maps onto a peer, identical float64 inputs go to ppo_core and to the peer's installed
-code (tests/peer_code.py) with the settings the export writes, and the values and the gradients w.r.t. the current
+"""ppo_core against its peers' own code: for every estimator, loss aggregation, KL placement and clip setting that
+an export maps onto a peer, identical float64 inputs go to ppo_core and to the peer's installed code
+(tests/peer_code.py) with the settings the export writes, and the values and the gradients w.r.t. the current
 log-probs agree to 1e-6.
 
 The batch: 8 right-padded responses of 1 to 7 tokens, the padding holding garbage (finite: verl and OpenRLHF multiply

@@ -1,6 +1,6 @@
-"""ppo_core against OpenRLHF 0.11.2's own code (issue 27, point 1), with the settings the openrlhf export writes,
-parsed by train_ppo_ray's own parser: its advantage estimators (the experience maker's compute_advantages_and_returns)
-and its actor's loss (ActorPPOTrainer.training_step: PolicyLoss, the KL loss term, the entropy bonus).
+"""ppo_core against OpenRLHF 0.11.2's own code, with the settings the openrlhf export writes, parsed by
+train_ppo_ray's own parser: its advantage estimators (the experience maker's compute_advantages_and_returns) and its
+actor's loss (ActorPPOTrainer.training_step: PolicyLoss, the KL loss term, the entropy bonus).
 
 Where OpenRLHF computes the same thing, the tests assert equality to 1e-6; where it does not, a test states the
 difference exactly (what OpenRLHF computes instead, in ppo_core's terms), so that the export can name it.

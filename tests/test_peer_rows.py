@@ -1,6 +1,6 @@
-"""The six mismatch rows of issue 27, each a regression test against the peer's own code: with the settings the
-export now writes, ppo_core and the peer compute the same values and gradients; where the export cannot make them
-equal, its differences list names the setting.
+"""Six mismatches between ppo_core and a peer, each tested against the peer's own code: with the settings the export
+writes, ppo_core and the peer compute the same values and gradients; where the export cannot make them equal, its
+differences list names the setting. The cases and sections below are numbered as the rows of this list.
 
 1. KL in the loss exported to TRL GRPO: TRL multiplies k3 by the importance ratio unless use_bias_correction_kl is off.
 2. token_mean over several micro-batches: the step's token mean (verl's token-mean, TRL's dapo), and bnpo (TRL's).
@@ -124,13 +124,13 @@ def trl(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
 # --- row 1 ---
 
 @pytest.mark.parametrize("loss_type", ["token_mean", "bnpo", "seq_mean_token_mean", "seq_mean_token_sum_norm"])
-def test_row_1_kl_loss_equals_trl_grpo_off_policy(loss_type: str, trl: dict[str, dict[str, Any]]) -> None:
+def test_kl_loss_equals_trl_grpo_off_policy(loss_type: str, trl: dict[str, dict[str, Any]]) -> None:
     name = f"row 1 {loss_type}"
     assert trl[name]["args"]["use_bias_correction_kl"] is False and trl[name]["args"]["beta"] == 0.04
     trl_case_equal(name, trl)
 
 
-def test_row_1_example(trl: dict[str, dict[str, Any]]) -> None:
+def test_kl_loss_hand_example_equals_trl_and_trls_default_adds_k3(trl: dict[str, dict[str, Any]]) -> None:
     trl_case_equal("row 1 example", trl)
     assert math.isclose(float(trl["row 1 example"]["grad"][0, 0]), 1 - math.exp(-0.5), abs_tol=1e-9)
     default = float(trl["row 1 example, TRL's default"]["grad"][0, 0])
@@ -148,7 +148,7 @@ def trl_case_equal(name: str, trl: dict[str, dict[str, Any]]) -> None:
 # --- row 2 ---
 
 @pytest.mark.parametrize("loss_type", ["token_mean", "bnpo"])
-def test_row_2_example_micro_batch_shares_equal_trl(loss_type: str, trl: dict[str, dict[str, Any]]) -> None:
+def test_micro_batch_hand_example_shares_equal_trl(loss_type: str, trl: dict[str, dict[str, Any]]) -> None:
     # The step's loss: token_mean (TRL's dapo here) (-1 + 3) / 4 = 0.5; bnpo (-1 + 1) / 2 = 0.
     total = 0.0
     for index in range(2):
@@ -157,7 +157,7 @@ def test_row_2_example_micro_batch_shares_equal_trl(loss_type: str, trl: dict[st
     assert math.isclose(total, 0.5 if loss_type == "token_mean" else 0.0, abs_tol=1e-12)
 
 
-def test_row_2_example_token_mean_equals_verl() -> None:
+def test_micro_batch_hand_example_token_mean_equals_verl() -> None:
     config = PPOConfig(**ROW_2_RUN, loss_type="token_mean")
     ours = sum(float(ppo_core_share(config, part, part.logprobs, ROW_2_STEP)) for part in ROW_2_PARTS)
     theirs = sum(float(verl_actor_loss(config, part, part.logprobs, batch_num_tokens=4, global_batch_size=2))
@@ -166,13 +166,13 @@ def test_row_2_example_token_mean_equals_verl() -> None:
 
 
 @pytest.mark.parametrize("loss", ["token_mean", "bnpo", "grpo", "dr_grpo"])
-def test_row_2_two_micro_batches_equal_trl(loss: str, trl: dict[str, dict[str, Any]]) -> None:
+def test_two_micro_batches_equal_trl(loss: str, trl: dict[str, dict[str, Any]]) -> None:
     for index in range(2):
         trl_case_equal(f"row 2 {loss} {index}", trl)
 
 
 @pytest.mark.parametrize("loss_type", ["token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm"])
-def test_row_2_two_micro_batches_equal_verl(loss_type: str) -> None:
+def test_two_micro_batches_equal_verl(loss_type: str) -> None:
     # Entropy and KL loss terms too: verl aggregates them over the step as its policy loss, as ppo_core does.
     config = PPOConfig(**dict(TWO_MICRO, loss_type=loss_type, entropy_coef=0.01))
     batch = make_batch()
@@ -193,7 +193,7 @@ def test_row_2_two_micro_batches_equal_verl(loss_type: str) -> None:
     close(our_grad, their_grad)
 
 
-def test_row_2_trl_entropy_over_micro_batches_is_a_named_difference() -> None:
+def test_trl_entropy_over_micro_batches_is_a_named_difference() -> None:
     # TRL's entropy bonus is each micro-batch's token mean over the accumulation steps, whatever the loss type.
     for loss_type in ("token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm"):
         lines = differences("trl-grpo", PPOConfig(**dict(TWO_MICRO, loss_type=loss_type, entropy_coef=0.01))
@@ -203,7 +203,7 @@ def test_row_2_trl_entropy_over_micro_batches_is_a_named_difference() -> None:
         "trl-grpo", PPOConfig(**dict(TWO_MICRO, loss_type="bnpo", entropy_coef=0.01)).to_dict()))
 
 
-def test_row_2_trl_dapo_over_several_steps_is_a_named_difference(trl: dict[str, dict[str, Any]]) -> None:
+def test_trl_dapo_over_several_steps_is_a_named_difference(trl: dict[str, dict[str, Any]]) -> None:
     # TRL's dapo divides every step by the rollout's tokens over its steps (35 / 2 = 17.5), ppo_core's token_mean by
     # the step's own (16, then 19): TRL's share is ppo_core's x step tokens / 17.5.
     config = PPOConfig(**TWO_STEPS)
@@ -224,7 +224,7 @@ def test_row_2_trl_dapo_over_several_steps_is_a_named_difference(trl: dict[str, 
 # --- row 3 ---
 
 @pytest.mark.parametrize("dual_clip", [None, 3.0])
-def test_row_3_dual_clip_equals_verl(dual_clip: float | None) -> None:
+def test_dual_clip_equals_verl_clip_ratio_c(dual_clip: float | None) -> None:
     # A = -1 at log-ratio 1.5: without a dual clip the loss and its gradient are e^1.5 = 4.48; at c = 3, 3.0 and 0.
     batch = hand_batch([1], [[-1.0]], [[-2.5]], [[-1.0]], [-1.0])
     config = PPOConfig(advantage_estimator="grpo", beta=0.0, dual_clip=dual_clip, response_length=1)
@@ -244,7 +244,7 @@ def test_row_3_dual_clip_equals_verl(dual_clip: float | None) -> None:
 
 # --- row 4 ---
 
-def test_row_4_reinforce_pp_baseline_example_and_verl_difference() -> None:
+def test_reinforce_pp_baseline_with_kl_in_the_reward_or_gamma_below_1_is_a_named_verl_difference() -> None:
     # G = 2, 2 tokens, scores [1, 0], KL reward [[-0.2, 0], [0, 0]]: ppo_core's token returns whitened, verl's one
     # centred summed reward per response, whitened: +-0.866.
     mask = torch.ones(2, 2, dtype=torch.float64)
@@ -264,7 +264,7 @@ def test_row_4_reinforce_pp_baseline_example_and_verl_difference() -> None:
 
 
 @pytest.mark.parametrize("rewards", sorted(REWARDS))
-def test_row_4_reinforce_pp_baseline_equals_verl_at_gamma_1_without_kl(rewards: str) -> None:
+def test_reinforce_pp_baseline_equals_verl_at_gamma_1_without_kl(rewards: str) -> None:
     config = PPOConfig(advantage_estimator="reinforce_pp_baseline", kl_coef=0.0, num_generations=GROUP,
                        per_device_train_batch_size=len(LENGTHS), response_length=WIDTH)
     batch = make_batch()
@@ -274,12 +274,12 @@ def test_row_4_reinforce_pp_baseline_equals_verl_at_gamma_1_without_kl(rewards: 
 
 # --- row 5 ---
 
-def test_row_5_sequence_sum_equals_trl_rloo(trl: dict[str, dict[str, Any]]) -> None:
+def test_sequence_sum_ratio_equals_trl_rloo(trl: dict[str, dict[str, Any]]) -> None:
     assert trl["row 5"]["args"]["beta"] == 0.05 and trl["row 5"]["args"]["epsilon_high"] == 0.28
     trl_case_equal("row 5", trl)
 
 
-def test_row_5_token_level_rloo_is_a_named_difference() -> None:
+def test_token_level_rloo_is_a_named_difference() -> None:
     lines = differences("trl-rloo", PPOConfig(**{**RLOO_RUN, "importance_sampling_level": "token"}).to_dict())
     assert any("importance_sampling_level=token" in line for line in lines), lines
     assert not any("importance_sampling_level" in line for line in differences("trl-rloo", PPOConfig(
@@ -289,7 +289,7 @@ def test_row_5_token_level_rloo_is_a_named_difference() -> None:
 # --- row 6 ---
 
 @pytest.mark.parametrize("rewards", sorted(REWARDS))
-def test_row_6_grpo_std_epsilon_equals_verl(rewards: str) -> None:
+def test_grpo_std_epsilon_equals_verl(rewards: str) -> None:
     config = PPOConfig(advantage_estimator="grpo", scale_rewards="group", scale_rewards_epsilon=1e-6,
                        num_generations=GROUP, per_device_train_batch_size=len(LENGTHS), response_length=WIDTH)
     batch = make_batch()
@@ -297,7 +297,7 @@ def test_row_6_grpo_std_epsilon_equals_verl(rewards: str) -> None:
     close(ppo_core_advantages(config, scores, batch)[0], verl_advantages(config, scores, batch)[0], batch.mask)
 
 
-def test_row_6_trl_epsilon_is_a_named_verl_difference() -> None:
+def test_trl_epsilon_is_a_named_verl_difference() -> None:
     # [0, 0, 0, 2e-4], std 1e-4: 1.5e-4 / (1e-4 + 1e-4) = 0.75 here, 1.5e-4 / (1e-4 + 1e-6) = 1.485 in verl.
     config = PPOConfig(advantage_estimator="grpo", scale_rewards="group", num_generations=GROUP,
                        per_device_train_batch_size=len(LENGTHS), response_length=WIDTH)

@@ -172,4 +172,32 @@ def test_the_progress_line_shows_a_raced_winners_mean_over_its_seeds(tmp_path: P
         study.add_trial(trial)
     assert _best_text(study) == "best 0.7500, mean of 2 seeds (trial 0)"
     study.set_user_attr(DEFINITION_ATTR, {"objectives": [{"metric": "m"}], "seed_policy": {"name": "single"}})
-    assert _best_text(study) == "best 0.9500 (trial 1)"  # one seed: the luckiest run wins
+    assert _best_text(study) == "best 0.9500, one seed (trial 1)"  # one seed: the luckiest run wins
+
+
+def test_the_best_trials_figure_reads_the_same_in_run_show_best_and_the_dashboard(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from dashboard.frames import best_summary, number
+    from dashboard.study_reader import StudyRef, build_study_view, open_reader
+    from tuner.attrs import DEFINITION_ATTR
+    from tuner.database import create_engine
+    from tuner.runner import _best_text
+    from tuner.trial_records import create_tables
+
+    url = f"sqlite:///{tmp_path / 'raced.db'}"
+    create_tables(create_engine(url))
+    study = optuna.create_study(study_name="raced", storage=url, direction="maximize")
+    study.set_user_attr(DEFINITION_ATTR, {"objectives": [{"metric": "m"}]})  # the default seed policy races
+    for trial in [_trial(0, 0.8), _trial(1, 0.95), _trial(2, 0.7, race_of=0, seed=1)]:
+        study.add_trial(trial)
+    # Trial 0 wins on its mean over 2 seeds, 0.75; its own first run scored 0.8, trial 1's one run 0.95.
+    assert _best_text(study) == "best 0.7500, mean of 2 seeds (trial 0)"
+    capsys.readouterr()
+    assert main(["show", "raced", "--storage", url]) == 0
+    assert "best trial 0: 0.7500, mean of 2 seeds" in capsys.readouterr().out
+    assert main(["best", "raced", "--storage", url]) == 0
+    assert capsys.readouterr().out.startswith("# best trial 0: 0.7500, mean of 2 seeds\n")
+    reader = open_reader(StudyRef(url, "raced"))
+    summary = best_summary(build_study_view(reader.ref, reader.refresh()))
+    assert summary.startswith("**Best trial #0**") and f"= {number(0.75)} (mean of 2 seeds)" in summary

@@ -53,9 +53,9 @@ def test_micro_batch_shares_add_up_to_the_steps_loss(loss_type: str, micro: int)
 
 
 def test_token_mean_weighs_every_token_of_the_step_alike_where_bnpo_weighs_micro_batches() -> None:
-    # Issue 27, row 2: micro-batch 1 holds one token with A = +1, micro-batch 2 three tokens with A = -1; the
-    # per-token loss at ratio 1 is -A. The step's token mean is (-1 + 3) / 4 = 0.5; the mean of the micro-batches'
-    # own means is (-1 + 1) / 2 = 0.
+    # Micro-batch 1 holds one token with A = +1, micro-batch 2 three tokens with A = -1; the per-token loss at
+    # ratio 1 is -A. The step's token mean is (-1 + 3) / 4 = 0.5; the mean of the micro-batches' own means is
+    # (-1 + 1) / 2 = 0.
     per_token = torch.tensor([[-1.0, 0.0, 0.0], [1.0, 1.0, 1.0]], dtype=torch.float64)
     mask = torch.tensor([[1, 0, 0], [1, 1, 1]]).bool()
     step = StepTotals(tokens=4.0, rows=2.0, micro_batches=2)

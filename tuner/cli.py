@@ -252,7 +252,7 @@ def command_show(args: argparse.Namespace) -> int:
     from tuner.edge_findings import edge_findings, format_edge_findings, stored_search_space
     from tuner.frontier_aim import aim_words
     from tuner.frontier_sampler import AIM_ATTR
-    from tuner.reports import trials_frame
+    from tuner.reports import best_figure, trials_frame
     from tuner.savings import update_savings
 
     study, _, _ = find_named_study(args.name, args.storage, args.command)
@@ -263,6 +263,9 @@ def command_show(args: argparse.Namespace) -> int:
     savings = update_savings(frame)
     frame.columns = [c.removeprefix("param:") for c in frame.columns]
     _print_frame(frame, f"study {args.name}")
+    figure = best_figure(study)
+    if figure is not None:  # the figure the study chose its best on, as run, best and the dashboard give it
+        print(f"best trial {figure.trial}: {figure.words()}")
     if savings is not None:
         print(savings.line())
     aimed = [t for t in study.get_trials(deepcopy=False) if AIM_ATTR in t.user_attrs]
@@ -359,7 +362,7 @@ def command_best(args: argparse.Namespace) -> int:
     from tuner.exports import TARGETS, exported
     from tuner.pilot import piloted
     from tuner.production import change_comments, held_at_lengths, notice, pilot_notice, uncarried
-    from tuner.reports import best_trials, trial_config
+    from tuner.reports import best_figure, best_trials, trial_config
     from tuner.validation import load_validation, validation_results
 
     study, url, opened = find_named_study(args.name, args.storage, args.command)
@@ -369,7 +372,9 @@ def command_best(args: argparse.Namespace) -> int:
     validations = load_validation(args.name, opened)
     validated = [r for r in validation_results(study, validations) if r.n > 0]
     chosen, validation = best[0], None
-    header = f"best trial {chosen.number}: values {', '.join(f'{v:.4f}' for v in chosen.values)}"
+    figure = best_figure(study)
+    header = f"best trial {chosen.number}: " + (figure.words() if figure is not None else
+                                               f"values {', '.join(f'{v:.4f}' for v in chosen.values)}")
     if validated:
         validation = validated[0]
         chosen = study.get_trials(deepcopy=False)[validation.trial]

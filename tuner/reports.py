@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import optuna
@@ -23,7 +24,7 @@ from tuner.attrs import (
     stored_definition,
 )
 from tuner.constraints import feasible
-from tuner.seed_policy import SeedPolicy, best_raced, parse_seed_policy
+from tuner.seed_policy import SeedPolicy, best_raced, parse_seed_policy, raced_configs
 
 
 def study_summaries(storage: str | optuna.storages.BaseStorage) -> pd.DataFrame:
@@ -56,6 +57,39 @@ def best_trials(study: optuna.Study) -> list[FrozenTrial]:
         return [study.best_trial]
     sign = -1 if study.directions[0] == optuna.study.StudyDirection.MAXIMIZE else 1
     return sorted(study.best_trials, key=lambda t: sign * t.values[0])
+
+
+@dataclass(frozen=True)
+class BestFigure:
+    """The best trial's headline figure, as every view shows it: the value the study chose it on."""
+
+    trial: int
+    value: float
+    seeds: int
+    """Runs the value is the mean of: a raced configuration's seeds, else 1 (its own run)."""
+
+    @property
+    def what(self) -> str:
+        """"mean of 2 seeds" or "one seed"."""
+        return f"mean of {self.seeds} seeds" if self.seeds > 1 else "one seed"
+
+    def words(self) -> str:
+        """"0.7480, mean of 2 seeds" or "0.7427, one seed"."""
+        return f"{self.value:.4f}, {self.what}"
+
+
+def best_figure(study: optuna.Study) -> BestFigure | None:
+    """The best trial (:func:`best_trials`) and its first objective's value as the study ranks it: a raced
+    configuration's mean over its seeds, else its own run's value; None without a best trial, or for several
+    objectives (a front has no one figure)."""
+    best = best_trials(study)
+    if not best or len(study.directions) > 1:
+        return None
+    if is_racing(study):  # the winner is chosen on its mean: that is its figure, not its first run's value
+        for config in raced_configs(study.get_trials(deepcopy=False)):
+            if config.root.number == best[0].number:
+                return BestFigure(best[0].number, config.mean, len(config.values))
+    return BestFigure(best[0].number, best[0].values[0], 1)
 
 
 def is_racing(study: optuna.Study) -> bool:

@@ -30,9 +30,8 @@ from tuner.database import GRACE_HEARTBEATS, create_engine
 from tuner.edge_findings import edge_findings, format_edge_findings
 from tuner.failure_streak import SAME_FAILURES_TO_STOP, failure_streak
 from tuner.kl_target_notice import reach_notice
-from tuner.reports import best_trials, is_racing, trial_reason, trials_frame
+from tuner.reports import best_figure, best_trials, trial_reason, trials_frame
 from tuner.savings import update_savings
-from tuner.seed_policy import raced_configs
 from tuner.study_config import StudyConfigError, StudySpec
 from tuner.trial_launch import describe_exit
 from tuner.trial_records import create_tables
@@ -157,14 +156,13 @@ def describe(trial: FrozenTrial) -> str:
 
 
 def _best_text(study: optuna.Study) -> str:
+    """The progress line's best: its figure as every view shows it (``tuner.reports.best_figure``); a Pareto front's
+    first trial's values."""
+    figure = best_figure(study)
+    if figure is not None:
+        return f"best {figure.words()} (trial {figure.trial})"
     best = best_trials(study)
-    if not best:
-        return "best -"
-    if is_racing(study):  # the winner is chosen on its mean: show that, not its first run's value
-        (config,) = [c for c in raced_configs(study.get_trials(deepcopy=False)) if c.root.number == best[0].number]
-        if len(config.values) > 1:
-            return f"best {config.mean:.4f}, mean of {len(config.values)} seeds (trial {best[0].number})"
-    return f"best {', '.join(f'{v:.4f}' for v in best[0].values)} (trial {best[0].number})"
+    return f"best {', '.join(f'{v:.4f}' for v in best[0].values)} (trial {best[0].number})" if best else "best -"
 
 
 def recover_dead_trials(study: optuna.Study, heartbeat_interval: int, console: Console,

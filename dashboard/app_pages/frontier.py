@@ -89,7 +89,7 @@ def _across_the_study(context: PageContext, source: FrontierSource, paths: pd.Da
         st.markdown(f"**On the front** ({len(front)} trial{'s' if len(front) != 1 else ''})")
         columns = ["trial", "update", "kl", "y", *(["proxy"] if source.has_gold else [])]
         # The score at the trial's last point, not its objective (the study's reduction of it, on the Study page):
-        # the two sat side by side without a word (issue 28, point 6).
+        # the column's title and help say which, so a reader does not take one for the other.
         at = "last evaluation" if source.kind == "eval" else "last update"
         config = FRONT_CONFIG | {"y": st.column_config.NumberColumn(
             f"{y_title} at its {at}", format="%.4g",
