@@ -15,7 +15,8 @@ import pandas as pd
 
 from dashboard.health_rules import Finding, HealthContext, worst
 from dashboard.study_reader import PARAM_PREFIX, StudyView
-from ppo_core.metric_names import CRITIC_ESTIMATORS, CRITIC_METRICS, GUARDED_METRICS
+from ppo_core.estimator_traits import critic_estimators
+from ppo_core.metric_names import CRITIC_METRICS, GUARDED_METRICS
 from tuner.savings import update_savings
 from tuner.trial_records import METRIC_KEYS
 
@@ -205,7 +206,7 @@ def health_contexts(view: StudyView) -> dict[int, HealthContext]:
     for number in view.numbers:
         # A config without the field predates the critic-free estimators: its run trained a value network.
         estimator = view.configs.get(number, {}).get(ESTIMATOR_KEY)
-        critic = estimator is None or estimator in CRITIC_ESTIMATORS
+        critic = estimator is None or estimator in critic_estimators()
         contexts[number] = HealthContext(view.kl_guard.threshold, view.kl_guard.metric, targets.get(number),
                                          reported=GUARDED_METRICS if critic else without_critic)
     return contexts

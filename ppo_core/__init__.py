@@ -9,8 +9,9 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from ppo_core.config import ADVANTAGE_ESTIMATORS, ConfigError, PPOConfig
+from ppo_core.config import ConfigError, PPOConfig
 from ppo_core.errors import InputError, NonFiniteError
+from ppo_core.estimator_traits import EstimatorTraits, estimator_names
 from ppo_core.reported_metrics import evaluation_metrics, reported_metrics
 
 _LAZY = {
@@ -24,8 +25,8 @@ _LAZY = {
     "estimator": "ppo_core.estimators",
 }
 
-__all__ = ["ADVANTAGE_ESTIMATORS", "ConfigError", "InputError", "NonFiniteError", "PPOConfig", "evaluation_metrics",
-           "reported_metrics", *_LAZY]
+__all__ = ["ConfigError", "EstimatorTraits", "InputError", "NonFiniteError", "PPOConfig", "estimator_names",
+           "evaluation_metrics", "reported_metrics", *_LAZY]
 
 
 def __getattr__(name: str) -> Any:

@@ -24,21 +24,14 @@ from ppo_core.config_checks import (
     field_types_of,
     require,
 )
-from ppo_core.metric_names import CRITIC_ESTIMATORS
+from ppo_core.estimator_traits import ESTIMATORS
 from ppo_core.trl_config import ModelConfig, ScriptArguments, field_help
 
 KL_ESTIMATORS = ("k1", "k2", "k3", "abs")
 LR_SCHEDULES = ("constant", "linear", "cosine")
-# The advantage estimators (ppo_core.estimators registers one function per name). Only gae trains a value network.
-ADVANTAGE_ESTIMATORS = ("gae", "grpo", "rloo", "reinforce_pp", "reinforce_pp_baseline")
-# Those whose baseline is the other responses to the same prompt: they need num_generations >= 2.
-GROUP_ESTIMATORS = ("grpo", "rloo", "reinforce_pp_baseline")
 # Responses per prompt when num_generations is null and the estimator needs a group. TRL's GRPOConfig says 8, which
 # at the default rollout batch of 8 would leave one prompt per update; 4 keeps two.
 DEFAULT_GROUP_GENERATIONS = 4
-# The estimators that put the KL penalty into the loss rather than the reward when kl_in_reward is null: GRPO's
-# (Shao et al. 2024). RLOO (Ahmadian et al. 2024) and REINFORCE++ (Hu 2025) penalise the reward, as PPO does.
-KL_LOSS_ESTIMATORS_BY_DEFAULT = ("grpo",)
 # Added to the standard deviation that divides GRPO's centred scores: TRL's GRPOTrainer adds the same.
 GRPO_STD_EPSILON = 1e-4
 LOSS_TYPES = ("token_mean", "bnpo", "seq_mean_token_mean", "seq_mean_token_sum_norm")
@@ -48,12 +41,13 @@ IMPORTANCE_SAMPLING_LEVELS = ("token", "sequence", "sequence_sum")
 
 def default_generations(estimator: str) -> int:
     """What ``num_generations: null`` means for ``estimator``: a group for the group estimators, else one."""
-    return DEFAULT_GROUP_GENERATIONS if estimator in GROUP_ESTIMATORS else 1
+    return DEFAULT_GROUP_GENERATIONS if ESTIMATORS[estimator].groups else 1
 
 
 def default_kl_in_reward(estimator: str) -> bool:
-    """What ``kl_in_reward: null`` means for ``estimator``: in the loss for GRPO, in the reward otherwise."""
-    return estimator not in KL_LOSS_ESTIMATORS_BY_DEFAULT
+    """What ``kl_in_reward: null`` means for ``estimator``: in the loss for GRPO, in the reward otherwise
+    (``ppo_core.estimator_traits``)."""
+    return not ESTIMATORS[estimator].kl_in_loss
 
 
 @dataclass
@@ -209,12 +203,13 @@ class PPOConfig(ScriptArguments, ModelConfig):
     )
 
     # --- advantage estimator ---
-    advantage_estimator: Literal["gae", "grpo", "rloo", "reinforce_pp", "reinforce_pp_baseline"] = field(
+    advantage_estimator: str = field(
         default="gae",
-        metadata=field_help("gae: PPO's generalized advantage estimation with a value network. Critic-free, no value "
-                            "network built: grpo (group-normalised scores), rloo (leave-one-out baseline), "
-                            "reinforce_pp (REINFORCE++: returns whitened over the batch), reinforce_pp_baseline "
-                            "(the group mean subtracted first)."),
+        # The names of ppo_core.estimator_traits's table, a live view: what check_types and argparse accept.
+        metadata={"choices": ESTIMATORS.keys(), **field_help(
+            "gae: PPO's generalized advantage estimation with a value network. Critic-free, no value network built: "
+            "grpo (group-normalised scores), rloo (leave-one-out baseline), reinforce_pp (REINFORCE++: returns "
+            "whitened over the batch), reinforce_pp_baseline (the group mean subtracted first).")},
     )
     num_generations: int | None = field(
         default=None,
@@ -387,7 +382,7 @@ class PPOConfig(ScriptArguments, ModelConfig):
     @property
     def uses_critic(self) -> bool:
         """Whether the run builds, trains and reads a value network: only GAE needs one."""
-        return self.advantage_estimator in CRITIC_ESTIMATORS
+        return ESTIMATORS[self.advantage_estimator].critic
 
     @property
     def generations_per_prompt(self) -> int:
@@ -571,7 +566,7 @@ def _check_estimator(c: PPOConfig) -> None:
     if c.num_generations is not None:
         require(c.num_generations >= 1, "num_generations", ">= 1", c.num_generations)
     generations = c.generations_per_prompt
-    if c.advantage_estimator in GROUP_ESTIMATORS and generations < 2:
+    if ESTIMATORS[c.advantage_estimator].groups and generations < 2:
         raise ConfigError(f"num_generations: advantage_estimator {c.advantage_estimator} compares the responses to "
                           f"one prompt, so it needs >= 2, got {generations}")
     local_batch = c.per_device_train_batch_size * c.gradient_accumulation_steps

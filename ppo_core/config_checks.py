@@ -99,17 +99,33 @@ def describe_type(annotation: Any) -> str:
     return getattr(annotation, "__name__", str(annotation))
 
 
+def field_choices(cls: type, name: str) -> Any:
+    """The values a field takes where its metadata lists them (``choices``, as argparse reads it: a live view such as
+    a table's keys, read at the time of asking); None for a field without."""
+    found = {f.name: f for f in dataclasses.fields(cls)}[name].metadata.get("choices")
+    return found
+
+
+def describe_field(cls: type, name: str) -> str:
+    """What a field takes, in words: its choices, else its annotation (:func:`describe_type`)."""
+    choices = field_choices(cls, name)
+    if choices is not None:
+        return "one of " + ", ".join(repr(choice) for choice in choices)
+    return describe_type(field_types_of(cls)[name])
+
+
 def check_types(config: DataclassInstance) -> None:
-    """Each value against its field's annotation, and every number finite: an ``.inf`` or ``.nan`` would reach the
-    first update and end the run as a divergence there."""
+    """Each value against its field's annotation and choices, and every number finite: an ``.inf`` or ``.nan`` would
+    reach the first update and end the run as a divergence there."""
     hints = field_types_of(type(config))
     for name in settable_names(config):
         value = getattr(config, name)
         annotation = hints[name]
-        if not _type_matches(value, annotation):
+        choices = field_choices(type(config), name)
+        if not _type_matches(value, annotation) or (choices is not None and value not in choices):
             hint = f"; TRL GRPOConfig's {value!r} is {TRL_LOSS_TYPES[value]!r} here" \
                 if name == "loss_type" and value in TRL_LOSS_TYPES else ""
-            raise ConfigError(f"{name}: expected {describe_type(annotation)}, got {value!r}{hint}")
+            raise ConfigError(f"{name}: expected {describe_field(type(config), name)}, got {value!r}{hint}")
         if isinstance(value, float) and not math.isfinite(value):
             raise ConfigError(f"{name}: must be a finite number, got {value!r}")
         if isinstance(value, list) and any(isinstance(v, float) and not math.isfinite(v) for v in value):

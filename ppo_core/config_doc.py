@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import dataclasses
 
-from ppo_core.config import PPOConfig, describe_type, field_types, settable_fields
+from ppo_core.config import PPOConfig, settable_fields
+from ppo_core.config_checks import describe_field
 
 BEGIN = "<!-- config-reference:begin -->"
 END = "<!-- config-reference:end -->"
 
 
 def reference_table() -> str:
-    hints = field_types()
     lines = ["| field | type | default | meaning |", "|---|---|---|---|"]
     for name, config_field in settable_fields().items():
         default = config_field.default
@@ -22,7 +22,7 @@ def reference_table() -> str:
             default = config_field.default_factory()
         shown = "null" if default is None else ("" if default is dataclasses.MISSING else _shown(default))
         help_text = config_field.metadata["help"].replace("|", "\\|")
-        lines.append(f"| `{name}` | {describe_type(hints[name])} | `{shown}` | {help_text} |")
+        lines.append(f"| `{name}` | {describe_field(PPOConfig, name)} | `{shown}` | {help_text} |")
     derived = [f.name for f in dataclasses.fields(PPOConfig) if not f.init]
     lines.append("")
     lines.append("Derived, as TRL computes them: " + ", ".join(f"`{name}`" for name in derived) + ".")

@@ -1,5 +1,6 @@
-"""The advantage estimators by name: the config's ``advantage_estimator`` picks one, and adding one touches only
-this file (a function registered with :func:`estimator`).
+"""The advantage estimators by name: the config's ``advantage_estimator`` picks one. Adding one is its traits in
+``ppo_core.estimator_traits`` (torch-free: what the config, the metrics, the search space and the exports read) and
+its function here, registered with :func:`estimator` under the same name.
 
 Each takes an :class:`AdvantageInputs` and returns per-token advantages [B, R], plus the value targets for GAE (the
 only estimator with a value network; the others return None). KL already sits in ``token_rewards`` when the config
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 import torch
 
 from ppo_core.advantages import add_scores, discounted_returns, gae, whiten_advantages, whiten_rewards
+from ppo_core.estimator_traits import ESTIMATORS as TRAITS
 from ppo_core.group_advantages import (
     GRPO_STD_EPSILON,
     ScaleRewards,
@@ -62,7 +64,11 @@ ESTIMATORS: dict[str, Estimator] = {}
 
 
 def estimator(name: str) -> Callable[[Estimator], Estimator]:
-    """Register ``name``'s estimator."""
+    """Register ``name``'s estimator; its traits must be in ``ppo_core.estimator_traits.ESTIMATORS`` first, the one
+    table the config, the metrics, the search space and the exports read."""
+    if name not in TRAITS:
+        raise ValueError(f"estimator {name!r}: register its traits in ppo_core.estimator_traits.ESTIMATORS first")
+
     def register(function: Estimator) -> Estimator:
         ESTIMATORS[name] = function
         return function
@@ -113,6 +119,12 @@ def reinforce_pp_baseline_estimator(inputs: AdvantageInputs) -> tuple[torch.Tens
     centred = group_mean_baseline(inputs.scores, inputs.group_size)
     returns = discounted_returns(inputs.token_rewards(centred), inputs.response_mask, inputs.gamma)
     return whiten_advantages(returns, inputs.response_mask, inputs.total), None
+
+
+_UNREGISTERED = set(TRAITS) - set(ESTIMATORS)
+if _UNREGISTERED:  # a name the table lists and nothing computes: refused at import, not at the first update
+    raise ImportError(f"ppo_core.estimator_traits lists {', '.join(sorted(_UNREGISTERED))}, which "
+                      "ppo_core.estimators has no function for")
 
 
 def estimate_advantages(name: str, inputs: AdvantageInputs) -> tuple[torch.Tensor, torch.Tensor | None]:

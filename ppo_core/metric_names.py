@@ -23,9 +23,6 @@ UPDATE_METRICS = (
     "time/rollout_s", "time/update_s", "time/tokens_per_s", "memory/peak_gib",
 )
 # Reported on every update by runs with a value network (advantage_estimator gae) only.
-# The advantage estimators that train a value network (PPOConfig.uses_critic), here so readers of stored runs can
-# tell which of them report CRITIC_METRICS without loading the config module.
-CRITIC_ESTIMATORS = ("gae",)
 CRITIC_METRICS = ("val/mean_value", "val/explained_variance", "val/clipfrac_avg", "loss/value_avg", "lr_value")
 # Reported on every update when each prompt has several responses (num_generations > 1): the mean over groups of the
 # scores' standard deviation, and the share of groups whose scores are all equal (no signal for a group baseline).

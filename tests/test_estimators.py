@@ -12,7 +12,8 @@ import torch
 
 from ppo_core import PPOConfig, PPOTrainer, reported_metrics
 from ppo_core.advantages import discounted_returns
-from ppo_core.config import ADVANTAGE_ESTIMATORS, ConfigError
+from ppo_core.config import ConfigError
+from ppo_core.estimator_traits import estimator_names
 from ppo_core.estimators import ESTIMATORS, AdvantageInputs, estimate_advantages
 from ppo_core.group_advantages import GRPO_STD_EPSILON, batch_std
 from ppo_core.losses import aggregate_loss, clipped_policy_loss
@@ -78,7 +79,7 @@ def _assert_padding_zero(tensor: torch.Tensor) -> None:
 
 
 def test_every_configurable_estimator_is_registered() -> None:
-    assert set(ESTIMATORS) == set(ADVANTAGE_ESTIMATORS)
+    assert set(ESTIMATORS) == set(estimator_names())
 
 
 def test_discounted_returns_against_a_loop() -> None:
@@ -208,7 +209,7 @@ def letter_config(lm: Path, prompts: Path, **overrides: object) -> PPOConfig:
 @pytest.fixture(scope="module")
 def estimator_runs(tiny_lm_dir: Path, prompts_file: Path) -> dict[str, tuple[PPOConfig, PPOTrainer, list]]:
     runs = {}
-    for name in ADVANTAGE_ESTIMATORS:
+    for name in estimator_names():
         config = letter_config(tiny_lm_dir, prompts_file, advantage_estimator=name, cliprange_high=0.28,
                                loss_type="seq_mean_token_mean" if name == "grpo" else "token_mean")
         trainer = PPOTrainer(config)
@@ -216,7 +217,7 @@ def estimator_runs(tiny_lm_dir: Path, prompts_file: Path) -> dict[str, tuple[PPO
     return runs
 
 
-@pytest.mark.parametrize("name", ADVANTAGE_ESTIMATORS)
+@pytest.mark.parametrize("name", estimator_names())
 def test_each_estimator_runs_and_reports_exactly_the_metrics_known_before_it(estimator_runs: dict,
                                                                             name: str) -> None:
     config, _, metrics = estimator_runs[name]
@@ -225,7 +226,7 @@ def test_each_estimator_runs_and_reports_exactly_the_metrics_known_before_it(est
     assert all(math.isfinite(value) for m in metrics for value in m.values())
 
 
-@pytest.mark.parametrize("name", [n for n in ADVANTAGE_ESTIMATORS if n != "gae"])
+@pytest.mark.parametrize("name", [n for n in estimator_names() if n != "gae"])
 def test_critic_free_estimators_build_no_value_network(estimator_runs: dict, name: str) -> None:
     config, trainer, metrics = estimator_runs[name]
     assert not config.uses_critic

@@ -11,25 +11,16 @@ from typing import Any
 import optuna
 import pytest
 
-from ppo_core.config import (
-    ADVANTAGE_ESTIMATORS,
-    GROUP_ESTIMATORS,
-    default_generations,
-    default_kl_in_reward,
-    settable_fields,
-)
+from ppo_core.config import default_generations, default_kl_in_reward, settable_fields
 from ppo_core.config_io import build_config
-from tuner.search_space import (
-    ESTIMATOR_PARAMS,
-    KL_PLACEMENT_PARAMS,
-    suggest_params,
-)
+from ppo_core.estimator_traits import estimator_fields, estimator_names, group_estimators, readers
+from tuner.search_space import KL_PLACEMENT_PARAMS, suggest_params
 from tuner.study_config import StudyConfigError, StudySpec, load_study_spec, parse_study
 
 ROOT = Path(__file__).resolve().parent.parent
 ESTIMATORS_STUDY = ROOT / "studies" / "estimators.yaml"
 BASE = {"task": "shortest_path", "per_device_train_batch_size": 16, "total_episodes": 64}
-ALL_ESTIMATORS = {"type": "categorical", "choices": list(ADVANTAGE_ESTIMATORS)}
+ALL_ESTIMATORS = {"type": "categorical", "choices": list(estimator_names())}
 GAE_KNOBS = ("lam", "value_learning_rate", "vf_coef", "cliprange_value", "whiten_advantages", "whiten_rewards")
 ESTIMATOR_SPACE = {
     "advantage_estimator": ALL_ESTIMATORS,
@@ -70,7 +61,7 @@ def walk(spec: StudySpec, trials: int = 200, seed: int = 0) -> list[tuple[dict[s
 
 def test_each_estimator_draws_only_the_knobs_it_reads() -> None:
     walked = walk(spec_of(ESTIMATOR_SPACE))
-    assert {params["advantage_estimator"] for params, _ in walked} == set(ADVANTAGE_ESTIMATORS)
+    assert {params["advantage_estimator"] for params, _ in walked} == set(estimator_names())
     for params, config in walked:
         estimator = params["advantage_estimator"]
         assert config.advantage_estimator == estimator
@@ -214,15 +205,14 @@ def test_study_files_that_cannot_run_fail_with_one_line(
 
 
 def test_the_defaults_the_tuner_assumes_are_ppo_configs() -> None:
-    for estimator in ADVANTAGE_ESTIMATORS:
+    for estimator in estimator_names():
         config = build_config({"task": "shortest_path", "advantage_estimator": estimator})
         assert config.generations_per_prompt == default_generations(estimator)
         assert config.kl_penalty_in_reward == default_kl_in_reward(estimator)
-        assert config.uses_critic == (estimator in ESTIMATOR_PARAMS["value_learning_rate"])
+        assert config.uses_critic == (estimator in (readers("value_learning_rate") or ()))
     fields = settable_fields()
-    assert set(ESTIMATOR_PARAMS) | set(KL_PLACEMENT_PARAMS) <= set(fields)
-    assert all(set(users) <= set(ADVANTAGE_ESTIMATORS) for users in ESTIMATOR_PARAMS.values())
-    assert ESTIMATOR_PARAMS["num_generations"] == GROUP_ESTIMATORS
+    assert set(estimator_fields()) | set(KL_PLACEMENT_PARAMS) <= set(fields)
+    assert readers("num_generations") == group_estimators()
 
 
 def test_the_estimators_study_parses_and_every_point_it_draws_builds() -> None:

@@ -3,9 +3,9 @@
 Three kinds of knob decide which others are in force; each is chosen first, and a parameter not in force at a point
 is not chosen there, so it cannot mislead the sampler (a TPE sampler is never fed a value that did nothing):
 
-- ``advantage_estimator``: a parameter only some estimators read (``ESTIMATOR_PARAMS``: ``lam`` and the value
-  network's knobs for gae, ``num_generations`` for the group estimators, ``scale_rewards`` for grpo) is chosen only
-  at points whose estimator reads it. Not searched: the base's estimator (or PPOConfig's default, gae) decides.
+- ``advantage_estimator``: a parameter only some estimators read (``ppo_core.estimator_traits``: ``lam`` and the
+  value network's knobs for gae, ``num_generations`` for the group estimators, ``scale_rewards`` for grpo) is chosen
+  only at points whose estimator reads it. Not searched: the base's estimator (or PPOConfig's default, gae) decides.
 - ``kl_in_reward``: the KL penalty in the reward (``kl_coef``) or in the loss (``beta``, with
   ``kl_loss_estimator``); only the coefficient in force is chosen. Not searched: the base's placement, or the
   estimator's default one (in the loss for grpo, in the reward for the others).
@@ -30,36 +30,18 @@ from typing import Any
 import optuna
 
 from ppo_core.config import (
-    GROUP_ESTIMATORS,
     ConfigError,
     default_generations,
     default_kl_in_reward,
     settable_fields,
 )
+from ppo_core.estimator_traits import ESTIMATORS, readers
 
 # Search-space keys that are not PPOConfig fields: each sets one or more fields (see config_values).
 VIRTUAL_PARAMS = ("kl_control", "rollout_batch_size", "mini_batch_size")
 KL_CONTROL_MODES = ("fixed", "adaptive")
 # The knobs that decide which others are in force, in the order choose_point chooses them, before any other.
 DECIDING_PARAMS = ("advantage_estimator", "kl_in_reward", "kl_control")
-# The parameters that only some advantage estimators read, and those estimators: at a point whose estimator is not
-# among them the parameter is not chosen (its base or default value stays, unread).
-ESTIMATOR_PARAMS: dict[str, tuple[str, ...]] = {
-    # GAE's lambda and its value network: the critic-free estimators build none.
-    "lam": ("gae",),
-    "value_learning_rate": ("gae",),
-    "vf_coef": ("gae",),
-    "cliprange_value": ("gae",),
-    "value_model_path": ("gae",),
-    "value_use_peft": ("gae",),
-    "whiten_advantages": ("gae",),  # reinforce_pp always whitens, grpo and rloo never do
-    "whiten_rewards": ("gae",),
-    # The discount: GAE's and REINFORCE++'s per-token returns; grpo and rloo score whole responses.
-    "gamma": ("gae", "reinforce_pp", "reinforce_pp_baseline"),
-    # Several responses per prompt, compared with each other.
-    "num_generations": GROUP_ESTIMATORS,
-    "scale_rewards": ("grpo",),
-}
 # The parameters read only where the KL penalty is in the reward (True) or only where it is in the loss (False).
 KL_PLACEMENT_PARAMS: dict[str, bool] = {"kl_coef": True, "beta": False, "kl_loss_estimator": False}
 # The KL coefficients: chosen under a fixed coefficient; an adaptive controller starts from the base's and steers it.
@@ -115,8 +97,9 @@ class Regime:
     def idle_reason(self, name: str) -> str | None:
         """Why parameter ``name`` is not in force at points of this regime (``not used when kl_control is
         adaptive``); None when it is, and is chosen there."""
-        if name in ESTIMATOR_PARAMS and self.estimator not in ESTIMATOR_PARAMS[name]:
-            return f"not used by advantage_estimator {self.estimator} (only by {', '.join(ESTIMATOR_PARAMS[name])})"
+        only = readers(name)  # the estimators that read it, from ppo_core.estimator_traits; None: every one
+        if only is not None and self.estimator not in only:
+            return f"not used by advantage_estimator {self.estimator} (only by {', '.join(only)})"
         if name in KL_PLACEMENT_PARAMS and KL_PLACEMENT_PARAMS[name] != self.kl_in_reward:
             return f"not used with the KL penalty in the {'reward' if self.kl_in_reward else 'loss'} (kl_in_reward " \
                    f"{str(self.kl_in_reward).lower()})"
@@ -230,10 +213,11 @@ def _never_chosen_reason(name: str, space: Mapping[str, ParamSpec], base: Mappin
     """Why no point of ``space`` chooses ``name`` (no regime in ``found`` uses it), in words."""
     searched = [knob for knob in DECIDING_PARAMS if knob in space]
     estimators = " or ".join(dict.fromkeys(regime.estimator for regime in found))
-    if name in ESTIMATOR_PARAMS and not any(regime.estimator in ESTIMATOR_PARAMS[name] for regime in found):
+    only = readers(name)
+    if only is not None and not any(regime.estimator in only for regime in found):
         origin = "searched" if "advantage_estimator" in space else \
             "the base's" if base.get("advantage_estimator") is not None else "PPOConfig's default"
-        return (f"only advantage_estimator {' or '.join(ESTIMATOR_PARAMS[name])} reads it, and this study's is "
+        return (f"only advantage_estimator {' or '.join(only)} reads it, and this study's is "
                 f"{estimators} ({origin}); search advantage_estimator with one that reads it, or drop {name}")
     if name in KL_PLACEMENT_PARAMS and not any(regime.kl_in_reward == KL_PLACEMENT_PARAMS[name] for regime in found):
         wanted, other = ("reward", "loss") if KL_PLACEMENT_PARAMS[name] else ("loss", "reward")
@@ -292,7 +276,7 @@ def group_problem(space: Mapping[str, ParamSpec], base: Mapping[str, Any]) -> st
         for count in counts:
             if isinstance(count, bool) or not isinstance(count, int):
                 continue  # the example config names a base value that is no whole number
-            if regime.estimator in GROUP_ESTIMATORS and count < 2:
+            if ESTIMATORS[regime.estimator].groups and count < 2:
                 return (f"{key}: num_generations {count}{origin} is too few for advantage_estimator "
                         f"{regime.estimator}, which compares the responses to one prompt (>= 2)")
             for rollout in rollouts:

@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from ppo_core.config import ADVANTAGE_ESTIMATORS, ConfigError, field_types, settable_fields
+from ppo_core.config import ConfigError, field_types, settable_fields
 from ppo_core.config_io import build_config, read_mapping
 from ppo_core.errors import InputError
+from ppo_core.estimator_traits import estimator_names
 from tuner import study_defaults
 from tuner.attrs import DEFAULT_KL_METRIC, DEFAULT_KL_THRESHOLD
 from tuner.constraints import Constraint
@@ -226,9 +227,9 @@ def parse_param(name: str, raw: Any) -> ParamSpec:
 
 def _field_values(name: str) -> tuple[Any, ...] | None:
     """Every value a PPOConfig field takes when it takes only a few (a Literal, a bool, either or null); None for
-    open fields. advantage_estimator's are ppo_core.config's ADVANTAGE_ESTIMATORS."""
+    open fields. advantage_estimator's are the names of ppo_core.estimator_traits."""
     if name == "advantage_estimator":
-        return ADVANTAGE_ESTIMATORS
+        return estimator_names()
     annotation = field_types()[name]
     parts = typing.get_args(annotation) if typing.get_origin(annotation) not in (Literal, None) else (annotation,)
     values: list[Any] = []

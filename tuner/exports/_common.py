@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ppo_core.config import PPOConfig, is_function_spec, settable_fields
+from ppo_core.estimator_traits import critic_estimators, estimator_fields, readers
 
 Why = str | Callable[[PPOConfig], str | None]
 Layout = Literal["trl", "openrlhf", "hydra"]
@@ -58,9 +59,9 @@ NOT_TRAINING = {
     "update_forward_batch_size": "rows per forward pass in ppo_core's update (the same gradient): speed, not results",
 }
 
-# Fields only a value network reads, and the LoRA fields (TRL ModelConfig's).
-CRITIC_FIELDS = ("value_learning_rate", "value_model_path", "vf_coef", "cliprange_value", "lam", "whiten_advantages",
-                 "value_use_peft")
+# Fields only a value network (and GAE's use of it) reads, from the one table of estimators; the LoRA fields (TRL
+# ModelConfig's).
+CRITIC_FIELDS = tuple(name for name in estimator_fields() if set(readers(name) or ()) <= set(critic_estimators()))
 LORA_FIELDS = ("lora_r", "lora_alpha", "lora_dropout", "lora_target_modules", "lora_target_parameters",
                "lora_modules_to_save", "lora_task_type", "use_rslora", "use_dora")
 
@@ -145,16 +146,20 @@ def unused_fields(c: PPOConfig) -> dict[str, str]:
     unused: dict[str, str] = {}
     if not c.use_peft:
         unused.update(dict.fromkeys((*LORA_FIELDS, "value_use_peft"), "use_peft is off"))
-    if not c.uses_critic:
-        unused.update(dict.fromkeys(CRITIC_FIELDS, f"{c.advantage_estimator} trains no value network"))
+    for name in estimator_fields():  # ppo_core.estimator_traits: what only some estimators read
+        only = readers(name) or ()
+        if c.advantage_estimator in only:
+            continue
+        if set(only) <= set(critic_estimators()):
+            unused[name] = f"{c.advantage_estimator} trains no value network"
+        elif len(only) == 1:
+            unused[name] = f"only {only[0]} reads it"
     if c.kl_penalty_in_reward:
         unused.update(dict.fromkeys(("beta", "kl_loss_estimator"), "the KL penalty is in the reward"))
     else:
         unused.update(dict.fromkeys(("kl_coef", "kl_estimator"), "the KL penalty is a loss term"))
     if c.kl_target is None:
         unused["kl_horizon"] = "no kl_target, so no adaptive KL controller"
-    if c.advantage_estimator != "grpo":
-        unused.update(dict.fromkeys(("scale_rewards", "scale_rewards_epsilon"), "only grpo scales the centred scores"))
     if c.task is None:
         unused["task_seed"] = "no built-in task"
     if c.total_episodes is not None:

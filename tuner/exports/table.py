@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import re
 
-from ppo_core.config import ADVANTAGE_ESTIMATORS, GROUP_ESTIMATORS, LOSS_TYPES, PPOConfig
+from ppo_core.config import LOSS_TYPES, PPOConfig
+from ppo_core.estimator_traits import ESTIMATORS, estimator_names
 from tuner.exports import TARGETS, differences
 from tuner.exports.computes import EdgeLine
 from tuner.study_target import TARGET_NAMES
@@ -22,7 +23,7 @@ def cell(target: str, estimator: str, loss_type: str) -> str:
     """``exact``; ``exact*`` (differs only at extremes or negligibly); ``—`` where the target computes another
     estimator; else the fields whose setting it computes otherwise."""
     values = {**TARGETS[target].profile, **SHAPE, "advantage_estimator": estimator, "loss_type": loss_type,
-              "num_generations": 4 if estimator in GROUP_ESTIMATORS else 1}
+              "num_generations": 4 if ESTIMATORS[estimator].groups else 1}
     found = differences(target, PPOConfig(**values).to_dict())
     named = [line.split(":", 1)[0] for line in found if not isinstance(line, EdgeLine)]
     fields = list(dict.fromkeys(re.split(r"[=\s]", name, maxsplit=1)[0] for name in named))
@@ -36,7 +37,7 @@ def cell(target: str, estimator: str, loss_type: str) -> str:
 def table() -> str:
     header = "| estimator | loss_type | " + " | ".join(f"`{name}`" for name in TARGET_NAMES) + " |"
     rows = [header, "|---|---|" + "---|" * len(TARGET_NAMES)]
-    for estimator in ADVANTAGE_ESTIMATORS:
+    for estimator in estimator_names():
         for loss_type in LOSS_TYPES:
             cells = " | ".join(cell(target, estimator, loss_type) for target in TARGET_NAMES)
             rows.append(f"| `{estimator}` | `{loss_type}` | {cells} |")

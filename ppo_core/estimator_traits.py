@@ -1,0 +1,73 @@
+"""The advantage estimators and their traits, registered once, torch-free.
+
+Everything that depends on which estimator a config names reads this table at the time it asks: the config's
+accepted names and its null defaults (``ppo_core.config``), the metrics a run reports (``ppo_core.metric_names``,
+which the dashboard reads without torch), the search space's conditions (``tuner.search_space``) and the exports'
+notes on unused settings (``tuner.exports``). The estimator's function is registered under the same name in
+``ppo_core.estimators``; a name in one and not the other is refused when that module is imported.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class EstimatorTraits:
+    """What the rest of the code needs to know of an advantage estimator without running it."""
+
+    critic: bool
+    """Trains a value network (GAE's V); the critic-free estimators build none."""
+    groups: bool
+    """Compares the responses to one prompt (a group baseline): needs num_generations >= 2."""
+    kl_in_loss: bool
+    """Where the KL penalty goes when kl_in_reward is null: a loss term (GRPO's, Shao et al. 2024), else the reward
+    (PPO's; RLOO, Ahmadian et al. 2024, and REINFORCE++, Hu 2025, penalise the reward too)."""
+    reads: frozenset[str]
+    """The config fields it reads that not every estimator reads (every estimator reads the rest)."""
+
+
+CRITIC_READS = frozenset({"lam", "value_learning_rate", "vf_coef", "cliprange_value", "value_model_path",
+                          "value_use_peft", "whiten_advantages", "whiten_rewards"})
+"""What only a value network, and GAE's use of it, reads."""
+
+ESTIMATORS: dict[str, EstimatorTraits] = {
+    # PPO's generalized advantage estimation over the token rewards and V.
+    "gae": EstimatorTraits(critic=True, groups=False, kl_in_loss=False, reads=CRITIC_READS | {"gamma"}),
+    # Group-normalised scores on every token of the response.
+    "grpo": EstimatorTraits(critic=False, groups=True, kl_in_loss=True,
+                            reads=frozenset({"num_generations", "scale_rewards", "scale_rewards_epsilon"})),
+    # The leave-one-out mean of the other responses to the prompt as the baseline.
+    "rloo": EstimatorTraits(critic=False, groups=True, kl_in_loss=False, reads=frozenset({"num_generations"})),
+    # Discounted returns of the token rewards, whitened over the batch.
+    "reinforce_pp": EstimatorTraits(critic=False, groups=False, kl_in_loss=False, reads=frozenset({"gamma"})),
+    # As reinforce_pp, each score first reduced by its group's mean.
+    "reinforce_pp_baseline": EstimatorTraits(critic=False, groups=True, kl_in_loss=False,
+                                             reads=frozenset({"gamma", "num_generations"})),
+}
+"""Every advantage estimator by the name ``advantage_estimator`` takes, in the order the documentation lists them."""
+
+
+def estimator_names() -> tuple[str, ...]:
+    return tuple(ESTIMATORS)
+
+
+def critic_estimators() -> tuple[str, ...]:
+    """The estimators that train a value network."""
+    return tuple(name for name, traits in ESTIMATORS.items() if traits.critic)
+
+
+def group_estimators() -> tuple[str, ...]:
+    """The estimators that need several responses per prompt."""
+    return tuple(name for name, traits in ESTIMATORS.items() if traits.groups)
+
+
+def readers(field_name: str) -> tuple[str, ...] | None:
+    """The estimators that read ``field_name``; None when every estimator reads it."""
+    found = tuple(name for name, traits in ESTIMATORS.items() if field_name in traits.reads)
+    return found or None
+
+
+def estimator_fields() -> tuple[str, ...]:
+    """Every field that some estimators read and others do not, in a stable order."""
+    return tuple(sorted(set().union(*(traits.reads for traits in ESTIMATORS.values()))))
