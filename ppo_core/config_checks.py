@@ -1,6 +1,6 @@
 """The checks any config dataclass runs when it is built, before its own rules: list fields given one value, and
-each value's type against its field's annotation. Every problem raises :class:`ConfigError` with a one-line message
-that names the field."""
+each value's type against its field's annotation and choices. Every problem raises :class:`ConfigError` with a
+one-line message that names the field."""
 
 from __future__ import annotations
 

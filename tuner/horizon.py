@@ -190,7 +190,9 @@ EVIDENCE: dict[str, str] = {
                 "search there (benchmarks.horizon_transfer)",
     "step_mass": "carried 4x, the quickstart's validated winner scored 0.768 against 0.757 for a 30-trial search "
                  "at 4x, ending at the KL it was tuned at (1.64 nats against 1.67), where as tuned it overshot the "
-                 "KL budget and scored 0.25 less [0.12, 0.38] (benchmarks.horizon_transfer, 3 seeds)",
+                 "KL budget and scored 0.25 less [0.12, 0.38]; on another draw of the task (task_seed 1) the "
+                 "study's 3 best carried 4x landed +0.2% to +3.3% from a 30-trial search there, as tuned 15-43% "
+                 "below (benchmarks.horizon_transfer, 3 seeds)",
     "power_law": f"keeping lr x updates^{UPDATES_EXPONENT:g} undershoots the scaling: carried 4x, the quickstart's 3 "
                  "best ended at 2.7-4.6 nats and 5-21% below a 30-trial search there (benchmarks.horizon_transfer)",
     "kl_held": "the trial's gold was measured at the KL it ended at, but the controller does not hold a longer run "
