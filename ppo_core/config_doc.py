@@ -1,4 +1,4 @@
-"""The README's config reference, generated from PPOConfig so the two cannot drift apart.
+"""The config reference of docs/reference.md, generated from PPOConfig so the two cannot drift apart.
 
     python -m ppo_core.config_doc   # prints the markdown table
 """

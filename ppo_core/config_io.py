@@ -78,8 +78,8 @@ def read_mapping(path: str | Path, what: str = "config") -> dict[str, Any]:
     except _DuplicateKey as duplicate:
         raise ConfigError(f"{duplicate.key}: given twice in {str(path)!r}{duplicate.where}; keep one") from None
     if data is None or data == {}:
-        raise ConfigError(f"{what}: {str(path)!r} is empty; set at least one field (the README's config reference "
-                          f"lists them)")
+        raise ConfigError(f"{what}: {str(path)!r} is empty; set at least one field (docs/reference.md's config "
+                          f"reference lists them)")
     if not isinstance(data, dict):
         raise ConfigError(f"{what}: {str(path)!r} must hold a mapping of field: value")
     return data

@@ -82,7 +82,8 @@ def test_each_architecture_trains_from_the_cli_and_saves_a_loadable_model(
 
 
 def test_the_example_trains_a_llama_on_conversations_and_its_reward_rises(tmp_path: Path) -> None:
-    # The README's "bring your own model" section, as written, on a fresh directory.
+    # docs/models.md's "Bring your own model" section (and the README's two commands), as written, on a fresh
+    # directory.
     assets = tmp_path / "assets"
     subprocess.run([sys.executable, str(ROOT / "examples/bring_your_own/make_assets.py"), str(assets)],
                    check=True, capture_output=True, cwd=ROOT)

@@ -138,9 +138,9 @@ def test_missing_and_malformed_files(tmp_path: Path) -> None:
         load_config(bad)
 
 
-def test_readme_config_reference_is_in_step_with_the_dataclass() -> None:
+def test_docs_config_reference_is_in_step_with_the_dataclass() -> None:
     from ppo_core.config_doc import BEGIN, END, reference_block
 
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    assert readme[readme.index(BEGIN): readme.index(END) + len(END)] == reference_block(), \
+    page = (Path(__file__).resolve().parent.parent / "docs" / "reference.md").read_text()
+    assert page[page.index(BEGIN): page.index(END) + len(END)] == reference_block(), \
         "regenerate with: python -m ppo_core.config_doc"

@@ -26,7 +26,7 @@ from tools.real_studies import (
     cache_key,
     cached_set,
 )
-from tools.screenshots import CHROMIUM, PageCapture, capture_pages, readme_tables, serve
+from tools.screenshots import CHROMIUM, PageCapture, capture_pages, screenshot_tables, serve
 from tuner.database import create_engine
 from tuner.trial_records import read_samples
 from tuner.validation import load_validation, validation_results
@@ -116,10 +116,10 @@ def test_every_page_renders_in_headless_chromium(dashboard: Served, name: str, t
     assert all(f"#{result.trial}" in text["study"] and result.n == VALIDATION_SEEDS for result in validated)
 
 
-def test_readme_shows_a_screenshot_of_every_page() -> None:
-    # A page added to the navigation needs its screenshot taken and its cell in the README's tables.
+def test_the_dashboard_page_shows_a_screenshot_of_every_page() -> None:
+    # A page added to the navigation needs its screenshot taken and its cell in docs/dashboard.md's tables.
     root = Path(__file__).resolve().parent.parent
-    assert readme_tables() in (root / "README.md").read_text()
+    assert screenshot_tables() in (root / "docs" / "dashboard.md").read_text()
     for slug, _, _ in PAGES:
         screenshot = root / "docs" / "screenshots" / f"{slug}.png"
         assert screenshot.is_file() and screenshot.stat().st_size > 20_000, screenshot

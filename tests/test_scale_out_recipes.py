@@ -1,5 +1,5 @@
-"""The scale-out recipes of docs/scale_out.md and the README: the SLURM and Kubernetes recipes run one worker command,
-which is read from the docs and run as the SLURM script runs it, two jobs on one PostgreSQL study, one of them stopped
+"""The scale-out recipes of docs/scale_out.md: the SLURM and Kubernetes recipes run one worker command, which is read
+from the page and run as the SLURM script runs it, two jobs on one PostgreSQL study, one of them stopped
 as ``scancel``, a time limit or an eviction stops it (SIGTERM); the Ray recipe's command is the one
 tests/test_ray_launcher.py runs."""
 
@@ -53,23 +53,21 @@ def _kubernetes_command(text: str) -> list[str]:
 
 
 def test_the_slurm_and_kubernetes_recipes_run_the_tested_worker_command() -> None:
-    for path in (DOCS, ROOT / "README.md"):
-        text = path.read_text()
-        assert shlex.split(_slurm_line(text).removeprefix("exec "), posix=False) == \
-            [word.replace("$PPO_TUNE_STORAGE", '"$PPO_TUNE_STORAGE"') for word in WORKER_COMMAND], path
-        # Kubernetes expands $(NAME) from the container's env, as the shell expands $NAME.
-        assert [word.replace("$(PPO_TUNE_STORAGE)", "$PPO_TUNE_STORAGE") for word in _kubernetes_command(text)] \
-            == WORKER_COMMAND, path
+    text = DOCS.read_text()
+    assert shlex.split(_slurm_line(text).removeprefix("exec "), posix=False) == \
+        [word.replace("$PPO_TUNE_STORAGE", '"$PPO_TUNE_STORAGE"') for word in WORKER_COMMAND]
+    # Kubernetes expands $(NAME) from the container's env, as the shell expands $NAME.
+    assert [word.replace("$(PPO_TUNE_STORAGE)", "$PPO_TUNE_STORAGE") for word in _kubernetes_command(text)] \
+        == WORKER_COMMAND
 
 
 def test_the_ray_recipe_runs_the_command_the_ray_tests_run() -> None:
     # tests/test_ray_launcher.py runs this command (with --workers 1, to keep a test small) on a cluster ray start
     # started, from the machine of its head.
-    for path in (DOCS, ROOT / "README.md"):
-        [command] = [line.split("#")[0].split() for block in _blocks(path.read_text(), "bash")
-                     for line in block.splitlines() if line.startswith("ppo-tune run") and "--launcher ray" in line
-                     and "--storage postgresql://" in line]
-        assert command[:-1] == ["ppo-tune", "run", RECIPE_STUDY, "--launcher", "ray", "--storage"], path
+    [command] = [line.split("#")[0].split() for block in _blocks(DOCS.read_text(), "bash")
+                 for line in block.splitlines() if line.startswith("ppo-tune run") and "--launcher ray" in line
+                 and "--storage postgresql://" in line]
+    assert command[:-1] == ["ppo-tune", "run", RECIPE_STUDY, "--launcher", "ray", "--storage"]
 
 
 def _job(line: str, study: Path, storage: str) -> subprocess.Popen[bytes]:

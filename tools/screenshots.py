@@ -1,14 +1,15 @@
 """Serve the dashboard and photograph every page in headless Chromium (Playwright driving the system browser).
 
-Regenerate the README's screenshots: every page of ``dashboard.app.PAGES``, on a real study of the built-in task.
-The README's come from a local run of the quickstart (``ppo-tune run studies/quickstart.yaml --workers 2``, then
-``ppo-tune validate quickstart --workers 2``); without ``--storage`` the tool photographs tools.real_studies'
-small validated study, built into ``$PPO_TUNE_CACHE`` on first use::
+Regenerate the dashboard's screenshots (docs/dashboard.md): every page of ``dashboard.app.PAGES``, on a real study of
+the built-in task. docs/dashboard.md's come from a local run of the quickstart (``ppo-tune run
+studies/quickstart.yaml --workers 2``, then ``ppo-tune validate quickstart --workers 2``); without ``--storage`` the
+tool photographs tools.real_studies' small validated study, built into ``$PPO_TUNE_CACHE`` on first use::
 
     python -m tools.screenshots --storage sqlite:///studies/quickstart.db --study quickstart --select 18,16,0,20
     python -m tools.screenshots                       # the small real study; writes docs/screenshots/<page>.png
 
-It prints the README's table of the pages it wrote. The browser test uses the same functions on the real studies.
+It prints docs/dashboard.md's tables of the pages it wrote. The browser test uses the same functions on the real
+studies.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ VIEWPORT: ViewportSize = {"width": 1440, "height": 1100}
 CONTENT_HEIGHT_SCRIPT = """() => Math.max(
     ...Array.from(document.querySelectorAll('[data-testid="stMain"], section, div'), (e) => e.scrollHeight))"""
 MAX_HEIGHT = 5000
-README_COLUMNS = 4  # screenshots to a row of the README's tables
+TABLE_COLUMNS = 4  # screenshots to a row of docs/dashboard.md's tables
 # Streamlit is idle when its "Running..." status widget is gone and no element is still a loading skeleton.
 IDLE_SCRIPT = """() => !document.querySelector('[data-testid="stStatusWidget"]')
     && !document.querySelector('[data-testid="stSkeleton"]')"""
@@ -164,9 +165,10 @@ def capture_pages(
     return captures
 
 
-def readme_tables(pages: Sequence[tuple[str, str, str]] = PAGES, directory: str = "docs/screenshots",
-                  columns: int = README_COLUMNS) -> str:
-    """The README's Markdown tables of the pages' screenshots, ``columns`` to a row, in the navigation's order."""
+def screenshot_tables(pages: Sequence[tuple[str, str, str]] = PAGES, directory: str = "screenshots",
+                      columns: int = TABLE_COLUMNS) -> str:
+    """docs/dashboard.md's Markdown tables of the pages' screenshots, ``columns`` to a row, in the navigation's order;
+    ``directory`` is where the images are, relative to that page."""
     tables = []
     for start in range(0, len(pages), columns):
         row = pages[start:start + columns]
@@ -194,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as scratch, serve(storage, log=Path(scratch) / "streamlit.log") as base_url:
         for capture in capture_pages(base_url, args.out, study, selected=selected):
             print(f"{capture.screenshot}  ({capture.charts} charts, {capture.exceptions} exceptions)")
-    print(readme_tables())
+    print(screenshot_tables())
     return 0
 
 

@@ -1,6 +1,7 @@
-"""The README's exactness table: for each target, estimator and loss aggregation, whether the export of such a
+"""The exactness table of docs/exports.md: for each target, estimator and loss aggregation, whether the export of such a
 config computes what the trial computed, or what differs (tuner.exports.computes), with the target's profile as a
-study naming it would use. ``python -m tuner.exports.table`` prints the block the README holds; a test checks it."""
+study naming it would use. ``python -m tuner.exports.table`` prints the block docs/exports.md holds; a test checks
+it."""
 
 from __future__ import annotations
 
