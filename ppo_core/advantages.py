@@ -15,7 +15,8 @@ def last_token_index(response_mask: torch.Tensor) -> torch.Tensor:
 
 
 def kl_penalty(kl: torch.Tensor, kl_coef: float, response_mask: torch.Tensor) -> torch.Tensor:
-    """r^KL_t = -beta * KL_t on valid tokens, 0 on padding: the per-token reward KL in the reward adds."""
+    """r^KL_t = -beta * KL_t on valid tokens, 0 on padding: the per-token reward KL in the reward adds (the
+    estimators' ``kl_rewards``), beta the config's in-reward ``kl_coef``."""
     return torch.where(response_mask.bool(), -kl_coef * kl, torch.zeros_like(kl))
 
 
@@ -32,10 +33,10 @@ def shape_rewards(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-token reward r_t = -beta * KL_t, plus the sequence score on the last response token.
 
-    Returns ``(rewards, non_score_rewards)``, both zero on padded positions.
+    Returns ``(rewards, kl_rewards)``, both zero on padded positions (``kl_rewards`` is TRL's non_score_reward).
     """
-    non_score = kl_penalty(kl, kl_coef, response_mask)
-    return add_scores(non_score, scores, response_mask), non_score
+    kl_rewards = kl_penalty(kl, kl_coef, response_mask)
+    return add_scores(kl_rewards, scores, response_mask), kl_rewards
 
 
 def gae(

@@ -29,7 +29,14 @@ from ppo_core.masked import local, per_row_sum
 @dataclass(frozen=True)
 class AdvantageInputs:
     """What an estimator reads of one rollout batch, laid out as P prompts x G responses (rows g*G .. g*G+G-1
-    answer prompt g)."""
+    answer prompt g).
+
+    The settings carry the config's names (:class:`~ppo_core.config.PPOConfig`). Where a peer's differ:
+    ``kl_rewards`` is TRL PPOTrainer's ``non_score_reward`` (whose batch mean TRL logs as
+    ``objective/non_score_reward``, a metric name kept); ``whiten_advantages`` is an option TRL's PPOTrainer and
+    verl's GAE do not have (both always whiten); ``scale_rewards_epsilon`` is verl's ``epsilon`` of
+    ``compute_grpo_outcome_advantage`` (1e-6), a constant in TRL's GRPOTrainer (1e-4) and OpenRLHF's group_norm
+    (1e-9)."""
 
     scores: torch.Tensor  # [B] sequence scores
     kl_rewards: torch.Tensor  # [B, R] the per-token KL penalty -beta KL_t when KL is in the reward, else zeros
@@ -38,10 +45,10 @@ class AdvantageInputs:
     group_size: int  # G
     gamma: float
     lam: float
-    whiten: bool  # GAE's whiten_advantages
-    whiten_token_rewards: bool  # GAE's whiten_rewards
+    whiten_advantages: bool  # GAE's
+    whiten_rewards: bool  # GAE's
     scale_rewards: ScaleRewards  # GRPO's
-    std_epsilon: float = GRPO_STD_EPSILON  # GRPO's, added to the standard deviation
+    scale_rewards_epsilon: float = GRPO_STD_EPSILON  # GRPO's, added to the standard deviation
     total: Callable[[torch.Tensor], torch.Tensor] = local  # sums a statistic over every process
 
     def token_rewards(self, scores: torch.Tensor) -> torch.Tensor:
@@ -82,10 +89,10 @@ def gae_estimator(inputs: AdvantageInputs) -> tuple[torch.Tensor, torch.Tensor |
     if inputs.values is None:
         raise ValueError("gae needs the value network's values")
     rewards = inputs.token_rewards(inputs.scores)
-    if inputs.whiten_token_rewards:
+    if inputs.whiten_rewards:
         rewards = whiten_rewards(rewards, inputs.response_mask, inputs.total)
     advantages, returns = gae(rewards, inputs.values, inputs.response_mask, inputs.gamma, inputs.lam)
-    if inputs.whiten:
+    if inputs.whiten_advantages:
         advantages = whiten_advantages(advantages, inputs.response_mask, inputs.total)
     return advantages, returns
 
@@ -95,7 +102,7 @@ def grpo_estimator(inputs: AdvantageInputs) -> tuple[torch.Tensor, torch.Tensor 
     """GRPO: each response's penalised reward R_i, centred on its group's mean and scaled by ``scale_rewards``
     (:func:`~ppo_core.group_advantages.grpo_advantages`), on every token of the response."""
     advantages = grpo_advantages(inputs.sequence_rewards(), inputs.group_size, inputs.scale_rewards,
-                                 inputs.std_epsilon, inputs.total)
+                                 inputs.scale_rewards_epsilon, inputs.total)
     return inputs.over_tokens(advantages), None
 
 

@@ -26,9 +26,11 @@ def grouped(scores: torch.Tensor, group_size: int) -> torch.Tensor:
 
 
 def grpo_advantages(scores: torch.Tensor, group_size: int, scale_rewards: ScaleRewards = "group",
-                    epsilon: float = GRPO_STD_EPSILON,
+                    scale_rewards_epsilon: float = GRPO_STD_EPSILON,
                     total: Callable[[torch.Tensor], torch.Tensor] = local) -> torch.Tensor:
-    """GRPO (Shao et al. 2024): A_i = (r_i - mean_g r) / (s + epsilon), with s by ``scale_rewards``:
+    """GRPO (Shao et al. 2024): A_i = (r_i - mean_g r) / (s + eps), eps = ``scale_rewards_epsilon`` (the config's;
+    verl's ``epsilon`` of compute_grpo_outcome_advantage, a fixed constant in TRL's GRPOTrainer), with s by
+    ``scale_rewards``:
 
     - ``group``: the standard deviation of the response's own group (unbiased, n - 1), GRPO's;
     - ``batch``: the standard deviation over the whole batch (of every process, through ``total``);
@@ -42,7 +44,7 @@ def grpo_advantages(scores: torch.Tensor, group_size: int, scale_rewards: ScaleR
         spread = groups.std(dim=1, keepdim=True) if group_size > 1 else torch.zeros_like(groups[:, :1])
     else:
         spread = batch_std(scores, total)
-    return (centred / (spread + epsilon)).reshape(-1)
+    return (centred / (spread + scale_rewards_epsilon)).reshape(-1)
 
 
 def batch_std(scores: torch.Tensor, total: Callable[[torch.Tensor], torch.Tensor] = local) -> torch.Tensor:

@@ -62,9 +62,10 @@ class AdaptiveKLController:
 
 
 def make_kl_controller(
-    kl_coef: float, kl_target: float | None, kl_horizon: int
+    kl_coefficient: float, kl_target: float | None, kl_horizon: int
 ) -> FixedKLController | AdaptiveKLController:
-    """The controller a config asks for: adaptive when a target is given, fixed otherwise."""
+    """The controller a config asks for: adaptive when a target is given, fixed otherwise. ``kl_coefficient`` is the
+    config's coefficient in force (its ``kl_coefficient``: kl_coef in the reward, beta in the loss)."""
     if kl_target is None:
-        return FixedKLController(kl_coef)
-    return AdaptiveKLController(kl_coef, kl_target, kl_horizon)
+        return FixedKLController(kl_coefficient)
+    return AdaptiveKLController(kl_coefficient, kl_target, kl_horizon)

@@ -96,7 +96,7 @@ def clipped_policy_loss(
     old_logprobs: torch.Tensor,
     advantages: torch.Tensor,
     response_mask: torch.Tensor,
-    cliprange: float,
+    cliprange_low: float,
     cliprange_high: float | None = None,
     loss_type: LossType = "token_mean",
     max_length: int | None = None,
@@ -106,18 +106,23 @@ def clipped_policy_loss(
 ) -> PolicyLossOutput:
     """L^CLIP = agg_t l_t,  l_t = max(-A_t r_t, -A_t clip(r_t, 1 - eps_low, 1 + eps_high)),  with r_t the
     importance ratio at ``importance_sampling_level`` (:func:`importance_log_ratio`), agg the ``loss_type``
-    aggregation (:func:`aggregate_loss`, this micro-batch's share of ``step``), eps_low = ``cliprange`` and eps_high
-    = ``cliprange_high``, eps_low unless given (DAPO's clip-higher raises it, so that unlikely tokens with positive
-    advantage can grow). With ``dual_clip`` c (Ye et al. 2020), l_t = min(l_t, -A_t c) where A_t < 0: a token whose
-    ratio ran far above 1 with a negative advantage stops pushing.
+    aggregation (:func:`aggregate_loss`, this micro-batch's share of ``step``), eps_low = ``cliprange_low`` and
+    eps_high = ``cliprange_high``, eps_low unless given (DAPO's clip-higher raises it, so that unlikely tokens with
+    positive advantage can grow). With ``dual_clip`` c (Ye et al. 2020), l_t = min(l_t, -A_t c) where A_t < 0: a
+    token whose ratio ran far above 1 with a negative advantage stops pushing.
+
+    ``cliprange_low`` is always the lower bound, the config's ``cliprange_low`` with ``cliprange`` in its place when
+    null (:attr:`~ppo_core.config.PPOConfig.clip_bounds` resolves both); ``cliprange_high`` the upper. verl calls
+    them ``clip_ratio_low`` / ``clip_ratio_high``, TRL's GRPOConfig ``epsilon`` / ``epsilon_high``, and TRL's
+    PPOConfig has the one symmetric ``cliprange``.
 
     clipfrac = mean_t [clipped term is the larger]; approxkl = mean_t (log r_t)^2 / 2.
     """
-    high = cliprange if cliprange_high is None else cliprange_high
+    high = cliprange_low if cliprange_high is None else cliprange_high
     log_ratio = importance_log_ratio(logprobs, old_logprobs, response_mask, importance_sampling_level)
     ratio = torch.exp(log_ratio)
     unclipped = -advantages * ratio
-    clipped = -advantages * torch.clamp(ratio, 1.0 - cliprange, 1.0 + high)
+    clipped = -advantages * torch.clamp(ratio, 1.0 - cliprange_low, 1.0 + high)
     per_token = torch.max(unclipped, clipped)
     if dual_clip is not None:
         per_token = torch.where(advantages < 0, torch.min(per_token, -advantages * dual_clip), per_token)
@@ -125,7 +130,7 @@ def clipped_policy_loss(
     return PolicyLossOutput(
         loss=aggregate_loss(per_token, response_mask, loss_type, length, step),
         clipfrac=masked_mean((clipped > unclipped).float(), response_mask),
-        clip_low=masked_mean(((advantages < 0) & (ratio < 1.0 - cliprange)).float(), response_mask),
+        clip_low=masked_mean(((advantages < 0) & (ratio < 1.0 - cliprange_low)).float(), response_mask),
         clip_high=masked_mean(((advantages > 0) & (ratio > 1.0 + high)).float(), response_mask),
         approxkl=masked_mean(0.5 * log_ratio**2, response_mask),
         ratio=ratio,

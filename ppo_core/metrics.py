@@ -13,20 +13,24 @@ from ppo_core.rollout import Rollout
 
 
 def rollout_metrics(
-    rollout: Rollout, kl: torch.Tensor, non_score_rewards: torch.Tensor, returns: torch.Tensor | None,
+    rollout: Rollout, kl: torch.Tensor, kl_rewards: torch.Tensor, returns: torch.Tensor | None,
     group_size: int = 1,
 ) -> dict[str, float]:
     """KL, entropy and reward of a rollout batch; sequence-level sums averaged over the batch, as TRL logs them.
-    The value network's metrics come with values and returns (GAE), the group metrics with groups of G > 1."""
+    The value network's metrics come with values and returns (GAE), the group metrics with groups of G > 1.
+
+    ``kl_rewards`` [B, R] is the per-token KL penalty in the reward (the estimators' ``kl_rewards``, zeros when KL is
+    in the loss): TRL calls it ``non_score_reward``, and its per-response sum, averaged, is reported under TRL's
+    metric name ``objective/non_score_reward``."""
     mask = rollout.response_mask
     mean_kl = per_row_sum(kl, mask).mean()
-    mean_non_score = per_row_sum(non_score_rewards, mask).mean()
+    mean_kl_reward = per_row_sum(kl_rewards, mask).mean()  # TRL's objective/non_score_reward
     mean_score = rollout.scores.mean()
     metrics = {
         "objective/kl": float(mean_kl),
         "objective/entropy": float(per_row_sum(-rollout.logprobs, mask).mean()),
-        "objective/non_score_reward": float(mean_non_score),
-        "objective/rlhf_reward": float(mean_score + mean_non_score),
+        "objective/non_score_reward": float(mean_kl_reward),
+        "objective/rlhf_reward": float(mean_score + mean_kl_reward),
         "objective/scores": float(mean_score),
         "objective/scores_std": float(rollout.scores.std()) if len(rollout.scores) > 1 else 0.0,
         "objective/response_length": float(mask.sum(dim=1).float().mean()),

@@ -163,20 +163,21 @@ class PPOTrainer:
         self._non_finite_rewards = list(self.setup.models.rewards.non_finite)  # before an evaluation scores again
         # KL to the reference is measured whatever its placement, so a run with beta = 0 still reports it.
         kl = kl_per_token(rollout.logprobs, rollout.ref_logprobs, c.kl_estimator)
-        kl_coef = self.kl_controller.value
+        kl_coefficient = self.kl_controller.value  # in force: kl_coef in the reward, beta in the loss
         in_reward = c.kl_penalty_in_reward
-        non_score_rewards = kl_penalty(kl, kl_coef if in_reward else 0.0, rollout.response_mask)
+        # -kl_coef KL_t per token when KL is in the reward (TRL's non_score_reward), else zeros.
+        kl_rewards = kl_penalty(kl, kl_coefficient if in_reward else 0.0, rollout.response_mask)
         total = self.group.total  # whitening and averages over the global batch, not this rank's share
         advantages, returns = estimate_advantages(c.advantage_estimator, AdvantageInputs(
-            scores=rollout.scores, kl_rewards=non_score_rewards, values=rollout.values,
+            scores=rollout.scores, kl_rewards=kl_rewards, values=rollout.values,
             response_mask=rollout.response_mask, group_size=c.generations_per_prompt, gamma=c.gamma, lam=c.lam,
-            whiten=c.whiten_advantages, whiten_token_rewards=c.whiten_rewards, scale_rewards=c.scale_rewards,
-            std_epsilon=c.scale_rewards_epsilon, total=total,
+            whiten_advantages=c.whiten_advantages, whiten_rewards=c.whiten_rewards, scale_rewards=c.scale_rewards,
+            scale_rewards_epsilon=c.scale_rewards_epsilon, total=total,
         ))
         rollout_seconds = time.perf_counter() - started
 
         lrs = [scheduler.get_last_lr()[0] for scheduler in self.schedulers]
-        targets = UpdateTargets(advantages, returns, None if in_reward else kl_coef)
+        targets = UpdateTargets(advantages, returns, None if in_reward else kl_coefficient)
         update_stats = ppo_update(rollout, targets, self.optimisation, c, self.shuffle_generator, total,
                                   self.setup.generation_config.max_new_tokens)
         if self.generation_copy is not None:  # the next rollout samples from the policy as it now is
@@ -184,7 +185,8 @@ class PPOTrainer:
         for scheduler in self.schedulers:
             scheduler.step()
         self.episode += c.batch_size
-        per_token = [kl, non_score_rewards] + ([returns] if returns is not None else [])
+        # kl_rewards feed TRL's metric objective/non_score_reward (rollout_metrics), whose name stays TRL's.
+        per_token = [kl, kl_rewards] + ([returns] if returns is not None else [])
         seen, gathered = self.group.global_rollout(rollout, *per_token)
         metrics = rollout_metrics(seen, gathered[0], gathered[1], gathered[2] if returns is not None else None,
                                   c.generations_per_prompt)
@@ -199,7 +201,7 @@ class PPOTrainer:
             "episode": float(self.episode),
             **metrics,
             **update_stats,
-            "objective/kl_coef": kl_coef,
+            "objective/kl_coef": kl_coefficient,  # TRL's metric name, for the coefficient in force
             "objective/kl_in_reward": float(in_reward),
             "lr": lrs[0],
             **({"lr_value": lrs[1]} if len(lrs) > 1 else {}),

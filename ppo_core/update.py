@@ -92,7 +92,7 @@ class UpdateTargets:
 
     advantages: torch.Tensor  # [B, R]
     returns: torch.Tensor | None  # [B, R]
-    kl_loss_coef: float | None
+    kl_loss_coef: float | None  # the config's beta as the controller holds it (verl's name, kl_loss_coef)
 
 
 def ppo_update(

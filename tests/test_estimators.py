@@ -30,7 +30,7 @@ def _inputs(values: torch.Tensor | None = None, gamma: float = 1.0, lam: float =
             scale: str = "group") -> AdvantageInputs:
     kl_rewards = torch.where(MASK, -BETA * KL, torch.zeros_like(KL))
     return AdvantageInputs(scores=SCORES, kl_rewards=kl_rewards, values=values, response_mask=MASK, group_size=GROUP,
-                           gamma=gamma, lam=lam, whiten=False, whiten_token_rewards=False,
+                           gamma=gamma, lam=lam, whiten_advantages=False, whiten_rewards=False,
                            scale_rewards=scale)  # type: ignore[arg-type]
 
 
@@ -186,7 +186,7 @@ def test_asymmetric_clip_hand_cases(ratio: float, advantage: float, expected_los
                                     high: float) -> None:
     old = torch.tensor([[math.log(0.3)]])
     out = clipped_policy_loss(old + math.log(ratio), old, torch.tensor([[advantage]]), torch.tensor([[True]]),
-                              cliprange=0.2, cliprange_high=0.28)
+                              cliprange_low=0.2, cliprange_high=0.28)
     assert float(out.loss) == pytest.approx(expected_loss, rel=1e-5)
     assert (float(out.clip_low), float(out.clip_high)) == (low, high)
 

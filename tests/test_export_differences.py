@@ -86,7 +86,7 @@ def test_trl_rloo_is_exact_only_with_its_whole_response_ratio(level: str, loss_t
 
 
 @pytest.mark.parametrize(("fmt", "theirs"), [("verl", 1e-6), ("openrlhf", 1e-9), ("trl-grpo", 1e-4)])
-def test_grpo_std_epsilon_is_exact_only_at_the_targets_constant(fmt: str, theirs: float) -> None:
+def test_grpo_scale_rewards_epsilon_is_exact_only_at_the_targets_constant(fmt: str, theirs: float) -> None:
     # Row 6: each target adds its own fixed epsilon to the group's standard deviation.
     def named(epsilon: float) -> list[str]:
         return [line for line in _differences(fmt, **GROUP, scale_rewards_epsilon=epsilon)
@@ -162,11 +162,11 @@ def test_shipped_studies_winners_export_exactly_or_say_so() -> None:
     assert {("grpo", "trl-grpo"), ("gae", "verl")} <= exact, exact
 
 
-def test_readme_exactness_table_is_the_exports_own() -> None:
+def test_docs_exactness_table_is_the_exports_own() -> None:
     from tuner.exports.table import BEGIN, END, block
 
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    assert readme[readme.index(BEGIN): readme.index(END) + len(END)] == block(), \
+    page = (Path(__file__).resolve().parent.parent / "docs" / "exports.md").read_text()
+    assert page[page.index(BEGIN): page.index(END) + len(END)] == block(), \
         "regenerate with: python -m tuner.exports.table"
 
 

@@ -47,9 +47,9 @@ def test_gae_matches_explicit_sums_and_ignores_padding(gamma: float, lam: float)
 def test_shape_rewards_puts_score_on_last_valid_token() -> None:
     kl = torch.tensor([[0.5, 0.25, 9.0], [1.0, 9.0, 9.0]])
     mask = torch.tensor([[True, True, False], [True, False, False]])
-    rewards, non_score = shape_rewards(torch.tensor([2.0, -1.0]), kl, 0.1, mask)
+    rewards, kl_rewards = shape_rewards(torch.tensor([2.0, -1.0]), kl, 0.1, mask)
     torch.testing.assert_close(rewards, torch.tensor([[-0.05, 2.0 - 0.025, 0.0], [-1.0 - 0.1, 0.0, 0.0]]))
-    torch.testing.assert_close(non_score, torch.tensor([[-0.05, -0.025, 0.0], [-0.1, 0.0, 0.0]]))
+    torch.testing.assert_close(kl_rewards, torch.tensor([[-0.05, -0.025, 0.0], [-0.1, 0.0, 0.0]]))
 
 
 @pytest.mark.parametrize(
@@ -65,7 +65,7 @@ def test_shape_rewards_puts_score_on_last_valid_token() -> None:
 def test_clipped_policy_loss_hand_cases(ratio: float, advantage: float, expected_loss: float, clipped: bool) -> None:
     old = torch.tensor([[math.log(0.4)]])
     new = old + math.log(ratio)
-    out = clipped_policy_loss(new, old, torch.tensor([[advantage]]), torch.tensor([[True]]), cliprange=0.2)
+    out = clipped_policy_loss(new, old, torch.tensor([[advantage]]), torch.tensor([[True]]), cliprange_low=0.2)
     assert float(out.loss) == pytest.approx(expected_loss, rel=1e-5)
     assert float(out.clipfrac) == (1.0 if clipped else 0.0)
     assert float(out.approxkl) == pytest.approx(0.5 * math.log(ratio) ** 2, rel=1e-5)
@@ -74,7 +74,7 @@ def test_clipped_policy_loss_hand_cases(ratio: float, advantage: float, expected
 def test_clipped_policy_loss_masks_padding() -> None:
     logprobs = torch.tensor([[-1.0, float("nan")]])
     out = clipped_policy_loss(logprobs, torch.tensor([[-1.2, 0.0]]), torch.tensor([[1.0, 5.0]]),
-                              torch.tensor([[True, False]]), cliprange=0.2)
+                              torch.tensor([[True, False]]), cliprange_low=0.2)
     # ratio exp(0.2) > 1.2 with a positive advantage: clipped to 1.2; the NaN position is ignored.
     assert float(out.loss) == pytest.approx(-1.2, rel=1e-5)
 
@@ -85,7 +85,7 @@ def test_clipped_policy_loss_gradient_stays_finite_through_padding() -> None:
     logprobs = torch.tensor([[-1.0, 500.0]], requires_grad=True)
     old_logprobs = torch.tensor([[-1.2, -500.0]])
     mask = torch.tensor([[True, False]])
-    out = clipped_policy_loss(logprobs, old_logprobs, torch.tensor([[1.0, 1.0]]), mask, cliprange=0.2)
+    out = clipped_policy_loss(logprobs, old_logprobs, torch.tensor([[1.0, 1.0]]), mask, cliprange_low=0.2)
     out.loss.backward()
     assert logprobs.grad is not None and torch.isfinite(logprobs.grad).all(), logprobs.grad
     assert torch.isfinite(out.loss) and torch.isfinite(out.approxkl)

@@ -102,35 +102,36 @@ def assert_rows(tensor: torch.Tensor, expected: list[list[float]], lengths: list
 # --------------------------------------------------------------------------------------------------- estimators
 
 
-def gae_inputs(whiten: bool, whiten_token_rewards: bool, gamma: float = 0.9, lam: float = 0.8) -> AdvantageInputs:
+def gae_inputs(whiten_advantages: bool, whiten_rewards: bool, gamma: float = 0.9,
+               lam: float = 0.8) -> AdvantageInputs:
     mask = mask_of(LENGTHS)
     kl_rewards = torch.where(mask, -0.1 * random_batch(1).abs(), torch.zeros(mask.shape, dtype=torch.float64))
     scores = torch.tensor([1.5, -0.5, 0.25, 2.0, -1.0], dtype=torch.float64)
     return AdvantageInputs(scores=scores, kl_rewards=kl_rewards, values=random_batch(2), response_mask=mask,
-                           group_size=1, gamma=gamma, lam=lam, whiten=whiten,
-                           whiten_token_rewards=whiten_token_rewards, scale_rewards="none")
+                           group_size=1, gamma=gamma, lam=lam, whiten_advantages=whiten_advantages,
+                           whiten_rewards=whiten_rewards, scale_rewards="none")
 
 
 def gae_estimator_loop(inputs: AdvantageInputs) -> tuple[list[list[float]], list[list[float]]]:
     """GAE's advantages and returns, token by token: rewards (whitened keeping their mean when asked), GAE per row,
     the advantages whitened over the batch when asked; the returns are the unwhitened advantages plus V."""
     rewards = token_rewards_loop(valid_rows(inputs.kl_rewards), inputs.scores.tolist())
-    if inputs.whiten_token_rewards:
+    if inputs.whiten_rewards:
         rewards = whiten_loop(rewards, keep_mean=True)
     assert inputs.values is not None
     values = valid_rows(inputs.values)
     advantages = [gae_loop(r, v, inputs.gamma, inputs.lam) for r, v in zip(rewards, values, strict=True)]
     returns = [[a + v for a, v in zip(ra, rv, strict=True)] for ra, rv in zip(advantages, values, strict=True)]
-    if inputs.whiten:
+    if inputs.whiten_advantages:
         advantages = whiten_loop(advantages, keep_mean=False)
     return advantages, returns
 
 
-@pytest.mark.parametrize("whiten", [True, False])
-@pytest.mark.parametrize("whiten_token_rewards", [True, False])
-def test_gae_estimator_whitens_what_it_is_asked_to(whiten: bool, whiten_token_rewards: bool) -> None:
-    # Kills: gae_estimator's `if inputs.whiten:` -> `if False:` (and its whiten_token_rewards twin).
-    inputs = gae_inputs(whiten, whiten_token_rewards)
+@pytest.mark.parametrize("whiten_advantages", [True, False])
+@pytest.mark.parametrize("whiten_rewards", [True, False])
+def test_gae_estimator_whitens_what_it_is_asked_to(whiten_advantages: bool, whiten_rewards: bool) -> None:
+    # Kills: gae_estimator's `if inputs.whiten_advantages:` -> `if False:` (and its whiten_rewards twin).
+    inputs = gae_inputs(whiten_advantages, whiten_rewards)
     advantages, returns = estimate_advantages("gae", inputs)
     expected_advantages, expected_returns = gae_estimator_loop(inputs)
     assert returns is not None
@@ -140,7 +141,7 @@ def test_gae_estimator_whitens_what_it_is_asked_to(whiten: bool, whiten_token_re
 
 def test_whitened_gae_advantages_have_zero_mean_and_unit_variance() -> None:
     # The property whitening is for, on the estimator's output (the reference above says the same, formula by formula).
-    advantages, _ = estimate_advantages("gae", gae_inputs(whiten=True, whiten_token_rewards=False))
+    advantages, _ = estimate_advantages("gae", gae_inputs(whiten_advantages=True, whiten_rewards=False))
     mean, variance = mean_and_variance(valid_rows(advantages))
     assert mean == pytest.approx(0.0, abs=1e-12)
     assert variance == pytest.approx(1.0, rel=1e-6)
@@ -218,7 +219,7 @@ def test_asymmetric_clip_diagnostics_count_only_their_own_side() -> None:
     for i, n in enumerate(LENGTHS):
         ratios[i, :n] = torch.tensor(ratio_rows[i], dtype=torch.float64)
         advantages[i, :n] = torch.tensor(advantage_rows[i], dtype=torch.float64)
-    out = clipped_policy_loss(old + ratios.log(), old, advantages, mask, cliprange=0.2, cliprange_high=0.28,
+    out = clipped_policy_loss(old + ratios.log(), old, advantages, mask, cliprange_low=0.2, cliprange_high=0.28,
                               loss_type="token_mean")
     expected = policy_diagnostics_loop(ratio_rows, advantage_rows, low=0.2, high=0.28)
     assert expected["clip_low"] > 0 and expected["clip_high"] > 0
@@ -283,11 +284,11 @@ def test_estimators_whiten_and_scale_over_every_process() -> None:
     # Kills: `inputs.total` dropped from gae's two whitenings, from reinforce_pp's and reinforce_pp_baseline's, and
     # from GRPO's batch standard deviation (grpo_estimator's and grpo_advantages'): each would use this process's
     # rows only.
-    base = gae_inputs(whiten=True, whiten_token_rewards=True)
+    base = gae_inputs(whiten_advantages=True, whiten_rewards=True)
     values = random_batch(2)[:4]
     inputs = AdvantageInputs(scores=base.scores[:4], kl_rewards=base.kl_rewards[:4], values=values,
-                             response_mask=base.response_mask[:4], group_size=2, gamma=0.9, lam=0.8, whiten=True,
-                             whiten_token_rewards=True, scale_rewards="batch", total=twice)
+                             response_mask=base.response_mask[:4], group_size=2, gamma=0.9, lam=0.8,
+                             whiten_advantages=True, whiten_rewards=True, scale_rewards="batch", total=twice)
     lengths = LENGTHS[:4]
     kl_rows, scores = valid_rows(inputs.kl_rewards, lengths), inputs.scores.tolist()
 
@@ -314,7 +315,7 @@ def test_estimators_whiten_and_scale_over_every_process() -> None:
 
 def test_gae_without_values_is_refused_by_name() -> None:
     # Kills: the error's message mangled (it is what a user reads).
-    inputs = gae_inputs(whiten=False, whiten_token_rewards=False)
+    inputs = gae_inputs(whiten_advantages=False, whiten_rewards=False)
     with pytest.raises(ValueError, match=r"^gae needs the value network's values$"):
         estimate_advantages("gae", dataclasses.replace(inputs, values=None))
 
@@ -326,7 +327,7 @@ def test_sequence_rewards_take_the_kl_rewards_dtype(name: str) -> None:
     mask = mask_of([2, 3, 1, 2], width=3)
     inputs = AdvantageInputs(scores=torch.tensor([0.5, -1.0, 2.0, 0.25], dtype=torch.float64),
                              kl_rewards=torch.where(mask, -0.01, 0.0).float(), values=None, response_mask=mask,
-                             group_size=2, gamma=1.0, lam=1.0, whiten=False, whiten_token_rewards=False,
+                             group_size=2, gamma=1.0, lam=1.0, whiten_advantages=False, whiten_rewards=False,
                              scale_rewards="group")
     assert estimate_advantages(name, inputs)[0].dtype == torch.float32
 
@@ -505,7 +506,7 @@ def test_clipped_policy_loss_against_a_loop(dual_clip: float | None, loss_type: 
     ratio_rows = [[math.exp(value) for value in row] for row in valid_rows(log_ratios)]
     per_token = policy_loss_loop(ratio_rows, valid_rows(advantages), 0.2, 0.28, dual_clip)
     expected = share_loop(per_token, loss_type, max_length or WIDTH, step)
-    out = clipped_policy_loss(old + log_ratios, old, advantages, mask, cliprange=0.2, cliprange_high=0.28,
+    out = clipped_policy_loss(old + log_ratios, old, advantages, mask, cliprange_low=0.2, cliprange_high=0.28,
                               loss_type=loss_type, max_length=max_length, step=step, dual_clip=dual_clip)
     assert float(out.loss) == pytest.approx(expected, rel=1e-12)
 
@@ -524,7 +525,7 @@ def test_a_token_on_the_bound_or_with_no_advantage_is_not_held_by_the_clip() -> 
         ratios[i, :n] = torch.tensor(ratio_rows[i], dtype=torch.float64)
         advantages[i, :n] = torch.tensor(advantage_rows[i], dtype=torch.float64)
     old = torch.zeros(2, 4, dtype=torch.float64)
-    out = clipped_policy_loss(ratios.log(), old, advantages, mask, cliprange=0.5, cliprange_high=1.0)
+    out = clipped_policy_loss(ratios.log(), old, advantages, mask, cliprange_low=0.5, cliprange_high=1.0)
     assert out.ratio[0, :2].tolist() == [0.5, 2.0]  # exactly on the bounds 1 - 0.5 and 1 + 1.0
     expected = policy_diagnostics_loop(ratio_rows, advantage_rows, low=0.5, high=1.0)
     assert (expected["clip_low"], expected["clip_high"], expected["clipfrac"]) == (0.0, 0.0, 0.0)

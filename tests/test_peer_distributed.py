@@ -82,8 +82,9 @@ def _rank(rank: int, init_file: str, out_dir: str) -> None:
                     scores=scores, kl_rewards=kl_penalty(kl, config.kl_coef if config.kl_penalty_in_reward else 0.0,
                                                          batch.mask),
                     values=batch.values, response_mask=batch.mask, group_size=GROUP, gamma=config.gamma,
-                    lam=config.lam, whiten=config.whiten_advantages, whiten_token_rewards=config.whiten_rewards,
-                    scale_rewards=config.scale_rewards, std_epsilon=config.scale_rewards_epsilon, total=all_ranks))
+                    lam=config.lam, whiten_advantages=config.whiten_advantages, whiten_rewards=config.whiten_rewards,
+                    scale_rewards=config.scale_rewards, scale_rewards_epsilon=config.scale_rewards_epsilon,
+                    total=all_ranks))
                 results[f"{name} {rewards}"] = advantages
         step = StepTotals(tokens=float(all_ranks(batch.mask.sum())), rows=float(all_ranks(
             torch.tensor(float(batch.rows), dtype=torch.float64))), micro_batches=1, processes=WORLD)

@@ -124,9 +124,9 @@ def ppo_core_advantages(config: PPOConfig, scores: torch.Tensor,
     kl_rewards = kl_penalty(kl, config.kl_coef if config.kl_penalty_in_reward else 0.0, batch.mask)
     return estimate_advantages(config.advantage_estimator, AdvantageInputs(
         scores=scores, kl_rewards=kl_rewards, values=batch.values, response_mask=batch.mask,
-        group_size=config.generations_per_prompt, gamma=config.gamma, lam=config.lam, whiten=config.whiten_advantages,
-        whiten_token_rewards=config.whiten_rewards, scale_rewards=config.scale_rewards,
-        std_epsilon=config.scale_rewards_epsilon))
+        group_size=config.generations_per_prompt, gamma=config.gamma, lam=config.lam,
+        whiten_advantages=config.whiten_advantages, whiten_rewards=config.whiten_rewards,
+        scale_rewards=config.scale_rewards, scale_rewards_epsilon=config.scale_rewards_epsilon))
 
 
 def verl_advantages(config: PPOConfig, scores: torch.Tensor, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:

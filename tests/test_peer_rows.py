@@ -251,7 +251,7 @@ def test_reinforce_pp_baseline_with_kl_in_the_reward_or_gamma_below_1_is_a_named
     kl_rewards = tensor([[-0.2, 0.0], [0.0, 0.0]])
     ours, _ = estimate_advantages("reinforce_pp_baseline", AdvantageInputs(
         scores=tensor([[1.0, 0.0]])[0], kl_rewards=kl_rewards, values=None, response_mask=mask, group_size=2,
-        gamma=1.0, lam=1.0, whiten=True, whiten_token_rewards=False, scale_rewards="group"))
+        gamma=1.0, lam=1.0, whiten_advantages=True, whiten_rewards=False, scale_rewards="group"))
     rewards = kl_rewards + tensor([[0.0, 1.0], [0.0, 0.0]])
     theirs, _ = verl_code().compute_reinforce_plus_plus_baseline_outcome_advantage(rewards, mask, ["p", "p"])
     assert torch.allclose(ours, tensor([[0.665, 1.046], [-0.856, -0.856]]), atol=1e-3)
@@ -289,7 +289,7 @@ def test_token_level_rloo_is_a_named_difference() -> None:
 # --- row 6 ---
 
 @pytest.mark.parametrize("rewards", sorted(REWARDS))
-def test_grpo_std_epsilon_equals_verl(rewards: str) -> None:
+def test_grpo_scale_rewards_epsilon_equals_verl(rewards: str) -> None:
     config = PPOConfig(advantage_estimator="grpo", scale_rewards="group", scale_rewards_epsilon=1e-6,
                        num_generations=GROUP, per_device_train_batch_size=len(LENGTHS), response_length=WIDTH)
     batch = make_batch()

@@ -41,8 +41,9 @@ def micro_batches_per_step(c: PPOConfig) -> int:
     return max(1, c.gradient_accumulation_steps // c.num_mini_batches)
 
 
-def std_epsilon(trainer: str, theirs: float) -> Difference:
-    """A target whose GRPO adds a fixed ``theirs`` to the group's standard deviation."""
+def fixed_scale_rewards_epsilon(trainer: str, theirs: float) -> Difference:
+    """A target whose GRPO adds a fixed ``theirs`` to the group's standard deviation, where ppo-tune adds the
+    config's ``scale_rewards_epsilon`` (verl's ``epsilon``)."""
     def differs(c: PPOConfig) -> str | None:
         if c.advantage_estimator != "grpo" or c.scale_rewards == "none" or c.scale_rewards_epsilon == theirs:
             return None

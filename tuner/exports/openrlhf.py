@@ -36,7 +36,7 @@ from tuner.exports._common import (
     updates,
     whole_prompt_passes,
 )
-from tuner.exports.computes import Edge, biased_whitening, clamped_kl, collect, std_epsilon
+from tuner.exports.computes import Edge, biased_whitening, clamped_kl, collect, fixed_scale_rewards_epsilon
 
 KL_ESTIMATORS = ("k1", "k2", "k3")
 GROUP_NORM_EPSILON = 1e-9  # experience_maker.py adds it to the group's std, fixed
@@ -264,7 +264,7 @@ def _differences(c: PPOConfig) -> list[str]:
              "not at all: the same where no centred reward passes 10"),
         lambda c: None if c.advantage_estimator != "grpo" or c.scale_rewards != "batch" else
         "scale_rewards=batch: OpenRLHF's group_norm divides by the group's std",
-        std_epsilon("OpenRLHF's group_norm", GROUP_NORM_EPSILON),
+        fixed_scale_rewards_epsilon("OpenRLHF's group_norm", GROUP_NORM_EPSILON),
         Edge(biased_whitening("OpenRLHF", WHITENED)),
         lambda c: None if c.advantage_estimator != "reinforce_pp_baseline" or c.gamma == 1.0 else
         f"gamma={c.gamma!r}: OpenRLHF sets gamma to 1 for reinforce_baseline",

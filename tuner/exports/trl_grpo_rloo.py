@@ -39,10 +39,10 @@ from tuner.exports._common import (
 from tuner.exports.computes import (
     collect,
     entropy_per_micro_batch,
+    fixed_scale_rewards_epsilon,
     kl_loss_estimator_only,
     micro_batches_per_step,
     no_dual_clip,
-    std_epsilon,
 )
 
 TRL_VERSION = "1.16.0"
@@ -222,7 +222,7 @@ def _kl_placement_differs(trainer: str, in_reward: bool) -> Callable[[PPOConfig]
 def _grpo_differences(c: PPOConfig) -> list[str]:
     return collect(c, [_estimator_differs("GRPOTrainer", "grpo"), _kl_placement_differs("GRPOTrainer", False),
                        kl_loss_estimator_only("GRPOTrainer", ("k3",)), _token_mean_differs, _sequence_sum_differs,
-                       no_dual_clip("GRPOTrainer"), std_epsilon("GRPOTrainer", GRPO_STD_EPSILON),
+                       no_dual_clip("GRPOTrainer"), fixed_scale_rewards_epsilon("GRPOTrainer", GRPO_STD_EPSILON),
                        entropy_per_micro_batch("GRPOTrainer")])
 
 

@@ -29,7 +29,14 @@ from tuner.exports._common import (
     updates,
     whole_prompt_passes,
 )
-from tuner.exports.computes import Difference, Edge, clamped_kl, collect, std_epsilon, whitening_kl_in_reward_returns
+from tuner.exports.computes import (
+    Difference,
+    Edge,
+    clamped_kl,
+    collect,
+    fixed_scale_rewards_epsilon,
+    whitening_kl_in_reward_returns,
+)
 
 ACTOR = "actor_rollout_ref.actor"
 MODEL = "actor_rollout_ref.model"
@@ -253,7 +260,7 @@ def _differences(c: PPOConfig) -> list[str]:
         _gspo_differs,
         lambda c: None if c.advantage_estimator != "grpo" or c.scale_rewards != "batch" else
         "scale_rewards=batch: verl's grpo divides by the group's std or nothing",
-        std_epsilon("verl's grpo", GRPO_STD_EPSILON),
+        fixed_scale_rewards_epsilon("verl's grpo", GRPO_STD_EPSILON),
         whitening_kl_in_reward_returns("verl"),
         Edge(clamped_kl("verl", ("k3",))),
     ]
