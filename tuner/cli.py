@@ -309,7 +309,7 @@ def command_validate(args: argparse.Namespace) -> int:
             pilots = carried
             _say_queued(queue_runs(study, validation, args.top_k, PILOT_SEEDS, lambda trial: pilots[trial.number],
                                    pilot=True), "pilot")
-            status = run_study(spec, None, None, workers, stored=True, ray=ray)
+            status = run_study(spec, None, None, workers, validation=True, ray=ray)
             if status not in (130, 143):  # interrupted: the rest is queued for the rerun
                 rescaled = piloted(study, validation, url, pilots)
                 carried, unpiloted = rescaled.carried, rescaled.missing
@@ -317,7 +317,7 @@ def command_validate(args: argparse.Namespace) -> int:
             runs = carried
             _say_queued(queue_runs(study, validation, args.top_k, args.seeds,
                                    None if runs is None else lambda trial: runs.get(trial.number)), "validation")
-            validated = run_study(spec, None, None, workers, stored=True, ray=ray)
+            validated = run_study(spec, None, None, workers, validation=True, ray=ray)
             status = validated if validated in (130, 143) or status == 0 else status
     episodes = None if args.total_episodes is None else int(args.total_episodes)
     results = validation_results(study, load_validation(args.name, url), episodes, args.policy_model)

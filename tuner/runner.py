@@ -235,15 +235,37 @@ def _run_here(command: list[str], follower: _Follower) -> int:
 
 
 def run_study(spec: StudySpec, n_trials: int | None, timeout: float | None, workers: int,
-              console: Console | None = None, allow_changes: bool = False, stored: bool = False,
+              console: Console | None = None, allow_changes: bool = False, validation: bool = False,
               ray: RayCluster | None = None) -> int:
     """Create or resume the study, run ``workers`` workers, and return an exit status (130 on Ctrl-C, 143 on
     SIGTERM: either stops every worker and its trial, and queues the running trials again). With ``ray`` the
-    workers run their trials as tasks on that cluster (``tuner.ray_launch``)."""
+    workers run their trials as tasks on that cluster (``tuner.ray_launch``). ``validation``: the study is a
+    validation (``tuner.validation``): its workers run its queue from its stored definition (it has no file), and
+    every run trains to the end, so there is no search to report on (the reach notice, pruning's savings) and a
+    configuration failing on every seed is a result, not a reason to stop."""
     console = console or Console(stderr=True)
-    commands = worker_commands(spec, n_trials, timeout, workers, stored, ray)  # first: too few GPUs creates no study
+    # First: too few GPUs creates no study.
+    commands = worker_commands(spec, n_trials, timeout, workers, stored=validation, ray=ray)
+    study, already = _open(spec, allow_changes, validation, console)
+    stopped, returncodes = _run_workers(commands, ray, study, spec, n_trials, already, console)
+    if stopped is not None:
+        how = "terminated (SIGTERM)" if stopped == 143 else "interrupted"
+        console.print(f"{how}: finished trials are saved; rerun the same command to resume {spec.name!r}",
+                      soft_wrap=True, markup=False)
+        return stopped
+    failed_workers = [(index, code) for index, code in enumerate(returncodes) if code not in (0, 130, 143)]
+    for index, code in failed_workers:
+        console.print(f"worker {index} was {describe_exit(code)}" if code < 0
+                      else f"worker {index} ended with {describe_exit(code)}", soft_wrap=True)
+    _print_summary(study, spec, validation, console)
+    return _exit_status(study.get_trials(deepcopy=False), bool(failed_workers), validation, console)
+
+
+def _open(spec: StudySpec, allow_changes: bool, validation: bool, console: Console) -> tuple[optuna.Study, int]:
+    """The study created or resumed, what its definition says printed, its tables made and its dead trials
+    retried; with the number of trials already finished."""
     study, messages = open_study(spec, allow_changes=allow_changes)
-    notice = None if stored else reach_notice(spec.search_space, spec.base)  # a validation fixes each config
+    notice = None if validation else reach_notice(spec.search_space, spec.base)  # a validation fixes each config
     for message in [*messages, *([notice] if notice else [])]:
         console.print(message, soft_wrap=True, markup=False)
     create_tables(create_engine(spec.storage))
@@ -251,21 +273,27 @@ def run_study(spec: StudySpec, n_trials: int | None, timeout: float | None, work
     if already:
         console.print(f"resuming study {spec.name!r}: {already} trials already finished")
     recover_dead_trials(study, spec.heartbeat_interval, console)
+    return study, already
+
+
+def _run_workers(commands: list[tuple[list[str], dict[str, str]]], ray: RayCluster | None, study: optuna.Study,
+                 spec: StudySpec, n_trials: int | None, already: int,
+                 console: Console) -> tuple[int | None, list[int]]:
+    """Run the workers (one in this process, or each its own) while the progress display follows the study; the
+    status they were stopped with (130 after Ctrl-C, 143 after SIGTERM), else None, and each worker's exit status."""
     here = runs_here(commands, ray)
     processes = [] if here else [subprocess.Popen(command, env=env) for command, env in commands]
     progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                         TextColumn("{task.fields[best]}"), TimeElapsedColumn(), console=console)
-    stopped: int | None = None  # 130 after Ctrl-C, 143 after SIGTERM
     try:
         with progress:
             follower = _Follower(study, spec, progress, n_trials, already)
             if here:
                 status = _run_here(commands[0][0], follower)
-                if status in (130, 143):  # the worker took the signal: it killed its trial and queued it again
-                    stopped = status
-            else:
-                follower.follow(lambda: all(process.poll() is not None for process in processes),
-                                lambda seconds: pause_until_a_worker_ends(processes, seconds))
+                # The worker took the signal: it killed its trial and queued it again.
+                return (status if status in (130, 143) else None), [status]
+            follower.follow(lambda: all(process.poll() is not None for process in processes),
+                            lambda seconds: pause_until_a_worker_ends(processes, seconds))
     except KeyboardInterrupt as interrupt:  # Ctrl-C, or SIGTERM (ppo_core.errors.Terminated)
         # Each worker takes the signal as Ctrl-C: it kills its trial's processes and queues the trial again. SIGTERM
         # is passed on as SIGTERM: a worker started in the background may ignore SIGINT, never SIGTERM.
@@ -275,28 +303,28 @@ def run_study(spec: StudySpec, n_trials: int | None, timeout: float | None, work
                 process.send_signal(forwarded)
         for process in processes:
             process.wait()
-        stopped = 143 if isinstance(interrupt, Terminated) else 130
-    if stopped is not None:
-        how = "terminated (SIGTERM)" if stopped == 143 else "interrupted"
-        console.print(f"{how}: finished trials are saved; rerun the same command to resume {spec.name!r}",
-                      soft_wrap=True, markup=False)
-        return stopped
-    returncodes = [status] if here else [process.returncode for process in processes]
-    failed_workers = [(index, returncode) for index, returncode in enumerate(returncodes)
-                      if returncode not in (0, 130, 143)]
-    for index, returncode in failed_workers:
-        console.print(f"worker {index} was {describe_exit(returncode)}" if returncode < 0
-                      else f"worker {index} ended with {describe_exit(returncode)}", soft_wrap=True)
+        return (143 if isinstance(interrupt, Terminated) else 130), [process.returncode for process in processes]
+    return None, [process.returncode for process in processes]
+
+
+def _print_summary(study: optuna.Study, spec: StudySpec, validation: bool, console: Console) -> None:
+    """What the finished search says: the searched ranges whose best trials crowd a bound, and what pruning and the
+    KL guard saved (a validation runs every run to the end: nothing)."""
     trials = study.get_trials(deepcopy=False)
     findings = format_edge_findings(edge_findings(trials, spec.search_space, study.directions))
     if findings:
         console.print(findings, soft_wrap=True, markup=False)
-    savings = None if stored else update_savings(trials_frame(study))  # a validation runs every run to the end
+    savings = None if validation else update_savings(trials_frame(study))
     if savings is not None:
         console.print(savings.line(), soft_wrap=True, markup=False)
+
+
+def _exit_status(trials: list[FrozenTrial], failed_workers: bool, validation: bool, console: Console) -> int:
+    """1 when the study stopped on a run of identical failures (not in a validation, where a configuration failing
+    on every seed is a result), when no trial completed, or when a worker failed; else 0. The first two say why in
+    one unbroken line whatever the terminal's width: it is what a user (or a script) greps for."""
     completed = any(trial.state == TrialState.COMPLETE for trial in trials)
-    streak = None if stored else failure_streak(trials)  # in a validation, a config failing on every seed is a result
-    # One unbroken line each, whatever the terminal's width: it is what a user (or a script) greps for.
+    streak = None if validation else failure_streak(trials)
     if streak is not None:
         console.print(("" if completed else "no trial completed; ")
                       + f"stopped after {SAME_FAILURES_TO_STOP} trials in a row failed with: {streak}",
