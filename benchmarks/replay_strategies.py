@@ -34,7 +34,7 @@ from tuner.factory import make_pruner as study_pruner
 from tuner.factory import make_sampler as study_sampler
 from tuner.frontier_sampler import FrontierSampler
 from tuner.seed_policy import SeedPolicy
-from tuner.study_config import StudySpec
+from tuner.study_spec import StudySpec
 
 WARM_STARTS = ("trl_defaults", "seed_guidance")
 STARTUP = int(study_defaults.SAMPLER["n_startup_trials"])

@@ -37,7 +37,7 @@ from tuner.frontier_points import TRIAL_COLUMN
 from tuner.frontier_sampler import FrontierSampler
 from tuner.search_space import suggest_params
 from tuner.seed_policy import Racing, best_raced
-from tuner.study_config import StudySpec
+from tuner.study_spec import StudySpec
 from tuner.warm_start import enqueue_warm_starts, warm_start_points
 
 

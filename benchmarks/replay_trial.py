@@ -28,7 +28,7 @@ from benchmarks.replay_table import Run, history
 from tuner.constraints import Constraint, constraint_values
 from tuner.kl_guard import blowup_reason
 from tuner.reduction import Reduction, reduce_history
-from tuner.study_config import KLGuard
+from tuner.study_spec import KLGuard
 
 STATES = ("complete", "pruned", "guarded", "failed", "cut")
 

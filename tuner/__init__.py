@@ -17,10 +17,10 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 _PUBLIC = {
-    "KLGuard": "tuner.study_config",
-    "Objective": "tuner.study_config",
-    "StudyConfigError": "tuner.study_config",
-    "StudySpec": "tuner.study_config",
+    "KLGuard": "tuner.study_spec",
+    "Objective": "tuner.study_spec",
+    "StudyConfigError": "tuner.study_values",
+    "StudySpec": "tuner.study_spec",
     "load_study_spec": "tuner.study_config",
     "ParamSpec": "tuner.search_space",
     "suggest_params": "tuner.search_space",
@@ -91,7 +91,9 @@ if TYPE_CHECKING:
     from tuner.reports import best_trials, trial_config, trials_frame
     from tuner.runner import run_study
     from tuner.search_space import ParamSpec, suggest_params
-    from tuner.study_config import KLGuard, Objective, StudyConfigError, StudySpec, load_study_spec
+    from tuner.study_config import load_study_spec
+    from tuner.study_spec import KLGuard, Objective, StudySpec
+    from tuner.study_values import StudyConfigError
     from tuner.trial_records import TrialStore, read_metrics, read_samples
     from tuner.trial_reporter import TrialReporter
     from tuner.validation import load_validation, validation_results

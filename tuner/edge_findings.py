@@ -26,6 +26,8 @@ from tuner.attrs import KL_HISTORY_ATTR, stored_definition
 from tuner.constraints import feasible
 from tuner.reports import rank_completed
 from tuner.search_space import ParamSpec
+from tuner.study_search_space import parse_param
+from tuner.study_values import StudyConfigError
 
 MIN_COMPLETE = 5  # fewer completed trials say nothing about where the optimum lies
 MIN_TOP = 3  # the best trials taken, at the least (and the least of them that must use a parameter)
@@ -145,10 +147,6 @@ def stored_search_space(user_attrs: Mapping[str, Any]) -> dict[str, ParamSpec]:
     raw = (stored_definition(user_attrs) or {}).get("search_space")
     if not isinstance(raw, Mapping) or not raw:
         return {}
-    # Imported here: the study file's module loads transformers (for PPOConfig's parser), which the dashboard's
-    # modules must not load just by being imported.
-    from tuner.study_config import StudyConfigError, parse_param
-
     space = {}
     for name, entry in raw.items():
         try:

@@ -13,7 +13,9 @@ from tuner.database import create_engine
 from tuner.frontier_sampler import FRONTIER_SAMPLER, FrontierSampler, MetricsReader
 from tuner.kl_guard import KLGuardPruner
 from tuner.options import PRUNER_CLASSES, SAMPLER_CLASSES
-from tuner.study_config import ParamSpec, StudyConfigError, StudySpec
+from tuner.search_space import ParamSpec
+from tuner.study_spec import StudySpec
+from tuner.study_values import StudyConfigError
 from tuner.trial_records import read_metrics
 
 MAX_GRID_POINTS = 1_000_000

@@ -21,7 +21,7 @@ from optuna.pruners import BasePruner
 from optuna.trial import FrozenTrial
 
 from tuner.attrs import BUDGET_ATTR, KL_HISTORY_ATTR, NON_FINITE_ATTR, RACE_OF_ATTR
-from tuner.study_config import KLGuard
+from tuner.study_spec import KLGuard
 
 
 def least_squares_slope(values: Sequence[float]) -> float:

@@ -22,7 +22,7 @@ from tuner.database import RetryStaleTrial
 from tuner.interrupts import interruptible, interrupts_held, raise_held
 from tuner.search_space import suggest_params
 from tuner.seed_policy import race_seed
-from tuner.study_config import StudySpec
+from tuner.study_spec import StudySpec
 from tuner.study_target import target_problem
 from tuner.trial_launch import run_trial_process
 from tuner.trial_protocol import Outcome, TrialJob

@@ -32,7 +32,8 @@ from tuner.failure_streak import SAME_FAILURES_TO_STOP, failure_streak
 from tuner.kl_target_notice import reach_notice
 from tuner.reports import best_figure, best_trials, trial_reason, trials_frame
 from tuner.savings import update_savings
-from tuner.study_config import StudyConfigError, StudySpec
+from tuner.study_spec import StudySpec
+from tuner.study_values import StudyConfigError
 from tuner.trial_launch import describe_exit
 from tuner.trial_records import create_tables
 from tuner.worker import FINISHED, open_study

@@ -16,7 +16,9 @@ import optuna
 import sqlalchemy
 
 from tuner.attrs import DEFINITION_ATTR, KL_GUARD_ATTR, OBJECTIVES_ATTR
-from tuner.study_config import StudyConfigError, StudySpec, parse_study
+from tuner.study_config import parse_study
+from tuner.study_spec import StudySpec
+from tuner.study_values import StudyConfigError
 
 # The parts of a study file that decide which trials run and how they are judged. The rest (n_trials, timeout,
 # storage, heartbeat_interval, trial_timeout, description, processes_per_trial) may change between runs.

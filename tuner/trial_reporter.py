@@ -25,7 +25,7 @@ from tuner.attrs import BUDGET_ATTR, KL_HISTORY_ATTR, NON_FINITE_ATTR, PRUNE_REA
 from tuner.constraints import constraint_values
 from tuner.kl_guard import KLGuardPruner, blowup_reason
 from tuner.reduction import reduce_history
-from tuner.study_config import StudySpec
+from tuner.study_spec import StudySpec
 from tuner.trial_records import TrialStore
 
 

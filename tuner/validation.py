@@ -40,7 +40,7 @@ from tuner.reports import rank_completed
 
 if TYPE_CHECKING:
     from tuner.horizon import Carried
-    from tuner.study_config import StudySpec
+    from tuner.study_spec import StudySpec
 
 VALIDATION_SUFFIX = ":validation"
 FIRST_VALIDATION_SEED = 1000

@@ -24,8 +24,9 @@ from tuner.factory import make_pruner, make_sampler
 from tuner.failure_streak import failure_streak
 from tuner.objective import Launch, make_objective, run_trials
 from tuner.seed_policy import Racing, TrialBudget
-from tuner.study_config import StudySpec, load_study_spec
+from tuner.study_config import load_study_spec
 from tuner.study_definition import check_definition, check_ours, stored_spec
+from tuner.study_spec import StudySpec
 from tuner.trial_launch import start_fork_server
 from tuner.trial_records import create_tables
 from tuner.warm_start import enqueue_warm_starts

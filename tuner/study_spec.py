@@ -1,0 +1,97 @@
+"""A parsed study file (:class:`StudySpec`) and the small records it holds: its objectives and its KL guard.
+
+``tuner.study_config.load_study_spec`` reads and checks a study file into one.
+"""
+
+from __future__ import annotations
+
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from tuner.attrs import DEFAULT_KL_METRIC, DEFAULT_KL_THRESHOLD
+from tuner.constraints import Constraint
+from tuner.frontier_sampler import FRONTIER_METRICS, FRONTIER_SAMPLER
+from tuner.reduction import reduction_label
+from tuner.search_space import ParamSpec
+from tuner.seed_policy import SeedPolicy
+from tuner.warm_start import WarmStart
+
+Direction = Literal["maximize", "minimize"]
+DIRECTIONS: tuple[Direction, ...] = typing.get_args(Direction)
+
+
+@dataclass(frozen=True)
+class Objective:
+    metric: str
+    direction: Direction = "maximize"
+    reduce: str = "mean_last_k"
+    k: int = 5
+
+    @property
+    def label(self) -> str:
+        return reduction_label(self)
+
+
+@dataclass(frozen=True)
+class KLGuard:
+    """When a trial's KL counts as blown up (the seed guidance: above 10-15 or 15-20 nats is divergence)."""
+
+    enabled: bool = True
+    metric: str = DEFAULT_KL_METRIC
+    threshold: float = DEFAULT_KL_THRESHOLD
+    predict: bool = True
+    window: int = 5
+    min_updates: int = 3
+    predict_min_fraction: float = 0.5
+
+
+@dataclass
+class StudySpec:
+    name: str
+    storage: str
+    path: Path
+    n_trials: int | None
+    timeout: float | None
+    sampler: dict[str, Any]
+    pruner: dict[str, Any]
+    objectives: list[Objective]
+    kl_guard: KLGuard
+    base: dict[str, Any]
+    search_space: dict[str, ParamSpec] = field(default_factory=dict)
+    heartbeat_interval: int = 10
+    trial_timeout: float | None = None
+    """Seconds one trial's process may run; past it the process is killed and the trial is FAIL. None: no limit."""
+    processes_per_trial: int = 1
+    """Processes that train one trial together, under ``accelerate launch`` when more than one."""
+    enqueue: list[WarmStart] = field(default_factory=list)
+    """The study's first trials (``enqueue``: trl_defaults, seed_guidance or values), as points of the search space;
+    ``tuner.warm_start.enqueue_warm_starts`` queues them on a new study."""
+    constraints: list[Constraint] = field(default_factory=list)
+    """Bounds on reduced metrics (e.g. a KL budget) that a feasible trial keeps; set on each trial for Optuna."""
+    seed_policy: SeedPolicy = field(default_factory=SeedPolicy)
+    """Which seeds trials train on, and so what chooses the winner (tuner.seed_policy)."""
+    target: str | None = None
+    """The trainer the winner will run in (an export format: trl-grpo, verl, ...): its profile fills the base, and
+    no trial may compute what it does not (tuner.study_target)."""
+    definition: dict[str, Any] = field(default_factory=dict)
+    """The study file's mapping as read: stored on the study, so that a resume can tell what changed and
+    ``ppo-tune validate`` can rebuild the spec from the storage alone."""
+
+    def named_metrics(self) -> list[tuple[str, str]]:
+        """(key in the study file, metric name) for each metric the study reads from its runs."""
+        named = [(f"objectives[{index}].metric", objective.metric) for index, objective in enumerate(self.objectives)]
+        named += [(f"constraints[{index}].metric", constraint.metric)
+                  for index, constraint in enumerate(self.constraints)]
+        if self.sampler["name"] == FRONTIER_SAMPLER:  # it reads where held-out gold peaks in held-out KL
+            named += [(f"sampler.name {FRONTIER_SAMPLER}", metric) for metric in FRONTIER_METRICS]
+        return named + ([("kl_guard.metric", self.kl_guard.metric)] if self.kl_guard.enabled else [])
+
+    @property
+    def directions(self) -> list[Direction]:
+        return [objective.direction for objective in self.objectives]
+
+    @property
+    def multi_objective(self) -> bool:
+        return len(self.objectives) > 1
