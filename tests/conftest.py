@@ -25,7 +25,11 @@ from transformers import (
 from tuner.frozen_heap import freeze_now
 
 if TYPE_CHECKING:
-    from studies import Gate
+    from helpers.studies import Gate
+
+# The shared helpers' asserts (tests/helpers/: the peers' comparison, the exports' reading, the runs) report the values
+# they compared, as they did in the test files they came from. Registered before any test module imports them.
+pytest.register_assert_rewrite("helpers")
 
 WORDS = list(string.ascii_lowercase)
 _RAY_DIR = pytest.StashKey[str]()
@@ -35,7 +39,7 @@ def pytest_configure(config: pytest.Config) -> None:
     """Ray's temporary directory, and with it the file where ``ray start`` records its cluster's address, for this
     test process alone: under pytest-xdist each worker starts clusters of its own, and a ``ppo-tune --launcher ray``
     that finds another worker's cluster recorded would join it. (A developer's own cluster stays out of the tests
-    too.) PostgreSQL is made per worker by ``studies.postgres_url``."""
+    too.) PostgreSQL is made per worker by ``helpers.studies.postgres_url``."""
     if os.environ.get("PYTEST_XDIST_WORKER"):
         # One torch thread per worker, and in every process it starts: with the cores shared by the workers, a
         # second thread only waits on a descheduled peer (one run took 151 s instead of 19 s that way).
@@ -74,8 +78,9 @@ def _gpt2_config(tokenizer: PreTrainedTokenizerFast) -> GPT2Config:
 def gate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Gate]:
     """A shut gate for this test's trials (their reward ``Gate.REWARD``); opened at the end, whatever the test left
     held going on to end."""
-    # Imported here: benchmarks.mutation_score's work copy has this file without studies.py and the tuner it imports.
-    from studies import Gate
+    # Imported here: benchmarks.mutation_score's work copy has this file without tests/helpers/ and the tuner
+    # that helpers.studies imports.
+    from helpers.studies import Gate
 
     shut = Gate(tmp_path / "gate", monkeypatch)
     yield shut

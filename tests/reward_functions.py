@@ -19,9 +19,9 @@ def count_letter_a(prompts: list[Any], completions: list[Any], **kwargs: Any) ->
 
 
 def held(prompts: list[Any], completions: list[Any], **kwargs: Any) -> list[float]:
-    """``count_letter_a``, held mid-trial while a test's gate is shut (``studies.Gate``): from its second call on,
-    while the directory that ``$PPO_TUNE_TEST_GATE`` names holds a file ``shut``, it writes ``held-<pid>`` there and
-    waits. A trial process takes a ticket at its first call (0, 1, ... in the order the trials get there); those
+    """``count_letter_a``, held mid-trial while a test's gate is shut (``helpers.studies.Gate``): from its second call
+    on, while the directory that ``$PPO_TUNE_TEST_GATE`` names holds a file ``shut``, it writes ``held-<pid>`` there
+    and waits. A trial process takes a ticket at its first call (0, 1, ... in the order the trials get there); those
     whose ticket is below the number in the gate's file ``pass`` run on unheld."""
     global _calls, _ticket
     _calls += 1

@@ -23,11 +23,11 @@ from typing import Any
 import optuna
 import psutil
 import pytest
+from helpers.studies import TESTS_DIR, load, postgres_url, still_running, wait_for, write_study
 from optuna.distributions import FloatDistribution
 from optuna.trial import TrialState
 
 from ppo_tune.cli import main
-from studies import TESTS_DIR, load, postgres_url, still_running, wait_for, write_study
 from tools.screenshots import free_port
 from tuner.attrs import CONFIG_ATTR, DEFINITION_ATTR
 from tuner.database import StorageError, open_read_only_storage, open_storage, sqlite_path

@@ -10,9 +10,9 @@ from typing import Any
 
 import optuna
 import pytest
+from helpers.studies import write_study
 from optuna.trial import FrozenTrial, TrialState, create_trial
 
-from studies import write_study
 from tuner.attrs import PRUNE_REASON_ATTR
 from tuner.constraints import Constraint, constraint_values, feasible
 from tuner.database import create_engine, open_storage

@@ -6,23 +6,13 @@ the reason, on machines without them."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 import torch
-from test_data_parallel import GLOBAL_BATCH, UPDATES, run, write_run_config
+from helpers.data_parallel import GLOBAL_BATCH, UPDATES, run, write_run_config
+from helpers.tiny_runs import letter_run
 
 from ppo_core import PPOConfig, PPOTrainer
-from tools import tiny_data, tiny_models
-
-
-def letter_run(tmp_path: Path, n_train: int, **values: Any) -> dict[str, Any]:
-    """PPOConfig settings for a tiny Llama, written under ``tmp_path``, trained on the letter reward; ``values`` on
-    top."""
-    policy = tiny_models.write_llama(tmp_path / "llama", seed=1)
-    data = tiny_data.write_jsonl_splits(tmp_path / "data", "standard", n_train=n_train, n_test=8)
-    return {"task": None, "sft_model_path": str(policy), "dataset_name": str(data),
-            "reward_funcs": ["examples.bring_your_own.rewards:letter_reward"], "num_sample_generations": 0, **values}
 
 
 @pytest.mark.cuda

@@ -11,7 +11,7 @@ import numpy as np
 import optuna
 import pandas as pd
 import pytest
-from frontier_paths import peaked_paths
+from helpers.frontier_paths import peaked_paths
 
 from dashboard import health_rules
 from dashboard.advice import (

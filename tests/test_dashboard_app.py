@@ -19,7 +19,7 @@ import numpy as np
 import optuna
 import pandas as pd
 import pytest
-from dashboard_fixtures import (
+from helpers.dashboard_fixtures import (
     ADAPTIVE_TARGET,
     KL_THRESHOLD,
     PARETO,

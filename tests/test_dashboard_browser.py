@@ -11,7 +11,7 @@ from pathlib import Path
 
 import optuna
 import pytest
-from dashboard_fixtures import real_studies_url
+from helpers.dashboard_fixtures import real_studies_url
 from optuna.trial import TrialState
 
 from dashboard.app import PAGES

@@ -155,7 +155,7 @@ def test_findings_are_sorted_worst_first_and_per_trial() -> None:
 def test_critic_free_trials_are_not_flagged_for_the_value_loss_they_never_report() -> None:
     """The real estimators study (tools.real_studies): grpo, rloo and reinforce_pp_baseline train no value network,
     so loss/value_avg is absent from every update of theirs; that is not a value loss gone non-finite."""
-    from dashboard_fixtures import real_studies_url
+    from helpers.dashboard_fixtures import real_studies_url
 
     from dashboard.frames import health_contexts
     from dashboard.study_reader import StudyRef, build_study_view, open_reader

@@ -16,6 +16,7 @@ import optuna
 import plotly.io as pio
 import pytest
 import sqlalchemy
+from helpers.studies import postgres_url
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import FrozenTrial, TrialState
 
@@ -23,7 +24,6 @@ from dashboard import session
 from dashboard.charts import CurveStyle, curves_figure
 from dashboard.optuna_tables import SnapshotStorage, read_study
 from dashboard.study_reader import StudyRef, build_study_view, open_reader, study_names
-from studies import postgres_url
 from tools.demo_study import DemoSpec, build_demo_study
 from tuner.attrs import KL_GUARD_ATTR
 from tuner.database import create_engine, open_read_only_engine, open_storage

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +13,7 @@ from typing import Any
 import optuna
 import pytest
 import yaml
+from helpers.exports import comments_of, flags_of, overrides_of, settings_of
 from optuna.distributions import FloatDistribution
 from optuna.trial import TrialState, create_trial
 from transformers import HfArgumentParser
@@ -27,35 +27,6 @@ from tuner.exports._common import NOT_TRAINING, Target, export
 REPO = Path(__file__).resolve().parent.parent
 TARGETS: dict[str, Target] = {"trl-ppo": trl_ppo.TARGET, "trl-grpo": trl_grpo_rloo.GRPO, "trl-rloo": trl_grpo_rloo.RLOO,
                               "verl": verl.TARGET, "openrlhf": openrlhf.TARGET}
-
-
-def settings_of(text: str) -> list[str]:
-    """The shell words of an export's setting lines (comments left out)."""
-    lines = [line.rstrip(" \\") for line in text.splitlines() if line and not line.startswith("#")]
-    return shlex.split(" ".join(lines))
-
-
-def comments_of(text: str) -> list[str]:
-    return [line for line in text.splitlines() if line.startswith("#")]
-
-
-def flags_of(text: str) -> dict[str, Any]:
-    """``--key value...`` words as key -> value (a list for several values, True for a switch alone)."""
-    flags: dict[str, Any] = {}
-    key = None
-    for word in settings_of(text):
-        if word.startswith("--"):
-            key = word[2:]
-            flags[key] = True
-        else:
-            assert key is not None, word
-            flags[key] = word if flags[key] is True else [*([flags[key]] if isinstance(flags[key], str) else
-                                                            flags[key]), word]
-    return flags
-
-
-def overrides_of(text: str) -> dict[str, str]:
-    return dict(word.split("=", 1) for word in settings_of(text))
 
 
 # --- TRL 1.12 PPO (trl-ppo, alias trl-args) ---

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from frontier_paths import peaked_paths
+from helpers.frontier_paths import peaked_paths
 
 from tuner.frontier_peak import (
     BANDWIDTHS,

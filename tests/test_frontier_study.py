@@ -10,11 +10,11 @@ from typing import Any
 import optuna
 import pytest
 import yaml
+from helpers.studies import TESTS_DIR, write_study
 from optuna.trial import TrialState
 
 from ppo_core.tasks import get_task
 from ppo_tune.cli import main
-from studies import TESTS_DIR, write_study
 from tuner.attrs import RACE_OF_ATTR
 from tuner.frontier_sampler import AIM_ATTR
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from fuzz_strategies import FUZZ, mangled_text, shipped_mapping, value_strategies
+from helpers.fuzz_strategies import FUZZ, mangled_text, shipped_mapping, value_strategies
 from hypothesis import given
 from hypothesis import strategies as st
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers.tiny_runs import letter_run
 from transformers import AutoModelForCausalLM
 
 from ppo_core import PPOConfig, PPOTrainer
@@ -63,8 +64,6 @@ def test_the_copy_exists_only_when_asked_for_on_a_cuda_device(policy: torch.nn.M
 
 @pytest.mark.cuda
 def test_a_run_sampling_from_the_copy_starts_at_zero_kl_on_a_gpu(tmp_path: Path) -> None:
-    from test_cuda import letter_run
-
     values = letter_run(tmp_path, 32, response_length=6, per_device_train_batch_size=8, total_episodes=32,
                         bf16_generation_copy=True)
     trainer = PPOTrainer(PPOConfig(**values))

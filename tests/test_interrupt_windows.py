@@ -12,10 +12,10 @@ from pathlib import Path
 
 import optuna
 import pytest
+from helpers.studies import TESTS_DIR, write_study
 from optuna.trial import FrozenTrial, TrialState
 
 from ppo_core.errors import Terminated, sigterm_as_interrupt
-from studies import TESTS_DIR, write_study
 from tuner.attrs import FAIL_REASON_ATTR
 from tuner.database import create_engine
 from tuner.objective import INTERRUPTED, make_objective, run_trials

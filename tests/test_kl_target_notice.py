@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.studies import TESTS_DIR, write_study
 
 from benchmarks.curve_table import TABLE_SPACE
 from ppo_tune.cli import main
-from studies import TESTS_DIR, write_study
 from tuner.kl_target_notice import reach_notice, study_reach
 from tuner.study_config import load_study_spec
 

@@ -10,8 +10,8 @@ from wsgiref.util import setup_testing_defaults
 
 import optuna_dashboard
 import pytest
+from helpers.studies import TESTS_DIR, write_study
 
-from studies import TESTS_DIR, write_study
 from tuner.database import create_engine
 from tuner.study_config import load_study_spec
 from tuner.trial_records import count_rows

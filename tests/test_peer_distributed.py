@@ -4,7 +4,7 @@ batch std and the whitening of two processes are one process's on the whole batc
 its driver; each process's share of the token-mean (and seq-mean) loss is verl's and OpenRLHF's share at dp_size 2,
 values and gradients.
 
-Each rank holds one group of four responses (rows 0-3 and 4-7 of test_peer_equivalence's batch).
+Each rank holds one group of four responses (rows 0-3 and 4-7 of the peer tests' batch, helpers.peer_comparison's).
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing
-from peer_code import openrlhf_actor_loss, openrlhf_args
-from test_exports import settings_of
-from test_peer_equivalence import (
+from helpers.exports import settings_of
+from helpers.peer_code import openrlhf_actor_loss, openrlhf_args
+from helpers.peer_comparison import (
     GROUP,
     LENGTHS,
     REWARDS,

@@ -14,9 +14,15 @@ from typing import Any
 
 import pytest
 import torch
-from peer_code import openrlhf_actor_loss, openrlhf_args, openrlhf_code, openrlhf_experience_maker, openrlhf_step_info
-from test_exports import settings_of
-from test_peer_equivalence import LENGTHS, REWARDS, WIDTH, Batch, close, grad_of, make_batch, ppo_core_advantages
+from helpers.exports import settings_of
+from helpers.peer_code import (
+    openrlhf_actor_loss,
+    openrlhf_args,
+    openrlhf_code,
+    openrlhf_experience_maker,
+    openrlhf_step_info,
+)
+from helpers.peer_comparison import LENGTHS, REWARDS, WIDTH, Batch, close, grad_of, make_batch, ppo_core_advantages
 
 from ppo_core.config import PPOConfig
 from ppo_core.kl import kl_per_token

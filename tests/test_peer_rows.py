@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 import torch
-from peer_code import verl_code, verl_config
-from test_exports import overrides_of
-from test_peer_equivalence import (
+from helpers.exports import overrides_of
+from helpers.peer_code import verl_code, verl_config
+from helpers.peer_comparison import (
     GROUP,
     LENGTHS,
     REWARDS,

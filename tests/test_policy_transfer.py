@@ -11,10 +11,10 @@ from pathlib import Path
 import optuna
 import pytest
 import yaml
+from helpers.studies import TESTS_DIR, load, write_study
 from optuna.trial import TrialState
 
 from ppo_tune.cli import main
-from studies import TESTS_DIR, load, write_study
 from tuner.attrs import CONFIG_ATTR, PILOT_ATTR, SEED_ATTR
 from tuner.database import create_engine, open_storage
 from tuner.horizon import PILOT_SEEDS, POLICY_FIELD

@@ -26,10 +26,7 @@ from typing import Any
 import optuna
 import psutil
 import pytest
-from optuna.trial import FrozenTrial, TrialState
-
-from ppo_tune.cli import main
-from studies import (
+from helpers.studies import (
     TESTS_DIR,
     Gate,
     descendants,
@@ -39,6 +36,9 @@ from studies import (
     wait_for,
     write_study,
 )
+from optuna.trial import FrozenTrial, TrialState
+
+from ppo_tune.cli import main
 from tuner.attrs import FAIL_REASON_ATTR, RETRY_OF_ATTR, VALIDATES_ATTR
 from tuner.database import create_engine
 from tuner.ray_launch import RAY_TASK_ATTR, lost_reason, recorded_address_file

@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 import yaml
+from helpers.studies import Gate, load, postgres_url, write_study
 from optuna.trial import TrialState
 
-from studies import Gate, load, postgres_url, write_study
 from tuner.attrs import FAIL_REASON_ATTR, RETRY_OF_ATTR
 from tuner.database import create_engine
 from tuner.trial_records import read_metrics

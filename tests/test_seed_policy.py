@@ -8,12 +8,12 @@ from typing import Any
 
 import optuna
 import pytest
+from helpers.studies import write_study
 from optuna.distributions import FloatDistribution
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState, create_trial
 
 from ppo_tune.cli import main
-from studies import write_study
 from tuner.attrs import CONFIG_ATTR, RACE_OF_ATTR, SEED_ATTR
 from tuner.reports import best_trials
 from tuner.seed_policy import Racing, SeedPolicy, TrialBudget, best_raced, next_runs, parse_seed_policy

@@ -4,7 +4,7 @@ A shell without job control starts a background command with SIGINT ignored (``p
 script), so that the Ctrl-C meant for the foreground command, which reaches every process of the terminal's group,
 leaves it alone. Python keeps a SIGINT that was ignored at its start ignored, raising no KeyboardInterrupt, and
 ``ppo-tune`` keeps to that convention: its workers and trials inherit the ignored SIGINT, and the study runs to its
-end. A command given SIGINT's default action back (``ctrl_c.start_in_terminal``, as the interrupt tests start
+end. A command given SIGINT's default action back (``helpers.ctrl_c.start_in_terminal``, as the interrupt tests start
 theirs) stops cleanly at Ctrl-C, whatever ignores SIGINT above it.
 """
 
@@ -16,10 +16,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from ctrl_c import ctrl_c, ignore_sigint
+from helpers.ctrl_c import ctrl_c, ignore_sigint
+from helpers.studies import TESTS_DIR, Gate, descendants, load, still_running, wait_for, write_study
 from optuna.trial import TrialState
 
-from studies import TESTS_DIR, Gate, descendants, load, still_running, wait_for, write_study
 from tuner.attrs import FAIL_REASON_ATTR
 
 pytestmark = pytest.mark.heavy  # starts processes or studies: scheduled first
@@ -28,7 +28,7 @@ pytestmark = pytest.mark.heavy  # starts processes or studies: scheduled first
 # is (the command inherits the ignored SIGINT) or with SIGINT's default action back, as the interrupt tests do.
 PARENT = """
 import subprocess, sys
-from ctrl_c import default_sigint
+from helpers.ctrl_c import default_sigint
 restore, command = sys.argv[1] == "restore", sys.argv[2:]
 sys.exit(subprocess.call(command, preexec_fn=default_sigint if restore else None))
 """
@@ -36,7 +36,7 @@ sys.exit(subprocess.call(command, preexec_fn=default_sigint if restore else None
 
 @pytest.fixture(autouse=True)
 def reward_functions_importable(monkeypatch: pytest.MonkeyPatch) -> None:
-    # Worker processes import the test reward functions by name, and the parent imports ctrl_c.
+    # Worker processes import the test reward functions by name, and the parent imports helpers.ctrl_c.
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS_DIR), os.environ.get("PYTHONPATH", "")]))
 
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import optuna
 import pytest
+from helpers.studies import write_study
 
 from ppo_core.config_io import build_config, load_config
 from ppo_tune.cli import main
-from studies import write_study
 from tuner import study_config
 from tuner.constraints import Constraint
 from tuner.search_space import batch_hierarchy, suggest_params

@@ -12,10 +12,10 @@ from pathlib import Path
 import optuna
 import pytest
 import yaml
+from helpers.studies import TESTS_DIR, Gate, kill_worker_mid_trial, load, write_study
 from optuna.trial import TrialState
 
 from ppo_tune.cli import main
-from studies import TESTS_DIR, Gate, kill_worker_mid_trial, load, write_study
 from tuner.attrs import FAIL_REASON_ATTR, RETRY_OF_ATTR
 from tuner.database import GRACE_HEARTBEATS, open_storage
 from tuner.study_config import load_study_spec

@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from helpers.studies import write_study
 
 from ppo_core import PPOConfig
 from ppo_tune.cli import main
-from studies import write_study
 from tuner.exports import differences
 from tuner.study_config import load_study_spec
 from tuner.study_target import target_problem

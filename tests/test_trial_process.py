@@ -11,10 +11,10 @@ import threading
 from pathlib import Path
 
 import pytest
+from helpers.studies import TESTS_DIR, load, write_study
 from optuna.trial import TrialState
 
 from ppo_tune.cli import main
-from studies import TESTS_DIR, load, write_study
 from tuner.attrs import FAIL_REASON_ATTR, PRUNE_REASON_ATTR, PRUNED_AT_ATTR
 from tuner.database import create_engine
 from tuner.runner import (

@@ -11,12 +11,8 @@ from pathlib import Path
 
 import optuna
 import pytest
-from ctrl_c import ctrl_c, start_in_terminal
-from optuna.trial import TrialState
-
-from ppo_core.errors import sigterm_as_interrupt
-from ppo_tune.cli import main
-from studies import (
+from helpers.ctrl_c import ctrl_c, start_in_terminal
+from helpers.studies import (
     TESTS_DIR,
     Gate,
     SignalWhenHeld,
@@ -28,6 +24,10 @@ from studies import (
     wait_for,
     write_study,
 )
+from optuna.trial import TrialState
+
+from ppo_core.errors import sigterm_as_interrupt
+from ppo_tune.cli import main
 from tuner.attrs import (
     BUDGET_ATTR,
     CPU_THREADS_ATTR,

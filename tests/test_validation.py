@@ -10,11 +10,11 @@ from pathlib import Path
 
 import optuna
 import pytest
-from ctrl_c import ctrl_c, start_in_terminal
+from helpers.ctrl_c import ctrl_c, start_in_terminal
+from helpers.studies import TESTS_DIR, load, wait_for, write_study
 from optuna.trial import TrialState
 
 from ppo_tune.cli import main
-from studies import TESTS_DIR, load, wait_for, write_study
 from tuner.attrs import CONFIG_ATTR, FAIL_REASON_ATTR, SEED_ATTR, VALIDATES_ATTR
 from tuner.confidence import mean_interval
 from tuner.database import create_engine, open_storage

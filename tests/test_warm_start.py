@@ -10,10 +10,10 @@ from typing import Any
 
 import optuna
 import pytest
+from helpers.studies import TESTS_DIR, load, write_study
 from optuna.trial import TrialState
 
 from ppo_core.config import settable_fields
-from studies import TESTS_DIR, load, write_study
 from tuner.attrs import KL_HISTORY_ATTR, WARM_START_ATTR
 from tuner.database import open_storage
 from tuner.search_space import ParamSpec, batch_hierarchy, suggest_params

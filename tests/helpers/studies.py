@@ -24,7 +24,7 @@ from ppo_core.errors import first_line
 from tuner.database import open_storage
 from tuner.study_config import load_study_spec
 
-TESTS_DIR = Path(__file__).parent
+TESTS_DIR = Path(__file__).parent.parent  # tests/: the reward modules' directory, for the trials' path
 
 
 def write_study(directory: Path, lm_dir: Path, prompts: Path, name: str = "tiny", **overrides: Any) -> Path:

@@ -17,7 +17,7 @@ from typing import Any
 import optuna
 import pytest
 
-from studies import TESTS_DIR, write_study
+from helpers.studies import TESTS_DIR, write_study
 from tools.demo_study import DemoSpec, build_demo_study
 from tools.real_studies import cached_set
 from tuner.attrs import DEFAULT_KL_METRIC, DEFAULT_KL_THRESHOLD, KL_GUARD_ATTR

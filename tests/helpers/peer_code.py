@@ -38,7 +38,7 @@ import yaml
 
 from tuner.exports import TRL_VERSION, openrlhf, verl
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 @dataclass(frozen=True)
