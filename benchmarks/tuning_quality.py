@@ -421,7 +421,7 @@ def studies_table(studies: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> None:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.tuning_quality", description=__doc__.split("\n\n")[0])
     parser.add_argument("--budget-updates", type=int, default=None,
                         help=f"PPO updates per default/random study (default {DEFAULT_BUDGET}; --quick "
@@ -447,32 +447,24 @@ def main(argv: list[str] | None = None) -> None:
     add_quick_argument(parser)
     parser.add_argument("--out", default=None, help="Results file (default benchmarks/results/tuning_quality.json; "
                                                     "--quick: a temporary directory).")
-    args = parser.parse_args(argv)
-    for name in FULL:  # the counts: a run of none of them is no run
-        value = getattr(args, name)
-        if value is not None and value < 1:
-            parser.error(f"--{name.replace('_', '-')}: must be at least 1, got {value}")
-    out = results_path(args.out, RESULTS / "tuning_quality.json", args.quick)
-    settings = {**(QUICK if args.quick else FULL),
-                **{k: v for k, v in vars(args).items() if k in FULL and v is not None}}
+    return parser
+
+
+def _work_dir(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Path:
+    """The directory the studies go in, checked: --resume needs the interrupted run's, a new run an empty one."""
     if args.resume and args.work_dir is None:
         parser.error("--resume needs the --work-dir of the run to go on with")
     work_dir = Path(args.work_dir or tempfile.mkdtemp(prefix="ppo-tune-quality-"))
     work_dir.mkdir(parents=True, exist_ok=True)
     if any(work_dir.glob("tq-*.db")) and not args.resume:
         parser.error(f"--work-dir {work_dir} holds tq-*.db studies already; give an empty directory, or --resume")
-    started = time.perf_counter()
-    facts = machine_facts("cpu")
-    quickstart = yaml.safe_load(QUICKSTART.read_text())
-    notes = guidance_base(quickstart)[1]
-    overrides = {**(QUICK_BASE if args.quick else {}),
-                 **({} if args.task_seed is None else {"task_seed": args.task_seed})}
-    if args.methods is not None and "frontier" in args.methods:
-        args.frontier = True
-    definitions = study_definitions(quickstart, work_dir, settings["sampler_seeds"], overrides, args.frontier,
-                                    args.methods)
-    for note in notes:
-        print(note, file=sys.stderr)
+    return work_dir
+
+
+def _write_studies(parser: argparse.ArgumentParser, definitions: list[dict[str, Any]], work_dir: Path,
+                   settings: dict[str, Any]) -> list[tuple[Any, ...]]:
+    """Each study's file written in ``work_dir`` and its job (file, name, storage, budget, validation seeds); a
+    resumed study defined otherwise is refused."""
     for definition in definitions:
         written = work_dir / f"{definition['name']}.yaml"
         # A study resumed under other settings would mix two experiments in one result.
@@ -485,23 +477,17 @@ def main(argv: list[str] | None = None) -> None:
         path.write_text(yaml.safe_dump(definition, sort_keys=False))
         budget = budget_of(method_of(definition["name"]), settings["budget_updates"])
         jobs.append((str(path), definition["name"], definition["storage"], budget, settings["validation_seeds"]))
-    studies: list[dict[str, Any]] = []
-    for definition, result in zip(definitions, run_jobs(tune_and_validate, jobs, settings["workers"]), strict=True):
-        name = definition["name"]
-        seed = definition["sampler"]["seed"] if method_of(name) in SEARCHES else None
-        studies.append({"name": name, "method": method_of(name), "sampler_seed": seed,
-                        "storage": definition["storage"], "definition": definition, **result})
-    methods, reference = summarise(studies, settings["validation_seeds"])
-    pairs = paired(studies)
-    frontier_pairs = paired(studies, "frontier") if args.frontier else None
-    total_wall = time.perf_counter() - started
-    table, per_study = markdown_table(methods), studies_table(studies)
+    return jobs
+
+
+def _print_report(settings: dict[str, Any], reference: dict[str, Any], total_wall: float, resumed: bool,
+                  table: str, pairs: dict[str, Any], frontier_pairs: dict[str, Any] | None, per_study: str) -> None:
     print(f"Budget {settings['budget_updates']} PPO updates per default/random study; {settings['sampler_seeds']} "
           f"sampler seed(s); {settings['validation_seeds']} validation seeds per chosen config; best tuning value of "
           f"any default/random study {_number(reference['best_tuning_value'])} (5% below: "
           f"{_number(reference['threshold'])}); "
           f"wall {total_wall / 60:.1f} min ({settings['workers']} worker(s))"
-          f"{', this call of a resumed run' if args.resume else ''}.\n")
+          f"{', this call of a resumed run' if resumed else ''}.\n")
     print(table + "\n")
     if pairs["sampler_seeds"]:
         print(f"Paired by sampler seed, default minus random, validated held-out gold: "
@@ -513,6 +499,44 @@ def main(argv: list[str] | None = None) -> None:
               f"{_number(frontier_pairs['mean'])} [{_number(frontier_pairs['ci_low'])}, "
               f"{_number(frontier_pairs['ci_high'])}] (95% t interval)\n")
     print(per_study)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    for name in FULL:  # the counts: a run of none of them is no run
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            parser.error(f"--{name.replace('_', '-')}: must be at least 1, got {value}")
+    out = results_path(args.out, RESULTS / "tuning_quality.json", args.quick)
+    settings = {**(QUICK if args.quick else FULL),
+                **{k: v for k, v in vars(args).items() if k in FULL and v is not None}}
+    work_dir = _work_dir(parser, args)
+    started = time.perf_counter()
+    facts = machine_facts("cpu")
+    quickstart = yaml.safe_load(QUICKSTART.read_text())
+    notes = guidance_base(quickstart)[1]
+    overrides = {**(QUICK_BASE if args.quick else {}),
+                 **({} if args.task_seed is None else {"task_seed": args.task_seed})}
+    if args.methods is not None and "frontier" in args.methods:
+        args.frontier = True
+    definitions = study_definitions(quickstart, work_dir, settings["sampler_seeds"], overrides, args.frontier,
+                                    args.methods)
+    for note in notes:
+        print(note, file=sys.stderr)
+    jobs = _write_studies(parser, definitions, work_dir, settings)
+    studies: list[dict[str, Any]] = []
+    for definition, result in zip(definitions, run_jobs(tune_and_validate, jobs, settings["workers"]), strict=True):
+        name = definition["name"]
+        seed = definition["sampler"]["seed"] if method_of(name) in SEARCHES else None
+        studies.append({"name": name, "method": method_of(name), "sampler_seed": seed,
+                        "storage": definition["storage"], "definition": definition, **result})
+    methods, reference = summarise(studies, settings["validation_seeds"])
+    pairs = paired(studies)
+    frontier_pairs = paired(studies, "frontier") if args.frontier else None
+    total_wall = time.perf_counter() - started
+    table, per_study = markdown_table(methods), studies_table(studies)
+    _print_report(settings, reference, total_wall, args.resume, table, pairs, frontier_pairs, per_study)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(json_safe({
         "command": " ".join(["python -m benchmarks.tuning_quality", *(sys.argv[1:] if argv is None else argv)]),
@@ -528,7 +552,6 @@ def main(argv: list[str] | None = None) -> None:
         "studies": studies,
     }), indent=2, default=str))
     print(f"\nwrote {out}", file=sys.stderr)
-
 
 if __name__ == "__main__":
     from tuner.frozen_heap import run_as_process
