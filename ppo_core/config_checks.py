@@ -99,11 +99,16 @@ def describe_type(annotation: Any) -> str:
     return getattr(annotation, "__name__", str(annotation))
 
 
+_FIELD_CHOICES: dict[type, dict[str, Any]] = {}
+
+
 def field_choices(cls: type, name: str) -> Any:
     """The values a field takes where its metadata lists them (``choices``, as argparse reads it: a live view such as
-    a table's keys, read at the time of asking); None for a field without."""
-    found = {f.name: f for f in dataclasses.fields(cls)}[name].metadata.get("choices")
-    return found
+    a table's keys, read at the time of asking); None for a field without. The fields' metadata is read once per
+    class, as their annotations are: every config built checks every field."""
+    if cls not in _FIELD_CHOICES:
+        _FIELD_CHOICES[cls] = {f.name: f.metadata.get("choices") for f in dataclasses.fields(cls)}
+    return _FIELD_CHOICES[cls][name]
 
 
 def describe_field(cls: type, name: str) -> str:
