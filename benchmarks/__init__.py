@@ -1,1 +1,6 @@
-"""Benchmarks: ppo_core against TRL 1.12's PPOTrainer on identical work (see benchmarks/README.md)."""
+"""Benchmarks: every measured figure the project publishes, each from one command (benchmarks/README.md).
+
+Every module at this level is an entry point, ``python -m benchmarks.<name>``; so is each subpackage, through its
+``__main__``: ``python -m benchmarks.trl_comparison`` and ``python -m benchmarks.replay``. The subpackages' other
+modules, and ``benchmarks.common``, are helpers, which never import an entry point.
+"""

@@ -1,5 +1,5 @@
 """A table of real PPO learning curves: configurations of the quickstart's search space, each trained to the end on
-several seeds, every evaluation kept, for replaying tuning strategies without training (benchmarks.tuning_replay).
+several seeds, every evaluation kept, for replaying tuning strategies without training (benchmarks.replay).
 
     python -m benchmarks.curve_table [--configs 240] [--seeds 3] [--workers 2] [--task-seed 0] [--out FILE]
                                      [--quick]
@@ -30,7 +30,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
-from benchmarks.quick import add_quick_argument, results_path
+from benchmarks.common.quick import add_quick_argument, results_path
 
 ROOT = Path(__file__).resolve().parent.parent
 QUICKSTART = ROOT / "studies" / "quickstart.yaml"
@@ -153,7 +153,7 @@ def finished_runs(work: list[dict[str, Any]], workers: int) -> Iterator[dict[str
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.curve_table", description=__doc__.split("\n\n")[0])
     parser.add_argument("--configs", type=int, default=240)
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--workers", type=int, default=None, help="Runs at a time (default 2; --quick 1).")

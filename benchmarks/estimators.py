@@ -36,9 +36,9 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from benchmarks.machine import code_commit
-from benchmarks.quick import add_quick_argument, results_path
-from benchmarks.report import json_safe
+from benchmarks.common.json_safe import json_safe
+from benchmarks.common.machine import code_commit
+from benchmarks.common.quick import add_quick_argument, results_path
 
 ROOT = Path(__file__).resolve().parent.parent
 BASE = ROOT / "studies" / "train.yaml"
@@ -108,7 +108,7 @@ def worker(values: dict[str, Any], threads: int) -> dict[str, Any]:
     import torch
 
     torch.set_num_threads(threads)
-    from benchmarks.memory import current_rss_mib
+    from benchmarks.common.memory import current_rss_mib
     from ppo_core.config_io import build_config
     from ppo_core.quiet import quiet_hugging_face
     from ppo_core.trainer import PPOTrainer
@@ -216,7 +216,7 @@ def summarise(runs: list[dict[str, Any]], estimators: tuple[str, ...]) -> dict[s
     """Per estimator: the mean and 95% interval over seeds of held-out gold, its gain over SFT and its difference
     from GAE's (both paired by seed), and held-out KL; the median over seeds of times and peak memory, and their
     ratios to GAE: the median over seeds of the ratio to GAE's run on the same seed (run next to it, so under much
-    the same load from other jobs; bench_trl's medians over repeats play the same part). Plus the SFT policy's
+    the same load from other jobs; the TRL comparison's medians over repeats play the same part). Plus the SFT policy's
     held-out gold, one value per seed (the same policy and evaluation seed in every run of a seed:
     ``sft_identical_across_estimators`` checks it)."""
     done = [run for run in runs if run.get("returncode") == 0]
@@ -367,7 +367,7 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def run(args: argparse.Namespace, argv: list[str]) -> None:
-    from benchmarks.machine import machine_facts
+    from benchmarks.common.machine import machine_facts
 
     if args.seeds < 1:
         raise SystemExit("--seeds: at least 1")

@@ -3,8 +3,9 @@
     python -m benchmarks.gpu_phases --device cuda                   # Pythia-160M and Qwen2-0.5B shapes, bf16
     python -m benchmarks.gpu_phases --quick --out /tmp/phases.json  # tiny shapes on the CPU: a smoke run
 
-Each shape (randomly initialised, ``benchmarks.sizes``) trains on the benchmark's fixture (``benchmarks.fixtures``:
-policy, reference, reward and value networks, prompts of exactly ``prompt_length`` tokens, no stop token) with
+Each shape (randomly initialised, ``benchmarks.trl_comparison.sizes``) trains on the TRL comparison's fixture
+(``benchmarks.trl_comparison.fixtures``: policy, reference, reward and value networks, prompts of exactly
+``prompt_length`` tokens, no stop token) with
 ``WORKLOAD``: 64 episodes of 64 prompt + 128 response tokens, 4 PPO epochs, bf16 autocast on a GPU. Two variants:
 
 - ``eager``: every switch off, today's path (HF ``generate``, float32 log-softmax, one micro-batch per forward);
@@ -19,12 +20,12 @@ its own; the figures are medians over the measured updates. Derived:
 - decode tokens/s, and its fraction of the bandwidth bound: sum over steps of (the sampling weights' bytes + the KV
   cache's bytes read at that step) / the measured copy bandwidth;
 - update MFU = 6 x trained parameters x trained tokens / update time / peak, against the datasheet's dense bf16 peak
-  (``benchmarks.flops``) and the measured matmul peak (``benchmarks.matmul_peak``);
+  (``benchmarks.trl_comparison.flops``) and the measured matmul peak (``benchmarks.matmul_peak``);
 - episodes/s (whole updates), the first update's extra seconds (compile time, cold, in this process) and the peak
   memory.
 
 A decode sweep times HF ``generate`` and ``static_generate`` alone at batch 16, 64 and 256 on a bf16 copy of the
-policy. ``trl_episodes_per_s`` is left null here: ``benchmarks.bench_trl`` measures TRL's side.
+policy. ``trl_episodes_per_s`` is left null here: ``benchmarks.trl_comparison`` measures TRL's side.
 """
 
 from __future__ import annotations
@@ -49,15 +50,15 @@ from transformers import PreTrainedModel
 import ppo_core.reward_models
 import ppo_core.rollout
 import ppo_core.trainer
-from benchmarks.core_side import core_config
-from benchmarks.fixtures import build_fixture
-from benchmarks.flops import peak_flops
-from benchmarks.machine import machine_facts
+from benchmarks.common.json_safe import json_safe
+from benchmarks.common.machine import machine_facts
+from benchmarks.common.quick import RESULTS, add_quick_argument, results_path
 from benchmarks.matmul_peak import measure as measure_matmul_peak
-from benchmarks.quick import RESULTS, add_quick_argument, results_path
-from benchmarks.report import json_safe
-from benchmarks.sizes import SIZES, ModelSize
-from benchmarks.workload import Workload
+from benchmarks.trl_comparison.core_side import core_config
+from benchmarks.trl_comparison.fixtures import build_fixture
+from benchmarks.trl_comparison.flops import peak_flops
+from benchmarks.trl_comparison.sizes import SIZES, ModelSize
+from benchmarks.trl_comparison.workload import Workload
 from ppo_core import PPOTrainer, TrainerCallback
 from ppo_core.generation import generate, sampling_config
 from ppo_core.static_decode import static_generate

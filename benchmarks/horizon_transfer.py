@@ -47,10 +47,10 @@ from typing import Any
 
 import yaml
 
+from benchmarks.common.json_safe import json_safe
+from benchmarks.common.machine import machine_facts
+from benchmarks.common.quick import RESULTS, add_quick_argument, results_path
 from benchmarks.curve_table import QUICKSTART
-from benchmarks.machine import machine_facts
-from benchmarks.quick import RESULTS, add_quick_argument, results_path
-from benchmarks.report import json_safe
 from tuner.confidence import mean_interval
 
 FIRST_SEED = 1000

@@ -4,7 +4,7 @@ and does it buy gold a fixed coefficient does not?
     python -m benchmarks.kl_control [--table FILE ...] [--out FILE] [--quick]
 
 For each table (default: task seeds 0, 1 and 2, ``benchmarks/results/curve_table*.jsonl``) every configuration is
-judged as the replay judges it (``benchmarks.replay_table``: the space's objective averaged over the table's seeds,
+judged as the replay judges it (``benchmarks.replay.table``: the space's objective averaged over the table's seeds,
 its TRUE value) with its final held-out KL averaged alike. Reported per table:
 
 - the Spearman correlation of the adaptive configurations' final KL with their ``kl_target`` (1: the target sets
@@ -30,11 +30,11 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.common.json_safe import json_safe
+from benchmarks.common.machine import code_commit
+from benchmarks.common.quick import RESULTS, add_quick_argument, results_path
 from benchmarks.curve_table import TABLE, TABLE_SPACE
-from benchmarks.machine import code_commit
-from benchmarks.quick import RESULTS, add_quick_argument, results_path
-from benchmarks.replay_mapping import rank_correlation
-from benchmarks.report import json_safe
+from benchmarks.replay.mapping import rank_correlation
 
 TABLES = (TABLE, RESULTS / "curve_table_task1.jsonl", RESULTS / "curve_table_task2.jsonl")
 KL_BANDS = ((0.0, 1.0), (1.0, 2.0), (2.0, 3.0), (3.0, 5.0), (5.0, math.inf))
@@ -59,7 +59,7 @@ def band_means(rows: Sequence[tuple[str, float, float]]) -> list[dict[str, Any]]
 
 def table_summary(path: Path, configs: int | None = None) -> dict[str, Any]:
     """The comparison for one table (its first ``configs`` configurations, or all)."""
-    from benchmarks.replay_table import load_table
+    from benchmarks.replay.table import load_table
     from ppo_core.kl_reach import adaptive_reach
     from tuner.study_config import load_study_spec
 

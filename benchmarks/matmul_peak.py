@@ -5,7 +5,7 @@
     python -m benchmarks.matmul_peak --quick --out peak.json
 
 The best GFLOP/s of ``torch.mm`` on square matrices over a few sizes and repeats, at the thread count the
-benchmark's workers use: bench_trl runs this module in a fresh process with the workers' environment
+benchmark's workers use: the TRL comparison runs this module in a fresh process with the workers' environment
 (``OMP_NUM_THREADS=N``, ``torch.set_num_threads(N)``), so the peak is what one of its timed runs could reach on this
 machine under this load, not a datasheet's number. A PPO update is mostly such matmuls (70% of operator time at 5M),
 at smaller and thinner shapes, so its share of this peak says how much room the update phase leaves.
@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from benchmarks.quick import add_quick_argument, results_path
+from benchmarks.common.quick import add_quick_argument, results_path
 
 CPU_SIZES = (512, 1024, 2048)
 CUDA_SIZES = (2048, 4096, 8192)
@@ -102,7 +102,8 @@ def measure(device: str, threads: int, quick: bool = False) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.matmul_peak", description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
-    parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads (default 1, as bench_trl's)")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch.set_num_threads (default 1, as in the TRL comparison)")
     add_quick_argument(parser)
     parser.add_argument("--out", type=Path, help="write the JSON here too (it always goes to stdout)")
     args = parser.parse_args(argv)

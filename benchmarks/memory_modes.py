@@ -32,7 +32,7 @@ from transformers import (
     PreTrainedModel,
 )
 
-from benchmarks.quick import add_quick_argument, results_path
+from benchmarks.common.quick import add_quick_argument, results_path
 from ppo_core.config_io import load_config
 from ppo_core.estimate import estimate_run
 from tools.tiny_models import Architecture, TinySize, _save, metaspace_tokenizer, tiny_config

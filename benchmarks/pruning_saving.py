@@ -23,7 +23,7 @@ import optuna
 import yaml
 from optuna.trial import TrialState
 
-from benchmarks.quick import add_quick_argument, results_path
+from benchmarks.common.quick import add_quick_argument, results_path
 from ppo_core.config_io import read_mapping
 from ppo_core.errors import InputError
 from tuner.attrs import KL_HISTORY_ATTR, PRUNE_REASON_ATTR

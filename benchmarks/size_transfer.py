@@ -45,6 +45,9 @@ from typing import Any
 
 import yaml
 
+from benchmarks.common.json_safe import json_safe
+from benchmarks.common.machine import code_commit, machine_facts
+from benchmarks.common.quick import RESULTS, add_quick_argument, results_path
 from benchmarks.horizon_transfer import (
     FIRST_SEED,
     QUICK_LEARNER,
@@ -57,10 +60,7 @@ from benchmarks.horizon_transfer import (
     search,
     study_spec,
 )
-from benchmarks.machine import code_commit, machine_facts
-from benchmarks.quick import RESULTS, add_quick_argument, results_path
-from benchmarks.replay_mapping import rank_correlation
-from benchmarks.report import json_safe
+from benchmarks.replay.mapping import rank_correlation
 from tuner.confidence import mean_interval
 
 LARGE_TASK = "shortest_path_wide"

@@ -19,7 +19,7 @@ from typing import Any
 
 import optuna
 
-from benchmarks.quick import add_quick_argument, results_path
+from benchmarks.common.quick import add_quick_argument, results_path
 from ppo_core import PPOTrainer
 from ppo_core.config_io import build_config, read_mapping
 from ppo_core.errors import InputError

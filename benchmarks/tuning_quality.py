@@ -51,9 +51,9 @@ from typing import Any, TypeVar
 
 import yaml
 
-from benchmarks.machine import machine_facts
-from benchmarks.quick import add_quick_argument, results_path
-from benchmarks.report import json_safe
+from benchmarks.common.json_safe import json_safe
+from benchmarks.common.machine import machine_facts
+from benchmarks.common.quick import add_quick_argument, results_path
 from tuner.confidence import mean_interval
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -78,7 +78,7 @@ def _gpt2_config(tokenizer: PreTrainedTokenizerFast) -> GPT2Config:
 def gate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Gate]:
     """A shut gate for this test's trials (their reward ``Gate.REWARD``); opened at the end, whatever the test left
     held going on to end."""
-    # Imported here: benchmarks.mutation_score's work copy has this file without tests/helpers/ and the tuner
+    # Imported here: tools.mutation_score's work copy has this file without tests/helpers/ and the tuner
     # that helpers.studies imports.
     from helpers.studies import Gate
 

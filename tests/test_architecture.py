@@ -1,5 +1,8 @@
 """The layout's rules, read from the source: imports go ppo_tune -> dashboard -> tuner -> ppo_core, never back,
 and no two modules of one part import each other, directly or around a longer loop (function-level imports count).
+benchmarks/ and tools/ sit above them all: they import the product, never the other way. Inside benchmarks/, an
+entry point is a top-level module or a subpackage's ``__main__`` (or a ``*_process`` module that another entry point
+starts as a process), and helpers never import one.
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 # Each part may import the parts after it in this list, never those before it.
 LAYERS = ("ppo_tune", "dashboard", "tuner", "ppo_core")
+# Not the product: they may import it, and it never imports them.
+OUTSIDE = ("benchmarks", "tools")
 
 
 def module_name(path: Path) -> str:
@@ -19,8 +24,8 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def project_modules() -> dict[str, Path]:
-    return {module_name(path): path for layer in LAYERS for path in sorted((ROOT / layer).rglob("*.py"))}
+def project_modules(parts: tuple[str, ...] = LAYERS) -> dict[str, Path]:
+    return {module_name(path): path for part in parts for path in sorted((ROOT / part).rglob("*.py"))}
 
 
 def imported_modules(path: Path, modules: dict[str, Path]) -> set[str]:
@@ -35,8 +40,8 @@ def imported_modules(path: Path, modules: dict[str, Path]) -> set[str]:
     return {name for name in found if name in modules}
 
 
-def import_graph() -> dict[str, set[str]]:
-    modules = project_modules()
+def import_graph(parts: tuple[str, ...] = LAYERS) -> dict[str, set[str]]:
+    modules = project_modules(parts)
     return {name: imported_modules(path, modules) - {name} for name, path in modules.items()}
 
 
@@ -110,3 +115,59 @@ def test_no_import_loops_inside_a_part(layer: str) -> None:
 
 def module_is_package_of(module: str, target: str) -> bool:
     return target.startswith(module + ".")
+
+
+def runs_as_a_program(path: Path) -> bool:
+    """Whether the module has an ``if __name__ == "__main__":`` block."""
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Compare) and \
+                isinstance(node.test.left, ast.Name) and node.test.left.id == "__name__":
+            return True
+    return path.name == "__main__.py"
+
+
+def is_entry_point_name(module: str) -> bool:
+    """Named as an entry point: ``benchmarks.X``, a subpackage's ``__main__``, or a ``*_process`` module."""
+    parts = module.split(".")
+    return len(parts) == 2 or parts[-1] == "__main__" or parts[-1].endswith("_process")
+
+
+def test_the_product_never_imports_benchmarks_or_tools() -> None:
+    graph = import_graph(LAYERS + OUTSIDE)
+    wrong = sorted(f"{module} imports {target}" for module, targets in graph.items()
+                   if module.split(".")[0] in LAYERS for target in targets if target.split(".")[0] in OUTSIDE)
+    assert {"benchmarks.replay.__main__", "benchmarks.common.quick", "tools.mutation_score"} <= set(graph)
+    assert not wrong, wrong
+
+
+def test_benchmark_entry_points_are_named_as_such() -> None:
+    modules = {name: path for name, path in project_modules(("benchmarks",)).items() if name != "benchmarks"}
+    programs = {name for name, path in modules.items() if runs_as_a_program(path)}
+    assert {"benchmarks.trl_comparison.__main__", "benchmarks.tuning_quality"} <= programs
+    misnamed = sorted(name for name in programs if not is_entry_point_name(name))
+    assert not misnamed, f"runnable, but not where an entry point sits: {misnamed}"
+    # The top of benchmarks/ holds entry points only; helpers live in the subpackages.
+    idle = sorted(name for name, path in modules.items()
+                  if len(name.split(".")) == 2 and path.name != "__init__.py" and name not in programs)
+    assert not idle, f"not entry points, yet at the top of benchmarks/: {idle}"
+
+
+def test_benchmark_helpers_import_no_entry_point() -> None:
+    graph = import_graph(("benchmarks",))
+    helpers = {name for name in graph if len(name.split(".")) > 2 and not is_entry_point_name(name)}
+    assert "benchmarks.replay.table" in helpers and "benchmarks.common.quick" in helpers
+    wrong = sorted(f"{helper} imports {target}" for helper in helpers for target in graph[helper]
+                   if is_entry_point_name(target) and not module_is_package_of(target, helper))
+    assert not wrong, wrong
+    # What every benchmark shares depends on no one benchmark.
+    shared = sorted(f"{module} imports {target}" for module, targets in graph.items()
+                    if module.startswith("benchmarks.common") for target in targets
+                    if not target.startswith("benchmarks.common"))
+    assert not shared, shared
+
+
+def test_no_import_loops_in_benchmarks_or_tools() -> None:
+    graph = import_graph(OUTSIDE)
+    inside = {module: {t for t in targets if not module_is_package_of(module, t)} for module, targets in graph.items()}
+    loops = [sorted(group) for group in strongly_connected(inside) if len(group) > 1]
+    assert not loops, loops

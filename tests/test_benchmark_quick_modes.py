@@ -5,7 +5,7 @@ are read back from its JSON. The others, benchmarks that run their work in their
 test's process instead (``run_quick_here``, which puts back what such a run changes): a new process would spend most
 of such a quick run importing torch and transformers again, and starting a fork server for its trials. Nothing here
 is about speed (a quick run's numbers mean nothing): these tests keep the benchmarks from rotting while ppo_core, the
-tuner and the dashboard move under them. bench_trl needs TRL 1.12, the ``trl`` extra, which CI installs.
+tuner and the dashboard move under them. benchmarks.trl_comparison needs TRL 1.12, the ``trl`` extra, which CI installs.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from typing import Any
 import pytest
 from scipy import stats  # type: ignore[import-untyped]
 
-from benchmarks.aggregate import TIME_KEYS
-from benchmarks.quick import RESULTS, results_path
+from benchmarks.common.quick import RESULTS, results_path
+from benchmarks.trl_comparison.aggregate import TIME_KEYS
 
 pytestmark = pytest.mark.heavy  # starts processes or studies: scheduled first
 
@@ -94,18 +94,18 @@ def assert_finite(where: dict[str, Any], keys: tuple[str, ...] | list[str], cont
     assert not bad, f"{context}: not finite: {bad}"
 
 
-# --------------------------------------------------------------------------------------------------- bench_trl
+# ---------------------------------------------------------------------------------------------- trl_comparison
 
 
 @pytest.fixture(scope="module")
-def bench_trl(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], str]:
+def trl_comparison(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], str]:
     # Not a skip: CI installs the trl extra, and a missing TRL is a broken setup to be told about.
     try:
         version = metadata.version("trl")
     except metadata.PackageNotFoundError:
         version = None
-    assert version == "1.12.0", f"bench_trl needs TRL 1.12.0 (pip install -e '.[trl]'); found {version}"
-    return run_quick("bench_trl", tmp_path_factory.mktemp("bench_trl") / "cpu.json")
+    assert version == "1.12.0", f"benchmarks.trl_comparison needs TRL 1.12.0 (pip install -e '.[trl]'); found {version}"
+    return run_quick("trl_comparison", tmp_path_factory.mktemp("trl_comparison") / "cpu.json")
 
 
 SUMMARY_FIGURES = (*TIME_KEYS, "wall_s_min", "wall_s_max", "episodes_per_s", "generated_tokens_per_s",
@@ -115,8 +115,9 @@ CPU_RATIOS = ("rollout_s", "update_s", "wall_s", "wall_excl_gc_s", "episodes_per
               "peak_rss_delta_mib")
 
 
-def test_bench_trl_quick_measures_the_matmul_peak_and_every_side_figure(bench_trl: tuple[dict[str, Any], str]) -> None:
-    result, markdown = bench_trl
+def test_trl_comparison_quick_measures_the_matmul_peak_and_every_side_figure(
+        trl_comparison: tuple[dict[str, Any], str]) -> None:
+    result, markdown = trl_comparison
     assert result["settings"]["quick"] and result["settings"]["repeats"] == 1
     peak = result["machine"]["matmul_peak"]
     assert peak["threads"] == result["settings"]["threads"]  # measured with the workers' thread count
@@ -141,10 +142,10 @@ def test_bench_trl_quick_measures_the_matmul_peak_and_every_side_figure(bench_tr
     assert len(rows) == 2 and all(row[column].endswith("%") for row in rows), rows
 
 
-def test_bench_trl_quick_profiles_every_wrapped_function(bench_trl: tuple[dict[str, Any], str]) -> None:
-    from benchmarks.profile_core import CLASS_METHODS, MODULE_FUNCTIONS, TRAINER_LABELS
+def test_trl_comparison_quick_profiles_every_wrapped_function(trl_comparison: tuple[dict[str, Any], str]) -> None:
+    from benchmarks.trl_comparison.profile_core import CLASS_METHODS, MODULE_FUNCTIONS, TRAINER_LABELS
 
-    profile = bench_trl[0]["sizes"]["0.1M"]["profile"]
+    profile = trl_comparison[0]["sizes"]["0.1M"]["profile"]
     rows = {row["label"]: row for row in profile["breakdown"]}
     # profile_core stops on a wrapped name that is missing or never called, so each label has a row with calls.
     expected = {label for _, _, label in MODULE_FUNCTIONS + CLASS_METHODS} | set(TRAINER_LABELS)
@@ -167,9 +168,10 @@ def test_a_quick_run_never_writes_the_committed_results(tmp_path: Path) -> None:
         results_path(default, default, quick=True)
 
 
-def test_worker_quick_runs_one_side_on_its_own_fixture(tmp_path: Path) -> None:
-    result, _ = run_quick_here("worker", tmp_path / "run.json", "--side", "ppo_core", "--mode", "time")
-    assert len(result["updates"]) == 2  # bench_trl --quick's workload: 1 warmup + 1 measured update
+def test_child_process_quick_runs_one_side_on_its_own_fixture(tmp_path: Path) -> None:
+    result, _ = run_quick_here("trl_comparison.child_process", tmp_path / "run.json", "--side", "ppo_core", "--mode",
+                              "time")
+    assert len(result["updates"]) == 2  # the comparison's quick workload: 1 warmup + 1 measured update
     for update in result["updates"]:
         assert_finite(update, ["rollout_s", "update_s", "wall_s"], "update")
     assert_finite(result["memory"], ["baseline_rss_mib", "peak_rss_mib", "peak_rss_delta_mib"], "memory")

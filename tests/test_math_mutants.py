@@ -2,7 +2,7 @@
 
 Every expectation comes from a slow reference written here (plain Python loops over rows and tokens, float64 inputs),
 never from a number copied out of the code. The mutants come from a mutation probe and from
-``python -m benchmarks.mutation_score`` (benchmarks/README.md, "Mutation score of ppo_core's math"); each test says
+``python -m tools.mutation_score`` (tools/README.md, "Mutation score of ppo_core's math"); each test says
 which mutant it is there for.
 """
 

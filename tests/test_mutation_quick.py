@@ -1,8 +1,8 @@
-"""``python -m benchmarks.mutation_score --quick`` runs mutmut over one of ppo_core's math modules end to end and
+"""``python -m tools.mutation_score --quick`` runs mutmut over one of ppo_core's math modules end to end and
 reports a complete score: killed / total for the module, and every mutant not killed with its line and its change.
 
 The run is a fresh process, as a user starts it, and its JSON is read back. Nothing here is about speed or about the
-score's value (benchmarks/README.md publishes the full run's): this keeps the runner working while ppo_core, its
+score's value (tools/README.md publishes the full run's): this keeps the runner working while ppo_core, its
 tests and mutmut move.
 """
 
@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks.mutation_score import MODULES, QUICK_MODULE
+from tools.mutation_score import MODULES, QUICK_MODULE
 
 pytestmark = pytest.mark.heavy  # starts processes or studies: scheduled first
 
@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parents[1]
 def quick_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], str]:
     out = tmp_path_factory.mktemp("mutation") / "mutation.json"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    completed = subprocess.run([sys.executable, "-m", "benchmarks.mutation_score", "--quick", "--out", str(out)],
+    completed = subprocess.run([sys.executable, "-m", "tools.mutation_score", "--quick", "--out", str(out)],
                                cwd=REPO, env=env, capture_output=True, text=True, check=False)
     assert completed.returncode == 0, \
         f"mutation_score --quick failed:\n{completed.stdout[-3000:]}\n{completed.stderr[-5000:]}"

@@ -1,4 +1,4 @@
-"""benchmarks.tuning_replay: the quick replay end to end on a real (tiny) curve table, and its pure parts against slow,
+"""benchmarks.replay: the quick replay end to end on a real (tiny) curve table, and its pure parts against slow,
 obvious references on hand-made table rows (inputs, not results)."""
 
 from __future__ import annotations
@@ -20,10 +20,11 @@ import yaml
 from scipy import stats  # type: ignore[import-untyped]
 
 from benchmarks.curve_table import QUICKSTART, TABLE_SPACE
-from benchmarks.replay_mapping import STEP_MASS, TableIndex, point_distance, rank_correlation, step_mass
-from benchmarks.replay_measures import final_regret, judge, updates_to_target
-from benchmarks.replay_metric import fit_weights, held_out_rank_correlation, nearest_rank_correlation, pair_costs
-from benchmarks.replay_strategies import (
+from benchmarks.replay.__main__ import only_rows
+from benchmarks.replay.mapping import STEP_MASS, TableIndex, point_distance, rank_correlation, step_mass
+from benchmarks.replay.measures import final_regret, judge, updates_to_target
+from benchmarks.replay.metric import fit_weights, held_out_rank_correlation, nearest_rank_correlation, pair_costs
+from benchmarks.replay.strategies import (
     DEFAULT_STRATEGY,
     QUICKSTART_STRATEGY,
     STRATEGIES,
@@ -32,10 +33,9 @@ from benchmarks.replay_strategies import (
     make_pruner,
     make_sampler,
 )
-from benchmarks.replay_study import Context, best_single, run_repeat
-from benchmarks.replay_table import Config, Run, Table, estimate, run_value
-from benchmarks.replay_trial import guard_stop, replay_run
-from benchmarks.tuning_replay import only_rows
+from benchmarks.replay.study import Context, best_single, run_repeat
+from benchmarks.replay.table import Config, Run, Table, estimate, run_value
+from benchmarks.replay.trial import guard_stop, replay_run
 from tuner.kl_guard import least_squares_slope
 from tuner.search_space import ParamSpec, config_values, suggest_params
 from tuner.seed_policy import SeedPolicy
@@ -87,7 +87,7 @@ def test_curve_table_quick_keeps_every_evaluation_and_resumes(curve_table: Path)
 
 def test_quick_replay_reports_every_figure_finite(curve_table: Path, tmp_path: Path) -> None:
     out = tmp_path / "replay.json"
-    done = subprocess.run([sys.executable, "-m", "benchmarks.tuning_replay", "--quick", "--table", str(curve_table),
+    done = subprocess.run([sys.executable, "-m", "benchmarks.replay", "--quick", "--table", str(curve_table),
                            "--out", str(out), "--format", "json"], cwd=REPO, capture_output=True, text=True,
                           check=False)
     assert done.returncode == 0, done.stderr[-5000:]
@@ -358,7 +358,7 @@ def test_only_keeps_the_rows_a_narrower_space_covers_and_a_replay_of_the_shipped
 def test_replay_refuses_a_missing_space_or_a_malformed_only_in_one_line(tmp_path: Path) -> None:
     for arguments, named in ((["--space", str(tmp_path / "none.yaml")], "--space: no such study file"),
                              (["--only", "kl_control"], "expected NAME=VALUE")):
-        done = subprocess.run([sys.executable, "-m", "benchmarks.tuning_replay", "--quick", *arguments], cwd=REPO,
+        done = subprocess.run([sys.executable, "-m", "benchmarks.replay", "--quick", *arguments], cwd=REPO,
                               capture_output=True, text=True, check=False)
         last = done.stderr.strip().splitlines()[-1]
         assert done.returncode == 2 and named in last, done.stderr[-2000:]

@@ -78,7 +78,7 @@ class FrontierSampler(optuna.samplers.BaseSampler):
     ``n_startup_trials``: trials spread over the step mass before the KL model steers, unless the measured trials
     already show where the objective turns (the model needs two measured trials in any case). ``candidates``:
     random configurations drawn per proposal. ``seed``: the study's; each trial's draws come from it and the trial's
-    number. Two options under evaluation (benchmarks/README.md, "A second design round"), off by default:
+    number. Two options under evaluation (benchmarks/replay/README.md, "A second design round"), off by default:
     ``prefer_gold`` takes, among the candidates that hit the aim about as well, the one whose other knobs the study's
     trials say add the most gold at a given KL (``tuner.gold_model``); ``pilot`` (a step-mass quantile) starts the
     study with one run at that quantile, whose guarded path sweeps KL.

@@ -1,6 +1,6 @@
 """What a study gets when its file names no sampler or seed policy: what won the replay of real learning curves.
 
-``benchmarks.tuning_replay`` (benchmarks/README.md, "Tuning strategies replayed") runs tuning strategies against a
+``benchmarks.replay`` (benchmarks/replay/README.md) runs tuning strategies against a
 table of real PPO runs of the quickstart's space. What decides a configuration's value there is the product of the
 learning rate, the epochs and the mini-batches per epoch (the step mass), which only a model of the parameters
 together can see; and the good region is small (1 configuration in 9 reaches 95% of the best), so every random

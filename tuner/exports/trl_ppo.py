@@ -87,7 +87,7 @@ def _remarks(c: PPOConfig) -> list[str]:
     remarks = []
     if c.num_mini_batches > 1:
         remarks.append("num_mini_batches > 1: TRL 1.12 counts gradient accumulation across mini-batch boundaries "
-                       "and takes fewer optimizer steps than ppo-tune did (benchmarks/README.md)")
+                       "and takes fewer optimizer steps than ppo-tune did (benchmarks/trl_comparison/README.md)")
     if c.max_grad_norm > 0:
         remarks.append("max_grad_norm: TRL 1.12's PPO loop does not clip gradients")
     return remarks

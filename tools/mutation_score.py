@@ -1,12 +1,12 @@
 """Mutation score of ppo_core's math: mutmut 3 mutates each math module and runs the math tests that cover it.
 
-    python -m benchmarks.mutation_score [--modules ppo_core/kl.py ...] [--jobs 2] [--out PATH]
-    python -m benchmarks.mutation_score --quick --out /tmp/mutation.json   # one module (ppo_core/kl.py)
+    python -m tools.mutation_score [--modules ppo_core/kl.py ...] [--jobs 2] [--out PATH]
+    python -m tools.mutation_score --quick --out /tmp/mutation.json   # one module (ppo_core/kl.py)
 
 A mutant is a small change to one function (``<`` for ``>``, ``+`` for ``-``, a constant off by one, an argument
 dropped); it is killed when one of the module's tests fails with it in place, and it survives when they all pass.
 score = killed / total, per module; a mutant that survives is listed with its line and its change, to be killed by a
-new test (tests/test_math_mutants.py) or shown to be equivalent (benchmarks/README.md says which, for each).
+new test (tests/test_math_mutants.py) or shown to be equivalent (tools/README.md says which, for each).
 
 Each module runs in a fresh work directory: a copy of ppo_core (the working tree's), of tests/conftest.py and of the
 module's test files (:data:`MODULES`), with a pyproject.toml holding mutmut's settings, so nothing in the repository
@@ -37,8 +37,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.machine import code_commit
-from benchmarks.quick import add_quick_argument, results_path
+from benchmarks.common.machine import code_commit
+from benchmarks.common.quick import add_quick_argument, results_path
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
@@ -61,7 +61,7 @@ QUICK_MODULE = "ppo_core/kl.py"
 KILLED = "killed"
 REGISTRATION = re.compile(r"^@estimator\((?P<name>[^)]*)\)\s*$")
 SELECT_PLUGIN = "mutation_select"
-SELECT_PLUGIN_SOURCE = '''"""Written by benchmarks/mutation_score.py: deselect the tests that build a model."""
+SELECT_PLUGIN_SOURCE = '''"""Written by tools/mutation_score.py: deselect the tests that build a model."""
 
 MODEL_FIXTURES = {fixtures!r}
 
@@ -384,7 +384,7 @@ def escape_pipes(text: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.mutation_score", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m tools.mutation_score", description=__doc__.split("\n\n")[0])
     add_quick_argument(parser)
     parser.add_argument("--modules", nargs="+", choices=list(MODULES), default=None,
                         help="the modules to mutate (default: all six; --quick: ppo_core/kl.py)")
@@ -408,7 +408,7 @@ def main(argv: list[str] | None = None) -> None:
             shutil.rmtree(work_root, ignore_errors=True)
     result = {
         "settings": {"quick": args.quick, "modules": modules, "jobs": args.jobs, "command": " ".join(
-            ["python -m benchmarks.mutation_score", *(argv if argv is not None else sys.argv[1:])])},
+            ["python -m tools.mutation_score", *(argv if argv is not None else sys.argv[1:])])},
         "code": rows[0]["code"] if rows else code_commit(),
         "mutmut": mutmut_version(),
         "total": sum(row["total"] for row in rows),

@@ -1,21 +1,11 @@
-"""Markdown for a benchmark result, and writing it into benchmarks/README.md between markers."""
+"""Markdown for the TRL comparison's result, and writing it into benchmarks/trl_comparison/README.md between
+markers."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 from typing import Any
-
-
-def json_safe(value: Any) -> Any:
-    """``value`` with every NaN as None: strict JSON has no NaN (an interval over one run is NaN at both ends)."""
-    if isinstance(value, float) and value != value:
-        return None
-    if isinstance(value, dict):
-        return {key: json_safe(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_safe(item) for item in value]
-    return value
 
 
 def _num(value: float | None, digits: int = 3) -> str:

@@ -1,13 +1,13 @@
 """ppo_core against TRL 1.12's PPOTrainer on identical work: one command runs everything.
 
-    python -m benchmarks.bench_trl                 # CPU: 0.1M and 5M models (about 7 minutes on 2 cores)
-    python -m benchmarks.bench_trl --device cuda   # GPU: a Pythia-160M-shaped model (untested here)
-    python -m benchmarks.bench_trl --quick --out /tmp/bench.json   # a smoke run of every step, in one process
+    python -m benchmarks.trl_comparison                 # CPU: 0.1M and 5M models (about 7 minutes on 2 cores)
+    python -m benchmarks.trl_comparison --device cuda   # GPU: a Pythia-160M-shaped model (untested here)
+    python -m benchmarks.trl_comparison --quick --out /tmp/bench.json   # a smoke run of every step, in one process
 
 First the machine's matmul peak, measured in a fresh process with the workers' threads (matmul_peak.py).
 Then per model size: build the fixture (tokenizer, models, prompts); count each side's work in an
 untimed run and check it is equal; time both sides in fresh processes, alternating; profile
-ppo_core. Writes benchmarks/results/<device>.json and the tables into benchmarks/README.md
+ppo_core. Writes benchmarks/results/<device>.json and the tables into benchmarks/trl_comparison/README.md
 (a --quick run writes only to --out or a temporary directory).
 """
 
@@ -25,20 +25,22 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from benchmarks.aggregate import ratios, side_summary
-from benchmarks.equal_work import compare
-from benchmarks.fixtures import build_fixture, count_parameters
-from benchmarks.flops import peak_flops, update_work
-from benchmarks.machine import machine_facts
-from benchmarks.profile_core import PROFILED_UPDATES
-from benchmarks.quick import add_quick_argument, results_path
-from benchmarks.report import json_safe, markdown, write_into_readme
-from benchmarks.sizes import CPU_SIZES, CUDA_SIZES, QUICK_CPU_SIZES, QUICK_CUDA_SIZES, SIZES
-from benchmarks.workload import CPU_WORKLOAD, CUDA_WORKLOAD, QUICK_WORKLOAD, Workload
+from benchmarks.common.json_safe import json_safe
+from benchmarks.common.machine import machine_facts
+from benchmarks.common.quick import add_quick_argument, results_path
+from benchmarks.trl_comparison.aggregate import ratios, side_summary
+from benchmarks.trl_comparison.equal_work import compare
+from benchmarks.trl_comparison.fixtures import build_fixture, count_parameters
+from benchmarks.trl_comparison.flops import peak_flops, update_work
+from benchmarks.trl_comparison.profile_core import PROFILED_UPDATES
+from benchmarks.trl_comparison.report import markdown, write_into_readme
+from benchmarks.trl_comparison.sizes import CPU_SIZES, CUDA_SIZES, QUICK_CPU_SIZES, QUICK_CUDA_SIZES, SIZES
+from benchmarks.trl_comparison.workload import CPU_WORKLOAD, CUDA_WORKLOAD, QUICK_WORKLOAD, Workload
 from ppo_core.quiet import quiet_hugging_face
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 BENCH_DIR = REPO_ROOT / "benchmarks"
+README = Path(__file__).resolve().parent / "README.md"
 # What a worker run in this process (--quick) takes from the workers' environment: the rest (threads, PYTHONPATH)
 # only matters to a process at its start.
 IN_PROCESS_ENV = ("TRL_EXPERIMENTAL_SILENCE", "TOKENIZERS_PARALLELISM")
@@ -52,7 +54,7 @@ def log(message: str) -> None:
 
 
 class Workers:
-    """Runs ``benchmarks.worker`` in fresh processes with a fixed thread count; logs go to files.
+    """Runs ``benchmarks.trl_comparison.child_process`` in fresh processes with a fixed thread count; logs go to files.
 
     ``in_process`` (``--quick``) runs each in this process instead: a quick run's figures mean nothing, and six
     fresh processes importing torch, transformers and TRL were most of its time; every step still runs, from the
@@ -72,7 +74,7 @@ class Workers:
         }
 
     def run(self, side: str, mode: str, fixture: Path, workload: Workload) -> dict[str, Any]:
-        return self._module("benchmarks.worker", f"{side}-{mode}", [
+        return self._module("benchmarks.trl_comparison.child_process", f"{side}-{mode}", [
             "--side", side, "--mode", mode, "--fixture", str(fixture), "--workload", json.dumps(workload.to_dict()),
         ])
 
@@ -150,7 +152,8 @@ def measure_size(
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.trl_comparison", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     parser.add_argument("--sizes", nargs="+", choices=sorted(SIZES),
                         help="default: 0.1M 5M on CPU, pythia-160m on CUDA (--quick: 0.1M on CPU, neox-tiny on CUDA)")
@@ -162,7 +165,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--peak-tflops", type=float, help="accelerator peak for MFU (default: fp32 table in flops.py)")
     parser.add_argument("--no-profile", action="store_true", help="skip the ppo_core profile")
     parser.add_argument("--out", type=Path, help="results JSON (default benchmarks/results/<device>.json)")
-    parser.add_argument("--no-readme", action="store_true", help="do not rewrite benchmarks/README.md")
+    parser.add_argument("--no-readme", action="store_true", help="do not rewrite benchmarks/trl_comparison/README.md")
     add_quick_argument(parser)
     return parser.parse_args(argv)
 
@@ -216,8 +219,9 @@ def main(argv: list[str] | None = None) -> None:
     text = markdown(result)
     print(text)
     if write_readme:
-        write_into_readme(BENCH_DIR / "README.md", args.device, text)
-    log(f"wrote {out}{' and benchmarks/README.md' if write_readme else ''} in {time.perf_counter() - started:.0f} s")
+        write_into_readme(README, args.device, text)
+    readme = f" and {README.relative_to(REPO_ROOT)}" if write_readme else ""
+    log(f"wrote {out}{readme} in {time.perf_counter() - started:.0f} s")
 
 
 if __name__ == "__main__":

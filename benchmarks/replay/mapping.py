@@ -12,7 +12,7 @@ so a point under ``kl_control: fixed`` (with ``kl_coef``) lies at least sqrt(3) 
 
 With the study's ``base``, the index adds one derived coordinate, the step mass (:func:`step_mass`: the log of the
 policy's learning rate summed over the run's optimizer steps), scaled to [0, 1] over the table's rows. With
-``weights`` (one per coordinate, the step mass last; ``benchmarks.replay_metric`` fits them) the distance is
+``weights`` (one per coordinate, the step mass last; ``benchmarks.replay.metric`` fits them) the distance is
 
     d_w(p, q) = sqrt( sum_i w_i c_i^2 )
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchmarks.workload import Workload
+from benchmarks.trl_comparison.workload import Workload
 
 # Dense peak TFLOPS by device-name fragment: (fp32 on CUDA cores, tf32 tensor cores, bf16 tensor cores).
 # Checked in order, so "H100 PCIe" must precede "H100".

@@ -1,20 +1,20 @@
 """Tuning strategies replayed against the curve table: how many PPO updates each needs to find a good configuration,
 over many repeats, without training.
 
-    python -m benchmarks.tuning_replay [--table FILE] [--table-rows N] [--space STUDY] [--only NAME=VALUE]
-                                       [--repeats 100] [--seed 0] [--budget-updates U]
-                                       [--strategies NAME ...] [--workers 1] [--mapping fitted|uniform]
-                                       [--format markdown|json] [--out FILE] [--quick]
+    python -m benchmarks.replay [--table FILE] [--table-rows N] [--space STUDY] [--only NAME=VALUE]
+                                [--repeats 100] [--seed 0] [--budget-updates U]
+                                [--strategies NAME ...] [--workers 1] [--mapping fitted|uniform]
+                                [--format markdown|json] [--out FILE] [--quick]
 
-Each strategy (``benchmarks.replay_strategies``: a sampler, a pruner, a seed policy, warm starts and the KL guard)
+Each strategy (``benchmarks.replay.strategies``: a sampler, a pruner, a seed policy, warm starts and the KL guard)
 runs ``--repeats`` in-memory Optuna studies over the space the tables were drawn from (``benchmarks/table_space.yaml``;
 ``--space`` names another study file, such as the shipped ``studies/quickstart.yaml``, and ``--only NAME=VALUE`` keeps
 the rows that space covers), sampler seed ``--seed`` +
 repeat; every proposal is mapped to the table's nearest configuration (``--mapping fitted``, the default: with the
-step mass as a coordinate and weights fitted to the table, ``benchmarks.replay_metric``; ``uniform``: every searched
-parameter alike) and replayed on one of its runs (``benchmarks.replay_study``) until the repeat's budget of PPO
+step mass as a coordinate and weights fitted to the table, ``benchmarks.replay.metric``; ``uniform``: every searched
+parameter alike) and replayed on one of its runs (``benchmarks.replay.study``) until the repeat's budget of PPO
 updates is spent (default: 20 runs of the table's mean length). Each repeat is judged by TRUE quality, a
-configuration's mean over every table seed (``benchmarks.replay_measures``): the updates spent when the winner first
+configuration's mean over every table seed (``benchmarks.replay.measures``): the updates spent when the winner first
 reached 95% of the best TRUE value, and the final regret. How faithful the mapping is (how far proposals land from a
 table row, and whether the nearest and the second-nearest row agree) is reported beside. Results: ``--out``
 (default ``benchmarks/results/tuning_replay.json``), and a markdown table (or the JSON, ``--format json``) on
@@ -39,11 +39,12 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.common.json_safe import json_safe
+from benchmarks.common.machine import code_commit
+from benchmarks.common.quick import RESULTS, add_quick_argument, results_path
 from benchmarks.curve_table import TABLE, TABLE_SPACE
-from benchmarks.machine import code_commit
-from benchmarks.quick import RESULTS, add_quick_argument, results_path
-from benchmarks.replay_mapping import TableIndex, rank_correlation
-from benchmarks.replay_measures import (
+from benchmarks.replay.mapping import TableIndex, rank_correlation
+from benchmarks.replay.measures import (
     COST_UNITS,
     TARGET_FRACTION,
     RepeatResult,
@@ -52,11 +53,10 @@ from benchmarks.replay_measures import (
     summarise,
     versus,
 )
-from benchmarks.replay_metric import fit_weights, held_out_rank_correlation, nearest_rank_correlation, pair_costs
-from benchmarks.replay_strategies import DEFAULT_STRATEGY, QUICK_STRATEGIES, STRATEGIES, Fidelity
-from benchmarks.replay_study import Context, RepeatLog, run_repeat
-from benchmarks.replay_table import Table, best_true, load_table
-from benchmarks.report import json_safe
+from benchmarks.replay.metric import fit_weights, held_out_rank_correlation, nearest_rank_correlation, pair_costs
+from benchmarks.replay.strategies import DEFAULT_STRATEGY, QUICK_STRATEGIES, STRATEGIES, Fidelity
+from benchmarks.replay.study import Context, RepeatLog, run_repeat
+from benchmarks.replay.table import Table, best_true, load_table
 
 OUT = RESULTS / "tuning_replay.json"
 BUDGET_RUNS = 20
@@ -80,7 +80,7 @@ def default_budget(table: Table, runs: int) -> int:
 
 
 MAPPINGS = ("fitted", "uniform")
-"""``fitted``: the step mass as a coordinate and weights fitted to the table (``benchmarks.replay_metric``);
+"""``fitted``: the step mass as a coordinate and weights fitted to the table (``benchmarks.replay.metric``);
 ``uniform``: the searched parameters alone, each weighing 1."""
 
 
@@ -140,7 +140,7 @@ def mapping_fidelity(logs: list[RepeatLog], ctx: Context, mapping: str) -> dict[
     """How far proposals land from their nearest row, against how far the table's rows lie from each other; the
     rank correlation of the nearest and second-nearest rows' TRUE values over the proposals (1: the second-nearest
     would have ranked the proposal alike); and how well a row's nearest other row predicts its TRUE value, leave one
-    out and held out (``benchmarks.replay_metric``), under this mapping's weights and under uniform ones."""
+    out and held out (``benchmarks.replay.metric``), under this mapping's weights and under uniform ones."""
     table, space, index = ctx.table, ctx.spec.search_space, ctx.index
     distances = [distance for log in logs for distance, _, _ in log.proposals]
     pairs = [(table.configs[a].true_value, table.configs[b].true_value) for log in logs for _, a, b in log.proposals]
@@ -285,7 +285,7 @@ def markdown(res: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.replay", description=__doc__.split("\n\n")[0])
     parser.add_argument("--table", type=Path, default=TABLE)
     parser.add_argument("--table-rows", type=int, default=None,
                         help="read only the table's first N rows: a run against a table still being built, repeatable "

@@ -2,7 +2,7 @@
 
 Each trial is asked of the study, proposed by ``tuner.search_space.suggest_params`` over the study file's space and
 base (what a real study's trial suggests), mapped to the table's nearest configuration
-(``benchmarks.replay_mapping``), replayed on one of that configuration's runs (``benchmarks.replay_trial``) and told
+(``benchmarks.replay.mapping``), replayed on one of that configuration's runs (``benchmarks.replay.trial``) and told
 back: its value when it completed, PRUNED when a pruner, the KL guard or the budget stopped it, FAIL when it diverged;
 its constraints are set first, completed or pruned alike, as the tuner sets them, so the samplers model feasibility.
 
@@ -27,10 +27,10 @@ import optuna
 import pandas as pd
 from optuna.trial import FrozenTrial, TrialState
 
-from benchmarks.replay_mapping import TableIndex
-from benchmarks.replay_strategies import WARM_STARTS, Fidelity, Strategy, make_pruner, make_sampler
-from benchmarks.replay_table import SeedKey, Table
-from benchmarks.replay_trial import TrialOutcome, replay_run
+from benchmarks.replay.mapping import TableIndex
+from benchmarks.replay.strategies import WARM_STARTS, Fidelity, Strategy, make_pruner, make_sampler
+from benchmarks.replay.table import SeedKey, Table
+from benchmarks.replay.trial import TrialOutcome, replay_run
 from tuner.attrs import RACE_OF_ATTR, SEED_ATTR
 from tuner.constraints import feasible
 from tuner.frontier_points import TRIAL_COLUMN
@@ -70,7 +70,7 @@ class RepeatLog:
     """(updates spent, config_id of the winner then) after each trial."""
     costs: list[tuple[int, float]] = field(default_factory=list)
     """(episodes, seconds) spent after each trial, in step with ``timeline``: the table's measured wall time of the
-    updates each trial ran (``benchmarks.replay_table.Run.cost``)."""
+    updates each trial ran (``benchmarks.replay.table.Run.cost``)."""
 
 
 @dataclass

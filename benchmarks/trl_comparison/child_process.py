@@ -1,10 +1,13 @@
 """One benchmark run in a fresh process: one side, one mode, results written as JSON.
 
-    python -m benchmarks.worker --side trl --mode time --fixture DIR --workload '{...}' --out run.json
-    python -m benchmarks.worker --side ppo_core --mode profile --quick --out run.json   # its own 0.1M fixture
+    python -m benchmarks.trl_comparison.child_process --side trl --mode time --fixture DIR --workload '{...}' \
+        --out run.json
+    python -m benchmarks.trl_comparison.child_process --side ppo_core --mode profile --quick --out run.json
+        # (its own 0.1M fixture)
 
-bench_trl runs it with a fixture it built and its workload; ``--quick`` builds the 0.1M fixture in a temporary
-directory and takes bench_trl's quick workload, to run one side and mode alone.
+The comparison (``python -m benchmarks.trl_comparison``) runs it with a fixture it built and its workload;
+``--quick`` builds the 0.1M fixture in a temporary directory and takes the comparison's quick workload, to run one
+side and mode alone.
 
 A fresh process per run keeps each side's peak RSS its own and stops one side's warm caches
 (allocator, kernels, imported modules) from helping the other.
@@ -30,13 +33,13 @@ os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
 import torch
 
-from benchmarks.counters import WorkCounter
-from benchmarks.fixtures import Fixture, build_fixture
-from benchmarks.memory import MemoryMeter
-from benchmarks.quick import add_quick_argument, results_path
-from benchmarks.sizes import QUICK_CPU_SIZES, SIZES
-from benchmarks.timing import Side
-from benchmarks.workload import QUICK_WORKLOAD, Workload
+from benchmarks.common.memory import MemoryMeter
+from benchmarks.common.quick import add_quick_argument, results_path
+from benchmarks.trl_comparison.counters import WorkCounter
+from benchmarks.trl_comparison.fixtures import Fixture, build_fixture
+from benchmarks.trl_comparison.sizes import QUICK_CPU_SIZES, SIZES
+from benchmarks.trl_comparison.timing import Side
+from benchmarks.trl_comparison.workload import QUICK_WORKLOAD, Workload
 from ppo_core.quiet import quiet_hugging_face
 
 SIDES = ("ppo_core", "trl")
@@ -46,10 +49,10 @@ MODES = ("time", "count", "profile")
 def side_class(name: str) -> Callable[[Fixture, Workload, str], Side]:
     # Imported here so a ppo_core run never imports TRL (and its datasets/pandas) and vice versa.
     if name == "ppo_core":
-        from benchmarks.core_side import CoreSide
+        from benchmarks.trl_comparison.core_side import CoreSide
 
         return CoreSide
-    from benchmarks.trl_side import TrlSide
+    from benchmarks.trl_comparison.trl_side import TrlSide
 
     return TrlSide
 
@@ -87,8 +90,8 @@ def run_count(side_name: str, fixture: Fixture, workload: Workload, device: str)
 
 
 def run_profile(side_name: str, fixture: Fixture, workload: Workload, device: str) -> dict[str, Any]:
-    from benchmarks.core_side import CoreSide
-    from benchmarks.profile_core import profile_core
+    from benchmarks.trl_comparison.core_side import CoreSide
+    from benchmarks.trl_comparison.profile_core import profile_core
 
     if side_name != "ppo_core":
         raise SystemExit("profile mode profiles ppo_core only")
@@ -98,10 +101,11 @@ def run_profile(side_name: str, fixture: Fixture, workload: Workload, device: st
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.trl_comparison.child_process", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--side", choices=SIDES, required=True)
     parser.add_argument("--mode", choices=MODES, required=True)
-    parser.add_argument("--fixture", type=Path, help="a fixture directory bench_trl built (required without --quick)")
+    parser.add_argument("--fixture", type=Path, help="a fixture the comparison built (needed without --quick)")
     parser.add_argument("--workload", help="Workload as JSON (required without --quick)")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, default=1)
@@ -118,8 +122,8 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="ppo_bench_worker_") as scratch:
         if args.workload is not None:
             workload = Workload.from_dict(json.loads(args.workload))
-        else:  # --quick: bench_trl --quick's workload, with the profile's extra updates as bench_trl adds them
-            from benchmarks.profile_core import PROFILED_UPDATES
+        else:  # --quick: the comparison's quick workload, with the profile's extra updates as it adds them
+            from benchmarks.trl_comparison.profile_core import PROFILED_UPDATES
 
             extra = PROFILED_UPDATES if args.mode == "profile" else 0
             workload = replace(QUICK_WORKLOAD, measured_updates=QUICK_WORKLOAD.measured_updates + extra)

@@ -12,10 +12,10 @@ import datasets  # noqa: F401
 import torch
 from torch import nn
 
-from benchmarks.counters import inner_optimizer
-from benchmarks.fixtures import Fixture
-from benchmarks.timing import UpdateTiming, wall_times
-from benchmarks.workload import Workload
+from benchmarks.trl_comparison.counters import inner_optimizer
+from benchmarks.trl_comparison.fixtures import Fixture
+from benchmarks.trl_comparison.timing import UpdateTiming, wall_times
+from benchmarks.trl_comparison.workload import Workload
 from ppo_core import PPOConfig, PPOTrainer, TrainerCallback
 
 

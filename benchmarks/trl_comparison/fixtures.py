@@ -17,8 +17,8 @@ from transformers import (
     PreTrainedTokenizerFast,
 )
 
-from benchmarks.sizes import ModelSize
-from benchmarks.workload import Workload
+from benchmarks.trl_comparison.sizes import ModelSize
+from benchmarks.trl_comparison.workload import Workload
 
 SPECIAL_TOKENS = ("<pad>", "<eos>", "<unk>")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from benchmarks.workload import Workload
+from benchmarks.trl_comparison.workload import Workload
 
 TIME_KEYS = ("rollout_s", "update_s", "other_s", "wall_s", "gc_s", "wall_excl_gc_s")
 

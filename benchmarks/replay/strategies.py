@@ -163,7 +163,7 @@ def make_sampler(strategy: Strategy, spec: StudySpec, seed: int) -> optuna.sampl
 
 
 def make_pruner(strategy: Strategy, spec: StudySpec, fidelity: Fidelity) -> optuna.pruners.BasePruner:
-    """The strategy's pruner; the KL guard is replayed apart from it (``benchmarks.replay_trial``), before it, on every
+    """The strategy's pruner; the KL guard is replayed apart from it (``benchmarks.replay.trial``), before it, on every
     update, as the tuner's reporter asks it."""
     if strategy.pruner == "none":
         return optuna.pruners.NopPruner()

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from benchmarks.replay_table import Run, history
+from benchmarks.replay.table import Run, history
 from tuner.constraints import Constraint, constraint_values
 from tuner.kl_guard import blowup_reason
 from tuner.reduction import Reduction, reduce_history

@@ -30,7 +30,7 @@ def _version(package: str) -> str | None:
         return None
 
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 # Where a change alters what a benchmark measures; edits elsewhere (docs, tests, results) leave a figure as it was.
 CODE_PATHS = ("ppo_core", "tuner", "dashboard", "benchmarks", "studies", "pyproject.toml")
 

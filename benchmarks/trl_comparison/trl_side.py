@@ -27,10 +27,10 @@ from transformers import (
 )
 from trl.experimental.ppo import PPOConfig, PPOTrainer
 
-from benchmarks.counters import inner_optimizer
-from benchmarks.fixtures import Fixture
-from benchmarks.timing import UpdateTiming, sync, wall_times
-from benchmarks.workload import Workload
+from benchmarks.trl_comparison.counters import inner_optimizer
+from benchmarks.trl_comparison.fixtures import Fixture
+from benchmarks.trl_comparison.timing import UpdateTiming, sync, wall_times
+from benchmarks.trl_comparison.workload import Workload
 
 
 class _PhaseClock(TrainerCallback):

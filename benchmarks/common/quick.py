@@ -5,7 +5,7 @@ same code and producing every figure the full run reports (tests/test_benchmark_
 figure is there and finite). Its numbers mean nothing, so it never writes into ``benchmarks/results/`` (the
 committed results) or into a README: it writes to ``--out`` when given, else to a temporary directory.
 
-    python -m benchmarks.bench_trl --quick --out /tmp/bench.json
+    python -m benchmarks.trl_comparison --quick --out /tmp/bench.json
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import argparse
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "benchmarks" / "results"
 
 QUICK_HELP = ("a smoke run in seconds: tiny sizes, a few updates, every figure of the full run; results go to --out "

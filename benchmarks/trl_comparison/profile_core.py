@@ -29,9 +29,9 @@ import ppo_core.rollout
 import ppo_core.token_head
 import ppo_core.trainer
 import ppo_core.update
-from benchmarks.core_side import CoreSide
-from benchmarks.timing import sync
-from benchmarks.workload import Workload
+from benchmarks.trl_comparison.core_side import CoreSide
+from benchmarks.trl_comparison.timing import sync
+from benchmarks.trl_comparison.workload import Workload
 from ppo_core import TrainerCallback
 
 PROFILED_UPDATES = 2
@@ -111,7 +111,7 @@ def install(side: CoreSide, times: PhaseTimes) -> None:
     missing = [f"{_where(namespace)}.{name}" for namespace, name, _ in targets if not hasattr(namespace, name)]
     if missing:
         raise StaleWrappers(
-            f"ppo_core no longer has {', '.join(missing)}: benchmarks/profile_core.py wraps the names its callers "
+            f"ppo_core no longer has {', '.join(missing)}: profile_core.py wraps the names its callers "
             "look up; point MODULE_FUNCTIONS / CLASS_METHODS at their current homes"
         )
     for namespace, name, label in targets:

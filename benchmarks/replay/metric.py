@@ -1,4 +1,4 @@
-"""The replay's mapping fitted to the table: one weight per coordinate of ``benchmarks.replay_mapping.TableIndex``,
+"""The replay's mapping fitted to the table: one weight per coordinate of ``benchmarks.replay.mapping.TableIndex``,
 chosen so that a configuration's nearest other row predicts its TRUE value, and how well that holds on rows the fit
 never saw.
 
@@ -26,7 +26,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from benchmarks.replay_mapping import TableIndex, rank_correlation
+from benchmarks.replay.mapping import TableIndex, rank_correlation
 
 GRID = (0.0, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0)
 SWEEPS = 3
