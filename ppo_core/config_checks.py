@@ -1,16 +1,16 @@
 """The checks any config dataclass runs when it is built, before its own rules: list fields given one value, and
-each value's type against its field's annotation and choices. Every problem raises :class:`ConfigError` with a
-one-line message that names the field."""
+each value's type against its field's annotation (by ``ppo_core.value_types``'s rules) and choices. Every problem
+raises :class:`ConfigError` with a one-line message that names the field."""
 
 from __future__ import annotations
 
 import dataclasses
 import math
-import types
 import typing
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from ppo_core.errors import InputError
+from ppo_core.value_types import describe_type, fits
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -64,41 +64,6 @@ def accept_single_values_for_lists(config: DataclassInstance) -> None:
             setattr(config, name, list(value))
 
 
-def _type_matches(value: Any, annotation: Any) -> bool:
-    origin = typing.get_origin(annotation)
-    if origin is list:
-        (item,) = typing.get_args(annotation)
-        return isinstance(value, list) and all(_type_matches(v, item) for v in value)
-    if origin in (typing.Union, types.UnionType):
-        return any(_type_matches(value, arg) for arg in typing.get_args(annotation))
-    if origin is Literal:
-        return value in typing.get_args(annotation)
-    if annotation is type(None):
-        return value is None
-    if annotation is bool:
-        return isinstance(value, bool)
-    if annotation is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if annotation is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if annotation is str:
-        return isinstance(value, str)
-    return True
-
-
-def describe_type(annotation: Any) -> str:
-    origin = typing.get_origin(annotation)
-    if origin in (typing.Union, types.UnionType):
-        return " or ".join(describe_type(arg) for arg in typing.get_args(annotation))
-    if origin is Literal:
-        return "one of " + ", ".join(repr(arg) for arg in typing.get_args(annotation))
-    if annotation is type(None):
-        return "null"
-    if origin is list:
-        return f"list of {describe_type(typing.get_args(annotation)[0])}"
-    return getattr(annotation, "__name__", str(annotation))
-
-
 _FIELD_CHOICES: dict[type, dict[str, Any]] = {}
 
 
@@ -127,7 +92,7 @@ def check_types(config: DataclassInstance) -> None:
         value = getattr(config, name)
         annotation = hints[name]
         choices = field_choices(type(config), name)
-        if not _type_matches(value, annotation) or (choices is not None and value not in choices):
+        if not fits(value, annotation) or (choices is not None and value not in choices):
             hint = f"; TRL GRPOConfig's {value!r} is {TRL_LOSS_TYPES[value]!r} here" \
                 if name == "loss_type" and value in TRL_LOSS_TYPES else ""
             raise ConfigError(f"{name}: expected {describe_field(type(config), name)}, got {value!r}{hint}")
@@ -142,5 +107,6 @@ def check_types(config: DataclassInstance) -> None:
 
 
 def require(condition: bool, name: str, rule: str, value: Any) -> None:
+    """Raise ``name: must be <rule>, got <value>`` unless ``condition`` holds."""
     if not condition:
         raise ConfigError(f"{name}: must be {rule}, got {value!r}")

@@ -278,7 +278,8 @@ def test_runs_of_one_study_started_at_the_same_moment_on_a_new_sqlite_file_all_e
         assert "Traceback" not in err, err
     trials = load(path).get_trials(deepcopy=False)
     assert sum(t.state == TrialState.COMPLETE for t in trials) >= 3
-    assert all(t.state in (TrialState.COMPLETE, TrialState.PRUNED) for t in trials), [t.state for t in trials]
+    assert all(t.state in (TrialState.COMPLETE, TrialState.PRUNED) for t in trials), \
+        [(t.number, t.state.name, {k: v for k, v in t.user_attrs.items() if k != "config"}) for t in trials]
     # Every trial's metrics were kept.
     from tuner.database import create_engine
 

@@ -1,11 +1,7 @@
 """The tool's surface holds still through changes that mean to leave it alone: every command's ``--help`` and the
 exports of the shipped studies, against the snapshot in tests/golden/cli_surface (``tools.cli_surface``).
 
-The snapshot was first taken at b0e0b1e, before the project's layout was reworked, and differs from it in one place
-on purpose: a critic-free configuration exported to TRL's PPOTrainer no longer passes ``--whiten_rewards``, which
-only GAE reads in ppo-tune (the run it came from never whitened), and is commented as unused instead, as the other
-value-network fields already were. Since then one comment of the trl-ppo export points to where its finding moved
-(benchmarks/trl_comparison/README.md). A change that alters the surface on purpose rewrites the snapshot with
+A change that alters the surface on purpose rewrites the snapshot with
 ``python -m tools.cli_surface --write tests/golden/cli_surface`` and says why in its commit.
 """
 

@@ -26,6 +26,7 @@ import optuna
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
+from ppo_core.value_types import fits
 from tuner.attrs import RACE_OF_ATTR, SEED_ATTR
 from tuner.constraints import feasible
 from tuner.study_defaults import SEED_POLICY
@@ -63,10 +64,10 @@ def parse_seed_policy(raw: Any, objectives: int) -> SeedPolicy | str:
         return f"seed_policy.name: expected one of {', '.join(POLICIES)}, got {merged['name']!r}"
     for key in ("seeds", "top_k"):
         value = merged[key]
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        if not fits(value, int) or value < 1:
             return f"seed_policy.{key}: expected a positive whole number, got {value!r}"
     start = merged["start"]
-    if isinstance(start, bool) or not isinstance(start, int | float) or not 0 <= start < 1:
+    if not fits(start, float) or not 0 <= start < 1:
         return f"seed_policy.start: expected a fraction of the study's budget in [0, 1), got {start!r}"
     if merged["name"] == "racing" and objectives > 1:
         return "seed_policy: racing ranks configurations by one objective's mean; this study has several"

@@ -7,18 +7,14 @@ How a parsed space is searched (conditions, regimes, suggesting a point) is ``tu
 from __future__ import annotations
 
 import difflib
-import math
-import types
 import typing
 from typing import Any, Literal
 
 from ppo_core.config import field_types, settable_fields
 from ppo_core.estimator_traits import estimator_names
+from ppo_core.value_types import describe_type, fits, type_parts
 from tuner.search_space import KL_CONTROL_MODES, VIRTUAL_PARAMS, ParamSpec
 from tuner.study_values import as_boolean, as_finite, as_mapping, check_keys, fail, show_value
-
-_TYPE_WORDS = {int: "a whole number", float: "a number", str: "a string", bool: "true or false", list: "a list",
-               type(None): "null"}
 
 
 def parse_param(name: str, raw: Any) -> ParamSpec:
@@ -60,10 +56,8 @@ def field_values(name: str) -> tuple[Any, ...] | None:
     open fields. advantage_estimator's are the names of ppo_core.estimator_traits."""
     if name == "advantage_estimator":
         return estimator_names()
-    annotation = field_types()[name]
-    parts = typing.get_args(annotation) if typing.get_origin(annotation) not in (Literal, None) else (annotation,)
     values: list[Any] = []
-    for part in parts:
+    for part in type_parts(field_types()[name]):
         if typing.get_origin(part) is Literal:
             values += typing.get_args(part)
         elif part is bool:
@@ -75,40 +69,26 @@ def field_values(name: str) -> tuple[Any, ...] | None:
     return tuple(values)
 
 
-def _value_types(name: str) -> tuple[type, ...]:
-    """The plain types a value of PPOConfig field ``name`` may have (``float | None`` -> float and NoneType)."""
-    annotation = field_types()[name]
-    parts = typing.get_args(annotation) if typing.get_origin(annotation) in (typing.Union, types.UnionType) \
-        else (annotation,)
-    return tuple(typing.get_origin(part) or part for part in parts)
-
-
-def _fits(value: Any, kinds: tuple[type, ...]) -> bool:
-    if isinstance(value, bool):
-        return bool in kinds
-    if isinstance(value, float):
-        return float in kinds and math.isfinite(value)
-    if isinstance(value, int):
-        return int in kinds or float in kinds
-    return any(isinstance(value, kind) for kind in kinds)
-
-
 def _check_types(spec: ParamSpec) -> None:
     """Every choice, and a range itself, of a type the field takes: a choice of the wrong type would fail its trials
     one by one (a number field searched with a string among its choices)."""
-    kinds = _value_types(spec.name)
+    annotation = field_types()[spec.name]
+    takes = describe_type(annotation, plain=True)
     if spec.type != "categorical":
-        wanted = int if spec.type == "int" else float
-        if not (wanted in kinds or (wanted is int and float in kinds)):
-            searchable = "int or categorical" if int in kinds else "categorical"
-            takes = " or ".join(_TYPE_WORDS.get(kind, kind.__name__) for kind in kinds)
+        # One value the range suggests answers for all of them: a whole number for an int range, a fraction for a
+        # float range.
+        if not fits(1 if spec.type == "int" else 0.5, annotation):
+            # A field of whole numbers can still be searched with an int range.
+            searchable = "int or categorical" if fits(1, annotation) else "categorical"
             raise fail(f"search_space.{spec.name}: must be {searchable} ({spec.name} takes {takes})")
         return
     for choice in spec.choices:
-        if not _fits(choice, kinds):
+        # finite: the config refuses an inf or a nan, so every trial given one would fail.
+        if not fits(choice, annotation, finite=True):
             shown = repr(choice) if isinstance(choice, str) else show_value(choice)
-            wanted_word = " or ".join(_TYPE_WORDS.get(kind, kind.__name__) for kind in kinds)
-            what = "a whole number" if kinds[0] is int else "a number" if float in kinds else wanted_word
+            # A number field names the number it wants, without its null.
+            numbers = [part for part in type_parts(annotation) if part in (int, float)]
+            what = describe_type(numbers[0], plain=True) if numbers else takes
             raise fail(f"search_space.{spec.name}: {shown} is not {what}")
 
 

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ppo_core.value_types import fits, read_annotation
 from tuner import study_defaults
 from tuner.constraints import Constraint
 from tuner.database import check_storage_url
@@ -73,7 +74,7 @@ def parse_run_settings(data: dict[str, Any], storage: str | None) -> RunSettings
     if not isinstance(name, str) or not name.strip():
         raise fail("name: the study needs a name")
     n_trials, timeout = data.get("n_trials"), data.get("timeout")
-    if n_trials is not None and (isinstance(n_trials, bool) or not isinstance(n_trials, int) or n_trials < 1):
+    if n_trials is not None and (not fits(n_trials, int) or n_trials < 1):
         raise fail(f"n_trials: expected a positive whole number, got {show_value(n_trials)}")
     if timeout is not None:
         timeout = as_seconds(timeout, "timeout")
@@ -84,7 +85,7 @@ def parse_run_settings(data: dict[str, Any], storage: str | None) -> RunSettings
     trial_timeout, processes_per_trial = data.get("trial_timeout"), data.get("processes_per_trial", 1)
     if trial_timeout is not None:
         trial_timeout = as_seconds(trial_timeout, "trial_timeout")
-    if isinstance(processes_per_trial, bool) or not isinstance(processes_per_trial, int) or processes_per_trial < 1:
+    if not fits(processes_per_trial, int) or processes_per_trial < 1:
         raise fail(f"processes_per_trial: expected a positive integer, got {processes_per_trial!r}")
     return RunSettings(name, n_trials, timeout, heartbeat_interval, storage, trial_timeout, processes_per_trial)
 
@@ -170,11 +171,11 @@ def parse_kl_guard(raw: Any) -> KLGuard:
     spec = as_mapping(raw, "kl_guard")
     allowed = tuple(KLGuard.__dataclass_fields__)
     check_keys(spec, allowed, "kl_guard.")
-    readers: dict[str, Callable[[Any, str], Any]] = {"bool": as_boolean, "int": as_whole, "float": as_number}
+    readers: dict[type, Callable[[Any, str], Any]] = {bool: as_boolean, int: as_whole, float: as_number}
     checked: dict[str, Any] = {}
     for name, value in spec.items():
         kind = KLGuard.__dataclass_fields__[name].type  # a string under postponed annotations
-        reader = readers.get(str(kind))
+        reader = readers.get(read_annotation(str(kind)))
         checked[name] = reader(value, f"kl_guard.{name}") if reader is not None else value
     if not isinstance(checked.get("metric", ""), str):
         raise fail(f"kl_guard.metric: expected a metric name, got {checked['metric']!r}")

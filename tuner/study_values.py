@@ -8,6 +8,7 @@ import math
 from typing import Any
 
 from ppo_core.errors import InputError
+from ppo_core.value_types import fits
 from tuner.messages import one_line
 
 
@@ -30,7 +31,7 @@ def show_value(value: Any) -> str:
 def as_mapping(value: Any, key: str) -> dict[str, Any]:
     if value is None:
         return {}
-    if not isinstance(value, dict):
+    if not fits(value, dict):
         raise fail(f"{key}: expected a mapping, got {value!r}")
     return value
 
@@ -45,19 +46,19 @@ def check_keys(data: dict[str, Any], allowed: tuple[str, ...], where: str) -> No
 
 def as_boolean(value: Any, key: str) -> bool:
     """YAML's true or false; a string such as 'maybe' or 'no' would otherwise be read as true."""
-    if not isinstance(value, bool):
+    if not fits(value, bool):
         raise fail(f"{key}: expected true or false, got {value!r}")
     return value
 
 
 def as_whole(value: Any, key: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
+    if not fits(value, int):
         raise fail(f"{key}: expected a whole number, got {value!r}")
     return value
 
 
 def as_number(value: Any, key: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+    if not fits(value, float | str):  # a string such as '1e-4', read below
         raise fail(f"{key}: expected a number, got {value!r}")
     try:
         return float(value)
@@ -73,7 +74,7 @@ def as_finite(value: Any, key: str) -> float:
 
 
 def as_seconds(value: Any, key: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if not fits(value, float):
         raise fail(f"{key}: expected a number of seconds, got {value!r}")
     if not value > 0 or not math.isfinite(value):
         raise fail(f"{key}: must be > 0 seconds, got {value:g}")
