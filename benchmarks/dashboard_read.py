@@ -31,8 +31,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common.machine import code_commit
-from benchmarks.common.quick import add_quick_argument, results_path
+from tools.provenance import code_commit
+from tools.quick_mode import add_quick_argument, results_path
 
 REPO = Path(__file__).resolve().parent.parent
 APP = REPO / "dashboard" / "app.py"

@@ -37,8 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common.json_safe import json_safe
-from benchmarks.common.machine import code_commit
-from benchmarks.common.quick import add_quick_argument, results_path
+from tools.provenance import code_commit
+from tools.quick_mode import add_quick_argument, results_path
 
 ROOT = Path(__file__).resolve().parent.parent
 BASE = ROOT / "studies" / "train.yaml"

@@ -52,7 +52,6 @@ import ppo_core.rollout
 import ppo_core.trainer
 from benchmarks.common.json_safe import json_safe
 from benchmarks.common.machine import machine_facts
-from benchmarks.common.quick import RESULTS, add_quick_argument, results_path
 from benchmarks.matmul_peak import measure as measure_matmul_peak
 from benchmarks.trl_comparison.core_side import core_config
 from benchmarks.trl_comparison.fixtures import build_fixture
@@ -62,6 +61,7 @@ from benchmarks.trl_comparison.workload import Workload
 from ppo_core import PPOTrainer, TrainerCallback
 from ppo_core.generation import generate, sampling_config
 from ppo_core.static_decode import static_generate
+from tools.quick_mode import RESULTS, add_quick_argument, results_path
 
 WORKLOAD = replace(Workload(), prompt_length=64, num_prompts=256, response_length=128, per_device_train_batch_size=16,
                    gradient_accumulation_steps=4, num_ppo_epochs=4, local_rollout_forward_batch_size=64,

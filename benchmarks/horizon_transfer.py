@@ -49,8 +49,8 @@ import yaml
 
 from benchmarks.common.json_safe import json_safe
 from benchmarks.common.machine import machine_facts
-from benchmarks.common.quick import RESULTS, add_quick_argument, results_path
 from benchmarks.curve_table import QUICKSTART
+from tools.quick_mode import RESULTS, add_quick_argument, results_path
 from tuner.confidence import mean_interval
 
 FIRST_SEED = 1000

@@ -31,10 +31,10 @@ from typing import Any
 import numpy as np
 
 from benchmarks.common.json_safe import json_safe
-from benchmarks.common.machine import code_commit
-from benchmarks.common.quick import RESULTS, add_quick_argument, results_path
 from benchmarks.curve_table import TABLE, TABLE_SPACE
 from benchmarks.replay.mapping import rank_correlation
+from tools.provenance import code_commit
+from tools.quick_mode import RESULTS, add_quick_argument, results_path
 
 TABLES = (TABLE, RESULTS / "curve_table_task1.jsonl", RESULTS / "curve_table_task2.jsonl")
 KL_BANDS = ((0.0, 1.0), (1.0, 2.0), (2.0, 3.0), (3.0, 5.0), (5.0, math.inf))

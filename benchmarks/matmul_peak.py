@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from benchmarks.common.quick import add_quick_argument, results_path
+from tools.quick_mode import add_quick_argument, results_path
 
 CPU_SIZES = (512, 1024, 2048)
 CUDA_SIZES = (2048, 4096, 8192)

@@ -23,9 +23,9 @@ import optuna
 import yaml
 from optuna.trial import TrialState
 
-from benchmarks.common.quick import add_quick_argument, results_path
 from ppo_core.config_io import read_mapping
 from ppo_core.errors import InputError
+from tools.quick_mode import add_quick_argument, results_path
 from tuner.attrs import KL_HISTORY_ATTR, PRUNE_REASON_ATTR
 from tuner.database import open_storage
 from tuner.runner import cpu_threads_per_worker, run_study

@@ -36,7 +36,7 @@ import yaml
 from optuna.trial import TrialState
 from rich.console import Console
 
-from benchmarks.common.quick import RESULTS, ROOT, add_quick_argument, results_path
+from tools.quick_mode import RESULTS, ROOT, add_quick_argument, results_path
 from tuner.database import create_engine, open_storage
 from tuner.ray_launch import RAY_TASK_ATTR, RayCluster, ray_cluster
 from tuner.runner import run_study

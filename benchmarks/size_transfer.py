@@ -46,8 +46,7 @@ from typing import Any
 import yaml
 
 from benchmarks.common.json_safe import json_safe
-from benchmarks.common.machine import code_commit, machine_facts
-from benchmarks.common.quick import RESULTS, add_quick_argument, results_path
+from benchmarks.common.machine import machine_facts
 from benchmarks.horizon_transfer import (
     FIRST_SEED,
     QUICK_LEARNER,
@@ -61,6 +60,8 @@ from benchmarks.horizon_transfer import (
     study_spec,
 )
 from benchmarks.replay.mapping import rank_correlation
+from tools.provenance import code_commit
+from tools.quick_mode import RESULTS, add_quick_argument, results_path
 from tuner.confidence import mean_interval
 
 LARGE_TASK = "shortest_path_wide"

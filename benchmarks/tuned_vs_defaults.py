@@ -19,11 +19,11 @@ from typing import Any
 
 import optuna
 
-from benchmarks.common.quick import add_quick_argument, results_path
 from ppo_core import PPOTrainer
 from ppo_core.config_io import build_config, read_mapping
 from ppo_core.errors import InputError
 from ppo_core.quiet import quiet_hugging_face
+from tools.quick_mode import add_quick_argument, results_path
 from tuner.database import open_storage
 from tuner.reports import best_trials, trial_config
 

@@ -53,7 +53,7 @@ import yaml
 
 from benchmarks.common.json_safe import json_safe
 from benchmarks.common.machine import machine_facts
-from benchmarks.common.quick import add_quick_argument, results_path
+from tools.quick_mode import add_quick_argument, results_path
 from tuner.confidence import mean_interval
 
 ROOT = Path(__file__).resolve().parent.parent

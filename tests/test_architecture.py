@@ -136,7 +136,7 @@ def test_the_product_never_imports_benchmarks_or_tools() -> None:
     graph = import_graph(LAYERS + OUTSIDE)
     wrong = sorted(f"{module} imports {target}" for module, targets in graph.items()
                    if module.split(".")[0] in LAYERS for target in targets if target.split(".")[0] in OUTSIDE)
-    assert {"benchmarks.replay.__main__", "benchmarks.common.quick", "tools.mutation_score"} <= set(graph)
+    assert {"benchmarks.replay.__main__", "tools.quick_mode", "tools.mutation_score"} <= set(graph)
     assert not wrong, wrong
 
 
@@ -155,7 +155,7 @@ def test_benchmark_entry_points_are_named_as_such() -> None:
 def test_benchmark_helpers_import_no_entry_point() -> None:
     graph = import_graph(("benchmarks",))
     helpers = {name for name in graph if len(name.split(".")) > 2 and not is_entry_point_name(name)}
-    assert "benchmarks.replay.table" in helpers and "benchmarks.common.quick" in helpers
+    assert "benchmarks.replay.table" in helpers and "benchmarks.common.machine" in helpers
     wrong = sorted(f"{helper} imports {target}" for helper in helpers for target in graph[helper]
                    if is_entry_point_name(target) and not module_is_package_of(target, helper))
     assert not wrong, wrong
@@ -164,6 +164,15 @@ def test_benchmark_helpers_import_no_entry_point() -> None:
                     if module.startswith("benchmarks.common") for target in targets
                     if not target.startswith("benchmarks.common"))
     assert not shared, shared
+
+
+def test_tools_import_no_benchmark() -> None:
+    # Benchmarks build on tools (tiny models, the quick mode's rule, a figure's commit), never the other way.
+    graph = import_graph(OUTSIDE)
+    assert "benchmarks.common.machine" in graph["benchmarks.trl_comparison.__main__"]
+    wrong = sorted(f"{module} imports {target}" for module, targets in graph.items()
+                   if module.startswith("tools") for target in targets if target.startswith("benchmarks"))
+    assert not wrong, wrong
 
 
 def test_no_import_loops_in_benchmarks_or_tools() -> None:

@@ -28,8 +28,8 @@ from typing import Any
 import pytest
 from scipy import stats  # type: ignore[import-untyped]
 
-from benchmarks.common.quick import RESULTS, results_path
 from benchmarks.trl_comparison.aggregate import TIME_KEYS
+from tools.quick_mode import RESULTS, results_path
 
 pytestmark = pytest.mark.heavy  # starts processes or studies: scheduled first
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 import datetime
 import os
 import platform
-import subprocess
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import torch
+
+from tools.provenance import code_commit
 
 
 def _cpu_model() -> str:
@@ -28,25 +29,6 @@ def _version(package: str) -> str | None:
         return metadata.version(package)
     except metadata.PackageNotFoundError:
         return None
-
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
-# Where a change alters what a benchmark measures; edits elsewhere (docs, tests, results) leave a figure as it was.
-CODE_PATHS = ("ppo_core", "tuner", "dashboard", "benchmarks", "studies", "pyproject.toml")
-
-
-def code_commit() -> str | None:
-    """The commit the measured code is at, with ``+uncommitted`` when the code paths differ from it; None outside a
-    git checkout. README figures name it, so a reader can tell which code they describe."""
-    def git(*args: str) -> str:
-        finished = subprocess.run(["git", *args], cwd=REPO_ROOT, capture_output=True, text=True, check=False)
-        return finished.stdout.strip() if finished.returncode == 0 else ""
-
-    commit = git("rev-parse", "--short", "HEAD")
-    if not commit:
-        return None
-    dirty = git("status", "--porcelain", "--untracked-files=no", "--", *CODE_PATHS)
-    return f"{commit}+uncommitted" if dirty else commit
 
 
 def machine_facts(device: str) -> dict[str, Any]:

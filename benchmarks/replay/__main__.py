@@ -40,8 +40,6 @@ from typing import Any
 import numpy as np
 
 from benchmarks.common.json_safe import json_safe
-from benchmarks.common.machine import code_commit
-from benchmarks.common.quick import RESULTS, add_quick_argument, results_path
 from benchmarks.curve_table import TABLE, TABLE_SPACE
 from benchmarks.replay.mapping import TableIndex, rank_correlation
 from benchmarks.replay.measures import (
@@ -57,6 +55,8 @@ from benchmarks.replay.metric import fit_weights, held_out_rank_correlation, nea
 from benchmarks.replay.strategies import DEFAULT_STRATEGY, QUICK_STRATEGIES, STRATEGIES, Fidelity
 from benchmarks.replay.study import Context, RepeatLog, run_repeat
 from benchmarks.replay.table import Table, best_true, load_table
+from tools.provenance import code_commit
+from tools.quick_mode import RESULTS, add_quick_argument, results_path
 
 OUT = RESULTS / "tuning_replay.json"
 BUDGET_RUNS = 20

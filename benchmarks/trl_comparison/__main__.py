@@ -27,7 +27,6 @@ from typing import Any
 
 from benchmarks.common.json_safe import json_safe
 from benchmarks.common.machine import machine_facts
-from benchmarks.common.quick import add_quick_argument, results_path
 from benchmarks.trl_comparison.aggregate import ratios, side_summary
 from benchmarks.trl_comparison.equal_work import compare
 from benchmarks.trl_comparison.fixtures import build_fixture, count_parameters
@@ -37,6 +36,7 @@ from benchmarks.trl_comparison.report import markdown, write_into_readme
 from benchmarks.trl_comparison.sizes import CPU_SIZES, CUDA_SIZES, QUICK_CPU_SIZES, QUICK_CUDA_SIZES, SIZES
 from benchmarks.trl_comparison.workload import CPU_WORKLOAD, CUDA_WORKLOAD, QUICK_WORKLOAD, Workload
 from ppo_core.quiet import quiet_hugging_face
+from tools.quick_mode import add_quick_argument, results_path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BENCH_DIR = REPO_ROOT / "benchmarks"

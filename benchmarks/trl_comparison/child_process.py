@@ -34,13 +34,13 @@ os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 import torch
 
 from benchmarks.common.memory import MemoryMeter
-from benchmarks.common.quick import add_quick_argument, results_path
 from benchmarks.trl_comparison.counters import WorkCounter
 from benchmarks.trl_comparison.fixtures import Fixture, build_fixture
 from benchmarks.trl_comparison.sizes import QUICK_CPU_SIZES, SIZES
 from benchmarks.trl_comparison.timing import Side
 from benchmarks.trl_comparison.workload import QUICK_WORKLOAD, Workload
 from ppo_core.quiet import quiet_hugging_face
+from tools.quick_mode import add_quick_argument, results_path
 
 SIDES = ("ppo_core", "trl")
 MODES = ("time", "count", "profile")

@@ -14,7 +14,7 @@ import argparse
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 
 QUICK_HELP = ("a smoke run in seconds: tiny sizes, a few updates, every figure of the full run; results go to --out "

@@ -1,0 +1,24 @@
+"""Which code a measured figure describes: the commit, and whether the code differed from it."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+# Where a change alters what a benchmark measures; edits elsewhere (docs, tests, results) leave a figure as it was.
+CODE_PATHS = ("ppo_core", "tuner", "dashboard", "benchmarks", "tools", "studies", "pyproject.toml")
+
+
+def code_commit() -> str | None:
+    """The commit the measured code is at, with ``+uncommitted`` when the code paths differ from it; None outside a
+    git checkout. README figures name it, so a reader can tell which code they describe."""
+    def git(*args: str) -> str:
+        finished = subprocess.run(["git", *args], cwd=REPO_ROOT, capture_output=True, text=True, check=False)
+        return finished.stdout.strip() if finished.returncode == 0 else ""
+
+    commit = git("rev-parse", "--short", "HEAD")
+    if not commit:
+        return None
+    dirty = git("status", "--porcelain", "--untracked-files=no", "--", *CODE_PATHS)
+    return f"{commit}+uncommitted" if dirty else commit
