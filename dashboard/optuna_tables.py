@@ -5,7 +5,7 @@ Why not ``optuna.load_study(...).get_trials()``: Optuna's RDB storage builds eve
 object per parameter, attribute and intermediate value; for 200 trials of 200 updates that is a second of
 a cold page open. Selecting the same columns and building the FrozenTrials directly takes a fraction of it.
 The rows are turned into Python values as ``optuna.storages.RDBStorage`` does (same enums, the same
-naive-UTC-to-local datetimes, the same JSON), and ``tests/test_dashboard_reader.py`` checks the result
+naive-UTC-to-local datetimes, the same JSON), and ``tests/test_dashboard/test_dashboard_reader.py`` checks the result
 against ``optuna.load_study`` on SQLite and PostgreSQL.
 
 The tables below name only the columns read, with plain types: on PostgreSQL Optuna's enums are native

@@ -126,7 +126,7 @@ def build_config(values: dict[str, Any]) -> PPOConfig:
 
     Built here rather than through the parser because the parser is transformers', and every tuner process (each
     worker, each ``ppo-tune run``) builds configs without otherwise loading transformers: a second of CPU to start
-    each. tests/test_config.py holds the two to the same configs and the same refusals.
+    each. tests/test_ppo_core/test_config.py holds the two to the same configs and the same refusals.
     """
     check_known_keys(values)
     return PPOConfig(**_coerce_float_text(values))

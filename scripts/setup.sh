@@ -166,7 +166,7 @@ setup_for_tests() {
   trl_latest=$("$PY" -c "from tuner.exports import TRL_VERSION; print(TRL_VERSION)")
   echo "== TRL $trl_latest in .cache/trl-$trl_latest, for the export tests"
   pip_install --upgrade --no-deps --target ".cache/trl-$trl_latest" "trl==$trl_latest"
-  # The peer-equivalence tests (tests/test_peer_equivalence.py) run verl's and OpenRLHF's own loss and advantage
+  # The peer-equivalence tests (tests/test_ppo_core/test_peer_equivalence.py) run verl's and OpenRLHF's own loss and advantage
   # code, at the releases the verl and openrlhf exports name ("verl 0.9.1"), also without their dependencies.
   install_peer verl "tuner.exports.verl"
   install_peer openrlhf "tuner.exports.openrlhf"

@@ -2,8 +2,8 @@
 # Run chosen tests N times and count each test's failures: how a flaky test is found, and how a fix is shown to hold.
 #
 #   bash scripts/soak_tests.sh N [PYTEST ARGS...]
-#   bash scripts/soak_tests.sh 20 tests/test_data_parallel.py -k abort
-#   SOAK_BURNERS=2 bash scripts/soak_tests.sh 20 tests/test_ray_launcher.py   # with 2 busy CPU loops beside them
+#   bash scripts/soak_tests.sh 20 tests/test_ppo_core/test_data_parallel.py -k abort
+#   SOAK_BURNERS=2 bash scripts/soak_tests.sh 20 tests/test_tuner/test_ray_launcher.py   # with 2 busy CPU loops beside them
 #
 # Each round is a fresh `python -m pytest` with the arguments given (add -n 2 to run a round on pytest-xdist
 # workers). The JUnit report of every round is kept in $SOAK_DIR (default: a new directory under /tmp), and the

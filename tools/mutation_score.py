@@ -6,7 +6,7 @@
 A mutant is a small change to one function (``<`` for ``>``, ``+`` for ``-``, a constant off by one, an argument
 dropped); it is killed when one of the module's tests fails with it in place, and it survives when they all pass.
 score = killed / total, per module; a mutant that survives is listed with its line and its change, to be killed by a
-new test (tests/test_math_mutants.py) or shown to be equivalent (tools/README.md says which, for each).
+new test (tests/test_ppo_core/test_math_mutants.py) or shown to be equivalent (tools/README.md says which, for each).
 
 Each module runs in a fresh work directory: a copy of ppo_core (the working tree's), of tests/conftest.py and of the
 module's test files (:data:`MODULES`), with a pyproject.toml holding mutmut's settings, so nothing in the repository
@@ -14,8 +14,8 @@ is touched; mutmut then makes its own copy, ``mutants/``, and forks one test pro
 has already imported torch. Two adjustments to what mutmut sees, both in the work copy only:
 
 - the tests that build a model (those using one of tests/conftest.py's fixtures, such as the trainer runs of
-  tests/test_estimators.py) are deselected: they call every math function, so mutmut would run them for every
-  mutant, minutes each, and the math functions have their own tests;
+  tests/test_ppo_core/test_estimators.py) are deselected: they call every math function, so mutmut would run them
+  for every mutant, minutes each, and the math functions have their own tests;
 - mutmut skips decorated functions, so each ``@estimator("name")`` registration in ppo_core/estimators.py becomes a
   comment (line numbers kept) and a call ``estimator("name")(function)`` at the end of the file: the same registry,
   and the estimators themselves get mutated.
@@ -42,19 +42,22 @@ from tools.quick_mode import add_quick_argument, results_path
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
-MUTANTS_TESTS = "tests/test_math_mutants.py"
-STEP_TESTS = "tests/test_step_losses.py"
+CORE_TESTS = "tests/test_ppo_core"
+MUTANTS_TESTS = f"{CORE_TESTS}/test_math_mutants.py"
+STEP_TESTS = f"{CORE_TESTS}/test_step_losses.py"
+MATH_TESTS = f"{CORE_TESTS}/test_math.py"
+ESTIMATOR_TESTS = f"{CORE_TESTS}/test_estimators.py"
 MODULES: dict[str, tuple[str, ...]] = {
     # Each module's tests: the test files that import it, or a module built on it (masked.py is read through the
-    # whitening, the losses and the estimators), and tests/test_math_mutants.py, which covers all six. Left out:
-    # tests/test_peer_equivalence.py (it runs the peers' installed code, TRL in a subprocess, for every mutant) and
-    # the files whose tests all build a model (test_trainer.py, test_evaluation.py, test_data_parallel.py).
-    "ppo_core/advantages.py": ("tests/test_math.py", "tests/test_estimators.py", MUTANTS_TESTS),
-    "ppo_core/estimators.py": ("tests/test_estimators.py", MUTANTS_TESTS),
-    "ppo_core/group_advantages.py": ("tests/test_group_advantages.py", "tests/test_estimators.py", MUTANTS_TESTS),
-    "ppo_core/losses.py": ("tests/test_math.py", "tests/test_estimators.py", STEP_TESTS, MUTANTS_TESTS),
-    "ppo_core/kl.py": ("tests/test_math.py", STEP_TESTS, MUTANTS_TESTS),
-    "ppo_core/masked.py": ("tests/test_math.py", "tests/test_estimators.py", STEP_TESTS, MUTANTS_TESTS),
+    # whitening, the losses and the estimators), and test_math_mutants.py, which covers all six. Left out:
+    # test_peer_equivalence.py (it runs the peers' installed code, TRL in a subprocess, for every mutant) and the
+    # files whose tests all build a model (test_trainer.py, test_evaluation.py, test_data_parallel.py).
+    "ppo_core/advantages.py": (MATH_TESTS, ESTIMATOR_TESTS, MUTANTS_TESTS),
+    "ppo_core/estimators.py": (ESTIMATOR_TESTS, MUTANTS_TESTS),
+    "ppo_core/group_advantages.py": (f"{CORE_TESTS}/test_group_advantages.py", ESTIMATOR_TESTS, MUTANTS_TESTS),
+    "ppo_core/losses.py": (MATH_TESTS, ESTIMATOR_TESTS, STEP_TESTS, MUTANTS_TESTS),
+    "ppo_core/kl.py": (MATH_TESTS, STEP_TESTS, MUTANTS_TESTS),
+    "ppo_core/masked.py": (MATH_TESTS, ESTIMATOR_TESTS, STEP_TESTS, MUTANTS_TESTS),
 }
 QUICK_MODULE = "ppo_core/kl.py"
 """--quick: the smallest module (51 mutants, under a minute on 2 shared cores), through the same steps."""
@@ -120,7 +123,7 @@ EXPLAINED = (
               "masked_whiten reads shift_mean only as `if not shift_mean`, where None is False"),
     Explained("ppo_core/estimators.py", "estimator", "ESTIMATORS[name] = None", BY_HAND,
               "estimator() runs at import, before mutmut switches a mutant on, so mutmut cannot test it; applied by "
-              "hand to a copy of ppo_core it fails 9 tests of tests/test_math_mutants.py"),
+              "hand to a copy of ppo_core it fails 9 tests of tests/test_ppo_core/test_math_mutants.py"),
     Explained("ppo_core/group_advantages.py", "grpo_advantages", "torch.zeros_like(groups[:, :2])", EQUIVALENT,
               "reached only when G = 1, where groups[:, :2] is groups[:, :1]"),
     Explained("ppo_core/group_advantages.py", "group_reward_stats", "torch.zeros(groups.shape[1])", EQUIVALENT,
@@ -206,6 +209,7 @@ def prepare(work: Path, module: str, tests: tuple[str, ...]) -> None:
     shutil.copytree(ROOT / "ppo_core", work / "ppo_core", ignore=shutil.ignore_patterns("__pycache__"))
     (work / "tests").mkdir()
     for test in ("tests/conftest.py", *tests):
+        (work / test).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / test, work / test)
     if module == "ppo_core/estimators.py":
         target = work / module

@@ -1,9 +1,10 @@
 """Quick modes: the ``--quick`` every runnable benchmark has, and where its results may go.
 
 A quick run is a smoke run of the full one: tiny sizes and a few updates, seconds rather than minutes, through the
-same code and producing every figure the full run reports (tests/test_benchmark_quick_modes.py checks that each
-figure is there and finite). Its numbers mean nothing, so it never writes into ``benchmarks/results/`` (the
-committed results) or into a README: it writes to ``--out`` when given, else to a temporary directory.
+same code and producing every figure the full run reports (test_benchmark_quick_modes.py, under
+tests/test_benchmarks_and_tools/, checks that each figure is there and finite). Its numbers mean nothing, so it never
+writes into ``benchmarks/results/`` (the committed results) or into a README: it writes to ``--out`` when given, else
+to a temporary directory.
 
     python -m benchmarks.trl_comparison --quick --out /tmp/bench.json
 """

@@ -280,7 +280,7 @@ class HeartbeatStorage(RDBStorage):
     Optuna fails a trial whose worker stopped sending heartbeats (in ``optuna.storages.fail_stale_trials``, which
     every worker runs before each trial and ``ppo-tune run`` runs on a resume) without a reason; the reason is set
     here, while the trial is still RUNNING and can take one. This overrides a private method of Optuna's
-    (``_get_stale_trial_ids``): tests/test_study_state.py fails if it stops being called.
+    (``_get_stale_trial_ids``): tests/test_tuner/test_study_state.py fails if it stops being called.
     """
 
     def _get_stale_trial_ids(self, study_id: int) -> list[int]:

@@ -46,7 +46,7 @@ __all__ = [
     "parse_study",
 ]
 
-_field_values = field_values  # read here by tests/test_estimator_registry.py under its former name
+_field_values = field_values  # read here by tests/test_ppo_core/test_estimator_registry.py under its former name
 
 TOP_LEVEL_KEYS = ("name", "storage", "n_trials", "timeout", "sampler", "pruner", "objectives", "kl_guard", "base",
                   "search_space", "heartbeat_interval", "description", "trial_timeout", "processes_per_trial",

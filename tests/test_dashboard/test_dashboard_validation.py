@@ -22,7 +22,7 @@ from tuner.attrs import CARRIED_BY_ATTR, CONFIG_ATTR, PILOT_ATTR, SEED_ATTR, VAL
 from tuner.confidence import mean_interval
 from tuner.validation import validation_study_name
 
-APP = Path(__file__).resolve().parent.parent / "dashboard" / "app.py"
+APP = Path(__file__).resolve().parents[2] / "dashboard" / "app.py"
 NAME = "tuned"
 # Tuning values by trial: trial 2 won the tuning, then trial 4, trial 1, trial 0, trial 3.
 LARGER = "/models/larger"

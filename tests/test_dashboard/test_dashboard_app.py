@@ -44,7 +44,7 @@ from tuner.frontier_sampler import AIM_ATTR
 from tuner.trial_records import read_metrics, read_samples
 from tuner.validation import load_validation, validation_results
 
-APP = Path(__file__).resolve().parent.parent / "dashboard" / "app.py"
+APP = Path(__file__).resolve().parents[2] / "dashboard" / "app.py"
 
 
 @pytest.fixture(scope="module")

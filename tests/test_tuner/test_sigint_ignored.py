@@ -91,9 +91,9 @@ def test_sigterm_stops_a_study_whose_workers_ignore_sigint(tmp_path: Path, tiny_
 
 # The tests that send SIGINT to the test process itself, while a worker in it waits on a held trial.
 IN_PROCESS_SIGINT_TESTS = [
-    "tests/test_tuner_runs.py::test_a_second_interrupt_as_optuna_records_the_first_leaves_the_trial_failed_and_queued_"
+    "tests/test_tuner/test_tuner_runs.py::test_a_second_interrupt_as_optuna_records_the_first_leaves_the_trial_failed_and_queued_"
     "again[sigint]",
-    "tests/test_tuner_runs.py::test_an_interrupt_taken_by_another_thread_still_ends_the_wait_on_the_trial",
+    "tests/test_tuner/test_tuner_runs.py::test_an_interrupt_taken_by_another_thread_still_ends_the_wait_on_the_trial",
 ]
 
 

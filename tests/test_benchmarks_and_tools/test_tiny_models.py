@@ -34,7 +34,7 @@ from tools.tiny_models import (
     write_reward_model,
 )
 
-EXAMPLE_DIR = Path(__file__).resolve().parents[1] / "examples" / "bring_your_own"
+EXAMPLE_DIR = Path(__file__).resolve().parents[2] / "examples" / "bring_your_own"
 SENTENCE = "write words with the letter e: tree see, Hello World 42!"
 USER = [{"role": "user", "content": "Write words with the letter e."}]
 
@@ -305,7 +305,7 @@ def test_letter_reward_on_real_dataset_rows(rewards: ModuleType) -> None:
 
 def test_make_assets_writes_loadable_offline_assets(tmp_path: Path) -> None:
     make_assets = _example_module("make_assets")
-    assert str(Path(__file__).resolve().parents[1]) in sys.path
+    assert str(Path(__file__).resolve().parents[2]) in sys.path
     written = make_assets.make_assets(tmp_path)
     assert sorted(written) == ["policy", "prompts", "reward_model"]
     policy = AutoTokenizer.from_pretrained(written["policy"])

@@ -21,7 +21,7 @@ from tools.mutation_score import MODULES, QUICK_MODULE
 
 pytestmark = pytest.mark.heavy  # starts processes or studies: scheduled first
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

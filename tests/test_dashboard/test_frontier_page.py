@@ -15,7 +15,7 @@ from dashboard.launch import STORAGE_ENV
 from dashboard.study_reader import StudyRef, build_study_view, open_reader
 from tools.demo_study import DemoSpec, build_demo_study
 
-APP = Path(__file__).resolve().parent.parent / "dashboard" / "app.py"
+APP = Path(__file__).resolve().parents[2] / "dashboard" / "app.py"
 ESTIMATORS = ("gae", "grpo", "rloo")
 MIXED, NO_GOLD, PLAIN = "mixed-estimators", "no-gold", "plain"
 

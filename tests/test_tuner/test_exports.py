@@ -24,7 +24,7 @@ from tuner.attrs import CONFIG_ATTR
 from tuner.exports import EXPORT_FORMATS, TRL_VERSION, openrlhf, trl_grpo_rloo, trl_ppo, verl
 from tuner.exports._common import NOT_TRAINING, Target, export
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 TARGETS: dict[str, Target] = {"trl-ppo": trl_ppo.TARGET, "trl-grpo": trl_grpo_rloo.GRPO, "trl-rloo": trl_grpo_rloo.RLOO,
                               "verl": verl.TARGET, "openrlhf": openrlhf.TARGET}
 

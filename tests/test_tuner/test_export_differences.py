@@ -143,7 +143,7 @@ def test_shipped_studies_winners_export_exactly_or_say_so() -> None:
     from tuner.search_space import config_values
     from tuner.study_config import build_config, load_study_spec
 
-    studies = [path for path in sorted((Path(__file__).resolve().parent.parent / "studies").glob("*.yaml"))
+    studies = [path for path in sorted((Path(__file__).resolve().parents[2] / "studies").glob("*.yaml"))
                if "search_space" in yaml.safe_load(path.read_text())]  # train.yaml is a run config
     checked, exact = 0, set()
     for path in studies:
@@ -165,7 +165,7 @@ def test_shipped_studies_winners_export_exactly_or_say_so() -> None:
 def test_docs_exactness_table_is_the_exports_own() -> None:
     from tuner.exports.table import BEGIN, END, block
 
-    page = (Path(__file__).resolve().parent.parent / "docs" / "exports.md").read_text()
+    page = (Path(__file__).resolve().parents[2] / "docs" / "exports.md").read_text()
     assert page[page.index(BEGIN): page.index(END) + len(END)] == block(), \
         "regenerate with: python -m tuner.exports.table"
 

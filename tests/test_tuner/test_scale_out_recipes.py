@@ -1,7 +1,7 @@
 """The scale-out recipes of docs/scale_out.md: the SLURM and Kubernetes recipes run one worker command, which is read
 from the page and run as the SLURM script runs it, two jobs on one PostgreSQL study, one of them stopped
 as ``scancel``, a time limit or an eviction stops it (SIGTERM); the Ray recipe's command is the one
-tests/test_ray_launcher.py runs."""
+tests/test_tuner/test_ray_launcher.py runs."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from tuner.trial_records import read_metrics
 
 pytestmark = pytest.mark.heavy  # starts processes or studies: scheduled first
 
-ROOT = Path(__file__).parent.parent
+ROOT = Path(__file__).parents[2]
 DOCS = ROOT / "docs" / "scale_out.md"
 RECIPE_STUDY = "studies/quickstart.yaml"
 WORKER_COMMAND = ["ppo-tune", "run", RECIPE_STUDY, "--storage", "$PPO_TUNE_STORAGE", "--workers", "1"]
@@ -62,8 +62,8 @@ def test_the_slurm_and_kubernetes_recipes_run_the_tested_worker_command() -> Non
 
 
 def test_the_ray_recipe_runs_the_command_the_ray_tests_run() -> None:
-    # tests/test_ray_launcher.py runs this command (with --workers 1, to keep a test small) on a cluster ray start
-    # started, from the machine of its head.
+    # test_ray_launcher.py runs this command (with --workers 1, to keep a test small) on a cluster ray start started,
+    # from the machine of its head.
     [command] = [line.split("#")[0].split() for block in _blocks(DOCS.read_text(), "bash")
                  for line in block.splitlines() if line.startswith("ppo-tune run") and "--launcher ray" in line
                  and "--storage postgresql://" in line]
@@ -111,5 +111,5 @@ def test_jobs_share_a_study_and_a_stopped_jobs_trial_is_run_by_another(
 @pytest.fixture(autouse=True)
 def reward_functions_importable(monkeypatch: pytest.MonkeyPatch) -> None:
     # The jobs' trials import the test reward functions by name.
-    tests_dir = str(Path(__file__).parent)
+    tests_dir = str(Path(__file__).parents[1])
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([tests_dir, os.environ.get("PYTHONPATH", "")]))

@@ -41,7 +41,7 @@ from tuner.search_space import ParamSpec, config_values, suggest_params
 from tuner.seed_policy import SeedPolicy
 from tuner.study_config import KLGuard, StudySpec, load_study_spec
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

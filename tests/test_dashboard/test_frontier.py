@@ -15,7 +15,7 @@ from dashboard.frontier_charts import frontier_figure, traces_with_role, traject
 from tuner.frontier_peak import frontier_peak
 from tuner.frontier_points import FrontierSource, frontier_source, study_peak, trajectories
 
-CURVE_TABLE = Path(__file__).resolve().parent.parent / "benchmarks" / "results" / "curve_table.jsonl"
+CURVE_TABLE = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "curve_table.jsonl"
 ALPHA, BETA, R0 = 0.4, 0.2, 0.1  # Gao's R(d) = r0 + d (alpha - beta ln d) peaks at d = e, KL = e^2, gold 0.64
 
 

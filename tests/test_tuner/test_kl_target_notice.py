@@ -15,7 +15,7 @@ from ppo_tune.cli import main
 from tuner.kl_target_notice import reach_notice, study_reach
 from tuner.study_config import load_study_spec
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 ADAPTIVE = {"kl_control": {"type": "categorical", "choices": ["fixed", "adaptive"]},
             "kl_coef": {"type": "float", "low": 0.01, "high": 0.2, "log": True},
             "kl_target": {"type": "float", "low": 3.0, "high": 12.0}}

@@ -31,7 +31,7 @@ from tuner.attrs import DEFAULT_KL_THRESHOLD
 from tuner.database import create_engine, read_only_url
 from tuner.trial_records import TrialStore
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

@@ -27,7 +27,7 @@ from tools import tiny_data, tiny_models
 
 pytestmark = pytest.mark.heavy  # starts processes or studies: scheduled first
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 LETTER_REWARD = "examples.bring_your_own.rewards:letter_reward"
 
 

@@ -25,7 +25,7 @@ from ppo_core.kl import make_kl_controller
 
 pytestmark = pytest.mark.heavy  # starts processes or studies: scheduled first
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,7 @@ from ppo_core.config import ConfigError, PPOConfig
 from ppo_core.config_io import load_config
 from ppo_tune.cli import main
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = [ROOT / "studies" / "train.yaml", ROOT / "examples" / "bring_your_own" / "train.yaml"]
 
 EXTREME_NUMBERS = [0, -1, 1, 2**31, 2**63, -(2**63), 10**30, 1e308, -1e308, 5e-324, -0.0, math.inf, -math.inf,

@@ -13,7 +13,7 @@ from transformers import HfArgumentParser
 from ppo_core.config import ConfigError, PPOConfig, settable_fields
 from ppo_core.config_io import build_config, load_config, parse_overrides
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_trl_defaults() -> None:
@@ -141,6 +141,6 @@ def test_missing_and_malformed_files(tmp_path: Path) -> None:
 def test_docs_config_reference_is_in_step_with_the_dataclass() -> None:
     from ppo_core.config_doc import BEGIN, END, reference_block
 
-    page = (Path(__file__).resolve().parent.parent / "docs" / "reference.md").read_text()
+    page = (Path(__file__).resolve().parents[2] / "docs" / "reference.md").read_text()
     assert page[page.index(BEGIN): page.index(END) + len(END)] == reference_block(), \
         "regenerate with: python -m ppo_core.config_doc"

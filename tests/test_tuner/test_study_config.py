@@ -16,7 +16,7 @@ from tuner.constraints import Constraint
 from tuner.search_space import batch_hierarchy, suggest_params
 from tuner.study_config import StudyConfigError, load_study_spec
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize(

@@ -23,7 +23,7 @@ import yaml
 
 from ppo_tune.cli import build_parser, main
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SHIPPED_CONFIG = ROOT / "studies" / "train.yaml"
 
 # A run of 1 update (8 episodes of 4-token responses, one PPO epoch): a few seconds on one CPU core.

@@ -33,7 +33,7 @@ from ppo_core.setup import build_setup
 from ppo_tune.cli import main
 from tools.tiny_models import chatml_tokenizer, write_gpt2, write_llama, write_qwen2, write_reward_model
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 ARCHITECTURES = ["gpt2", "llama", "qwen2"]
 RESPONSE_LENGTH = 8
 

@@ -13,7 +13,7 @@ from ppo_tune.cli import main
 
 pytestmark = pytest.mark.heavy  # starts processes or studies: scheduled first
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SHIPPED_CONFIG = ROOT / "studies" / "train.yaml"
 
 

@@ -12,7 +12,7 @@ import pytest
 from ppo_tune.cli import main
 from tuner.trial_launch import PRELOAD
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 # Runs a module as ``python -m`` does, and prints at exit how many objects the collector had been told to skip.
 AT_EXIT = ("import atexit, gc, runpy, sys; "
            "atexit.register(lambda: print('frozen', gc.get_freeze_count(), file=sys.stderr)); "

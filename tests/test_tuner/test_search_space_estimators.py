@@ -17,7 +17,7 @@ from ppo_core.estimator_traits import estimator_fields, estimator_names, group_e
 from tuner.search_space import KL_PLACEMENT_PARAMS, suggest_params
 from tuner.study_config import StudyConfigError, StudySpec, load_study_spec, parse_study
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 ESTIMATORS_STUDY = ROOT / "studies" / "estimators.yaml"
 BASE = {"task": "shortest_path", "per_device_train_batch_size": 16, "total_episodes": 64}
 ALL_ESTIMATORS = {"type": "categorical", "choices": list(estimator_names())}

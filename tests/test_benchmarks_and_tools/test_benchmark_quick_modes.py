@@ -33,7 +33,7 @@ from tools.quick_mode import RESULTS, results_path
 
 pytestmark = pytest.mark.heavy  # starts processes or studies: scheduled first
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def run_quick(module: str, out: Path, *arguments: str) -> tuple[Any, str]:

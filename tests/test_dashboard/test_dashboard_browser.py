@@ -118,7 +118,7 @@ def test_every_page_renders_in_headless_chromium(dashboard: Served, name: str, t
 
 def test_the_dashboard_page_shows_a_screenshot_of_every_page() -> None:
     # A page added to the navigation needs its screenshot taken and its cell in docs/dashboard.md's tables.
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     assert screenshot_tables() in (root / "docs" / "dashboard.md").read_text()
     for slug, _, _ in PAGES:
         screenshot = root / "docs" / "screenshots" / f"{slug}.png"

@@ -14,7 +14,7 @@ from dashboard.launch import STORAGE_ENV
 from dashboard.sample_grid import grid_html, prompt_rows, row_key, sample_grid, word_diff
 from tools.demo_study import DemoSpec, build_demo_study
 
-APP = Path(__file__).resolve().parent.parent / "dashboard" / "app.py"
+APP = Path(__file__).resolve().parents[2] / "dashboard" / "app.py"
 STUDY = "grid-demo"
 
 

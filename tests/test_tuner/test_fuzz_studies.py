@@ -26,7 +26,7 @@ from ppo_tune.cli import main
 from tuner.database import sqlite_path
 from tuner.study_config import StudySpec, load_study_spec
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 RUN_CONFIGS = ("train.yaml", "trl_defaults.yaml")
 SHIPPED = sorted(p for p in (ROOT / "studies").glob("*.yaml") if p.name not in RUN_CONFIGS)
 NOT_A_DATABASE = b"not a database\n" * 64
