@@ -30,7 +30,7 @@ def project_modules(parts: tuple[str, ...] = LAYERS) -> dict[str, Path]:
 
 def imported_modules(path: Path, modules: dict[str, Path]) -> set[str]:
     """Project modules that ``path`` imports anywhere in its body; ``from package import module`` names the module."""
-    found = set()
+    found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
@@ -180,3 +180,18 @@ def test_no_import_loops_in_benchmarks_or_tools() -> None:
     inside = {module: {t for t in targets if not module_is_package_of(module, t)} for module, targets in graph.items()}
     loops = [sorted(group) for group in strongly_connected(inside) if len(group) > 1]
     assert not loops, loops
+
+
+LONGEST_FUNCTION = 80
+"""Lines a function may span: past it, it does several jobs that would read better as named steps."""
+
+
+def test_no_function_is_longer_than_a_screen() -> None:
+    long = sorted(
+        f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)"
+        for path in project_modules(LAYERS + OUTSIDE).values()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno is not None
+        and node.end_lineno - node.lineno + 1 > LONGEST_FUNCTION
+    )
+    assert not long, long

@@ -389,7 +389,7 @@ def test_tuning_quality_pairs_the_searches_by_sampler_seed() -> None:
     from benchmarks.tuning_quality import paired
 
     rng = random.Random(4)
-    studies = []
+    studies: list[dict[str, Any]] = []
     for method in ("random", "default"):
         for seed in (2, 0, 1):  # out of order: pairing goes by seed, not by position
             values = [rng.uniform(0.5, 0.8) for _ in range(3)]
