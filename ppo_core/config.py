@@ -14,7 +14,7 @@ import dataclasses
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from ppo_core.config_checks import ConfigError, accept_single_values_for_lists, check_types, field_types_of
 from ppo_core.config_rules import check_values
@@ -22,16 +22,20 @@ from ppo_core.estimator_traits import ESTIMATORS
 from ppo_core.trl_config import ModelConfig, ScriptArguments, field_help
 from ppo_core.value_types import describe_type
 
-KL_ESTIMATORS = ("k1", "k2", "k3", "abs")
-LR_SCHEDULES = ("constant", "linear", "cosine")
+# Each set of choices is written once, as the type of the fields that take it; the tuples are read from the types.
+KLEstimator = Literal["k1", "k2", "k3", "abs"]
+LRSchedule = Literal["constant", "linear", "cosine"]
+LossType = Literal["token_mean", "bnpo", "seq_mean_token_mean", "seq_mean_token_sum_norm"]
+ImportanceSamplingLevel = Literal["token", "sequence", "sequence_sum"]
+KL_ESTIMATORS: tuple[str, ...] = get_args(KLEstimator)
+LR_SCHEDULES: tuple[str, ...] = get_args(LRSchedule)
+LOSS_TYPES: tuple[str, ...] = get_args(LossType)
+IMPORTANCE_SAMPLING_LEVELS: tuple[str, ...] = get_args(ImportanceSamplingLevel)
 # Responses per prompt when num_generations is null and the estimator needs a group. TRL's GRPOConfig says 8, which
 # at the default rollout batch of 8 would leave one prompt per update; 4 keeps two.
 DEFAULT_GROUP_GENERATIONS = 4
 # Added to the standard deviation that divides GRPO's centred scores: TRL's GRPOTrainer adds the same.
 GRPO_STD_EPSILON = 1e-4
-LOSS_TYPES = ("token_mean", "bnpo", "seq_mean_token_mean", "seq_mean_token_sum_norm")
-IMPORTANCE_SAMPLING_LEVELS = ("token", "sequence", "sequence_sum")
-
 
 
 def default_generations(estimator: str) -> int:
@@ -119,7 +123,7 @@ class PPOConfig(ScriptArguments, ModelConfig):
     value_learning_rate: float | None = field(
         default=None, metadata=field_help("Value-network AdamW learning rate; null means the same as learning_rate.")
     )
-    lr_scheduler_type: Literal["constant", "linear", "cosine"] = field(
+    lr_scheduler_type: LRSchedule = field(
         default="linear",
         metadata=field_help("Learning-rate schedule for both optimizers, stepped once per PPO "
                             "update."),
@@ -177,7 +181,7 @@ class PPOConfig(ScriptArguments, ModelConfig):
         metadata=field_help("Upper clip range: the ratio is clipped at 1 + cliprange_high; null means cliprange. "
                             "DAPO's clip-higher sets it above cliprange_low (0.28 against 0.2)."),
     )
-    loss_type: Literal["token_mean", "bnpo", "seq_mean_token_mean", "seq_mean_token_sum_norm"] = field(
+    loss_type: LossType = field(
         default="token_mean",
         metadata=field_help("How per-token losses become one optimizer step's loss: token_mean (over all the step's "
                             "tokens: DAPO's, verl's token-mean), bnpo (each micro-batch's own token mean, averaged "
@@ -185,7 +189,7 @@ class PPOConfig(ScriptArguments, ModelConfig):
                             "then the mean over responses: the original GRPO's), seq_mean_token_sum_norm (each "
                             "response's sum over the response length, Dr. GRPO's constant normaliser)."),
     )
-    importance_sampling_level: Literal["token", "sequence", "sequence_sum"] = field(
+    importance_sampling_level: ImportanceSamplingLevel = field(
         default="token",
         metadata=field_help("The ratio the policy loss clips: token (per token, PPO's), sequence (exp of the mean "
                             "token log-ratio of the response: GSPO, TRL GRPOConfig's 'sequence'), sequence_sum (the "
@@ -228,7 +232,7 @@ class PPOConfig(ScriptArguments, ModelConfig):
     kl_coef: float = field(
         default=0.05, metadata=field_help("KL penalty beta; the initial beta when kl_target is set.")
     )
-    kl_estimator: Literal["k1", "k2", "k3", "abs"] = field(
+    kl_estimator: KLEstimator = field(
         default="k1", metadata=field_help("Per-token KL estimator: k1 (log ratio), k2, k3 or abs.")
     )
     kl_target: float | None = field(
@@ -249,7 +253,7 @@ class PPOConfig(ScriptArguments, ModelConfig):
                             "0.04 is the GRPO paper's, TRL's default is 0.0); the initial value when kl_target is "
                             "set."),
     )
-    kl_loss_estimator: Literal["k1", "k2", "k3", "abs"] = field(
+    kl_loss_estimator: KLEstimator = field(
         default="k3",
         metadata=field_help("Per-token KL estimator of the loss term: k3 is GRPO's (unbiased, >= 0)."),
     )

@@ -67,11 +67,15 @@ def _tokenizer() -> PreTrainedTokenizerFast:
 
 
 def _gpt2_config(tokenizer: PreTrainedTokenizerFast) -> GPT2Config:
-    return GPT2Config(
+    config = GPT2Config(
         vocab_size=len(tokenizer), n_positions=64, n_embd=32, n_layer=2, n_head=2,
         pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
-        bos_token_id=tokenizer.eos_token_id, num_labels=1,
+        bos_token_id=tokenizer.eos_token_id,
     )
+    # Set after construction: GPT2Config takes num_labels only through kwargs its typed signature leaves out. The
+    # property sets the same one-label id2label and label2id the keyword would.
+    config.num_labels = 1
+    return config
 
 
 @pytest.fixture

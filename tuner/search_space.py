@@ -61,7 +61,7 @@ class ParamSpec:
     choices: tuple[Any, ...] = ()
 
 
-def suggest_value(trial: optuna.Trial, spec: ParamSpec) -> Any:
+def suggest_value(trial: optuna.trial.BaseTrial, spec: ParamSpec) -> Any:
     """One suggest call for ``spec``."""
     if spec.type == "categorical":
         return trial.suggest_categorical(spec.name, list(spec.choices))
@@ -286,6 +286,7 @@ def group_problem(space: Mapping[str, ParamSpec], base: Mapping[str, Any]) -> st
     return None
 
 
-def suggest_params(trial: optuna.Trial, space: Mapping[str, ParamSpec], base: Mapping[str, Any]) -> dict[str, Any]:
+def suggest_params(trial: optuna.trial.BaseTrial, space: Mapping[str, ParamSpec],
+                   base: Mapping[str, Any]) -> dict[str, Any]:
     """The PPOConfig values this trial tries (the base values not included)."""
     return config_values(choose_point(space, lambda spec: suggest_value(trial, spec), base), base)

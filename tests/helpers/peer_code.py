@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
 import pytest
@@ -121,6 +121,12 @@ class Config:
     def get(self, key: str, default: Any = None) -> Any:
         return getattr(self, key, default)
 
+    if TYPE_CHECKING:
+        # The keys are whatever the peer's YAML holds, so its attributes are only known at run time.
+        def __getattr__(self, name: str) -> Any: ...
+
+        def __setattr__(self, name: str, value: Any) -> None: ...
+
 
 # --- verl ---
 
@@ -145,7 +151,7 @@ class _Metric:
         return values
 
 
-class PaddedBatch(dict):  # type: ignore[type-arg]
+class PaddedBatch(dict[str, Any]):
     """A micro-batch as verl's ppo_loss reads its TensorDict: keys, ``select`` and ``to_padded_tensor`` (the tests'
     tensors are padded already)."""
 

@@ -10,7 +10,7 @@ import re
 import sys
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import torch
@@ -20,6 +20,7 @@ from transformers import (
     AutoModelForCausalLM,
     AutoModelForSequenceClassification,
     AutoTokenizer,
+    BatchEncoding,
     GenerationConfig,
 )
 
@@ -27,6 +28,7 @@ from tools import tiny_data, tiny_models
 from tools.tiny_models import (
     ARCHITECTURES,
     POISONED_GENERATION_DEFAULTS,
+    Architecture,
     metaspace_tokenizer,
     poisoned_generation_defaults,
     write_llama,
@@ -63,7 +65,7 @@ def rewards() -> ModuleType:
 
 
 @pytest.mark.parametrize("architecture", sorted(ARCHITECTURES))
-def test_policy_loads_back_with_consistent_config(policy_dirs: dict[str, Path], architecture: str) -> None:
+def test_policy_loads_back_with_consistent_config(policy_dirs: dict[str, Path], architecture: Architecture) -> None:
     directory = policy_dirs[architecture]
     tokenizer = AutoTokenizer.from_pretrained(directory)
     model = AutoModelForCausalLM.from_pretrained(directory)
@@ -74,7 +76,9 @@ def test_policy_loads_back_with_consistent_config(policy_dirs: dict[str, Path], 
     assert config.bos_token_id == tokenizer.bos_token_id
     assert config.pad_token_id == tokenizer.pad_token_id
     assert config.max_position_embeddings >= 128
-    assert model.get_output_embeddings().weight.data_ptr() == model.get_input_embeddings().weight.data_ptr()
+    # torch types a submodule's attribute it does not declare (an Embedding's weight here) as Tensor | Module.
+    input_weight = cast(torch.Tensor, model.get_input_embeddings().weight)
+    assert model.get_output_embeddings().weight.data_ptr() == input_weight.data_ptr()
     assert sum(parameter.numel() for parameter in model.parameters()) < 200_000
 
     # GPT-2 and Llama have no pad token, so only the others can pad a batch.
@@ -139,12 +143,14 @@ def test_llama_chat_template_ends_the_prompt_where_the_reply_begins(policy_dirs:
     conversation = [*USER, {"role": "assistant", "content": "tree see"}]
     full = tokenizer.apply_chat_template(conversation, tokenize=False)
     assert full == prompt + " tree see</s>"
-    system = tokenizer.apply_chat_template([{"role": "system", "content": "Be brief."}, *USER], tokenize=False)
+    # apply_chat_template is typed with every return its options allow: text with tokenize=False, else an encoding.
+    system = cast(str, tokenizer.apply_chat_template([{"role": "system", "content": "Be brief."}, *USER],
+                                                     tokenize=False))
     assert system.startswith("<s>[INST] Be brief.\n\nWrite words")
 
     # The template writes <s> itself: tokenized by apply_chat_template (or with add_special_tokens=False) it
     # appears once, while the plain call adds a second, as with Llama-2's own files.
-    chat_ids = tokenizer.apply_chat_template(USER, add_generation_prompt=True)["input_ids"]
+    chat_ids = cast(BatchEncoding, tokenizer.apply_chat_template(USER, add_generation_prompt=True))["input_ids"]
     assert chat_ids == tokenizer(prompt, add_special_tokens=False)["input_ids"]
     assert chat_ids.count(tokenizer.bos_token_id) == 1
     assert tokenizer(prompt)["input_ids"][:2] == [tokenizer.bos_token_id] * 2
@@ -183,10 +189,11 @@ def test_qwen2_renders_chatml_and_stops_at_both_tokens(policy_dirs: dict[str, Pa
 def test_qwen2_default_system_prompt(tmp_path: Path) -> None:
     directory = write_qwen2(tmp_path, default_system="You're helpful.")
     tokenizer = AutoTokenizer.from_pretrained(directory)
-    rendered = tokenizer.apply_chat_template(USER, tokenize=False)
+    # apply_chat_template is typed with every return its options allow; with tokenize=False it returns the text.
+    rendered = cast(str, tokenizer.apply_chat_template(USER, tokenize=False))
     assert rendered.startswith("<|im_start|>system\nYou're helpful.<|im_end|>\n<|im_start|>user\n")
     own_system = [{"role": "system", "content": "Mine."}, *USER]
-    assert tokenizer.apply_chat_template(own_system, tokenize=False).count("<|im_start|>system") == 1
+    assert cast(str, tokenizer.apply_chat_template(own_system, tokenize=False)).count("<|im_start|>system") == 1
 
 
 # ------------------------------------------------------------------------------------------ generation defaults

@@ -84,9 +84,16 @@ def assert_clean(app: AppTest) -> None:
     assert not app.exception, [e.value for e in app.exception]
 
 
-def figures(app: AppTest) -> dict[str, dict[str, Any]]:
-    """Each plotly chart's figure JSON by the chart's key."""
+def figures(app: AppTest) -> dict[str | None, dict[str, Any]]:
+    """Each plotly chart's figure JSON by the chart's key (None for a chart given none)."""
     return {chart.key: json.loads(chart.proto.spec) for chart in app.get("plotly_chart")}
+
+
+def objective_name(url: str) -> str:
+    """The real study's first objective, by the name the tuner gave it."""
+    names = optuna.load_study(study_name=REAL, storage=url).metric_names
+    assert names is not None  # the tuner names a study's objectives on its first run
+    return names[0]
 
 
 def trial_lines(figure: dict[str, Any]) -> dict[int, dict[str, Any]]:
@@ -146,7 +153,7 @@ def test_the_study_table_pins_the_scores_and_shares_one_number_format(open_page:
     # At 1440 px the parameters alone fill the width, so the score and KL columns are pinned, not left off to the
     # right. Numbers read one way on every page: not 0.00002929 in the table and 2.929e-05 elsewhere.
     app = open_page()
-    name = optuna.load_study(study_name=REAL, storage=studies.url).metric_names[0]
+    name = objective_name(studies.url)
     config = json.loads(app.dataframe[0].proto.columns)
     pinned = {column for column, settings in config.items() if settings.get("pinned")}
     assert {"number", "state", name, partial_column(name), "feasible", "max_kl", "last_kl"} <= pinned
@@ -363,7 +370,7 @@ def test_a_setting_a_trial_does_not_use_reads_the_same_on_every_page(open_page: 
 def test_a_pruned_trials_partial_value_is_marked_and_sorted_apart(open_page: Any, studies: DashboardStudies) -> None:
     # Optuna stores a pruned trial's last intermediate value as its value; in the objective's column it would outrank
     # every complete trial (here 0.8125 against 0.1875) and sorting would mix them.
-    name = optuna.load_study(study_name=REAL, storage=studies.url).metric_names[0]
+    name = objective_name(studies.url)
     partial = optuna.load_study(study_name=REAL, storage=studies.url).trials[studies.pruned].value
     assert partial is not None
     app = open_page()
@@ -404,7 +411,7 @@ def test_a_copied_link_opens_the_same_view(studies: DashboardStudies, monkeypatc
     compare = opened("compare", compare_trials=",".join(map(str, pair)))
     assert compare.multiselect(key="compare_trials").value == pair
     analysis = opened("analysis", analysis_view="Timeline")
-    assert analysis.get("segmented_control")[0].value == "Timeline"
+    assert analysis.segmented_control[0].value == "Timeline"
     # A hand-edited value the page cannot take falls back to its default, with no error.
     assert opened("curves", curves_x="fortnight", curves_smoothing="lots").radio(key="curves_x").value == "update"
 

@@ -145,7 +145,8 @@ def test_findings_are_sorted_worst_first_and_per_trial() -> None:
     frame = with_column(healthy(), "objective/kl", np.linspace(0, 30, N))
     frame = with_column(frame, "policy/clipfrac_avg", np.full(N, 0.5))
     findings = diagnose(frame, CONTEXT)
-    assert [f.severity for f in findings] == sorted((f.severity for f in findings), key=health_rules.SEVERITY_RANK.get)
+    severities = [f.severity for f in findings]
+    assert severities == sorted(severities, key=health_rules.SEVERITY_RANK.__getitem__)
     assert worst(findings) == CRITICAL
     both = pd.concat([healthy(), frame.assign(trial_number=1)], ignore_index=True)
     by_trial = diagnose_trials(both, {0: CONTEXT, 1: CONTEXT, 2: CONTEXT})

@@ -7,12 +7,12 @@ from __future__ import annotations
 import json
 import statistics
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import optuna
 import pandas as pd
 import pytest
-from optuna.distributions import FloatDistribution
+from optuna.distributions import BaseDistribution, FloatDistribution
 from optuna.trial import TrialState, create_trial
 from streamlit.testing.v1 import AppTest
 
@@ -39,11 +39,12 @@ def lr_trial(number: int, state: TrialState = TrialState.COMPLETE, value: float 
     attrs = {CONFIG_ATTR: config} if validates is None else {CONFIG_ATTR: config, VALIDATES_ATTR: validates,
                                                              SEED_ATTR: seed}
     params = {"learning_rate": config["learning_rate"]} if validates is None else {}
-    distributions = {"learning_rate": FloatDistribution(1e-6, 1e-3, log=True)} if validates is None else {}
+    distributions: dict[str, BaseDistribution] = (
+        {"learning_rate": FloatDistribution(1e-6, 1e-3, log=True)} if validates is None else {})
     return create_trial(state=state, value=value, params=params, distributions=distributions, user_attrs=attrs)
 
 
-def build(storage: str | optuna.storages.BaseStorage, direction: str = "maximize",
+def build(storage: str | optuna.storages.BaseStorage, direction: Literal["minimize", "maximize"] = "maximize",
           runs: dict[int, list[float]] = RUNS) -> tuple[optuna.Study, optuna.Study]:
     """The tuned study and its validation study, with runs as ``ppo-tune validate`` leaves them."""
     study = optuna.create_study(study_name=NAME, storage=storage, direction=direction)

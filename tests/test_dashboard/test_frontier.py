@@ -183,7 +183,8 @@ def gao_paths(trials: int, seed: int, top: float) -> pd.DataFrame:
 def test_the_page_reads_the_peak_the_tuner_reads_and_draws_it() -> None:
     paths = gao_paths(8, seed=0, top=30.0)
     peak = study_peak(paths)
-    assert peak == frontier_peak(paths["trial"], paths["kl"], paths["gold"])  # one reading, the tuner's
+    # One reading, the tuner's: the page's peak is frontier_peak's over the same evaluations.
+    assert peak == frontier_peak(paths["trial"].tolist(), paths["kl"].tolist(), paths["gold"].tolist())
     assert peak.found and math.e**2 / 1.3 < peak.kl < math.e**2 * 1.3, peak
     lead = headline(peak)
     assert (lead.label, lead.value) == ("Gold peaks at", f"{peak.kl:.3g} nats")

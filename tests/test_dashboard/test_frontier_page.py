@@ -39,7 +39,8 @@ def open_page(url: str, monkeypatch: pytest.MonkeyPatch, page: str, study: str) 
     return app
 
 
-def figures(app: AppTest) -> dict[str, dict[str, Any]]:
+def figures(app: AppTest) -> dict[str | None, dict[str, Any]]:
+    """Each plotly chart's figure JSON by the chart's key (None for a chart given none)."""
     return {chart.key: json.loads(chart.proto.spec) for chart in app.get("plotly_chart")}
 
 
@@ -66,7 +67,7 @@ def test_frontier_page_shows_states_front_fit_and_paths(url: str, monkeypatch: p
     assert "COMPLETE" in states
     assert frontier["layout"]["yaxis"]["title"]["text"] == "gold score"
     # The demo's gold is 0.2 + 0.6 (1 - exp(-KL/3)) - 0.006 max(KL - 6, 0)^1.6 plus noise: it peaks near 7.9 nats.
-    metrics = {m.label: m.value for m in app.get("metric")}
+    metrics = {m.label: m.value for m in app.metric}
     (star,) = roles(frontier, "kl_star")
     assert metrics["Gold peaks at"] == f"{star['x'][0]:.3g} nats"
     assert 5.0 < star["x"][0] < 12.0
@@ -79,12 +80,12 @@ def test_frontier_page_shows_states_front_fit_and_paths(url: str, monkeypatch: p
     drawn = {t["meta"]["trial"] for t in paths["data"] if "series" in t.get("meta", {})}
     peaks = {t["meta"]["trial"] for t in roles(paths, "gold_peak")}
     assert drawn and peaks == drawn
-    assert not [r for r in app.get("radio") if r.label == "Colour by"]  # one estimator: no grouping offered
+    assert not [r for r in app.radio if r.label == "Colour by"]  # one estimator: no grouping offered
 
 
 def test_frontier_page_colours_by_estimator(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     app = open_page(url, monkeypatch, "frontier", MIXED)
-    (picker,) = [r for r in app.get("radio") if r.label == "Colour by"]
+    (picker,) = [r for r in app.radio if r.label == "Colour by"]
     assert picker.value == "advantage_estimator" and list(picker.options) == ["trial", "advantage_estimator"]
     frontier = figures(app)["chart_frontier"]
     assert {t["meta"]["group"] for t in roles(frontier, "points")} <= set(ESTIMATORS)
@@ -114,7 +115,7 @@ def test_frontier_page_without_gold_plots_the_proxy(url: str, monkeypatch: pytes
     assert any("no gold score" in w.value for w in app.warning)
     frontier = figures(app)["chart_frontier"]
     assert frontier["layout"]["yaxis"]["title"]["text"] == "proxy score"
-    assert roles(frontier, "fit") == [] and not [m for m in app.get("metric") if "kl_target" in m.label]
+    assert roles(frontier, "fit") == [] and not [m for m in app.metric if "kl_target" in m.label]
     paths = figures(app)["chart_trajectories"]
     assert {t["meta"]["series"] for t in paths["data"] if "series" in t.get("meta", {})} == {"proxy"}
     assert paths["layout"]["title"]["text"] == "Proxy score against sqrt(KL)" and "yaxis2" not in paths["layout"]

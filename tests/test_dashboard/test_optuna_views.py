@@ -3,9 +3,12 @@ the dashboard's colours."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import optuna
+import plotly.graph_objects as go
 import pytest
-from optuna.distributions import CategoricalDistribution, FloatDistribution
+from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution
 from optuna.trial import TrialState, create_trial
 
 from dashboard.frames import MISSING
@@ -55,8 +58,9 @@ def marked_study() -> optuna.Study:
     return study
 
 
-def rings(drawn: object) -> list[object]:
-    return [t for t in drawn.data if isinstance(t.meta, dict) and t.meta.get("role") == "selected"]  # type: ignore[attr-defined]
+def rings(drawn: go.Figure) -> list[Any]:
+    """The traces mark_selected added; plotly ships no type information, so they are untyped."""
+    return [t for t in drawn.data if isinstance(t.meta, dict) and t.meta.get("role") == "selected"]
 
 
 SELECTED = [3, 5, 0, 99]  # complete #3 (place 1) and #5 (place 3); the pruned #0 and an unknown #99 are not drawn
@@ -145,7 +149,8 @@ def test_no_view_is_marked_without_a_selection_and_importances_never() -> None:
 def test_the_parallel_coordinates_keep_their_labels_whole(params: int) -> None:
     # Labels stay whole at the edges (not clipped to ".78" or "199") and the axis names do not overlap.
     study = optuna.create_study()
-    space = {f"learning_rate_{i}": FloatDistribution(1e-6, 1e-3, log=True) for i in range(params)}
+    space: dict[str, BaseDistribution] = {f"learning_rate_{i}": FloatDistribution(1e-6, 1e-3, log=True)
+                                          for i in range(params)}
     for i in range(3):
         study.add_trial(create_trial(state=TrialState.COMPLETE, value=0.777 + i, distributions=space,
                                      params={name: 10 ** (-5 + i / 2) for name in space}))
@@ -159,8 +164,8 @@ def test_the_parallel_coordinates_keep_their_labels_whole(params: int) -> None:
 def test_many_slices_keep_their_names_whole_and_apart() -> None:
     # Nine slices in one row would run their names together ("learning_ratemini_batch_size"): each stays apart.
     study = optuna.create_study()
-    space = {f"{name}_{i}": FloatDistribution(1e-6, 1e-3, log=True)
-             for i, name in enumerate(["value_learning_rate"] * (ANGLED_AFTER + 2))}
+    space: dict[str, BaseDistribution] = {f"{name}_{i}": FloatDistribution(1e-6, 1e-3, log=True)
+                                          for i, name in enumerate(["value_learning_rate"] * (ANGLED_AFTER + 2))}
     for i in range(3):
         study.add_trial(create_trial(state=TrialState.COMPLETE, value=0.1 * i, distributions=space,
                                      params={name: 10 ** (-5 + i / 2) for name in space}))

@@ -43,8 +43,8 @@ def test_trial_colours_are_apart_from_each_other_and_every_reference_line() -> N
         assert all(distance(color, ref) >= MIN_REFERENCE_DISTANCE for ref in REFERENCE_COLORS), color
     # The trials of the report wear neither the threshold's red nor twin colours.
     assert all(distance(trial_color(n), THRESHOLD_COLOR) >= MIN_REFERENCE_DISTANCE for n in range(200))
-    for first, second in ((5, 18), (2, 19), (4, 10), (3, 13)):
-        assert distance(trial_color(first), trial_color(second)) >= MIN_TRIAL_DISTANCE
+    for trial, twin in ((5, 18), (2, 19), (4, 10), (3, 13)):
+        assert distance(trial_color(trial), trial_color(twin)) >= MIN_TRIAL_DISTANCE
 
 
 def test_group_colours_keep_clear_of_the_reference_lines_and_states_have_one_colour() -> None:

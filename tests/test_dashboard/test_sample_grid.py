@@ -54,7 +54,8 @@ def test_the_grid_keeps_every_sample_and_marks_the_gaps() -> None:
                     (2, 10, 160, "w")])
     grid = sample_grid(prompt_rows(rows, 0, [1, 0, 2]), [1, 0, 2], "update")
     assert list(grid.columns) == [1, 0, 2] and list(grid.index) == [0, 5, 10]
-    cells = {(at, t): grid.at[at, t] for at in grid.index for t in grid.columns}
+    # A cell holds a sample's record, or None at a gap: pandas' stubs type it as a scalar, which a record is not.
+    cells: dict[tuple[object, object], object] = {(at, t): grid.at[at, t] for at in grid.index for t in grid.columns}
     recorded = {(r.update, r.trial_number): r.response for r in rows.itertuples()}
     assert {k: c["response"] for k, c in cells.items() if isinstance(c, dict)} == recorded
     assert [k for k, c in cells.items() if not isinstance(c, dict)] == [(0, 2), (5, 2), (10, 1)]

@@ -35,7 +35,7 @@ LETTER_REWARD = "examples.bring_your_own.rewards:letter_reward"
 def zoo(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """One policy of each architecture, reward models on other tokenizers, and datasets in both formats."""
     root = tmp_path_factory.mktemp("zoo")
-    paths = {name: writer(root / name, seed=1) for name, writer in tiny_models.ARCHITECTURES.items()}
+    paths: dict[str, Path] = {name: writer(root / name, seed=1) for name, writer in tiny_models.ARCHITECTURES.items()}
     paths["rm_word_level"] = tiny_models.write_reward_model(root / "rm_word_level", tokenizer="word_level")
     paths["rm_chatml"] = tiny_models.write_reward_model(root / "rm_chatml", architecture="qwen2", tokenizer="chatml")
     paths["standard"] = tiny_data.write_jsonl_splits(root / "standard", "standard", n_train=32, n_test=8)
@@ -166,7 +166,8 @@ def test_a_reward_model_with_a_chat_template_reads_the_rendered_conversation(zoo
 
 
 def test_tensorboard_receives_metrics_and_sample_tables(zoo: dict[str, Path], tmp_path: Path) -> None:
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    # tensorboard ships no type information (no py.typed marker, no stubs).
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator  # type: ignore[import-untyped]
 
     config = run_config(tmp_path / "run.yaml", sft_model_path=str(zoo["gpt2"]), dataset_name=str(zoo["standard"]),
                         reward_funcs=[LETTER_REWARD], report_to="tensorboard", total_episodes=24)

@@ -9,11 +9,15 @@ from pathlib import Path
 
 import pytest
 from transformers import HfArgumentParser
+from transformers.hf_argparser import DataClassType
 
 from ppo_core.config import ConfigError, PPOConfig, settable_fields
 from ppo_core.config_io import build_config, load_config, parse_overrides
 
 REPO = Path(__file__).resolve().parents[2]
+# HfArgumentParser's parameter is typed as the NewType DataClassType, which a class matches only once wrapped in it
+# (a no-op at run time).
+PPO_CONFIG_CLASS = DataClassType(PPOConfig)
 
 
 def test_trl_defaults() -> None:
@@ -41,7 +45,7 @@ def test_every_field_has_help_text() -> None:
 
 
 def test_hf_argument_parser_reads_flags_json_and_yaml(tmp_path: Path) -> None:
-    parser = HfArgumentParser(PPOConfig)
+    parser = HfArgumentParser(PPO_CONFIG_CLASS)
     (from_flags,) = parser.parse_args_into_dataclasses(["--kl_coef", "0.1", "--kl_estimator", "k3"])
     assert from_flags.kl_coef == 0.1 and from_flags.kl_estimator == "k3"
     (tmp_path / "c.json").write_text(json.dumps({"cliprange": 0.1}))
@@ -62,19 +66,19 @@ def test_build_config_builds_what_hf_argument_parser_builds(values: dict) -> Non
     # build_config does what HfArgumentParser.parse_dict does without importing transformers (a second of start-up in
     # every tuner process); the float text of YAML 1.1 ("1e-5") is read as a float first, as build_config does.
     coerced = {**values, **({"learning_rate": 1e-5} if "learning_rate" in values else {})}
-    (expected,) = HfArgumentParser(PPOConfig).parse_dict(coerced, allow_extra_keys=False)
+    (expected,) = HfArgumentParser(PPO_CONFIG_CLASS).parse_dict(coerced, allow_extra_keys=False)
     assert build_config(values) == expected
 
 
 def test_build_config_refuses_what_hf_argument_parser_refuses() -> None:
     for values in ({"cliprange": -0.1}, {"lam": 1.5}, {"kl_estimator": "k7"}, {"task": None}):
         with pytest.raises(ConfigError) as theirs:
-            HfArgumentParser(PPOConfig).parse_dict(values, allow_extra_keys=False)
+            HfArgumentParser(PPO_CONFIG_CLASS).parse_dict(values, allow_extra_keys=False)
         with pytest.raises(ConfigError) as ours:
             build_config(values)
         assert str(ours.value) == str(theirs.value)
     with pytest.raises(ValueError, match="not used by the HfArgumentParser"):
-        HfArgumentParser(PPOConfig).parse_dict({"clip_range": 0.2}, allow_extra_keys=False)
+        HfArgumentParser(PPO_CONFIG_CLASS).parse_dict({"clip_range": 0.2}, allow_extra_keys=False)
     with pytest.raises(ConfigError, match="did you mean 'cliprange'"):  # the same refusal, and a hint
         build_config({"clip_range": 0.2})
 

@@ -138,7 +138,8 @@ def test_bfloat16_halves_the_frozen_bytes_only(use_peft: bool, models: dict[str,
 
 def test_auto_dtype_reads_each_checkpoint(models: dict[str, Path], prompts_file: Path, tmp_path: Path) -> None:
     half = tmp_path / "llama_bf16"
-    AutoModelForCausalLM.from_pretrained(models["llama"]).to(torch.bfloat16).save_pretrained(half)
+    # transformers wraps to() with functools.wraps, whose typed wrapper mypy does not bind to the instance.
+    AutoModelForCausalLM.from_pretrained(models["llama"]).to(torch.bfloat16).save_pretrained(half)  # type: ignore[arg-type]
     load_tokenizer(str(models["llama"])).save_pretrained(half)
     estimate = estimate_run(run_config(models, prompts_file, sft_model_path=str(half), dtype="auto"))
     assert estimate.model("reference").frozen_dtype == "bfloat16"

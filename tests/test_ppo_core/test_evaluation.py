@@ -154,7 +154,8 @@ def select(rollout: Rollout, rows: list[int]) -> Rollout:
         prompts=rollout.prompts, response_texts=rollout.response_texts, queries=rollout.queries[index],
         query_mask=rollout.query_mask[index], responses=rollout.responses[index],
         response_mask=rollout.response_mask[index], has_stop=rollout.has_stop[index],
-        logprobs=rollout.logprobs[index], ref_logprobs=rollout.ref_logprobs[index], values=rollout.values[index],
+        logprobs=rollout.logprobs[index], ref_logprobs=rollout.ref_logprobs[index],
+        values=rollout.values[index] if rollout.values is not None else None,
         scores=rollout.scores[index], reward_scores={},
         gold_scores=rollout.gold_scores[index] if rollout.gold_scores is not None else None,
     )

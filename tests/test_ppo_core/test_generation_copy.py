@@ -4,11 +4,12 @@ cast to bf16 after an optimizer step, refreshes only what is trained, and exists
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
 import pytest
 import torch
 from helpers.tiny_runs import letter_run
-from transformers import AutoModelForCausalLM
+from transformers import AutoModelForCausalLM, PreTrainedModel
 
 from ppo_core import PPOConfig, PPOTrainer
 from ppo_core.generation_copy import GenerationCopy, generation_copy
@@ -16,16 +17,16 @@ from tools import tiny_models
 
 
 @pytest.fixture
-def policy(tmp_path: Path) -> torch.nn.Module:
+def policy(tmp_path: Path) -> PreTrainedModel:
     model = AutoModelForCausalLM.from_pretrained(tiny_models.write_llama(tmp_path / "llama", seed=2))
     return model.float()
 
 
-def _pairs(mirror: GenerationCopy, policy: torch.nn.Module) -> list[tuple[torch.Tensor, torch.Tensor]]:
+def _pairs(mirror: GenerationCopy, policy: PreTrainedModel) -> list[tuple[torch.Tensor, torch.Tensor]]:
     return list(zip(mirror.model.parameters(), policy.parameters(), strict=True))
 
 
-def test_the_copy_equals_the_master_weights_cast_to_bf16_after_a_step(policy: torch.nn.Module) -> None:
+def test_the_copy_equals_the_master_weights_cast_to_bf16_after_a_step(policy: PreTrainedModel) -> None:
     mirror = GenerationCopy(policy)
     assert not mirror.model.training and not any(p.requires_grad for p in mirror.model.parameters())
     for mine, master in _pairs(mirror, policy):
@@ -41,8 +42,9 @@ def test_the_copy_equals_the_master_weights_cast_to_bf16_after_a_step(policy: to
         assert torch.equal(mine, master.detach().to(torch.bfloat16))
 
 
-def test_only_trained_weights_are_refreshed(policy: torch.nn.Module) -> None:
-    embeddings = policy.get_input_embeddings().weight
+def test_only_trained_weights_are_refreshed(policy: PreTrainedModel) -> None:
+    # torch types a submodule's attribute it does not declare (an Embedding's weight here) as Tensor | Module.
+    embeddings = cast(torch.Tensor, policy.get_input_embeddings().weight)
     embeddings.requires_grad_(False)  # frozen, as a LoRA's base is
     norm = policy.model.norm.weight
     mirror = GenerationCopy(policy)
@@ -55,7 +57,7 @@ def test_only_trained_weights_are_refreshed(policy: torch.nn.Module) -> None:
     assert torch.equal(copied["model.norm.weight"], norm.detach().to(torch.bfloat16))
 
 
-def test_the_copy_exists_only_when_asked_for_on_a_cuda_device(policy: torch.nn.Module) -> None:
+def test_the_copy_exists_only_when_asked_for_on_a_cuda_device(policy: PreTrainedModel) -> None:
     on, off = PPOConfig(bf16_generation_copy=True), PPOConfig()
     assert generation_copy(on, policy, torch.device("cpu")) is None
     assert generation_copy(off, policy, torch.device("cuda")) is None

@@ -28,7 +28,7 @@ LETTER_REWARD = "examples.bring_your_own.rewards:letter_reward"
 @pytest.fixture(scope="module")
 def assets(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("lora")
-    paths = {name: writer(root / name, seed=1) for name, writer in tiny_models.ARCHITECTURES.items()}
+    paths: dict[str, Path] = {name: writer(root / name, seed=1) for name, writer in tiny_models.ARCHITECTURES.items()}
     paths["rm"] = tiny_models.write_reward_model(root / "rm", architecture="llama")
     paths["data"] = tiny_data.write_jsonl_splits(root / "data", "standard", n_train=32, n_test=8)
     return paths
@@ -56,7 +56,7 @@ def model_bytes(trainer: PPOTrainer) -> int:
     models = trainer.setup.models
     frozen = [models.reference] if models.reference is not None else []
     return parameter_bytes(models.policy, models.value_model, *frozen,
-                           *[reward.model for reward in models.rewards.rewards])  # type: ignore[attr-defined]
+                           *[reward.model for reward in models.rewards.rewards])
 
 
 @pytest.mark.parametrize("architecture", ["gpt2", "gpt_neox", "llama", "qwen2"])
@@ -134,7 +134,7 @@ def test_frozen_weights_take_dtype_and_trained_ones_stay_float32(assets: dict[st
     assert {dtypes[name] for name in dtypes if "lora_" in name} == {torch.float32}
     assert {dtypes[name] for name in dtypes if "lora_" not in name} == {torch.bfloat16}
     assert models.value_model.head.weight.dtype == torch.float32
-    assert {p.dtype for p in models.rewards.rewards[0].model.parameters()} == {torch.bfloat16}  # type: ignore[attr-defined]
+    assert {p.dtype for p in models.rewards.rewards[0].model.parameters()} == {torch.bfloat16}
     assert lora.accelerator.mixed_precision == "bf16"  # bf16 frozen weights: autocast computes alike
 
     full = PPOTrainer(PPOConfig(**run_values(assets, dtype="bfloat16")))

@@ -35,7 +35,7 @@ from helpers.peer_comparison import (
 )
 
 from ppo_core.advantages import kl_penalty
-from ppo_core.config import PPOConfig
+from ppo_core.config import LossType, PPOConfig
 from ppo_core.estimators import AdvantageInputs, estimate_advantages
 from ppo_core.kl import kl_per_token
 from ppo_core.losses import StepTotals
@@ -43,15 +43,16 @@ from tuner.exports import openrlhf_arguments
 
 WORLD = 2
 ROWS = len(LENGTHS) // WORLD
-ESTIMATORS = {
+ESTIMATORS: dict[str, dict[str, Any]] = {
     "grpo batch": dict(advantage_estimator="grpo", scale_rewards="batch"),
     "gae": dict(advantage_estimator="gae", gamma=0.95, lam=0.9, kl_coef=0.1),
     "reinforce_pp": dict(advantage_estimator="reinforce_pp", kl_coef=0.1),
     "reinforce_pp_baseline": dict(advantage_estimator="reinforce_pp_baseline", kl_coef=0.0),
 }
-LOSS_RUN = dict(advantage_estimator="grpo", num_generations=GROUP, per_device_train_batch_size=ROWS,
-                response_length=WIDTH + 3, cliprange=0.2, cliprange_high=0.28, beta=0.05, entropy_coef=0.01)
-LOSS_TYPES = ("token_mean", "seq_mean_token_mean")
+LOSS_RUN: dict[str, Any] = dict(advantage_estimator="grpo", num_generations=GROUP, per_device_train_batch_size=ROWS,
+                                response_length=WIDTH + 3, cliprange=0.2, cliprange_high=0.28, beta=0.05,
+                                entropy_coef=0.01)
+LOSS_TYPES: tuple[LossType, ...] = ("token_mean", "seq_mean_token_mean")
 
 
 def estimator_config(name: str) -> PPOConfig:
@@ -119,7 +120,7 @@ def test_two_processes_advantages_are_one_process_on_the_whole_batch(
 
 @pytest.mark.parametrize("loss_type", LOSS_TYPES)
 def test_two_processes_loss_shares_equal_verl_and_openrlhf_at_dp_size_2(
-        loss_type: str, two_processes: list[dict[str, Any]]) -> None:
+        loss_type: LossType, two_processes: list[dict[str, Any]]) -> None:
     config = PPOConfig(**LOSS_RUN, loss_type=loss_type)
     batch = make_batch()
     args = openrlhf_args(settings_of(openrlhf_arguments(config.to_dict())))

@@ -38,14 +38,14 @@ from helpers.peer_comparison import (
 )
 
 from ppo_core.advantages import add_scores, kl_penalty
-from ppo_core.config import PPOConfig
+from ppo_core.config import KLEstimator, LossType, PPOConfig
 from ppo_core.kl import kl_per_token
 from ppo_core.losses import clipped_value_loss
 from tuner.exports import differences, grpo_arguments, verl_overrides
 
 # --- advantages: ppo_core's estimators against verl's, through verl's own compute_advantage ---
 
-ADVANTAGE_CASES = {
+ADVANTAGE_CASES: dict[str, dict[str, Any]] = {
     # GAE: verl always whitens its advantages; KL in the reward (k1, verl's "kl"), discounted or not.
     "gae": dict(advantage_estimator="gae", gamma=1.0, lam=0.95),
     "gae discounted, k2 KL": dict(advantage_estimator="gae", gamma=0.9, lam=0.8, kl_coef=0.3, kl_estimator="k2"),
@@ -80,7 +80,7 @@ def test_advantages_equal_verl(case: str, rewards: str) -> None:
 # --- KL: ppo_core's estimators against verl's kl_penalty, values and gradients ---
 
 @pytest.mark.parametrize("estimator", ["k1", "k2", "k3", "abs"])
-def test_kl_estimators_equal_verl(estimator: str) -> None:
+def test_kl_estimators_equal_verl(estimator: KLEstimator) -> None:
     verl = verl_code()
     batch = make_batch()
     name = verl_config(overrides_of(verl_overrides(PPOConfig(kl_estimator=estimator).to_dict())),
@@ -97,7 +97,7 @@ def test_kl_estimators_equal_verl(estimator: str) -> None:
 
 
 @pytest.mark.parametrize("estimator", ["k1", "k2", "k3", "abs"])
-def test_kl_in_the_reward_equals_verl_apply_kl_penalty(estimator: str) -> None:
+def test_kl_in_the_reward_equals_verl_apply_kl_penalty(estimator: KLEstimator) -> None:
     config = PPOConfig(kl_estimator=estimator, kl_coef=0.15)
     batch = make_batch()
     scores = torch.tensor(REWARDS["continuous"], dtype=torch.float64)
@@ -116,12 +116,13 @@ def test_kl_in_the_reward_equals_verl_apply_kl_penalty(estimator: str) -> None:
 
 # --- one micro-batch's policy objective against verl's ppo_loss, with the actor config the export writes ---
 
-VERL_LOSS_TYPES = ["token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm"]
+VERL_LOSS_TYPES: list[LossType] = ["token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm"]
 
 
 @pytest.mark.parametrize("kl_loss_estimator", ["k1", "k2", "k3", "abs"])
 @pytest.mark.parametrize("loss_type", VERL_LOSS_TYPES)
-def test_one_micro_batch_policy_objective_equals_verl_ppo_loss(loss_type: str, kl_loss_estimator: str) -> None:
+def test_one_micro_batch_policy_objective_equals_verl_ppo_loss(loss_type: LossType,
+                                                               kl_loss_estimator: KLEstimator) -> None:
     # Asymmetric clipping, an entropy bonus and a KL loss term (GRPO's placement), the response length longer than the
     # batch's width so that Dr. GRPO's constant divisor (verl's loss_scale_factor) is not the width.
     config = PPOConfig(advantage_estimator="grpo", cliprange=0.2, cliprange_high=0.28, entropy_coef=0.01, beta=0.05,
@@ -134,7 +135,7 @@ def test_one_micro_batch_policy_objective_equals_verl_ppo_loss(loss_type: str, k
 
 
 @pytest.mark.parametrize("loss_type", VERL_LOSS_TYPES)
-def test_gspo_equals_verl_gspo_loss_mode_with_one_advantage_a_response(loss_type: str) -> None:
+def test_gspo_equals_verl_gspo_loss_mode_with_one_advantage_a_response(loss_type: LossType) -> None:
     # importance_sampling_level sequence exports as verl's gspo loss mode: its token ratios carry the response's mean
     # ratio in value and each token's own gradient, which sum to GSPO's where a response has one advantage.
     config = PPOConfig(advantage_estimator="grpo", importance_sampling_level="sequence", cliprange=0.2,

@@ -62,7 +62,7 @@ def estimator_config(**fields: Any) -> PPOConfig:
     return PPOConfig(**fields, num_generations=GROUP, per_device_train_batch_size=len(LENGTHS), response_length=WIDTH)
 
 
-EQUAL = {
+EQUAL: dict[str, dict[str, Any]] = {
     "rloo": dict(advantage_estimator="rloo", kl_coef=0.0),
     "dr_grpo": dict(advantage_estimator="grpo", scale_rewards="none"),
     # OpenRLHF's group_norm adds 1e-9 to the group's std: equal at ppo_core's scale_rewards_epsilon 1e-9.
@@ -96,7 +96,7 @@ def test_group_norm_at_grpo_default_epsilon_differs() -> None:
 # The whitened estimators: OpenRLHF divides by the biased standard deviation (sum over n, clamped at 1e-8, where
 # ppo_core divides by n - 1 and adds 1e-8), so its advantages are ppo_core's times sqrt(n / (n - 1)), n the batch's
 # tokens (here 35: 1.4% larger).
-WHITENED = {
+WHITENED: dict[str, dict[str, Any]] = {
     "gae": dict(advantage_estimator="gae", gamma=1.0, lam=0.95, kl_coef=0.1),
     "reinforce": dict(advantage_estimator="reinforce_pp", gamma=0.9, kl_coef=0.1),
     "reinforce_baseline": dict(advantage_estimator="reinforce_pp_baseline", kl_coef=0.0),
@@ -184,10 +184,11 @@ def ppo_core_step_loss(config: PPOConfig, batch: Batch, logprobs: torch.Tensor,
     return total
 
 
-LOSS_RUN = dict(advantage_estimator="grpo", num_generations=GROUP, per_device_train_batch_size=4,
-                gradient_accumulation_steps=2, response_length=WIDTH, cliprange=0.2, cliprange_high=0.28)
+LOSS_RUN: dict[str, Any] = dict(advantage_estimator="grpo", num_generations=GROUP, per_device_train_batch_size=4,
+                                gradient_accumulation_steps=2, response_length=WIDTH, cliprange=0.2,
+                                cliprange_high=0.28)
 ONE, TWO = ((0, 8),), ((0, 4), (4, 8))
-LOSS_CASES = {
+LOSS_CASES: dict[str, dict[str, Any]] = {
     # token-mean: the clipped loss, the entropy bonus and the KL loss term (k3, k2) all over the step's tokens.
     "token-mean, KL loss k3, entropy": dict(loss_type="token_mean", beta=0.05, entropy_coef=0.01),
     "token-mean, KL loss k2": dict(loss_type="token_mean", beta=0.05, kl_loss_estimator="k2"),

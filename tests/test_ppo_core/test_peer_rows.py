@@ -65,21 +65,23 @@ def micro_batches(batch: Batch, *bounds: tuple[int, int]) -> list[Batch]:
 # Row 1: logp = old = -1, ref = -1.5, beta = 1: d(beta k3)/d logp = 1 - e^-0.5 = 0.394; TRL's default multiplies k3
 # by the ratio, whose gradient adds k3 = 0.107: 0.500.
 ROW_1_EXAMPLE = hand_batch([1], [[-1.0]], [[-1.0]], [[-1.5]], [0.0])
-KL_RUN = dict(advantage_estimator="grpo", num_generations=GROUP, per_device_train_batch_size=len(LENGTHS),
-              response_length=WIDTH, cliprange=0.2, cliprange_high=0.28, beta=0.04, use_cpu=True)
+KL_RUN: dict[str, Any] = dict(advantage_estimator="grpo", num_generations=GROUP,
+                              per_device_train_batch_size=len(LENGTHS), response_length=WIDTH, cliprange=0.2,
+                              cliprange_high=0.28, beta=0.04, use_cpu=True)
 # Row 2: micro-batch 1 holds one token with A = +1, micro-batch 2 three tokens with A = -1, both at ratio 1.
 ROW_2_EXAMPLE = hand_batch([1, 3], [[-1.0, 0.0, 0.0], [-1.0, -1.0, -1.0]], [[-1.0, 0.0, 0.0], [-1.0, -1.0, -1.0]],
                            [[-1.0, 0.0, 0.0], [-1.0, -1.0, -1.0]], [1.0, -1.0])
-ROW_2_RUN = dict(advantage_estimator="grpo", num_generations=2, per_device_train_batch_size=1,
-                 gradient_accumulation_steps=2, response_length=3, beta=0.0, use_cpu=True)
+ROW_2_RUN: dict[str, Any] = dict(advantage_estimator="grpo", num_generations=2, per_device_train_batch_size=1,
+                                 gradient_accumulation_steps=2, response_length=3, beta=0.0, use_cpu=True)
 # Two micro-batches of four responses (35 tokens) accumulated into one step, for every loss type.
-TWO_MICRO = dict(advantage_estimator="grpo", num_generations=GROUP, per_device_train_batch_size=4,
-                 gradient_accumulation_steps=2, response_length=WIDTH + 3, cliprange=0.2, cliprange_high=0.28,
-                 beta=0.04, use_cpu=True)
+TWO_MICRO: dict[str, Any] = dict(advantage_estimator="grpo", num_generations=GROUP, per_device_train_batch_size=4,
+                                 gradient_accumulation_steps=2, response_length=WIDTH + 3, cliprange=0.2,
+                                 cliprange_high=0.28, beta=0.04, use_cpu=True)
 TWO_MICRO_STEP = StepTotals(tokens=float(sum(LENGTHS)), rows=float(len(LENGTHS)), micro_batches=2)
-RLOO_RUN = dict(advantage_estimator="rloo", num_generations=GROUP, per_device_train_batch_size=len(LENGTHS),
-                response_length=WIDTH, cliprange=0.2, cliprange_high=0.28, kl_coef=0.05,
-                importance_sampling_level="sequence_sum", loss_type="seq_mean_token_mean", use_cpu=True)
+RLOO_RUN: dict[str, Any] = dict(advantage_estimator="rloo", num_generations=GROUP,
+                                per_device_train_batch_size=len(LENGTHS), response_length=WIDTH, cliprange=0.2,
+                                cliprange_high=0.28, kl_coef=0.05, importance_sampling_level="sequence_sum",
+                                loss_type="seq_mean_token_mean", use_cpu=True)
 
 
 def two_micro_batch_cases(name: str, loss_type: str, entropy_coef: float = 0.0) -> dict[str, TrlCase]:
@@ -90,8 +92,8 @@ def two_micro_batch_cases(name: str, loss_type: str, entropy_coef: float = 0.0) 
 
 
 # A rollout of two optimizer steps of two micro-batches each: 16 and 19 tokens.
-TWO_STEPS = dict(TWO_MICRO, loss_type="token_mean", per_device_train_batch_size=2, gradient_accumulation_steps=4,
-                 num_mini_batches=2, beta=0.0)
+TWO_STEPS: dict[str, Any] = dict(TWO_MICRO, loss_type="token_mean", per_device_train_batch_size=2,
+                                 gradient_accumulation_steps=4, num_mini_batches=2, beta=0.0)
 TWO_STEP_BOUNDS = ((0, 2), (2, 4), (4, 6), (6, 8))
 ROW_2_PARTS = micro_batches(ROW_2_EXAMPLE, (0, 1), (1, 2))
 ROW_2_STEP = StepTotals(tokens=4.0, rows=2.0, micro_batches=2)
@@ -256,7 +258,8 @@ def test_reinforce_pp_baseline_with_kl_in_the_reward_or_gamma_below_1_is_a_named
     theirs, _ = verl_code().compute_reinforce_plus_plus_baseline_outcome_advantage(rewards, mask, ["p", "p"])
     assert torch.allclose(ours, tensor([[0.665, 1.046], [-0.856, -0.856]]), atol=1e-3)
     assert torch.allclose(theirs, tensor([[0.866, 0.866], [-0.866, -0.866]]), atol=1e-3)
-    for fields in (dict(kl_coef=0.1), dict(kl_coef=0.0, gamma=0.9)):
+    kl_in_the_reward_or_discounted: tuple[dict[str, Any], ...] = (dict(kl_coef=0.1), dict(kl_coef=0.0, gamma=0.9))
+    for fields in kl_in_the_reward_or_discounted:
         lines = differences("verl", PPOConfig(advantage_estimator="reinforce_pp_baseline", **fields).to_dict())
         assert any(line.startswith("advantage_estimator=reinforce_pp_baseline") for line in lines), (fields, lines)
     assert not any("reinforce_pp_baseline" in line for line in differences(

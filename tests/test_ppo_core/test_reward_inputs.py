@@ -4,25 +4,26 @@ when it does not, and never a value network built on a vocabulary that reads the
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import torch
-from transformers import AutoModelForSequenceClassification, AutoTokenizer
+from transformers import AutoModelForSequenceClassification, AutoTokenizer, PreTrainedModel
 
 from ppo_core import PPOConfig, PPOTrainer
 from ppo_core.reward_models import SequenceClassifierReward
 
 
-def small_config(lm: Path, prompts: Path, rm: Path, **overrides: object) -> PPOConfig:
-    values: dict[str, object] = dict(
+def small_config(lm: Path, prompts: Path, rm: Path, **overrides: Any) -> PPOConfig:
+    values: dict[str, Any] = dict(
         task=None, sft_model_path=str(lm), reward_model_path=str(rm), dataset_name=str(prompts), response_length=6,
         per_device_train_batch_size=8, total_episodes=16, num_ppo_epochs=1, num_sample_generations=0,
         learning_rate=1e-3, stop_token="eos",
     )
     values.update(overrides)
-    return PPOConfig(**values)  # type: ignore[arg-type]
+    return PPOConfig(**values)
 
 
-def score_alone(model: torch.nn.Module, ids: list[int]) -> float:
+def score_alone(model: PreTrainedModel, ids: list[int]) -> float:
     """The reward model's head at the last position of one unpadded sequence, alone in its batch.
 
     Read directly rather than through the model's own pooling, which skips trailing pad ids: a random policy
@@ -30,7 +31,8 @@ def score_alone(model: torch.nn.Module, ids: list[int]) -> float:
     """
     with torch.no_grad():
         hidden = model.base_model(input_ids=torch.tensor([ids])).last_hidden_state
-        return float(model.score(hidden)[0, -1, 0])
+        # The classification head, fetched as a submodule: torch types an undeclared attribute as Tensor | Module.
+        return float(model.get_submodule("score")(hidden)[0, -1, 0])
 
 
 def test_a_reward_model_sharing_the_vocabulary_scores_the_policys_tokens(

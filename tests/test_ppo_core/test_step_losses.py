@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from ppo_core import PPOConfig, PPOTrainer
-from ppo_core.config import LOSS_TYPES
+from ppo_core.config import LOSS_TYPES, LossType
 from ppo_core.kl import kl_per_token
 from ppo_core.losses import StepTotals, aggregate_loss, clipped_policy_loss, importance_log_ratio
 from ppo_core.objective import policy_objective
@@ -146,7 +146,7 @@ def test_objective_composes_policy_entropy_and_kl_with_one_aggregation() -> None
 # --- whole runs: one step split into micro-batches two ways ---
 
 
-def _first_update(lm: Path, prompts: Path, loss_type: str, micro: int) -> tuple[dict[str, float], torch.Tensor]:
+def _first_update(lm: Path, prompts: Path, loss_type: LossType, micro: int) -> tuple[dict[str, float], torch.Tensor]:
     """One update of 8 responses in one mini-batch, ``micro`` responses per micro-batch: its metrics and the
     trained policy's weights."""
     config = PPOConfig(task=None, sft_model_path=str(lm), dataset_name=str(prompts),
@@ -163,7 +163,7 @@ def _first_update(lm: Path, prompts: Path, loss_type: str, micro: int) -> tuple[
 
 @pytest.mark.parametrize("loss_type", ["token_mean", "seq_mean_token_mean"])
 def test_how_a_step_is_split_into_micro_batches_changes_nothing(tiny_lm_dir: Path, prompts_file: Path,
-                                                                 loss_type: str) -> None:
+                                                                 loss_type: LossType) -> None:
     # Responses stop at EOS at different lengths, so micro-batches hold different token counts: a per-micro-batch
     # mean would weigh tokens unequally. The second epoch reads the weights the first step left.
     whole, whole_weights = _first_update(tiny_lm_dir, prompts_file, loss_type, 8)

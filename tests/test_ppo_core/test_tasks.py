@@ -11,11 +11,17 @@ import threading
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import cast
 
 import pytest
 import torch
 from filelock import FileLock
-from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
+from transformers import (
+    AutoModelForCausalLM,
+    AutoModelForSequenceClassification,
+    AutoTokenizer,
+    PreTrainedTokenizerFast,
+)
 
 from ppo_core.tasks import TASK_NAMES, BuiltinTask, get_task, registry
 from ppo_core.tasks.build import BUILD_INFO, task_graph
@@ -304,7 +310,8 @@ def test_tiny_cache_is_reused(tiny: BuiltinTask, monkeypatch: pytest.MonkeyPatch
 
 
 def test_tiny_sft_policy_walks_mostly_validly(tiny: BuiltinTask) -> None:
-    tok = AutoTokenizer.from_pretrained(tiny.policy_path)
+    # AutoTokenizer is typed as giving a fast or a SentencePiece tokenizer; the task saves a fast one.
+    tok = cast(PreTrainedTokenizerFast, AutoTokenizer.from_pretrained(tiny.policy_path))
     policy = AutoModelForCausalLM.from_pretrained(tiny.policy_path).eval()
     prompts = tiny.train_prompts[:64]
     responses = sample_responses(policy, tok, prompts, 0.7, tiny.response_length, torch.Generator().manual_seed(0))
@@ -355,5 +362,7 @@ def test_another_task_seed_is_another_task_beside_the_default(tiny: BuiltinTask)
     other = get_task(TINY, cache_dir=str(cache), seed=1)
     assert Path(other.policy_path).parent.name == f"{TINY}-{registry.task_params(TINY, 1).cache_key()}"
     assert other.policy_path != tiny.policy_path
-    assert other.gold_score.graph.neighbors != tiny.gold_score.graph.neighbors  # another graph
+    # gold_score is typed as any scoring function; a built-in task's is a GoldScorer, which keeps its graph.
+    other_graph, graph = cast(GoldScorer, other.gold_score).graph, cast(GoldScorer, tiny.gold_score).graph
+    assert other_graph.neighbors != graph.neighbors  # another graph
     assert other.info["graph"]["num_nodes"] == tiny.info["graph"]["num_nodes"]  # of the same size

@@ -18,7 +18,7 @@ import time
 import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import optuna
 import psutil
@@ -224,7 +224,7 @@ def test_reading_commands_work_on_a_read_only_file_system(tmp_path: Path, comman
 @pytest.mark.parametrize("directions", [["maximize", "maximize"], ["maximize"]], ids=["two_objectives", "one"])
 def test_run_refuses_a_study_of_the_same_name_that_ppo_tune_did_not_create(
     tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path, capsys: pytest.CaptureFixture[str],
-    directions: list[str],
+    directions: list[Literal["minimize", "maximize"]],
 ) -> None:
     study_file = write_study(tmp_path, tiny_lm_dir, prompts_file)
     url = f"sqlite:///{tmp_path / 'tiny.db'}"  # the storage the study file names by default

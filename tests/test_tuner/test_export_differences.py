@@ -17,8 +17,10 @@ from ppo_tune.cli import main
 from tuner.attrs import CONFIG_ATTR, DEFINITION_ATTR
 from tuner.exports import TARGETS, differences, exported
 
-GROUP = dict(advantage_estimator="grpo", num_generations=4, per_device_train_batch_size=4,
-             gradient_accumulation_steps=4, response_length=16)
+# PPOConfig's keyword arguments: typed Any, since each field has a type of its own that the union of the values (what
+# a plain dict is inferred as) does not fit.
+GROUP: dict[str, Any] = dict(advantage_estimator="grpo", num_generations=4, per_device_train_batch_size=4,
+                             gradient_accumulation_steps=4, response_length=16)
 
 
 def _differences(fmt: str, **overrides: Any) -> list[str]:

@@ -17,6 +17,7 @@ from helpers.exports import comments_of, flags_of, overrides_of, settings_of
 from optuna.distributions import FloatDistribution
 from optuna.trial import TrialState, create_trial
 from transformers import HfArgumentParser
+from transformers.hf_argparser import DataClassType
 
 from ppo_core.config import PPOConfig, settable_fields
 from ppo_tune.cli import main
@@ -62,7 +63,10 @@ def trl_ppo_parse(flags: list[str]) -> dict[str, object]:
     from trl.experimental.ppo import PPOConfig as TrlPPOConfig
 
     assert trl.__version__ == "1.12.0", f"the trl extra pins TRL 1.12.0 (the last PPOTrainer), not {trl.__version__}"
-    parsed = HfArgumentParser((ScriptArguments, TrlPPOConfig, ModelConfig)).parse_args_into_dataclasses(flags)
+    # HfArgumentParser's parameter is typed as the NewType DataClassType, which a class matches only once wrapped in
+    # it (a no-op at run time).
+    classes = [DataClassType(part) for part in (ScriptArguments, TrlPPOConfig, ModelConfig)]
+    parsed = HfArgumentParser(classes).parse_args_into_dataclasses(flags)
     return {key: value for part in parsed for key, value in vars(part).items()}
 
 
@@ -108,7 +112,9 @@ def parse_with_trl(cases: list[tuple[str, str]]) -> list[dict[str, Any]]:
     return json.loads(result.stdout)
 
 
-GRPO_RUN = dict(
+# PPOConfig's keyword arguments, here and in GROUP_RUN and GAE_RUN below: typed Any, since each field has a type of
+# its own that the union of the values (what a plain dict is inferred as) does not fit.
+GRPO_RUN: dict[str, Any] = dict(
     task=None, sft_model_path="org/sft", reward_model_path="org/rm", reward_funcs=["reward_functions:count_letter_a"],
     reward_weights=[1.0, 0.5], dataset_name="org/prompts", advantage_estimator="grpo", num_generations=4,
     per_device_train_batch_size=4, gradient_accumulation_steps=4, num_mini_batches=2, num_ppo_epochs=2,
@@ -116,8 +122,8 @@ GRPO_RUN = dict(
     scale_rewards="none", response_length=16, temperature=0.9, total_episodes=64, warmup_steps=1,
     lr_scheduler_type="cosine", seed=7, entropy_coef=0.01, use_peft=True, lora_r=8, use_cpu=True,
 )
-RLOO_RUN = dict(advantage_estimator="rloo", num_generations=2, kl_coef=0.03, cliprange=0.1, num_train_epochs=2.0,
-                warmup_ratio=0.1, response_length=12, use_cpu=True)
+RLOO_RUN: dict[str, Any] = dict(advantage_estimator="rloo", num_generations=2, kl_coef=0.03, cliprange=0.1,
+                                num_train_epochs=2.0, warmup_ratio=0.1, response_length=12, use_cpu=True)
 
 
 @pytest.fixture(scope="module")
@@ -233,11 +239,12 @@ def test_every_verl_and_openrlhf_key_is_one_their_sources_define() -> None:
     assert _table_keys(openrlhf.TARGET) | {"actor.adam.betas", "critic.adam.betas"} <= OPENRLHF_FLAGS
 
 
-GROUP_RUN = dict(advantage_estimator="grpo", beta=0.02, kl_loss_estimator="k3", per_device_train_batch_size=4,
-                 gradient_accumulation_steps=4, num_mini_batches=2, num_ppo_epochs=2, cliprange_high=0.28,
-                 response_length=20, learning_rate=2e-6, total_episodes=64)
-GAE_RUN = dict(learning_rate=2e-6, value_learning_rate=9e-6, kl_coef=0.07, kl_target=6.0, kl_horizon=5000,
-               response_length=20, lam=0.9, cliprange_value=0.3, num_train_epochs=2.0)
+GROUP_RUN: dict[str, Any] = dict(advantage_estimator="grpo", beta=0.02, kl_loss_estimator="k3",
+                                 per_device_train_batch_size=4, gradient_accumulation_steps=4, num_mini_batches=2,
+                                 num_ppo_epochs=2, cliprange_high=0.28, response_length=20, learning_rate=2e-6,
+                                 total_episodes=64)
+GAE_RUN: dict[str, Any] = dict(learning_rate=2e-6, value_learning_rate=9e-6, kl_coef=0.07, kl_target=6.0,
+                               kl_horizon=5000, response_length=20, lam=0.9, cliprange_value=0.3, num_train_epochs=2.0)
 
 
 def test_verl_overrides_of_a_grpo_and_a_gae_run() -> None:
@@ -326,7 +333,8 @@ NON_DEFAULT: dict[str, tuple[Any, dict[str, Any]]] = {
     "stop_token_id": (5, {"stop_token": None}), "missing_eos_penalty": (1.0, {}), "gradient_checkpointing": (True, {}),
     "value_use_peft": (False, {}), "seed": (7, {}), "bf16": (False, {}), "use_cpu": (True, {}),
 }
-BASES = {"gae": {}, "grpo": {"advantage_estimator": "grpo"}, "gae with LoRA": {"use_peft": True}}
+BASES: dict[str, dict[str, Any]] = {"gae": {}, "grpo": {"advantage_estimator": "grpo"},
+                                    "gae with LoRA": {"use_peft": True}}
 
 
 def _non_default(name: str, base: dict[str, Any]) -> Any:

@@ -108,6 +108,7 @@ def test_random_values_stay_in_range_on_their_grid() -> None:
         if spec.type == "categorical":
             assert set(values) == set(spec.choices)
             continue
+        assert spec.low is not None and spec.high is not None  # every range above has both ends
         assert min(values) >= spec.low and max(values) <= spec.high
         if spec.step is not None:
             assert all(abs((v - spec.low) / spec.step - round((v - spec.low) / spec.step)) < 1e-9 for v in values)

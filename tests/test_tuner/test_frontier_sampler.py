@@ -4,6 +4,7 @@ in a real study database as a trial's are), so the search itself is what is test
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -73,11 +74,16 @@ def run_study(tmp_path: Path, peak_kl: float, seed: int, sampler: optuna.sampler
     return study, engine
 
 
+def chosen_point(trial: optuna.trial.FrozenTrial) -> dict[str, Any]:
+    """The point ``trial`` ran, virtual parameters included, as its objective chose it."""
+    return choose_point(SPACE, lambda spec: trial.params[spec.name], BASE)
+
+
 def near_peak_share(study: optuna.Study, peak_kl: float, first: int) -> float:
     """The share of trials from number ``first`` on whose final ln KL (without their luck) lies within NEAR of the
     peak's."""
     trials = [t for t in study.get_trials() if t.number >= first]
-    point = [choose_point(SPACE, lambda spec, t=t: t.params[spec.name], BASE) for t in trials]
+    point = [chosen_point(t) for t in trials]
     return float(np.mean([abs(true_ln_kl(p, EVALUATIONS[-1]) - math.log(peak_kl)) < NEAR for p in point]))
 
 
@@ -236,7 +242,7 @@ def test_preferring_gold_picks_the_knob_that_adds_gold_at_the_aimed_kl(tmp_path:
             engine = create_engine(url)
             create_tables(engine)
             sampler = FrontierSampler(seed=seed, prefer_gold=prefer).attach(
-                SPACE, BASE, lambda name, engine=engine: read_metrics(engine, name))
+                SPACE, BASE, functools.partial(read_metrics, engine))
             study = optuna.create_study(study_name="clip", storage=url, direction="maximize", sampler=sampler)
             study.optimize(clipped(engine, seed), n_trials=TRIALS)
             clips[prefer] += [t.params["cliprange"] for t in study.get_trials() if t.number >= 10]
@@ -257,8 +263,7 @@ def test_a_pilot_starts_the_study_at_a_high_step_mass(tmp_path: Path) -> None:
     study.optimize(synthetic_objective(engine, 1.5, 0), n_trials=3)
     first = study.get_trials()[0]
     assert first.user_attrs[AIM_ATTR]["kind"] == "start" and first.user_attrs[AIM_ATTR]["target"] == 0.95
-    masses = [log10_step_mass(choose_point(SPACE, lambda spec, t=t: t.params[spec.name], BASE), BASE)
-              for t in study.get_trials()]
+    masses = [log10_step_mass(chosen_point(t), BASE) for t in study.get_trials()]
     assert masses[0] == max(masses)
     # Without a pilot the first start-up trial takes the first van der Corput quantile (0.5, shifted per study).
     plain = FrontierSampler(seed=0).attach(SPACE, BASE, lambda name: read_metrics(engine, name))

@@ -47,6 +47,7 @@ def test_mass_factors_are_the_trainers_own_counts() -> None:
         point = _random_point(rng)
         config = PPOConfig(**{**BASE, **config_values(point, BASE)})
         rollout = config.per_device_train_batch_size * config.gradient_accumulation_steps
+        assert config.total_episodes is not None  # BASE sets it
         factors = mass_factors(point, BASE)
         assert factors == {"learning_rate": config.learning_rate, "updates": math.ceil(config.total_episodes / rollout),
                            "num_ppo_epochs": config.num_ppo_epochs, "num_mini_batches": config.num_mini_batches}

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from wsgiref.util import setup_testing_defaults
 
-import optuna_dashboard
+import optuna_dashboard  # type: ignore[import-untyped]  # ships no type information (no py.typed)
 import pytest
 from helpers.studies import TESTS_DIR, write_study
 

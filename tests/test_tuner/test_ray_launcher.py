@@ -270,6 +270,7 @@ def test_a_trial_whose_process_or_ray_worker_is_killed_fails_with_the_reason_and
     for victim in ("trial process", "Ray worker"):
         trial_process = gate.held_process()
         ray_worker = trial_process.parent()
+        assert ray_worker is not None, trial_process
         assert ray_worker.name().startswith("ray::"), ray_worker  # Ray names its workers by the task they run
         (trial_process if victim == "trial process" else ray_worker).send_signal(signal.SIGKILL)
         killed.append(trial_process)

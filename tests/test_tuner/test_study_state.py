@@ -8,11 +8,13 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import optuna
 import pytest
 import yaml
 from helpers.studies import TESTS_DIR, Gate, kill_worker_mid_trial, load, write_study
+from optuna.distributions import BaseDistribution
 from optuna.trial import TrialState
 
 from ppo_tune.cli import main
@@ -119,7 +121,7 @@ def test_a_running_trial_that_never_sent_a_heartbeat_is_failed_and_retried_once_
     storage = open_storage(f"sqlite:///{tmp_path / 'x.db'}", heartbeat_interval=1)
     study = optuna.create_study(study_name="x", storage=storage)
     grace = GRACE_HEARTBEATS * 1
-    distribution = {"x": optuna.distributions.FloatDistribution(0.0, 1.0)}
+    distribution: dict[str, BaseDistribution] = {"x": optuna.distributions.FloatDistribution(0.0, 1.0)}
 
     def running(started: datetime.datetime) -> int:
         """A RUNNING trial started at ``started``, with no heartbeat: as a worker leaves it when stopped between
@@ -166,7 +168,7 @@ def test_two_workers_never_claim_the_same_queued_trial_on_sqlite(tmp_path: Path)
 ])
 def test_a_metric_no_run_reports_exits_2_before_any_trial(
     tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path, capsys: pytest.CaptureFixture[str],
-    changes: dict[str, object], message: str,
+    changes: dict[str, Any], message: str,
 ) -> None:
     # A study whose objective metric no run reports failed every trial (5 of them) and exited 0.
     path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=2, **changes)

@@ -61,6 +61,7 @@ def test_faults_fail_their_trial_with_the_reason_and_the_study_goes_on(
     assert reasons["reward_functions:killed"] == "killed by signal SIGKILL"
     # ppo_core names the reward that raised; the MemoryError inside is what makes it "out of memory".
     oom = reasons["reward_functions:out_of_memory"]
+    assert oom is not None  # a failed trial records its reason
     assert oom.startswith("out of memory: ") and "the reward needed more memory than there is" in oom, oom
 
 

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import optuna
 import pytest
@@ -45,7 +46,8 @@ from tuner.worker import run_worker
 
 pytestmark = pytest.mark.heavy  # starts processes or studies: scheduled first
 
-BLOW_UP = {  # a learning rate and beta that push KL up within a few updates on the letter-counting reward
+# A learning rate and beta that push KL up within a few updates on the letter-counting reward.
+BLOW_UP: dict[str, Any] = {
     "search_space": {"learning_rate": {"type": "float", "low": 2e-2, "high": 3e-2, "log": True}},
     "base": {"kl_coef": 0.0001, "total_episodes": 400},
     "kl_guard": {"threshold": 2.0, "predict": False},
