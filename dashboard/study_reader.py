@@ -341,14 +341,15 @@ def build_study_view(ref: StudyRef, snapshot: Snapshot) -> StudyView:
             frame.insert(insert_at + offset, column, extra[column])
     counts = {state: int((frame["state"] == state).sum()) for state in STATE_ORDER} if not frame.empty else {}
     counts = {state: count for state, count in counts.items() if count}
+    best = best_trials(study)
     return StudyView(
         ref=ref,
         directions=tuple(d.name.lower() for d in study.directions),
         objective_names=objective_names(study),
         trials=frame,
         configs={trial.number: dict(trial.user_attrs.get(CONFIG_ATTR, {}) or {}) for trial in snapshot.trials},
-        best=tuple(trial.number for trial in best_trials(study)),
-        best_figure=best_figure(study),
+        best=tuple(trial.number for trial in best),
+        best_figure=best_figure(study, best),
         kl_guard=kl_guard_settings(snapshot.user_attrs, snapshot.system_attrs),
         counts=counts,
         edge_findings=tuple(edge_findings(snapshot.trials, stored_search_space(snapshot.user_attrs),

@@ -20,7 +20,6 @@ from ppo_core.config_checks import ConfigError, accept_single_values_for_lists, 
 from ppo_core.config_rules import check_values
 from ppo_core.estimator_traits import ESTIMATORS
 from ppo_core.trl_config import ModelConfig, ScriptArguments, field_help
-from ppo_core.value_types import describe_type
 
 # Each set of choices is written once, as the type of the fields that take it; the tuples are read from the types.
 KLEstimator = Literal["k1", "k2", "k3", "abs"]
@@ -470,5 +469,5 @@ def settable_fields() -> dict[str, dataclasses.Field[Any]]:
     return {f.name: f for f in dataclasses.fields(PPOConfig) if f.init}
 
 
-__all__ = ["ConfigError", "PPOConfig", "describe_type", "field_types", "is_function_spec", "launched_rank",
+__all__ = ["ConfigError", "PPOConfig", "field_types", "is_function_spec", "launched_rank",
            "launched_world_size", "settable_fields"]

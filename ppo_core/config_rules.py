@@ -147,6 +147,11 @@ def _check_kl(c: RuledConfig) -> None:
                 c.kl_coefficient)
 
 
+def _rollout_batch(c: RuledConfig) -> int:
+    """One process's share of a rollout batch: per_device_train_batch_size x gradient_accumulation_steps."""
+    return c.per_device_train_batch_size * c.gradient_accumulation_steps
+
+
 def _check_estimator(c: RuledConfig) -> None:
     """The advantage estimator's needs: a group of responses per prompt for the group estimators, and whole groups
     on every process (its share of a rollout batch is per_device_train_batch_size x gradient_accumulation_steps)."""
@@ -156,7 +161,7 @@ def _check_estimator(c: RuledConfig) -> None:
     if ESTIMATORS[c.advantage_estimator].groups and generations < 2:
         raise ConfigError(f"num_generations: advantage_estimator {c.advantage_estimator} compares the responses to "
                           f"one prompt, so it needs >= 2, got {generations}")
-    local_batch = c.per_device_train_batch_size * c.gradient_accumulation_steps
+    local_batch = _rollout_batch(c)
     if local_batch % generations:
         raise ConfigError(f"num_generations: {generations} must divide the rollout batch per_device_train_batch_size "
                           f"x gradient_accumulation_steps = {local_batch}, so that each process holds whole groups")
@@ -170,7 +175,7 @@ def _check_batches(c: RuledConfig) -> None:
                 and c.update_forward_batch_size % c.per_device_train_batch_size == 0, "update_forward_batch_size",
                 f"a multiple of per_device_train_batch_size ({c.per_device_train_batch_size})",
                 c.update_forward_batch_size)
-    local_batch = c.per_device_train_batch_size * c.gradient_accumulation_steps
+    local_batch = _rollout_batch(c)
     if local_batch % c.num_mini_batches:
         raise ConfigError(
             f"num_mini_batches: {c.num_mini_batches} must divide the rollout batch "

@@ -57,6 +57,12 @@ def critic_estimators() -> tuple[str, ...]:
     return tuple(name for name, traits in ESTIMATORS.items() if traits.critic)
 
 
+def critic_only_fields() -> tuple[str, ...]:
+    """The fields only the estimators with a value network read (its knobs and GAE's use of it)."""
+    critics = set(critic_estimators())
+    return tuple(name for name in estimator_fields() if set(readers(name) or ()) <= critics)
+
+
 def group_estimators() -> tuple[str, ...]:
     """The estimators that need several responses per prompt."""
     return tuple(name for name, traits in ESTIMATORS.items() if traits.groups)

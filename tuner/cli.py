@@ -372,7 +372,7 @@ def command_best(args: argparse.Namespace) -> int:
     validations = load_validation(args.name, opened)
     validated = [r for r in validation_results(study, validations) if r.n > 0]
     chosen, validation = best[0], None
-    figure = best_figure(study)
+    figure = best_figure(study, best)
     header = f"best trial {chosen.number}: " + (figure.words() if figure is not None else
                                                f"values {', '.join(f'{v:.4f}' for v in chosen.values)}")
     if validated:

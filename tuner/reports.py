@@ -78,11 +78,11 @@ class BestFigure:
         return f"{self.value:.4f}, {self.what}"
 
 
-def best_figure(study: optuna.Study) -> BestFigure | None:
-    """The best trial (:func:`best_trials`) and its first objective's value as the study ranks it: a raced
-    configuration's mean over its seeds, else its own run's value; None without a best trial, or for several
-    objectives (a front has no one figure)."""
-    best = best_trials(study)
+def best_figure(study: optuna.Study, best: Sequence[FrozenTrial] | None = None) -> BestFigure | None:
+    """The best trial (:func:`best_trials`, or ``best`` when the caller has it already) and its first objective's
+    value as the study ranks it: a raced configuration's mean over its seeds, else its own run's value; None without
+    a best trial, or for several objectives (a front has no one figure)."""
+    best = best_trials(study) if best is None else best
     if not best or len(study.directions) > 1:
         return None
     if is_racing(study):  # the winner is chosen on its mean: that is its figure, not its first run's value

@@ -159,10 +159,10 @@ def describe(trial: FrozenTrial) -> str:
 def _best_text(study: optuna.Study) -> str:
     """The progress line's best: its figure as every view shows it (``tuner.reports.best_figure``); a Pareto front's
     first trial's values."""
-    figure = best_figure(study)
+    best = best_trials(study)
+    figure = best_figure(study, best)
     if figure is not None:
         return f"best {figure.words()} (trial {figure.trial})"
-    best = best_trials(study)
     return f"best {', '.join(f'{v:.4f}' for v in best[0].values)} (trial {best[0].number})" if best else "best -"
 
 

@@ -10,8 +10,8 @@ import difflib
 import typing
 from typing import Any, Literal
 
-from ppo_core.config import field_types, settable_fields
-from ppo_core.estimator_traits import estimator_names
+from ppo_core.config import PPOConfig, field_types, settable_fields
+from ppo_core.config_checks import field_choices
 from ppo_core.value_types import describe_type, fits, type_parts
 from tuner.search_space import KL_CONTROL_MODES, VIRTUAL_PARAMS, ParamSpec
 from tuner.study_values import as_boolean, as_finite, as_mapping, check_keys, fail, show_value
@@ -52,10 +52,11 @@ def parse_param(name: str, raw: Any) -> ParamSpec:
 
 
 def field_values(name: str) -> tuple[Any, ...] | None:
-    """Every value a PPOConfig field takes when it takes only a few (a Literal, a bool, either or null); None for
-    open fields. advantage_estimator's are the names of ppo_core.estimator_traits."""
-    if name == "advantage_estimator":
-        return estimator_names()
+    """Every value a PPOConfig field takes when it takes only a few (its listed choices, as advantage_estimator lists
+    ppo_core.estimator_traits's names; a Literal, a bool, either or null); None for open fields."""
+    choices = field_choices(PPOConfig, name)
+    if choices is not None:
+        return tuple(choices)
     values: list[Any] = []
     for part in type_parts(field_types()[name]):
         if typing.get_origin(part) is Literal:

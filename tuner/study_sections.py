@@ -10,7 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ppo_core.value_types import fits, read_annotation
+from ppo_core.config_checks import field_types_of
+from ppo_core.value_types import fits
 from tuner import study_defaults
 from tuner.constraints import Constraint
 from tuner.database import check_storage_url
@@ -173,9 +174,9 @@ def parse_kl_guard(raw: Any) -> KLGuard:
     check_keys(spec, allowed, "kl_guard.")
     readers: dict[type, Callable[[Any, str], Any]] = {bool: as_boolean, int: as_whole, float: as_number}
     checked: dict[str, Any] = {}
+    kinds = field_types_of(KLGuard)
     for name, value in spec.items():
-        kind = KLGuard.__dataclass_fields__[name].type  # a string under postponed annotations
-        reader = readers.get(read_annotation(str(kind)))
+        reader = readers.get(kinds[name])
         checked[name] = reader(value, f"kl_guard.{name}") if reader is not None else value
     if not isinstance(checked.get("metric", ""), str):
         raise fail(f"kl_guard.metric: expected a metric name, got {checked['metric']!r}")

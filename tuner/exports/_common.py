@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ppo_core.config import PPOConfig, is_function_spec, settable_fields
-from ppo_core.estimator_traits import critic_estimators, estimator_fields, readers
+from ppo_core.estimator_traits import critic_only_fields, estimator_fields, readers
 
 Why = str | Callable[[PPOConfig], str | None]
 Layout = Literal["trl", "openrlhf", "hydra"]
@@ -61,7 +61,7 @@ NOT_TRAINING = {
 
 # Fields only a value network (and GAE's use of it) reads, from the one table of estimators; the LoRA fields (TRL
 # ModelConfig's).
-CRITIC_FIELDS = tuple(name for name in estimator_fields() if set(readers(name) or ()) <= set(critic_estimators()))
+CRITIC_FIELDS = critic_only_fields()
 LORA_FIELDS = ("lora_r", "lora_alpha", "lora_dropout", "lora_target_modules", "lora_target_parameters",
                "lora_modules_to_save", "lora_task_type", "use_rslora", "use_dora")
 
@@ -146,11 +146,12 @@ def unused_fields(c: PPOConfig) -> dict[str, str]:
     unused: dict[str, str] = {}
     if not c.use_peft:
         unused.update(dict.fromkeys((*LORA_FIELDS, "value_use_peft"), "use_peft is off"))
+    critic_only = critic_only_fields()
     for name in estimator_fields():  # ppo_core.estimator_traits: what only some estimators read
         only = readers(name) or ()
         if c.advantage_estimator in only:
             continue
-        if set(only) <= set(critic_estimators()):
+        if name in critic_only:
             unused[name] = f"{c.advantage_estimator} trains no value network"
         elif len(only) == 1:
             unused[name] = f"only {only[0]} reads it"
