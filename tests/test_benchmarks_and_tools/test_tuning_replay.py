@@ -20,10 +20,10 @@ import yaml
 from scipy import stats  # type: ignore[import-untyped]
 
 from benchmarks.curve_table import QUICKSTART, TABLE_SPACE
-from benchmarks.replay.__main__ import only_rows
 from benchmarks.replay.mapping import STEP_MASS, TableIndex, point_distance, rank_correlation, step_mass
 from benchmarks.replay.measures import final_regret, judge, updates_to_target
 from benchmarks.replay.metric import fit_weights, held_out_rank_correlation, nearest_rank_correlation, pair_costs
+from benchmarks.replay.repeats import only_rows
 from benchmarks.replay.strategies import (
     DEFAULT_STRATEGY,
     QUICKSTART_STRATEGY,
@@ -353,6 +353,22 @@ def test_only_keeps_the_rows_a_narrower_space_covers_and_a_replay_of_the_shipped
     log = run_repeat(STRATEGIES["random"], table_context(spec, fixed, 8 * 6, Fidelity(2, 8)), 0, 0)
     assert log.proposals and all(fixed.configs[row].params["kl_control"] == "fixed"
                                  for _, row, _ in log.proposals)
+
+
+def test_replay_with_two_workers_runs_and_matches_one_worker(curve_table: Path, tmp_path: Path) -> None:
+    # benchmarks/README.md runs the replay with --workers 2: spawned workers must be able to import the function the
+    # pool sends them, and each repeat must come out as it does in one process.
+    results = []
+    for workers in (1, 2):
+        out = tmp_path / f"replay_{workers}.json"
+        done = subprocess.run([sys.executable, "-m", "benchmarks.replay", "--quick", "--table", str(curve_table),
+                               "--strategies", "random", DEFAULT_STRATEGY, "--workers", str(workers),
+                               "--out", str(out)], cwd=REPO, capture_output=True, text=True, check=False)
+        assert done.returncode == 0, done.stderr[-3000:]
+        results.append(json.loads(out.read_text()))
+    one, two = ({name: [repeat for repeat in figures["repeats"]] for name, figures in res["strategies"].items()}
+                for res in results)
+    assert one == two
 
 
 def test_replay_refuses_a_missing_space_or_a_malformed_only_in_one_line(tmp_path: Path) -> None:
