@@ -185,6 +185,10 @@ def parse_kl_guard(raw: Any) -> KLGuard:
         raise fail(f"kl_guard.threshold: must be a positive number of nats, got {guard.threshold!r}")
     if guard.window < 2 or guard.min_updates < 1:
         raise fail("kl_guard.window: must be >= 2 (and min_updates >= 1)")
+    if not 0.5 <= guard.confidence < 1:
+        raise fail(f"kl_guard.confidence: must be at least 0.5 and below 1, got {guard.confidence!r}")
+    if guard.confirmations < 1:
+        raise fail(f"kl_guard.confirmations: must be >= 1, got {guard.confirmations!r}")
     return guard
 
 

@@ -41,10 +41,19 @@ class KLGuard:
     enabled: bool = True
     metric: str = DEFAULT_KL_METRIC
     threshold: float = DEFAULT_KL_THRESHOLD
+    """Nats that the mean of the last ``window`` updates' KL may not pass: one batch's estimate is noisy."""
     predict: bool = True
     window: int = 5
+    """Updates the KL level (their mean) and the trend (a least-squares line through them) are read over; the trend
+    forecasts as many updates ahead."""
     min_updates: int = 3
     predict_min_fraction: float = 0.5
+    confidence: float = 0.95
+    """How sure the trend must be: the line's forecast is taken at this one-sided lower confidence bound (Student's t
+    over the window), so a noisy window forecasts no crossing."""
+    confirmations: int = 2
+    """Updates running at which the trend must forecast a crossing: the guard asks at every update, and one look's
+    error rate would compound over a run's hundred looks."""
 
 
 @dataclass

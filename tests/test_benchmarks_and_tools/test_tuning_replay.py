@@ -207,49 +207,66 @@ def test_a_finished_run_is_worth_its_last_two_golds_and_feasible_by_its_last_eva
     assert estimate([over], spec.objectives[0], spec.constraints)[1] is False
 
 
-def test_the_kl_guard_cuts_a_curve_at_the_first_update_over_the_threshold(spec: StudySpec) -> None:
+def test_the_kl_guard_cuts_a_curve_at_the_first_update_its_level_passes_the_threshold(spec: StudySpec) -> None:
     kl = [0.0, 0.5, 1.0, 1.0, 2.0, 6.5, 9.0, 9.0]
     run = make_run([0.5, 0.6, 0.7, 0.8], [1.0] * 4, kl)
-    no_trend = KLGuard(threshold=6.0, predict=False)
+    no_trend = KLGuard(threshold=6.0, predict=False, window=2)
     stop = guard_stop(kl, 8, no_trend)
-    assert stop is not None and stop[0] == 6 and "6.50 passed the threshold 6 at update 6" in stop[1]
+    # Update 6's 6.5 alone is one batch's estimate; the mean of updates 6 and 7 (7.75) is a level.
+    reason = "7.75 (mean of the last 2 updates) passed the threshold 6 at update 7"
+    assert stop is not None and stop[0] == 7 and reason \
+        in stop[1]
     recorder = Recorder()
     outcome = replay_run(run, spec.objectives[0], spec.constraints, no_trend, recorder, limit=100)
-    assert (outcome.state, outcome.cost) == ("guarded", 6)
-    # Reported at the evaluations before the stop (updates 2 and 4), each the mean of the last two golds so far.
-    assert recorder.reports == [(pytest.approx(0.5), 2), (pytest.approx(0.55), 4)]
+    assert (outcome.state, outcome.cost) == ("guarded", 7)
+    # Reported at the evaluations before the stop (updates 2, 4 and 6), each the mean of the last two golds so far.
+    assert recorder.reports == [(pytest.approx(0.5), 2), (pytest.approx(0.55), 4), (pytest.approx(0.65), 6)]
     complete = replay_run(run, spec.objectives[0], spec.constraints, None, Recorder(), limit=100)
     assert (complete.state, complete.cost) == ("complete", 8)
 
 
 def trend_stop(kl: list[float], planned: int, guard: KLGuard) -> int | None:
-    """The guard's rule walked by hand, with numpy's least-squares line: the first update where KL is over the
-    threshold, or (from max(window, min_updates) on, once KL reached the fraction) the line through the last
-    ``window`` values crosses it before the run ends."""
+    """The guard's rule walked by hand, with numpy's least squares and scipy's t: the first update where the mean of
+    the last ``window`` values is over the threshold, or where (from max(window, min_updates) on, once that mean
+    reached the fraction) the line through them, ``window`` updates ahead (no further than the run's end), is over it
+    at its forecast's lower confidence bound, at ``confirmations`` updates running."""
+    def forecast_crosses(update: int) -> bool:
+        recent = np.array(kl[max(0, update - guard.window):update])
+        ahead = min(planned - update, guard.window)
+        if update < max(guard.min_updates, guard.window) or ahead <= 0 \
+                or recent.mean() < guard.predict_min_fraction * guard.threshold:
+            return False
+        x = np.arange(guard.window)
+        slope, intercept = np.polyfit(x, recent, 1)
+        noise = np.sum((recent - (intercept + slope * x)) ** 2) / (guard.window - 2)
+        x0 = guard.window - 1 + ahead
+        error = np.sqrt(noise * (1 / guard.window + (x0 - x.mean()) ** 2 / np.sum((x - x.mean()) ** 2)))
+        return bool(intercept + slope * x0 - stats.t.ppf(guard.confidence, guard.window - 2) * error > guard.threshold)
+
     for update in range(1, len(kl) + 1):
-        now = kl[update - 1]
-        if now > guard.threshold:
+        if np.mean(kl[max(0, update - guard.window):update]) > guard.threshold:
             return update
-        if update >= max(guard.min_updates, guard.window) and now >= guard.predict_min_fraction * guard.threshold:
-            slope = np.polyfit(np.arange(guard.window), kl[update - guard.window:update], 1)[0]
-            if slope > 0 and now + slope * (planned - update) > guard.threshold:
-                return update
+        if all(forecast_crosses(update - back) for back in range(guard.confirmations)):
+            return update
     return None
 
 
 def test_the_predictive_guard_stops_where_the_trend_would_cross(spec: StudySpec) -> None:
-    guard = spec.kl_guard  # the quickstart's: 6 nats, a trend over 5 updates from 3 nats on
+    guard = spec.kl_guard  # the tables' space: 6 nats, a trend over 5 updates from 3 nats on
     rng = random.Random(11)
+    stopped = 0
     for _ in range(100):
         planned = rng.choice([16, 48, 96])
         rate = rng.uniform(0.0, 0.2)
         kl = [max(0.0, rate * u + rng.gauss(0, 0.3)) for u in range(planned)]
         expected = trend_stop(kl, planned, guard)
+        stopped += expected is not None
         found = guard_stop(kl, planned, guard)
         assert (found[0] if found else None) == expected
         run = make_run([0.5] * 8, [1.0] * 8, kl)
         outcome = replay_run(run, spec.objectives[0], spec.constraints, guard, None, limit=1000)
         assert outcome.cost == (expected or planned) and outcome.state == ("guarded" if expected else "complete")
+    assert 10 < stopped < 90  # the curves span both verdicts, so the comparison above saw each
     assert least_squares_slope([1.0, 2.0, 3.0]) == pytest.approx(1.0)
 
 

@@ -104,7 +104,7 @@ def test_a_racing_rerun_is_not_pruned_but_still_guarded() -> None:
     rerun.set_user_attr(SEED_ATTR, 1)
     rerun.report(0.5, step=1)
     assert not rerun.should_prune()
-    rerun.set_user_attr("kl_history", [1.0, 9.0])  # past the guard's threshold
+    rerun.set_user_attr("kl_history", [1.0, 12.0])  # the level (6.5) past the guard's threshold
     assert rerun.should_prune()
 
 

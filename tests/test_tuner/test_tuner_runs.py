@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -10,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import optuna
 import pytest
 from helpers.ctrl_c import ctrl_c, start_in_terminal
@@ -38,7 +42,7 @@ from tuner.attrs import (
     RACE_OF_ATTR,
 )
 from tuner.database import create_engine, open_storage
-from tuner.kl_guard import KLGuardPruner, blowup_reason
+from tuner.kl_guard import KLGuardPruner, blowup_reason, forecast_lower_bound
 from tuner.reports import trials_frame, updates_run
 from tuner.study_config import KLGuard, load_study_spec
 from tuner.trial_records import count_rows, read_metrics, read_samples
@@ -64,15 +68,57 @@ def reward_functions_importable(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_blowup_rule_threshold_trend_and_non_finite() -> None:
     guard = KLGuard(threshold=10.0, window=3, min_updates=3, predict_min_fraction=0.5)
-    assert blowup_reason([1.0, 2.0, 11.0], 50, guard) is not None
+    assert blowup_reason([1.0, 2.0, 11.0], 50, guard) is None  # one batch over 10: the level (4.67) is not
+    assert blowup_reason([9.0, 12.0, 11.0], 50, guard) is not None  # the level is (10.67)
     assert "passed the threshold" in blowup_reason([11.0], 50, guard)  # type: ignore[operator]
-    rising = [3.0, 4.5, 6.0]  # +1.5/update from 6: crosses 10 in 3 updates
+    assert "passed the threshold" in blowup_reason([0.5, 1.0, 40.0], 50, guard)  # type: ignore[operator]
+    rising = [3.0, 4.5, 6.0, 7.5, 9.0]  # +1.5/update, exactly: over 10 within 3 updates from update 4 on
     assert "trend" in blowup_reason(rising, 50, guard)  # type: ignore[operator]
-    assert blowup_reason(rising, 4, guard) is None  # the budget ends before the line crosses
-    assert blowup_reason([0.5, 1.0, 1.5], 50, guard) is None  # early growth below half the threshold
-    assert blowup_reason([6.0, 5.0, 6.0], 50, guard) is None  # flat
+    assert blowup_reason(rising[:4], 50, guard) is None  # one forecast over 10 is not two updates running
+    assert blowup_reason(rising, 5, guard) is None  # the budget ends before the line crosses
+    assert blowup_reason([6.0, 6.5, 7.0, 7.5], 50, guard) is None  # +0.5/update: 9, not 10, in the 3 updates ahead
+    assert blowup_reason([0.5, 1.0, 1.5, 2.0], 50, guard) is None  # early growth below half the threshold
+    assert blowup_reason([6.0, 5.0, 6.0, 5.0], 50, guard) is None  # flat
+    # Rising on average, but too noisy for the forecast's 95% bound; sure enough at 50%.
+    noisy = [4.0, 7.0, 6.0, 9.0, 8.0]
+    assert blowup_reason(noisy, 50, guard) is None
+    assert "trend" in blowup_reason(noisy, 50, dataclasses.replace(guard, confidence=0.5))  # type: ignore[operator]
     assert "nan" in blowup_reason([1.0, float("nan")], 50, guard)  # type: ignore[operator]
     assert blowup_reason([50.0], 50, KLGuard(enabled=False)) is None
+
+
+def test_forecast_lower_bound_is_the_regression_mean_response_bound_from_the_normal_equations() -> None:
+    # The reference: beta = (X'X)^-1 X'y, se(x0' beta) = s sqrt(x0' (X'X)^-1 x0), and Student's t; numpy's algebra
+    # rather than the closed form the guard uses.
+    from scipy import stats  # type: ignore[import-untyped]
+
+    rng = random.Random(3)
+    for _ in range(50):
+        n, ahead = rng.randint(3, 12), rng.randint(1, 10)
+        values = [rng.gauss(0.2 * x, 1.0) for x in range(n)]
+        confidence = rng.choice([0.5, 0.8, 0.95, 0.99])
+        design = np.column_stack([np.ones(n), np.arange(n)])
+        inverse = np.linalg.inv(design.T @ design)
+        beta = inverse @ design.T @ np.array(values)
+        noise = float(np.sum((np.array(values) - design @ beta) ** 2) / (n - 2))
+        x0 = np.array([1.0, n - 1 + ahead])
+        expected = x0 @ beta - stats.t.ppf(confidence, n - 2) * np.sqrt(noise * x0 @ inverse @ x0)
+        assert forecast_lower_bound(values, ahead, confidence) == pytest.approx(expected, rel=1e-9, abs=1e-9)
+    assert forecast_lower_bound([1.0, 3.0], 1, 0.95) == -math.inf  # two points leave nothing to measure noise with
+
+
+def test_the_guard_does_not_cry_wolf_on_a_noisy_flat_kl_below_its_threshold() -> None:
+    # Runs that hold at 3.5 nats with one batch's noise (sd 1): good runs by a threshold of 6, which the guard asks
+    # about at each of 96 updates. The old rule (the last value, and the fitted slope to the run's end) stopped most.
+    guard = KLGuard(threshold=6.0, window=5, min_updates=3, predict_min_fraction=0.5)
+    rng = random.Random(5)
+    runs = [[max(0.0, rng.gauss(3.5, 1.0)) for _ in range(96)] for _ in range(200)]
+    stopped = sum(any(blowup_reason(kl[:u], 96, guard) for u in range(1, 97)) for kl in runs)
+    assert stopped <= 10
+    # A run that blows up (KL doubling every 3 updates from 0.5) is still stopped, within a few updates of 6 nats.
+    blowing = [0.5 * 2 ** (u / 3) for u in range(40)]
+    first = next(u for u in range(1, 41) if blowup_reason(blowing[:u], 96, guard))
+    assert blowing[first - 1] < 2 * guard.threshold
 
 
 def test_kl_guard_composes_with_median_pruner(tmp_path: Path) -> None:
@@ -84,7 +130,7 @@ def test_kl_guard_composes_with_median_pruner(tmp_path: Path) -> None:
         good.report(1.0, step)
     study.tell(good, 1.0)
     blown = study.ask()
-    blown.set_user_attr("kl_history", [1.0, 9.0])
+    blown.set_user_attr("kl_history", [1.0, 12.0])
     blown.report(5.0, 0)  # a good objective does not save a trial whose KL blew up
     assert blown.should_prune()
     weak = study.ask()
