@@ -53,7 +53,7 @@ def train_command(args: argparse.Namespace) -> int:
     from ppo_core.config_io import dump_config, load_config
     from ppo_core.progress import ProgressCallback
     from ppo_core.run_directory import RunDirectory, check_output
-    from ppo_core.setup import require_models
+    from ppo_core.setup import resolve_models
     from ppo_core.trainer import PPOTrainer
 
     config = load_config(args.config, args.overrides)
@@ -64,7 +64,9 @@ def train_command(args: argparse.Namespace) -> int:
         return 0
     output = Path(args.output or config.output_dir or Path("runs") / Path(args.config).stem)
     config = dataclasses.replace(config, output_dir=str(output))
-    require_models(config)  # before anything is created: a missing model directory is bad input, not a failed run
+    # Before anything is created: a missing model or an unreadable GGUF is bad input, not a failed run. (The trainer
+    # resolves the paths again, finding a GGUF's cached copy; the config it gets and writes keeps the user's paths.)
+    resolve_models(config)
     # Under ``accelerate launch`` every process runs this command; the main one alone writes and prints. Each checks
     # the output directory, so that all refuse alike.
     main_process = launched_rank() == 0

@@ -49,7 +49,7 @@ from ppo_core.models import LoadOptions, load_tokenizer
 from ppo_core.prompt_data import PromptSet
 from ppo_core.reward_models import same_vocabulary
 from ppo_core.rollout import encode_prompts
-from ppo_core.setup import load_task, prompt_sets, response_length, task_part
+from ppo_core.setup import load_task, prompt_sets, resolve_models, response_length, task_part
 from ppo_core.tasks.base import BuiltinTask
 from ppo_core.update import forward_group
 from ppo_core.value_trunk import value_trunk
@@ -270,8 +270,10 @@ def activation_itemsize(config: PPOConfig) -> int:
 def estimate_run(config: PPOConfig) -> RunEstimate:
     """Every model's parameters and bytes, the tokens per update and the activations of each phase, for ``config``.
 
-    Raises ConfigError naming the field when a path holds no model config or tokenizer.
+    Raises ConfigError naming the field when a path holds no model config or tokenizer. A GGUF is read from its
+    dequantised copy in the cache, built on first use as a run builds it (as the built-in task is).
     """
+    config = resolve_models(config)
     task = _task(config)
     options = LoadOptions.from_config(config)
     policy_path = config.sft_model_path or task_part(task, "sft_model_path").policy_path

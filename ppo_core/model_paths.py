@@ -1,16 +1,37 @@
-"""Whether a model path can be loaded at all, checked before anything is made: torch-free, so that a command that
-only names a model (``ppo-tune best --policy-model``) checks it as a run does without loading torch."""
+"""Whether a model path can be loaded at all, checked before anything is made, and where it loads from: torch-free,
+so that a command that only names a model (``ppo-tune best --policy-model``) checks it as a run does without loading
+torch.
+
+A model path is a model directory, a hub name, or a GGUF: a ``*.gguf`` file, or the name of a packaged one
+(``smollm2-135m-instruct``, :data:`ppo_core.gguf_models.PACKAGED`). A GGUF loads from its dequantised copy in the
+cache (:mod:`ppo_core.gguf_models`), which :func:`resolve_model` returns and builds on first use.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from ppo_core.config_checks import ConfigError
+from ppo_core.gguf_models import cached_model_dir, gguf_file
 
 
 def require_model(path: str, field_name: str) -> None:
     """Refuse a path that can only name a local directory (absolute, relative with ``.`` or ``~``, or deeper than a
-    hub's ``owner/name``) when nothing is there: transformers would call it a malformed hub repo id instead."""
+    hub's ``owner/name``) when nothing is there: transformers would call it a malformed hub repo id instead. A GGUF
+    must be there and start as a GGUF file does (its contents are read when it is resolved)."""
+    if gguf_file(path, field_name) is not None:
+        return
     local = path.startswith(("/", ".", "~")) or path.count("/") > 1 or "\\" in path
     if local and not Path(path).exists():
         raise ConfigError(f"{field_name}: no model at {path!r}")
+
+
+def resolve_model(path: str, field_name: str) -> str:
+    """What transformers loads for ``path``: the path itself, or for a GGUF the directory of its dequantised copy,
+    built into the cache on first use (loading torch then). Raises ConfigError naming the field, as
+    :func:`require_model` does, and for a GGUF file that cannot be read."""
+    source = gguf_file(path, field_name)
+    if source is None:
+        require_model(path, field_name)
+        return path
+    return str(cached_model_dir(source, field_name))

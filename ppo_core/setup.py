@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -12,8 +13,7 @@ from transformers import GenerationConfig, PreTrainedModel, PreTrainedTokenizerB
 from ppo_core.config import ConfigError, PPOConfig, is_function_spec
 from ppo_core.generation import sampling_config
 from ppo_core.lora import adapters_disabled, add_adapter
-from ppo_core.metric_names import distinct_names
-from ppo_core.model_paths import require_model
+from ppo_core.model_paths import resolve_model
 from ppo_core.models import (
     LoadOptions,
     ValueModel,
@@ -24,6 +24,7 @@ from ppo_core.models import (
     without_dropout,
 )
 from ppo_core.prompt_data import PromptSet, load_prompt_sets, text_prompts
+from ppo_core.reported_metrics import reward_names
 from ppo_core.reward_functions import FunctionReward
 from ppo_core.reward_models import SequenceClassifierReward
 from ppo_core.rewards import Reward, WeightedRewards
@@ -72,17 +73,17 @@ class RunSetup:
 
 def build_setup(config: PPOConfig, device: torch.device) -> RunSetup:
     """Load what ``config`` names: explicit paths first, the built-in task's parts for the rest."""
-    require_models(config)
+    resolved = resolve_models(config)  # the model paths as they load; names and everything else come from config
     task = load_task(config)
     options = LoadOptions.from_config(config)
-    sft_path = config.sft_model_path or task_part(task, "sft_model_path").policy_path
+    sft_path = resolved.sft_model_path or task_part(task, "sft_model_path").policy_path
     tokenizer = load_tokenizer(sft_path, options)
     policy, reference = _policy_and_reference(config, sft_path, options)
     train_prompts, eval_prompts = prompt_sets(config, task, tokenizer)
 
-    rewards = _load_rewards(config, task, options, tokenizer)
+    rewards = _load_rewards(resolved, task, options, tokenizer, reward_names(config))
     # Only GAE reads values: the critic-free estimators never load, hold or step a value network.
-    value_model = _value_model(config, _value_trunk_path(config, rewards, sft_path), options) \
+    value_model = _value_model(config, _value_trunk_path(resolved, rewards, sft_path), options) \
         if config.uses_critic else None
 
     models = RolloutModels(
@@ -105,14 +106,26 @@ def build_setup(config: PPOConfig, device: torch.device) -> RunSetup:
     )
 
 
-def require_models(config: PPOConfig) -> None:
-    """Every model path the config names is there, where it can only be a local directory: a run checks this before
-    it creates anything or builds its task."""
-    paths = [("sft_model_path", config.sft_model_path), ("value_model_path", config.value_model_path),
-             *[(field_name, spec) for field_name, spec in config.named_rewards if not is_function_spec(spec)]]
-    for field_name, path in paths:
-        if path is not None:
-            require_model(path, field_name)
+def resolve_models(config: PPOConfig) -> PPOConfig:
+    """``config`` with every model path it names checked (there, where it can only be a local directory or file)
+    and each GGUF replaced by its dequantised copy in the cache, built on first use (:mod:`ppo_core.gguf_models`):
+    everything that loads a model after this sees an ordinary model directory. A run calls this before it creates
+    anything or builds its task."""
+    def model(field_name: str, path: str | None) -> str | None:
+        return None if path is None else resolve_model(path, field_name)
+
+    def reward(field_name: str, spec: str) -> str:
+        return spec if is_function_spec(spec) else resolve_model(spec, field_name)
+
+    return dataclasses.replace(
+        config,
+        sft_model_path=model("sft_model_path", config.sft_model_path),
+        value_model_path=model("value_model_path", config.value_model_path),
+        reward_model_path=reward("reward_model_path", config.reward_model_path) if config.reward_model_path
+        else config.reward_model_path,
+        reward_funcs=None if config.reward_funcs is None
+        else [reward("reward_funcs", spec) for spec in config.reward_funcs],
+    )
 
 
 def load_task(config: PPOConfig) -> BuiltinTask | None:
@@ -172,8 +185,10 @@ def _value_model(config: PPOConfig, trunk_path: str, options: LoadOptions) -> Va
 
 
 def _load_rewards(config: PPOConfig, task: BuiltinTask | None, options: LoadOptions,
-                  tokenizer: PreTrainedTokenizerBase) -> WeightedRewards:
-    """The rewards the config names, in order, or the task's proxy reward model on the text it was trained on."""
+                  tokenizer: PreTrainedTokenizerBase, names: list[str]) -> WeightedRewards:
+    """The rewards the config names, in order, or the task's proxy reward model on the text it was trained on.
+    ``names`` are the rewards' metric names, which the specs as the user wrote them give (a GGUF reward keeps its
+    file's name, not its cache directory's)."""
     batch_size = config.local_rollout_forward_batch_size
     if not config.named_rewards:
         task_reward = task_part(task, "reward_model_path")
@@ -185,8 +200,8 @@ def _load_rewards(config: PPOConfig, task: BuiltinTask | None, options: LoadOpti
         else SequenceClassifierReward(spec, options, batch_size, tokenizer)
         for field, spec in config.named_rewards
     ]
-    for reward, name in zip(rewards, distinct_names([reward.name for reward in rewards]), strict=True):
-        reward.name = name  # two rewards of one name would share one metric
+    for reward, name in zip(rewards, names, strict=True):
+        reward.name = name  # distinct: two rewards of one name would share one metric
     return WeightedRewards(rewards, config.reward_weights)
 
 

@@ -20,8 +20,9 @@
 # place to change what either command installs.
 RUN_EXTRAS=""
 # The tests run every benchmark's quick mode, bench_trl's against TRL 1.12 (the trl extra: the last TRL with a
-# PPOTrainer), and --launcher ray on a real Ray cluster they start (the ray extra).
-TEST_EXTRAS="test,trl,ray"
+# PPOTrainer), --launcher ray on a real Ray cluster they start (the ray extra), and the text task and GGUF loading on
+# tiny models they write (the text extra).
+TEST_EXTRAS="test,trl,ray,text"
 # Installed only into an environment without any torch.
 CPU_TORCH="torch==2.13.0"
 # The tests' PostgreSQL role and database, made by setup_for_tests.

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from filelock import FileLock
 
+from ppo_core.cache_root import default_cache_dir
 from ppo_core.tasks.base import BuiltinTask
 from ppo_core.tasks.build import BUILD_INFO, POLICY_DIR, REWARD_MODEL_DIR, build_task, task_graph, task_prompts
 from ppo_core.tasks.gold import GoldScorer
@@ -75,12 +76,6 @@ VARIANTS: dict[str, TaskParams] = {
 }
 
 TASK_NAMES: tuple[str, ...] = tuple(VARIANTS)
-
-
-def default_cache_dir() -> Path:
-    """``$PPO_TUNE_CACHE`` if set, else ``~/.cache/ppo-tune``."""
-    env = os.environ.get("PPO_TUNE_CACHE")
-    return Path(env) if env else Path.home() / ".cache" / "ppo-tune"
 
 
 def task_params(name: str, seed: int | None = None) -> TaskParams:
