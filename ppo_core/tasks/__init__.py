@@ -2,11 +2,30 @@
 
 ``get_task(name)`` builds a task on first use (tens of seconds on CPU, no downloads) and
 caches it on disk; see ``registry.py`` for the variants.
+
+The registry loads lazily (it needs torch and transformers), so a task's torch-free parts, such as the text task's
+corpus and gold scorer in ``ppo_core.tasks.fortunes``, import cheaply for the tuner and the dashboard.
 """
 
 from __future__ import annotations
 
-from ppo_core.tasks.base import BuiltinTask
-from ppo_core.tasks.registry import TASK_NAMES, get_task
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ppo_core.tasks.base import BuiltinTask
+    from ppo_core.tasks.registry import TASK_NAMES, get_task
+
+_LAZY = {
+    "BuiltinTask": "ppo_core.tasks.base",
+    "TASK_NAMES": "ppo_core.tasks.registry",
+    "get_task": "ppo_core.tasks.registry",
+}
 
 __all__ = ["TASK_NAMES", "BuiltinTask", "get_task"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'ppo_core.tasks' has no attribute {name!r}")
