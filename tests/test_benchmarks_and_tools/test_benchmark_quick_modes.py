@@ -465,6 +465,20 @@ def test_ray_overhead_quick_reports_every_figure(tmp_path: Path) -> None:
     assert_finite(result, ["ray_minus_local_overhead_s", "ray_over_local_throughput"], "ray_overhead")
 
 
+def test_real_model_phases_quick_times_every_phase_in_both_precisions(tmp_path: Path) -> None:
+    # A tiny Llama through ppo_core's own loading path; the full run's SmolLM2 stays out of the suite.
+    result, printed = run_quick("real_model_phases", tmp_path / "real.json")
+    assert set(result["precisions"]) == {"fp32", "bf16"}
+    for precision, figures in result["precisions"].items():
+        assert figures["matmul_weights"]["body"] > 0 and figures["matmul_weights"]["head"] > 0, precision
+        assert figures["peak_gflops"] > 0, precision
+        for name in ("generate", "forward", "forward_backward_full", "forward_backward_lora"):
+            assert_finite(figures[name], ["seconds", "gflops", "share_of_peak"], f"{precision} {name}")
+        assert_finite(figures["generate"], ["seconds_per_new_token", "new_token_vs_forward"], precision)
+        assert f"| {precision} | forward_backward_lora |" in printed
+    assert result["code"] and result["machine"]
+
+
 def test_gpu_phases_quick_times_every_phase_of_both_variants(tmp_path: Path) -> None:
     result, printed = run_quick_here("gpu_phases", tmp_path / "phases.json")
     assert result["copy_bandwidth_bytes_per_s"] > 0 and result["peak_flops"]["measured"] > 0

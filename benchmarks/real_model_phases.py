@@ -1,0 +1,198 @@
+"""Where a real model's PPO update goes on this CPU: generation per token, a no-grad forward, and forward + backward
+(full weights and LoRA), in fp32 and bf16, each read against the machine's matmul peak at the same threads.
+
+    python -m benchmarks.real_model_phases [--model smollm2-135m-instruct] [--batch 8] [--prompt-tokens 38]
+                                           [--new-tokens 16] [--threads 1] [--precisions fp32 bf16]
+                                           [--repeats 3] [--out FILE] [--quick]
+
+The model loads through ppo_core's own path (``ppo_core.model_paths.resolve_model``, then
+``ppo_core.models.load_causal_lm``), as a trial loads its policy: a GGUF, the packaged SmolLM2 included, comes from
+its dequantised copy in the cache. Each phase runs on a batch of ``--batch`` sequences of ``--prompt-tokens`` prompt
+tokens (random ids: the cost of a dense transformer does not depend on which tokens it reads) and is timed
+``--repeats`` times after one warm-up; the best time counts.
+
+- **generate**: ``model.generate`` with the KV cache, ``--new-tokens`` new tokens sampled at temperature 1, no early
+  stop; reported per new token, and per token against one no-grad forward of the whole batch.
+- **forward**: one no-grad forward over prompt + response, as the reference and old log-probabilities take it.
+- **forward + backward**: the policy loss's pass over prompt + response, with every weight trained (``full``) and
+  with LoRA adapters (r 16 on the attention and MLP projections; the base frozen).
+
+The forward passes keep the logits of the response's positions only, as ppo_core's do (``logits_to_keep``). FLOPs
+count 2 per matmul weight per token forward (the LM head's, tied or not, at the kept positions only), 6 forward +
+backward with every weight trained, and 4 under LoRA (the frozen weights' gradients are never formed, their inputs'
+are); attention scores are left out. The peak is ``benchmarks.matmul_peak``'s best ``torch.mm`` at the same threads
+and precision, measured in the same process. ``--quick``: a tiny Llama written by ``tools.tiny_models``, 1 repeat,
+results in ``--out`` or a temporary directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from benchmarks.common.machine import machine_facts
+from benchmarks.matmul_peak import best_flops_per_s
+from tools.provenance import code_commit
+from tools.quick_mode import RESULTS, add_quick_argument, results_path
+
+OUT = RESULTS / "real_model_phases.json"
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+PEAK_SIZE = 1024
+
+
+def matmul_weights(model: torch.nn.Module) -> tuple[int, int]:
+    """(body, head): the weights a token's forward multiplies by in the transformer's Linears, and in the LM head
+    (tied or not), which runs only at the positions whose logits are kept."""
+    head = model.get_output_embeddings().weight.numel()  # type: ignore[operator]
+    every = sum(module.weight.numel() for module in model.modules() if isinstance(module, torch.nn.Linear))
+    return every - head, head
+
+
+def best_seconds(run: Callable[[], Any], repeats: int) -> float:
+    """The best of ``repeats`` timings of ``run``, after one untimed warm-up call."""
+    run()
+    best = float("inf")
+    for _ in range(repeats):
+        started = time.perf_counter()
+        run()
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
+def phase(seconds: float, flops: float, peak: float) -> dict[str, float]:
+    return {"seconds": seconds, "gflops": flops / seconds / 1e9, "share_of_peak": flops / seconds / peak}
+
+
+def measure_precision(path: str, precision: str, args: argparse.Namespace) -> dict[str, Any]:
+    """Every phase of one precision: fp32 weights, or bf16 weights and compute."""
+    from peft import LoraConfig, get_peft_model
+
+    from ppo_core.models import LoadOptions, load_causal_lm
+
+    dtype = DTYPES[precision]
+    model = load_causal_lm(path, LoadOptions(dtype={"fp32": "float32", "bf16": "bfloat16"}[precision]))
+    body, head = matmul_weights(model)
+    vocab = model.config.vocab_size
+    generator = torch.Generator().manual_seed(0)
+    prompts = torch.randint(0, vocab, (args.batch, args.prompt_tokens), generator=generator)
+    sequences = torch.randint(0, vocab, (args.batch, args.prompt_tokens + args.new_tokens), generator=generator)
+    tokens = sequences.numel()
+    kept = args.new_tokens + 1  # as ppo_core.rollout.response_logits: only the positions that predict the response
+    pass_weights = body * tokens + head * args.batch * kept  # weight-token products of one forward
+    def measured_peak() -> float:
+        return best_flops_per_s(PEAK_SIZE if not args.quick else 128, dtype, torch.device("cpu"), args.repeats)
+
+    # The peak is taken before and after the phases, and the higher counts: on a shared machine one reading can
+    # catch a busy moment, and a share of the peak is only honest against what the core can really do.
+    peak = measured_peak()
+
+    def generate() -> None:
+        with torch.no_grad():
+            model.generate(  # type: ignore[operator]  # nn.Module.__getattr__ hides the mixin's method
+                prompts, attention_mask=torch.ones_like(prompts), max_new_tokens=args.new_tokens,
+                min_new_tokens=args.new_tokens, do_sample=True, temperature=1.0, top_k=0, top_p=1.0,
+                pad_token_id=model.config.eos_token_id)
+
+    def forward() -> None:
+        with torch.no_grad():
+            model(sequences, logits_to_keep=kept).logits.float().log_softmax(-1)
+
+    def forward_backward(trained: torch.nn.Module) -> Callable[[], None]:
+        def run() -> None:
+            logits = trained(sequences, logits_to_keep=kept).logits.float()
+            logits.log_softmax(-1).mean().backward()
+            trained.zero_grad(set_to_none=True)
+        return run
+
+    generated = best_seconds(generate, args.repeats)
+    forward_s = best_seconds(forward, args.repeats)
+    model.train()
+    full_s = best_seconds(forward_backward(model), args.repeats)
+    targets = [name for name in LORA_TARGETS if any(n.endswith(name) for n, _ in model.named_modules())]
+    lora = get_peft_model(model, LoraConfig(r=16, lora_alpha=32, target_modules=targets, lora_dropout=0.0))
+    lora_s = best_seconds(forward_backward(lora), args.repeats)
+    peak = max(peak, measured_peak())
+    # Generation: a prefill of the prompt, then one token per step (the last new token is never fed back).
+    # Generation: a prefill of the prompt (the head at its last position), then one token per step (the last new
+    # token is never fed back).
+    fed = args.batch * (args.prompt_tokens + args.new_tokens - 1)
+    generation_flops = 2 * (body * fed + head * args.batch * args.new_tokens)
+    return {
+        "matmul_weights": {"body": body, "head": head}, "tokens_per_pass": tokens, "peak_gflops": peak / 1e9,
+        "generate": {**phase(generated, generation_flops, peak),
+                     "seconds_per_new_token": generated / args.new_tokens,
+                     "new_token_vs_forward": generated / args.new_tokens / forward_s},
+        "forward": phase(forward_s, 2 * pass_weights, peak),
+        "forward_backward_full": phase(full_s, 6 * pass_weights, peak),
+        "forward_backward_lora": phase(lora_s, 4 * pass_weights, peak),
+    }
+
+
+def quick_model(directory: Path) -> str:
+    from tools.tiny_models import write_llama
+
+    return str(write_llama(directory / "llama"))
+
+
+def markdown(result: dict[str, Any]) -> str:
+    lines = ["| precision | phase | seconds | GFLOP/s | share of matmul peak |", "|---|---|---|---|---|"]
+    for precision, figures in result["precisions"].items():
+        for name in ("generate", "forward", "forward_backward_full", "forward_backward_lora"):
+            entry = figures[name]
+            lines.append(f"| {precision} | {name} | {entry['seconds']:.3f} | {entry['gflops']:.1f} | "
+                         f"{entry['share_of_peak']:.0%} |")
+        lines.append(f"| {precision} | matmul peak | | {figures['peak_gflops']:.1f} | 100% |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.real_model_phases",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default="smollm2-135m-instruct")
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--prompt-tokens", type=int, default=38)
+    parser.add_argument("--new-tokens", type=int, default=16)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--precisions", nargs="+", choices=sorted(DTYPES), default=["fp32", "bf16"])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--out", type=Path, default=None)
+    add_quick_argument(parser)
+    args = parser.parse_args(argv)
+    from ppo_core.config_checks import ConfigError
+    from ppo_core.model_paths import resolve_model
+
+    torch.set_num_threads(args.threads)
+    if args.quick:
+        args.repeats, args.batch, args.prompt_tokens, args.new_tokens = 1, 2, 6, 3
+        args.model = quick_model(Path(tempfile.mkdtemp(prefix="ppo-bench-phases-")))
+    try:
+        path = resolve_model(args.model, "--model")
+    except ConfigError as error:
+        parser.exit(2, f"{error}\n")
+    started = time.perf_counter()
+    result = {
+        "model": args.model, "batch": args.batch, "prompt_tokens": args.prompt_tokens, "new_tokens": args.new_tokens,
+        "threads": torch.get_num_threads(), "repeats": args.repeats, "quick": args.quick,
+        "precisions": {precision: measure_precision(path, precision, args) for precision in args.precisions},
+        "machine": machine_facts("cpu"), "load_average": os.getloadavg(), "code": code_commit(),
+    }
+    result["seconds"] = time.perf_counter() - started
+    out = results_path(args.out, OUT, args.quick)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1) + "\n")
+    print(markdown(result))
+    print(f"wrote {out}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
