@@ -63,8 +63,10 @@ class PPOConfig(ScriptArguments, ModelConfig):
     task: str | None = field(
         default="shortest_path",
         metadata=field_help(
-            "Built-in offline task supplying SFT policy, proxy reward model, prompts and a gold score "
-            "('shortest_path', 'shortest_path_tiny'); set to null to bring your own models and prompts."
+            "Built-in offline task supplying SFT policy, proxy reward model, prompts and a gold score: walks in a "
+            "graph ('shortest_path', 'shortest_path_wide', 'shortest_path_tiny') or English text with a sentiment "
+            "and fluency gold ('fortunes', 'fortunes_tiny'; the text extra); set to null to bring your own models "
+            "and prompts."
         ),
     )
     task_seed: int | None = field(

@@ -1,7 +1,7 @@
 """Built-in offline RLHF tasks: an SFT policy, a proxy reward model and a gold scorer, built locally.
 
-``get_task(name)`` builds a task on first use (tens of seconds on CPU, no downloads) and
-caches it on disk; see ``registry.py`` for the variants.
+``get_task(name)`` builds a task on first use (tens of seconds on CPU for the graph tasks, about five minutes for
+the text task ``fortunes``; no downloads) and caches it on disk; see ``registry.py`` for the variants.
 
 The registry loads lazily (it needs torch and transformers), so a task's torch-free parts, such as the text task's
 corpus and gold scorer in ``ppo_core.tasks.fortunes``, import cheaply for the tuner and the dashboard.

@@ -55,7 +55,7 @@ def task_prompts(params: TaskParams, graph: Graph) -> tuple[list[str], list[str]
 
 
 @contextmanager
-def _torch_build_state(seed: int) -> Iterator[None]:
+def torch_build_state(seed: int) -> Iterator[None]:
     """Seed torch and run single-threaded for the build, restoring both afterwards.
 
     One thread: these models are so small that a second thread gains ~20%, while two
@@ -151,7 +151,7 @@ def build_task(name: str, params: TaskParams, out_dir: Path) -> dict[str, Any]:
     policy_tok = build_tokenizer(params.num_nodes, params.n_positions, padding_side="left")
     rm_tok = build_tokenizer(params.num_nodes, params.n_positions, padding_side="right")
 
-    with _torch_build_state(params.seed):
+    with torch_build_state(params.seed):
         policy, sft_losses = train_sft(graph, policy_tok, params, _stream(params, "sft"))
         sft_seconds = time.perf_counter() - started
 

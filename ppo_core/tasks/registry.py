@@ -16,12 +16,16 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Any, TypeVar
 
 from filelock import FileLock
 
 from ppo_core.cache_root import default_cache_dir
 from ppo_core.tasks.base import BuiltinTask
 from ppo_core.tasks.build import BUILD_INFO, POLICY_DIR, REWARD_MODEL_DIR, build_task, task_graph, task_prompts
+from ppo_core.tasks.fortunes.build import build_text_task
+from ppo_core.tasks.fortunes.params import TextTaskParams
+from ppo_core.tasks.fortunes.task_data import text_task_data
 from ppo_core.tasks.gold import GoldScorer
 from ppo_core.tasks.params import TaskParams
 from ppo_core.tasks.text import format_for_reward
@@ -48,7 +52,31 @@ _SHORTEST_PATH = TaskParams(
     **_COMMON,
 )
 
-VARIANTS: dict[str, TaskParams] = {
+_FORTUNES = TextTaskParams(
+    seed=0,
+    num_heldout=64,
+    vocab_size=4096,
+    n_layer=4,
+    n_embd=96,
+    n_head=4,
+    n_positions=64,
+    sft_steps=400,
+    sft_batch_size=64,
+    sft_lr=3e-3,
+    response_length=20,
+    rm_train_pairs=4500,
+    rm_heldout_pairs=500,
+    rm_epochs=3,
+    rm_batch_size=32,
+    rm_lr=1e-3,
+    rm_responses_per_prompt=2,
+)
+
+AnyTaskParams = TaskParams | TextTaskParams
+"""A variant's parameters: the type says which kind of task it builds."""
+P = TypeVar("P", TaskParams, TextTaskParams)
+
+VARIANTS: dict[str, AnyTaskParams] = {
     # The default: ~20 s to build on 2 CPU cores; SFT walks are valid but wasteful.
     "shortest_path": _SHORTEST_PATH,
     # The default task with a policy of 4.3x the parameters (n_embd 136 against 64, other shapes alike; 462k against
@@ -73,17 +101,52 @@ VARIANTS: dict[str, TaskParams] = {
         eval_samples_per_prompt=16,
         **_COMMON,
     ),
+    # The text task: continue a fortune's first three words positively and fluently. A word-level GPT-2 companion
+    # policy (4 x 96, 0.85M parameters) trained from scratch on the fortunes, and a proxy reward model trained on its
+    # samples' gold: about 320 s of one core to build (SFT 140, pairs 75, reward model 75, report 35). The proxy ranks
+    # 62% of held-out pairs right (91% of its training pairs): a weak, exploitable stand-in for gold.
+    "fortunes": _FORTUNES,
+    # For tests: a tiny vocabulary, one layer and few steps, seconds to build.
+    "fortunes_tiny": dataclasses.replace(
+        _FORTUNES,
+        vocab_size=512,
+        n_layer=1,
+        n_embd=32,
+        n_head=2,
+        n_positions=48,
+        sft_steps=40,
+        sft_lr=5e-3,
+        response_length=16,
+        rm_train_pairs=300,
+        rm_heldout_pairs=100,
+        rm_epochs=2,
+        rm_lr=3e-3,
+        eval_samples_per_prompt=2,
+    ),
 }
 
 TASK_NAMES: tuple[str, ...] = tuple(VARIANTS)
 
 
-def task_params(name: str, seed: int | None = None) -> TaskParams:
+def task_params(name: str, seed: int | None = None) -> AnyTaskParams:
     """The parameters of a named variant, drawn from ``seed`` when given (None: the variant's own); ``ValueError``
     naming the valid ones otherwise."""
     if name not in VARIANTS:
         raise ValueError(f"unknown task {name!r}; valid tasks: {', '.join(TASK_NAMES)}")
     return VARIANTS[name] if seed is None else dataclasses.replace(VARIANTS[name], seed=seed)
+
+
+def task_params_of(kind: type[P], name: str, seed: int | None = None) -> P:
+    """:func:`task_params` for a caller that needs one kind of task (``TaskParams`` or ``TextTaskParams``) and
+    reads its own fields; ``ValueError`` when the named variant is of the other kind.
+
+    >>> task_params_of(TaskParams, "shortest_path_tiny").max_walk_len
+    10
+    """
+    params = task_params(name, seed)
+    if not isinstance(params, kind):
+        raise ValueError(f"task {name!r} is not a {kind.__name__} task")
+    return params
 
 
 def task_dir(name: str, cache_dir: str | os.PathLike[str] | None = None, seed: int | None = None) -> Path:
@@ -96,7 +159,7 @@ def _is_complete(directory: Path) -> bool:
     return (directory / BUILD_INFO).is_file()
 
 
-def _build_atomically(name: str, params: TaskParams, target: Path) -> None:
+def _build_atomically(name: str, params: AnyTaskParams, target: Path) -> None:
     """Build into a sibling temp dir, then rename it to ``target`` (caller holds the lock)."""
     if target.exists():
         # Not produced by us (renames are atomic): a leftover to replace, not to trust.
@@ -105,7 +168,8 @@ def _build_atomically(name: str, params: TaskParams, target: Path) -> None:
     try:
         tmp.chmod(0o755)  # mkdtemp makes it private; the cache is meant to be shared and browsed
         logger.info("building task %s into %s (first use only)", name, target)
-        info = build_task(name, params, tmp)
+        info = build_text_task(name, params, tmp) if isinstance(params, TextTaskParams) \
+            else build_task(name, params, tmp)
         os.rename(tmp, target)
         logger.info("built task %s in %.1f s", name, info["seconds"]["total"])
     except BaseException:
@@ -128,6 +192,8 @@ def get_task(name: str, cache_dir: str | None = None, seed: int | None = None) -
             if not _is_complete(target):
                 _build_atomically(name, params, target)
     info = json.loads((target / BUILD_INFO).read_text())
+    if isinstance(params, TextTaskParams):
+        return _text_task(name, params, target, info)
     graph = task_graph(params)
     train_prompts, eval_prompts = task_prompts(params, graph)
     return BuiltinTask(
@@ -137,6 +203,23 @@ def get_task(name: str, cache_dir: str | None = None, seed: int | None = None) -
         train_prompts=train_prompts,
         eval_prompts=eval_prompts,
         gold_score=GoldScorer(graph),
+        reward_text=format_for_reward,
+        response_length=params.response_length,
+        info=info,
+    )
+
+
+def _text_task(name: str, params: TextTaskParams, target: Path, info: dict[str, Any]) -> BuiltinTask:
+    """The built text task: its models from ``target``, its prompts and gold derived again from the corpus."""
+    data = text_task_data(params)
+    return BuiltinTask(
+        name=name,
+        policy_path=str(target / POLICY_DIR),
+        reward_model_path=str(target / REWARD_MODEL_DIR),
+        train_prompts=data.split.train_prompts,
+        eval_prompts=data.split.heldout_prompts,
+        gold_score=data.gold,
+        # The reward model was trained on this join (ppo_core.tasks.reward_model.encode_pairs).
         reward_text=format_for_reward,
         response_length=params.response_length,
         info=info,

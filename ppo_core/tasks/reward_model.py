@@ -6,18 +6,41 @@ the graph's edges) and learns a scalar head from a finite set of preference pair
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Protocol
+
 import torch
 import torch.nn.functional as F
 from transformers import GPT2ForSequenceClassification, GPT2LMHeadModel, PreTrainedTokenizerFast
 
-from ppo_core.tasks.pairs import PreferencePair
-from ppo_core.tasks.params import TaskParams
 from ppo_core.tasks.sft import warmup_cosine
 from ppo_core.tasks.text import format_for_reward
 
 # Pulls the mean reward of each pair towards 0 so the RM's scale stays centred (the BT
 # loss alone only fixes differences), which keeps PPO rewards in a sane range.
 CENTERING_COEF = 1e-2
+
+
+class RewardPair(Protocol):
+    """A preference between two responses to one prompt: the graph task's pairs and the text task's alike."""
+
+    @property
+    def prompt(self) -> str: ...
+    @property
+    def chosen(self) -> str: ...
+    @property
+    def rejected(self) -> str: ...
+
+
+class RewardTraining(Protocol):
+    """The Bradley-Terry training settings a task's parameters give."""
+
+    @property
+    def rm_epochs(self) -> int: ...
+    @property
+    def rm_batch_size(self) -> int: ...
+    @property
+    def rm_lr(self) -> float: ...
 
 
 def init_reward_model(policy: GPT2LMHeadModel) -> GPT2ForSequenceClassification:
@@ -44,7 +67,7 @@ def pad_right(rows: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.T
 
 
 def encode_pairs(
-    tokenizer: PreTrainedTokenizerFast, pairs: list[PreferencePair]
+    tokenizer: PreTrainedTokenizerFast, pairs: Sequence[RewardPair]
 ) -> tuple[list[list[int]], list[list[int]]]:
     """Token ids of the RM texts for the chosen and the rejected side of each pair."""
     chosen = [format_for_reward(p.prompt, p.chosen) for p in pairs]
@@ -67,8 +90,8 @@ def score_ids(model: GPT2ForSequenceClassification, rows: list[list[int]], pad_i
 def train_reward_model(
     policy: GPT2LMHeadModel,
     tokenizer: PreTrainedTokenizerFast,
-    pairs: list[PreferencePair],
-    params: TaskParams,
+    pairs: Sequence[RewardPair],
+    params: RewardTraining,
     generator: torch.Generator,
 ) -> tuple[GPT2ForSequenceClassification, list[float]]:
     """Bradley-Terry training on ``pairs``; returns the model (eval mode) and its loss curve."""
@@ -102,7 +125,7 @@ def train_reward_model(
 def pairwise_accuracy(
     model: GPT2ForSequenceClassification,
     tokenizer: PreTrainedTokenizerFast,
-    pairs: list[PreferencePair],
+    pairs: Sequence[RewardPair],
 ) -> float:
     """Fraction of pairs where the RM scores the chosen response strictly higher."""
     chosen, rejected = encode_pairs(tokenizer, pairs)

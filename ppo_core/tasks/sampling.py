@@ -47,6 +47,47 @@ def sample_responses(
     return tokenizer.batch_decode(rows, skip_special_tokens=True)
 
 
+@torch.no_grad()
+def sample_responses_cached(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerFast,
+    prompts: list[str],
+    temperature: float,
+    max_new_tokens: int,
+    generator: torch.Generator,
+) -> list[str]:
+    """:func:`sample_responses` with the model's key-value cache: each step reads one new token, not the whole
+    sequence again, which on longer texts is several times faster. Same distribution, same decoding; the draws differ
+    from the uncached loop's only by float rounding, so tasks whose builds are pinned keep the uncached one."""
+    enc = tokenizer(prompts, padding=True, return_tensors="pt")
+    attention_mask = enc["attention_mask"]
+    # Left padding: derive positions from the mask so each prompt starts at position 0.
+    position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
+    out = model(input_ids=enc["input_ids"], attention_mask=attention_mask, position_ids=position_ids, use_cache=True,
+                logits_to_keep=1)
+    done = torch.zeros(len(prompts), dtype=torch.bool)
+    tokens: list[torch.Tensor] = []
+    for _ in range(max_new_tokens):
+        probs = torch.softmax(out.logits[:, -1].float() / temperature, dim=-1)
+        nxt = torch.multinomial(probs, 1, generator=generator).squeeze(1)
+        nxt = torch.where(done, torch.full_like(nxt, tokenizer.pad_token_id), nxt)
+        tokens.append(nxt)
+        done |= nxt == tokenizer.eos_token_id
+        if bool(done.all()):
+            break
+        # A finished row goes on being fed (its pads are cut below), so every row keeps one cache of one length.
+        attention_mask = torch.cat([attention_mask, torch.ones_like(attention_mask[:, :1])], dim=1)
+        position_ids = position_ids[:, -1:] + 1
+        out = model(input_ids=nxt[:, None], attention_mask=attention_mask, position_ids=position_ids,
+                    cache=out.cache, use_cache=True)
+    rows = []
+    for row in torch.stack(tokens, dim=1).tolist():
+        if tokenizer.eos_token_id in row:
+            row = row[: row.index(tokenizer.eos_token_id) + 1]
+        rows.append(row)
+    return tokenizer.batch_decode(rows, skip_special_tokens=True)
+
+
 def mean_gold(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerFast,
@@ -56,14 +97,17 @@ def mean_gold(
     temperature: float,
     max_new_tokens: int,
     seed: int,
+    cached: bool = False,
 ) -> dict[str, float]:
     """Mean gold score, rate of valid walks and mean response length (in words) over samples.
 
-    Valid means a positive score: the scorer gives exactly 0.0 to invalid walks only.
+    Valid means a positive score: the scorer gives exactly 0.0 to invalid walks only. ``cached`` samples with
+    :func:`sample_responses_cached`.
     """
     generator = torch.Generator().manual_seed(seed)
     batch = [p for p in prompts for _ in range(samples_per_prompt)]
-    responses = sample_responses(model, tokenizer, batch, temperature, max_new_tokens, generator)
+    sample = sample_responses_cached if cached else sample_responses
+    responses = sample(model, tokenizer, batch, temperature, max_new_tokens, generator)
     scores = gold_score(batch, responses)
     lengths = [len(r.split()) for r in responses]
     n = len(scores)

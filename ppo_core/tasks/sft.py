@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import random
+from typing import Protocol
 
 import torch
 import torch.nn.functional as F
@@ -17,7 +18,20 @@ from ppo_core.tasks.text import format_walk, make_prompt
 IGNORE_INDEX = -100
 
 
-def model_config(params: TaskParams, tokenizer: PreTrainedTokenizerFast, width: int | None = None) -> GPT2Config:
+class ModelShape(Protocol):
+    """The GPT-2 shape a task's parameters give (the graph task's and the text task's alike)."""
+
+    @property
+    def n_positions(self) -> int: ...
+    @property
+    def n_embd(self) -> int: ...
+    @property
+    def n_layer(self) -> int: ...
+    @property
+    def n_head(self) -> int: ...
+
+
+def model_config(params: ModelShape, tokenizer: PreTrainedTokenizerFast, width: int | None = None) -> GPT2Config:
     """The GPT-2 config shared by the policy and the reward model; ``width`` (n_embd) for a policy of its own width.
 
     Dropout is off: the data are clean, and PPO needs the policy's log-probs in train

@@ -27,6 +27,7 @@ from ppo_core.tasks import TASK_NAMES, BuiltinTask, get_task, registry
 from ppo_core.tasks.build import BUILD_INFO, task_graph
 from ppo_core.tasks.gold import PARTIAL_MAX, GoldScorer, score_walk
 from ppo_core.tasks.graph import Graph, goal_walk, shortest_path
+from ppo_core.tasks.params import TaskParams
 from ppo_core.tasks.sampling import sample_responses
 from ppo_core.tasks.text import format_for_reward, make_prompt, parse_prompt
 
@@ -117,7 +118,7 @@ def test_reward_text_join() -> None:
 def test_unknown_task_name() -> None:
     with pytest.raises(ValueError, match="shortest_path_tiny"):
         get_task("no_such_task")
-    assert TASK_NAMES == ("shortest_path", "shortest_path_wide", "shortest_path_tiny")
+    assert TASK_NAMES == ("shortest_path", "shortest_path_wide", "shortest_path_tiny", "fortunes", "fortunes_tiny")
 
 
 def test_cache_dir_defaults(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -143,7 +144,7 @@ def test_a_wider_policy_is_trained_for_the_same_reward_model(tiny: BuiltinTask, 
 
     from ppo_core.tasks.build import POLICY_DIR, REWARD_MODEL_DIR, build_task
 
-    wide = dataclasses.replace(registry.task_params(TINY), policy_n_embd=96)
+    wide = dataclasses.replace(registry.task_params_of(TaskParams, TINY), policy_n_embd=96)
     build_task("wide", wide, tmp_path)
     policy = AutoModelForCausalLM.from_pretrained(tmp_path / POLICY_DIR)
     small = AutoModelForCausalLM.from_pretrained(tiny.policy_path)
@@ -155,7 +156,7 @@ def test_a_wider_policy_is_trained_for_the_same_reward_model(tiny: BuiltinTask, 
     assert ours.keys() == theirs.keys() and all(torch.equal(ours[key], theirs[key]) for key in ours)
     assert json.loads((tmp_path / BUILD_INFO).read_text())["params"]["policy_n_embd"] == 96
     wide_default = registry.task_params("shortest_path_wide")
-    assert wide_default == dataclasses.replace(registry.task_params("shortest_path"), policy_n_embd=136)
+    assert wide_default == dataclasses.replace(registry.task_params_of(TaskParams, "shortest_path"), policy_n_embd=136)
 
 
 # --- cache locking, with a stand-in build so it costs nothing --------------------------------
@@ -267,7 +268,7 @@ def test_tiny_task_layout(tiny: BuiltinTask) -> None:
     assert len(tiny.train_prompts) + len(tiny.eval_prompts) == n * (n - 1)
     assert not set(tiny.train_prompts) & set(tiny.eval_prompts)
     assert tiny.reward_text("from 1 to 2 :", "3 2") == "from 1 to 2 : 3 2"
-    assert tiny.response_length > registry.task_params(TINY).max_walk_len
+    assert tiny.response_length > registry.task_params_of(TaskParams, TINY).max_walk_len
 
 
 def test_tiny_directories_load_offline(tiny: BuiltinTask) -> None:
@@ -334,7 +335,7 @@ def test_tiny_sft_policy_walks_mostly_validly(tiny: BuiltinTask) -> None:
 def test_tiny_reward_model_ranks_gold(tiny: BuiltinTask) -> None:
     assert tiny.info["summary"]["rm_heldout_accuracy"] > 0.7
     assert tiny.info["reward_model"]["sft_samples"]["score_gold_correlation"] > 0.3
-    params = registry.task_params(TINY)
+    params = registry.task_params_of(TaskParams, TINY)
     graph = task_graph(params)
     rng = random.Random(1)
     prompts = tiny.train_prompts[:40]

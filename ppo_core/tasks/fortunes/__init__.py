@@ -7,9 +7,13 @@
 - ``pairs.py``: gold-labelled preference pairs for a proxy reward model;
 - ``tokenizer.py``: a word-level tokenizer for a small policy (loaded lazily: it needs ``transformers``);
 - ``degenerate.py``: degenerate responses gold must score low; ``report.py`` prints the figures
-  (``python -m ppo_core.tasks.fortunes.report``).
+  (``python -m ppo_core.tasks.fortunes.report``);
+- the built task, which the registry names ``fortunes`` and ``fortunes_tiny``: ``params.py`` (what a build depends
+  on), ``task_data.py`` (its split and gold), ``sft.py`` (the companion policy), ``rm_pairs.py`` (the proxy's
+  gold-labelled pairs) and ``build.py``; these need torch and are not imported here.
 
-Everything but the tokenizer is torch-free, so the tuner and the dashboard can import it cheaply.
+Everything this package's face names but the tokenizer is torch-free, so the tuner and the dashboard can import it
+cheaply.
 
 >>> corpus = load_corpus()  # doctest: +SKIP
 >>> split = split_examples(corpus.texts, num_heldout=64, seed=0)  # doctest: +SKIP

@@ -1,0 +1,168 @@
+"""Building a text (fortunes) task into a directory: tokenizer, SFT policy, proxy reward model, report.
+
+The layout is the graph task's (``policy/``, ``reward_model/``, ``build_info.json`` written last), so the registry
+caches, locks and loads both kinds alike. The build is a pure function of ``TextTaskParams`` and the installed
+corpus: every random choice comes from a seeded ``random.Random`` stream or from torch's RNG, seeded inside a forked
+RNG state.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+import uuid
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import torch
+import transformers
+from transformers import GPT2ForSequenceClassification, GPT2LMHeadModel, PreTrainedTokenizerFast
+
+from ppo_core.tasks.build import BUILD_INFO, EVAL_TEMPERATURES, POLICY_DIR, REWARD_MODEL_DIR, torch_build_state
+from ppo_core.tasks.fortunes.pairs import TextPreferencePair
+from ppo_core.tasks.fortunes.params import TEXT_BUILD_VERSION, TextTaskParams
+from ppo_core.tasks.fortunes.rm_pairs import sample_gold_pairs
+from ppo_core.tasks.fortunes.sft import continuation_loss, encode_examples, train_text_sft
+from ppo_core.tasks.fortunes.task_data import TextTaskData, text_task_data
+from ppo_core.tasks.fortunes.tokenizer import build_word_tokenizer
+from ppo_core.tasks.reward_model import pairwise_accuracy, train_reward_model
+from ppo_core.tasks.sampling import mean_gold, sample_responses_cached
+
+REPORTED_SAMPLES = 5
+"""Held-out prompts whose SFT samples (at temperature 1.0) the build info shows, with their gold."""
+
+TRAIN_LOSS_TEXTS = 512
+"""Training texts the SFT continuation loss is also measured on, to read the held-out loss against."""
+
+
+def _stream(params: TextTaskParams, purpose: str) -> random.Random:
+    """An independent, reproducible RNG per purpose, so changing one stage does not reshuffle another."""
+    return random.Random(f"{params.seed}/{purpose}")
+
+
+def _sft_report(policy: GPT2LMHeadModel, tokenizer: PreTrainedTokenizerFast, data: TextTaskData,
+                params: TextTaskParams) -> dict[str, Any]:
+    """The policy's continuation loss on held-out and training texts, its mean gold on the held-out prompts per
+    temperature, and a few of its samples."""
+    heldout = encode_examples(tokenizer, data.split.heldout, params.n_positions)
+    train = encode_examples(tokenizer, data.split.train[:TRAIN_LOSS_TEXTS], params.n_positions)
+    prompts = data.split.heldout_prompts
+    gold = {
+        f"eval_prompts_t{t}": mean_gold(policy, tokenizer, data.gold, prompts, params.eval_samples_per_prompt, t,
+                                        params.response_length, seed=params.seed, cached=True)
+        for t in EVAL_TEMPERATURES
+    }
+    shown = prompts[:REPORTED_SAMPLES]
+    responses = sample_responses_cached(policy, tokenizer, shown, 1.0, params.response_length,
+                                 torch.Generator().manual_seed(params.seed))
+    return {
+        "heldout_loss": continuation_loss(policy, heldout, tokenizer.pad_token_id),
+        "train_loss": continuation_loss(policy, train, tokenizer.pad_token_id),
+        **gold,
+        "samples_t1.0": [
+            {"prompt": p, "response": r, "gold": g}
+            for p, r, g in zip(shown, responses, data.gold(shown, responses), strict=True)
+        ],
+    }
+
+
+def _gold_pairs(policy: GPT2LMHeadModel, tokenizer: PreTrainedTokenizerFast, data: TextTaskData,
+                params: TextTaskParams) -> tuple[list[TextPreferencePair], list[TextPreferencePair]]:
+    """``(train_pairs, heldout_pairs)`` from the SFT policy's samples on training prompts, the two drawn from
+    different prompts so the held-out accuracy measures pairs on prompts the reward model never saw."""
+    prompts = data.split.train_prompts
+    _stream(params, "rm-prompts").shuffle(prompts)
+    generator = torch.Generator().manual_seed(params.seed)
+    k = params.rm_responses_per_prompt
+    train, used = sample_gold_pairs(policy, tokenizer, data.gold, prompts, params.rm_train_pairs, k,
+                                    params.response_length, generator)
+    heldout, _ = sample_gold_pairs(policy, tokenizer, data.gold, prompts[used:], params.rm_heldout_pairs, k,
+                                   params.response_length, generator)
+    return train, heldout
+
+
+def _rm_report(reward_model: GPT2ForSequenceClassification, tokenizer: PreTrainedTokenizerFast,
+               train_pairs: list[TextPreferencePair], heldout_pairs: list[TextPreferencePair],
+               losses: list[float]) -> dict[str, Any]:
+    """Pairwise accuracies (the chosen side scored strictly higher) and the size of the pair sets."""
+    return {
+        "heldout_accuracy": pairwise_accuracy(reward_model, tokenizer, heldout_pairs),
+        "train_accuracy": pairwise_accuracy(reward_model, tokenizer, train_pairs),
+        "train_pairs": len(train_pairs),
+        "heldout_pairs": len(heldout_pairs),
+        "mean_gold_gap": sum(p.chosen_gold - p.rejected_gold for p in train_pairs) / max(len(train_pairs), 1),
+        "final_loss": sum(losses[-10:]) / max(len(losses[-10:]), 1),
+    }
+
+
+def _save(out_dir: Path, policy: GPT2LMHeadModel, policy_tok: PreTrainedTokenizerFast,
+          reward_model: GPT2ForSequenceClassification, rm_tok: PreTrainedTokenizerFast,
+          pairs: dict[str, list[TextPreferencePair]]) -> None:
+    policy.save_pretrained(out_dir / POLICY_DIR)
+    policy_tok.save_pretrained(out_dir / POLICY_DIR)
+    reward_model.save_pretrained(out_dir / REWARD_MODEL_DIR)
+    rm_tok.save_pretrained(out_dir / REWARD_MODEL_DIR)
+    with open(out_dir / "rm_pairs.jsonl", "w") as f:
+        for split, split_pairs in pairs.items():
+            for pair in split_pairs:
+                f.write(json.dumps({"split": split, **asdict(pair)}) + "\n")
+
+
+def build_text_task(name: str, params: TextTaskParams, out_dir: Path) -> dict[str, Any]:
+    """Build the task into ``out_dir`` (which must exist) and return the build info written there."""
+    started, cpu_started = time.perf_counter(), time.process_time()
+    seconds: dict[str, float] = {}
+
+    def lap(stage: str) -> None:
+        seconds[stage] = time.perf_counter() - started - sum(seconds.values())
+
+    data = text_task_data(params)
+    policy_tok = build_word_tokenizer(data.train_texts, params.vocab_size, params.n_positions, padding_side="left")
+    rm_tok = build_word_tokenizer(data.train_texts, params.vocab_size, params.n_positions, padding_side="right")
+    lap("data")
+    with torch_build_state(params.seed):
+        encoded = encode_examples(policy_tok, data.split.train, params.n_positions)
+        policy, sft_losses = train_text_sft(policy_tok, encoded, params, _stream(params, "sft"))
+        lap("sft")
+        train_pairs, heldout_pairs = _gold_pairs(policy, policy_tok, data, params)
+        lap("rm_pairs")
+        rm_generator = torch.Generator().manual_seed(params.seed)
+        reward_model, rm_losses = train_reward_model(policy, rm_tok, train_pairs, params, rm_generator)
+        lap("reward_model")
+        sft_report = _sft_report(policy, policy_tok, data, params)
+        rm_report = _rm_report(reward_model, rm_tok, train_pairs, heldout_pairs, rm_losses)
+        lap("report")
+    _save(out_dir, policy, policy_tok, reward_model, rm_tok, {"train": train_pairs, "heldout": heldout_pairs})
+    lap("save")
+    seconds["total"] = sum(seconds.values())
+    info: dict[str, Any] = {
+        "name": name,
+        "kind": "fortunes",
+        "summary": {
+            "sft_heldout_loss": sft_report["heldout_loss"],
+            "sft_gold_eval_t1.0": sft_report["eval_prompts_t1.0"]["gold"],
+            "sft_gold_eval_t0.7": sft_report["eval_prompts_t0.7"]["gold"],
+            "rm_heldout_accuracy": rm_report["heldout_accuracy"],
+            "build_seconds": seconds["total"],
+        },
+        "cache_key": params.cache_key(),
+        "build_version": TEXT_BUILD_VERSION,
+        "build_id": uuid.uuid4().hex,  # lets callers tell a rebuild from a cache hit
+        "built_at": time.time(),
+        "params": asdict(params),
+        "response_length": params.response_length,
+        "num_train_prompts": len(data.split.train_prompts),
+        "num_eval_prompts": len(data.split.heldout_prompts),
+        "num_train_texts": len(data.split.train),
+        "sft": {"final_loss": sum(sft_losses[-20:]) / len(sft_losses[-20:]), **sft_report},
+        "reward_model": rm_report,
+        "seconds": seconds,
+        # Torch runs on one thread here, so CPU time is the build's cost on one core, however loaded the machine.
+        "cpu_seconds": time.process_time() - cpu_started,
+        "versions": {"torch": torch.__version__, "transformers": transformers.__version__},
+    }
+    # Written last: its presence marks a complete build.
+    (out_dir / BUILD_INFO).write_text(json.dumps(info, indent=2))
+    return info

@@ -1,0 +1,66 @@
+"""The parameters that fully determine a built text task (and therefore its cache key), beside the graph task's.
+
+>>> TextTaskParams(seed=0, num_heldout=64, vocab_size=512, n_layer=1, n_embd=32, n_head=2, n_positions=48,
+...                sft_steps=50, sft_batch_size=32, sft_lr=3e-3, response_length=16, rm_train_pairs=200,
+...                rm_heldout_pairs=100, rm_epochs=2, rm_batch_size=32, rm_lr=2e-3,
+...                rm_responses_per_prompt=2).cache_key().isalnum()
+True
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+
+TEXT_BUILD_VERSION = 1
+"""Bumped whenever the text build changes what a given set of parameters produces, so old cache entries are not
+silently reused."""
+
+
+@dataclass(frozen=True)
+class TextTaskParams:
+    """Everything a text (fortunes) task build depends on; the build is a pure function of this and the corpus."""
+
+    seed: int
+    """Seeds the prompt split, the weights, the SFT batches and the reward model's pairs."""
+    num_heldout: int
+    """Distinct prompts held out of every training stage: the task's evaluation prompts."""
+    vocab_size: int
+    """Tokens of the word-level tokenizer, the four special ones included; rarer words become ``<unk>``."""
+    n_layer: int
+    """GPT-2 blocks, shared by the policy and the reward model."""
+    n_embd: int
+    """GPT-2 width."""
+    n_head: int
+    """GPT-2 attention heads."""
+    n_positions: int
+    """Longest sequence in tokens; longer training texts are cut to it (and lose their EOS)."""
+    sft_steps: int
+    """Optimiser steps of the policy's training from scratch."""
+    sft_batch_size: int
+    """Texts per SFT step."""
+    sft_lr: float
+    """Peak SFT learning rate (warm-up, then cosine decay)."""
+    response_length: int
+    """Most new tokens per response, at build time and in PPO."""
+    rm_train_pairs: int
+    """Gold-labelled pairs the proxy reward model is trained on."""
+    rm_heldout_pairs: int
+    """Pairs, from other training prompts, the reward model's accuracy is measured on."""
+    rm_epochs: int
+    """Passes of Bradley-Terry training over the pairs."""
+    rm_batch_size: int
+    """Pairs per reward-model step."""
+    rm_lr: float
+    """Peak reward-model learning rate."""
+    rm_responses_per_prompt: int
+    """SFT samples per prompt for the pairs (paired first with second, third with fourth, ...)."""
+    eval_samples_per_prompt: int = 8
+    """SFT samples per held-out prompt for the build's gold report."""
+
+    def cache_key(self) -> str:
+        """A 12-hex-digit hash of the parameters, the text build's version and the task's kind."""
+        # The kind keeps a text task's key apart from any graph task's, whatever fields the two ever share.
+        payload = json.dumps({"kind": "fortunes", "build_version": TEXT_BUILD_VERSION, **asdict(self)}, sort_keys=True)
+        return hashlib.sha256(payload.encode()).hexdigest()[:12]

@@ -1,0 +1,156 @@
+"""Tests for the built-in text task (fortunes_tiny): a real build into a temporary cache, then what it hands out."""
+
+from __future__ import annotations
+
+import json
+import math
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
+
+from ppo_core.tasks import BuiltinTask, get_task, registry
+from ppo_core.tasks.build import BUILD_INFO
+from ppo_core.tasks.fortunes import TextGoldScorer, build_gold_scorer, load_corpus, split_examples
+from ppo_core.tasks.fortunes.params import TextTaskParams
+
+TINY = "fortunes_tiny"
+PARAMS = registry.task_params_of(TextTaskParams, TINY)
+
+# The graph variants' cache keys as they were before text tasks joined the registry: their cached builds, and every
+# figure measured on them, must stay the ones in use.
+GRAPH_KEYS = {
+    "shortest_path": "ce6e6bcaa7d3",
+    "shortest_path_wide": "cf1723ad2fe1",
+    "shortest_path_tiny": "759dc22e74bf",
+}
+
+
+@pytest.fixture(scope="module")
+def task(tmp_path_factory: pytest.TempPathFactory) -> BuiltinTask:
+    cache = tmp_path_factory.mktemp("cache")
+    threads, rng_state = torch.get_num_threads(), torch.random.get_rng_state()
+    built = get_task(TINY, cache_dir=str(cache))
+    # The build seeds and single-threads torch only inside itself.
+    assert torch.get_num_threads() == threads
+    assert torch.equal(torch.random.get_rng_state(), rng_state)
+    return built
+
+
+def test_graph_variants_keep_their_cache_directories(tmp_path: Path) -> None:
+    for name, key in GRAPH_KEYS.items():
+        assert registry.task_dir(name, tmp_path) == tmp_path / "tasks" / f"{name}-{key}"
+
+
+def test_text_variants_are_text_tasks_with_keys_of_their_own() -> None:
+    text = [name for name in registry.TASK_NAMES if isinstance(registry.task_params(name), TextTaskParams)]
+    assert text == ["fortunes", "fortunes_tiny"]
+    keys = [registry.task_params(name).cache_key() for name in registry.TASK_NAMES]
+    assert len(set(keys)) == len(keys)
+    # Another seed is another text task, as for the graph ones.
+    assert registry.task_params(TINY, 1).cache_key() != PARAMS.cache_key()
+
+
+def test_directories_load_offline(task: BuiltinTask) -> None:
+    tok = AutoTokenizer.from_pretrained(task.policy_path)
+    policy = AutoModelForCausalLM.from_pretrained(task.policy_path)
+    rm_tok = AutoTokenizer.from_pretrained(task.reward_model_path)
+    rm = AutoModelForSequenceClassification.from_pretrained(task.reward_model_path)
+    assert type(policy).__name__ == "GPT2LMHeadModel"
+    assert type(rm).__name__ == "GPT2ForSequenceClassification"
+    assert rm.config.num_labels == 1
+    assert (tok.padding_side, rm_tok.padding_side) == ("left", "right")
+    assert tok.pad_token_id != tok.eos_token_id
+    assert rm.config.pad_token_id == rm_tok.pad_token_id == tok.pad_token_id
+    assert len(tok) == policy.config.vocab_size == rm.config.vocab_size == PARAMS.vocab_size
+    prompt_ids = tok(task.eval_prompts[0])["input_ids"]
+    assert prompt_ids[0] == tok.bos_token_id
+
+
+def test_prompt_splits_are_disjoint_and_not_empty(task: BuiltinTask) -> None:
+    assert task.train_prompts and task.eval_prompts
+    assert not set(task.train_prompts) & set(task.eval_prompts)
+    assert len(task.eval_prompts) == PARAMS.num_heldout
+
+
+def test_gold_score_is_the_scorer_of_the_training_texts(task: BuiltinTask) -> None:
+    assert isinstance(task.gold_score, TextGoldScorer)
+    samples = [sample["response"] for sample in task.info["sft"]["samples_t1.0"]]
+    responses = [*samples, "", "the the the the", "and all is well, my friend."]
+    prompts = task.eval_prompts[: len(responses)]
+    scores = task.gold_score(prompts, responses)
+    assert all(math.isfinite(s) and 0.0 <= s <= 1.0 for s in scores)
+    # The same scorer a caller would build from the same split: the task hands out the real gold, not a stand-in.
+    split = split_examples(load_corpus().texts, PARAMS.num_heldout, seed=0)
+    assert scores == build_gold_scorer([example.text for example in split.train])(prompts, responses)
+    assert [s["gold"] for s in task.info["sft"]["samples_t1.0"]] == scores[: len(samples)]
+    # Tuner workers may receive the task by pickling.
+    assert pickle.loads(pickle.dumps(task)).gold_score(prompts, responses) == scores
+
+
+def test_reward_model_prefers_chosen_on_its_training_pairs(task: BuiltinTask) -> None:
+    rows = [json.loads(line) for line in (Path(task.policy_path).parent / "rm_pairs.jsonl").read_text().splitlines()]
+    train = [row for row in rows if row["split"] == "train"]
+    assert len(train) == PARAMS.rm_train_pairs
+    assert all(row["chosen_gold"] > row["rejected_gold"] for row in train)
+    rm_tok = AutoTokenizer.from_pretrained(task.reward_model_path)
+    rm = AutoModelForSequenceClassification.from_pretrained(task.reward_model_path).eval()
+
+    def scores(side: str) -> torch.Tensor:
+        # reward_text is the join the trainer scores with: on it the RM must rank as it did in training.
+        texts = [task.reward_text(row["prompt"], row[side]) for row in train]
+        with torch.no_grad():
+            return rm(**rm_tok(texts, return_tensors="pt", padding=True)).logits.squeeze(-1)
+
+    accuracy = float((scores("chosen") > scores("rejected")).float().mean())
+    assert accuracy > 0.6
+    assert accuracy == pytest.approx(task.info["reward_model"]["train_accuracy"], abs=0.01)
+    assert task.reward_text("If a man", "is happy") == "If a man is happy"
+
+
+def test_build_info_reports_every_stage(task: BuiltinTask) -> None:
+    info = task.info
+    assert info["kind"] == "fortunes" and info["name"] == TINY
+    stages = ("data", "sft", "rm_pairs", "reward_model", "report", "save")
+    assert all(info["seconds"][stage] >= 0 for stage in stages)
+    assert info["seconds"]["total"] == pytest.approx(sum(info["seconds"][stage] for stage in stages), rel=1e-6)
+    summary = info["summary"]
+    assert math.isfinite(summary["sft_heldout_loss"]) and summary["sft_heldout_loss"] > 0
+    assert 0.0 <= summary["rm_heldout_accuracy"] <= 1.0
+    for temperature in ("1.0", "0.7"):
+        assert 0.0 <= summary[f"sft_gold_eval_t{temperature}"] <= 1.0
+    assert task.response_length == info["response_length"] == PARAMS.response_length
+
+
+def test_second_get_task_reuses_the_cache(task: BuiltinTask) -> None:
+    root = Path(task.policy_path).parent
+    before = (root / BUILD_INFO).read_bytes()
+    again = get_task(TINY, cache_dir=str(root.parent.parent))
+    assert again.policy_path == task.policy_path
+    assert again.info["build_id"] == task.info["build_id"]
+    assert (root / BUILD_INFO).read_bytes() == before
+    assert again.train_prompts == task.train_prompts and again.eval_prompts == task.eval_prompts
+
+
+@pytest.mark.heavy
+def test_ppo_tune_trains_on_the_text_task(task: BuiltinTask, tmp_path: Path) -> None:
+    cache = Path(task.policy_path).parent.parent.parent
+    config = {"task": TINY, "task_cache_dir": str(cache), "per_device_train_batch_size": 8, "total_episodes": 16,
+              "num_ppo_epochs": 1, "num_sample_generations": 1, "num_eval_prompts": 4, "num_eval_samples": 2,
+              "seed": 3}
+    (tmp_path / "run.yaml").write_text(yaml.safe_dump(config))
+    done = subprocess.run([sys.executable, "-m", "ppo_tune", "train", str(tmp_path / "run.yaml"), "--output",
+                           str(tmp_path / "out"), "--quiet"], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    metrics = [json.loads(line) for line in (tmp_path / "out" / "metrics.jsonl").read_text().splitlines()]
+    assert [m["update"] for m in metrics] == [1, 2]
+    assert all(0.0 <= m["objective/gold_score"] <= 1.0 and math.isfinite(m["objective/scores"]) for m in metrics)
+    samples = [json.loads(line) for line in (tmp_path / "out" / "samples.jsonl").read_text().splitlines()]
+    # The samples are of held-out prompts, each scored by the proxy and by gold.
+    assert samples and all(s["prompt"] in task.eval_prompts for s in samples)
+    assert all(0.0 <= s["gold_score"] <= 1.0 and math.isfinite(s["score"]) for s in samples)
