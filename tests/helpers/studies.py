@@ -25,6 +25,13 @@ from tuner.database import open_storage
 from tuner.study_config import load_study_spec
 
 TESTS_DIR = Path(__file__).parent.parent  # tests/: the reward modules' directory, for the trials' path
+SHIPPED_DIR = TESTS_DIR.parent / "studies"
+
+
+def shipped_study_files() -> list[Path]:
+    """The shipped study files (``ppo-tune run``): every studies/*.yaml with a search space, the rule
+    tools/cli_surface.py reads them by; the others are run configs (``ppo-tune train``)."""
+    return [path for path in sorted(SHIPPED_DIR.glob("*.yaml")) if "search_space" in yaml.safe_load(path.read_text())]
 
 
 def write_study(directory: Path, lm_dir: Path, prompts: Path, name: str = "tiny", **overrides: Any) -> Path:

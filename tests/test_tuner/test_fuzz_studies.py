@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 from helpers.fuzz_strategies import FUZZ, mangled_text, shipped_mapping, value_strategies
+from helpers.studies import shipped_study_files
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -27,8 +28,7 @@ from tuner.database import sqlite_path
 from tuner.study_config import StudySpec, load_study_spec
 
 ROOT = Path(__file__).resolve().parents[2]
-RUN_CONFIGS = ("train.yaml", "trl_defaults.yaml")
-SHIPPED = sorted(p for p in (ROOT / "studies").glob("*.yaml") if p.name not in RUN_CONFIGS)
+SHIPPED = shipped_study_files()
 NOT_A_DATABASE = b"not a database\n" * 64
 
 EXTREME_NUMBERS = [0, -1, 1, 2**31, 2**32, 2**63, -(2**63), 10**30, 1e308, -1e308, 5e-324, -0.0, math.inf,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import optuna
 import pytest
-from helpers.studies import write_study
+from helpers.studies import shipped_study_files, write_study
 
 from ppo_core.config_io import build_config, load_config
 from ppo_tune.cli import main
@@ -123,10 +123,10 @@ def test_missing_study_file_and_unknown_study(tmp_path: Path, capsys: pytest.Cap
     assert "study 'nope' not found" in capsys.readouterr().err
 
 
-RUN_CONFIGS = ("train.yaml", "trl_defaults.yaml")
 
 
-STUDY_FILES = sorted(p for p in (ROOT / "studies").glob("*.yaml") if p.name not in RUN_CONFIGS)
+STUDY_FILES = shipped_study_files()
+RUN_CONFIGS = [p.name for p in sorted((ROOT / "studies").glob("*.yaml")) if p not in STUDY_FILES]
 
 
 @pytest.mark.parametrize("study_file", STUDY_FILES, ids=lambda p: p.name)
@@ -137,7 +137,13 @@ def test_shipped_study_files_are_valid(study_file: Path) -> None:
 
 @pytest.mark.parametrize("run_config", RUN_CONFIGS)
 def test_shipped_run_configs_are_valid(run_config: str) -> None:
-    assert load_config(ROOT / "studies" / run_config).task == "shortest_path"
+    assert load_config(ROOT / "studies" / run_config).task in ("shortest_path", "fortunes")
+
+
+def test_the_shipped_files_are_the_studies_and_run_configs_known() -> None:
+    # A file that lost its search space would silently move from the study checks to the run-config ones.
+    assert set(RUN_CONFIGS) == {"train.yaml", "trl_defaults.yaml", "fortunes_train.yaml"}
+    assert {p.name for p in STUDY_FILES} == {"quickstart.yaml", "estimators.yaml", "pareto.yaml"}
 
 
 def test_every_batch_combination_builds_the_rollout_and_mini_batch_asked_for() -> None:
