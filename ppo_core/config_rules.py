@@ -190,6 +190,13 @@ def _check_batches(c: RuledConfig) -> None:
 
 
 def _check_models_and_rewards(c: RuledConfig) -> None:
+    if c.task is not None:
+        # Here, not when the task is built: a study would otherwise be stored and then fail in every trial.
+        from ppo_core.tasks.variants import task_problem
+
+        problem = task_problem(c.task)
+        if problem is not None:
+            raise ConfigError(problem)
     if c.task is None:
         for name in ("sft_model_path", "dataset_name"):
             if getattr(c, name) is None:

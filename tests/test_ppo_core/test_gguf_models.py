@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 import torch
 import yaml
+from helpers.missing_packages import blocking
 from helpers.tiny_gguf import write_tiny_llama_gguf
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -180,13 +181,6 @@ def run_config(directory: Path, policy: str) -> Path:
     path = directory / "run.yaml"
     path.write_text(yaml.safe_dump(values))
     return path
-
-
-def blocking(directory: Path, module: str) -> dict[str, str]:
-    """An environment whose Python refuses to import ``module``, as if it were not installed."""
-    directory.mkdir()
-    (directory / "sitecustomize.py").write_text(f"import sys\nsys.modules[{module!r}] = None\n")
-    return {"PYTHONPATH": os.pathsep.join(filter(None, [str(directory), os.environ.get("PYTHONPATH")]))}
 
 
 def ppo_tune_train(config: Path, output: Path, cache: Path, **env: str) -> subprocess.CompletedProcess[str]:
