@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from transformers import GPT2ForSequenceClassification, GPT2LMHeadModel, PreTrainedTokenizerFast
 
-from ppo_core.tasks.sft import warmup_cosine
+from ppo_core.tasks.sft import optimizer_step, warmup_cosine
 from ppo_core.tasks.text import format_for_reward
 
 # Pulls the mean reward of each pair towards 0 so the RM's scale stays centred (the BT
@@ -111,12 +111,7 @@ def train_reward_model(
             scores = score_ids(model, rows, tokenizer.pad_token_id)
             good, bad = scores[: len(batch)], scores[len(batch) :]
             loss = -F.logsigmoid(good - bad).mean() + CENTERING_COEF * ((good + bad) ** 2).mean()
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-            scheduler.step()
-            losses.append(loss.item())
+            losses.append(optimizer_step(model, optimizer, scheduler, loss))
     model.eval()
     return model, losses
 

@@ -106,6 +106,18 @@ def warmup_cosine(step: int, total: int, warmup_frac: float = 0.05, floor: float
     return floor + (1.0 - floor) * 0.5 * (1.0 + math.cos(math.pi * progress))
 
 
+def optimizer_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+                   scheduler: torch.optim.lr_scheduler.LRScheduler, loss: torch.Tensor) -> float:
+    """One step of every build's training (the SFT policies and the reward models): backward, gradients clipped to
+    norm 1, the optimiser's step, then the schedule's; the loss's value, for the build's report."""
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+    scheduler.step()
+    return loss.item()
+
+
 def train_sft(
     graph: Graph, tokenizer: PreTrainedTokenizerFast, params: TaskParams, rng: random.Random, width: int | None = None
 ) -> tuple[GPT2LMHeadModel, list[float]]:
@@ -123,11 +135,6 @@ def train_sft(
     for _ in range(params.sft_steps):
         batch = encode_sft_batch(tokenizer, *sample_sft_batch(graph, params, rng))
         loss = lm_loss(model, batch)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        scheduler.step()
-        losses.append(loss.item())
+        losses.append(optimizer_step(model, optimizer, scheduler, loss))
     model.eval()
     return model, losses

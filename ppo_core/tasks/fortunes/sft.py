@@ -18,7 +18,7 @@ from transformers import GPT2LMHeadModel, PreTrainedTokenizerFast
 
 from ppo_core.tasks.fortunes.params import TextTaskParams
 from ppo_core.tasks.fortunes.prompts import TextExample
-from ppo_core.tasks.sft import IGNORE_INDEX, lm_loss, model_config, warmup_cosine
+from ppo_core.tasks.sft import IGNORE_INDEX, lm_loss, model_config, optimizer_step, warmup_cosine
 
 
 @dataclass(frozen=True)
@@ -83,12 +83,7 @@ def train_text_sft(tokenizer: PreTrainedTokenizerFast, encoded: EncodedTexts, pa
             batches = length_batches(lengths, params.sft_batch_size, rng)
         rows = [encoded.rows[i] for i in batches.pop()]
         loss = lm_loss(model, pad_rows(rows, tokenizer.pad_token_id, [0] * len(rows)))
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        scheduler.step()
-        losses.append(loss.item())
+        losses.append(optimizer_step(model, optimizer, scheduler, loss))
     model.eval()
     return model, losses
 
