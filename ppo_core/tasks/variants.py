@@ -54,6 +54,7 @@ _FORTUNES = TextTaskParams(
     rm_batch_size=32,
     rm_lr=1e-3,
     rm_responses_per_prompt=2,
+    rm_reference_pairs=4500,
 )
 
 AnyTaskParams = TaskParams | TextTaskParams
@@ -86,9 +87,10 @@ VARIANTS: dict[str, AnyTaskParams] = {
         **_COMMON,
     ),
     # The text task: continue a fortune's first three words positively and fluently. A word-level GPT-2 companion
-    # policy (4 x 96, 0.85M parameters) trained from scratch on the fortunes, and a proxy reward model trained on its
-    # samples' gold: about 320 s of one core to build (SFT 140, pairs 75, reward model 75, report 35). The proxy ranks
-    # 62% of held-out pairs right (91% of its training pairs): a weak, exploitable stand-in for gold.
+    # policy (4 x 96, 0.85M parameters) trained from scratch on the fortunes, and a proxy reward model trained on the
+    # gold of its samples' pairs and of human continuations' pairs: about 365 s of one core to build (SFT 110, pairs
+    # 60, reward model 150, report 35). The proxy ranks 69% of held-out pairs of the companion's samples right and
+    # 72% of held-out pairs of human continuations (89% of its training pairs): an exploitable stand-in for gold.
     "fortunes": _FORTUNES,
     # For tests: a tiny vocabulary, one layer and few steps, seconds to build.
     "fortunes_tiny": dataclasses.replace(
@@ -105,6 +107,7 @@ VARIANTS: dict[str, AnyTaskParams] = {
         rm_heldout_pairs=100,
         rm_epochs=2,
         rm_lr=3e-3,
+        rm_reference_pairs=100,
         eval_samples_per_prompt=2,
     ),
 }

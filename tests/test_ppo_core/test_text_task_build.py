@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import pickle
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +18,10 @@ from transformers import AutoModelForCausalLM, AutoModelForSequenceClassificatio
 from ppo_core.tasks import BuiltinTask, get_task, registry
 from ppo_core.tasks.build import BUILD_INFO
 from ppo_core.tasks.fortunes import TextGoldScorer, build_gold_scorer, load_corpus, split_examples
+from ppo_core.tasks.fortunes.pairs import DEFAULT_MARGIN
 from ppo_core.tasks.fortunes.params import TextTaskParams
+from ppo_core.tasks.fortunes.prompts import TextExample
+from ppo_core.tasks.fortunes.rm_pairs import fit_words, reference_pairs
 
 TINY = "fortunes_tiny"
 PARAMS = registry.task_params_of(TextTaskParams, TINY)
@@ -154,3 +158,49 @@ def test_ppo_tune_trains_on_the_text_task(task: BuiltinTask, tmp_path: Path) -> 
     # The samples are of held-out prompts, each scored by the proxy and by gold.
     assert samples and all(s["prompt"] in task.eval_prompts for s in samples)
     assert all(0.0 <= s["gold_score"] <= 1.0 and math.isfinite(s["score"]) for s in samples)
+
+
+def test_reference_pairs_are_stored_and_come_from_texts_the_held_out_pairs_never_use(task: BuiltinTask) -> None:
+    rows = [json.loads(line) for line in (Path(task.policy_path).parent / "rm_pairs.jsonl").read_text().splitlines()]
+    train = [row for row in rows if row["split"] == "reference_train"]
+    heldout = [row for row in rows if row["split"] == "reference_heldout"]
+    assert len(train) == PARAMS.rm_reference_pairs and len(heldout) == PARAMS.rm_reference_pairs // 10
+    assert all(row["chosen_gold"] - row["rejected_gold"] >= DEFAULT_MARGIN for row in train + heldout)
+    # Each side is a human continuation cut to a response's length in the reward model's tokens.
+    rm_tok = AutoTokenizer.from_pretrained(task.reward_model_path)
+    assert all(0 < len(rm_tok(row[side])["input_ids"]) <= PARAMS.response_length
+               for row in train for side in ("chosen", "rejected"))
+    responses = {row[side] for row in train for side in ("chosen", "rejected")}
+    assert not responses & {row[side] for row in heldout for side in ("chosen", "rejected")}
+    reward_model = task.info["reward_model"]
+    assert 0.0 <= reward_model["reference_heldout_accuracy"] <= 1.0
+    assert reward_model["reference_train_pairs"] == len(train)
+
+
+def test_reference_pairs_set_one_texts_continuation_under_anothers_prompt() -> None:
+    examples = [TextExample(f"prompt {i}", f"word{i} " * 30) for i in range(40)]
+
+    def gold(prompts: list[str], responses: list[str]) -> list[float]:
+        # Higher for a higher text number: every pair's preference is known.
+        return [int(response.split()[0][4:]) / 10 for response in responses]
+
+    def cut(text: str) -> str:
+        return fit_words(text, lambda words: len(words.split()), 5)
+
+    pairs = reference_pairs(examples, gold, count=15, cut=cut, rng=random.Random(0))
+    assert len(pairs) == 15
+    for pair in pairs:
+        assert len(pair.chosen.split()) == len(pair.rejected.split()) == 5
+        assert pair.chosen_gold > pair.rejected_gold
+        numbers = {int(pair.chosen.split()[0][4:]), int(pair.rejected.split()[0][4:])}
+        assert pair.prompt in {f"prompt {n}" for n in numbers}
+    # Seeded: the same order, the same pairs.
+    assert reference_pairs(examples, gold, 15, cut, random.Random(0)) == pairs
+    assert reference_pairs(examples, gold, 15, cut, random.Random(1)) != pairs
+
+
+def test_fit_words_keeps_the_most_whole_words_within_the_token_limit() -> None:
+    # Two tokens a word: 3 words fit in 6 tokens, never a part of one.
+    assert fit_words("one two three four", lambda text: 2 * len(text.split()), 6) == "one two three"
+    assert fit_words("  spaced   out  ", lambda text: len(text.split()), 5) == "spaced out"
+    assert fit_words("toolongword", lambda text: 9, 5) == ""

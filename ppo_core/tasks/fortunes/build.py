@@ -23,7 +23,7 @@ from transformers import GPT2ForSequenceClassification, GPT2LMHeadModel, PreTrai
 from ppo_core.tasks.build import BUILD_INFO, EVAL_TEMPERATURES, POLICY_DIR, REWARD_MODEL_DIR, torch_build_state
 from ppo_core.tasks.fortunes.pairs import TextPreferencePair
 from ppo_core.tasks.fortunes.params import TEXT_BUILD_VERSION, TextTaskParams
-from ppo_core.tasks.fortunes.rm_pairs import sample_gold_pairs
+from ppo_core.tasks.fortunes.rm_pairs import fit_words, reference_pairs, sample_gold_pairs
 from ppo_core.tasks.fortunes.sft import continuation_loss, encode_examples, train_text_sft
 from ppo_core.tasks.fortunes.task_data import TextTaskData, text_task_data
 from ppo_core.tasks.fortunes.tokenizer import build_word_tokenizer
@@ -83,6 +83,38 @@ def _gold_pairs(policy: GPT2LMHeadModel, tokenizer: PreTrainedTokenizerFast, dat
     return train, heldout
 
 
+def _reference_pairs(data: TextTaskData, tokenizer: PreTrainedTokenizerFast,
+                     params: TextTaskParams) -> tuple[list[TextPreferencePair], list[TextPreferencePair]]:
+    """``(train, heldout)`` pairs of human continuations (``rm_reference_pairs`` and a tenth as many), each cut to
+    ``response_length`` of ``tokenizer``'s tokens, the held-out ones from texts the training ones never used; none
+    when ``rm_reference_pairs`` is 0."""
+    if params.rm_reference_pairs == 0:
+        return [], []
+    texts = list(data.split.train)
+    _stream(params, "rm-references").shuffle(texts)
+    heldout_count = max(1, params.rm_reference_pairs // 10)
+    # The held-out pairs come from the last fifth of the texts, which the training pairs never reach.
+    cut = len(texts) * 4 // 5
+    rng = _stream(params, "rm-reference-pairs")
+
+    def fit(text: str) -> str:
+        return fit_words(text, lambda words: len(tokenizer(words)["input_ids"]), params.response_length)
+
+    train = reference_pairs(texts[:cut], data.gold, params.rm_reference_pairs, fit, rng)
+    heldout = reference_pairs(texts[cut:], data.gold, heldout_count, fit, rng)
+    return train, heldout
+
+
+def _reference_report(reward_model: GPT2ForSequenceClassification, tokenizer: PreTrainedTokenizerFast,
+                      train: list[TextPreferencePair], heldout: list[TextPreferencePair]) -> dict[str, Any]:
+    """The proxy's pairwise accuracy on the human continuations' pairs; empty without them."""
+    if not train:
+        return {}
+    return {"reference_heldout_accuracy": pairwise_accuracy(reward_model, tokenizer, heldout),
+            "reference_train_accuracy": pairwise_accuracy(reward_model, tokenizer, train),
+            "reference_train_pairs": len(train), "reference_heldout_pairs": len(heldout)}
+
+
 def _rm_report(reward_model: GPT2ForSequenceClassification, tokenizer: PreTrainedTokenizerFast,
                train_pairs: list[TextPreferencePair], heldout_pairs: list[TextPreferencePair],
                losses: list[float]) -> dict[str, Any]:
@@ -127,14 +159,21 @@ def build_text_task(name: str, params: TextTaskParams, out_dir: Path) -> dict[st
         policy, sft_losses = train_text_sft(policy_tok, encoded, params, _stream(params, "sft"))
         lap("sft")
         train_pairs, heldout_pairs = _gold_pairs(policy, policy_tok, data, params)
+        text_train, text_heldout = _reference_pairs(data, rm_tok, params)
         lap("rm_pairs")
         rm_generator = torch.Generator().manual_seed(params.seed)
-        reward_model, rm_losses = train_reward_model(policy, rm_tok, train_pairs, params, rm_generator)
+        # The two kinds interleaved in a seeded order, so that every step of the proxy's training sees both.
+        mixed = train_pairs + text_train
+        _stream(params, "rm-mix").shuffle(mixed)
+        reward_model, rm_losses = train_reward_model(policy, rm_tok, mixed, params, rm_generator)
         lap("reward_model")
         sft_report = _sft_report(policy, policy_tok, data, params)
-        rm_report = _rm_report(reward_model, rm_tok, train_pairs, heldout_pairs, rm_losses)
+        rm_report = {**_rm_report(reward_model, rm_tok, train_pairs, heldout_pairs, rm_losses),
+                     **_reference_report(reward_model, rm_tok, text_train, text_heldout)}
         lap("report")
-    _save(out_dir, policy, policy_tok, reward_model, rm_tok, {"train": train_pairs, "heldout": heldout_pairs})
+    _save(out_dir, policy, policy_tok, reward_model, rm_tok, {"train": train_pairs, "heldout": heldout_pairs,
+                                                              "reference_train": text_train,
+                                                              "reference_heldout": text_heldout})
     lap("save")
     seconds["total"] = sum(seconds.values())
     info: dict[str, Any] = {
@@ -145,6 +184,7 @@ def build_text_task(name: str, params: TextTaskParams, out_dir: Path) -> dict[st
             "sft_gold_eval_t1.0": sft_report["eval_prompts_t1.0"]["gold"],
             "sft_gold_eval_t0.7": sft_report["eval_prompts_t0.7"]["gold"],
             "rm_heldout_accuracy": rm_report["heldout_accuracy"],
+            "rm_reference_heldout_accuracy": rm_report.get("reference_heldout_accuracy"),
             "build_seconds": seconds["total"],
         },
         "cache_key": params.cache_key(),
