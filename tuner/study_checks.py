@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ppo_core.config import ConfigError, PPOConfig
+from ppo_core.model_paths import require_model
 from tuner.metric_check import unreported_metric
 from tuner.search_space import (
     DECIDING_PARAMS,
@@ -28,6 +29,8 @@ from tuner.study_target import target_check
 from tuner.study_values import fail, show_value
 
 BuildConfig = Callable[[dict[str, Any]], PPOConfig]
+MODEL_FIELDS = ("sft_model_path", "value_model_path")
+"""The fields naming a model to load (``reward_model_path`` may name a function, which the config checks itself)."""
 """Builds and checks a PPOConfig from a mapping of its values (``ppo_core.config_io.build_config``)."""
 
 
@@ -42,6 +45,11 @@ def _example_problem(spec: StudySpec, decided: Mapping[str, Any], build: BuildCo
     point = choose_point(spec.search_space, lambda param: decided.get(param.name, first_value(param)), spec.base)
     try:
         config = build({**spec.base, **config_values(point, spec.base)})
+        # A model that cannot load (a missing directory, a GGUF whose package is not installed) would fail every
+        # trial after the study is stored: refused now, torch-free.
+        for name in MODEL_FIELDS:
+            if getattr(config, name) is not None:
+                require_model(getattr(config, name), name)
     except ConfigError as error:
         field_name = str(error).split(":", 1)[0]
         return f"{'search_space' if field_name in spec.search_space else 'base'}.{error}"

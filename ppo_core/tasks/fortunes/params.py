@@ -58,8 +58,9 @@ class TextTaskParams:
     """SFT samples per prompt for the pairs (paired first with second, third with fourth, ...)."""
     rm_reference_pairs: int = 0
     """Gold-labelled pairs of two texts' human continuations, each cut to ``response_length`` tokens, added to the
-    proxy's training pairs, up to this many (and up to a tenth as many held out; fewer when the texts run out): fluent English the proxy learns gold on, beside the SFT
-    policy's own samples, so that it still reads a pretrained model's fluent responses (see ``rm_pairs.py``)."""
+    proxy's training pairs: up to this many, and up to a tenth as many held out (fewer when the texts run out).
+    Fluent English the proxy learns gold on, beside the SFT policy's own samples, so that it still reads a
+    pretrained model's fluent responses (see ``rm_pairs.py``)."""
     eval_samples_per_prompt: int = 8
     """SFT samples per held-out prompt for the build's gold report."""
 

@@ -1,0 +1,269 @@
+"""The real-model study, end to end: tune a study file with the CLI, validate its winner on fresh seeds, and set the
+winner beside the untuned model and TRL GRPOConfig's defaults on the same seeds, paired seed by seed.
+
+    python -m benchmarks.real_model_study --work-dir DIR                  # studies/smollm2.yaml, 2 workers, 3 seeds
+    python -m benchmarks.real_model_study --work-dir DIR                  # again: goes on where it stopped
+    python -m benchmarks.real_model_study --quick --out /tmp/rms.json     # the companion policy, a few updates
+
+Each step resumes: the study and its validation live in ``DIR/study.db`` (``ppo-tune run`` and ``ppo-tune
+validate`` go on with what is stored there), and each baseline run is appended to ``DIR/baselines.jsonl`` as it
+finishes, so an interrupted measurement loses at most the runs in flight. The seconds reported are each step's wall
+time summed over the sessions that ran it (``DIR/steps.json``).
+
+The three arms, on each fresh seed s the validation drew (so the held-out prompts and the evaluation's sampling
+streams are the same for all three):
+
+- **tuned**: the study's winner, as ``ppo-tune validate NAME --top-k 1`` retrains it on seed s;
+- **TRL GRPO defaults**: the study's base with the searched knobs at TRL GRPOConfig's defaults, read from the
+  installed TRL (``learning_rate`` 1e-6, ``beta`` 0.0), trained on seed s;
+- **untuned**: the starting policy itself, evaluated (``PPOTrainer.evaluate``) at the updates where a trained run
+  evaluates, on seed s.
+
+Each arm's score is the study's first objective (held-out gold, reduced as the study reduces it); the report gives
+tuned minus each baseline, per seed and as a mean with its 95% t interval.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import multiprocessing
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from benchmarks.common.machine import machine_facts
+from tools.provenance import code_commit
+from tools.quick_mode import RESULTS, add_quick_argument, results_path
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_STUDY = ROOT / "studies" / "smollm2.yaml"
+QUICK_STUDY: dict[str, Any] = {
+    "n_trials": 2, "timeout": None,
+    "base": {"task": "fortunes_tiny", "sft_model_path": None, "total_episodes": 16, "num_eval_prompts": 4,
+             "num_eval_samples": 1, "num_sample_generations": 0},
+}
+"""--quick: the study file's search on the text task's tiny variant and its companion policy (no SmolLM2), two
+trials of 2 updates; one validation seed."""
+TRL_KNOBS = ("learning_rate", "beta")
+"""The knobs the TRL-defaults arm takes from TRL's GRPOConfig; every other knob is the study's base."""
+
+
+def trl_grpo_defaults() -> dict[str, Any]:
+    """TRL GRPOConfig's own defaults for :data:`TRL_KNOBS`, read from the installed TRL."""
+    from trl import GRPOConfig
+
+    defaults = {field.name: field.default for field in dataclasses.fields(GRPOConfig)}
+    return {name: defaults[name] for name in TRL_KNOBS}
+
+
+def study_file(source: Path, quick: bool) -> dict[str, Any]:
+    """The study file as this benchmark runs it: the file itself, or under --quick its tiny version."""
+    definition = yaml.safe_load(source.read_text())
+    if quick:
+        base = {**definition["base"], **QUICK_STUDY["base"]}
+        definition = {**definition, **QUICK_STUDY, "base": {k: v for k, v in base.items() if v is not None}}
+        definition = {k: v for k, v in definition.items() if v is not None}
+    return definition
+
+
+class Steps:
+    """Each step's wall seconds, summed over the sessions that ran it, and whether it finished: ``steps.json``."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.record: dict[str, dict[str, Any]] = json.loads(path.read_text()) if path.exists() else {}
+
+    def done(self, name: str) -> bool:
+        return bool(self.record.get(name, {}).get("done"))
+
+    def seconds(self, name: str) -> float:
+        return float(self.record.get(name, {}).get("seconds", 0.0))
+
+    def run(self, name: str, action: Callable[[], None]) -> None:
+        """Run ``action`` unless an earlier session finished it; its seconds count even when it is interrupted."""
+        if self.done(name):
+            return
+        started = time.perf_counter()
+        try:
+            action()
+            finished = True
+        finally:
+            entry = self.record.setdefault(name, {"seconds": 0.0})
+            entry["seconds"] = round(entry["seconds"] + time.perf_counter() - started, 1)
+            self.path.write_text(json.dumps(self.record, indent=1))
+        entry["done"] = finished
+        self.path.write_text(json.dumps(self.record, indent=1))
+
+
+def cli(*args: str) -> str:
+    """Run ``ppo-tune ARGS`` as a user would; its standard output. A failing command stops the benchmark with its
+    message, since a step that did not succeed must not be reported."""
+    command = [sys.executable, "-m", "ppo_tune", *args]
+    done = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(command[2:])} exited with {done.returncode}")
+    return done.stdout
+
+
+@dataclasses.dataclass(frozen=True)
+class BaselineJob:
+    arm: str
+    seed: int
+    values: dict[str, Any]
+    objective: dict[str, Any]
+    train: bool
+
+
+def run_baseline(job: BaselineJob) -> dict[str, Any]:
+    """One baseline run on one thread: trained (``job.train``) or only evaluated where a trained run would be; its
+    score under the study's objective and its final held-out KL."""
+    import torch
+
+    from ppo_core import PPOTrainer
+    from ppo_core.config_io import build_config
+    from ppo_core.evaluation import is_evaluation_update
+    from ppo_core.quiet import quiet_hugging_face
+    from tuner.reduction import reduce_history
+    from tuner.study_spec import Objective
+
+    torch.set_num_threads(1)
+    quiet_hugging_face()
+    started = time.perf_counter()
+    trainer = PPOTrainer(build_config({**job.values, "seed": job.seed, "num_sample_generations": 0}))
+    if job.train:
+        history = [m for m in trainer.train().metrics if "eval/gold_score" in m]
+    else:
+        updates = [u for u in range(1, trainer.num_updates + 1)
+                   if is_evaluation_update(u, trainer.num_updates, trainer.eval_interval)]
+        history = [trainer.evaluate(u) for u in updates]
+    objective = Objective(**job.objective)
+    score = reduce_history([float(m[objective.metric]) for m in history], objective)
+    return {"arm": job.arm, "seed": job.seed, "score": score, "final_kl": float(history[-1]["eval/kl"]),
+            "updates": trainer.num_updates if job.train else 0, "seconds": round(time.perf_counter() - started, 1)}
+
+
+def run_baselines(jobs: Sequence[BaselineJob], out: Path, workers: int) -> None:
+    """Each job not yet in ``out`` (JSON lines), appended as it finishes."""
+    done = {(r["arm"], r["seed"]) for r in read_lines(out)}
+    todo = [job for job in jobs if (job.arm, job.seed) not in done]
+    if not todo:
+        return
+    with ProcessPoolExecutor(min(workers, len(todo)), mp_context=multiprocessing.get_context("spawn")) as pool:
+        for record in pool.map(run_baseline, todo):
+            with out.open("a") as handle:
+                handle.write(json.dumps(record) + "\n")
+
+
+def read_lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+
+
+def paired(tuned: dict[int, float], other: dict[int, float]) -> dict[str, Any]:
+    """Tuned minus the other arm on each seed both have, and the mean difference's 95% t interval."""
+    from tuner.confidence import mean_interval
+
+    seeds = sorted(set(tuned) & set(other))
+    differences = [tuned[s] - other[s] for s in seeds]
+    mean, low, high = mean_interval(differences)
+    return {"seeds": seeds, "differences": differences, "mean": mean, "ci_low": low, "ci_high": high}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.real_model_study",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--study", type=Path, default=DEFAULT_STUDY,
+                        help="The study file (default studies/smollm2.yaml).")
+    parser.add_argument("--work-dir", type=Path, default=None,
+                        help="Where the study, its validation and the baselines are kept; run again to resume.")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--seeds", type=int, default=None, help="Fresh validation seeds (default 3; --quick 1).")
+    parser.add_argument("--out", default=None)
+    add_quick_argument(parser)
+    args = parser.parse_args(argv)
+    if not args.study.is_file():
+        parser.error(f"--study: no file {args.study}")
+    seeds = args.seeds or (1 if args.quick else 3)
+    out = results_path(args.out, RESULTS / "real_model_study.json", args.quick)
+    work = args.work_dir or (out.parent / "real_model_study" if args.quick else None)
+    if work is None:
+        parser.error("--work-dir is needed for a full run (it is where the run resumes from)")
+    work.mkdir(parents=True, exist_ok=True)
+    definition = study_file(args.study, args.quick)
+    name = str(definition["name"])
+    written = work / "study.yaml"
+    if written.exists() and yaml.safe_load(written.read_text()) != definition:
+        parser.error(f"--work-dir {work} holds another study's run ({written} differs); give an empty directory")
+    written.write_text(yaml.safe_dump(definition, sort_keys=False))
+    storage = f"sqlite:///{(work / 'study.db').resolve()}"
+    steps = Steps(work / "steps.json")
+    workers = ["--workers", str(args.workers)]
+    steps.run("study", lambda: print(cli("run", str(written), "--storage", storage, *workers), end=""))
+    steps.run("validation", lambda: print(cli("validate", name, "--top-k", "1", "--seeds", str(seeds), "--storage",
+                                              storage, *workers), end=""))
+    tuned, validated = validated_runs(name, storage)
+    base = definition["base"]
+    objective = definition["objectives"][0]
+    jobs = [BaselineJob("TRL GRPO defaults", seed, {**base, **trl_grpo_defaults()}, objective, True)
+            for seed in sorted(tuned)]
+    jobs += [BaselineJob("untuned", seed, base, objective, False) for seed in sorted(tuned)]
+    steps.run("baselines", lambda: run_baselines(jobs, work / "baselines.jsonl", args.workers))
+    arms: dict[str, dict[int, float]] = {"tuned": tuned}
+    for record in read_lines(work / "baselines.jsonl"):
+        arms.setdefault(record["arm"], {})[int(record["seed"])] = float(record["score"])
+    result = {
+        "command": "python -m benchmarks.real_model_study" + (" --quick" if args.quick else ""),
+        "commit": code_commit(), "machine": machine_facts("cpu"), "study": definition,
+        "trl_grpo_defaults": trl_grpo_defaults(), "winner": validated,
+        "seconds": {step: steps.seconds(step) for step in ("study", "validation", "baselines")},
+        "arms": {arm: {str(s): v for s, v in sorted(values.items())} for arm, values in arms.items()},
+        "baseline_runs": read_lines(work / "baselines.jsonl"),
+        "tuned_minus": {arm: paired(tuned, values) for arm, values in arms.items() if arm != "tuned"},
+    }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1, default=str))
+    print_report(result)
+    print(f"written: {out}")
+
+
+def validated_runs(name: str, storage: str) -> tuple[dict[int, float], dict[str, Any]]:
+    """The validated winner's score on each fresh seed, and its validation summary with its configuration."""
+    import optuna
+    from optuna.trial import TrialState
+
+    from tuner.attrs import SEED_ATTR, VALIDATES_ATTR
+    from tuner.database import open_storage
+    from tuner.reports import trial_config
+    from tuner.validation import load_validation, validation_results
+
+    opened = open_storage(storage)
+    study = optuna.load_study(study_name=name, storage=opened)
+    validation = load_validation(name, opened)
+    results = validation_results(study, validation)
+    if not results or validation is None:
+        raise SystemExit(f"{name}: no validated configuration in {storage}")
+    winner = results[0]
+    runs = {int(t.user_attrs[SEED_ATTR]): float(t.values[0]) for t in validation.get_trials(deepcopy=False)
+            if t.state == TrialState.COMPLETE and t.values and t.user_attrs.get(VALIDATES_ATTR) == winner.trial}
+    config = trial_config(study.trials[winner.trial])
+    return runs, {**winner.to_dict(), "config": config}
+
+
+def print_report(result: dict[str, Any]) -> None:
+    print("seconds: " + ", ".join(f"{step} {seconds:.0f}" for step, seconds in result["seconds"].items()))
+    for arm, values in result["arms"].items():
+        print(f"{arm:<20} " + "  ".join(f"seed {s}: {v:.4f}" for s, v in values.items()))
+    for arm, pair in result["tuned_minus"].items():
+        print(f"tuned - {arm}: {pair['mean']:+.4f} [{pair['ci_low']:+.4f}, {pair['ci_high']:+.4f}] "
+              f"over seeds {pair['seeds']}")
+
+
+if __name__ == "__main__":
+    main()

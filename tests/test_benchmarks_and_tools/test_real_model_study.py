@@ -1,0 +1,110 @@
+"""benchmarks.real_model_study: the study file tuned, validated and set beside its baselines, resumable step by step.
+
+The quick run is the real pipeline (``ppo-tune run`` and ``ppo-tune validate`` as subprocesses, then the baselines in
+a pool) on the text task's tiny variant with its companion policy; the real model's run is the full one.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from benchmarks import real_model_study
+
+pytestmark = pytest.mark.heavy  # starts processes and studies: scheduled first
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def quick(work: Path, out: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "benchmarks.real_model_study", "--quick", "--workers", "1", "--work-dir", str(work),
+         "--out", str(out)],
+        cwd=REPO, env={**os.environ, "TOKENIZERS_PARALLELISM": "false"}, capture_output=True, text=True, check=False)
+
+
+def test_quick_run_pairs_three_arms_on_the_validation_seed_and_resumes_without_rerunning(tmp_path: Path) -> None:
+    work, out = tmp_path / "work", tmp_path / "rms.json"
+    first = quick(work, out)
+    assert first.returncode == 0, first.stderr[-4000:]
+    result: dict[str, Any] = json.loads(out.read_text())
+    seeds = [int(s) for s in result["arms"]["tuned"]]
+    assert len(seeds) == 1
+    # Every arm was scored on the seed the validation drew, so the differences are paired.
+    assert set(result["arms"]) == {"tuned", "TRL GRPO defaults", "untuned"}
+    for arm, values in result["arms"].items():
+        assert [int(s) for s in values] == seeds, arm
+        assert all(math.isfinite(v) and 0.0 <= v <= 1.0 for v in values.values()), arm
+    for arm, pair in result["tuned_minus"].items():
+        assert pair["seeds"] == seeds
+        assert pair["differences"][0] == pytest.approx(result["arms"]["tuned"][str(seeds[0])]
+                                                       - result["arms"][arm][str(seeds[0])])
+    assert result["trl_grpo_defaults"] == {"learning_rate": 1e-6, "beta": 0.0}
+    assert result["winner"]["n"] == 1 and result["winner"]["config"]["task"] == "fortunes_tiny"
+    assert all(result["seconds"][step] > 0 for step in ("study", "validation", "baselines"))
+    # The untuned arm trains nothing: its runs report no update.
+    untuned = [r for r in result["baseline_runs"] if r["arm"] == "untuned"]
+    assert len(untuned) == 1 and untuned[0]["updates"] == 0
+    baselines = (work / "baselines.jsonl").read_text()
+    steps = json.loads((work / "steps.json").read_text())
+
+    second = quick(work, out)
+    assert second.returncode == 0, second.stderr[-4000:]
+    # Nothing finished is run again: the same baseline records, the same step seconds, the same figures.
+    assert (work / "baselines.jsonl").read_text() == baselines
+    assert json.loads((work / "steps.json").read_text()) == steps
+    assert json.loads(out.read_text())["arms"] == result["arms"]
+
+
+def test_baselines_already_recorded_are_not_run_again(tmp_path: Path) -> None:
+    out = tmp_path / "baselines.jsonl"
+    record = {"arm": "untuned", "seed": 7, "score": 0.5, "final_kl": 0.0, "updates": 0, "seconds": 1.0}
+    out.write_text(json.dumps(record) + "\n")
+    # A job whose values could not even build a config: were it run, the pool would raise.
+    job = real_model_study.BaselineJob("untuned", 7, {"task": "no such task"}, {"metric": "eval/gold_score"}, False)
+    real_model_study.run_baselines([job], out, workers=1)
+    assert out.read_text() == json.dumps(record) + "\n"
+
+
+def test_steps_keep_the_seconds_of_an_interrupted_step_and_run_it_again(tmp_path: Path) -> None:
+    steps = real_model_study.Steps(tmp_path / "steps.json")
+
+    def interrupted() -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        steps.run("study", interrupted)
+    again = real_model_study.Steps(tmp_path / "steps.json")
+    assert not again.done("study") and again.seconds("study") >= 0.0
+    ran: list[str] = []
+    again.run("study", lambda: ran.append("study"))
+    again.run("study", lambda: ran.append("twice"))
+    assert ran == ["study"] and real_model_study.Steps(tmp_path / "steps.json").done("study")
+
+
+@pytest.mark.parametrize(("arguments", "named"), [
+    (["--study", "no/such/study.yaml"], "--study"),
+    ([], "--work-dir"),
+])
+def test_bad_input_is_one_line_and_exit_2(arguments: list[str], named: str, tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        real_model_study.main(["--out", str(tmp_path / "r.json"), *arguments])
+    assert exited.value.code == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert named in error and "Traceback" not in error
+
+
+def test_a_work_dir_of_another_study_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "study.yaml").write_text("name: another\n")
+    with pytest.raises(SystemExit) as exited:
+        real_model_study.main(["--quick", "--work-dir", str(tmp_path), "--out", str(tmp_path / "r.json")])
+    assert exited.value.code == 2
+    assert "another study" in capsys.readouterr().err
