@@ -1,7 +1,7 @@
 """The real-model study, end to end: tune a study file with the CLI, validate its winner on fresh seeds, and set the
 winner beside the untuned model and TRL GRPOConfig's defaults on the same seeds, paired seed by seed.
 
-    python -m benchmarks.real_model_study --work-dir DIR                  # studies/smollm2.yaml, 2 workers, 3 seeds
+    python -m benchmarks.real_model_study --work-dir DIR                  # studies/smollm2.yaml: 2 workers, 3 seeds
     python -m benchmarks.real_model_study --work-dir DIR                  # again: goes on where it stopped
     python -m benchmarks.real_model_study --quick --out /tmp/rms.json     # the companion policy, a few updates
 
@@ -183,7 +183,10 @@ def main(argv: list[str] | None = None) -> None:
                         help="The study file (default studies/smollm2.yaml).")
     parser.add_argument("--work-dir", type=Path, default=None,
                         help="Where the study, its validation and the baselines are kept; run again to resume.")
-    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--workers", type=int, default=2, help="Workers of the study and the baselines (default 2).")
+    parser.add_argument("--validation-workers", type=int, default=None,
+                        help="Workers of the validation (default: one per seed, so that its runs share the cores "
+                             "rather than wait for each other).")
     parser.add_argument("--seeds", type=int, default=None, help="Fresh validation seeds (default 3; --quick 1).")
     parser.add_argument("--out", default=None)
     add_quick_argument(parser)
@@ -206,8 +209,9 @@ def main(argv: list[str] | None = None) -> None:
     steps = Steps(work / "steps.json")
     workers = ["--workers", str(args.workers)]
     steps.run("study", lambda: print(cli("run", str(written), "--storage", storage, *workers), end=""))
+    validation_workers = ["--workers", str(args.validation_workers or seeds)]
     steps.run("validation", lambda: print(cli("validate", name, "--top-k", "1", "--seeds", str(seeds), "--storage",
-                                              storage, *workers), end=""))
+                                              storage, *validation_workers), end=""))
     tuned, validated = validated_runs(name, storage)
     base = definition["base"]
     objective = definition["objectives"][0]
