@@ -35,6 +35,23 @@ def same_vocabulary(first: PreTrainedTokenizerBase, second: PreTrainedTokenizerB
     return bool(first.get_vocab() == second.get_vocab())
 
 
+def max_positions(model: PreTrainedModel) -> int | None:
+    """The longest sequence a model's position embeddings cover (``max_position_embeddings``, GPT-2's
+    ``n_positions``), or None when its config names none."""
+    limit = getattr(model.config, "max_position_embeddings", None)
+    return int(limit) if isinstance(limit, int) and limit > 0 else None
+
+
+def keep_last(rows: list[list[int]], limit: int | None) -> list[list[int]]:
+    """Each row's last ``limit`` tokens (every row whole when ``limit`` is None).
+
+    A policy's response re-tokenized for a reward model can come out longer than the model's position embeddings (a
+    word-level tokenizer reads a run of digits or punctuation as many tokens), which would stop the run with an
+    IndexError; the end is kept because the score is read at the last token, and the response is at the end.
+    """
+    return rows if limit is None else [row[-limit:] for row in rows]
+
+
 class SequenceClassifierReward:
     """A one-label sequence-classification model, scored at the last attended token."""
 
@@ -87,7 +104,11 @@ class SequenceClassifierReward:
         return RewardScores.every_row(torch.cat(scores).float())
 
     def _token_rows(self, inputs: RewardInputs) -> list[list[int]]:
-        """Each episode in the reward model's own tokens, when it cannot read the policy's."""
+        """Each episode in the reward model's own tokens, when it cannot read the policy's, cut to the positions the
+        model has (:func:`keep_last`)."""
+        return keep_last(self._retokenized(inputs), max_positions(self.model))
+
+    def _retokenized(self, inputs: RewardInputs) -> list[list[int]]:
         batch = inputs.prompts
         if self.reward_text is not None:
             texts = [self.reward_text(p, c) for p, c in zip(batch.texts, inputs.completions, strict=True)]

@@ -50,6 +50,10 @@ def default_storage_url(study_file: str | Path, name: str) -> str:
     return f"sqlite:///{Path(study_file).resolve().parent / (name + '.db')}"
 
 
+POSTGRES_INSTALL = "pip install 'ppo-tune[postgres]'"
+"""What installs the PostgreSQL driver (psycopg), the ``postgres`` extra."""
+
+
 class StorageError(InputError):
     """A storage that cannot be used as given; one line naming it and why."""
 
@@ -70,6 +74,18 @@ def check_storage_url(url: str, in_memory: bool = False) -> None:
     backend = parsed.get_backend_name()
     if backend not in ("sqlite", "postgresql"):
         raise StorageError(f"storage: unsupported scheme {parsed.drivername!r}; expected {SUPPORTED_STORAGES}")
+    if backend == "postgresql":
+        # Importing the driver connects to nothing; missing, it would surface later as Optuna's "Failed to import DB
+        # access module" or a bare ModuleNotFoundError, neither naming what to install.
+        try:
+            parsed.get_dialect().import_dbapi()
+        except ImportError as error:
+            # The extra installs psycopg, the driver postgresql:// means; another driver named in the URL is the
+            # user's choice to install, or to drop.
+            fix = POSTGRES_INSTALL if parsed.drivername in ("postgresql", "postgresql+psycopg") else \
+                f"install {error.name or 'it'}, or use postgresql:// with {POSTGRES_INSTALL}"
+            raise StorageError(f"storage: {parsed.drivername}: its database driver is not installed ({error}): "
+                               f"{fix}") from None
     if backend == "sqlite" and sqlite_path(url) is None and not in_memory:
         # An in-memory database would be a different, empty one in every worker process.
         raise StorageError(f"storage: {url!r} names no database file; expected sqlite:///PATH")
@@ -356,8 +372,8 @@ def open_storage(
 
     try:
         storage = retry_while_locked(build) if path is not None else build()
-    except ImportError as error:  # e.g. PostgreSQL without psycopg installed
-        raise StorageError(f"storage: {url.split(':', 1)[0]}: {error} (pip install -e '.[postgres]')") from None
+    except ImportError as error:  # a driver check_storage_url could not foresee
+        raise StorageError(f"storage: {url.split(':', 1)[0]}: {error} ({POSTGRES_INSTALL})") from None
     if path is not None:
         serialise_sqlite_transactions(storage.engine)
     return storage

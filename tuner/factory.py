@@ -61,6 +61,11 @@ def worker_seed(seed: int, worker_index: int, trials_before: int) -> int:
     return int(np.random.SeedSequence([seed, worker_index, trials_before]).generate_state(1)[0])
 
 
+TPE_MEANING: dict[str, bool] = {"multivariate": True, "constant_liar": True}
+"""What ``sampler: {name: tpe}`` means, whatever Optuna is installed: TPE modelling the parameters jointly (Optuna
+5's default), with the constant liar; a study file may set either otherwise."""
+
+
 def make_sampler(spec: StudySpec, worker_index: int = 0, trials_before: int = 0) -> optuna.samplers.BaseSampler:
     """The study's sampler for one worker (see :func:`worker_seed`)."""
     options = {k: v for k, v in spec.sampler.items() if k != "name"}
@@ -78,8 +83,11 @@ def make_sampler(spec: StudySpec, worker_index: int = 0, trials_before: int = 0)
         else:
             options["seed"] = worker_seed(seed, worker_index, trials_before)
     if name == "tpe":
+        # Every option whose default Optuna changed is set, so that a study file means one search on every
+        # install: Optuna 5.0 made TPE multivariate with a constant liar, where 4.x modelled each parameter alone.
         # The constant liar keeps parallel workers from proposing the same point.
-        options.setdefault("constant_liar", True)
+        for option, value in TPE_MEANING.items():
+            options.setdefault(option, value)
     try:
         with warnings.catch_warnings():
             # Optuna marks multivariate/group TPE (the default search, tuner.study_defaults) and GPSampler

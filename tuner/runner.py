@@ -244,7 +244,9 @@ def run_study(spec: StudySpec, n_trials: int | None, timeout: float | None, work
     validation (``tuner.validation``): its workers run its queue from its stored definition (it has no file), and
     every run trains to the end, so there is no search to report on (the reach notice, pruning's savings) and a
     configuration failing on every seed is a result, not a reason to stop."""
-    console = console or Console(stderr=True)
+    # soft_wrap: an event is one line however long, so that output piped to a file or a pager is not cut at 80
+    # columns (rich's width when stderr is no terminal); a terminal wraps it for the eye.
+    console = console or Console(stderr=True, soft_wrap=True)
     # First: too few GPUs creates no study.
     commands = worker_commands(spec, n_trials, timeout, workers, stored=validation, ray=ray)
     study, already = _open(spec, allow_changes, validation, console)

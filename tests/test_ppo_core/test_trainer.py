@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from transformers import PreTrainedTokenizerBase
+from transformers import AutoModelForSequenceClassification, AutoTokenizer, PreTrainedTokenizerBase
 
 from ppo_core import NonFiniteError, PPOConfig, PPOTrainer, TrainerCallback
 from ppo_core.config import ConfigError
@@ -14,7 +14,7 @@ from ppo_core.losses import clipped_policy_loss
 from ppo_core.metric_names import run_metrics
 from ppo_core.models import LoadOptions, load_causal_lm, load_tokenizer, load_value_model
 from ppo_core.prompt_data import text_prompts
-from ppo_core.reward_models import SequenceClassifierReward
+from ppo_core.reward_models import SequenceClassifierReward, keep_last
 from ppo_core.rewards import RewardInputs
 from ppo_core.rollout import response_logits, response_token_ids, response_values
 from ppo_core.sequences import token_logprobs
@@ -188,3 +188,29 @@ def test_bad_model_paths_are_config_errors(
 ) -> None:
     with pytest.raises(ConfigError, match=message):
         PPOTrainer(small_config(tiny_lm_dir, prompts_file, **overrides))
+
+
+def test_a_reward_model_scores_an_episode_longer_than_its_positions(tiny_lm_dir: Path, tiny_rm_dir: Path,
+                                                                    tmp_path: Path) -> None:
+    # Regression: a SmolLM2 response re-tokenized by the text task's word-level reward model came out longer than
+    # the model's 64 positions, and the validation run failed with "IndexError: index out of range in self".
+    short = tmp_path / "short_rm"
+    model = AutoModelForSequenceClassification.from_pretrained(tiny_rm_dir)
+    positions = 8
+    config = model.config
+    config.n_positions = positions
+    torch.manual_seed(0)
+    type(model)(config).save_pretrained(short)
+    AutoTokenizer.from_pretrained(tiny_rm_dir).save_pretrained(short)
+    tokenizer = load_tokenizer(str(tiny_lm_dir))
+    reward = SequenceClassifierReward(str(short), LoadOptions(), batch_size=2, policy_tokenizer=tokenizer,
+                                      reward_text=lambda prompt, response: f"{prompt} {response}")
+    long_response = " ".join(["a b c"] * 10)
+    inputs = reward_inputs(tokenizer, ["a", "b"], [long_response, "c"])
+    scores = reward(inputs).values
+    assert scores.shape == (2,) and torch.isfinite(scores).all()
+    # The end is kept, where the response is and the score is read.
+    full = reward.tokenizer(f"a {long_response}")["input_ids"]
+    assert len(full) > positions
+    assert reward._token_rows(inputs)[0] == full[-positions:]
+    assert keep_last([[1, 2, 3], [4]], 2) == [[2, 3], [4]] and keep_last([[1, 2]], None) == [[1, 2]]

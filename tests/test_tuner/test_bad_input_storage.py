@@ -441,3 +441,23 @@ def test_a_sqlite_file_another_run_is_creating_is_no_study_to_refuse_yet(
     assert "\n" not in str(error.value)
     study, _ = open_study(spec)  # the writing run finishes the creation, as the first run does
     assert study.study_name == spec.name
+
+
+@pytest.mark.parametrize("url", ["postgresql://ppo@localhost/studies", "postgresql+psycopg://ppo@localhost/studies",
+                                 "postgresql+psycopg2://ppo@localhost/studies"])
+def test_a_missing_postgresql_driver_is_named_with_its_install_command(
+        url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    # Regression: `list` said Optuna's "Failed to import DB access module ... Please install appropriate one." and
+    # the dashboard "ModuleNotFoundError: No module named 'psycopg'", neither naming the extra.
+    for driver in ("psycopg", "psycopg2"):
+        monkeypatch.setitem(sys.modules, driver, None)  # what Python does for a module that is not installed
+    install = "pip install 'ppo-tune[postgres]'"
+    assert main(["list", "--storage", url]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].endswith(install) and "driver is not installed" in err[0]
+    if "psycopg2" in url:  # a driver the URL names is named, since the extra installs another
+        assert "install psycopg2, or use postgresql://" in err[0]
+    # The dashboard reads through the same checks, before its server starts and on each page.
+    for open_ in (open_read_only_storage, open_storage):
+        with pytest.raises(StorageError, match=r"driver is not installed .*pip install 'ppo-tune\[postgres\]'$"):
+            open_(url)

@@ -200,6 +200,10 @@ def test_a_study_where_no_trial_completes_exits_1_and_says_why(
     error = capsys.readouterr().err
     assert "no trial completed" in error
     assert "RewardFunctionError: reward reward_functions:raises raised ValueError: this reward is broken" in error
+    # Output that is not a terminal (here captured, as when piped to a file) keeps one line per event: each failed
+    # trial's line ends with its reason, never wrapped at 80 columns.
+    failed = [line for line in error.splitlines() if line.startswith("trial ") and "FAIL" in line]
+    assert failed and all(line.endswith("this reward is broken)") for line in failed), failed
 
 
 def test_a_dead_worker_is_named_with_how_it_died(tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path,
