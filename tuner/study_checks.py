@@ -45,11 +45,6 @@ def _example_problem(spec: StudySpec, decided: Mapping[str, Any], build: BuildCo
     point = choose_point(spec.search_space, lambda param: decided.get(param.name, first_value(param)), spec.base)
     try:
         config = build({**spec.base, **config_values(point, spec.base)})
-        # A model that cannot load (a missing directory, a GGUF whose package is not installed) would fail every
-        # trial after the study is stored: refused now, torch-free.
-        for name in MODEL_FIELDS:
-            if getattr(config, name) is not None:
-                require_model(getattr(config, name), name)
     except ConfigError as error:
         field_name = str(error).split(":", 1)[0]
         return f"{'search_space' if field_name in spec.search_space else 'base'}.{error}"
@@ -121,6 +116,19 @@ def _check_base_and_space(spec: StudySpec) -> None:
     for problem in (unused_param(spec.search_space, spec.base), group_problem(spec.search_space, spec.base)):
         if problem is not None:
             raise fail(problem)
+
+
+def check_models(spec: StudySpec) -> None:
+    """Refuse, with StudyConfigError, a study whose base names a model that cannot load here (a missing directory,
+    a GGUF that is missing or corrupt, or whose package is not installed): it would fail every trial once stored.
+    Torch-free. Checked where a study is to run, not where its file is read (``best``, ``show`` and the exports read
+    a study file on machines that never train it)."""
+    for name in MODEL_FIELDS:
+        if spec.base.get(name) is not None:
+            try:
+                require_model(str(spec.base[name]), name)
+            except ConfigError as error:
+                raise fail(f"base.{error}") from None
 
 
 def check_study(spec: StudySpec, build: BuildConfig) -> None:
