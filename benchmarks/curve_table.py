@@ -2,10 +2,14 @@
 several seeds, every evaluation kept, for replaying tuning strategies without training (benchmarks.replay).
 
     python -m benchmarks.curve_table [--configs 240] [--seeds 3] [--workers 2] [--task-seed 0] [--out FILE]
-                                     [--quick]
+                                     [--space benchmarks/table_space.yaml] [--quick]
+    python -m benchmarks.curve_table --space benchmarks/text_table_space.yaml --configs 60 --seeds 2 \
+                                     --out benchmarks/results/curve_table_text.jsonl       # the text task's table
 
-Configurations are drawn by Optuna's RandomSampler (seed 0) over ``benchmarks/table_space.yaml``'s search space (the
-quickstart's when the tables were built, kept apart from the shipped study since), mapped
+Configurations are drawn by Optuna's RandomSampler (seed 0) over ``--space``'s search space (by default
+``benchmarks/table_space.yaml``: the quickstart's when the graph tables were built, kept apart from the shipped
+study since; the file beside a table, ``<table>.space.json``, records the space it was drawn from, and a build that
+would go on with another space is refused: a changed space is a new table), mapped
 to configs as a study maps them (``tuner.search_space.suggest_params`` on the study's base), so a replayed proposal
 lands in the same space. Each (configuration, seed) pair trains with no KL guard and no pruner, to its last update,
 one CPU thread a run, and evaluates on the held-out prompts at every eighth of the run (``eval_steps: 0.125``): the
@@ -21,6 +25,7 @@ the tiny task, one after the other in the command's own process, into ``--out`` 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import multiprocessing
 import sys
@@ -45,7 +50,19 @@ TRAIN_METRICS = ("objective/kl", "objective/scores")
 EVAL_METRICS = ("eval/gold_score", "eval/kl", "eval/score")
 SAMPLER_SEED = 0
 QUICK_EVAL_STEPS = 0.5
-QUICK_BASE = {"task": "shortest_path_tiny", "total_episodes": 32, "num_eval_samples": 2, "eval_steps": QUICK_EVAL_STEPS}
+QUICK_BASE = {"total_episodes": 32, "num_eval_samples": 2, "eval_steps": QUICK_EVAL_STEPS}
+QUICK_TASKS = {"shortest_path": "shortest_path_tiny", "fortunes": "fortunes_tiny"}
+"""--quick runs a space's task as its tiny variant."""
+
+
+def space_record(table: Path) -> Path:
+    """Which space a table was drawn from, beside it: ``<table>.space.json``, the space file's name and SHA-256."""
+    return table.with_name(table.name + ".space.json")
+
+
+def space_identity(path: Path) -> dict[str, str]:
+    """A space file's name and the SHA-256 of its text: what a table's record holds."""
+    return {"space": path.name, "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
 
 
 def space_and_base(path: Path = TABLE_SPACE) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -159,20 +176,35 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--workers", type=int, default=None, help="Runs at a time (default 2; --quick 1).")
     parser.add_argument("--task-seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--space", type=Path, default=TABLE_SPACE,
+                        help="The study file whose search space and base the table draws from (default "
+                             "benchmarks/table_space.yaml, the graph tables'; benchmarks/text_table_space.yaml: the "
+                             "text task's).")
     add_quick_argument(parser)
     args = parser.parse_args(argv)
     if args.workers is not None and args.workers < 1:
         parser.error(f"--workers: must be at least 1, got {args.workers}")
+    if not args.space.is_file():
+        parser.error(f"--space: no file {args.space}")
     if args.quick:
         args.configs, args.seeds = 2, 1
     workers = args.workers or (1 if args.quick else 2)
     out = results_path(args.out, TABLE, args.quick)
     out.parent.mkdir(parents=True, exist_ok=True)
-    _, base = space_and_base()
+    identity, record = space_identity(args.space), space_record(out)
+    if record.exists() and json.loads(record.read_text()) != identity:
+        parser.error(f"--space: {out} was drawn from another space ({record}); a changed space is a new table, so "
+                     "give another --out")
+    # The graph tables were built before tables kept a record: rows without one are the default space's.
+    if not record.exists() and done_runs(out) and args.space.resolve() != TABLE_SPACE.resolve():
+        parser.error(f"--space: {out} has rows of the default space ({TABLE_SPACE.name}), not of {args.space}")
+    _, base = space_and_base(args.space)
     eval_steps = EVAL_STEPS
     if args.quick:
-        base, eval_steps = {**base, **QUICK_BASE}, QUICK_EVAL_STEPS
-    work = list(jobs(sample_points(args.configs), args.seeds, args.task_seed, base, done_runs(out),
+        base = {**base, **QUICK_BASE, "task": QUICK_TASKS.get(str(base.get("task")), base.get("task"))}
+        eval_steps = QUICK_EVAL_STEPS
+    record.write_text(json.dumps(identity) + "\n")
+    work = list(jobs(sample_points(args.configs, args.space), args.seeds, args.task_seed, base, done_runs(out),
                      str(out.parent / "curve_runs"), eval_steps))
     print(f"{len(work)} runs to go into {out}", file=sys.stderr)
     append_runs(out, work, workers)
