@@ -91,16 +91,15 @@ class Steps:
         """Run ``action`` unless an earlier session finished it; its seconds count even when it is interrupted."""
         if self.done(name):
             return
-        started = time.perf_counter()
+        started, finished = time.perf_counter(), False
         try:
             action()
             finished = True
         finally:
             entry = self.record.setdefault(name, {"seconds": 0.0})
             entry["seconds"] = round(entry["seconds"] + time.perf_counter() - started, 1)
+            entry["done"] = finished
             self.path.write_text(json.dumps(self.record, indent=1))
-        entry["done"] = finished
-        self.path.write_text(json.dumps(self.record, indent=1))
 
 
 def cli(*args: str) -> str:
