@@ -29,9 +29,8 @@ from ppo_core.reward_functions import FunctionReward
 from ppo_core.reward_models import SequenceClassifierReward
 from ppo_core.rewards import Reward, WeightedRewards
 from ppo_core.tasks.base import BuiltinTask
+from ppo_core.tasks.variants import generated_length
 from ppo_core.value_trunk import value_trunk
-
-TRL_DEFAULT_RESPONSE_LENGTH = 53
 
 
 @dataclass
@@ -71,39 +70,69 @@ class RunSetup:
         return self.models.tokenizer
 
 
-def build_setup(config: PPOConfig, device: torch.device) -> RunSetup:
-    """Load what ``config`` names: explicit paths first, the built-in task's parts for the rest."""
+@dataclass
+class RunParts:
+    """What a run reads besides the models it trains: the task, tokenizer, rewards, prompts and how to sample.
+    A ppo_core run adds its policy, reference and value network (:func:`build_setup`); a TRL trial hands the policy's
+    path to TRL's trainer instead (``tuner.trl_trial``)."""
+
+    config: PPOConfig  # with every model path as it loads (resolve_models)
+    task: BuiltinTask | None
+    options: LoadOptions
+    policy_path: str
+    tokenizer: PreTrainedTokenizerBase
+    rewards: WeightedRewards
+    train_prompts: PromptSet
+    eval_prompts: PromptSet
+    stop_token_id: int | None
+    generation_config: GenerationConfig
+
+    @property
+    def gold_score(self) -> Callable[[list[str], list[str]], list[float]] | None:
+        return self.task.gold_score if self.task is not None else None
+
+    def setup(self, models: RolloutModels) -> RunSetup:
+        return RunSetup(models=models, train_prompts=self.train_prompts, eval_prompts=self.eval_prompts,
+                        stop_token_id=self.stop_token_id, generation_config=self.generation_config,
+                        policy_path=self.policy_path)
+
+
+def load_run_parts(config: PPOConfig, device: torch.device) -> RunParts:
+    """Load what ``config`` names besides the trained models: explicit paths first, the built-in task's for the
+    rest."""
     resolved = resolve_models(config)  # the model paths as they load; names and everything else come from config
     task = load_task(config)
     options = LoadOptions.from_config(config)
     sft_path = resolved.sft_model_path or task_part(task, "sft_model_path").policy_path
     tokenizer = load_tokenizer(sft_path, options)
-    policy, reference = _policy_and_reference(config, sft_path, options)
     train_prompts, eval_prompts = prompt_sets(config, task, tokenizer)
-
     rewards = _load_rewards(resolved, task, options, tokenizer, reward_names(config))
-    # Only GAE reads values: the critic-free estimators never load, hold or step a value network.
-    value_model = _value_model(config, _value_trunk_path(resolved, rewards, sft_path), options) \
-        if config.uses_critic else None
-
-    models = RolloutModels(
-        policy=policy,
-        reference=reference.to(device) if reference is not None else None,  # type: ignore[arg-type]
-        value_model=value_model,
-        rewards=rewards.to(device),
-        gold_score=task.gold_score if task is not None else None,
-        tokenizer=tokenizer,
-    )
     stop_token_id = _stop_token_id(config, tokenizer)
-    return RunSetup(
-        models=models,
-        train_prompts=train_prompts,
-        eval_prompts=eval_prompts,
+    return RunParts(
+        config=resolved, task=task, options=options, policy_path=sft_path, tokenizer=tokenizer,
+        rewards=rewards.to(device), train_prompts=train_prompts, eval_prompts=eval_prompts,
         stop_token_id=stop_token_id,
         generation_config=sampling_config(response_length(config, task), config.temperature, tokenizer,
                                           stop_token_id),
-        policy_path=sft_path,
     )
+
+
+def build_setup(config: PPOConfig, device: torch.device) -> RunSetup:
+    """Load what ``config`` names: its run parts (:func:`load_run_parts`), the policy and its reference, and the
+    value network where the estimator reads one."""
+    parts = load_run_parts(config, device)
+    policy, reference = _policy_and_reference(config, parts.policy_path, parts.options)
+    # Only GAE reads values: the critic-free estimators never load, hold or step a value network.
+    value_model = _value_model(config, _value_trunk_path(parts.config, parts.rewards, parts.policy_path),
+                               parts.options) if config.uses_critic else None
+    return parts.setup(RolloutModels(
+        policy=policy,
+        reference=reference.to(device) if reference is not None else None,  # type: ignore[arg-type]
+        value_model=value_model,
+        rewards=parts.rewards,
+        gold_score=parts.gold_score,
+        tokenizer=parts.tokenizer,
+    ))
 
 
 def resolve_models(config: PPOConfig) -> PPOConfig:
@@ -151,9 +180,9 @@ def prompt_sets(config: PPOConfig, task: BuiltinTask | None,
 
 
 def response_length(config: PPOConfig, task: BuiltinTask | None) -> int:
-    """Tokens generated per response: the config's, else the task's, else TRL's default."""
-    return config.response_length or (task.response_length if task is not None else None) \
-        or TRL_DEFAULT_RESPONSE_LENGTH
+    """Tokens generated per response: the config's, else the task's, else TRL's default
+    (:func:`ppo_core.tasks.variants.generated_length`, the rule's one home)."""
+    return generated_length(config.response_length, config.task if task is not None else None, config.task_seed)
 
 
 def _policy_and_reference(config: PPOConfig, path: str,

@@ -19,9 +19,9 @@
 # The project's extras for each purpose (pyproject.toml's [project.optional-dependencies]), comma-separated: the one
 # place to change what either command installs.
 RUN_EXTRAS=""
-# The tests run every benchmark's quick mode, bench_trl's against TRL 1.12 (the trl extra: the last TRL with a
-# PPOTrainer), --launcher ray on a real Ray cluster they start (the ray extra), and the text task and GGUF loading on
-# tiny models they write (the text extra).
+# The tests run TRL trials (the trl extra: TRL's current release), every benchmark's quick mode, --launcher ray on a
+# real Ray cluster they start (the ray extra), and the text task and GGUF loading on tiny models they write (the text
+# extra).
 TEST_EXTRAS="test,trl,ray,text"
 # Installed only into an environment without any torch.
 CPU_TORCH="torch==2.13.0"
@@ -161,12 +161,18 @@ setup_for_tests() {
   apt_install postgresql chromium >"$apt_log" 2>&1 &
   apt_pid=$!
   install_project "$TEST_EXTRAS"
-  # The trl-grpo/trl-rloo export tests parse with TRL's current release, kept beside the environment (no
-  # dependencies: the project's own serve it) because the trl extra in the environment pins 1.12 for the benchmarks.
+  # The trl-grpo/trl-rloo export tests parse with the release the exports were written against, kept beside the
+  # environment (no dependencies: the project's own serve it), whatever TRL the environment has.
   local trl_latest
   trl_latest=$("$PY" -c "from tuner.exports import TRL_VERSION; print(TRL_VERSION)")
   echo "== TRL $trl_latest in .cache/trl-$trl_latest, for the export tests"
   pip_install --upgrade --no-deps --target ".cache/trl-$trl_latest" "trl==$trl_latest"
+  # benchmarks.trl_comparison (and the trl-ppo export's test) run TRL 1.12, the last release with a PPOTrainer, from
+  # beside the environment, whose own TRL is the current one.
+  local trl_ppo
+  trl_ppo=$("$PY" -c "from benchmarks.trl_comparison.peer_trl import TRL_PPO_VERSION; print(TRL_PPO_VERSION)")
+  echo "== TRL $trl_ppo in .cache/trl-$trl_ppo, for the PPOTrainer comparison"
+  pip_install --upgrade --no-deps --target ".cache/trl-$trl_ppo" "trl==$trl_ppo"
   # The peer-equivalence tests (tests/test_ppo_core/test_peer_equivalence.py) run verl's and OpenRLHF's own loss and advantage
   # code, at the releases the verl and openrlhf exports name ("verl 0.9.1"), also without their dependencies.
   install_peer verl "tuner.exports.verl"

@@ -83,16 +83,20 @@ def _trend_forecast(kl_history: Sequence[float], budget_updates: int, guard: KLG
     return (ahead, bound) if bound > guard.threshold else None
 
 
-def blowup_reason(kl_history: Sequence[float], budget_updates: int, guard: KLGuard) -> str | None:
-    """Why a trial with this KL history (one value per update so far) must stop, or None."""
+def blowup_reason(kl_history: Sequence[float], budget_updates: int, guard: KLGuard,
+                  update: int | None = None) -> str | None:
+    """Why a trial with this KL history (one value per update so far) must stop, or None. ``update``, when given,
+    is the update the last value came from, for the message (a metric reported at evaluations only has fewer
+    values than updates)."""
     if not guard.enabled or not kl_history:
         return None
-    update, kl = len(kl_history), kl_history[-1]
+    update, kl = update or len(kl_history), kl_history[-1]
     if not math.isfinite(kl):
         return f"{guard.metric} is {kl} at update {update}"
     level = kl_level(kl_history, guard.window)
     if level > guard.threshold:
-        return (f"{guard.metric} {level:.2f} (mean of the last {min(update, guard.window)} updates) passed the "
+        values = min(len(kl_history), guard.window)
+        return (f"{guard.metric} {level:.2f} (mean of the last {values} updates) passed the "
                 f"threshold {guard.threshold:g} at update {update}")
     if not guard.predict:
         return None

@@ -29,6 +29,7 @@ from tuner.study_sections import (
     parse_run_settings,
     parse_sampler,
     parse_study_seed_policy,
+    parse_trainer,
     target_filled_base,
 )
 from tuner.study_spec import KLGuard, Objective, StudySpec
@@ -50,7 +51,7 @@ _field_values = field_values  # read here by tests/test_ppo_core/test_estimator_
 
 TOP_LEVEL_KEYS = ("name", "storage", "n_trials", "timeout", "sampler", "pruner", "objectives", "kl_guard", "base",
                   "search_space", "heartbeat_interval", "description", "trial_timeout", "processes_per_trial",
-                  "enqueue", "constraints", "target", "seed_policy")
+                  "enqueue", "constraints", "target", "seed_policy", "trainer")
 
 
 def parse_study(data: dict[str, Any], path: Path, storage: str | None = None) -> StudySpec:
@@ -62,7 +63,7 @@ def parse_study(data: dict[str, Any], path: Path, storage: str | None = None) ->
     search_space = parse_search_space(data.get("search_space"))
     objectives = parse_objectives(data.get("objectives"))
     seed_policy = parse_study_seed_policy(data.get("seed_policy"), len(objectives))
-    target = data.get("target")
+    trainer, target = parse_trainer(data.get("trainer"), data.get("target"))
     base = target_filled_base(target, base, search_space)
     spec = StudySpec(
         name=run.name,
@@ -82,6 +83,7 @@ def parse_study(data: dict[str, Any], path: Path, storage: str | None = None) ->
         enqueue=parse_enqueue(data.get("enqueue"), search_space, base),
         constraints=parse_constraints(data.get("constraints")),
         seed_policy=seed_policy,
+        trainer=trainer,
         target=target,
         definition=data,
     )

@@ -23,7 +23,7 @@ from tuner.study_values import StudyConfigError
 # The parts of a study file that decide which trials run and how they are judged. The rest (n_trials, timeout,
 # storage, heartbeat_interval, trial_timeout, description, processes_per_trial) may change between runs.
 FINGERPRINTED = ("objectives", "base", "search_space", "pruner", "sampler", "kl_guard", "constraints", "enqueue",
-                 "target", "seed_policy")
+                 "target", "seed_policy", "trainer")
 
 
 PPO_TUNE_MARKS = (DEFINITION_ATTR, KL_GUARD_ATTR, OBJECTIVES_ATTR)

@@ -31,6 +31,7 @@ from tuner.study_values import (
     fail,
     show_value,
 )
+from tuner.trl_trial.arguments import TRL_TRAINERS
 from tuner.warm_start import WarmStart, WarmStartError, warm_start_points
 
 SAMPLERS = tuple(SAMPLER_CLASSES)
@@ -226,6 +227,23 @@ def parse_study_seed_policy(raw: Any, n_objectives: int) -> SeedPolicy:
     if isinstance(seed_policy, str):
         raise fail(seed_policy)
     return seed_policy
+
+
+PPO_CORE = "ppo_core"
+
+
+def parse_trainer(trainer: Any, target: Any) -> tuple[str, Any]:
+    """The study's ``trainer`` and its ``target``: a TRL trainer is its own target (its trials may compute only what
+    it computes, and its export is the run), so a file that names another target is refused."""
+    if trainer is None or trainer == PPO_CORE:
+        return PPO_CORE, target
+    if trainer not in TRL_TRAINERS:
+        raise fail(f"trainer: unknown trainer {show_value(trainer)} (expected one of "
+                   f"{', '.join((PPO_CORE, *TRL_TRAINERS))})")
+    if target is not None and target != trainer:
+        raise fail(f"target: {show_value(target)} with trainer {trainer}: a TRL trial runs in its own trainer, "
+                   "which is its target; leave target unset")
+    return trainer, trainer
 
 
 def target_filled_base(target: Any, base: dict[str, Any], search_space: dict[str, ParamSpec]) -> dict[str, Any]:

@@ -81,6 +81,9 @@ class StudySpec:
     """Bounds on reduced metrics (e.g. a KL budget) that a feasible trial keeps; set on each trial for Optuna."""
     seed_policy: SeedPolicy = field(default_factory=SeedPolicy)
     """Which seeds trials train on, and so what chooses the winner (tuner.seed_policy)."""
+    trainer: str = "ppo_core"
+    """What trains each trial: ``ppo_core`` (ppo-tune's own trainer) or TRL's trainer ``trl-grpo`` / ``trl-rloo``
+    (:mod:`tuner.trl_trial`), which is then also the target."""
     target: str | None = None
     """The trainer the winner will run in (an export format: trl-grpo, verl, ...): its profile fills the base, and
     no trial may compute what it does not (tuner.study_target)."""

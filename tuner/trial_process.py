@@ -35,6 +35,7 @@ from tuner.attrs import CONFIG_ATTR, CPU_THREADS_ATTR
 from tuner.database import create_engine, open_storage
 from tuner.factory import make_pruner
 from tuner.study_definition import stored_spec
+from tuner.study_sections import PPO_CORE
 from tuner.trial_protocol import Outcome, TrialJob, record_outcome
 from tuner.trial_records import TrialStore
 from tuner.trial_reporter import TrialReporter
@@ -140,10 +141,14 @@ def run_trial(job: TrialJob) -> Outcome:
     try:
         # Built again here: under accelerate launch the batch sizes derive from this launch's number of processes.
         config = build_config(frozen.user_attrs[CONFIG_ATTR])
-        trainer = PPOTrainer(config, [reporter])
-        if trainer.accelerator.device.type == "cpu" and launched_rank() == 0:
+        if launched_rank() == 0 and (config.use_cpu or not torch.cuda.is_available()):
             trial.set_user_attr(CPU_THREADS_ATTR, torch.get_num_threads())
-        trainer.train()
+        if spec.trainer == PPO_CORE:
+            PPOTrainer(config, [reporter]).train()
+        else:
+            from tuner.trl_trial.run import run_trl_trial  # imports TRL, which a ppo_core trial never needs
+
+            run_trl_trial(spec.trainer, config, [reporter])
         reporter.set_constraints()  # before the outcome, so that whoever reads it finds the constraints set
         outcome = Outcome("complete", tuple(reporter.objective_values()))
     except optuna.TrialPruned as pruned:

@@ -12,6 +12,7 @@ on the updates that report the first objective's.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -71,8 +72,10 @@ class TrialReporter(TrainerCallback):
         for metric, history in self.histories.items():
             if metric in metrics:
                 history.append(metrics[metric])
-        self.kl_history.append(metrics.get(self.spec.kl_guard.metric, 0.0))
-        self.trial.set_user_attr(KL_HISTORY_ATTR, self.kl_history)
+        guard = self.pruner.guard
+        if guard.metric in metrics:  # a metric of the evaluations (eval/kl) comes on evaluation updates only
+            self.kl_history.append(metrics[guard.metric])
+            self.trial.set_user_attr(KL_HISTORY_ATTR, self.kl_history)
         # The root cause first (score, KL, losses), then whatever else went non-finite.
         non_finite = first_non_finite(metrics, GUARDED_METRICS) or first_non_finite(metrics, tuple(metrics))
         if non_finite is not None:
@@ -81,7 +84,12 @@ class TrialReporter(TrainerCallback):
             self.trial.set_user_attr(NON_FINITE_ATTR, message)
             self.error = NonFiniteError(message)
             return message
-        reason = blowup_reason(self.kl_history, self.budget_updates, self.pruner.guard)
+        reason = None
+        if guard.metric in metrics:
+            # The trend's forecast counts one value per update: on a sparser metric only the level is held.
+            every_update = len(self.kl_history) == self.updates
+            reason = blowup_reason(self.kl_history, self.budget_updates,
+                                   guard if every_update else dataclasses.replace(guard, predict=False), update)
         first = self.spec.objectives[0]
         if reason is None and not self.spec.multi_objective and first.metric in metrics:
             value = reduce_history(self.histories[first.metric], first)

@@ -31,6 +31,7 @@ from benchmarks.trl_comparison.aggregate import ratios, side_summary
 from benchmarks.trl_comparison.equal_work import compare
 from benchmarks.trl_comparison.fixtures import build_fixture, count_parameters
 from benchmarks.trl_comparison.flops import peak_flops, update_work
+from benchmarks.trl_comparison.peer_trl import TRL_PPO_VERSION, use_peer_trl
 from benchmarks.trl_comparison.profile_core import PROFILED_UPDATES
 from benchmarks.trl_comparison.report import markdown, write_into_readme
 from benchmarks.trl_comparison.sizes import CPU_SIZES, CUDA_SIZES, QUICK_CPU_SIZES, QUICK_CUDA_SIZES, SIZES
@@ -172,6 +173,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
+    use_peer_trl()
     quiet_hugging_face()
     cuda = args.device == "cuda"
     default_sizes = (QUICK_CUDA_SIZES if cuda else QUICK_CPU_SIZES) if args.quick else CUDA_SIZES if cuda else CPU_SIZES
@@ -185,6 +187,7 @@ def main(argv: list[str] | None = None) -> None:
     workload = replace(workload, **{key: value for key, value in overrides.items() if value is not None})
 
     machine = machine_facts(args.device)
+    machine["trl"] = TRL_PPO_VERSION  # the peer this process imports, not the environment's own TRL
     peak = args.peak_tflops * 1e12 if args.peak_tflops else None
     if cuda and peak is None:
         import torch

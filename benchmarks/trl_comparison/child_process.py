@@ -36,6 +36,7 @@ import torch
 from benchmarks.common.memory import MemoryMeter
 from benchmarks.trl_comparison.counters import WorkCounter
 from benchmarks.trl_comparison.fixtures import Fixture, build_fixture
+from benchmarks.trl_comparison.peer_trl import use_peer_trl
 from benchmarks.trl_comparison.sizes import QUICK_CPU_SIZES, SIZES
 from benchmarks.trl_comparison.timing import Side
 from benchmarks.trl_comparison.workload import QUICK_WORKLOAD, Workload
@@ -114,7 +115,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if not args.quick and None in (args.fixture, args.workload, args.out):
         parser.error("--fixture, --workload and --out are required (or --quick)")
-
+    if args.side == "trl":
+        use_peer_trl()
     torch.set_num_threads(args.threads)
     quiet_hugging_face()
     warnings.filterwarnings("ignore")

@@ -91,7 +91,7 @@ class _PhaseClock(TrainerCallback):
             def __getattr__(self, name: str) -> Any:
                 return getattr(gc, name)
 
-        trl_ppo.gc = TimedGc()  # type: ignore[assignment]
+        trl_ppo.gc = TimedGc()
 
     def timings(self) -> list[UpdateTiming]:
         walls = wall_times([self.train_start, *self.step_ends])

@@ -153,3 +153,22 @@ def task_problem(name: str) -> str | None:
         if not found:
             return f"task: {TEXT_EXTRA_MISSING}"
     return None
+
+
+# TRL's PPOConfig default for response_length, used where neither the config nor a built-in task sets one.
+TRL_DEFAULT_RESPONSE_LENGTH = 53
+
+
+def generated_length(response_length: int | None, task: str | None, task_seed: int | None = None) -> int:
+    """Tokens a run generates per response: ``response_length``, else the built-in task's own, else TRL's default
+    (53). Torch-free, so that an export reads what the run generated without building the task.
+
+    >>> generated_length(None, "shortest_path_tiny"), generated_length(8, "fortunes"), generated_length(None, None)
+    (12, 8, 53)
+    """
+    if response_length is not None:
+        return response_length
+    if task is not None:
+        return task_params(task, task_seed).response_length
+    return TRL_DEFAULT_RESPONSE_LENGTH
+

@@ -21,7 +21,6 @@ import statistics
 import subprocess
 import sys
 from collections.abc import Callable
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +28,7 @@ import pytest
 from scipy import stats  # type: ignore[import-untyped]
 
 from benchmarks.trl_comparison.aggregate import TIME_KEYS
+from benchmarks.trl_comparison.peer_trl import TRL_PPO_VERSION, install_command, peer_directory
 from tools.quick_mode import RESULTS, results_path
 
 pytestmark = pytest.mark.heavy  # starts processes or studies: scheduled first
@@ -99,12 +99,9 @@ def assert_finite(where: dict[str, Any], keys: tuple[str, ...] | list[str], cont
 
 @pytest.fixture(scope="module")
 def trl_comparison(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], str]:
-    # Not a skip: CI installs the trl extra, and a missing TRL is a broken setup to be told about.
-    try:
-        version = metadata.version("trl")
-    except metadata.PackageNotFoundError:
-        version = None
-    assert version == "1.12.0", f"benchmarks.trl_comparison needs TRL 1.12.0 (pip install -e '.[trl]'); found {version}"
+    # Not a skip: CI installs the peer TRL, and a missing one is a broken setup to be told about.
+    assert (peer_directory() / "trl" / "__init__.py").is_file(), \
+        f"benchmarks.trl_comparison needs TRL {TRL_PPO_VERSION} beside the environment: {install_command()}"
     return run_quick("trl_comparison", tmp_path_factory.mktemp("trl_comparison") / "cpu.json")
 
 

@@ -157,3 +157,16 @@ def test_reduce_history_serves_objectives_and_constraints_alike() -> None:
 def test_spec_without_constraints_has_none(tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path) -> None:
     spec: StudySpec = load_study_spec(write_study(tmp_path, tiny_lm_dir, prompts_file))
     assert spec.constraints == [] and spec.enqueue == []
+
+
+def test_a_kl_guard_on_an_evaluation_metric_reads_only_the_updates_that_report_it(
+        tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path) -> None:
+    # Regression: the guard's history took 0.0 for every update without the metric, so the level of eval/kl
+    # (reported every third update) was its mean with the zeros between: 0.6 at update 3 held as 0.3 (window 2).
+    reporter, _ = reporter_for(tmp_path, tiny_lm_dir, prompts_file, objectives=EVAL_OBJECTIVE,
+                               kl_guard={"metric": "eval/kl", "threshold": 0.5, "window": 2},
+                               base={"eval_steps": 3})
+    assert [reporter.on_update(update, update_metrics(update, update == 3)) for update in (1, 2)] == [None, None]
+    reason = reporter.on_update(3, update_metrics(3, evaluated=True))
+    assert reporter.kl_history == [pytest.approx(0.6)]
+    assert reason == "eval/kl 0.60 (mean of the last 1 updates) passed the threshold 0.5 at update 3"

@@ -16,9 +16,8 @@ import yaml
 from helpers.exports import comments_of, flags_of, overrides_of, settings_of
 from optuna.distributions import FloatDistribution
 from optuna.trial import TrialState, create_trial
-from transformers import HfArgumentParser
-from transformers.hf_argparser import DataClassType
 
+from benchmarks.trl_comparison.peer_trl import TRL_PPO_VERSION, install_command, peer_directory
 from ppo_core.config import PPOConfig, settable_fields
 from ppo_tune.cli import main
 from tuner.attrs import CONFIG_ATTR
@@ -55,19 +54,33 @@ def test_trl_ppo_flags_round_trip_and_missing_concepts_become_comments() -> None
     assert "--trust_remote_code" not in flags and "--warmup_ratio" not in flags
 
 
+# TRL 1.12's own `trl ppo` parser in a process of its own, TRL 1.12 first on its path: the environment's TRL is the
+# current release, which has no PPO (benchmarks.trl_comparison.peer_trl keeps 1.12 beside it).
+TRL_PPO_PARSE = """
+import json, os, sys
+sys.path.insert(0, sys.argv[1])
+os.environ["TRL_EXPERIMENTAL_SILENCE"] = "1"
+import trl
+from transformers import HfArgumentParser
+from trl import ModelConfig, ScriptArguments
+from trl.experimental.ppo import PPOConfig
+assert trl.__version__ == sys.argv[2], f"trl {trl.__version__} imported from {trl.__file__}, not {sys.argv[2]}"
+parsed = HfArgumentParser([ScriptArguments, PPOConfig, ModelConfig]).parse_args_into_dataclasses(json.load(sys.stdin))
+print(json.dumps({key: value for part in parsed for key, value in vars(part).items()}, default=str))
+"""
+
+
 def trl_ppo_parse(flags: list[str]) -> dict[str, object]:
     """The values TRL 1.12's own ``trl ppo`` parser gives ``flags``, merged over its three argument classes."""
-    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-    import trl
-    from trl import ModelConfig, ScriptArguments
-    from trl.experimental.ppo import PPOConfig as TrlPPOConfig
-
-    assert trl.__version__ == "1.12.0", f"the trl extra pins TRL 1.12.0 (the last PPOTrainer), not {trl.__version__}"
-    # HfArgumentParser's parameter is typed as the NewType DataClassType, which a class matches only once wrapped in
-    # it (a no-op at run time).
-    classes = [DataClassType(part) for part in (ScriptArguments, TrlPPOConfig, ModelConfig)]
-    parsed = HfArgumentParser(classes).parse_args_into_dataclasses(flags)
-    return {key: value for part in parsed for key, value in vars(part).items()}
+    directory = peer_directory()
+    if not (directory / "trl" / "__init__.py").is_file():
+        pytest.fail(f"TRL {TRL_PPO_VERSION} is not in {directory}: the trl-ppo export is checked against it "
+                    f"({install_command()})")
+    result = subprocess.run([sys.executable, "-c", TRL_PPO_PARSE, str(directory), TRL_PPO_VERSION],
+                            input=json.dumps(flags), capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    parsed: dict[str, object] = json.loads(result.stdout.strip().splitlines()[-1])
+    return parsed
 
 
 def test_trl_ppo_says_its_trainer_does_gae_only() -> None:

@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 from ppo_core.config import PPOConfig, is_function_spec, settable_fields
 from ppo_core.estimator_traits import critic_only_fields, estimator_fields, readers
+from ppo_core.tasks.variants import generated_length
 
 Why = str | Callable[[PPOConfig], str | None]
 Layout = Literal["trl", "openrlhf", "hydra"]
@@ -295,15 +296,18 @@ def whole_prompt_passes(c: PPOConfig, key: str) -> int | Lacks:
                  "total_episodes and export again")
 
 
-def per_token_kl_target(c: PPOConfig, key: str) -> Differs | Lacks:
+def generated_length_of(c: PPOConfig) -> int:
+    """Tokens the trial generated per response: its response_length, else its built-in task's, else 53."""
+    return generated_length(c.response_length, c.task, c.task_seed)
+
+
+def per_token_kl_target(c: PPOConfig, key: str) -> Differs:
     """kl_target is the KL summed over a response (objective/kl); verl and OpenRLHF steer the per-token mean."""
     assert c.kl_target is not None
-    if c.response_length is None:
-        return Lacks(f"ppo-tune's target is the KL summed over a response; {key} is the per-token mean: set it to "
-                     "kl_target / the mean response length")
-    return Differs(c.kl_target / c.response_length,
+    length = generated_length_of(c)
+    return Differs(c.kl_target / length,
                    f"ppo-tune's target is the KL summed over a response; {key} is the per-token mean, set here to "
-                   f"kl_target / response_length ({c.response_length}): raise it if responses end early")
+                   f"kl_target / response_length ({length}): raise it if responses end early")
 
 
 def scheduler_with_warmup(c: PPOConfig) -> str:

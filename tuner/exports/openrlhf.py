@@ -25,6 +25,7 @@ from tuner.exports._common import (
     Why,
     actor_and_critic,
     export,
+    generated_length_of,
     is_model,
     lora_lacks,
     one_process_remark,
@@ -162,8 +163,7 @@ VALUES: dict[str, Callable[[PPOConfig], Any]] = {
     "num_generations": lambda c: c.generations_per_prompt,
     "kl_in_reward": _kl,
     "kl_target": lambda c: None if c.kl_target is None else per_token_kl_target(c, "--algo.kl.target"),
-    "response_length": lambda c: c.response_length if c.response_length is not None
-    else Lacks("ppo-tune used the built-in task's own length; OpenRLHF generates up to --data.max_len"),
+    "response_length": generated_length_of,
     "max_prompt_length": lambda c: None if c.max_prompt_length is None else (
         Differs(c.max_prompt_length + c.response_length, "OpenRLHF caps prompt and response together")
         if c.response_length is not None else Lacks("OpenRLHF caps prompt and response together (--data.max_len)")),

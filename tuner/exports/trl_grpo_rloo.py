@@ -29,6 +29,7 @@ from tuner.exports._common import (
     Why,
     dotted,
     export,
+    generated_length_of,
     is_model,
     optimizer_steps_per_update,
     schedule_remark,
@@ -140,8 +141,7 @@ VALUES: dict[str, Callable[[PPOConfig], Any]] = {
     "total_episodes": _max_steps,
     "cliprange_low": lambda c: c.clip_bounds[0],
     "cliprange_high": lambda c: c.clip_bounds[1],
-    "response_length": lambda c: c.response_length if c.response_length is not None
-    else Lacks("ppo-tune used the built-in task's own length; TRL's default is 512"),
+    "response_length": generated_length_of,
 }
 
 ESTIMATOR_HINTS = {

@@ -13,7 +13,17 @@ from collections.abc import Callable
 from typing import Any
 
 from ppo_core.config import PPOConfig
-from tuner.exports._common import LORA_FIELDS, TASK_WHY, Lacks, Target, Why, export, is_model, scheduler_with_warmup
+from tuner.exports._common import (
+    LORA_FIELDS,
+    TASK_WHY,
+    Lacks,
+    Target,
+    Why,
+    export,
+    generated_length_of,
+    is_model,
+    scheduler_with_warmup,
+)
 from tuner.exports.computes import collect, micro_batches_per_step, no_dual_clip
 
 SAME_NAMES = (
@@ -45,8 +55,7 @@ VALUES: dict[str, Callable[[PPOConfig], Any]] = {
     "kl_estimator": lambda c: c.kl_estimator if c.kl_estimator in KL_ESTIMATORS
     else Lacks("TRL 1.12 accepts only k1 or k3"),
     "cliprange": _clip,
-    "response_length": lambda c: c.response_length if c.response_length is not None
-    else Lacks("ppo-tune used the built-in task's own length; TRL would default to 53"),
+    "response_length": generated_length_of,
 }
 
 WHY_NOT: dict[str, Why] = {

@@ -21,6 +21,7 @@ from tuner.exports._common import (
     Why,
     actor_and_critic,
     export,
+    generated_length_of,
     is_model,
     lora_lacks,
     one_process_remark,
@@ -184,8 +185,7 @@ VALUES: dict[str, Callable[[PPOConfig], Any]] = {
     "kl_target": _kl_target,
     "kl_horizon": lambda c: c.kl_horizon if c.kl_penalty_in_reward
     else Lacks("verl's adaptive controller steers the in-reward kl_coef only"),
-    "response_length": lambda c: c.response_length if c.response_length is not None
-    else Lacks("ppo-tune used the built-in task's own length; verl's default is 512"),
+    "response_length": generated_length_of,
     "max_prompt_length": lambda c: (c.max_prompt_length, "left") if c.max_prompt_length is not None else (None, None),
     "stop_token": lambda c: True if c.stop_token is None and c.stop_token_id is None else None,
 }

@@ -1,0 +1,153 @@
+"""``trainer: trl-grpo``: trials run in TRL's own GRPOTrainer (the installed release), with the arguments the trl-grpo
+export prints, and store what a ppo_core trial stores: ppo-tune's metric names, held-out evaluations with their KL
+(also at beta 0, when TRL measures none), samples, and the KL guard's stop as a pruned trial with its reason."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import math
+import os
+from pathlib import Path
+
+import pytest
+from helpers.studies import TESTS_DIR, load, write_study
+from optuna.trial import TrialState
+
+from ppo_core.config_io import build_config
+from ppo_tune.cli import main
+from tuner.attrs import PRUNE_REASON_ATTR
+from tuner.database import create_engine
+from tuner.exports import exported
+from tuner.study_checks import check_trainer
+from tuner.study_config import StudyConfigError, load_study_spec
+from tuner.trial_records import read_metrics, read_samples
+from tuner.trl_trial.arguments import MACHINE_FIELDS, TRIAL_OWNED, trial_arguments
+from tuner.trl_trial.metrics import ppo_tune_metrics, response_kl
+from tuner.trl_trial.run import trainer_config
+from tuner.validation import validation_study_name
+
+pytestmark = pytest.mark.heavy  # starts studies: scheduled first
+
+UPDATES = 8  # total_episodes 64 / 8 episodes an update
+GRPO_BASE = {"advantage_estimator": "grpo", "num_generations": 4, "eval_steps": 0.5, "num_eval_samples": 2,
+             "learning_rate": 3e-3}
+
+
+@pytest.fixture(autouse=True)
+def reward_functions_importable(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Trial processes import the test reward functions by name, as users' own modules would be.
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS_DIR), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.syspath_prepend(str(TESTS_DIR))
+
+
+def trl_study(tmp_path: Path, lm_dir: Path, prompts: Path, **overrides: object) -> Path:
+    base = {**GRPO_BASE, **overrides.pop("base", {})}  # type: ignore[dict-item]
+    return write_study(tmp_path, lm_dir, prompts, name="trl", trainer="trl-grpo", n_trials=1, sampler={"name": "grid"},
+                       search_space={"cliprange": {"type": "categorical", "choices": [0.2]}}, base=base, **overrides)
+
+
+def test_a_trl_grpo_trial_runs_in_trl_and_stores_what_the_pages_read(
+        tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path) -> None:
+    path = trl_study(tmp_path, tiny_lm_dir, prompts_file, base={"beta": 0.04})
+    assert main(["run", str(path)]) == 0
+    (trial,) = load(path).get_trials()
+    assert trial.state == TrialState.COMPLETE
+    spec = load_study_spec(path)
+    metrics = read_metrics(create_engine(spec.storage), spec.name).set_index("update")
+    assert list(metrics.index) == list(range(1, UPDATES + 1))  # one row per PPO update, not per optimizer step
+    # TRL's own logs, kept under trl/, and ppo-tune's names for the same quantities: the run was TRL's.
+    assert metrics["objective/scores"].tolist() == metrics["trl/reward"].tolist()
+    assert (metrics["objective/kl"] - metrics["trl/kl"] * metrics["trl/completions/mean_length"]).abs().max() < 1e-9
+    assert metrics["objective/kl"].iloc[-1] > 0  # beta 0.04: TRL measures KL, and the policy moved
+    evaluated = metrics["eval/kl"].dropna()
+    assert list(evaluated.index) == [4, 8] and evaluated.abs().lt(1e3).all()  # the k1 estimate may dip below 0
+    assert metrics.loc[8, "eval/score"] == pytest.approx(trial.value)  # the objective reads the stored metric
+    samples = read_samples(create_engine(spec.storage), spec.name)
+    assert sorted(set(samples["update"])) == [0, 4, 8] and samples["response"].str.len().gt(0).any()
+    # Validation reruns the winner in TRL too, on a fresh seed.
+    assert main(["validate", spec.name, "--storage", spec.storage, "--top-k", "1", "--seeds", "1"]) == 0
+    rerun = read_metrics(create_engine(spec.storage), validation_study_name(spec.name))
+    assert len(rerun) == UPDATES and rerun["trl/reward"].notna().all()
+
+
+def test_kl_is_measured_at_each_evaluation_when_beta_is_zero(
+        tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path) -> None:
+    path = trl_study(tmp_path, tiny_lm_dir, prompts_file, base={"beta": 0.0})
+    assert main(["run", str(path)]) == 0
+    spec = load_study_spec(path)
+    metrics = read_metrics(create_engine(spec.storage), spec.name).set_index("update")
+    assert "trl/kl" not in metrics and "objective/kl" not in metrics  # TRL logs no KL at beta 0 ...
+    evaluated = metrics["eval/kl"].dropna()
+    assert list(evaluated.index) == [4, 8] and evaluated.ne(0).all()  # ... the held-out evaluation does
+
+
+def test_the_kl_guard_stops_a_trl_trial_and_stores_it_as_pruned_with_its_reason(
+        tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path) -> None:
+    path = trl_study(tmp_path, tiny_lm_dir, prompts_file, base={"beta": 0.04},
+                     kl_guard={"threshold": 1e-6, "window": 2, "predict": False})
+    assert main(["run", str(path)]) == 1  # no trial completed, and the command says so
+    (trial,) = load(path).get_trials()
+    assert trial.state == TrialState.PRUNED
+    assert "objective/kl" in trial.user_attrs[PRUNE_REASON_ATTR]
+    spec = load_study_spec(path)
+    stored = read_metrics(create_engine(spec.storage), spec.name)
+    assert len(stored) < UPDATES  # TRL's loop stopped at the update the guard named
+
+
+def test_the_trial_runs_exactly_the_arguments_the_export_prints() -> None:
+    config = build_config({**GRPO_BASE, "task": "shortest_path_tiny", "beta": 0.02, "total_episodes": 96,
+                           "per_device_train_batch_size": 8, "gradient_accumulation_steps": 2, "num_mini_batches": 2,
+                           "num_ppo_epochs": 2, "use_peft": True, "lora_r": 4})
+    arguments = trial_arguments("trl-grpo", config)
+    settings = {key: value for key, value, _ in exported("trl-grpo", config.to_dict()).settings}
+    assert settings["max_completion_length"] == 12  # the task's own length, not TRL's default of 512
+    assert {**arguments.config, **arguments.model, **arguments.script} == {**settings, **TRIAL_OWNED}
+    updates = math.ceil(96 / 16)
+    built = trainer_config(arguments, __import__("torch").device("cpu"), "/tmp/unused", updates, steps_per_update=4)
+    for key, value in arguments.config.items():
+        assert key in (*MACHINE_FIELDS, *TRIAL_OWNED) or getattr(built, key) == value, key
+    assert built.use_cpu and not built.bf16  # this GPU-less machine's
+    # The trial's own length rule and the export's agree: 6 updates x 2 mini-batches x 2 epochs.
+    assert built.max_steps == settings["max_steps"] == 24
+
+
+def test_trl_logs_map_to_ppo_tune_names_in_the_same_units() -> None:
+    logs: dict[str, float | None] = {"reward": 0.5, "kl": 0.02, "completions/mean_length": 10.0, "entropy": 1.5,
+                                     "loss": 0.1, "epoch": 0.3,
+            "learning_rate": 1e-4, "clip_ratio/region_mean": 0.05, "note": None}
+    metrics = ppo_tune_metrics(logs, update=3, episode=24, beta=0.02)
+    assert metrics["objective/scores"] == 0.5 and metrics["policy/entropy_avg"] == 1.5 and metrics["lr"] == 1e-4
+    assert metrics["objective/kl"] == pytest.approx(0.2) == response_kl(0.02, 10.0)
+    assert metrics["policy/clipfrac_avg"] == 0.05 and metrics["update"] == 3 and metrics["episode"] == 24
+    assert metrics["trl/loss"] == 0.1 and "trl/note" not in metrics  # TRL logs None for a mean with no values
+    assert "objective/kl" not in ppo_tune_metrics({"reward": 0.5}, update=1, episode=8, beta=0.0)
+
+
+def test_a_study_naming_an_unknown_trainer_or_another_target_is_refused(
+        tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write_study(tmp_path, tiny_lm_dir, prompts_file, trainer="trl-dpo")
+    assert main(["run", str(path)]) == 2
+    error = capsys.readouterr().err
+    assert "trainer: unknown trainer trl-dpo (expected one of ppo_core, trl-grpo, trl-rloo)" in error
+    path = trl_study(tmp_path, tiny_lm_dir, prompts_file, target="verl")
+    with pytest.raises(StudyConfigError, match="target: verl with trainer trl-grpo"):
+        load_study_spec(path)
+    assert not (tmp_path / "trl.db").exists()
+
+
+def test_a_missing_or_old_trl_is_named_with_its_install_command(
+        tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = load_study_spec(trl_study(tmp_path, tiny_lm_dir, prompts_file))
+    check_trainer(spec)  # the installed TRL serves
+
+    def missing(name: str) -> str:
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    # The one thing not real here: this environment has TRL, and the test cannot uninstall it.
+    monkeypatch.setattr(importlib.metadata, "version", missing)
+    with pytest.raises(StudyConfigError, match=r"trainer: trl-grpo needs TRL 1\.16\.0, which is not installed: "
+                                               r"pip install 'ppo-tune\[trl\]'"):
+        check_trainer(spec)
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: "1.12.0")
+    with pytest.raises(StudyConfigError, match=r"needs TRL 1\.16\.0 or later, and TRL 1\.12\.0 is installed"):
+        check_trainer(spec)

@@ -1,0 +1,13 @@
+"""Trials that run TRL's own trainers: ``trainer: trl-grpo`` or ``trl-rloo`` in a study file.
+
+The trial's config is a ppo-tune config, checked as every study's is, and the trial runs TRL's GRPOTrainer or
+RLOOTrainer with exactly the arguments ``ppo-tune best --format trl-grpo`` prints for it (:mod:`.arguments`), on the
+same model, prompts and rewards a ppo_core trial loads (:mod:`.run`). A transformers ``TrainerCallback``
+(:mod:`.bridge`) turns TRL's logs into ppo-tune's metric names (:mod:`.metrics`), runs the held-out evaluation
+with its KL to the reference (also when beta is 0, when TRL measures none), and passes every update to the same
+reporter a ppo_core trial has, so storage, pruning and the KL guard are the tuner's own.
+"""
+
+from tuner.trl_trial.arguments import TRL_TRAINERS, TrialArguments, trial_arguments
+
+__all__ = ["TRL_TRAINERS", "TrialArguments", "trial_arguments"]

@@ -1,0 +1,74 @@
+"""A TRL trial's arguments: the export of its config (``best --format trl-grpo`` / ``trl-rloo``), split into what
+TRL's trainer config, its ``ModelConfig`` and its script's ``ScriptArguments`` each take.
+
+The trial runs with these and nothing else of ours, so the flags the export prints are the run the trial was.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from ppo_core.config import ConfigError, PPOConfig
+from tuner.exports import exported
+
+# study-file name -> (TRL's config class, TRL's trainer class)
+TRL_TRAINERS = {"trl-grpo": ("GRPOConfig", "GRPOTrainer"), "trl-rloo": ("RLOOConfig", "RLOOTrainer")}
+# What the trial decides itself, whatever the export says: where TRL writes (nowhere that outlives the trial), that
+# it reports to no tracker (the study's database is the record), and that it saves no checkpoints.
+TRIAL_OWNED = {"report_to": "none", "save_strategy": "no", "logging_strategy": "steps"}
+# Settings of the machine rather than of the run: a trial on a GPU-less machine runs on the CPU in float32 whatever
+# the config says (TRL's TrainingArguments refuse bf16 there), as ppo_core's trials do.
+MACHINE_FIELDS = ("use_cpu", "bf16")
+
+
+@dataclass(frozen=True)
+class TrialArguments:
+    """Keyword arguments for TRL's classes, as the export of one trial's config gives them."""
+
+    trainer: str
+    config: dict[str, Any]
+    """For GRPOConfig or RLOOConfig."""
+    model: dict[str, Any]
+    """For trl.ModelConfig: the model path and the LoRA settings."""
+    script: dict[str, Any]
+    """For trl.ScriptArguments and the script's reward flags: reward_model_name_or_path, reward_funcs, datasets."""
+    comments: tuple[str, ...]
+    """The export's comments: what TRL lacks of this config, and what it counts differently."""
+
+
+def _fields(class_name: str) -> set[str]:
+    import trl
+
+    return {field.name for field in dataclasses.fields(getattr(trl, class_name))}
+
+
+def trial_arguments(trainer: str, config: PPOConfig) -> TrialArguments:
+    """The arguments TRL's ``trainer`` ("trl-grpo" or "trl-rloo") runs ``config``'s trial with.
+
+    The export's settings are sorted by class: TRL's trainer config takes its own fields, ModelConfig the model's,
+    and the script the rest. A setting none of them knows is a ConfigError: the export and the installed TRL
+    disagree, and the run would not be the one the export prints.
+    """
+    if trainer not in TRL_TRAINERS:
+        raise ConfigError(f"trainer: {trainer!r} is not a TRL trainer (choose from {', '.join(TRL_TRAINERS)})")
+    export = exported(trainer, config.to_dict())
+    config_fields = _fields(TRL_TRAINERS[trainer][0])
+    model_fields = _fields("ModelConfig")
+    script_fields = _fields("ScriptArguments") | {"reward_model_name_or_path", "reward_funcs"}
+    parts: dict[str, dict[str, Any]] = {"config": {}, "model": {}, "script": {}}
+    for key, value, _ in export.settings:
+        if key in model_fields:
+            parts["model"][key] = value
+        elif key in config_fields:
+            parts["config"][key] = value
+        elif key in script_fields:
+            parts["script"][key] = value
+        else:
+            raise ConfigError(f"{key}: the {trainer} export sets it, but the installed TRL's "
+                              f"{TRL_TRAINERS[trainer][0]}, ModelConfig and ScriptArguments have no such field")
+    parts["config"].update(TRIAL_OWNED)
+    comments = tuple(line for _, line in export.comments) + tuple(f"# not exact: {line}"
+                                                                  for line in export.differences)
+    return TrialArguments(trainer, parts["config"], parts["model"], parts["script"], comments)

@@ -1,0 +1,83 @@
+"""The transformers callback between TRL's trainer and ppo-tune's reporters: one PPO update per logging step.
+
+The trial logs once per generation (``logging_steps`` = the optimizer steps of one update), so TRL's logged means are
+one update's, as ppo_core's metrics are. At each of those the bridge maps the logs to ppo-tune's names, adds the
+held-out evaluation where ``eval_steps`` says (ppo_core's own, on the policy TRL is training, against the reference),
+records sample responses, and hands the update to ppo-tune's callbacks; a stop reason one of them returns ends
+TRL's training loop at that step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
+
+from ppo_core.callbacks import SampleGeneration
+from ppo_core.callbacks import TrainerCallback as UpdateCallback
+from ppo_core.config import PPOConfig
+from ppo_core.evaluation import evaluation_interval, is_evaluation_update
+from tuner.trl_trial.metrics import ppo_tune_metrics
+
+# The trainer's summary log after the last step (train_runtime, train_loss, ...) is not an update.
+SUMMARY_KEY = "train_runtime"
+
+
+class UpdateBridge(TrainerCallback):
+    """Calls ``callbacks`` (ppo_core's interface: on_train_begin, on_update, on_samples, on_train_end) from TRL's
+    trainer, once per PPO update of ``steps_per_update`` optimizer steps.
+
+    ``evaluate(update)`` returns the held-out metrics, ``samples(update)`` the sample responses; both are the
+    trial's (:mod:`tuner.trl_trial.run`)."""
+
+    def __init__(self, config: PPOConfig, callbacks: Sequence[UpdateCallback], num_updates: int,
+                 steps_per_update: int, beta: float, evaluate: Callable[[int], dict[str, float]],
+                 samples: Callable[[int], list[SampleGeneration]]) -> None:
+        self.config = config
+        self.callbacks = list(callbacks)
+        self.num_updates = num_updates
+        self.steps_per_update = steps_per_update
+        self.beta = beta
+        self.evaluate = evaluate
+        self.samples = samples
+        self.eval_interval = evaluation_interval(config.eval_steps, num_updates)
+        self.sample_every = max(1, num_updates // config.num_sample_generations) \
+            if config.num_sample_generations else 0
+        self.updates = 0
+        self.stop_reason: str | None = None
+
+    def _record_samples(self, update: int) -> None:
+        recorded = self.samples(update)
+        for callback in self.callbacks:
+            callback.on_samples(update, recorded)
+
+    def on_train_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
+                       **kwargs: Any) -> None:
+        for callback in self.callbacks:
+            callback.on_train_begin(self.config, self.num_updates)
+        if self.sample_every:
+            self._record_samples(0)
+
+    def on_log(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
+               logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        if not logs or SUMMARY_KEY in logs or state.global_step % self.steps_per_update:
+            return
+        update = state.global_step // self.steps_per_update
+        metrics = ppo_tune_metrics(logs, update, update * self.config.batch_size, self.beta)
+        if is_evaluation_update(update, self.num_updates, self.eval_interval):
+            metrics.update(self.evaluate(update))
+        self.updates = update
+        reason = None
+        for callback in self.callbacks:
+            reason = callback.on_update(update, metrics) or reason
+        if self.sample_every and (update % self.sample_every == 0 or update == self.num_updates or reason):
+            self._record_samples(update)
+        if reason:
+            self.stop_reason = reason
+            control.should_training_stop = True
+
+    def on_train_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
+                     **kwargs: Any) -> None:
+        for callback in self.callbacks:
+            callback.on_train_end(self.updates, self.stop_reason)

@@ -1,0 +1,190 @@
+"""One trial in TRL's own trainer: the model, prompts and rewards a ppo_core trial of the same config loads, TRL's
+GRPOTrainer or RLOOTrainer built from the trial's export (:mod:`tuner.trl_trial.arguments`), and ppo-tune's
+callbacks fed once per PPO update (:mod:`tuner.trl_trial.bridge`).
+
+KL to the reference is measured at each held-out evaluation whatever beta is: under LoRA against the policy with its
+adapter off (no copy), else against a frozen copy of the starting model that the trial loads for the evaluation
+alone when TRL holds none (beta 0), which costs one more copy of the policy's weights in memory and a no-grad forward
+of the held-out responses per evaluation.
+
+Example::
+
+    run_trl_trial("trl-grpo", build_config({"task": "shortest_path", "advantage_estimator": "grpo",
+                                            "total_episodes": 256}), [reporter])
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import tempfile
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from datasets import Dataset
+from transformers import PrinterCallback, ProgressCallback
+
+from ppo_core.callbacks import SampleGeneration
+from ppo_core.callbacks import TrainerCallback as UpdateCallback
+from ppo_core.config import PPOConfig, is_function_spec
+from ppo_core.distributed import ProcessGroup
+from ppo_core.evaluation import evaluate, separate_rng
+from ppo_core.models import load_causal_lm
+from ppo_core.reward_functions import FunctionReward
+from ppo_core.rewards import RewardInputs
+from ppo_core.rollout import collect_rollout, decode_responses, encode_prompts
+from ppo_core.setup import RolloutModels, RunParts, load_run_parts
+from tuner.exports._common import optimizer_steps_per_update
+from tuner.trl_trial.arguments import TRL_TRAINERS, TrialArguments, trial_arguments
+from tuner.trl_trial.bridge import UpdateBridge
+
+# The dataset column that carries each prompt's row, so a reward knows which prompts TRL handed it.
+ROW_COLUMN = "ppo_tune_row"
+# Seeds of sample recordings, as ppo_core's trainer spaces them: seed + 7919 (update + 1).
+SAMPLE_SEED_STRIDE = 7919
+
+
+class PromptSetReward:
+    """A GRPO-style reward function over ppo_core's rewards (a built-in task's proxy reward model): TRL passes the
+    prompts' rows and the completion ids, and the scores are what a ppo_core rollout of the same text gets."""
+
+    def __init__(self, parts: RunParts, config: PPOConfig, name: str) -> None:
+        self.parts, self.config, self.__name__ = parts, config, name
+
+    def __call__(self, prompts: list[Any], completions: list[Any], completion_ids: list[list[int]],
+                 **columns: Any) -> list[float]:
+        parts, tokenizer = self.parts, self.parts.tokenizer
+        batch = parts.train_prompts.select(columns[ROW_COLUMN])
+        encoded = encode_prompts(tokenizer, batch, self.config.max_prompt_length)
+        width = max(1, max(len(ids) for ids in completion_ids))
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        responses = torch.tensor([ids + [pad] * (width - len(ids)) for ids in completion_ids])
+        response_mask = torch.tensor([[True] * len(ids) + [False] * (width - len(ids)) for ids in completion_ids])
+        has_stop = torch.tensor([bool(ids) and ids[-1] == parts.stop_token_id for ids in completion_ids])
+        scores, _ = parts.rewards(RewardInputs(
+            prompts=batch, completions=decode_responses(tokenizer, completion_ids), completion_ids=completion_ids,
+            queries=encoded["input_ids"], query_mask=encoded["attention_mask"], responses=responses,
+            response_mask=response_mask, has_stop=has_stop, tokenizer=tokenizer,
+        ))
+        return [float(score) for score in scores]
+
+
+def trl_reward_funcs(parts: RunParts, config: PPOConfig) -> list[Any]:
+    """What TRL's trainer scores with: the config's reward models by path (TRL loads them, as ``trl grpo`` does)
+    and its functions as imported; a built-in task's proxy through ppo_core's reward model."""
+    if not parts.config.named_rewards:
+        return [PromptSetReward(parts, config, "proxy")]
+    return [FunctionReward(spec, field).function if is_function_spec(spec) else spec
+            for field, spec in parts.config.named_rewards]
+
+
+def num_updates(config: PPOConfig, parts: RunParts) -> int:
+    """PPO updates the trial makes, by ppo_core's rule: total_episodes, else num_train_epochs passes over the
+    prompts, each answered num_generations times, over the rollout batch."""
+    episodes = config.total_episodes or int(config.num_train_epochs * len(parts.train_prompts)
+                                            * config.generations_per_prompt)
+    return max(1, math.ceil(episodes / config.batch_size))
+
+
+def trainer_config(arguments: TrialArguments, device: torch.device, output_dir: str, updates: int,
+                   steps_per_update: int) -> Any:
+    """TRL's GRPOConfig or RLOOConfig: the export's arguments, the trial's length in optimizer steps, one log per
+    PPO update, and the machine's device and precision (MACHINE_FIELDS): the CPU in float32 without a GPU, bf16 on a
+    GPU that supports it unless the config turns it off."""
+    import trl
+
+    model_init = {"revision": arguments.model.get("model_revision"), "dtype": arguments.model.get("dtype"),
+                  "attn_implementation": arguments.model.get("attn_implementation"),
+                  "trust_remote_code": arguments.model.get("trust_remote_code")}
+    kwargs = {**arguments.config, "output_dir": output_dir, "max_steps": updates * steps_per_update,
+              "logging_steps": steps_per_update, "use_cpu": device.type == "cpu",
+              "model_init_kwargs": {key: value for key, value in model_init.items() if value is not None}}
+    gpu_bf16 = device.type == "cuda" and torch.cuda.is_bf16_supported()
+    kwargs["bf16"] = bool(arguments.config.get("bf16", gpu_bf16)) and gpu_bf16
+    return getattr(trl, TRL_TRAINERS[arguments.trainer][0])(**kwargs)
+
+
+def _device(config: PPOConfig) -> torch.device:
+    return torch.device("cuda" if torch.cuda.is_available() and not config.use_cpu else "cpu")
+
+
+def run_trl_trial(trainer_name: str, config: PPOConfig, callbacks: Sequence[UpdateCallback]) -> UpdateBridge:
+    """Train ``config`` in TRL's ``trainer_name`` ("trl-grpo" or "trl-rloo"), reporting each PPO update to
+    ``callbacks``; the returned bridge says how many updates ran and why it stopped early, if it did."""
+    import trl
+
+    device = _device(config)
+    parts = load_run_parts(config, device)
+    # The task's response length made explicit, so that the export (and the trial) sets max_completion_length.
+    config = dataclasses.replace(config, response_length=parts.generation_config.max_new_tokens)
+    arguments = trial_arguments(trainer_name, config)
+    steps = optimizer_steps_per_update(config)
+    updates = num_updates(config, parts)
+    dataset = Dataset.from_dict({"prompt": parts.train_prompts.prompts, **parts.train_prompts.columns,
+                                 ROW_COLUMN: list(range(len(parts.train_prompts)))})
+    model_args = trl.ModelConfig(**{**arguments.model, "model_name_or_path": parts.policy_path})
+    with tempfile.TemporaryDirectory(prefix="ppo-tune-trl-") as output_dir:
+        trainer = getattr(trl, TRL_TRAINERS[trainer_name][1])(
+            model=parts.policy_path, reward_funcs=trl_reward_funcs(parts, config),
+            args=trainer_config(arguments, device, output_dir, updates, steps), train_dataset=dataset,
+            processing_class=parts.tokenizer, peft_config=trl.get_peft_config(model_args),
+        )
+        evaluation = TrialEvaluation(trainer, parts, config, device)
+        bridge = UpdateBridge(config, callbacks, updates, steps, float(arguments.config.get("beta", 0.0)),
+                              evaluation.metrics, evaluation.samples)
+        trainer.add_callback(bridge)
+        for printer in (PrinterCallback, ProgressCallback):  # the study's database is the record, not stdout
+            trainer.remove_callback(printer)
+        trainer.train()
+    return bridge
+
+
+class TrialEvaluation:
+    """ppo_core's held-out evaluation and sample recordings, on the policy TRL is training."""
+
+    def __init__(self, trainer: Any, parts: RunParts, config: PPOConfig, device: torch.device) -> None:
+        self.trainer, self.parts, self.config, self.device = trainer, parts, config, device
+        self.group = ProcessGroup(trainer.accelerator)
+        self._reference: torch.nn.Module | None = None
+
+    def _setup(self) -> Any:
+        policy = self.trainer.accelerator.unwrap_model(self.trainer.model)
+        reference = None
+        if not self.config.use_peft:  # under LoRA the reference is the policy with its adapter off
+            if self._reference is None:
+                ref_model = getattr(self.trainer, "ref_model", None)
+                if ref_model is not None:
+                    self._reference = self.trainer.accelerator.unwrap_model(ref_model)
+                else:
+                    frozen = load_causal_lm(self.parts.policy_path, self.parts.options).requires_grad_(False)
+                    self._reference = frozen.to(self.device)  # type: ignore[arg-type]
+            reference = self._reference
+        return self.parts.setup(RolloutModels(policy=policy, reference=reference, value_model=None,  # type: ignore[arg-type]
+                                              rewards=self.parts.rewards, gold_score=self.parts.gold_score,
+                                              tokenizer=self.parts.tokenizer))
+
+    def _in_eval_mode(self, run: Callable[[Any], Any]) -> Any:
+        setup = self._setup()
+        was_training = setup.models.policy.training
+        setup.models.policy.eval()
+        try:
+            return run(setup)
+        finally:
+            setup.models.policy.train(was_training)
+
+    def metrics(self, update: int) -> dict[str, float]:
+        return self._in_eval_mode(lambda setup: evaluate(
+            lambda batch: collect_rollout(setup, batch, self.config, self.device), setup, self.config, self.group,
+            update))
+
+    def samples(self, update: int) -> list[SampleGeneration]:
+        def record(setup: Any) -> list[SampleGeneration]:
+            with separate_rng(self.device, self.config.seed + SAMPLE_SEED_STRIDE * (update + 1)):
+                rollout = collect_rollout(setup, self.parts.eval_prompts, self.config, self.device)
+            gold = rollout.gold_scores.tolist() if rollout.gold_scores is not None else [None] * len(rollout.prompts)
+            episode = update * self.config.batch_size
+            return [SampleGeneration(update, episode, index, prompt, response, float(score), gold_value)
+                    for index, (prompt, response, score, gold_value) in enumerate(
+                        zip(rollout.prompts, rollout.response_texts, rollout.scores.tolist(), gold, strict=True))]
+        return self._in_eval_mode(record)
