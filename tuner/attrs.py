@@ -35,6 +35,8 @@ PILOT_ATTR = "pilot"
 # torch's thread count in a trial that trained on the CPU, where it changes the numbers: another order of the sums
 # can flip a sampled token, and the run goes elsewhere from there.
 CPU_THREADS_ATTR = "cpu_threads"
+# The trainer that ran a trial of a TRL study, with its release ("TRL 1.16.0 GRPOTrainer"): a ppo_core trial has none.
+TRAINED_BY_ATTR = "trained_by"
 
 # What a failed trial's retry must keep: the attributes that say what to run (a validation run's fixed config and
 # its source). The rest (KL history, reasons) describes the failed attempt and stays with it.

@@ -15,7 +15,7 @@ from optuna.trial import TrialState
 
 from ppo_core.config_io import build_config
 from ppo_tune.cli import main
-from tuner.attrs import PRUNE_REASON_ATTR
+from tuner.attrs import PRUNE_REASON_ATTR, TRAINED_BY_ATTR
 from tuner.database import create_engine
 from tuner.exports import exported
 from tuner.study_checks import check_trainer
@@ -29,6 +29,7 @@ from tuner.validation import validation_study_name
 pytestmark = pytest.mark.heavy  # starts studies: scheduled first
 
 UPDATES = 8  # total_episodes 64 / 8 episodes an update
+trl_version = importlib.metadata.version("trl")
 GRPO_BASE = {"advantage_estimator": "grpo", "num_generations": 4, "eval_steps": 0.5, "num_eval_samples": 2,
              "learning_rate": 3e-3}
 
@@ -40,9 +41,9 @@ def reward_functions_importable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.syspath_prepend(str(TESTS_DIR))
 
 
-def trl_study(tmp_path: Path, lm_dir: Path, prompts: Path, **overrides: object) -> Path:
+def trl_study(tmp_path: Path, lm_dir: Path, prompts: Path, trainer: str = "trl-grpo", **overrides: object) -> Path:
     base = {**GRPO_BASE, **overrides.pop("base", {})}  # type: ignore[dict-item]
-    return write_study(tmp_path, lm_dir, prompts, name="trl", trainer="trl-grpo", n_trials=1, sampler={"name": "grid"},
+    return write_study(tmp_path, lm_dir, prompts, name="trl", trainer=trainer, n_trials=1, sampler={"name": "grid"},
                        search_space={"cliprange": {"type": "categorical", "choices": [0.2]}}, base=base, **overrides)
 
 
@@ -52,6 +53,7 @@ def test_a_trl_grpo_trial_runs_in_trl_and_stores_what_the_pages_read(
     assert main(["run", str(path)]) == 0
     (trial,) = load(path).get_trials()
     assert trial.state == TrialState.COMPLETE
+    assert trial.user_attrs[TRAINED_BY_ATTR] == f"TRL {trl_version} GRPOTrainer"
     spec = load_study_spec(path)
     metrics = read_metrics(create_engine(spec.storage), spec.name).set_index("update")
     assert list(metrics.index) == list(range(1, UPDATES + 1))  # one row per PPO update, not per optimizer step
@@ -68,6 +70,20 @@ def test_a_trl_grpo_trial_runs_in_trl_and_stores_what_the_pages_read(
     assert main(["validate", spec.name, "--storage", spec.storage, "--top-k", "1", "--seeds", "1"]) == 0
     rerun = read_metrics(create_engine(spec.storage), validation_study_name(spec.name))
     assert len(rerun) == UPDATES and rerun["trl/reward"].notna().all()
+
+
+def test_a_trl_rloo_trial_runs_in_rloo_trainer_with_kl_in_the_reward(
+        tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path) -> None:
+    # RLOOTrainer's own computation, which the trl-rloo target holds the study to: the whole response's ratio, the
+    # KL penalty in the reward (RLOOConfig's beta is kl_coef).
+    path = trl_study(tmp_path, tiny_lm_dir, prompts_file, trainer="trl-rloo",
+                     base={"advantage_estimator": "rloo", "kl_coef": 0.05})
+    assert main(["run", str(path)]) == 0
+    (trial,) = load(path).get_trials()
+    assert trial.state == TrialState.COMPLETE and trial.user_attrs[TRAINED_BY_ATTR] == f"TRL {trl_version} RLOOTrainer"
+    spec = load_study_spec(path)
+    metrics = read_metrics(create_engine(spec.storage), spec.name).set_index("update")
+    assert metrics["objective/kl_coef"].eq(0.05).all() and metrics["trl/kl"].notna().all()
 
 
 def test_kl_is_measured_at_each_evaluation_when_beta_is_zero(

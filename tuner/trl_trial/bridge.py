@@ -46,6 +46,7 @@ class UpdateBridge(TrainerCallback):
             if config.num_sample_generations else 0
         self.updates = 0
         self.stop_reason: str | None = None
+        self.trained_by = ""  # "TRL 1.16.0 GRPOTrainer", once the trainer is built
 
     def _record_samples(self, update: int) -> None:
         recorded = self.samples(update)

@@ -133,6 +133,7 @@ def run_trl_trial(trainer_name: str, config: PPOConfig, callbacks: Sequence[Upda
         evaluation = TrialEvaluation(trainer, parts, config, device)
         bridge = UpdateBridge(config, callbacks, updates, steps, float(arguments.config.get("beta", 0.0)),
                               evaluation.metrics, evaluation.samples)
+        bridge.trained_by = f"TRL {trl.__version__} {type(trainer).__name__}"
         trainer.add_callback(bridge)
         for printer in (PrinterCallback, ProgressCallback):  # the study's database is the record, not stdout
             trainer.remove_callback(printer)
