@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parent.parent
 TASK = "shortest_path"
 DB_NAME = "real.db"
 COMPLETE = "complete.json"  # written last: its presence marks a finished build
-HELDOUT, ESTIMATORS, CUSTOM_REWARD = "heldout", "estimators", "custom_reward"
+HELDOUT, ESTIMATORS, CUSTOM_REWARD, TRL_GRPO = "heldout", "estimators", "custom_reward", "trl_grpo"
 # What the cache key covers besides the specs: the code that trains a trial and writes it to the study.
 SOURCES = ("ppo_core", "tuner", "tools/real_studies.py")
 
@@ -128,6 +128,14 @@ SPECS: tuple[RealStudy, ...] = (
         {"learning_rate": {"type": "float", "low": 1e-4, "high": 1e-3, "log": True}},
         [{"learning_rate": 3e-4}, {"learning_rate": 1e-3}], 3,
         [{"metric": "objective/scores", "direction": "maximize", "reduce": "mean_last_k", "k": 2}],
+    )),
+    # Every trial in TRL's own GRPOTrainer (trainer: trl-grpo): what the dashboard shows of a TRL study.
+    RealStudy(_study(
+        TRL_GRPO, {"task": TASK, "advantage_estimator": "grpo", "num_generations": 4},
+        {"learning_rate": {"type": "float", "low": 1e-4, "high": 1e-3, "log": True},
+         "beta": {"type": "float", "low": 0.01, "high": 0.1, "log": True}},
+        [{"learning_rate": 3e-4, "beta": 0.04}, {"learning_rate": 1e-3, "beta": 0.02}], 3, GOLD,
+        constraints=KL_BUDGET, trainer="trl-grpo",
     )),
 )
 

@@ -37,6 +37,9 @@ PILOT_ATTR = "pilot"
 CPU_THREADS_ATTR = "cpu_threads"
 # The trainer that ran a trial of a TRL study, with its release ("TRL 1.16.0 GRPOTrainer"): a ppo_core trial has none.
 TRAINED_BY_ATTR = "trained_by"
+# Where a TRL trial's seconds went: "train" (TRL's loop, all of the rest included), and within it "evaluation",
+# "samples" and "callbacks" (storing each update, pruning, the KL guard): the tuner's share of the trial.
+TRL_SECONDS_ATTR = "trl_seconds"
 
 # What a failed trial's retry must keep: the attributes that say what to run (a validation run's fixed config and
 # its source). The rest (KL history, reasons) describes the failed attempt and stays with it.

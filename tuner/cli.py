@@ -216,12 +216,16 @@ def _cell(value: object) -> str:
 
 def command_run(args: argparse.Namespace) -> int:
     from tuner.runner import run_study
-    from tuner.study_checks import check_models, check_trainer
+    from tuner.study_checks import check_models
     from tuner.study_config import load_study_spec
+    from tuner.study_sections import PPO_CORE
 
     spec = load_study_spec(args.study, args.storage)
     check_models(spec)  # before the study is stored
-    check_trainer(spec)
+    if spec.trainer != PPO_CORE:
+        from tuner.trl_trial.checks import check_trainer
+
+        check_trainer(spec)
     for flag, value in (("--n-trials", args.n_trials), ("--workers", args.workers)):
         if value is not None and value < 1:
             raise UsageError(f"{flag}: must be >= 1, got {value}")

@@ -8,13 +8,11 @@ The configs are built with the ``build`` the caller passes (``tuner.study_config
 
 from __future__ import annotations
 
-import importlib.metadata
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from ppo_core.config import ConfigError, PPOConfig
 from ppo_core.model_paths import require_model
-from tuner.exports import TRL_VERSION
 from tuner.metric_check import unreported_metric
 from tuner.search_space import (
     DECIDING_PARAMS,
@@ -26,7 +24,6 @@ from tuner.search_space import (
     regimes,
     unused_param,
 )
-from tuner.study_sections import PPO_CORE
 from tuner.study_spec import StudySpec
 from tuner.study_target import target_check
 from tuner.study_values import fail, show_value
@@ -132,29 +129,6 @@ def check_models(spec: StudySpec) -> None:
                 require_model(str(spec.base[name]), name)
             except ConfigError as error:
                 raise fail(f"base.{error}") from None
-
-
-TRL_INSTALL = "pip install 'ppo-tune[trl]'"
-
-
-def check_trainer(spec: StudySpec) -> None:
-    """Refuse, with StudyConfigError, a study whose TRL trainer is not installed here at the release its trials are
-    written against (TRL_VERSION's major.minor or later). Read from the package metadata: TRL is not imported."""
-    if spec.trainer == PPO_CORE:
-        return
-    try:
-        installed = importlib.metadata.version("trl")
-    except importlib.metadata.PackageNotFoundError:
-        raise fail(f"trainer: {spec.trainer} needs TRL {TRL_VERSION}, which is not installed: {TRL_INSTALL}") \
-            from None
-    if _release(installed) < _release(TRL_VERSION):
-        raise fail(f"trainer: {spec.trainer} needs TRL {TRL_VERSION} or later, and TRL {installed} is installed: "
-                   f"{TRL_INSTALL}")
-
-
-def _release(version: str) -> tuple[int, ...]:
-    """(major, minor) of a version string: '1.16.0' -> (1, 16); a part that is not a number counts as 0."""
-    return tuple(int(part) if part.isdigit() else 0 for part in version.split(".")[:2])
 
 
 def check_study(spec: StudySpec, build: BuildConfig) -> None:

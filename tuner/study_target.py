@@ -43,7 +43,7 @@ def _point(space: Space, base: Mapping[str, Any], values: Mapping[str, Any]) -> 
     return {**base, **config_values(chosen, base)}
 
 
-def _points(space: Space, base: Mapping[str, Any], enqueue: list[WarmStart]) -> list[tuple[str, dict[str, Any]]]:
+def study_points(space: Space, base: Mapping[str, Any], enqueue: list[WarmStart]) -> list[tuple[str, dict[str, Any]]]:
     """The configs a study's check reads: each regime's example, each searched value (every choice, both ends of
     every range) in each regime that uses it, and each warm start."""
     points: list[tuple[str, dict[str, Any]]] = []
@@ -61,7 +61,7 @@ def _points(space: Space, base: Mapping[str, Any], enqueue: list[WarmStart]) -> 
 
 def target_check(target: str, space: Space, base: Mapping[str, Any], enqueue: list[WarmStart]) -> str | None:
     """Why a study's trials could compute something its ``target`` does not; None when none can."""
-    for where, values in _points(space, base, enqueue):
+    for where, values in study_points(space, base, enqueue):
         try:
             config = build_config(values).to_dict()
         except ConfigError:

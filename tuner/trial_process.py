@@ -31,7 +31,7 @@ from ppo_core.config_io import build_config
 from ppo_core.errors import first_line
 from ppo_core.quiet import quiet_hugging_face
 from ppo_core.trainer import PPOTrainer
-from tuner.attrs import CONFIG_ATTR, CPU_THREADS_ATTR, TRAINED_BY_ATTR
+from tuner.attrs import CONFIG_ATTR, CPU_THREADS_ATTR, TRAINED_BY_ATTR, TRL_SECONDS_ATTR
 from tuner.database import create_engine, open_storage
 from tuner.factory import make_pruner
 from tuner.study_definition import stored_spec
@@ -151,6 +151,7 @@ def run_trial(job: TrialJob) -> Outcome:
             bridge = run_trl_trial(spec.trainer, config, [reporter])
             if launched_rank() == 0:
                 trial.set_user_attr(TRAINED_BY_ATTR, bridge.trained_by)
+                trial.set_user_attr(TRL_SECONDS_ATTR, {key: round(value, 3) for key, value in bridge.seconds.items()})
         reporter.set_constraints()  # before the outcome, so that whoever reads it finds the constraints set
         outcome = Outcome("complete", tuple(reporter.objective_values()))
     except optuna.TrialPruned as pruned:

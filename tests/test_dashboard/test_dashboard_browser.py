@@ -1,5 +1,6 @@
 """The dashboard in a real browser: ``streamlit run`` on a free port, every page loaded in headless Chromium, on
-each of tools.real_studies' studies on the built-in task (validated, several estimators, no gold score)."""
+each of tools.real_studies' studies on the built-in task (validated, several estimators, no gold score, trials in
+TRL's GRPOTrainer)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from tools.real_studies import (
     HELDOUT,
     KL_THRESHOLD,
     SPECS,
+    TRL_GRPO,
     VALIDATION_SEEDS,
     cache_key,
     cached_set,
@@ -77,7 +79,7 @@ def server_log(served: Served) -> str:
     return re.sub(r"\x1b\[[0-9;]*m", "", served.log.read_text())
 
 
-@pytest.mark.parametrize("name", [HELDOUT, ESTIMATORS, CUSTOM_REWARD])
+@pytest.mark.parametrize("name", [HELDOUT, ESTIMATORS, CUSTOM_REWARD, TRL_GRPO])
 def test_every_page_renders_in_headless_chromium(dashboard: Served, name: str, tmp_path: Path) -> None:
     captures = capture_pages(dashboard.base_url, tmp_path, study=name, tall=False, selected=SELECTED)
     assert [c.slug for c in captures] == [slug for slug, _, _ in PAGES]

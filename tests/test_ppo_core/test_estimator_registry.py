@@ -45,6 +45,7 @@ def test_an_estimator_without_traits_cannot_be_registered() -> None:
 
 def test_an_estimator_added_to_the_table_is_seen_everywhere(dummy: str, tiny_lm_dir: Path,
                                                             prompts_file: Path) -> None:
+    from tuner.exports import EXPORT_FORMATS
     from tuner.exports._common import unused_fields
     from tuner.study_config import _field_values
 
@@ -68,6 +69,11 @@ def test_an_estimator_added_to_the_table_is_seen_everywhere(dummy: str, tiny_lm_
     assert regime.idle_reason("gamma") is None
     assert regime.idle_reason("lam") == f"not used by advantage_estimator {dummy} (only by gae)"
     assert dummy in (_field_values("advantage_estimator") or ())
+    # Every export takes it: a comment where the target has no name for it, never an error (regression: verl,
+    # openrlhf, trl-grpo and trl-rloo raised a bare KeyError).
+    for format_name in EXPORT_FORMATS:
+        text = EXPORT_FORMATS[format_name](config.to_dict())
+        assert f"advantage_estimator={dummy}" in text, format_name
     # The exports say what it leaves unused.
     unused = unused_fields(config)
     assert unused["lam"] == f"{dummy} trains no value network"

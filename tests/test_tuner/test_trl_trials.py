@@ -15,13 +15,13 @@ from optuna.trial import TrialState
 
 from ppo_core.config_io import build_config
 from ppo_tune.cli import main
-from tuner.attrs import PRUNE_REASON_ATTR, TRAINED_BY_ATTR
+from tuner.attrs import PRUNE_REASON_ATTR, TRAINED_BY_ATTR, TRL_SECONDS_ATTR
 from tuner.database import create_engine
 from tuner.exports import exported
-from tuner.study_checks import check_trainer
 from tuner.study_config import StudyConfigError, load_study_spec
 from tuner.trial_records import read_metrics, read_samples
 from tuner.trl_trial.arguments import MACHINE_FIELDS, TRIAL_OWNED, trial_arguments
+from tuner.trl_trial.checks import check_trainer
 from tuner.trl_trial.metrics import ppo_tune_metrics, response_kl
 from tuner.trl_trial.run import trainer_config
 from tuner.validation import validation_study_name
@@ -54,6 +54,8 @@ def test_a_trl_grpo_trial_runs_in_trl_and_stores_what_the_pages_read(
     (trial,) = load(path).get_trials()
     assert trial.state == TrialState.COMPLETE
     assert trial.user_attrs[TRAINED_BY_ATTR] == f"TRL {trl_version} GRPOTrainer"
+    seconds = trial.user_attrs[TRL_SECONDS_ATTR]
+    assert 0 < seconds["evaluation"] + seconds["samples"] + seconds["callbacks"] < seconds["train"]
     spec = load_study_spec(path)
     metrics = read_metrics(create_engine(spec.storage), spec.name).set_index("update")
     assert list(metrics.index) == list(range(1, UPDATES + 1))  # one row per PPO update, not per optimizer step
@@ -161,9 +163,10 @@ def test_a_missing_or_old_trl_is_named_with_its_install_command(
 
     # The one thing not real here: this environment has TRL, and the test cannot uninstall it.
     monkeypatch.setattr(importlib.metadata, "version", missing)
-    with pytest.raises(StudyConfigError, match=r"trainer: trl-grpo needs TRL 1\.16\.0, which is not installed: "
+    with pytest.raises(StudyConfigError, match=r"trainer: trl-grpo runs TRL 1\.16\.x, which is not installed: "
                                                r"pip install 'ppo-tune\[trl\]'"):
         check_trainer(spec)
-    monkeypatch.setattr(importlib.metadata, "version", lambda name: "1.12.0")
-    with pytest.raises(StudyConfigError, match=r"needs TRL 1\.16\.0 or later, and TRL 1\.12\.0 is installed"):
-        check_trainer(spec)
+    for untested in ("1.12.0", "1.17.0"):
+        monkeypatch.setattr(importlib.metadata, "version", lambda name, version=untested: version)
+        with pytest.raises(StudyConfigError, match=rf"tested with TRL 1\.16\.x, and TRL {untested} is installed"):
+            check_trainer(spec)

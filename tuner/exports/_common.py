@@ -296,6 +296,12 @@ def whole_prompt_passes(c: PPOConfig, key: str) -> int | Lacks:
                  "total_episodes and export again")
 
 
+def unknown_estimator(c: PPOConfig, target: str) -> Lacks:
+    """An estimator of ppo_core's table (ppo_core.estimator_traits) that this target's export has no name for yet."""
+    return Lacks(f"{target}'s export does not know advantage_estimator {c.advantage_estimator} (add it to the "
+                 "export's table of estimators)")
+
+
 def generated_length_of(c: PPOConfig) -> int:
     """Tokens the trial generated per response: its response_length, else its built-in task's, else 53."""
     return generated_length(c.response_length, c.task, c.task_seed)

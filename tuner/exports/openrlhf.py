@@ -34,6 +34,7 @@ from tuner.exports._common import (
     schedule_remark,
     scheduler_with_warmup,
     stops_at_eos,
+    unknown_estimator,
     updates,
     whole_prompt_passes,
 )
@@ -123,9 +124,9 @@ def _prompts(c: PPOConfig) -> Differs | None:
                             "one pass over this many prompts (if the dataset holds fewer, raise --train.num_episodes)")
 
 
-def _estimator(c: PPOConfig) -> str | Differs:
+def _estimator(c: PPOConfig) -> str | Differs | Lacks:
     if c.advantage_estimator != "grpo":
-        return ESTIMATORS[c.advantage_estimator]
+        return ESTIMATORS.get(c.advantage_estimator) or unknown_estimator(c, "OpenRLHF")
     if c.scale_rewards == "batch":
         return Differs("group_norm", "scale_rewards=batch: OpenRLHF's group_norm divides by the group's std; "
                                      "reinforce_baseline (group mean subtracted, whitened over the batch) is the "

@@ -159,7 +159,7 @@ def _estimator(trainer: str, own: str, what: str) -> Why:
         if c.advantage_estimator == own:
             return None
         return f"{trainer} computes {what}; this trial used {c.advantage_estimator}: " \
-               f"{ESTIMATOR_HINTS[c.advantage_estimator]}"
+               f"{ESTIMATOR_HINTS.get(c.advantage_estimator, 'no trainer export knows it yet')}"
 
     return why
 

@@ -27,6 +27,7 @@ from tuner.exports._common import (
     one_process_remark,
     per_token_kl_target,
     rollout_batch,
+    unknown_estimator,
     updates,
     whole_prompt_passes,
 )
@@ -176,7 +177,7 @@ VALUES: dict[str, Callable[[PPOConfig], Any]] = {
     Lacks("verl's ratios are per token (vanilla) or the response's mean (gspo)"),
     "dual_clip": lambda c: c.dual_clip if c.dual_clip is not None else Differs(
         NO_DUAL_CLIP, "verl always dual-clips (default 3.0); ppo-tune did not: a bound no ratio reaches"),
-    "advantage_estimator": lambda c: ESTIMATORS[c.advantage_estimator],
+    "advantage_estimator": lambda c: ESTIMATORS.get(c.advantage_estimator) or unknown_estimator(c, "verl"),
     "num_generations": lambda c: c.generations_per_prompt,
     "scale_rewards": _norm_by_std,
     "kl_in_reward": lambda c: (c.kl_penalty_in_reward, not c.kl_penalty_in_reward),

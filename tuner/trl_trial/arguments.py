@@ -18,9 +18,9 @@ TRL_TRAINERS = {"trl-grpo": ("GRPOConfig", "GRPOTrainer"), "trl-rloo": ("RLOOCon
 # What the trial decides itself, whatever the export says: where TRL writes (nowhere that outlives the trial), that
 # it reports to no tracker (the study's database is the record), and that it saves no checkpoints.
 TRIAL_OWNED = {"report_to": "none", "save_strategy": "no", "logging_strategy": "steps"}
-# Settings of the machine rather than of the run: a trial on a GPU-less machine runs on the CPU in float32 whatever
-# the config says (TRL's TrainingArguments refuse bf16 there), as ppo_core's trials do.
-MACHINE_FIELDS = ("use_cpu", "bf16")
+# Settings of the machine rather than of the run: a trial on a GPU-less machine runs on the CPU whatever the config
+# says, as ppo_core's trials do.
+MACHINE_FIELDS = ("use_cpu",)
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ TRL's training loop at that step.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -47,11 +48,18 @@ class UpdateBridge(TrainerCallback):
         self.updates = 0
         self.stop_reason: str | None = None
         self.trained_by = ""  # "TRL 1.16.0 GRPOTrainer", once the trainer is built
+        # Seconds the trial spends outside TRL's own loop: its held-out evaluations, its sample recordings, and
+        # handing each update to ppo-tune's callbacks (storage, pruning, the KL guard).
+        self.seconds = {"evaluation": 0.0, "samples": 0.0, "callbacks": 0.0}
 
     def _record_samples(self, update: int) -> None:
+        started = time.perf_counter()
         recorded = self.samples(update)
+        self.seconds["samples"] += time.perf_counter() - started
+        started = time.perf_counter()
         for callback in self.callbacks:
             callback.on_samples(update, recorded)
+        self.seconds["callbacks"] += time.perf_counter() - started
 
     def on_train_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
                        **kwargs: Any) -> None:
@@ -67,11 +75,15 @@ class UpdateBridge(TrainerCallback):
         update = state.global_step // self.steps_per_update
         metrics = ppo_tune_metrics(logs, update, update * self.config.batch_size, self.beta)
         if is_evaluation_update(update, self.num_updates, self.eval_interval):
+            started = time.perf_counter()
             metrics.update(self.evaluate(update))
+            self.seconds["evaluation"] += time.perf_counter() - started
         self.updates = update
         reason = None
+        started = time.perf_counter()
         for callback in self.callbacks:
             reason = callback.on_update(update, metrics) or reason
+        self.seconds["callbacks"] += time.perf_counter() - started
         if self.sample_every and (update % self.sample_every == 0 or update == self.num_updates or reason):
             self._record_samples(update)
         if reason:

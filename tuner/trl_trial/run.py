@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import tempfile
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -90,8 +91,8 @@ def num_updates(config: PPOConfig, parts: RunParts) -> int:
 def trainer_config(arguments: TrialArguments, device: torch.device, output_dir: str, updates: int,
                    steps_per_update: int) -> Any:
     """TRL's GRPOConfig or RLOOConfig: the export's arguments, the trial's length in optimizer steps, one log per
-    PPO update, and the machine's device and precision (MACHINE_FIELDS): the CPU in float32 without a GPU, bf16 on a
-    GPU that supports it unless the config turns it off."""
+    PPO update, and the machine's device (MACHINE_FIELDS: the CPU without a GPU); bf16 as the config says, and
+    where it says nothing, as ppo_core decides (on a GPU that supports it, not on a CPU)."""
     import trl
 
     model_init = {"revision": arguments.model.get("model_revision"), "dtype": arguments.model.get("dtype"),
@@ -100,8 +101,8 @@ def trainer_config(arguments: TrialArguments, device: torch.device, output_dir: 
     kwargs = {**arguments.config, "output_dir": output_dir, "max_steps": updates * steps_per_update,
               "logging_steps": steps_per_update, "use_cpu": device.type == "cpu",
               "model_init_kwargs": {key: value for key, value in model_init.items() if value is not None}}
-    gpu_bf16 = device.type == "cuda" and torch.cuda.is_bf16_supported()
-    kwargs["bf16"] = bool(arguments.config.get("bf16", gpu_bf16)) and gpu_bf16
+    # bf16 as the config says; unset, as ppo_core decides it (on a GPU that supports it), not TRL's default (on).
+    kwargs.setdefault("bf16", device.type == "cuda" and torch.cuda.is_bf16_supported())
     return getattr(trl, TRL_TRAINERS[arguments.trainer][0])(**kwargs)
 
 
@@ -116,8 +117,10 @@ def run_trl_trial(trainer_name: str, config: PPOConfig, callbacks: Sequence[Upda
 
     device = _device(config)
     parts = load_run_parts(config, device)
-    # The task's response length made explicit, so that the export (and the trial) sets max_completion_length.
-    config = dataclasses.replace(config, response_length=parts.generation_config.max_new_tokens)
+    # What the config leaves to the run made explicit, so that the export (and the trial) sets it: the task's
+    # response length (max_completion_length), and bf16 by ppo_core's rule for null (TRL's default is on).
+    config = dataclasses.replace(config, response_length=parts.generation_config.max_new_tokens,
+                                 bf16=config.uses_bf16(device.type == "cuda" and torch.cuda.is_bf16_supported()))
     arguments = trial_arguments(trainer_name, config)
     steps = optimizer_steps_per_update(config)
     updates = num_updates(config, parts)
@@ -137,7 +140,9 @@ def run_trl_trial(trainer_name: str, config: PPOConfig, callbacks: Sequence[Upda
         trainer.add_callback(bridge)
         for printer in (PrinterCallback, ProgressCallback):  # the study's database is the record, not stdout
             trainer.remove_callback(printer)
+        started = time.perf_counter()
         trainer.train()
+        bridge.seconds["train"] = time.perf_counter() - started  # TRL's loop, with the bridge's seconds inside it
     return bridge
 
 
