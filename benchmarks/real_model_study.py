@@ -192,6 +192,17 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if not args.study.is_file():
         parser.error(f"--study: no file {args.study}")
+    for flag, value in (("--workers", args.workers), ("--validation-workers", args.validation_workers),
+                        ("--seeds", args.seeds)):
+        if value is not None and value < 1:
+            parser.error(f"{flag}: must be >= 1, got {value}")
+    # Read first, so that a missing TRL stops the run now and not after the study (regression: a fresh install
+    # without the trl extra tuned for 40 minutes, then failed with ModuleNotFoundError at the baselines).
+    try:
+        trl_defaults = trl_grpo_defaults()
+    except ImportError:
+        parser.error("TRL is not installed, and its GRPOConfig's defaults are one of the arms: "
+                     "pip install 'ppo-tune[trl]'")
     seeds = args.seeds or (1 if args.quick else 3)
     out = results_path(args.out, RESULTS / "real_model_study.json", args.quick)
     work = args.work_dir or (out.parent / "real_model_study" if args.quick else None)
@@ -214,7 +225,7 @@ def main(argv: list[str] | None = None) -> None:
     tuned, validated = validated_runs(name, storage)
     base = definition["base"]
     objective = definition["objectives"][0]
-    jobs = [BaselineJob("TRL GRPO defaults", seed, {**base, **trl_grpo_defaults()}, objective, True)
+    jobs = [BaselineJob("TRL GRPO defaults", seed, {**base, **trl_defaults}, objective, True)
             for seed in sorted(tuned)]
     jobs += [BaselineJob("untuned", seed, base, objective, False) for seed in sorted(tuned)]
     steps.run("baselines", lambda: run_baselines(jobs, work / "baselines.jsonl", args.workers))
@@ -224,7 +235,7 @@ def main(argv: list[str] | None = None) -> None:
     result = {
         "command": "python -m benchmarks.real_model_study" + (" --quick" if args.quick else ""),
         "commit": code_commit(), "machine": machine_facts("cpu"), "study": definition,
-        "trl_grpo_defaults": trl_grpo_defaults(), "winner": validated,
+        "trl_grpo_defaults": trl_defaults, "winner": validated,
         "seconds": {step: steps.seconds(step) for step in ("study", "validation", "baselines")},
         "arms": {arm: {str(s): v for s, v in sorted(values.items())} for arm, values in arms.items()},
         "baseline_runs": read_lines(work / "baselines.jsonl"),

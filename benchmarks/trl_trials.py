@@ -62,10 +62,17 @@ class EvaluationRecorder(TrainerCallback):
 
 def check_same_computation(values: dict[str, Any]) -> None:
     """Refuse a configuration that GRPOTrainer would compute differently from ppo_core."""
+    from ppo_core.config import ConfigError
     from ppo_core.config_io import build_config
     from tuner.study_target import target_problem
+    from tuner.trl_trial.arguments import trial_arguments
 
-    problem = target_problem("trl-grpo", build_config(values).to_dict())
+    config = build_config(values)
+    problem = target_problem("trl-grpo", config.to_dict())
+    try:
+        trial_arguments("trl-grpo", config)
+    except ConfigError as error:
+        problem = problem or str(error)
     if problem is not None:
         raise SystemExit(f"benchmarks.trl_trials: the configuration is not what GRPOTrainer computes: {problem}")
 

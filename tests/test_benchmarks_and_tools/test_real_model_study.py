@@ -92,6 +92,8 @@ def test_steps_keep_the_seconds_of_an_interrupted_step_and_run_it_again(tmp_path
 @pytest.mark.parametrize(("arguments", "named"), [
     (["--study", "no/such/study.yaml"], "--study"),
     ([], "--work-dir"),
+    (["--workers", "0"], "--workers"),
+    (["--seeds", "0"], "--seeds"),
 ])
 def test_bad_input_is_one_line_and_exit_2(arguments: list[str], named: str, tmp_path: Path,
                                           capsys: pytest.CaptureFixture[str]) -> None:
@@ -100,6 +102,18 @@ def test_bad_input_is_one_line_and_exit_2(arguments: list[str], named: str, tmp_
     assert exited.value.code == 2
     error = capsys.readouterr().err.strip().splitlines()[-1]
     assert named in error and "Traceback" not in error
+
+
+def test_a_missing_trl_stops_the_run_before_the_study(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    # Regression: a fresh install without the trl extra tuned for 40 minutes, then failed at the baselines with
+    # ModuleNotFoundError. None in sys.modules is Python's own "this module cannot be imported".
+    monkeypatch.setitem(sys.modules, "trl", None)
+    with pytest.raises(SystemExit) as exited:
+        real_model_study.main(["--quick", "--work-dir", str(tmp_path / "work"), "--out", str(tmp_path / "r.json")])
+    assert exited.value.code == 2
+    assert "pip install 'ppo-tune[trl]'" in capsys.readouterr().err
+    assert not (tmp_path / "work").exists()
 
 
 def test_a_work_dir_of_another_study_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -31,7 +31,7 @@ pytestmark = pytest.mark.heavy  # starts studies: scheduled first
 UPDATES = 8  # total_episodes 64 / 8 episodes an update
 trl_version = importlib.metadata.version("trl")
 GRPO_BASE = {"advantage_estimator": "grpo", "num_generations": 4, "eval_steps": 0.5, "num_eval_samples": 2,
-             "learning_rate": 3e-3}
+             "learning_rate": 3e-3, "stop_token": "eos"}  # TRL stops at EOS: a run to the full length it cannot do
 
 
 @pytest.fixture(autouse=True)
@@ -127,6 +127,18 @@ def test_the_trial_runs_exactly_the_arguments_the_export_prints() -> None:
     assert built.use_cpu and not built.bf16  # this GPU-less machine's
     # The trial's own length rule and the export's agree: 6 updates x 2 mini-batches x 2 epochs.
     assert built.max_steps == settings["max_steps"] == 24
+
+
+def test_a_setting_trl_cannot_run_is_refused_not_dropped(
+        tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # An adaptive KL target is a comment in the export (TRL has none): a trial would run without it. The study is
+    # refused before it is stored, naming the field and why.
+    path = trl_study(tmp_path, tiny_lm_dir, prompts_file, base={"kl_target": 3.0})
+    assert main(["run", str(path)]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.startswith("ppo-tune run: error: kl_target: GRPOTrainer cannot run it (TRL has no adaptive KL "
+                            "controller"), error
+    assert error.endswith("; at the base") and len(error.splitlines()) == 1 and not (tmp_path / "trl.db").exists()
 
 
 def test_trl_logs_map_to_ppo_tune_names_in_the_same_units() -> None:

@@ -12,6 +12,7 @@ from typing import Any
 
 from ppo_core.config import ConfigError, PPOConfig
 from tuner.exports import exported
+from tuner.exports._common import Export
 
 # study-file name -> (TRL's config class, TRL's trainer class)
 TRL_TRAINERS = {"trl-grpo": ("GRPOConfig", "GRPOTrainer"), "trl-rloo": ("RLOOConfig", "RLOOTrainer")}
@@ -44,12 +45,29 @@ def _fields(class_name: str) -> set[str]:
     return {field.name for field in dataclasses.fields(getattr(trl, class_name))}
 
 
+# Fields the export comments on because TRL's script cannot take them, and which the trial serves itself: it builds
+# the built-in task's model, prompts and rewards as a ppo_core trial does.
+SERVED_BY_THE_TRIAL = ("task", "task_seed")
+UNUSED = ": unused by ppo-tune"  # the export's comment on a field that this config ignores anyway
+
+
+def _refuse_what_trl_lacks(trainer: str, export: Export) -> None:
+    """ConfigError for the first field the export could only comment on: TRL's trainer would run without it."""
+    set_fields = {name for _, _, name in export.settings}
+    for name, line in export.comments:
+        if not name or name in set_fields or name in SERVED_BY_THE_TRIAL or UNUSED in line:
+            continue
+        why = line.split(": ", 1)[1] if ": " in line else line
+        raise ConfigError(f"{name}: {TRL_TRAINERS[trainer][1]} cannot run it ({why})")
+
+
 def trial_arguments(trainer: str, config: PPOConfig) -> TrialArguments:
     """The arguments TRL's ``trainer`` ("trl-grpo" or "trl-rloo") runs ``config``'s trial with.
 
     The export's settings are sorted by class: TRL's trainer config takes its own fields, ModelConfig the model's,
     and the script the rest. A setting none of them knows is a ConfigError: the export and the installed TRL
-    disagree, and the run would not be the one the export prints.
+    disagree, and the run would not be the one the export prints. So is a field the export can only comment on
+    (an adaptive KL target, one response per prompt, ...): the trial would run without it.
     """
     if trainer not in TRL_TRAINERS:
         raise ConfigError(f"trainer: {trainer!r} is not a TRL trainer (choose from {', '.join(TRL_TRAINERS)})")
@@ -68,6 +86,7 @@ def trial_arguments(trainer: str, config: PPOConfig) -> TrialArguments:
         else:
             raise ConfigError(f"{key}: the {trainer} export sets it, but the installed TRL's "
                               f"{TRL_TRAINERS[trainer][0]}, ModelConfig and ScriptArguments have no such field")
+    _refuse_what_trl_lacks(trainer, export)
     parts["config"].update(TRIAL_OWNED)
     comments = tuple(line for _, line in export.comments) + tuple(f"# not exact: {line}"
                                                                   for line in export.differences)

@@ -59,8 +59,12 @@ def _check_configs(spec: StudySpec) -> None:
             except ConfigError:
                 continue  # the study's own checks name what cannot build
             try:
-                trainer_config(trial_arguments(spec.trainer, config), torch.device("cpu"), output_dir, updates=1,
+                arguments = trial_arguments(spec.trainer, config)
+            except ConfigError as error:  # a field TRL cannot run: named by the field, the place after it
+                raise fail(f"{error}; at {where}") from None
+            try:
+                trainer_config(arguments, torch.device("cpu"), output_dir, updates=1,
                                steps_per_update=optimizer_steps_per_update(config))
-            except (ValueError, TypeError, ConfigError) as error:
+            except (ValueError, TypeError) as error:
                 raise fail(f"trainer: at {where}, TRL's {class_name} refuses the trial's arguments "
                            f"({first_line(error)})") from None
