@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tuner.exports import openrlhf, trl_grpo_rloo, trl_ppo, verl
-from tuner.exports._common import Export, Target, export
+from tuner.exports._common import Export, Target, export, rendered
 from tuner.exports.openrlhf import openrlhf_arguments
 from tuner.exports.trl_grpo_rloo import TRL_VERSION, grpo_arguments, rloo_arguments
 from tuner.exports.trl_ppo import trl_arguments
@@ -27,13 +27,11 @@ TARGETS: dict[str, Target] = {
     "verl": verl.TARGET,
     "openrlhf": openrlhf.TARGET,
 }
+
+
+# One entry per target: a format is its target's table, rendered in its layout (the names are TARGETS').
 EXPORT_FORMATS: dict[str, Callable[[dict[str, Any]], str]] = {
-    "trl-ppo": trl_arguments,
-    "trl-args": trl_arguments,
-    "trl-grpo": grpo_arguments,
-    "trl-rloo": rloo_arguments,
-    "verl": verl_overrides,
-    "openrlhf": openrlhf_arguments,
+    name: rendered(target) for name, target in TARGETS.items()
 }
 
 

@@ -119,6 +119,12 @@ class Export:
         return " \\\n".join(lines) + ("\n" if lines else "") + "".join(f"{line}\n" for line in remarks)
 
 
+def rendered(target: Target) -> Callable[[dict[str, Any]], str]:
+    """The export of a stored config dict to ``target`` as the text ``best --format`` prints: its settings, one a
+    line and shell-continued, then a ``#`` comment for each field the target lacks or means differently."""
+    return lambda config: export(target, config).render(target.layout)
+
+
 def resolve(config: dict[str, Any]) -> PPOConfig:
     """The PPOConfig a stored config dict describes, for its derived properties (to_dict's keys are the
     constructor's; keys this version no longer has are left out here and commented by :func:`export`)."""

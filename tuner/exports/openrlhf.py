@@ -24,12 +24,12 @@ from tuner.exports._common import (
     Target,
     Why,
     actor_and_critic,
-    export,
     generated_length_of,
     is_model,
     lora_lacks,
     one_process_remark,
     per_token_kl_target,
+    rendered,
     rollout_batch,
     schedule_remark,
     scheduler_with_warmup,
@@ -283,6 +283,4 @@ TARGET = Target(name="OpenRLHF 0.11.2", layout="openrlhf", keys=KEYS, values=VAL
                 profile={"scale_rewards_epsilon": GROUP_NORM_EPSILON})
 
 
-def openrlhf_arguments(config: dict[str, Any]) -> str:
-    """train_ppo_ray flags (one per line, shell-continued) plus ``#`` comments for what OpenRLHF lacks."""
-    return export(TARGET, config).render(TARGET.layout)
+openrlhf_arguments = rendered(TARGET)

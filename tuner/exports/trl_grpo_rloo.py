@@ -28,10 +28,10 @@ from tuner.exports._common import (
     Target,
     Why,
     dotted,
-    export,
     generated_length_of,
     is_model,
     optimizer_steps_per_update,
+    rendered,
     schedule_remark,
     scheduler_with_warmup,
     stops_at_eos,
@@ -305,9 +305,7 @@ RLOO = Target(
 )
 
 
-def grpo_arguments(config: dict[str, Any]) -> str:
-    return export(GRPO, config).render(GRPO.layout)
+grpo_arguments = rendered(GRPO)
 
 
-def rloo_arguments(config: dict[str, Any]) -> str:
-    return export(RLOO, config).render(RLOO.layout)
+rloo_arguments = rendered(RLOO)

@@ -19,9 +19,9 @@ from tuner.exports._common import (
     Lacks,
     Target,
     Why,
-    export,
     generated_length_of,
     is_model,
+    rendered,
     scheduler_with_warmup,
 )
 from tuner.exports.computes import collect, micro_batches_per_step, no_dual_clip
@@ -135,6 +135,4 @@ TARGET = Target(name="TRL 1.12 PPOConfig", layout="trl", keys=KEYS, values=VALUE
                 profile={"loss_type": "bnpo"})
 
 
-def trl_arguments(config: dict[str, Any]) -> str:
-    """TRL 1.12 PPO flags (one per line, shell-continued) plus ``#`` comments for what TRL lacks."""
-    return export(TARGET, config).render(TARGET.layout)
+trl_arguments = rendered(TARGET)

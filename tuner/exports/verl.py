@@ -20,12 +20,12 @@ from tuner.exports._common import (
     Target,
     Why,
     actor_and_critic,
-    export,
     generated_length_of,
     is_model,
     lora_lacks,
     one_process_remark,
     per_token_kl_target,
+    rendered,
     rollout_batch,
     unknown_estimator,
     updates,
@@ -276,6 +276,4 @@ TARGET = Target(name="verl 0.9.1", layout="hydra", keys=KEYS, values=VALUES, why
                 profile={"scale_rewards_epsilon": GRPO_STD_EPSILON})
 
 
-def verl_overrides(config: dict[str, Any]) -> str:
-    """Hydra overrides (one ``key=value`` a line, shell-continued) plus ``#`` comments for what verl lacks."""
-    return export(TARGET, config).render(TARGET.layout)
+verl_overrides = rendered(TARGET)
