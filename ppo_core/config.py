@@ -18,7 +18,7 @@ from typing import Any, Literal, get_args
 
 from ppo_core.config_checks import ConfigError, accept_single_values_for_lists, check_types, field_types_of
 from ppo_core.config_rules import check_values
-from ppo_core.estimator_traits import ESTIMATORS
+from ppo_core.estimator_traits import ESTIMATORS, estimators_help, names_where
 from ppo_core.trl_config import ModelConfig, ScriptArguments, field_help
 
 # Each set of choices is written once, as the type of the fields that take it; the tuples are read from the types.
@@ -206,16 +206,13 @@ class PPOConfig(ScriptArguments, ModelConfig):
     advantage_estimator: str = field(
         default="gae",
         # The names of ppo_core.estimator_traits's table, a live view: what check_types and argparse accept.
-        metadata={"choices": ESTIMATORS.keys(), **field_help(
-            "gae: PPO's generalized advantage estimation with a value network. Critic-free, no value network built: "
-            "grpo (group-normalised scores), rloo (leave-one-out baseline), reinforce_pp (REINFORCE++: returns "
-            "whitened over the batch), reinforce_pp_baseline (the group mean subtracted first).")},
+        metadata={"choices": ESTIMATORS.keys(), **field_help(estimators_help())},
     )
     num_generations: int | None = field(
         default=None,
         metadata=field_help("Responses sampled per prompt (TRL GRPOConfig's name); the rollout batch holds "
-                            "batch_size / num_generations prompts. null: 4 for grpo, rloo and reinforce_pp_baseline, "
-                            "1 for gae and reinforce_pp."),
+                            f"batch_size / num_generations prompts. null: {DEFAULT_GROUP_GENERATIONS} for "
+                            f"{names_where(True, 'groups')}, 1 for {names_where(False, 'groups')}."),
     )
     scale_rewards: Literal["group", "batch", "none"] = field(
         default="group",
@@ -245,8 +242,9 @@ class PPOConfig(ScriptArguments, ModelConfig):
     kl_in_reward: bool | None = field(
         default=None,
         metadata=field_help("true: subtract kl_coef x KL from each token's reward (PPO's placement). false: add beta x "
-                            "KL to the loss instead (GRPO's). null: false for grpo, true for the other estimators. "
-                            "KL to the reference is measured and logged either way."),
+                            f"KL to the loss instead (GRPO's). null: false for {names_where(True, 'kl_in_loss')}, "
+                            f"true for {names_where(False, 'kl_in_loss')}. KL to the reference is measured and logged "
+                            "either way."),
     )
     beta: float = field(
         default=0.04,

@@ -25,6 +25,8 @@ class EstimatorTraits:
     (PPO's; RLOO, Ahmadian et al. 2024, and REINFORCE++, Hu 2025, penalise the reward too)."""
     reads: frozenset[str]
     """The config fields it reads that not every estimator reads (every estimator reads the rest)."""
+    summary: str = ""
+    """What it computes, in a few words: the config's help for advantage_estimator lists these."""
 
 
 CRITIC_READS = frozenset({"lam", "value_learning_rate", "vf_coef", "cliprange_value", "value_model_path",
@@ -32,18 +34,19 @@ CRITIC_READS = frozenset({"lam", "value_learning_rate", "vf_coef", "cliprange_va
 """What only a value network, and GAE's use of it, reads."""
 
 ESTIMATORS: dict[str, EstimatorTraits] = {
-    # PPO's generalized advantage estimation over the token rewards and V.
-    "gae": EstimatorTraits(critic=True, groups=False, kl_in_loss=False, reads=CRITIC_READS | {"gamma"}),
-    # Group-normalised scores on every token of the response.
+    "gae": EstimatorTraits(critic=True, groups=False, kl_in_loss=False, reads=CRITIC_READS | {"gamma"},
+                           summary="PPO's generalized advantage estimation over the token rewards and a value network"),
     "grpo": EstimatorTraits(critic=False, groups=True, kl_in_loss=True,
-                            reads=frozenset({"num_generations", "scale_rewards", "scale_rewards_epsilon"})),
-    # The leave-one-out mean of the other responses to the prompt as the baseline.
-    "rloo": EstimatorTraits(critic=False, groups=True, kl_in_loss=False, reads=frozenset({"num_generations"})),
-    # Discounted returns of the token rewards, whitened over the batch.
-    "reinforce_pp": EstimatorTraits(critic=False, groups=False, kl_in_loss=False, reads=frozenset({"gamma"})),
-    # As reinforce_pp, each score first reduced by its group's mean.
+                            reads=frozenset({"num_generations", "scale_rewards", "scale_rewards_epsilon"}),
+                            summary="group-normalised scores on every token of the response"),
+    "rloo": EstimatorTraits(critic=False, groups=True, kl_in_loss=False, reads=frozenset({"num_generations"}),
+                            summary="the leave-one-out mean of the other responses to the prompt as the baseline"),
+    "reinforce_pp": EstimatorTraits(critic=False, groups=False, kl_in_loss=False, reads=frozenset({"gamma"}),
+                                    summary="REINFORCE++: discounted returns of the token rewards, whitened over the "
+                                            "batch"),
     "reinforce_pp_baseline": EstimatorTraits(critic=False, groups=True, kl_in_loss=False,
-                                             reads=frozenset({"gamma", "num_generations"})),
+                                             reads=frozenset({"gamma", "num_generations"}),
+                                             summary="as reinforce_pp, each score first reduced by its group's mean"),
 }
 """Every advantage estimator by the name ``advantage_estimator`` takes, in the order the documentation lists them."""
 
@@ -77,3 +80,17 @@ def readers(field_name: str) -> tuple[str, ...] | None:
 def estimator_fields() -> tuple[str, ...]:
     """Every field that some estimators read and others do not, in a stable order."""
     return tuple(sorted(set().union(*(traits.reads for traits in ESTIMATORS.values()))))
+
+
+def names_where(wanted: bool, trait: str) -> str:
+    """The estimators whose ``trait`` is ``wanted``, as prose: "grpo, rloo and reinforce_pp_baseline"."""
+    names = [name for name, traits in ESTIMATORS.items() if getattr(traits, trait) == wanted]
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def estimators_help() -> str:
+    """Each estimator and what it computes, for the config's help and reference: read from the table, so that the
+    prose cannot drift from it; the critic-free ones are marked."""
+    return "; ".join(f"{name}: {traits.summary}" + ("" if traits.critic else " (no value network)")
+                     for name, traits in ESTIMATORS.items()) + "."
+
