@@ -15,12 +15,13 @@ from ppo_core.value_types import fits
 from tuner import study_defaults
 from tuner.constraints import Constraint
 from tuner.database import check_storage_url
+from tuner.exports import TARGET_NAMES
 from tuner.options import PRUNER_CLASSES, SAMPLER_CLASSES, SEED_LIMIT, option_problem
 from tuner.reduction import REDUCTIONS
 from tuner.search_space import ParamSpec
 from tuner.seed_policy import SeedPolicy, parse_seed_policy
 from tuner.study_spec import DIRECTIONS, KLGuard, Objective
-from tuner.study_target import TARGET_NAMES, target_base
+from tuner.study_target import target_base
 from tuner.study_values import (
     as_boolean,
     as_mapping,

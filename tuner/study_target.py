@@ -21,8 +21,6 @@ from tuner.warm_start import WarmStart
 
 Space = Mapping[str, ParamSpec]
 
-TARGET_NAMES = tuple(name for name in TARGETS if name != "trl-args")  # trl-args is trl-ppo's old name
-
 
 def target_base(name: str, base: Mapping[str, Any], searched: Mapping[str, Any]) -> dict[str, Any]:
     """``base`` with the target's profile under it: the study file's own values win, searched fields stay searched."""

@@ -27,6 +27,8 @@ TARGETS: dict[str, Target] = {
     "verl": verl.TARGET,
     "openrlhf": openrlhf.TARGET,
 }
+# The trainers a study may name as its target: each target once, by its current name (trl-args is trl-ppo's old one).
+TARGET_NAMES = tuple(name for name in TARGETS if name != "trl-args")
 
 
 # One entry per target: a format is its target's table, rendered in its layout (the names are TARGETS').
@@ -45,5 +47,5 @@ def differences(format_name: str, config: dict[str, Any]) -> list[str]:
     return exported(format_name, config).differences
 
 
-__all__ = ["EXPORT_FORMATS", "TARGETS", "TRL_VERSION", "differences", "exported", "grpo_arguments",
-           "openrlhf_arguments", "rloo_arguments", "trl_arguments", "verl_overrides"]
+__all__ = ["EXPORT_FORMATS", "TARGETS", "TARGET_NAMES", "TRL_VERSION", "differences", "exported",
+           "grpo_arguments", "openrlhf_arguments", "rloo_arguments", "trl_arguments", "verl_overrides"]
