@@ -81,15 +81,19 @@ class Steps:
         self.path = path
         self.record: dict[str, dict[str, Any]] = json.loads(path.read_text()) if path.exists() else {}
 
-    def done(self, name: str) -> bool:
-        return bool(self.record.get(name, {}).get("done"))
+    def done(self, name: str, seeds: int | None = None) -> bool:
+        """Whether an earlier session finished the step, for at least ``seeds`` seeds where the step has seeds."""
+        entry = self.record.get(name, {})
+        return bool(entry.get("done")) and (seeds is None or int(entry.get("seeds", 0)) >= seeds)
 
     def seconds(self, name: str) -> float:
         return float(self.record.get(name, {}).get("seconds", 0.0))
 
-    def run(self, name: str, action: Callable[[], None]) -> None:
-        """Run ``action`` unless an earlier session finished it; its seconds count even when it is interrupted."""
-        if self.done(name):
+    def run(self, name: str, action: Callable[[], None], seeds: int | None = None) -> None:
+        """Run ``action`` unless an earlier session finished it (for at least ``seeds`` seeds: a step done for 3
+        runs again for 10, and the action keeps what it finished before); its seconds count even when it is
+        interrupted, summed over the sessions."""
+        if self.done(name, seeds):
             return
         started, finished = time.perf_counter(), False
         try:
@@ -99,6 +103,8 @@ class Steps:
             entry = self.record.setdefault(name, {"seconds": 0.0})
             entry["seconds"] = round(entry["seconds"] + time.perf_counter() - started, 1)
             entry["done"] = finished
+            if seeds is not None and finished:
+                entry["seeds"] = seeds
             self.path.write_text(json.dumps(self.record, indent=1))
 
 
@@ -221,14 +227,14 @@ def main(argv: list[str] | None = None) -> None:
     steps.run("study", lambda: print(cli("run", str(written), "--storage", storage, *workers), end=""))
     validation_workers = ["--workers", str(args.validation_workers or seeds)]
     steps.run("validation", lambda: print(cli("validate", name, "--top-k", "1", "--seeds", str(seeds), "--storage",
-                                              storage, *validation_workers), end=""))
+                                              storage, *validation_workers), end=""), seeds)
     tuned, validated = validated_runs(name, storage)
     base = definition["base"]
     objective = definition["objectives"][0]
     jobs = [BaselineJob("TRL GRPO defaults", seed, {**base, **trl_defaults}, objective, True)
             for seed in sorted(tuned)]
     jobs += [BaselineJob("untuned", seed, base, objective, False) for seed in sorted(tuned)]
-    steps.run("baselines", lambda: run_baselines(jobs, work / "baselines.jsonl", args.workers))
+    steps.run("baselines", lambda: run_baselines(jobs, work / "baselines.jsonl", args.workers), seeds)
     arms: dict[str, dict[int, float]] = {"tuned": tuned}
     for record in read_lines(work / "baselines.jsonl"):
         arms.setdefault(record["arm"], {})[int(record["seed"])] = float(record["score"])

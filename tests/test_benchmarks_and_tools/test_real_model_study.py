@@ -89,6 +89,19 @@ def test_steps_keep_the_seconds_of_an_interrupted_step_and_run_it_again(tmp_path
     assert ran == ["study"] and real_model_study.Steps(tmp_path / "steps.json").done("study")
 
 
+def test_a_step_done_for_fewer_seeds_runs_again_for_more(tmp_path: Path) -> None:
+    # Regression: validation and baselines done for 3 seeds were skipped by a rerun with --seeds 10, which then
+    # compared the arms on the first 3 seeds only.
+    steps = real_model_study.Steps(tmp_path / "steps.json")
+    ran: list[int] = []
+    steps.run("validation", lambda: ran.append(3), seeds=3)
+    steps.run("validation", lambda: ran.append(-3), seeds=3)
+    again = real_model_study.Steps(tmp_path / "steps.json")
+    again.run("validation", lambda: ran.append(10), seeds=10)
+    again.run("validation", lambda: ran.append(-5), seeds=5)
+    assert ran == [3, 10] and real_model_study.Steps(tmp_path / "steps.json").done("validation", 10)
+
+
 @pytest.mark.parametrize(("arguments", "named"), [
     (["--study", "no/such/study.yaml"], "--study"),
     ([], "--work-dir"),
