@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import tempfile
+import warnings
 
 from ppo_core.config import ConfigError
 from ppo_core.config_io import build_config
@@ -52,6 +53,7 @@ def _check_configs(spec: StudySpec) -> None:
     from tuner.trl_trial.run import trainer_config  # imports TRL: only for a TRL study about to run
 
     class_name = TRL_TRAINERS[spec.trainer][0]
+    warnings.filterwarnings("ignore", category=FutureWarning, message=".*gradient_checkpointing.*")  # TRL's, as in run
     with tempfile.TemporaryDirectory(prefix="ppo-tune-check-") as output_dir:
         for where, values in study_points(spec.search_space, spec.base, spec.enqueue):
             try:

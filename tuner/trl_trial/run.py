@@ -19,6 +19,7 @@ import dataclasses
 import math
 import tempfile
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -115,6 +116,9 @@ def run_trl_trial(trainer_name: str, config: PPOConfig, callbacks: Sequence[Upda
     ``callbacks``; the returned bridge says how many updates ran and why it stopped early, if it did."""
     import trl
 
+    # transformers 5 deprecates names TRL 1.16 still passes (gradient_checkpointing, is_gradient_checkpointing):
+    # a warning about TRL's code, printed by every trial, that its user can do nothing about.
+    warnings.filterwarnings("ignore", category=FutureWarning, message=".*gradient_checkpointing.*")
     device = _device(config)
     parts = load_run_parts(config, device)
     # What the config leaves to the run made explicit, so that the export (and the trial) sets it: the task's
