@@ -118,8 +118,13 @@ def regime_of(decided: Mapping[str, Any], space: Mapping[str, ParamSpec], base: 
     """The regime of a point whose searched deciding knobs ``decided`` holds; for those the space does not search,
     the base decides, then PPOConfig's defaults (the estimator's own KL placement; adaptive control wherever the
     space searches a kl_target without a kl_control)."""
-    estimator = decided.get("advantage_estimator", base.get("advantage_estimator"))
-    estimator = default_estimator() if estimator is None else str(estimator)
+    raw = decided.get("advantage_estimator", base.get("advantage_estimator"))
+    estimator = default_estimator() if raw is None else str(raw)
+    if estimator not in ESTIMATORS:
+        # Only the base can hold it here (a searched value is one of its field's choices): named now, before any
+        # config is built, which would name it too but later than this reading of the regimes.
+        names = ", ".join(repr(name) for name in ESTIMATORS)
+        raise ConfigError(f"base.advantage_estimator: expected one of {names}, got {raw!r}")
     in_reward = decided.get("kl_in_reward", base.get("kl_in_reward"))
     mode = decided.get("kl_control", "adaptive" if "kl_target" in space else None)
     return Regime(estimator, default_kl_in_reward(estimator) if in_reward is None else bool(in_reward), mode)
