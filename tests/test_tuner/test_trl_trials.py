@@ -182,3 +182,25 @@ def test_a_missing_or_old_trl_is_named_with_its_install_command(
         monkeypatch.setattr(importlib.metadata, "version", lambda name, version=untested: version)
         with pytest.raises(StudyConfigError, match=rf"tested with TRL 1\.16\.x, and TRL {untested} is installed"):
             check_trainer(spec)
+
+
+def test_a_built_in_task_reports_the_training_responses_gold_each_update() -> None:
+    # As a ppo_core run does (objective/gold_score): the Curves page's gold chart reads it. Regression: a TRL trial
+    # on a built-in task had gold only from its held-out evaluations, and the page said "No gold score".
+    from ppo_core.callbacks import TrainerCallback
+    from tuner.trl_trial.run import run_trl_trial
+
+    class Recorder(TrainerCallback):
+        def __init__(self) -> None:
+            self.metrics: list[dict[str, float]] = []
+
+        def on_update(self, update: int, metrics: dict[str, float]) -> str | None:
+            self.metrics.append(metrics)
+            return None
+
+    recorder = Recorder()
+    config = build_config({**GRPO_BASE, "task": "shortest_path_tiny", "total_episodes": 32,
+                           "per_device_train_batch_size": 16, "num_sample_generations": 0, "beta": 0.04})
+    run_trl_trial("trl-grpo", config, [recorder])
+    golds = [metrics["objective/gold_score"] for metrics in recorder.metrics]
+    assert len(golds) == 2 and all(0.0 <= gold <= 1.0 for gold in golds)

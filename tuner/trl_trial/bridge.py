@@ -19,6 +19,7 @@ from ppo_core.callbacks import SampleGeneration
 from ppo_core.callbacks import TrainerCallback as UpdateCallback
 from ppo_core.config import PPOConfig
 from ppo_core.evaluation import evaluation_interval, is_evaluation_update
+from ppo_core.metric_names import GOLD_SCORE
 from tuner.trl_trial.metrics import ppo_tune_metrics
 
 # The trainer's summary log after the last step (train_runtime, train_loss, ...) is not an update.
@@ -30,11 +31,13 @@ class UpdateBridge(TrainerCallback):
     trainer, once per PPO update of ``steps_per_update`` optimizer steps.
 
     ``evaluate(update)`` returns the held-out metrics, ``samples(update)`` the sample responses; both are the
-    trial's (:mod:`tuner.trl_trial.run`)."""
+    trial's (:mod:`tuner.trl_trial.run`); ``training_gold()`` the gold score of the update's training responses,
+    where the task has a gold scorer and scores them, else None."""
 
     def __init__(self, config: PPOConfig, callbacks: Sequence[UpdateCallback], num_updates: int,
                  steps_per_update: int, beta: float, evaluate: Callable[[int], dict[str, float]],
-                 samples: Callable[[int], list[SampleGeneration]]) -> None:
+                 samples: Callable[[int], list[SampleGeneration]],
+                 training_gold: Callable[[], float | None]) -> None:
         self.config = config
         self.callbacks = list(callbacks)
         self.num_updates = num_updates
@@ -42,6 +45,7 @@ class UpdateBridge(TrainerCallback):
         self.beta = beta
         self.evaluate = evaluate
         self.samples = samples
+        self.training_gold = training_gold
         self.eval_interval = evaluation_interval(config.eval_steps, num_updates)
         self.sample_every = max(1, num_updates // config.num_sample_generations) \
             if config.num_sample_generations else 0
@@ -74,6 +78,9 @@ class UpdateBridge(TrainerCallback):
             return
         update = state.global_step // self.steps_per_update
         metrics = ppo_tune_metrics(logs, update, update * self.config.batch_size, self.beta)
+        gold = self.training_gold()
+        if gold is not None:
+            metrics[GOLD_SCORE] = gold
         if is_evaluation_update(update, self.num_updates, self.eval_interval):
             started = time.perf_counter()
             metrics.update(self.evaluate(update))

@@ -53,6 +53,13 @@ class PromptSetReward:
 
     def __init__(self, parts: RunParts, config: PPOConfig, name: str) -> None:
         self.parts, self.config, self.__name__ = parts, config, name
+        self.gold: list[float] = []  # the task's gold score of each response scored since the last take_gold()
+
+    def take_gold(self) -> float | None:
+        """The mean gold score of the responses scored since the last call (one update's), or None without any:
+        what a ppo_core run reports as objective/gold_score."""
+        gold, self.gold = self.gold, []
+        return sum(gold) / len(gold) if gold else None
 
     def __call__(self, prompts: list[Any], completions: list[Any], completion_ids: list[list[int]],
                  **columns: Any) -> list[float]:
@@ -64,8 +71,11 @@ class PromptSetReward:
         responses = torch.tensor([ids + [pad] * (width - len(ids)) for ids in completion_ids])
         response_mask = torch.tensor([[True] * len(ids) + [False] * (width - len(ids)) for ids in completion_ids])
         has_stop = torch.tensor([bool(ids) and ids[-1] == parts.stop_token_id for ids in completion_ids])
+        texts = decode_responses(tokenizer, completion_ids)
+        if parts.gold_score is not None:
+            self.gold.extend(parts.gold_score(batch.texts, texts))
         scores, _ = parts.rewards(RewardInputs(
-            prompts=batch, completions=decode_responses(tokenizer, completion_ids), completion_ids=completion_ids,
+            prompts=batch, completions=texts, completion_ids=completion_ids,
             queries=encoded["input_ids"], query_mask=encoded["attention_mask"], responses=responses,
             response_mask=response_mask, has_stop=has_stop, tokenizer=tokenizer,
         ))
@@ -132,14 +142,18 @@ def run_trl_trial(trainer_name: str, config: PPOConfig, callbacks: Sequence[Upda
                                  ROW_COLUMN: list(range(len(parts.train_prompts)))})
     model_args = trl.ModelConfig(**{**arguments.model, "model_name_or_path": parts.policy_path})
     with tempfile.TemporaryDirectory(prefix="ppo-tune-trl-") as output_dir:
+        reward_funcs = trl_reward_funcs(parts, config)
         trainer = getattr(trl, TRL_TRAINERS[trainer_name][1])(
-            model=parts.policy_path, reward_funcs=trl_reward_funcs(parts, config),
+            model=parts.policy_path, reward_funcs=reward_funcs,
             args=trainer_config(arguments, device, output_dir, updates, steps), train_dataset=dataset,
             processing_class=parts.tokenizer, peft_config=trl.get_peft_config(model_args),
         )
         evaluation = TrialEvaluation(trainer, parts, config, device)
+        # The training responses' gold, where the task's proxy scores them (a user's reward functions go to TRL as
+        # they are, and no gold is measured beside them).
+        golds = [reward.take_gold for reward in reward_funcs if isinstance(reward, PromptSetReward)]
         bridge = UpdateBridge(config, callbacks, updates, steps, float(arguments.config.get("beta", 0.0)),
-                              evaluation.metrics, evaluation.samples)
+                              evaluation.metrics, evaluation.samples, golds[0] if golds else lambda: None)
         bridge.trained_by = f"TRL {trl.__version__} {type(trainer).__name__}"
         trainer.add_callback(bridge)
         for printer in (PrinterCallback, ProgressCallback):  # the study's database is the record, not stdout
