@@ -48,6 +48,18 @@ def evaluation_interval(eval_steps: float | None, num_updates: int) -> int | Non
     return max(1, math.ceil(eval_steps * num_updates))
 
 
+def count_updates(config: PPOConfig, num_prompts: int) -> int:
+    """PPO updates a run makes: ceil(E / B), E = total_episodes, else num_train_epochs x prompts x num_generations
+    (an epoch answers every prompt G times), B the rollout batch; at least one."""
+    episodes = config.total_episodes or int(config.num_train_epochs * num_prompts * config.generations_per_prompt)
+    return max(1, math.ceil(episodes / config.batch_size))
+
+
+def sample_interval(num_updates: int, num_sample_generations: int) -> int:
+    """Updates between sample recordings: max(1, N // num_sample_generations), or 0 (none) when that is 0."""
+    return max(1, num_updates // num_sample_generations) if num_sample_generations else 0
+
+
 def is_evaluation_update(update: int, num_updates: int, interval: int | None) -> bool:
     """Whether update u of N (counted from 1) evaluates: u mod interval = 0, or u = N (the last always does);
     never when the interval is None."""

@@ -20,7 +20,14 @@ from ppo_core.config import ConfigError, PPOConfig
 from ppo_core.distributed import ProcessGroup, check_launch, rank_share
 from ppo_core.errors import NonFiniteError
 from ppo_core.estimators import AdvantageInputs, estimate_advantages
-from ppo_core.evaluation import evaluate, evaluation_interval, is_evaluation_update, separate_rng
+from ppo_core.evaluation import (
+    count_updates,
+    evaluate,
+    evaluation_interval,
+    is_evaluation_update,
+    sample_interval,
+    separate_rng,
+)
 from ppo_core.generation_copy import generation_copy
 from ppo_core.kl import kl_per_token, make_kl_controller
 from ppo_core.lora import ParameterCount, count_parameters, save_merged
@@ -74,10 +81,7 @@ class PPOTrainer:
         self.callbacks: list[TrainerCallback] = []
         if self.group.is_main:
             self.callbacks = [*callbacks, *([TrackerCallback(self.accelerator)] if self.accelerator.log_with else [])]
-        # An epoch answers every prompt num_generations times: the episodes of one pass are prompts x G.
-        total_episodes = config.total_episodes or int(config.num_train_epochs * len(self.setup.train_prompts)
-                                                      * config.generations_per_prompt)
-        self.num_updates = max(1, math.ceil(total_episodes / config.batch_size))
+        self.num_updates = count_updates(config, len(self.setup.train_prompts))
         self.eval_interval = evaluation_interval(config.eval_steps, self.num_updates)
         self.parameter_counts: dict[str, ParameterCount] = {"policy": count_parameters(self.setup.models.policy)}
         if self.setup.models.value_model is not None:
@@ -123,8 +127,7 @@ class PPOTrainer:
         result = TrainResult()
         for callback in self.callbacks:
             callback.on_train_begin(self.config, self.num_updates)
-        sample_every = max(1, self.num_updates // self.config.num_sample_generations) \
-            if self.config.num_sample_generations else 0
+        sample_every = sample_interval(self.num_updates, self.config.num_sample_generations)
         if sample_every and self.group.is_main:
             self._record_samples(0, result)
         for update in range(1, self.num_updates + 1):

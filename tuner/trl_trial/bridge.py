@@ -18,7 +18,7 @@ from transformers import TrainerCallback, TrainerControl, TrainerState, Training
 from ppo_core.callbacks import SampleGeneration
 from ppo_core.callbacks import TrainerCallback as UpdateCallback
 from ppo_core.config import PPOConfig
-from ppo_core.evaluation import evaluation_interval, is_evaluation_update
+from ppo_core.evaluation import evaluation_interval, is_evaluation_update, sample_interval
 from ppo_core.metric_names import GOLD_SCORE
 from tuner.trl_trial.metrics import ppo_tune_metrics
 
@@ -47,8 +47,7 @@ class UpdateBridge(TrainerCallback):
         self.samples = samples
         self.training_gold = training_gold
         self.eval_interval = evaluation_interval(config.eval_steps, num_updates)
-        self.sample_every = max(1, num_updates // config.num_sample_generations) \
-            if config.num_sample_generations else 0
+        self.sample_every = sample_interval(num_updates, config.num_sample_generations)
         self.updates = 0
         self.stop_reason: str | None = None
         self.trained_by = ""  # "TRL 1.16.0 GRPOTrainer", once the trainer is built

@@ -23,13 +23,15 @@ from tuner.study_target import study_points
 from tuner.study_values import fail
 from tuner.trl_trial.arguments import TRL_TRAINERS, trial_arguments
 
-TESTED = TRL_VERSION.rsplit(".", 1)[0]  # "1.16": the release line the trials and exports are tested with
 TRL_INSTALL = "pip install 'ppo-tune[trl]'"
 
 
 def release_line(version: str) -> str:
     """'1.16.0' -> '1.16' (major.minor)."""
     return ".".join(version.split(".")[:2])
+
+
+TESTED = release_line(TRL_VERSION)  # "1.16": the release line the trials and exports are tested with
 
 
 def check_trainer(spec: StudySpec) -> None:

@@ -16,7 +16,6 @@ Example::
 from __future__ import annotations
 
 import dataclasses
-import math
 import tempfile
 import time
 import warnings
@@ -31,7 +30,7 @@ from ppo_core.callbacks import SampleGeneration
 from ppo_core.callbacks import TrainerCallback as UpdateCallback
 from ppo_core.config import PPOConfig, is_function_spec
 from ppo_core.distributed import ProcessGroup
-from ppo_core.evaluation import evaluate, separate_rng
+from ppo_core.evaluation import count_updates, evaluate, separate_rng
 from ppo_core.models import load_causal_lm
 from ppo_core.reward_functions import FunctionReward
 from ppo_core.rewards import RewardInputs
@@ -91,14 +90,6 @@ def trl_reward_funcs(parts: RunParts, config: PPOConfig) -> list[Any]:
             for field, spec in parts.config.named_rewards]
 
 
-def num_updates(config: PPOConfig, parts: RunParts) -> int:
-    """PPO updates the trial makes, by ppo_core's rule: total_episodes, else num_train_epochs passes over the
-    prompts, each answered num_generations times, over the rollout batch."""
-    episodes = config.total_episodes or int(config.num_train_epochs * len(parts.train_prompts)
-                                            * config.generations_per_prompt)
-    return max(1, math.ceil(episodes / config.batch_size))
-
-
 def trainer_config(arguments: TrialArguments, device: torch.device, output_dir: str, updates: int,
                    steps_per_update: int) -> Any:
     """TRL's GRPOConfig or RLOOConfig: the export's arguments, the trial's length in optimizer steps, one log per
@@ -137,7 +128,7 @@ def run_trl_trial(trainer_name: str, config: PPOConfig, callbacks: Sequence[Upda
                                  bf16=config.uses_bf16(device.type == "cuda" and torch.cuda.is_bf16_supported()))
     arguments = trial_arguments(trainer_name, config)
     steps = optimizer_steps_per_update(config)
-    updates = num_updates(config, parts)
+    updates = count_updates(config, len(parts.train_prompts))
     dataset = Dataset.from_dict({"prompt": parts.train_prompts.prompts, **parts.train_prompts.columns,
                                  ROW_COLUMN: list(range(len(parts.train_prompts)))})
     model_args = trl.ModelConfig(**{**arguments.model, "model_name_or_path": parts.policy_path})
