@@ -31,6 +31,7 @@ from tuner.study_sections import (
     parse_study_seed_policy,
     parse_trainer,
     target_filled_base,
+    trainer_names_read,
 )
 from tuner.study_spec import KLGuard, Objective, StudySpec
 from tuner.study_values import StudyConfigError, as_mapping, check_keys, fail
@@ -59,11 +60,12 @@ def parse_study(data: dict[str, Any], path: Path, storage: str | None = None) ->
     (a ``--storage`` flag), and is not added to the definition the study stores."""
     check_keys(data, TOP_LEVEL_KEYS, "")
     run = parse_run_settings(data, storage)
-    base = as_mapping(data.get("base"), "base")
-    search_space = parse_search_space(data.get("search_space"))
+    trainer, target = parse_trainer(data.get("trainer"), data.get("target"))
+    raw_base, raw_space = trainer_names_read(trainer, data.get("base"), data.get("search_space"))
+    base = as_mapping(raw_base, "base")
+    search_space = parse_search_space(raw_space)
     objectives = parse_objectives(data.get("objectives"))
     seed_policy = parse_study_seed_policy(data.get("seed_policy"), len(objectives))
-    trainer, target = parse_trainer(data.get("trainer"), data.get("target"))
     base = target_filled_base(target, base, search_space)
     spec = StudySpec(
         name=run.name,

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ppo_core.config_checks import field_types_of
+from ppo_core.config_checks import ConfigError, field_types_of
 from ppo_core.value_types import fits
 from tuner import study_defaults
 from tuner.constraints import Constraint
@@ -33,6 +33,7 @@ from tuner.study_values import (
     show_value,
 )
 from tuner.trl_trial.arguments import TRL_TRAINERS
+from tuner.trl_trial.names import in_ppo_tune_names
 from tuner.warm_start import WarmStart, WarmStartError, warm_start_points
 
 SAMPLERS = tuple(SAMPLER_CLASSES)
@@ -245,6 +246,17 @@ def parse_trainer(trainer: Any, target: Any) -> tuple[str, Any]:
         raise fail(f"target: {show_value(target)} with trainer {trainer}: a TRL trial runs in its own trainer, "
                    "which is its target; leave target unset")
     return trainer, trainer
+
+
+def trainer_names_read(trainer: str, base: Any, search_space: Any) -> tuple[Any, Any]:
+    """A TRL study's ``base`` and ``search_space`` (raw) in ppo-tune's names: they may use TRL's
+    (:mod:`tuner.trl_trial.names`); a ppo_core study's as they are."""
+    if trainer == PPO_CORE:
+        return base, search_space
+    try:
+        return in_ppo_tune_names(trainer, base, search_space)
+    except ConfigError as error:
+        raise fail(str(error)) from None
 
 
 def target_filled_base(target: Any, base: dict[str, Any], search_space: dict[str, ParamSpec]) -> dict[str, Any]:

@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 import pytest
+import yaml
 from helpers.studies import TESTS_DIR, load, write_study
 from optuna.trial import TrialState
 
@@ -47,9 +48,26 @@ def trl_study(tmp_path: Path, lm_dir: Path, prompts: Path, trainer: str = "trl-g
                        search_space={"cliprange": {"type": "categorical", "choices": [0.2]}}, base=base, **overrides)
 
 
+def in_trl_names(path: Path) -> Path:
+    """The study file rewritten as a ``trl grpo`` user writes it: GRPOConfig's, ModelConfig's and the script's names,
+    and nothing of ppo-tune's for what TRL names (tuner.trl_trial.names)."""
+    study = yaml.safe_load(path.read_text())
+    base = study["base"]
+    for ours, theirs in (("sft_model_path", "model_name_or_path"), ("response_length", "max_completion_length"),
+                         ("num_ppo_epochs", "num_iterations")):
+        base[theirs] = base.pop(ours)
+    base["reward_funcs"] = [base.pop("reward_model_path").replace(":", ".")]  # the script's dotted import path
+    base["max_steps"] = base.pop("total_episodes") // base["per_device_train_batch_size"]  # 1 step an update
+    for implied in ("task", "advantage_estimator", "stop_token"):  # a dataset, GRPO's advantages, EOS: TRL's own
+        base.pop(implied)
+    study["search_space"] = {"epsilon": study["search_space"].pop("cliprange")}
+    path.write_text(yaml.safe_dump(study))
+    return path
+
+
 def test_a_trl_grpo_trial_runs_in_trl_and_stores_what_the_pages_read(
-        tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path) -> None:
-    path = trl_study(tmp_path, tiny_lm_dir, prompts_file, base={"beta": 0.04})
+        tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = in_trl_names(trl_study(tmp_path, tiny_lm_dir, prompts_file, base={"beta": 0.04}))
     assert main(["run", str(path)]) == 0
     (trial,) = load(path).get_trials()
     assert trial.state == TrialState.COMPLETE
@@ -72,6 +90,13 @@ def test_a_trl_grpo_trial_runs_in_trl_and_stores_what_the_pages_read(
     assert main(["validate", spec.name, "--storage", spec.storage, "--top-k", "1", "--seeds", "1"]) == 0
     rerun = read_metrics(create_engine(spec.storage), validation_study_name(spec.name))
     assert len(rerun) == UPDATES and rerun["trl/reward"].notna().all()
+    # The export gives the study file's TRL names back, with the values it wrote.
+    capsys.readouterr()
+    assert main(["best", spec.name, "--storage", spec.storage, "--format", "trl-grpo"]) == 0
+    printed = capsys.readouterr().out
+    for flag in ("--num_iterations 1", "--max_steps 8", "--max_completion_length 5", "--epsilon 0.2",
+                 "--reward_funcs reward_functions.count_letter_a", f"--model_name_or_path {tiny_lm_dir}"):
+        assert flag in printed, flag
 
 
 def test_a_trl_rloo_trial_runs_in_rloo_trainer_with_kl_in_the_reward(
