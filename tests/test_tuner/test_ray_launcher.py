@@ -39,7 +39,7 @@ from helpers.studies import (
 from optuna.trial import FrozenTrial, TrialState
 
 from ppo_tune.cli import main
-from tuner.attrs import FAIL_REASON_ATTR, RETRY_OF_ATTR, VALIDATES_ATTR
+from tuner.attrs import FAIL_REASON_ATTR, RETRY_OF_ATTR, TRAINED_BY_ATTR, VALIDATES_ATTR
 from tuner.database import create_engine
 from tuner.ray_launch import RAY_TASK_ATTR, lost_reason, recorded_address_file
 from tuner.reports import updates_run
@@ -230,6 +230,21 @@ def test_a_study_runs_and_validates_on_ray_and_stores_what_the_local_launcher_st
     [run] = optuna.load_study(study_name=validation_study_name("on_ray"), storage=on_ray_storage).get_trials()
     assert run.state == TrialState.COMPLETE and run.user_attrs[VALIDATES_ATTR] == ray_trials[0].number
     assert run.system_attrs[RAY_TASK_ATTR]["resources"] == {"GPU": 1.0, "CPU": 1.0}
+
+
+def test_a_trial_in_trls_own_trainer_runs_on_ray(
+    ray_head: str, tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path
+) -> None:
+    # trainer: trl-grpo under --launcher ray: the Ray task runs TRL's GRPOTrainer and stores what a local one does.
+    path = write_study(tmp_path, tiny_lm_dir, prompts_file, name="trl_on_ray", n_trials=1, trainer="trl-grpo",
+                       base={"advantage_estimator": "grpo", "num_generations": 4, "stop_token": "eos"})
+    spec = load_study_spec(path)
+    assert main(["run", str(path), "--launcher", "ray", "--ray-address", ray_head, "--workers", "1"]) == 0
+    [trial] = load(path).get_trials()
+    assert trial.state == TrialState.COMPLETE and trial.user_attrs[TRAINED_BY_ATTR].endswith(" GRPOTrainer")
+    assert trial.system_attrs[RAY_TASK_ATTR]["resources"] == {"GPU": 1.0, "CPU": 1.0}
+    metrics = read_metrics(create_engine(spec.storage), spec.name)
+    assert len(metrics) == updates_run(trial) and metrics["trl/reward"].notna().all()
 
 
 def test_trials_of_two_gpus_run_two_at_a_time_on_four(

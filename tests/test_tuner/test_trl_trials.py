@@ -16,7 +16,7 @@ from optuna.trial import TrialState
 
 from ppo_core.config_io import build_config
 from ppo_tune.cli import main
-from tuner.attrs import PRUNE_REASON_ATTR, TRAINED_BY_ATTR, TRL_SECONDS_ATTR
+from tuner.attrs import FAIL_REASON_ATTR, PRUNE_REASON_ATTR, TRAINED_BY_ATTR, TRL_SECONDS_ATTR
 from tuner.database import create_engine
 from tuner.exports import exported
 from tuner.study_config import StudyConfigError, load_study_spec
@@ -26,6 +26,7 @@ from tuner.trl_trial.checks import check_trainer
 from tuner.trl_trial.metrics import ppo_tune_metrics, response_kl
 from tuner.trl_trial.run import trainer_config
 from tuner.validation import validation_study_name
+from tuner.worker import run_worker
 
 pytestmark = pytest.mark.heavy  # starts studies: scheduled first
 
@@ -44,8 +45,9 @@ def reward_functions_importable(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def trl_study(tmp_path: Path, lm_dir: Path, prompts: Path, trainer: str = "trl-grpo", **overrides: object) -> Path:
     base = {**GRPO_BASE, **overrides.pop("base", {})}  # type: ignore[dict-item]
-    return write_study(tmp_path, lm_dir, prompts, name="trl", trainer=trainer, n_trials=1, sampler={"name": "grid"},
-                       search_space={"cliprange": {"type": "categorical", "choices": [0.2]}}, base=base, **overrides)
+    settings = {"n_trials": 1, "search_space": {"cliprange": {"type": "categorical", "choices": [0.2]}}, **overrides}
+    return write_study(tmp_path, lm_dir, prompts, name="trl", trainer=trainer, sampler={"name": "grid"}, base=base,
+                       **settings)
 
 
 def in_trl_names(path: Path) -> Path:
@@ -135,6 +137,36 @@ def test_the_kl_guard_stops_a_trl_trial_and_stores_it_as_pruned_with_its_reason(
     spec = load_study_spec(path)
     stored = read_metrics(create_engine(spec.storage), spec.name)
     assert len(stored) < UPDATES  # TRL's loop stopped at the update the guard named
+
+
+def test_a_trl_trial_of_two_processes_runs_through_accelerate_as_trl_does(
+        tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path) -> None:
+    # processes_per_trial 2: the trial is launched by accelerate (gloo on the CPU), TRL's trainer runs in both
+    # processes on its own share of each generation, and the main process alone stores the updates.
+    path = trl_study(tmp_path, tiny_lm_dir, prompts_file, base={"beta": 0.04}, processes_per_trial=2)
+    spec = load_study_spec(path)
+    run_worker(spec, n_trials=1, timeout=None, threads=2)
+    (trial,) = load(path).get_trials()
+    assert trial.state == TrialState.COMPLETE, trial.user_attrs.get(FAIL_REASON_ATTR)
+    metrics = read_metrics(create_engine(spec.storage), spec.name)
+    # 64 episodes, 8 from each process an update: 4 updates of 16, each stored once.
+    assert metrics["update"].tolist() == [1, 2, 3, 4] and metrics["episode"].tolist() == [16, 32, 48, 64]
+    assert metrics["trl/reward"].notna().all() and metrics["eval/kl"].dropna().size == 2
+
+
+def test_a_killed_or_exiting_trl_trial_fails_with_its_reason_and_the_study_goes_on(
+        tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path) -> None:
+    # The reward TRL calls kills its process (kill -9) or exits: the trial fails with how it ended, and the next
+    # trial runs, as for a ppo_core trial.
+    rewards = ["reward_functions:killed", "reward_functions:exits", "reward_functions:count_letter_a"]
+    path = trl_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=len(rewards),
+                     search_space={"reward_model_path": {"type": "categorical", "choices": rewards}})
+    assert main(["run", str(path)]) == 0  # the worker outlived both faults
+    trials = {t.params["reward_model_path"]: t for t in load(path).get_trials()}
+    assert {reward: (t.state, t.user_attrs.get(FAIL_REASON_ATTR)) for reward, t in trials.items()} == {
+        "reward_functions:killed": (TrialState.FAIL, "killed by signal SIGKILL"),
+        "reward_functions:exits": (TrialState.FAIL, "exit status 1"),
+        "reward_functions:count_letter_a": (TrialState.COMPLETE, None)}
 
 
 def test_the_trial_runs_exactly_the_arguments_the_export_prints() -> None:

@@ -276,12 +276,20 @@ def test_ctrl_c_ends_cleanly_and_rerun_resumes(tmp_path: Path, tiny_lm_dir: Path
     assert retried and retried[0].params == interrupted[0].params
 
 
-@pytest.mark.parametrize("command", ["run", "validate"])
+# A TRL trial (trainer: trl-grpo) runs GRPO to the tokenizer's EOS, as TRL does.
+TRL_GRPO = {"trainer": "trl-grpo", "base": {"advantage_estimator": "grpo", "num_generations": 4, "stop_token": "eos"}}
+
+
+@pytest.mark.parametrize(("command", "trainer"), [("run", "ppo_core"), ("validate", "ppo_core"), ("run", "trl-grpo")])
 def test_sigterm_stops_every_process_requeues_and_rerun_resumes(tmp_path: Path, tiny_lm_dir: Path,
-                                                               prompts_file: Path, command: str, gate: Gate) -> None:
+                                                               prompts_file: Path, command: str, trainer: str,
+                                                               gate: Gate) -> None:
     # A batch scheduler, timeout or kill stops a job with SIGTERM, to the command alone: it must end its workers and
-    # their trials as Ctrl-C does (none outlives it), re-queue the running trial, and exit 143.
-    path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=3, base={"reward_model_path": Gate.REWARD})
+    # their trials as Ctrl-C does (none outlives it), re-queue the running trial, and exit 143. A trial in TRL's own
+    # trainer is stopped and requeued alike.
+    trl = TRL_GRPO if trainer != "ppo_core" else {"base": {}}
+    path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=3, **{
+        **trl, "base": {"reward_model_path": Gate.REWARD, **trl["base"]}})
     gate.let_pass(1)  # the first trial (or validation run) finishes; the second is held where SIGTERM finds it
     if command == "validate":
         gate.let_pass(2)  # and the study's own trial before them

@@ -18,6 +18,7 @@ from transformers import TrainerCallback, TrainerControl, TrainerState, Training
 from ppo_core.callbacks import SampleGeneration
 from ppo_core.callbacks import TrainerCallback as UpdateCallback
 from ppo_core.config import PPOConfig
+from ppo_core.distributed import ProcessGroup
 from ppo_core.evaluation import evaluation_interval, is_evaluation_update, sample_interval
 from ppo_core.metric_names import GOLD_SCORE
 from tuner.trl_trial.metrics import ppo_tune_metrics
@@ -32,14 +33,19 @@ class UpdateBridge(TrainerCallback):
 
     ``evaluate(update)`` returns the held-out metrics, ``samples(update)`` the sample responses; both are the
     trial's (:mod:`tuner.trl_trial.run`); ``training_gold()`` the gold score of the update's training responses,
-    where the task has a gold scorer and scores them, else None."""
+    where the task has a gold scorer and scores them, else None.
+
+    Under ``accelerate launch`` every process runs the bridge (the evaluation and the training gold are collective),
+    but as in ppo_core's trainer the callbacks and the sample recordings run on the main process alone, and a stop
+    decided there stops every process at the same step."""
 
     def __init__(self, config: PPOConfig, callbacks: Sequence[UpdateCallback], num_updates: int,
                  steps_per_update: int, beta: float, evaluate: Callable[[int], dict[str, float]],
                  samples: Callable[[int], list[SampleGeneration]],
-                 training_gold: Callable[[], float | None]) -> None:
+                 training_gold: Callable[[], float | None], group: ProcessGroup) -> None:
         self.config = config
-        self.callbacks = list(callbacks)
+        self.group = group
+        self.callbacks = list(callbacks) if group.is_main else []
         self.num_updates = num_updates
         self.steps_per_update = steps_per_update
         self.beta = beta
@@ -68,7 +74,7 @@ class UpdateBridge(TrainerCallback):
                        **kwargs: Any) -> None:
         for callback in self.callbacks:
             callback.on_train_begin(self.config, self.num_updates)
-        if self.sample_every:
+        if self.sample_every and self.group.is_main:
             self._record_samples(0)
 
     def on_log(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
@@ -90,7 +96,9 @@ class UpdateBridge(TrainerCallback):
         for callback in self.callbacks:
             reason = callback.on_update(update, metrics) or reason
         self.seconds["callbacks"] += time.perf_counter() - started
-        if self.sample_every and (update % self.sample_every == 0 or update == self.num_updates or reason):
+        reason = self.group.from_main(reason)
+        if self.sample_every and self.group.is_main and \
+                (update % self.sample_every == 0 or update == self.num_updates or reason):
             self._record_samples(update)
         if reason:
             self.stop_reason = reason

@@ -54,11 +54,11 @@ class PromptSetReward:
         self.parts, self.config, self.__name__ = parts, config, name
         self.gold: list[float] = []  # the task's gold score of each response scored since the last take_gold()
 
-    def take_gold(self) -> float | None:
-        """The mean gold score of the responses scored since the last call (one update's), or None without any:
-        what a ppo_core run reports as objective/gold_score."""
+    def take_gold(self) -> tuple[float, int]:
+        """The sum and number of the gold scores of the responses this process scored since the last call (one
+        update's share)."""
         gold, self.gold = self.gold, []
-        return sum(gold) / len(gold) if gold else None
+        return sum(gold), len(gold)
 
     def __call__(self, prompts: list[Any], completions: list[Any], completion_ids: list[list[int]],
                  **columns: Any) -> list[float]:
@@ -79,6 +79,19 @@ class PromptSetReward:
             response_mask=response_mask, has_stop=has_stop, tokenizer=tokenizer,
         ))
         return [float(score) for score in scores]
+
+
+def training_gold(reward: PromptSetReward, group: ProcessGroup) -> Callable[[], float | None]:
+    """The mean gold score of the update's training responses over every process (each scores its own share), or
+    None without any: what a ppo_core run reports as objective/gold_score. Collective: every process calls it."""
+    def mean() -> float | None:
+        total, count = reward.take_gold()
+        if group.world_size > 1:
+            total, count = group.total(torch.tensor([total, count], dtype=torch.float64,
+                                                    device=group.accelerator.device)).tolist()
+        return total / count if count else None
+
+    return mean
 
 
 def trl_reward_funcs(parts: RunParts, config: PPOConfig) -> list[Any]:
@@ -142,9 +155,11 @@ def run_trl_trial(trainer_name: str, config: PPOConfig, callbacks: Sequence[Upda
         evaluation = TrialEvaluation(trainer, parts, config, device)
         # The training responses' gold, where the task's proxy scores them (a user's reward functions go to TRL as
         # they are, and no gold is measured beside them).
-        golds = [reward.take_gold for reward in reward_funcs if isinstance(reward, PromptSetReward)]
+        golds = [training_gold(reward, evaluation.group) for reward in reward_funcs
+                 if isinstance(reward, PromptSetReward)]
         bridge = UpdateBridge(config, callbacks, updates, steps, float(arguments.config.get("beta", 0.0)),
-                              evaluation.metrics, evaluation.samples, golds[0] if golds else lambda: None)
+                              evaluation.metrics, evaluation.samples, golds[0] if golds else lambda: None,
+                              evaluation.group)
         bridge.trained_by = f"TRL {trl.__version__} {type(trainer).__name__}"
         trainer.add_callback(bridge)
         for printer in (PrinterCallback, ProgressCallback):  # the study's database is the record, not stdout
