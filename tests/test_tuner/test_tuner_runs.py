@@ -277,7 +277,8 @@ def test_ctrl_c_ends_cleanly_and_rerun_resumes(tmp_path: Path, tiny_lm_dir: Path
 
 
 # A TRL trial (trainer: trl-grpo) runs GRPO to the tokenizer's EOS, as TRL does.
-TRL_GRPO = {"trainer": "trl-grpo", "base": {"advantage_estimator": "grpo", "num_generations": 4, "stop_token": "eos"}}
+TRL_GRPO: dict[str, Any] = {"trainer": "trl-grpo",
+                            "base": {"advantage_estimator": "grpo", "num_generations": 4, "stop_token": "eos"}}
 
 
 @pytest.mark.parametrize(("command", "trainer"), [("run", "ppo_core"), ("validate", "ppo_core"), ("run", "trl-grpo")])
@@ -287,9 +288,9 @@ def test_sigterm_stops_every_process_requeues_and_rerun_resumes(tmp_path: Path, 
     # A batch scheduler, timeout or kill stops a job with SIGTERM, to the command alone: it must end its workers and
     # their trials as Ctrl-C does (none outlives it), re-queue the running trial, and exit 143. A trial in TRL's own
     # trainer is stopped and requeued alike.
-    trl = TRL_GRPO if trainer != "ppo_core" else {"base": {}}
-    path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=3, **{
-        **trl, "base": {"reward_model_path": Gate.REWARD, **trl["base"]}})
+    trl: dict[str, Any] = dict(TRL_GRPO) if trainer != "ppo_core" else {"base": {}}
+    trl["base"] = {"reward_model_path": Gate.REWARD, **trl["base"]}
+    path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=3, **trl)
     gate.let_pass(1)  # the first trial (or validation run) finishes; the second is held where SIGTERM finds it
     if command == "validate":
         gate.let_pass(2)  # and the study's own trial before them
