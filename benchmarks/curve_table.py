@@ -10,7 +10,7 @@ Configurations are drawn by Optuna's RandomSampler (seed 0) over ``--space``'s s
 ``benchmarks/table_space.yaml``: the quickstart's when the graph tables were built, kept apart from the shipped
 study since; the file beside a table, ``<table>.space.json``, records the space it was drawn from, and a build that
 would go on with another space is refused: a changed space is a new table), mapped
-to configs as a study maps them (``tuner.search_space.suggest_params`` on the study's base), so a replayed proposal
+to configs as a study maps them (``tuner.search.space.suggest_params`` on the study's base), so a replayed proposal
 lands in the same space. Each (configuration, seed) pair trains with no KL guard and no pruner, to its last update,
 one CPU thread a run, and evaluates on the held-out prompts at every eighth of the run (``eval_steps: 0.125``): the
 rungs a multi-fidelity strategy can stop at. Each run is one JSON line: the point (``params``, as a sampler proposes
@@ -67,7 +67,7 @@ def space_identity(path: Path) -> dict[str, str]:
 
 def space_and_base(path: Path = TABLE_SPACE) -> tuple[dict[str, Any], dict[str, Any]]:
     """The study file's search space (parsed as a study parses it) and its base."""
-    from tuner.study_config import load_study_spec
+    from tuner.study.config import load_study_spec
 
     spec = load_study_spec(path)
     return spec.search_space, dict(spec.base)
@@ -78,7 +78,7 @@ def sample_points(count: int, path: Path = TABLE_SPACE, seed: int = SAMPLER_SEED
     config fields they set, as a study's trial would get them."""
     import optuna
 
-    from tuner.search_space import suggest_params
+    from tuner.search.space import suggest_params
 
     space, base = space_and_base(path)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -212,6 +212,6 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    from tuner.frozen_heap import run_as_process
+    from tuner.trial.frozen_heap import run_as_process
 
     run_as_process(main)

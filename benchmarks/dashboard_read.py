@@ -1,7 +1,7 @@
 """How fast the dashboard reads a big study: 200 trials x 200 updates by default.
 
 Builds a synthetic study in a temporary SQLite file with the tuner's own writers (Optuna trials with
-their attributes and intermediate values, ``tuner.trial_records`` metrics and samples), then times the
+their attributes and intermediate values, ``tuner.store.records`` metrics and samples), then times the
 dashboard's read path: the first (cold) read, the per-rerun refresh of an unchanged and of a
 growing study, the derived tables and charts, and each page rendered by Streamlit's AppTest::
 
@@ -58,8 +58,8 @@ def read_path(url: str, name: str, repeat: int) -> list[tuple[str, float]]:
     from dashboard.frames import health_contexts
     from dashboard.health_rules import diagnose_trials
     from dashboard.study_reader import StudyRef, build_study_view, open_reader
-    from tuner.database import create_engine
-    from tuner.trial_records import TrialStore
+    from tuner.store.database import create_engine
+    from tuner.store.records import TrialStore
 
     rows: list[tuple[str, float]] = []
     seconds, reader = timed(lambda: open_reader(StudyRef(url, name)))
@@ -157,8 +157,8 @@ def delete_study(url: str, name: str) -> None:
     """The benchmark's study out of a shared database: Optuna's rows and the store's."""
     import optuna
 
-    from tuner.database import create_engine, open_storage
-    from tuner.trial_records import metrics_table, samples_table
+    from tuner.store.database import create_engine, open_storage
+    from tuner.store.records import metrics_table, samples_table
 
     optuna.delete_study(study_name=name, storage=open_storage(url))
     engine = create_engine(url)

@@ -206,7 +206,7 @@ def run_summary(run: dict[str, Any]) -> dict[str, Any]:
 
 
 def _interval(values: list[float]) -> dict[str, float | int]:
-    from tuner.confidence import mean_interval
+    from tuner.production.confidence import mean_interval
 
     mean, low, high = mean_interval(values)
     return {"mean": mean, "ci_low": low, "ci_high": high, "n": len(values)}

@@ -1,5 +1,5 @@
 """From the short trial to the long run: a study's best configurations run at 1x, 2x, 4x and 8x their length, each
-carried by every rule of ``tuner.horizon``, against the best a direct search at the long length finds.
+carried by every rule of ``tuner.production.horizon``, against the best a direct search at the long length finds.
 
     python -m benchmarks.horizon_transfer --source NAME=STORAGE [--source ...] [--top 3] [--horizons 1 2 4 8]
                                           [--seeds 3] [--rules R ...] [--reference NAME=STORAGE | --reference-trials
@@ -9,13 +9,13 @@ carried by every rule of ``tuner.horizon``, against the best a direct search at 
 For each source study (a finished study, e.g. ``studies/quickstart.yaml``'s, or one of
 ``benchmarks.tuning_quality``'s) the ``--top`` best distinct configurations (completed, within the study's
 constraints, by the first objective; a race's re-runs are its configuration's) are read with their resolved config
-and the KL their run ended at (``tuner.production.final_kl``: the last ``eval/kl``). Each is carried to ``h`` times
-its ``total_episodes`` by each rule, and trained to the end on ``--seeds`` fresh seeds (1000, 1001, ...; the seeds
+and the KL their run ended at (``tuner.production.carry.final_kl``: the last ``eval/kl``). Each is carried to ``h``
+times its ``total_episodes`` by each rule, and trained to the end on ``--seeds`` fresh seeds (1000, 1001, ...; the seeds
 ``ppo-tune validate`` starts from), one CPU thread a run, ``--workers`` at a time
 (``benchmarks.curve_table.run_curve``, which keeps every evaluation). At 1x the rules that change nothing but the
 length are one run. Each run is judged as its source study judges a trial: the study's first objective and its
-constraints, reduced over the run's held-out evaluations (``tuner.reduction``). A KL budget is held as it is at any
-length (the quickstart's 5 nats on the final policy): a production run is held to the budget its trial was.
+constraints, reduced over the run's held-out evaluations (``tuner.study.reduction``). A KL budget is held as it is at
+any length (the quickstart's 5 nats on the final policy): a production run is held to the budget its trial was.
 
 The reference is the best that searching directly at ``--reference-horizon`` times the length finds: either a
 finished, validated study given with ``--reference``, or one this command runs (``--reference-trials``: the first
@@ -51,7 +51,7 @@ from benchmarks.common.json_safe import json_safe
 from benchmarks.common.machine import machine_facts
 from benchmarks.curve_table import QUICKSTART
 from tools.quick_mode import RESULTS, add_quick_argument, results_path
-from tuner.confidence import mean_interval
+from tuner.production.confidence import mean_interval
 
 FIRST_SEED = 1000
 FULL: dict[str, Any] = {"top": 3, "horizons": [1, 2, 4, 8], "seeds": 3, "reference_horizon": 4, "workers": 2}
@@ -94,12 +94,12 @@ def ranked_configurations(name: str, storage: str, pick: Callable[[list[Any]], l
     resolved config and the held-out KL its run ended at (NaN when it stored none)."""
     import optuna
 
-    from tuner.attrs import RACE_OF_ATTR
-    from tuner.constraints import feasible
-    from tuner.database import StorageError, open_read_only_engine, open_read_only_storage
-    from tuner.production import final_kl
-    from tuner.reports import trial_config
-    from tuner.trial_records import read_stored_metrics
+    from tuner.production.carry import final_kl
+    from tuner.store.attrs import RACE_OF_ATTR
+    from tuner.store.database import StorageError, open_read_only_engine, open_read_only_storage
+    from tuner.store.records import read_stored_metrics
+    from tuner.study.constraints import feasible
+    from tuner.study.reports import trial_config
 
     try:
         study = optuna.load_study(study_name=name, storage=open_read_only_storage(storage))
@@ -134,8 +134,8 @@ def study_spec(name: str, storage: str) -> Any:
     """The source study's spec as stored on it (its objectives and constraints judge the carried runs)."""
     import optuna
 
-    from tuner.database import open_read_only_storage
-    from tuner.study_definition import stored_spec
+    from tuner.store.database import open_read_only_storage
+    from tuner.study.definition import stored_spec
 
     return stored_spec(optuna.load_study(study_name=name, storage=open_read_only_storage(storage)), storage)
 
@@ -151,8 +151,8 @@ def history(row: dict[str, Any], metric: str) -> list[float]:
 def run_value(row: dict[str, Any], spec: Any) -> tuple[float, bool, float]:
     """(the first objective, whether the run finished within every constraint, the final held-out KL) of a run, each
     reduced as the study reduces a trial's metrics."""
-    from tuner.constraints import constraint_values
-    from tuner.reduction import reduce_history
+    from tuner.study.constraints import constraint_values
+    from tuner.study.reduction import reduce_history
 
     value = reduce_history(history(row, spec.objectives[0].metric), spec.objectives[0])
     kept = row["failure"] is None and all(
@@ -171,7 +171,7 @@ def transfer_jobs(found: Sequence[Winner], horizons: Sequence[int], rules: Seque
                   output_dir: str) -> Iterator[dict[str, Any]]:
     """One ``run_curve`` job per (configuration, horizon, rule, seed); rules that give the same config at a horizon
     share the first one's runs (its ``same_as``)."""
-    from tuner.horizon import RULES
+    from tuner.production.horizon import RULES
 
     for winner in found:
         for horizon in horizons:
@@ -206,13 +206,13 @@ def ran(path: Path) -> dict[tuple[str, int, str, int, int], dict[str, Any]]:
 
 
 def search(definition: dict[str, Any], path: Path, workers: int, validation_seeds: int) -> tuple[str, str]:
-    """Write ``definition`` to ``path`` and run it as ``ppo-tune run PATH --workers W`` does (``tuner.runner.
+    """Write ``definition`` to ``path`` and run it as ``ppo-tune run PATH --workers W`` does (``tuner.run.runner.
     run_study``: with one worker, in this process), then, with ``validation_seeds``, validate its best configuration
     as ``ppo-tune validate NAME --top-k 1`` does, in this process; (name, storage). A study that does not finish
     stops the benchmark."""
-    from tuner.local_validation import validate_here
-    from tuner.runner import run_study
-    from tuner.study_config import load_study_spec
+    from tuner.production.local_validation import validate_here
+    from tuner.run.runner import run_study
+    from tuner.study.config import load_study_spec
 
     definition.pop("timeout", None)
     path.write_text(yaml.safe_dump(definition, sort_keys=False))
@@ -232,8 +232,8 @@ def run_reference(source: tuple[str, str], factor: int, trials: int, work_dir: P
     storage)."""
     import optuna
 
-    from tuner.attrs import stored_definition
-    from tuner.database import open_read_only_storage
+    from tuner.store.attrs import stored_definition
+    from tuner.store.database import open_read_only_storage
 
     name, storage = source
     study = optuna.load_study(study_name=name, storage=open_read_only_storage(storage))
@@ -250,8 +250,8 @@ def reference_value(name: str, storage: str) -> dict[str, Any]:
     """The reference study's validated best: its trial, validated mean and interval."""
     import optuna
 
-    from tuner.database import open_read_only_storage
-    from tuner.validation import load_validation, validation_results
+    from tuner.production.validation import load_validation, validation_results
+    from tuner.store.database import open_read_only_storage
 
     opened = open_read_only_storage(storage)
     study = optuna.load_study(study_name=name, storage=opened)
@@ -324,7 +324,7 @@ def quick_source(work_dir: Path) -> tuple[str, str]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from tuner.horizon import RULES
+    from tuner.production.horizon import RULES
 
     parser = argparse.ArgumentParser(prog="python -m benchmarks.horizon_transfer",
                                      description=__doc__.split("\n\n")[0])
@@ -404,6 +404,6 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    from tuner.frozen_heap import run_as_process
+    from tuner.trial.frozen_heap import run_as_process
 
     run_as_process(main)

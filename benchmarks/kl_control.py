@@ -61,7 +61,7 @@ def table_summary(path: Path, configs: int | None = None) -> dict[str, Any]:
     """The comparison for one table (its first ``configs`` configurations, or all)."""
     from benchmarks.replay.table import load_table
     from ppo_core.kl_reach import adaptive_reach
-    from tuner.study_config import load_study_spec
+    from tuner.study.config import load_study_spec
 
     spec = load_study_spec(TABLE_SPACE)
     table = load_table(path, spec.objectives[0], spec.constraints, None, spec.base)

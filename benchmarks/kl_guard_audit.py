@@ -34,8 +34,8 @@ from benchmarks.replay.table import Run, Table, best_true, constraint_reduced, h
 from benchmarks.replay.trial import guard_stop
 from tools.provenance import code_commit
 from tools.quick_mode import RESULTS, add_quick_argument, results_path
-from tuner.kl_guard import least_squares_slope
-from tuner.study_spec import KLGuard, StudySpec
+from tuner.study.spec import KLGuard, StudySpec
+from tuner.trial.kl_guard import least_squares_slope
 
 OUT = RESULTS / "kl_guard_audit.json"
 GOOD_FRACTION = 0.95
@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=None)
     add_quick_argument(parser)
     args = parser.parse_args(argv)
-    from tuner.study_config import StudyConfigError, load_study_spec
+    from tuner.study.config import StudyConfigError, load_study_spec
 
     try:
         spec = load_study_spec(args.space)

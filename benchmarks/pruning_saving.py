@@ -26,11 +26,11 @@ from optuna.trial import TrialState
 from ppo_core.config_io import read_mapping
 from ppo_core.errors import InputError
 from tools.quick_mode import add_quick_argument, results_path
-from tuner.attrs import KL_HISTORY_ATTR, PRUNE_REASON_ATTR
-from tuner.database import open_storage
-from tuner.runner import cpu_threads_per_worker, run_study
-from tuner.study_config import load_study_spec
-from tuner.worker import run_worker
+from tuner.run.runner import cpu_threads_per_worker, run_study
+from tuner.run.worker import run_worker
+from tuner.store.attrs import KL_HISTORY_ATTR, PRUNE_REASON_ATTR
+from tuner.store.database import open_storage
+from tuner.study.config import load_study_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 QUICK_STUDY: dict[str, Any] = {"n_trials": 1, "base": {"total_episodes": 32, "num_eval_samples": 2}}
@@ -103,6 +103,6 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    from tuner.frozen_heap import run_as_process
+    from tuner.trial.frozen_heap import run_as_process
 
     run_as_process(main)

@@ -37,11 +37,11 @@ from optuna.trial import TrialState
 from rich.console import Console
 
 from tools.quick_mode import RESULTS, ROOT, add_quick_argument, results_path
-from tuner.database import create_engine, open_storage
-from tuner.ray_launch import RAY_TASK_ATTR, RayCluster, ray_cluster
-from tuner.runner import run_study
-from tuner.study_config import load_study_spec
-from tuner.trial_records import read_metrics
+from tuner.run.runner import run_study
+from tuner.store.database import create_engine, open_storage
+from tuner.store.records import read_metrics
+from tuner.study.config import load_study_spec
+from tuner.trial.ray_launch import RAY_TASK_ATTR, RayCluster, ray_cluster
 
 TRAINER_TIME = ("time/rollout_s", "time/update_s", "time/eval_s")
 STUDY: dict[str, Any] = {
@@ -148,6 +148,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from tuner.frozen_heap import run_as_process
+    from tuner.trial.frozen_heap import run_as_process
 
     sys.exit(run_as_process(main))

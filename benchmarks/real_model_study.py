@@ -136,8 +136,8 @@ def run_baseline(job: BaselineJob) -> dict[str, Any]:
     from ppo_core.config_io import build_config
     from ppo_core.evaluation import is_evaluation_update
     from ppo_core.quiet import quiet_hugging_face
-    from tuner.reduction import reduce_history
-    from tuner.study_spec import Objective
+    from tuner.study.reduction import reduce_history
+    from tuner.study.spec import Objective
 
     torch.set_num_threads(1)
     quiet_hugging_face()
@@ -173,7 +173,7 @@ def read_lines(path: Path) -> list[dict[str, Any]]:
 
 def paired(tuned: dict[int, float], other: dict[int, float]) -> dict[str, Any]:
     """Tuned minus the other arm on each seed both have, and the mean difference's 95% t interval."""
-    from tuner.confidence import mean_interval
+    from tuner.production.confidence import mean_interval
 
     seeds = sorted(set(tuned) & set(other))
     differences = [tuned[s] - other[s] for s in seeds]
@@ -258,10 +258,10 @@ def validated_runs(name: str, storage: str) -> tuple[dict[int, float], dict[str,
     import optuna
     from optuna.trial import TrialState
 
-    from tuner.attrs import SEED_ATTR, VALIDATES_ATTR
-    from tuner.database import open_storage
-    from tuner.reports import trial_config
-    from tuner.validation import load_validation, validation_results
+    from tuner.production.validation import load_validation, validation_results
+    from tuner.store.attrs import SEED_ATTR, VALIDATES_ATTR
+    from tuner.store.database import open_storage
+    from tuner.study.reports import trial_config
 
     opened = open_storage(storage)
     study = optuna.load_study(study_name=name, storage=opened)

@@ -1,6 +1,6 @@
 """From the small proxy model to a larger one: do a study's configurations rank alike at both sizes, where does gold
 peak in KL at each, and how far from the larger model's best does the small model's winner land, carried by each
-rule of ``tuner.horizon``?
+rule of ``tuner.production.horizon``?
 
     python -m benchmarks.size_transfer --source NAME=STORAGE [--configs 12] [--seeds 2] [--pilot-top 3]
                                        [--large-task shortest_path_wide] [--workers 2] [--work-dir DIR] [--out FILE]
@@ -16,7 +16,8 @@ source study judges a trial (its first objective and its constraints over the ru
 
 Reported:
 - the rank correlation (Spearman) of the configurations' mean values at the two sizes;
-- where held-out gold peaks in held-out KL at each size (``tuner.frontier_peak``, over every evaluation of every run
+- where held-out gold peaks in held-out KL at each size (``tuner.search.frontier_peak``, over every evaluation of every
+run
   of that size), and the shift;
 - the source's winner carried to the large model by each rule (``as_tuned``; ``kl_held``, which holds the KL its
   tuning run ended at; the length rules change nothing at the same length and share ``as_tuned``'s runs; and, once
@@ -62,7 +63,7 @@ from benchmarks.horizon_transfer import (
 from benchmarks.replay.mapping import rank_correlation
 from tools.provenance import code_commit
 from tools.quick_mode import RESULTS, add_quick_argument, results_path
-from tuner.confidence import mean_interval
+from tuner.production.confidence import mean_interval
 
 LARGE_TASK = "shortest_path_wide"
 FULL: dict[str, Any] = {"configs": 12, "seeds": 2, "workers": 2, "pilot_top": 3}
@@ -96,7 +97,7 @@ def configurations(name: str, storage: str, count: int) -> list[Winner]:
 def size_jobs(found: Sequence[Winner], large_task: str, seeds: int, output_dir: str) -> Iterator[dict[str, Any]]:
     """One ``run_curve`` job per (configuration, size, seed), and for the winner (the first) one per rule whose
     config differs from ``as_tuned``'s at the large size."""
-    from tuner.horizon import RULES
+    from tuner.production.horizon import RULES
 
     for rank, winner in enumerate(found):
         small = dict(winner.config)
@@ -125,9 +126,9 @@ def size_jobs(found: Sequence[Winner], large_task: str, seeds: int, output_dir: 
 def pilot_jobs(winner: Winner, rank: int, rows: Sequence[dict[str, Any]], spec: Any, large_task: str, seeds: int,
                output_dir: str) -> list[dict[str, Any]]:
     """A configuration carried by ``kl_pilot``: its ``as_tuned`` runs on the large model are the pilot, whose mean
-    final KL sets the learning rate (``tuner.horizon.kl_pilot``); none when the rule does not apply (a KL that is not
-    positive), said in one line."""
-    from tuner.horizon import kl_pilot
+    final KL sets the learning rate (``tuner.production.horizon.kl_pilot``); none when the rule does not apply (a KL
+    that is not positive), said in one line."""
+    from tuner.production.horizon import kl_pilot
 
     pilots = [run_value(row, spec)[2] for row in rows if row["params"]["trial"] == winner.trial
               and row["params"]["size"] == "large" and row["params"]["rule"] == "as_tuned"]
@@ -170,7 +171,7 @@ def run_jobs(path: Path, jobs: list[dict[str, Any]], workers: int) -> list[dict[
 
 def peak(rows: Sequence[dict[str, Any]], metric: str, maximize: bool) -> dict[str, Any]:
     """Where ``metric`` peaks in held-out KL over every evaluation of ``rows`` (each run its own path)."""
-    from tuner.frontier_peak import frontier_peak
+    from tuner.search.frontier_peak import frontier_peak
 
     trials, kls, values = [], [], []
     for index, row in enumerate(rows):
@@ -346,6 +347,6 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    from tuner.frozen_heap import run_as_process
+    from tuner.trial.frozen_heap import run_as_process
 
     run_as_process(main)

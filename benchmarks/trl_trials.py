@@ -4,7 +4,7 @@ episodes, on the graph task and the text task: learning curves of held-out gold 
     python -m benchmarks.trl_trials --work-dir DIR [--seeds 5] [--tasks graph text] [--workers 2]
     python -m benchmarks.trl_trials --quick --out /tmp/trl_trials.json      # one seed of 2 updates on the tiny task
 
-Each configuration is checked against the trl-grpo target first (``tuner.study_target.target_problem``): ppo_core
+Each configuration is checked against the trl-grpo target first (``tuner.study.target.target_problem``): ppo_core
 must compute what GRPOTrainer computes, so that what differs is the trainer (its sampling, its loop, its dropout and
 numerics), not a setting. Both sides evaluate with ppo_core's own held-out evaluation (the same prompts, sampling
 streams and KL estimator). Every (task, trainer, seed) run is a process of its own with one thread, and each
@@ -64,7 +64,7 @@ def check_same_computation(values: dict[str, Any]) -> None:
     """Refuse a configuration that GRPOTrainer would compute differently from ppo_core."""
     from ppo_core.config import ConfigError
     from ppo_core.config_io import build_config
-    from tuner.study_target import target_problem
+    from tuner.study.target import target_problem
     from tuner.trl_trial.arguments import trial_arguments
 
     config = build_config(values)
@@ -110,7 +110,7 @@ def read_runs(path: Path) -> list[dict[str, Any]]:
 def summarise(runs: Sequence[dict[str, Any]], tasks: Sequence[str]) -> dict[str, Any]:
     """Per task: each trainer's mean curve over seeds, the final gold and KL by seed, and TRL minus ppo_core paired by
     seed (mean and 95% Student-t interval)."""
-    from tuner.confidence import mean_interval
+    from tuner.production.confidence import mean_interval
 
     summary: dict[str, Any] = {}
     for task in tasks:

@@ -24,8 +24,8 @@ from ppo_core.config_io import build_config, read_mapping
 from ppo_core.errors import InputError
 from ppo_core.quiet import quiet_hugging_face
 from tools.quick_mode import add_quick_argument, results_path
-from tuner.database import open_storage
-from tuner.reports import best_trials, trial_config
+from tuner.store.database import open_storage
+from tuner.study.reports import best_trials, trial_config
 
 ROOT = Path(__file__).resolve().parent.parent
 LAST_K = 5
@@ -89,6 +89,6 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    from tuner.frozen_heap import run_as_process
+    from tuner.trial.frozen_heap import run_as_process
 
     run_as_process(main)

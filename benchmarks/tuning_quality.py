@@ -8,20 +8,20 @@ Four methods on the built-in task (the base of ``studies/quickstart.yaml``), all
 objective (the held-out ``eval/gold_score`` over the last two evaluations) and KL budget (``eval/kl``, a constraint):
 
 - ``default``: the quickstart study as shipped (its sampler, pruner, seed policy, KL guard and ``enqueue`` warm
-  starts: what a study gets by default, ``tuner.study_defaults``);
+  starts: what a study gets by default, ``tuner.study.defaults``);
 - ``random``: random search, no pruner, no KL guard, no warm starts;
 - ``trl_defaults``: ``studies/trl_defaults.yaml`` (TRL 1.12's defaults) with the quickstart's evaluation settings;
-- ``guidance``: the seed guidance's starting point (``tuner.warm_start.guidance_values``) on the quickstart base;
+- ``guidance``: the seed guidance's starting point (``tuner.search.warm_start.guidance_values``) on the quickstart base;
 - ``frontier`` (with ``--frontier``): the quickstart study with ``sampler: {name: frontier}``
-  (``tuner.frontier_sampler``) at half the budget of updates; ``paired_frontier`` holds, per seed, its validated
+  (``tuner.search.frontier_sampler``) at half the budget of updates; ``paired_frontier`` holds, per seed, its validated
   mean minus random search's.
 
 ``--methods`` runs only the named methods' studies (``--methods random frontier``: the frontier comparison alone,
 without the default's and the fixed configs' studies, about 60% of the compute).
 
 Each ``default``/``random`` study (one per sampler seed) runs trials one after another until the PPO updates its trials
-ran (``tuner.reports.updates_run``: a pruned trial counts the updates it ran) reach ``--budget-updates``; the trial
-running then is finished. The two fixed configs are one-trial studies. Every method's chosen config (the best
+ran (``tuner.study.reports.updates_run``: a pruned trial counts the updates it ran) reach ``--budget-updates``; the
+trial running then is finished. The two fixed configs are one-trial studies. Every method's chosen config (the best
 tuning trial, or the one trial) is then retrained on fresh seeds as ``ppo-tune validate --top-k 1`` does, the same
 seeds for every study. Studies run ``--workers`` at a time with one CPU thread each, each tuned and then validated in
 one process. The two searches are paired by sampler seed: ``paired`` holds, per seed, the
@@ -54,7 +54,7 @@ import yaml
 from benchmarks.common.json_safe import json_safe
 from benchmarks.common.machine import machine_facts
 from tools.quick_mode import add_quick_argument, results_path
-from tuner.confidence import mean_interval
+from tuner.production.confidence import mean_interval
 
 ROOT = Path(__file__).resolve().parent.parent
 QUICKSTART = ROOT / "studies" / "quickstart.yaml"
@@ -74,7 +74,7 @@ DEFAULT_BUDGET = 960
 QUICK = {"budget_updates": 2, "sampler_seeds": 1, "validation_seeds": 1, "workers": 1}
 """--quick: the fewest processes that still run every step (the test suite runs it on a core it shares): the studies
 run one after another in the benchmark's own process, one validation seed (a mean without an interval, which
-tuner.confidence's own tests cover)."""
+tuner.production.confidence's own tests cover)."""
 QUICK_BASE = {"total_episodes": 32, "num_eval_samples": 2}
 """--quick: every study's runs (tuning and validation) take 32 episodes (1 or 2 updates) with 2 responses per
 held-out prompt at each evaluation."""
@@ -86,9 +86,9 @@ def guidance_base(quickstart: dict[str, Any]) -> tuple[dict[str, Any], list[str]
     ``seed_guidance`` warm start (fitted to its space: rollouts of 256 become 32), plus the guidance's stated values
     for fields the study does not search (λ 0.95, c1 0.5)."""
     from ppo_core.config import settable_fields
-    from tuner.search_space import VIRTUAL_PARAMS, config_values
-    from tuner.study_config import parse_study
-    from tuner.warm_start import guidance_values, warm_start_points
+    from tuner.search.space import VIRTUAL_PARAMS, config_values
+    from tuner.search.warm_start import guidance_values, warm_start_points
+    from tuner.study.config import parse_study
 
     space = parse_study(quickstart, QUICKSTART).search_space
     (start,) = warm_start_points(space, ["seed_guidance"])
@@ -153,13 +153,14 @@ def budget_of(method: str, budget: int) -> int | None:
 
 class BudgetStop:
     """Stops the study once its trials have run ``budget`` PPO updates; the trial that crossed it has finished. It is
-    also the study's budget for racing's start (``tuner.seed_policy.Budget``), in updates, with no cap on trials."""
+    also the study's budget for racing's start (``tuner.study.seed_policy.Budget``), in updates, with no cap on
+    trials."""
 
     def __init__(self, budget: int) -> None:
         self.budget = budget
 
     def spent(self, trials: Any) -> float:
-        from tuner.reports import updates_run
+        from tuner.study.reports import updates_run
 
         return sum(updates_run(t) for t in trials) / self.budget if self.budget else 1.0
 
@@ -167,7 +168,7 @@ class BudgetStop:
         return None
 
     def __call__(self, study: Any, trial: Any) -> None:
-        from tuner.reports import updates_run
+        from tuner.study.reports import updates_run
 
         spent = sum(updates_run(t) for t in study.get_trials(deepcopy=False))
         value = f"{trial.value:.4f}" if trial.values else "-"
@@ -186,17 +187,17 @@ def run_one_study(path: str, budget: int | None) -> dict[str, Any]:
 
     from ppo_core.config import PPOConfig
     from ppo_core.quiet import quiet_hugging_face
-    from tuner.attrs import RACE_OF_ATTR, WARM_START_ATTR
-    from tuner.constraints import feasible
-    from tuner.database import create_engine
-    from tuner.kl_model import rollout_episodes
-    from tuner.objective import make_objective, run_trials
-    from tuner.reports import trial_reason, updates_run
-    from tuner.seed_policy import Racing
-    from tuner.study_config import load_study_spec
-    from tuner.trial_launch import start_fork_server
-    from tuner.trial_records import create_tables
-    from tuner.worker import StopWhenTargetReached, open_study
+    from tuner.run.worker import StopWhenTargetReached, open_study
+    from tuner.search.kl_model import rollout_episodes
+    from tuner.store.attrs import RACE_OF_ATTR, WARM_START_ATTR
+    from tuner.store.database import create_engine
+    from tuner.store.records import create_tables
+    from tuner.study.config import load_study_spec
+    from tuner.study.constraints import feasible
+    from tuner.study.reports import trial_reason, updates_run
+    from tuner.study.seed_policy import Racing
+    from tuner.trial.launch import start_fork_server
+    from tuner.trial.optuna_objective import make_objective, run_trials
 
     quiet_hugging_face()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -250,10 +251,10 @@ def validate(name: str, storage: str, seeds: int) -> dict[str, Any]:
     """What ``ppo-tune validate NAME --top-k 1 --seeds SEEDS`` does, in this process (whose fork server the study's
     trials used): the chosen trial retrained on ``seeds`` fresh seeds, one at a time on one CPU thread; its
     validated figures and each run. What an earlier, interrupted run validated is kept (``--resume``)."""
-    from tuner.attrs import SEED_ATTR
-    from tuner.database import open_storage
-    from tuner.local_validation import validate_here
-    from tuner.validation import load_validation
+    from tuner.production.local_validation import validate_here
+    from tuner.production.validation import load_validation
+    from tuner.store.attrs import SEED_ATTR
+    from tuner.store.database import open_storage
 
     started = time.perf_counter()
     results = validate_here(name, storage, top_k=1, seeds=seeds, threads=1)
@@ -356,9 +357,9 @@ def summarise(studies: list[dict[str, Any]], validation_seeds: int) -> tuple[dic
 
 def paired(studies: list[dict[str, Any]], ours: str = "default", theirs: str = "random") -> dict[str, Any]:
     """Search ``ours`` against ``theirs`` (random search), sampler seed by sampler seed: per seed, ours' validated
-    mean minus theirs' (d_s), and mean(d) with its 95% t interval (``tuner.confidence.mean_interval``); per seed, the
-    updates each took to the target (None: not reached). A seed either search has no validated value for is left
-    out of the differences."""
+    mean minus theirs' (d_s), and mean(d) with its 95% t interval (``tuner.production.confidence.mean_interval``); per
+    seed, the updates each took to the target (None: not reached). A seed either search has no validated value for is
+    left out of the differences."""
     pair = (ours, theirs)
     by_seed = {method: {s["sampler_seed"]: s for s in studies if s["method"] == method} for method in pair}
     seeds = sorted(set(by_seed[ours]) & set(by_seed[theirs]))
@@ -554,6 +555,6 @@ def main(argv: list[str] | None = None) -> None:
     print(f"\nwrote {out}", file=sys.stderr)
 
 if __name__ == "__main__":
-    from tuner.frozen_heap import run_as_process
+    from tuner.trial.frozen_heap import run_as_process
 
     run_as_process(main)

@@ -40,8 +40,8 @@ from dashboard.health_rules import (
     Finding,
 )
 from dashboard.study_reader import PARAM_PREFIX, StudyView
-from tuner.edge_findings import EdgeFinding
-from tuner.frontier_peak import FrontierPeak
+from tuner.search.frontier_peak import FrontierPeak
+from tuner.study.edge_findings import EdgeFinding
 
 KL = "KL control"
 LR_BATCH = "Learning rate and batch size"
@@ -275,7 +275,7 @@ def constraint_advice(constraints: Mapping[int, Mapping[str, float]], knobs: pd.
         broken = values > 0
         if not broken.any():
             continue
-        # The key is tuner.constraints' "metric (reduce) <= bound"; its metric says what the constraint is about.
+        # The key is tuner.study.constraints' "metric (reduce) <= bound"; its metric says what the constraint is about.
         metric = str(key).partition(" (")[0]
         names, action = ADVICE_OF.get(metric, (tuple(knobs.columns), ""))
         numbers = [int(n) for n in values.index[broken]]
@@ -290,7 +290,7 @@ def constraint_advice(constraints: Mapping[int, Mapping[str, float]], knobs: pd.
 
 def guard_advice(view: StudyView, knobs: pd.DataFrame) -> list[Advice]:
     """One item for the trials the KL guard stopped on its prediction: KL still under the threshold but its recent
-    trend crossing it before the budget's end (tuner.kl_guard.blowup_reason's "<metric> trend ..." reason). No
+    trend crossing it before the budget's end (tuner.trial.kl_guard.blowup_reason's "<metric> trend ..." reason). No
     health rule sees those (KL never passed the threshold), yet they are the study's KL running away."""
     trials = view.trials
     predicted = (trials["state"] == "PRUNED") & trials["reason"].astype(str).str.startswith(
@@ -306,7 +306,7 @@ def guard_advice(view: StudyView, knobs: pd.DataFrame) -> list[Advice]:
 
 
 def edge_advice(findings: Sequence[EdgeFinding]) -> list[Advice]:
-    """One item per searched range whose best trials crowd against a bound (tuner.edge_findings)."""
+    """One item per searched range whose best trials crowd against a bound (tuner.study.edge_findings)."""
     return [Advice(GROUP_OF.get(f.param, OTHER), INFO,
                    f"The best trials crowd the {'upper' if f.bound == 'high' else 'lower'} bound of {f.param}",
                    f.message, f.advice[0].upper() + f.advice[1:] + ": the optimum may lie beyond it.")
@@ -320,8 +320,8 @@ def peak_sentence(peak: FrontierPeak) -> str:
 
 
 def peak_advice(peak: FrontierPeak | None) -> list[Advice]:
-    """One item where the study's evaluations show where gold peaks in KL (:func:`tuner.frontier_peak.frontier_peak`,
-    as the Frontier page reads it): the KL to aim at."""
+    """One item where the study's evaluations show where gold peaks in KL
+    (:func:`tuner.search.frontier_peak.frontier_peak`, as the Frontier page reads it): the KL to aim at."""
     if peak is None or not peak.found:
         return []
     return [Advice(

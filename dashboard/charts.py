@@ -25,7 +25,7 @@ from dashboard.palette import (
     distance,
     trial_color,
 )
-from tuner.attrs import DEFAULT_KL_METRIC
+from tuner.store.attrs import DEFAULT_KL_METRIC
 
 # Few, strongly distinct colours for a handful of groups (not hundreds of trials), none a reference line's.
 GROUP_PALETTE = [c for c in qualitative.Set1 if chroma(c) >= MIN_CHROMA

@@ -17,8 +17,8 @@ from dashboard.health_rules import Finding, HealthContext, worst
 from dashboard.study_reader import PARAM_PREFIX, StudyView
 from ppo_core.estimator_traits import critic_estimators
 from ppo_core.metric_names import CRITIC_METRICS, GUARDED_METRICS
-from tuner.savings import update_savings
-from tuner.trial_records import METRIC_KEYS
+from tuner.run.savings import update_savings
+from tuner.store.records import METRIC_KEYS
 
 DIFFERS_STYLE = "background-color: rgba(255, 193, 7, 0.28)"
 # What every table on every page shows where a trial has no value: a setting it does not use (kl_coef on an

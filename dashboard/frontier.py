@@ -2,7 +2,7 @@
 
 Gao, Schulman & Hilton (ICML 2023, "Scaling laws for reward model overoptimization") find that under RL the gold
 score rises with the policy's KL from its start, peaks and falls, while the proxy score keeps rising: optimising the
-proxy past the gold peak overoptimises it. Over the trials' paths in KL (``tuner.frontier_points``: the metrics
+proxy past the gold peak overoptimises it. Over the trials' paths in KL (``tuner.search.frontier_points``: the metrics
 read, and where the study's gold peaks, as the tuner reads them) the functions here find where each trial's gold
 peaked (:func:`gold_peaks`), place each trial's end point (:func:`final_points`), keep the non-dominated ones
 (:func:`pareto_front`), say where the study's gold peaks (:func:`headline`: a suggested ``kl_target``, in KL summed
@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from tuner.frontier_peak import FrontierPeak
-from tuner.frontier_points import study_peak
+from tuner.search.frontier_peak import FrontierPeak
+from tuner.search.frontier_points import study_peak
 
 PEAK_COLUMNS = ["trial", "update", "kl", "sqrt_kl", "gold"]
 POINT_COLUMNS = ["trial", "update", "kl", "sqrt_kl", "proxy", "gold", "y", "state"]

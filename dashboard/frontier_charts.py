@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 
 from dashboard.charts import STATE_WORD, group_colors
 from dashboard.palette import FIT_COLOR, FRONT_COLOR, OTHER_STATE_COLOR, STATE_COLORS, THRESHOLD_COLOR, trial_color
-from tuner.frontier_peak import FrontierPeak
+from tuner.search.frontier_peak import FrontierPeak
 
 # With points coloured by group, the state moves to the marker's shape.
 STATE_SYMBOLS = {"COMPLETE": "circle", "PRUNED": "x", "FAIL": "diamond", "RUNNING": "triangle-up"}

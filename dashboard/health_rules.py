@@ -9,7 +9,7 @@ fewer epochs or a tighter clip range. The numeric limits below are this module's
 thumb, named so they can be read and changed in one place.
 
 Each rule is a small pure function from one trial's metrics (one row per update, the columns of
-``tuner.trial_records.read_metrics``) to a :class:`Finding` or ``None``.
+``tuner.store.records.read_metrics``) to a :class:`Finding` or ``None``.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ import numpy as np
 import pandas as pd
 
 from ppo_core.metric_names import EVAL_METRICS, EVAL_PREFIX, GUARDED_METRICS
-from tuner.attrs import DEFAULT_KL_METRIC, DEFAULT_KL_THRESHOLD
-from tuner.trial_records import METRIC_KEYS
+from tuner.store.attrs import DEFAULT_KL_METRIC, DEFAULT_KL_THRESHOLD
+from tuner.store.records import METRIC_KEYS
 
 CRITICAL, WARNING, INFO = "critical", "warning", "info"
 SEVERITY_RANK = {CRITICAL: 0, WARNING: 1, INFO: 2}

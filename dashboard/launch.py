@@ -14,8 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-# Only the standard library and tuner.paths: every ``ppo-tune`` command imports this module to build its parser.
-from tuner.paths import DEFAULT_STUDIES_DIR
+# Only the standard library and tuner.store.paths: every ``ppo-tune`` command imports this module to build its parser.
+from tuner.store.paths import DEFAULT_STUDIES_DIR
 
 STORAGE_ENV = "PPO_TUNE_STORAGE"  # read by dashboard.study_reader.storage_urls
 APP_PATH = Path(__file__).resolve().parent / "app.py"
@@ -60,8 +60,8 @@ def check_storages(storage: str | None) -> None:
     databases found under ``studies/``, name each unreadable one in a line on stderr (the app shows the others)."""
     # Here, not at the top: every ``ppo-tune`` command imports this module, and these load SQLAlchemy and Optuna.
     from ppo_core.errors import first_line
-    from tuner.database import StorageError, check_readable
-    from tuner.paths import storage_urls
+    from tuner.store.database import StorageError, check_readable
+    from tuner.store.paths import storage_urls
 
     for url in storage_urls(storage):
         try:

@@ -337,6 +337,6 @@ class SnapshotStorage(BaseStorage):
 
 
 def snapshot_study(record: StudyRecord, trials: Sequence[FrozenTrial]) -> optuna.Study:
-    """An ``optuna.Study`` over the trials read, for ``tuner.reports``, edge findings and Optuna's plots."""
+    """An ``optuna.Study`` over the trials read, for ``tuner.study.reports``, edge findings and Optuna's plots."""
     # RandomSampler: the dashboard never asks this study for a trial, and TPE's would be wasted work.
     return optuna.Study(record.name, SnapshotStorage(record, trials), sampler=optuna.samplers.RandomSampler())

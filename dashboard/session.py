@@ -32,9 +32,9 @@ from dashboard.study_reader import (
     study_names,
 )
 from ppo_core.errors import first_line
-from tuner.database import open_read_only_engine
-from tuner.frontier_peak import FrontierPeak
-from tuner.frontier_points import metrics_peak
+from tuner.search.frontier_peak import FrontierPeak
+from tuner.search.frontier_points import metrics_peak
+from tuner.store.database import open_read_only_engine
 
 TTL_S = 120
 MAX_STUDIES = 8
@@ -107,7 +107,7 @@ def health(url: str, name: str, token: str) -> dict[int, list[Finding]]:
 @st.cache_data(ttl=TTL_S, max_entries=MAX_STUDIES, show_spinner=False)
 def gold_peak(url: str, name: str, token: str) -> FrontierPeak | None:
     """Where the study's gold peaks in KL, read from every trial's evaluations as the tuner reads it
-    (``tuner.frontier_points.metrics_peak``); None for a study without a gold score."""
+    (``tuner.search.frontier_points.metrics_peak``); None for a study without a gold score."""
     return metrics_peak(metrics(url, name, token))
 
 

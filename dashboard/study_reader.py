@@ -34,7 +34,9 @@ from optuna.trial import FrozenTrial, TrialState
 from dashboard.launch import STORAGE_ENV
 from dashboard.optuna_tables import TrialCache, read_study, snapshot_study
 from dashboard.optuna_tables import study_names as table_study_names
-from tuner.attrs import (
+from tuner.search.frontier_aim import aim_words
+from tuner.search.frontier_sampler import AIM_ATTR
+from tuner.store.attrs import (
     CONFIG_ATTR,
     DEFAULT_KL_METRIC,
     DEFAULT_KL_THRESHOLD,
@@ -43,17 +45,15 @@ from tuner.attrs import (
     OBJECTIVES_ATTR,
     stored_definition,
 )
-from tuner.constraints import feasible
-from tuner.database import open_read_only_engine, sqlite_path
-from tuner.edge_findings import EdgeFinding, edge_findings, stored_search_space
-from tuner.frontier_aim import aim_words
-from tuner.frontier_sampler import AIM_ATTR
-from tuner.paths import DEFAULT_STUDIES_DIR
-from tuner.paths import storage_urls as tuner_storage_urls
-from tuner.reports import BestFigure, best_figure, best_trials, trials_frame
-from tuner.trial_records import METRIC_KEYS, decode_metric_rows, metrics_table, samples_table
+from tuner.store.database import open_read_only_engine, sqlite_path
+from tuner.store.paths import DEFAULT_STUDIES_DIR
+from tuner.store.paths import storage_urls as tuner_storage_urls
+from tuner.store.records import METRIC_KEYS, decode_metric_rows, metrics_table, samples_table
+from tuner.study.constraints import feasible
+from tuner.study.edge_findings import EdgeFinding, edge_findings, stored_search_space
+from tuner.study.reports import BestFigure, best_figure, best_trials, trials_frame
 
-PARAM_PREFIX = "param:"  # how tuner.reports.trials_frame names the searched parameters' columns
+PARAM_PREFIX = "param:"  # how tuner.study.reports.trials_frame names the searched parameters' columns
 SAMPLE_COLUMNS = [c.name for c in samples_table.c if c.name not in ("id", "study_name")]
 STATE_ORDER = ("COMPLETE", "PRUNED", "FAIL", "RUNNING", "WAITING")
 
@@ -252,7 +252,7 @@ class StudyView:
     ref: StudyRef
     directions: tuple[str, ...]
     objective_names: tuple[str, ...]
-    trials: pd.DataFrame  # one row per trial, columns as tuner.reports.trials_frame plus KL columns
+    trials: pd.DataFrame  # one row per trial, columns as tuner.study.reports.trials_frame plus KL columns
     configs: Mapping[int, Mapping[str, Any]]
     best: tuple[int, ...]  # the best trial, or the Pareto front
     best_figure: BestFigure | None  # the best trial's headline figure, as `ppo-tune run`, show and best give it
@@ -362,8 +362,8 @@ def build_study_view(ref: StudyRef, snapshot: Snapshot) -> StudyView:
 
 
 def latest_aim(trials: Iterable[FrozenTrial]) -> str | None:
-    """The latest frontier-guided proposal's aim in words (``tuner.frontier_aim.aim_words``); None for a study whose
-    sampler stored none."""
+    """The latest frontier-guided proposal's aim in words (``tuner.search.frontier_aim.aim_words``); None for a study
+    whose sampler stored none."""
     aimed = [trial for trial in trials if isinstance(trial.user_attrs.get(AIM_ATTR), Mapping)]
     return aim_words(aimed[-1].user_attrs[AIM_ATTR], aimed[-1].number) if aimed else None
 

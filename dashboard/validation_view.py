@@ -1,6 +1,6 @@
 """Validated results for the Study page: each configuration ``ppo-tune validate`` reran on fresh seeds, its mean and
 95% interval beside the value it was tuned to, and how its rank moved from tuning to validation. Pure pandas and
-plotly over the two studies (the tuned one and ``<name>:validation``, see tuner.validation); no Streamlit.
+plotly over the two studies (the tuned one and ``<name>:validation``, see tuner.production.validation); no Streamlit.
 
 A winner of the tuning is partly a winner of its seed: the validated mean is the number to trust, and a change of
 rank says how much the tuning's order was luck.
@@ -13,8 +13,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from optuna.study import StudyDirection
 
-from tuner.production import lengths_validated
-from tuner.validation import validation_results
+from tuner.production.carry import lengths_validated
+from tuner.production.validation import validation_results
 
 LENGTH_COLUMNS = ["trial", "total_episodes", "policy_model", "rule", "mean", "ci_low", "ci_high", "n", "own_episodes",
                   "own_value", "change", "held"]
@@ -88,7 +88,7 @@ def lengths_frame(study: optuna.Study, validation: optuna.Study | None) -> pd.Da
     """One row per configuration validated at a production length or on another policy (``ppo-tune validate
     --total-episodes`` / ``--policy-model``): the length, the policy (none: the tuned one) and the rule that carried
     it there, its validated mean and interval there, its value at its own length on its own policy (validated
-    mean, else tuning value), the relative change and whether it held (``tuner.production``). Empty when none
+    mean, else tuning value), the relative change and whether it held (``tuner.production.carry``). Empty when none
     was."""
     found = lengths_validated(study, validation)
     return pd.DataFrame([{"trial": at.trial, "total_episodes": at.total_episodes, "policy_model": at.policy_model,

@@ -2,7 +2,7 @@
 
 Everything that depends on which estimator a config names reads this table at the time it asks: the config's
 accepted names and its null defaults (``ppo_core.config``), the metrics a run reports (``ppo_core.metric_names``,
-which the dashboard reads without torch), the search space's conditions (``tuner.search_space``) and the exports'
+which the dashboard reads without torch), the search space's conditions (``tuner.search.space``) and the exports'
 notes on unused settings (``tuner.exports``). The estimator's function is registered under the same name in
 ``ppo_core.estimators``; a name in one and not the other is refused when that module is imported.
 """

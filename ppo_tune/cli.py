@@ -25,7 +25,7 @@ from ppo_core.errors import (
 )
 from ppo_core.quiet import quiet_hugging_face
 from tuner.cli import add_study_commands
-from tuner.frozen_heap import run_as_process
+from tuner.trial.frozen_heap import run_as_process
 
 EXIT_BAD_INPUT = 2
 EXIT_DIVERGED = 1
@@ -54,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def entry_point() -> int:
     """``ppo-tune`` as a process of its own (the console script, ``python -m ppo_tune``): :func:`main` with the
-    process's heap frozen (``tuner.frozen_heap``), which a caller of :func:`main` in-process must not have."""
+    process's heap frozen (``tuner.trial.frozen_heap``), which a caller of :func:`main` in-process must not have."""
     return run_as_process(main)
 
 

@@ -9,7 +9,7 @@ import sys
 import optuna
 from optuna.trial import TrialState
 
-from tuner.database import open_storage
+from tuner.store.database import open_storage
 
 if __name__ == "__main__":
     url, out = sys.argv[1], sys.argv[2]

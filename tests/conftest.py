@@ -22,7 +22,7 @@ from transformers import (
     PreTrainedTokenizerFast,
 )
 
-from tuner.frozen_heap import freeze_now
+from tuner.trial.frozen_heap import freeze_now
 
 if TYPE_CHECKING:
     from helpers.studies import Gate
@@ -205,7 +205,7 @@ def small_vocab_rm_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """What collection imported (torch, transformers, every test module) is frozen (``tuner.frozen_heap``): the
+    """What collection imported (torch, transformers, every test module) is frozen (``tuner.trial.frozen_heap``): the
     collections during the tests, and the session's exit, skip it (7% less CPU for a run of in-process tests)."""
     freeze_now()
 

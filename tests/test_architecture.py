@@ -49,7 +49,7 @@ def test_graph_sees_the_whole_project() -> None:
     graph = import_graph()
     # Guards the test itself: a parser that found nothing would pass every rule below.
     assert {"ppo_tune.cli", "tuner.cli", "ppo_core.trainer", "dashboard.app"} <= set(graph)
-    assert "tuner.search_space" in graph["tuner.study_config"]
+    assert "tuner.search.space" in graph["tuner.study.config"]
 
 
 @pytest.mark.parametrize("layer", LAYERS)
@@ -111,6 +111,29 @@ def test_no_import_loops_inside_a_part(layer: str) -> None:
     }
     loops = [sorted(group) for group in strongly_connected(inside) if len(group) > 1]
     assert not loops, loops
+
+
+# tuner's wings, lowest first: a module of one imports only its own wing and those before it here. tuner.cli (the
+# commands) and tuner's __init__ (its public names) sit above them all.
+TUNER_WINGS = ("store", "exports", "search", "trl_trial", "study", "trial", "run", "production")
+
+
+def tuner_wing(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if parts[0] == "tuner" and len(parts) > 1 and parts[1] in TUNER_WINGS else None
+
+
+def test_tuner_is_in_wings_whose_imports_point_down() -> None:
+    flat = sorted(module for module in project_modules(("tuner",))
+                  if module not in ("tuner", "tuner.cli") and tuner_wing(module) is None)
+    assert not flat, flat  # every module of tuner sits in a wing
+    graph = import_graph()
+    assert {tuner_wing(target) for target in graph["tuner.run.worker"]} >= {"store", "study", "trial"}  # sees them
+    wrong = sorted(
+        f"{module} imports {target}" for module, targets in graph.items() if (wing := tuner_wing(module))
+        for target in targets if (other := tuner_wing(target)) and TUNER_WINGS.index(other) > TUNER_WINGS.index(wing)
+    )
+    assert not wrong, wrong
 
 
 def module_is_package_of(module: str, target: str) -> bool:

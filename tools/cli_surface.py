@@ -40,8 +40,8 @@ def export_texts() -> dict[str, str]:
     import yaml
 
     from tuner.exports import TARGETS, exported
-    from tuner.search_space import suggest_params
-    from tuner.study_config import load_study_spec
+    from tuner.search.space import suggest_params
+    from tuner.study.config import load_study_spec
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     texts = {}

@@ -5,7 +5,7 @@ grows faster with a higher learning rate, more epochs and a smaller β; an adapt
 KL near its target by moving β; the proxy score keeps rising with KL while the gold score peaks and
 falls (over-optimisation); trials whose KL passes the guard's threshold are pruned, as the tuner
 would. Trials, their attributes and intermediate values go through Optuna's storage API and the
-metrics and samples through ``tuner.trial_records.TrialStore``, so the database looks like a real study's.
+metrics and samples through ``tuner.store.records.TrialStore``, so the database looks like a real study's.
 
 It writes, so it lives outside the read-only ``dashboard`` package, which never imports it.
 """
@@ -24,7 +24,7 @@ from optuna.distributions import CategoricalDistribution, FloatDistribution, Int
 from optuna.trial import FrozenTrial, TrialState
 
 from ppo_core.callbacks import SampleGeneration
-from tuner.attrs import (
+from tuner.store.attrs import (
     BUDGET_ATTR,
     CONFIG_ATTR,
     DEFAULT_KL_METRIC,
@@ -36,8 +36,8 @@ from tuner.attrs import (
     PRUNE_REASON_ATTR,
     PRUNED_AT_ATTR,
 )
-from tuner.database import create_engine, open_storage
-from tuner.trial_records import TrialStore, create_tables
+from tuner.store.database import create_engine, open_storage
+from tuner.store.records import TrialStore, create_tables
 
 EVAL_PROMPTS = (
     "Write a haiku about the sea.",

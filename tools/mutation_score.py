@@ -434,6 +434,6 @@ def mutmut_version() -> str:
 
 
 if __name__ == "__main__":
-    from tuner.frozen_heap import run_as_process
+    from tuner.trial.frozen_heap import run_as_process
 
     run_as_process(main)

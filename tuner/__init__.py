@@ -1,7 +1,7 @@
 """tuner: Optuna studies over PPO's knobs, with trials stopped when their KL blows up.
 
 The public names are listed here, as Optuna's ``__init__`` lists its own. They load on first use, so a
-reader that needs only ``tuner.attrs`` (the dashboard) does not pull in torch through the trainer.
+reader that needs only ``tuner.store.attrs`` (the dashboard) does not pull in torch through the trainer.
 
 Example::
 
@@ -17,35 +17,35 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 _PUBLIC = {
-    "KLGuard": "tuner.study_spec",
-    "Objective": "tuner.study_spec",
-    "StudyConfigError": "tuner.study_values",
-    "StudySpec": "tuner.study_spec",
-    "load_study_spec": "tuner.study_config",
-    "ParamSpec": "tuner.search_space",
-    "suggest_params": "tuner.search_space",
-    "KLGuardPruner": "tuner.kl_guard",
-    "make_pruner": "tuner.factory",
-    "make_sampler": "tuner.factory",
-    "TrialReporter": "tuner.trial_reporter",
-    "make_objective": "tuner.objective",
-    "open_study": "tuner.worker",
-    "run_worker": "tuner.worker",
-    "run_study": "tuner.runner",
-    "create_engine": "tuner.database",
-    "open_storage": "tuner.database",
-    "TrialStore": "tuner.trial_records",
-    "read_metrics": "tuner.trial_records",
-    "read_samples": "tuner.trial_records",
-    "best_trials": "tuner.reports",
-    "trial_config": "tuner.reports",
-    "trials_frame": "tuner.reports",
+    "KLGuard": "tuner.study.spec",
+    "Objective": "tuner.study.spec",
+    "StudyConfigError": "tuner.study.values",
+    "StudySpec": "tuner.study.spec",
+    "load_study_spec": "tuner.study.config",
+    "ParamSpec": "tuner.search.space",
+    "suggest_params": "tuner.search.space",
+    "KLGuardPruner": "tuner.trial.kl_guard",
+    "make_pruner": "tuner.trial.factory",
+    "make_sampler": "tuner.trial.factory",
+    "TrialReporter": "tuner.trial.reporter",
+    "make_objective": "tuner.trial.optuna_objective",
+    "open_study": "tuner.run.worker",
+    "run_worker": "tuner.run.worker",
+    "run_study": "tuner.run.runner",
+    "create_engine": "tuner.store.database",
+    "open_storage": "tuner.store.database",
+    "TrialStore": "tuner.store.records",
+    "read_metrics": "tuner.store.records",
+    "read_samples": "tuner.store.records",
+    "best_trials": "tuner.study.reports",
+    "trial_config": "tuner.study.reports",
+    "trials_frame": "tuner.study.reports",
     "trl_arguments": "tuner.exports.trl_ppo",
-    "validation_results": "tuner.validation",
-    "load_validation": "tuner.validation",
-    "mean_interval": "tuner.confidence",
-    "edge_findings": "tuner.edge_findings",
-    "warm_start_points": "tuner.warm_start",
+    "validation_results": "tuner.production.validation",
+    "load_validation": "tuner.production.validation",
+    "mean_interval": "tuner.production.confidence",
+    "edge_findings": "tuner.study.edge_findings",
+    "warm_start_points": "tuner.search.warm_start",
 }
 
 __all__ = [
@@ -81,24 +81,24 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from tuner.confidence import mean_interval
-    from tuner.database import create_engine, open_storage
-    from tuner.edge_findings import edge_findings
     from tuner.exports.trl_ppo import trl_arguments
-    from tuner.factory import make_pruner, make_sampler
-    from tuner.kl_guard import KLGuardPruner
-    from tuner.objective import make_objective
-    from tuner.reports import best_trials, trial_config, trials_frame
-    from tuner.runner import run_study
-    from tuner.search_space import ParamSpec, suggest_params
-    from tuner.study_config import load_study_spec
-    from tuner.study_spec import KLGuard, Objective, StudySpec
-    from tuner.study_values import StudyConfigError
-    from tuner.trial_records import TrialStore, read_metrics, read_samples
-    from tuner.trial_reporter import TrialReporter
-    from tuner.validation import load_validation, validation_results
-    from tuner.warm_start import warm_start_points
-    from tuner.worker import open_study, run_worker
+    from tuner.production.confidence import mean_interval
+    from tuner.production.validation import load_validation, validation_results
+    from tuner.run.runner import run_study
+    from tuner.run.worker import open_study, run_worker
+    from tuner.search.space import ParamSpec, suggest_params
+    from tuner.search.warm_start import warm_start_points
+    from tuner.store.database import create_engine, open_storage
+    from tuner.store.records import TrialStore, read_metrics, read_samples
+    from tuner.study.config import load_study_spec
+    from tuner.study.edge_findings import edge_findings
+    from tuner.study.reports import best_trials, trial_config, trials_frame
+    from tuner.study.spec import KLGuard, Objective, StudySpec
+    from tuner.study.values import StudyConfigError
+    from tuner.trial.factory import make_pruner, make_sampler
+    from tuner.trial.kl_guard import KLGuardPruner
+    from tuner.trial.optuna_objective import make_objective
+    from tuner.trial.reporter import TrialReporter
 
 
 def __getattr__(name: str) -> Any:

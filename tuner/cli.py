@@ -12,15 +12,15 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from ppo_core.errors import InputError, first_line
-from tuner.messages import one_line
-from tuner.paths import DEFAULT_STUDIES_DIR, storage_urls
+from tuner.store.messages import one_line
+from tuner.store.paths import DEFAULT_STUDIES_DIR, storage_urls
 
 if TYPE_CHECKING:  # optuna and pandas load only for the commands that use them
     import optuna
     import pandas as pd
 
-    from tuner.horizon import Carried
-    from tuner.ray_launch import RayCluster
+    from tuner.production.horizon import Carried
+    from tuner.trial.ray_launch import RayCluster
 
 
 class UsageError(InputError):
@@ -45,7 +45,7 @@ def add_study_commands(commands: Any) -> None:
     _add_launcher_flags(run)
     run.set_defaults(handler=_storage_errors_as_input(command_run))
 
-    from tuner.horizon import PILOT_SEEDS
+    from tuner.production.horizon import PILOT_SEEDS
 
     validate = commands.add_parser(
         "validate", help="Rerun a study's best configurations on seeds it never used; mean and 95%% CI of each.")
@@ -86,7 +86,7 @@ def add_study_commands(commands: Any) -> None:
 
 
 def _add_production_flags(parser: argparse.ArgumentParser, what: str, policy: str) -> None:
-    from tuner.horizon import PRODUCTION_RULE, RULES
+    from tuner.production.horizon import PRODUCTION_RULE, RULES
 
     default = (f"{PRODUCTION_RULE}, measured to keep a winner where it was tuned" if PRODUCTION_RULE
                else "as_tuned, since no rule is measured to transfer")
@@ -120,7 +120,7 @@ def _launcher(args: argparse.Namespace, storage: str, processes_per_trial: int) 
             raise UsageError("--ray-address: only with --launcher ray")
         yield None
         return
-    from tuner.ray_launch import ray_cluster
+    from tuner.trial.ray_launch import ray_cluster
 
     with ray_cluster(args.ray_address, storage, processes_per_trial) as cluster:
         yield cluster
@@ -129,7 +129,7 @@ def _launcher(args: argparse.Namespace, storage: str, processes_per_trial: int) 
 def _default_workers(args: argparse.Namespace, ray: RayCluster | None, processes_per_trial: int) -> int:
     """``--workers``, else one per GPU, or per group of processes_per_trial GPUs (on this machine, or on the Ray
     cluster, where a CPU-only cluster counts its CPUs)."""
-    from tuner.runner import visible_gpus
+    from tuner.run.runner import visible_gpus
 
     if args.workers:
         return int(args.workers)
@@ -139,8 +139,8 @@ def _default_workers(args: argparse.Namespace, ray: RayCluster | None, processes
 
 
 def _storage_errors_as_input(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    """A storage error the opening checks (``tuner.database``) did not foresee is still one line: bad input when the
-    URL cannot be parsed (exit 2), a failure at run time when the database fails later, e.g. locked past every retry
+    """A storage error the opening checks (``tuner.store.database``) did not foresee is still one line: bad input when
+    the URL cannot be parsed (exit 2), a failure at run time when the database fails later, e.g. locked past every retry
     (exit 1)."""
 
     @functools.wraps(handler)
@@ -169,7 +169,7 @@ def readable_storages(storage: str | None, command: str) -> list[tuple[str, optu
     A storage given with ``--storage`` that cannot be read is an error. Of the databases found under ``studies/``,
     each one that cannot be read (corrupt, not Optuna's) is named in one line on stderr, and the others are read.
     """
-    from tuner.database import StorageError, open_read_only_storage
+    from tuner.store.database import StorageError, open_read_only_storage
 
     opened: list[tuple[str, optuna.storages.BaseStorage]] = []
     for url in storage_urls(storage):
@@ -215,15 +215,15 @@ def _cell(value: object) -> str:
 
 
 def command_run(args: argparse.Namespace) -> int:
-    from tuner.runner import run_study
-    from tuner.study_checks import check_models
-    from tuner.study_config import load_study_spec
-    from tuner.study_sections import PPO_CORE
+    from tuner.run.runner import run_study
+    from tuner.study.checks import check_models
+    from tuner.study.config import load_study_spec
+    from tuner.study.sections import PPO_CORE
 
     spec = load_study_spec(args.study, args.storage)
     check_models(spec)  # before the study is stored
     if spec.trainer != PPO_CORE:
-        from tuner.trl_trial.checks import check_trainer
+        from tuner.study.trainer_check import check_trainer
 
         check_trainer(spec)
     for flag, value in (("--n-trials", args.n_trials), ("--workers", args.workers)):
@@ -243,7 +243,7 @@ def command_run(args: argparse.Namespace) -> int:
 def command_list(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from tuner.reports import study_summaries
+    from tuner.study.reports import study_summaries
 
     frames = [study_summaries(opened) for _, opened in readable_storages(args.storage, args.command)]
     frame = pd.concat([f for f in frames if not f.empty], ignore_index=True) if any(not f.empty for f in frames) \
@@ -256,11 +256,11 @@ def command_list(args: argparse.Namespace) -> int:
 
 
 def command_show(args: argparse.Namespace) -> int:
-    from tuner.edge_findings import edge_findings, format_edge_findings, stored_search_space
-    from tuner.frontier_aim import aim_words
-    from tuner.frontier_sampler import AIM_ATTR
-    from tuner.reports import best_figure, trials_frame
-    from tuner.savings import update_savings
+    from tuner.run.savings import update_savings
+    from tuner.search.frontier_aim import aim_words
+    from tuner.search.frontier_sampler import AIM_ATTR
+    from tuner.study.edge_findings import edge_findings, format_edge_findings, stored_search_space
+    from tuner.study.reports import best_figure, trials_frame
 
     study, _, _ = find_named_study(args.name, args.storage, args.command)
     frame = trials_frame(study)
@@ -288,13 +288,13 @@ def command_validate(args: argparse.Namespace) -> int:
     import optuna
     from optuna.trial import TrialState
 
-    from tuner.database import open_storage
-    from tuner.horizon import PILOT_SEEDS
-    from tuner.pilot import piloted
-    from tuner.runner import run_study
-    from tuner.study_definition import stored_spec
-    from tuner.validation import load_validation, queue_runs, top_trials, validation_results, validation_spec
-    from tuner.worker import open_study
+    from tuner.production.horizon import PILOT_SEEDS
+    from tuner.production.pilot import piloted
+    from tuner.production.validation import load_validation, queue_runs, top_trials, validation_results, validation_spec
+    from tuner.run.runner import run_study
+    from tuner.run.worker import open_study
+    from tuner.store.database import open_storage
+    from tuner.study.definition import stored_spec
 
     for flag, value in (("--top-k", args.top_k), ("--seeds", args.seeds), ("--workers", args.workers)):
         if value is not None and value < 1:
@@ -312,7 +312,7 @@ def command_validate(args: argparse.Namespace) -> int:
         status = 0
         if args.policy_model is not None and carried is not None:
             # On another policy the learning rate comes from a pilot there: the pilots run first, then what they
-            # rescale (tuner.pilot).
+            # rescale (tuner.production.pilot).
             pilots = carried
             _say_queued(queue_runs(study, validation, args.top_k, PILOT_SEEDS, lambda trial: pilots[trial.number],
                                    pilot=True), "pilot")
@@ -365,12 +365,12 @@ def _print_validation(results: list[Any], metric: str, name: str) -> None:
 def command_best(args: argparse.Namespace) -> int:
     import yaml
 
-    from tuner.attrs import stored_definition
     from tuner.exports import TARGETS, exported
-    from tuner.pilot import piloted
-    from tuner.production import change_comments, held_at_lengths, notice, pilot_notice, uncarried
-    from tuner.reports import best_figure, best_trials, trial_config
-    from tuner.validation import load_validation, validation_results
+    from tuner.production.carry import change_comments, held_at_lengths, notice, pilot_notice, uncarried
+    from tuner.production.pilot import piloted
+    from tuner.production.validation import load_validation, validation_results
+    from tuner.store.attrs import stored_definition
+    from tuner.study.reports import best_figure, best_trials, trial_config
 
     study, url, opened = find_named_study(args.name, args.storage, args.command)
     best = best_trials(study)
@@ -442,11 +442,11 @@ def command_best(args: argparse.Namespace) -> int:
 
 def _carried(args: argparse.Namespace, trials: list[optuna.trial.FrozenTrial], url: str) -> dict[int, Carried] | None:
     """Each trial's config carried to ``--total-episodes`` by ``--rule`` and onto ``--policy-model`` (its learning
-    rate not yet rescaled for that policy: that takes a pilot, ``tuner.pilot``), by trial number; None without
-    either flag; every check made before anything is written."""
-    from tuner.horizon import on_model
-    from tuner.production import carry, chosen_rule, final_kl, production_episodes, production_policy
-    from tuner.reports import trial_config
+    rate not yet rescaled for that policy: that takes a pilot, ``tuner.production.pilot``), by trial number; None
+    without either flag; every check made before anything is written."""
+    from tuner.production.carry import carry, chosen_rule, final_kl, production_episodes, production_policy
+    from tuner.production.horizon import on_model
+    from tuner.study.reports import trial_config
 
     if args.total_episodes is None and args.rule is not None:
         raise UsageError("--rule: only with --total-episodes N")
@@ -456,8 +456,8 @@ def _carried(args: argparse.Namespace, trials: list[optuna.trial.FrozenTrial], u
     rule = chosen_rule(args.rule) if args.total_episodes is not None else "as_tuned"
     metrics = None
     if rule == "kl_held":
-        from tuner.database import open_read_only_engine
-        from tuner.trial_records import read_stored_metrics
+        from tuner.store.database import open_read_only_engine
+        from tuner.store.records import read_stored_metrics
 
         metrics = read_stored_metrics(open_read_only_engine(url), args.name, [t.number for t in trials])
     carried = {}

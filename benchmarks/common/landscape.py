@@ -22,7 +22,8 @@ class EvalPoint:
     """One held-out evaluation of one run."""
 
     log10_mass: float
-    """log10 of the learning rate summed over the optimiser steps taken so far (``tuner.kl_model``'s step mass)."""
+    """log10 of the learning rate summed over the optimiser steps taken so far (``tuner.search.kl_model``'s step
+    mass)."""
     kl: float
     gold: float
 

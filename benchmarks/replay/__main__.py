@@ -264,6 +264,6 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    from tuner.frozen_heap import run_as_process
+    from tuner.trial.frozen_heap import run_as_process
 
     run_as_process(main)

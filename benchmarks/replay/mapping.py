@@ -30,8 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from tuner.kl_model import log10_step_mass
-from tuner.search_space import ParamSpec
+from tuner.search.kl_model import log10_step_mass
+from tuner.search.space import ParamSpec
 
 STEP_MASS = "step_mass"
 """The derived coordinate's name, as weights and reports call it."""
@@ -64,7 +64,7 @@ def point_distance(space: Mapping[str, ParamSpec], p: Mapping[str, Any], q: Mapp
 
 def step_mass(point: Mapping[str, Any], base: Mapping[str, Any]) -> float:
     """log10 of the policy's learning rate summed over a run's optimizer steps: the tuner's own
-    (``tuner.kl_model.log10_step_mass``), so the replay and the frontier-guided search measure one thing."""
+    (``tuner.search.kl_model.log10_step_mass``), so the replay and the frontier-guided search measure one thing."""
     return log10_step_mass(point, base)
 
 

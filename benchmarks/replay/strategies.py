@@ -4,12 +4,12 @@ A strategy is a sampler, a pruner (the fidelity schedule), a seed policy, warm s
 or off. Every strategy in ``BASE`` also runs with its guard flipped: ``<name>-noguard`` for one that has it,
 ``<name>-guard`` for one that has not (``random``).
 
-Samplers are built by the tuner's own ``tuner.factory.make_sampler``, with the repeat's seed: ``tpe`` is Optuna's
+Samplers are built by the tuner's own ``tuner.trial.factory.make_sampler``, with the repeat's seed: ``tpe`` is Optuna's
 independent TPE with 8 start-up trials and the constant liar (the quickstart's sampler until the replay chose
 another), ``tpe_multivariate`` the default search a study file gets when it names no sampler
-(``tuner.study_defaults.SAMPLER``: joint TPE, ``group``, 8 start-up trials); ``median`` is ``MEDIAN``, the
+(``tuner.study.defaults.SAMPLER``: joint TPE, ``group``, 8 start-up trials); ``median`` is ``MEDIAN``, the
 quickstart's ``pruner`` section until it dropped it (6 start-up trials, 12 warm-up steps), built by the tuner's own
-``tuner.factory.make_pruner``. The other model-based samplers take the same 8 start-up
+``tuner.trial.factory.make_pruner``. The other model-based samplers take the same 8 start-up
 trials unless a strategy says otherwise, so that they differ only in their model. ``sha`` and
 ``hyperband`` stop at the held-out evaluations, in updates as every pruner here counts them (a trial reports at step
 = update, as the tuner does): the first rung is the first evaluation of the table's longest runs (12 updates of 96 on
@@ -29,12 +29,12 @@ from dataclasses import dataclass
 
 import optuna
 
-from tuner import study_defaults
-from tuner.factory import make_pruner as study_pruner
-from tuner.factory import make_sampler as study_sampler
-from tuner.frontier_sampler import FrontierSampler
-from tuner.seed_policy import SeedPolicy
-from tuner.study_spec import StudySpec
+from tuner.search.frontier_sampler import FrontierSampler
+from tuner.study import defaults as study_defaults
+from tuner.study.seed_policy import SeedPolicy
+from tuner.study.spec import StudySpec
+from tuner.trial.factory import make_pruner as study_pruner
+from tuner.trial.factory import make_sampler as study_sampler
 
 WARM_STARTS = ("trl_defaults", "seed_guidance")
 STARTUP = int(study_defaults.SAMPLER["n_startup_trials"])
@@ -58,14 +58,15 @@ class Strategy:
     name: str
     sampler: str
     """random, tpe (the study's), tpe_multivariate (TPESampler(multivariate=True, group=True)), gp or frontier
-    (``tuner.frontier_sampler``: aimed at the KL where gold peaks, read from the repeat's own replayed evaluations)."""
+    (``tuner.search.frontier_sampler``: aimed at the KL where gold peaks, read from the repeat's own replayed
+    evaluations)."""
     pruner: str
     """none, median (``MEDIAN``), sha (SuccessiveHalvingPruner) or hyperband (HyperbandPruner)."""
     guard: bool
-    """The study's KL guard (``tuner.kl_guard.blowup_reason`` with its ``kl_guard`` section), or none."""
+    """The study's KL guard (``tuner.trial.kl_guard.blowup_reason`` with its ``kl_guard`` section), or none."""
     seed_policy: SeedPolicy = SINGLE
-    """The tuner's seed policy (``tuner.seed_policy``): ``single`` replays every trial of a repeat on one table seed;
-    ``racing`` re-runs the leaders on the next table seeds as the tuner's ``Racing`` callback queues them."""
+    """The tuner's seed policy (``tuner.study.seed_policy``): ``single`` replays every trial of a repeat on one table
+    seed; ``racing`` re-runs the leaders on the next table seeds as the tuner's ``Racing`` callback queues them."""
     warm_starts: bool = False
     """``WARM_STARTS`` first (the quickstart's ``enqueue`` until the replay dropped it)."""
     startup: int | None = None
@@ -77,7 +78,7 @@ class Strategy:
 
 
 DEFAULT_STRATEGY = "tpe_multivariate_race_late"
-"""What a study file that names no sampler, pruner or seed policy runs (``tuner.study_defaults``; the KL guard is on
+"""What a study file that names no sampler, pruner or seed policy runs (``tuner.study.defaults``; the KL guard is on
 by default); ``QUICKSTART_STRATEGY`` is studies/quickstart.yaml's: the same, since the quickstart dropped its median
 pruner (``tpe_multivariate_median_race_late``). A change of either default changes these."""
 QUICKSTART_STRATEGY = DEFAULT_STRATEGY

@@ -1,18 +1,18 @@
 """One repeat of one strategy: an in-memory Optuna study run against the table until its budget of updates is spent.
 
-Each trial is asked of the study, proposed by ``tuner.search_space.suggest_params`` over the study file's space and
+Each trial is asked of the study, proposed by ``tuner.search.space.suggest_params`` over the study file's space and
 base (what a real study's trial suggests), mapped to the table's nearest configuration
 (``benchmarks.replay.mapping``), replayed on one of that configuration's runs (``benchmarks.replay.trial``) and told
 back: its value when it completed, PRUNED when a pruner, the KL guard or the budget stopped it, FAIL when it diverged;
 its constraints are set first, completed or pruned alike, as the tuner sets them, so the samplers model feasibility.
 
-Seed policies, the tuner's own (``tuner.seed_policy``): ``single`` replays every trial on the repeat's table seed (as a
-study trains every trial on the base's seed) and the winner is the best feasible completed trial. ``racing``
+Seed policies, the tuner's own (``tuner.study.seed_policy``): ``single`` replays every trial on the repeat's table seed
+(as a study trains every trial on the base's seed) and the winner is the best feasible completed trial. ``racing``
 (``seed_policy: {name: racing, seeds: S, top_k: K, start: F}``) runs the tuner's ``Racing`` callback after each
 completed trial once F of the repeat's budget of updates is spent: each of the top K configurations by mean with
 fewer than S seeds is queued again on its next seed, as an ordinary trial (the pruner and the guard judge it, the
 sampler learns from it, it costs its updates), replayed on the next table seed; the winner is
-``tuner.seed_policy.best_raced``'s: the best mean among the feasible configurations on the most seeds.
+``tuner.study.seed_policy.best_raced``'s: the best mean among the feasible configurations on the most seeds.
 """
 
 from __future__ import annotations
@@ -31,14 +31,14 @@ from benchmarks.replay.mapping import TableIndex
 from benchmarks.replay.strategies import WARM_STARTS, Fidelity, Strategy, make_pruner, make_sampler
 from benchmarks.replay.table import SeedKey, Table
 from benchmarks.replay.trial import TrialOutcome, replay_run
-from tuner.attrs import RACE_OF_ATTR, SEED_ATTR
-from tuner.constraints import feasible
-from tuner.frontier_points import TRIAL_COLUMN
-from tuner.frontier_sampler import FrontierSampler
-from tuner.search_space import suggest_params
-from tuner.seed_policy import Racing, best_raced
-from tuner.study_spec import StudySpec
-from tuner.warm_start import enqueue_warm_starts, warm_start_points
+from tuner.search.frontier_points import TRIAL_COLUMN
+from tuner.search.frontier_sampler import FrontierSampler
+from tuner.search.space import suggest_params
+from tuner.search.warm_start import enqueue_warm_starts, warm_start_points
+from tuner.store.attrs import RACE_OF_ATTR, SEED_ATTR
+from tuner.study.constraints import feasible
+from tuner.study.seed_policy import Racing, best_raced
+from tuner.study.spec import StudySpec
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,7 @@ class RepeatLog:
 
 @dataclass
 class UpdateBudget:
-    """A repeat's budget in PPO updates, for racing's start (``tuner.seed_policy.Budget``): no cap on trials."""
+    """A repeat's budget in PPO updates, for racing's start (``tuner.study.seed_policy.Budget``): no cap on trials."""
 
     total: int
     used: int = 0

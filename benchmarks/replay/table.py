@@ -2,7 +2,7 @@
 run and each configuration is worth by the study's own objective and constraints.
 
 A run's value is what a trial that ran it to the end would have been told: the objective's metric history reduced as
-the tuner reduces it (``tuner.reduction.reduce_history``: the quickstart's mean of the last 2 held-out golds), and
+the tuner reduces it (``tuner.study.reduction.reduce_history``: the quickstart's mean of the last 2 held-out golds), and
 it is feasible when every constraint holds on its reduced history (the quickstart's last ``eval/kl`` <= 5). A
 configuration's TRUE quality is the mean of its runs' values over every table seed, feasible when the mean of each
 constraint's reduced value over those seeds keeps the bound and no run diverged: the expectation a user who adopts it
@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tuner.constraints import Constraint
-from tuner.kl_model import rollout_episodes
-from tuner.reduction import Reduction, reduce_history
+from tuner.search.kl_model import rollout_episodes
+from tuner.study.constraints import Constraint
+from tuner.study.reduction import Reduction, reduce_history
 
 SeedKey = tuple[int, int]
 """A table seed: (task_seed, seed) of a run."""
@@ -133,7 +133,7 @@ def load_table(path: Path, objective: Reduction, constraints: Sequence[Constrain
                base: Mapping[str, Any] | None = None) -> Table:
     """Read the JSON lines at ``path`` (a table still being built included), the first ``rows`` of them when given;
     keep the configurations with a run on every table seed. With the study's ``base``, each run knows its episodes
-    per update (``tuner.kl_model.rollout_episodes``), for the cost in episodes."""
+    per update (``tuner.search.kl_model.rollout_episodes``), for the cost in episodes."""
     lines = [line for line in path.read_text().splitlines() if line.strip()]
     if lines and not lines[-1].rstrip().endswith("}"):
         lines.pop()  # the row the builder is writing right now

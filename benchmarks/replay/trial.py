@@ -1,9 +1,9 @@
 """One trial replayed from a table run: what the tuner's reporter would have done, update by update, without training.
 
-At each update u of the run, in the order ``tuner.trial_reporter.TrialReporter.on_update`` takes them:
+At each update u of the run, in the order ``tuner.trial.reporter.TrialReporter.on_update`` takes them:
 
 1. a non-finite training metric fails the trial (the tuner marks it FAIL: divergence, not a judgement);
-2. the KL guard, when on, asks ``tuner.kl_guard.blowup_reason(kl[1..u], planned_updates, guard)``, the tuner's own
+2. the KL guard, when on, asks ``tuner.trial.kl_guard.blowup_reason(kl[1..u], planned_updates, guard)``, the tuner's own
    pure rule (the threshold, and the trend over the last ``window`` updates that would cross it before the run ends),
    and a reason stops the trial there (pruned);
 3. on an evaluation update, the objective reduced over the evaluations so far (the quickstart's mean of the last 2
@@ -25,10 +25,10 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from benchmarks.replay.table import Run, history
-from tuner.constraints import Constraint, constraint_values
-from tuner.kl_guard import blowup_reason
-from tuner.reduction import Reduction, reduce_history
-from tuner.study_spec import KLGuard
+from tuner.study.constraints import Constraint, constraint_values
+from tuner.study.reduction import Reduction, reduce_history
+from tuner.study.spec import KLGuard
+from tuner.trial.kl_guard import blowup_reason
 
 STATES = ("complete", "pruned", "guarded", "failed", "cut")
 

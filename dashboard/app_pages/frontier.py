@@ -12,8 +12,8 @@ from dashboard.frames import MISSING, number
 from dashboard.frontier import FIT_SCOPES, final_points, fit_points, gold_peaks, group_peaks, headline, pareto_front
 from dashboard.frontier_charts import frontier_figure, trajectory_figure
 from dashboard.ui import PageContext, color_by_picker, keep_valid, picked, run_page, show_table
-from tuner.frontier_peak import FrontierPeak
-from tuner.frontier_points import FrontierSource, frontier_source, study_peak, trajectories
+from tuner.search.frontier_peak import FrontierPeak
+from tuner.search.frontier_points import FrontierSource, frontier_source, study_peak, trajectories
 
 TRIALS_KEY, SCOPE_KEY = "frontier_trials", "frontier_fit_scope"
 DEFAULT_PATHS = 4  # trials drawn along their run at first: more tangle into one another
@@ -38,8 +38,8 @@ def _peak_summary(peak: FrontierPeak, source: FrontierSource, scope: str) -> Non
     columns = st.columns(4)
     columns[0].metric(lead.label, lead.value or MISSING,
                       help="Where the study's gold score, smoothed over every evaluation of every trial, is highest "
-                           "(tuner.frontier_peak). Named a peak only where the curve turns down inside the measured "
-                           "KL range.")
+                           "(tuner.search.frontier_peak). Named a peak only where the curve turns down inside the "
+                           "measured KL range.")
     columns[1].metric("Smoothed gold there", number(peak.value) if peak.found else MISSING)
     columns[2].metric("80% interval", f"{peak.kl_low:.3g}-{peak.kl_high:.3g}" if peak.found else MISSING,
                       help="The peaks read from studies resampled from this one's trials, drawn with replacement.")

@@ -14,8 +14,8 @@ from dashboard.frames import best_summary, objective_labels, savings_summary, ta
 from dashboard.study_reader import StudyRef
 from dashboard.ui import PageContext, escape_markdown, keep_valid, run_page, show_table, trial_table_config
 from dashboard.validation_view import lengths_frame, validation_caption, validation_figure, validation_frame
-from tuner.horizon import HELD_WITHIN
-from tuner.validation import validation_study_name
+from tuner.production.horizon import HELD_WITHIN
+from tuner.production.validation import validation_study_name
 
 TABLE_KEY = "trial_table"
 SHOWN_KEY = "_trial_table_numbers"  # the trial number of each table row, for the selection callback

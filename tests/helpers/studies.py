@@ -21,8 +21,8 @@ from reward_functions import GATE_ENV
 from sqlalchemy.engine import make_url
 
 from ppo_core.errors import first_line
-from tuner.database import open_storage
-from tuner.study_config import load_study_spec
+from tuner.store.database import open_storage
+from tuner.study.config import load_study_spec
 
 TESTS_DIR = Path(__file__).parent.parent  # tests/: the reward modules' directory, for the trials' path
 SHIPPED_DIR = TESTS_DIR.parent / "studies"
@@ -237,7 +237,7 @@ def kill_worker_mid_trial(path: Path, gate: Gate) -> None:
     """Start a worker on the study (whose reward is ``Gate.REWARD``), SIGKILL it while ``gate`` holds its trial, and
     wait for that trial's processes to end themselves: a dead worker, with its trial left RUNNING. The gate is open
     after."""
-    victim = subprocess.Popen([sys.executable, "-m", "tuner.worker", str(path), "--threads", "1"])
+    victim = subprocess.Popen([sys.executable, "-m", "tuner.run.worker", str(path), "--threads", "1"])
     held = gate.held_process()
     trial_processes = descendants(victim.pid)  # its fork server and the trial's own process
     assert held in trial_processes, (held, trial_processes)

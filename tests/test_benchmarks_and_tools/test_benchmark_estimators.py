@@ -19,7 +19,7 @@ from benchmarks.estimators import (
     summarise,
 )
 from ppo_core.config_io import build_config, read_mapping
-from tuner.confidence import mean_interval
+from tuner.production.confidence import mean_interval
 
 
 def test_every_estimator_runs_once_per_seed_in_an_order_rotated_by_seed() -> None:

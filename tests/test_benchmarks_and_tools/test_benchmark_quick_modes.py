@@ -365,7 +365,7 @@ def test_tuning_quality_resumes_only_unfinished_studies() -> None:
     from optuna.trial import TrialState
 
     from benchmarks.tuning_quality import BudgetStop, finished
-    from tuner.attrs import KL_HISTORY_ATTR
+    from tuner.store.attrs import KL_HISTORY_ATTR
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study()
@@ -545,8 +545,8 @@ def test_a_transfer_benchmark_refuses_a_source_it_cannot_read_in_one_line(module
     # (both ended in a traceback and exit 1, the work directory already made).
     import importlib
 
-    from tuner.database import create_engine
-    from tuner.trial_records import create_tables
+    from tuner.store.database import create_engine
+    from tuner.store.records import create_tables
 
     benchmark = importlib.import_module(f"benchmarks.{module}")
     held = tmp_path / "held.db"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from benchmarks.curve_table import TABLE_SPACE
 from benchmarks.kl_guard_audit import RULES, audit_table
-from tuner.study_config import load_study_spec
+from tuner.study.config import load_study_spec
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -36,10 +36,10 @@ from benchmarks.replay.strategies import (
 from benchmarks.replay.study import Context, best_single, run_repeat
 from benchmarks.replay.table import Config, Run, Table, estimate, run_value
 from benchmarks.replay.trial import guard_stop, replay_run
-from tuner.kl_guard import least_squares_slope
-from tuner.search_space import ParamSpec, config_values, suggest_params
-from tuner.seed_policy import SeedPolicy
-from tuner.study_config import KLGuard, StudySpec, load_study_spec
+from tuner.search.space import ParamSpec, config_values, suggest_params
+from tuner.study.config import KLGuard, StudySpec, load_study_spec
+from tuner.study.seed_policy import SeedPolicy
+from tuner.trial.kl_guard import least_squares_slope
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -540,9 +540,9 @@ def test_weights_must_name_every_coordinate(spec: StudySpec) -> None:
 def test_the_replayed_defaults_are_what_studies_get(spec: StudySpec, tmp_path: Path) -> None:
     """The strategy the replay calls the default is what a study file naming no sampler and no pruner runs, and the
     quickstart's strategy is what studies/quickstart.yaml runs: same sampler settings, pruner and guard."""
-    from tuner.factory import make_pruner as study_pruner
-    from tuner.factory import make_sampler as study_sampler
-    from tuner.study_config import parse_study
+    from tuner.study.config import parse_study
+    from tuner.trial.factory import make_pruner as study_pruner
+    from tuner.trial.factory import make_sampler as study_sampler
 
     bare = yaml.safe_load(QUICKSTART.read_text())
     for key in ("sampler", "pruner", "kl_guard"):

@@ -28,9 +28,9 @@ from dashboard.advice import (
 )
 from dashboard.health_rules import ADVICE_KL_HIGH, ADVICE_STEP_SIZE, CRITICAL, HealthContext, diagnose_trials
 from dashboard.study_reader import Snapshot, StudyRef, StudyView, build_study_view
-from tuner.attrs import CONFIG_ATTR, DEFINITION_ATTR, KL_GUARD_ATTR, KL_HISTORY_ATTR, PRUNE_REASON_ATTR
-from tuner.constraints import Constraint, constraint_values
-from tuner.frontier_peak import frontier_peak
+from tuner.search.frontier_peak import frontier_peak
+from tuner.store.attrs import CONFIG_ATTR, DEFINITION_ATTR, KL_GUARD_ATTR, KL_HISTORY_ATTR, PRUNE_REASON_ATTR
+from tuner.study.constraints import Constraint, constraint_values
 
 N_TRIALS = 20
 UPDATES = 30
@@ -188,8 +188,8 @@ def test_every_health_rule_has_a_group_and_its_advice() -> None:
 def test_trials_the_kl_guard_stopped_on_its_trend_are_a_kl_item() -> None:
     """The guard's prediction stops a trial before KL passes the threshold, so no health rule sees it; the advice
     does, from the reason the real guard writes."""
-    from tuner.kl_guard import blowup_reason
-    from tuner.study_config import KLGuard
+    from tuner.study.config import KLGuard
+    from tuner.trial.kl_guard import blowup_reason
 
     guard = KLGuard(threshold=6.0, predict=True, window=5, predict_min_fraction=0.5)
     study = optuna.create_study(direction="maximize")

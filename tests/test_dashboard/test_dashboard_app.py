@@ -37,14 +37,14 @@ from dashboard.launch import STORAGE_ENV
 from dashboard.optuna_views import available_views
 from dashboard.session import selection_from_table
 from tools.real_studies import CUSTOM_REWARD, ESTIMATORS, HELDOUT, VALIDATION_SEEDS
-from tuner.attrs import DEFINITION_ATTR, KL_HISTORY_ATTR, PRUNED_AT_ATTR
-from tuner.database import create_engine
-from tuner.frontier_aim import aim_words, start_aim
-from tuner.frontier_sampler import AIM_ATTR
-from tuner.kl_guard import kl_level
-from tuner.study_spec import KLGuard
-from tuner.trial_records import read_metrics, read_samples
-from tuner.validation import load_validation, validation_results
+from tuner.production.validation import load_validation, validation_results
+from tuner.search.frontier_aim import aim_words, start_aim
+from tuner.search.frontier_sampler import AIM_ATTR
+from tuner.store.attrs import DEFINITION_ATTR, KL_HISTORY_ATTR, PRUNED_AT_ATTR
+from tuner.store.database import create_engine
+from tuner.store.records import read_metrics, read_samples
+from tuner.study.spec import KLGuard
+from tuner.trial.kl_guard import kl_level
 
 APP = Path(__file__).resolve().parents[2] / "dashboard" / "app.py"
 

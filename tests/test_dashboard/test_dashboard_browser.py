@@ -29,9 +29,9 @@ from tools.real_studies import (
     cached_set,
 )
 from tools.screenshots import CHROMIUM, PageCapture, capture_pages, screenshot_tables, serve
-from tuner.database import create_engine
-from tuner.trial_records import read_samples
-from tuner.validation import load_validation, validation_results
+from tuner.production.validation import load_validation, validation_results
+from tuner.store.database import create_engine
+from tuner.store.records import read_samples
 
 pytestmark = pytest.mark.heavy  # starts processes or studies: scheduled first
 

@@ -27,9 +27,9 @@ from dashboard.study_reader import (
 )
 from ppo_core.callbacks import SampleGeneration
 from tools.demo_study import DemoSpec, build_demo_study
-from tuner.attrs import DEFAULT_KL_THRESHOLD
-from tuner.database import create_engine, read_only_url
-from tuner.trial_records import TrialStore
+from tuner.store.attrs import DEFAULT_KL_THRESHOLD
+from tuner.store.database import create_engine, read_only_url
+from tuner.store.records import TrialStore
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -183,7 +183,7 @@ def test_the_dashboard_does_not_import_torch() -> None:
     # Every support module, found on disk, so a new one cannot slip past this test (the pages import these).
     support = sorted(p.stem for p in (REPO / "dashboard").glob("*.py") if p.stem != "__init__")
     assert {"app", "study_reader", "session", "frontier"} <= set(support)
-    modules = [f"dashboard.{name}" for name in support] + ["tuner.reports", "tuner.attrs"]
+    modules = [f"dashboard.{name}" for name in support] + ["tuner.study.reports", "tuner.store.attrs"]
     code = "import json, sys; import {}; print(json.dumps(sorted(m for m in sys.modules " \
            "if m.split('.')[0] in ('torch', 'transformers', 'ppo_core'))))"
 

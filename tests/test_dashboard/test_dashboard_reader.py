@@ -25,10 +25,10 @@ from dashboard.charts import CurveStyle, curves_figure
 from dashboard.optuna_tables import SnapshotStorage, read_study
 from dashboard.study_reader import StudyRef, build_study_view, open_reader, study_names
 from tools.demo_study import DemoSpec, build_demo_study
-from tuner.attrs import KL_GUARD_ATTR
-from tuner.database import create_engine, open_read_only_engine, open_storage
-from tuner.reports import best_trials, trials_frame
-from tuner.trial_records import metrics_table, samples_table
+from tuner.store.attrs import KL_GUARD_ATTR
+from tuner.store.database import create_engine, open_read_only_engine, open_storage
+from tuner.store.records import metrics_table, samples_table
+from tuner.study.reports import best_trials, trials_frame
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -18,9 +18,9 @@ from streamlit.testing.v1 import AppTest
 
 from dashboard.launch import STORAGE_ENV
 from dashboard.validation_view import lengths_frame, validation_caption, validation_figure, validation_frame
-from tuner.attrs import CARRIED_BY_ATTR, CONFIG_ATTR, PILOT_ATTR, SEED_ATTR, VALIDATES_ATTR, VALIDATION_OF_ATTR
-from tuner.confidence import mean_interval
-from tuner.validation import validation_study_name
+from tuner.production.confidence import mean_interval
+from tuner.production.validation import validation_study_name
+from tuner.store.attrs import CARRIED_BY_ATTR, CONFIG_ATTR, PILOT_ATTR, SEED_ATTR, VALIDATES_ATTR, VALIDATION_OF_ATTR
 
 APP = Path(__file__).resolve().parents[2] / "dashboard" / "app.py"
 NAME = "tuned"

@@ -86,8 +86,8 @@ def test_build_config_refuses_what_hf_argument_parser_refuses() -> None:
 def test_a_tuner_worker_and_the_cli_validate_a_study_without_importing_transformers() -> None:
     # Every worker and every `ppo-tune run` reads and checks the study (each trial's config is built there too);
     # transformers costs a second of CPU to import and torch more, which only the trial processes need.
-    code = ("import json, sys; import ppo_tune.cli, tuner.runner, tuner.worker;"
-            "from tuner.study_config import load_study_spec; from ppo_core.config_io import build_config;"
+    code = ("import json, sys; import ppo_tune.cli, tuner.run.runner, tuner.run.worker;"
+            "from tuner.study.config import load_study_spec; from ppo_core.config_io import build_config;"
             "spec = load_study_spec('studies/quickstart.yaml'); build_config(spec.base);"
             "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'transformers'})))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=False)

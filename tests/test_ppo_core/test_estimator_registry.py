@@ -16,7 +16,7 @@ from ppo_core.config import ConfigError, PPOConfig
 from ppo_core.estimator_traits import ESTIMATORS, EstimatorTraits, critic_estimators, estimator_names, readers
 from ppo_core.estimators import ESTIMATORS as FUNCTIONS
 from ppo_core.estimators import AdvantageInputs, estimator
-from tuner.search_space import Regime
+from tuner.search.space import Regime
 
 DUMMY = "leave_one_in"
 
@@ -47,7 +47,7 @@ def test_an_estimator_added_to_the_table_is_seen_everywhere(dummy: str, tiny_lm_
                                                             prompts_file: Path) -> None:
     from tuner.exports import EXPORT_FORMATS
     from tuner.exports._common import unused_fields
-    from tuner.study_config import _field_values
+    from tuner.study.config import _field_values
 
     assert dummy in estimator_names() and dummy not in critic_estimators()
     assert readers("gamma") == ("gae", "reinforce_pp", "reinforce_pp_baseline", dummy)

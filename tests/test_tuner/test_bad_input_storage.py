@@ -29,12 +29,12 @@ from optuna.trial import TrialState
 
 from ppo_tune.cli import main
 from tools.screenshots import free_port
-from tuner.attrs import CONFIG_ATTR, DEFINITION_ATTR
-from tuner.database import StorageError, open_read_only_storage, open_storage, sqlite_path
-from tuner.search_space import suggest_params
-from tuner.study_config import load_study_spec
-from tuner.trial_records import count_rows
-from tuner.worker import open_study
+from tuner.run.worker import open_study
+from tuner.search.space import suggest_params
+from tuner.store.attrs import CONFIG_ATTR, DEFINITION_ATTR
+from tuner.store.database import StorageError, open_read_only_storage, open_storage, sqlite_path
+from tuner.store.records import count_rows
+from tuner.study.config import load_study_spec
 
 pytestmark = pytest.mark.heavy  # starts processes or studies: scheduled first
 
@@ -281,7 +281,7 @@ def test_runs_of_one_study_started_at_the_same_moment_on_a_new_sqlite_file_all_e
     assert all(t.state in (TrialState.COMPLETE, TrialState.PRUNED) for t in trials), \
         [(t.number, t.state.name, {k: v for k, v in t.user_attrs.items() if k != "config"}) for t in trials]
     # Every trial's metrics were kept.
-    from tuner.database import create_engine
+    from tuner.store.database import create_engine
 
     metric_rows, _ = count_rows(create_engine(load_study_spec(path).storage), "tiny")
     assert metric_rows >= len(trials)

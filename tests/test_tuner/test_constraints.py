@@ -13,14 +13,14 @@ import pytest
 from helpers.studies import write_study
 from optuna.trial import FrozenTrial, TrialState, create_trial
 
-from tuner.attrs import PRUNE_REASON_ATTR
-from tuner.constraints import Constraint, constraint_values, feasible
-from tuner.database import create_engine, open_storage
-from tuner.factory import make_pruner
-from tuner.reports import best_trials
-from tuner.study_config import Objective, StudySpec, load_study_spec
-from tuner.trial_records import TrialStore, create_tables
-from tuner.trial_reporter import MissingMetricError, TrialReporter, reduce_history
+from tuner.store.attrs import PRUNE_REASON_ATTR
+from tuner.store.database import create_engine, open_storage
+from tuner.store.records import TrialStore, create_tables
+from tuner.study.config import Objective, StudySpec, load_study_spec
+from tuner.study.constraints import Constraint, constraint_values, feasible
+from tuner.study.reports import best_trials
+from tuner.trial.factory import make_pruner
+from tuner.trial.reporter import MissingMetricError, TrialReporter, reduce_history
 
 KL_BUDGET = Constraint("objective/kl", "max", k=5, max=8.0)
 

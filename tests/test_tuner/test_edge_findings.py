@@ -14,9 +14,9 @@ from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState, create_trial
 
 from ppo_tune.cli import main
-from tuner.attrs import DEFINITION_ATTR, KL_HISTORY_ATTR
-from tuner.edge_findings import EdgeFinding, edge_findings, format_edge_findings, position, stored_search_space
-from tuner.study_config import parse_param
+from tuner.store.attrs import DEFINITION_ATTR, KL_HISTORY_ATTR
+from tuner.study.config import parse_param
+from tuner.study.edge_findings import EdgeFinding, edge_findings, format_edge_findings, position, stored_search_space
 
 RAW_SPACE = {
     "learning_rate": {"type": "float", "low": 1e-6, "high": 5e-5, "log": True},

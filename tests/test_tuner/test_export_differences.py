@@ -14,8 +14,8 @@ from optuna.trial import TrialState, create_trial
 
 from ppo_core import PPOConfig
 from ppo_tune.cli import main
-from tuner.attrs import CONFIG_ATTR, DEFINITION_ATTR
 from tuner.exports import TARGETS, differences, exported
+from tuner.store.attrs import CONFIG_ATTR, DEFINITION_ATTR
 
 # PPOConfig's keyword arguments: typed Any, since each field has a type of its own that the union of the values (what
 # a plain dict is inferred as) does not fit.
@@ -142,8 +142,8 @@ def test_shipped_studies_winners_export_exactly_or_say_so() -> None:
     # exact or names its differences, one line each, in the file as on stderr.
     import yaml
 
-    from tuner.search_space import config_values
-    from tuner.study_config import build_config, load_study_spec
+    from tuner.search.space import config_values
+    from tuner.study.config import build_config, load_study_spec
 
     studies = [path for path in sorted((Path(__file__).resolve().parents[2] / "studies").glob("*.yaml"))
                if "search_space" in yaml.safe_load(path.read_text())]  # train.yaml is a run config

@@ -20,9 +20,9 @@ from optuna.trial import TrialState, create_trial
 from benchmarks.trl_comparison.peer_trl import TRL_PPO_VERSION, install_command, peer_directory
 from ppo_core.config import PPOConfig, settable_fields
 from ppo_tune.cli import main
-from tuner.attrs import CONFIG_ATTR
 from tuner.exports import EXPORT_FORMATS, TRL_VERSION, openrlhf, trl_grpo_rloo, trl_ppo, verl
 from tuner.exports._common import NOT_TRAINING, Target, export
+from tuner.store.attrs import CONFIG_ATTR
 
 REPO = Path(__file__).resolve().parents[2]
 TARGETS: dict[str, Target] = {"trl-ppo": trl_ppo.TARGET, "trl-grpo": trl_grpo_rloo.GRPO, "trl-rloo": trl_grpo_rloo.RLOO,

@@ -1,4 +1,4 @@
-"""tuner.frontier_aim: the aim's choice from a study's peak, the candidates' weights, and the start-up spread."""
+"""tuner.search.frontier_aim: the aim's choice from a study's peak, the candidates' weights, and the start-up spread."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from tuner.frontier_aim import (
+from tuner.search.frontier_aim import (
     EXPLORE,
     MIN_SPREAD,
     STEP,
@@ -21,8 +21,8 @@ from tuner.frontier_aim import (
     start_aim,
     van_der_corput,
 )
-from tuner.frontier_peak import FrontierPeak
-from tuner.search_space import ParamSpec
+from tuner.search.frontier_peak import FrontierPeak
+from tuner.search.space import ParamSpec
 
 PEAK = FrontierPeak("peak", kl=2.0, value=0.8, kl_low=1.5, kl_high=3.0, inside=0.9, kl_min=0.1, kl_max=9.0,
                     trials=12, points=48, bandwidth=0.3)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from helpers.frontier_paths import peaked_paths
 
-from tuner.frontier_peak import (
+from tuner.search.frontier_peak import (
     BANDWIDTHS,
     KL_FLOOR,
     MIN_POINTS,

@@ -16,12 +16,12 @@ import pandas as pd
 import pytest
 
 from ppo_core.metric_names import EVAL_GOLD_SCORE, EVAL_KL, EVAL_SCORE
-from tuner.database import create_engine
-from tuner.frontier_aim import AIM_KINDS
-from tuner.frontier_sampler import AIM_ATTR, FrontierSampler
-from tuner.kl_model import design_row
-from tuner.search_space import ParamSpec, choose_point, suggest_value
-from tuner.trial_records import TrialStore, create_tables, read_metrics
+from tuner.search.frontier_aim import AIM_KINDS
+from tuner.search.frontier_sampler import AIM_ATTR, FrontierSampler
+from tuner.search.kl_model import design_row
+from tuner.search.space import ParamSpec, choose_point, suggest_value
+from tuner.store.database import create_engine
+from tuner.store.records import TrialStore, create_tables, read_metrics
 
 SPACE = {
     "learning_rate": ParamSpec("learning_rate", "float", 1e-6, 1e-3, log=True),
@@ -252,7 +252,7 @@ def test_preferring_gold_picks_the_knob_that_adds_gold_at_the_aimed_kl(tmp_path:
 
 
 def test_a_pilot_starts_the_study_at_a_high_step_mass(tmp_path: Path) -> None:
-    from tuner.kl_model import log10_step_mass
+    from tuner.search.kl_model import log10_step_mass
 
     url = f"sqlite:///{tmp_path / 'pilot.db'}"
     engine = create_engine(url)

@@ -15,8 +15,8 @@ from optuna.trial import TrialState
 
 from ppo_core.tasks import get_task
 from ppo_tune.cli import main
-from tuner.attrs import RACE_OF_ATTR
-from tuner.frontier_sampler import AIM_ATTR
+from tuner.search.frontier_sampler import AIM_ATTR
+from tuner.store.attrs import RACE_OF_ATTR
 
 pytestmark = pytest.mark.heavy  # runs studies
 

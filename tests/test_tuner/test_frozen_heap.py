@@ -1,4 +1,4 @@
-"""Each process's own entry point freezes its heap (tuner.frozen_heap); an in-process call never does."""
+"""Each process's own entry point freezes its heap (tuner.trial.frozen_heap); an in-process call never does."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ppo_tune.cli import main
-from tuner.trial_launch import PRELOAD
+from tuner.trial.launch import PRELOAD
 
 ROOT = Path(__file__).resolve().parents[2]
 # Runs a module as ``python -m`` does, and prints at exit how many objects the collector had been told to skip.
@@ -26,15 +26,15 @@ def frozen_at_exit(module: str) -> int:
     return int(completed.stderr.split("frozen ")[-1])
 
 
-@pytest.mark.parametrize("module", ["ppo_tune", "tuner.worker", "tuner.trial_process"])
+@pytest.mark.parametrize("module", ["ppo_tune", "tuner.run.worker", "tuner.trial.process"])
 def test_a_command_run_as_its_own_process_exits_with_its_heap_frozen(module: str) -> None:
     # Tens of thousands of objects at least: the imports alone (argparse's --help exits before any work).
     assert frozen_at_exit(module) > 10_000
 
 
 def test_the_trial_fork_server_freezes_after_everything_it_preloads() -> None:
-    assert PRELOAD[-1] == "tuner.fork_server_freeze"
-    completed = subprocess.run([sys.executable, "-c", "import gc, tuner.fork_server_freeze; "
+    assert PRELOAD[-1] == "tuner.trial.fork_server_freeze"
+    completed = subprocess.run([sys.executable, "-c", "import gc, tuner.trial.fork_server_freeze; "
                                 "print(gc.get_freeze_count(), len(gc.get_objects()))"], cwd=ROOT,
                                capture_output=True, text=True, timeout=300, check=True)
     frozen, still_tracked = map(int, completed.stdout.split())

@@ -24,8 +24,8 @@ from hypothesis import strategies as st
 
 from ppo_core.errors import InputError, first_line
 from ppo_tune.cli import main
-from tuner.database import sqlite_path
-from tuner.study_config import StudySpec, load_study_spec
+from tuner.store.database import sqlite_path
+from tuner.study.config import StudySpec, load_study_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = shipped_study_files()

@@ -1,4 +1,4 @@
-"""tuner.gold_model: the frontier read at any KL, the residual model against slow references, a known knob effect
+"""tuner.search.gold_model: the frontier read at any KL, the residual model against slow references, a known knob effect
 recovered, and the choice among candidates that hit the aim."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from tuner.frontier_peak import FrontierPeak
-from tuner.gold_model import (
+from tuner.search.frontier_peak import FrontierPeak
+from tuner.search.gold_model import (
     MIN_TRIALS,
     NEAR_SHARE,
     RESIDUAL_SD,
@@ -19,8 +19,8 @@ from tuner.gold_model import (
     knob_row,
     study_gold_model,
 )
-from tuner.kl_model import design_row, knob_columns
-from tuner.search_space import ParamSpec
+from tuner.search.kl_model import design_row, knob_columns
+from tuner.search.space import ParamSpec
 
 SPACE = {
     "learning_rate": ParamSpec("learning_rate", "float", 1e-6, 2e-4, log=True),

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tuner.horizon import (
+from tuner.production.horizon import (
     HORIZON_SHARE,
     PILOT_EXPONENT,
     POLICY_FIELD,

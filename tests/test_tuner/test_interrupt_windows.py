@@ -16,12 +16,12 @@ from helpers.studies import TESTS_DIR, write_study
 from optuna.trial import FrozenTrial, TrialState
 
 from ppo_core.errors import Terminated, sigterm_as_interrupt
-from tuner.attrs import FAIL_REASON_ATTR
-from tuner.database import create_engine
-from tuner.objective import INTERRUPTED, make_objective, run_trials
-from tuner.study_config import load_study_spec
-from tuner.trial_records import create_tables
-from tuner.worker import open_study
+from tuner.run.worker import open_study
+from tuner.store.attrs import FAIL_REASON_ATTR
+from tuner.store.database import create_engine
+from tuner.store.records import create_tables
+from tuner.study.config import load_study_spec
+from tuner.trial.optuna_objective import INTERRUPTED, make_objective, run_trials
 
 pytestmark = pytest.mark.heavy  # starts trial processes
 

@@ -1,4 +1,4 @@
-"""tuner.kl_model: the step mass's factors, the design, the posterior against slow references, and a known power
+"""tuner.search.kl_model: the step mass's factors, the design, the posterior against slow references, and a known power
 law recovered from trials drawn from it."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from ppo_core.config import PPOConfig
-from tuner.frontier_peak import KL_FLOOR
-from tuner.kl_model import (
+from tuner.search.frontier_peak import KL_FLOOR
+from tuner.search.kl_model import (
     FACTOR_SD,
     design_row,
     gaussian_posterior,
@@ -22,7 +22,7 @@ from tuner.kl_model import (
     study_kl_model,
     trial_weights,
 )
-from tuner.search_space import ParamSpec, config_values
+from tuner.search.space import ParamSpec, config_values
 
 SPACE = {
     "learning_rate": ParamSpec("learning_rate", "float", 1e-6, 2e-4, log=True),

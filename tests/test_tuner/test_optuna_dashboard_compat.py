@@ -12,10 +12,10 @@ import optuna_dashboard  # type: ignore[import-untyped]  # ships no type informa
 import pytest
 from helpers.studies import TESTS_DIR, write_study
 
-from tuner.database import create_engine
-from tuner.study_config import load_study_spec
-from tuner.trial_records import count_rows
-from tuner.worker import run_worker
+from tuner.run.worker import run_worker
+from tuner.store.database import create_engine
+from tuner.store.records import count_rows
+from tuner.study.config import load_study_spec
 
 
 def get_json(app: object, path: str) -> tuple[str, dict]:

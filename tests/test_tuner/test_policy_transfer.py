@@ -1,6 +1,6 @@
 """``ppo-tune validate / best --policy-model PATH``: a tuned winner carried to another policy, its learning rate
-rescaled from a pilot run there (``tuner.pilot``), on a real tiny study and a real larger policy with the tiny one's
-tokenizer."""
+rescaled from a pilot run there (``tuner.production.pilot``), on a real tiny study and a real larger policy with the
+tiny one's tokenizer."""
 
 from __future__ import annotations
 
@@ -15,14 +15,14 @@ from helpers.studies import TESTS_DIR, load, write_study
 from optuna.trial import TrialState
 
 from ppo_tune.cli import main
-from tuner.attrs import CONFIG_ATTR, PILOT_ATTR, SEED_ATTR
-from tuner.database import create_engine, open_storage
-from tuner.horizon import PILOT_SEEDS, POLICY_FIELD
-from tuner.production import final_kl
-from tuner.study_config import load_study_spec
-from tuner.trial_records import read_metrics
-from tuner.validation import validation_study_name
-from tuner.worker import run_worker
+from tuner.production.carry import final_kl
+from tuner.production.horizon import PILOT_SEEDS, POLICY_FIELD
+from tuner.production.validation import validation_study_name
+from tuner.run.worker import run_worker
+from tuner.store.attrs import CONFIG_ATTR, PILOT_ATTR, SEED_ATTR
+from tuner.store.database import create_engine, open_storage
+from tuner.store.records import read_metrics
+from tuner.study.config import load_study_spec
 
 pytestmark = pytest.mark.heavy  # starts processes or studies: scheduled first
 

@@ -15,10 +15,10 @@ from optuna.trial import TrialState, create_trial
 
 from ppo_core.config import PPOConfig
 from ppo_tune.cli import main
-from tuner.attrs import CONFIG_ATTR
-from tuner.database import create_engine
-from tuner.horizon import PRODUCTION_RULE
-from tuner.trial_records import TrialStore, create_tables
+from tuner.production.horizon import PRODUCTION_RULE
+from tuner.store.attrs import CONFIG_ATTR
+from tuner.store.database import create_engine
+from tuner.store.records import TrialStore, create_tables
 
 TUNED_LR = 4e-5
 FINAL_KL = 1.6

@@ -39,13 +39,13 @@ from helpers.studies import (
 from optuna.trial import FrozenTrial, TrialState
 
 from ppo_tune.cli import main
-from tuner.attrs import FAIL_REASON_ATTR, RETRY_OF_ATTR, TRAINED_BY_ATTR, VALIDATES_ATTR
-from tuner.database import create_engine
-from tuner.ray_launch import RAY_TASK_ATTR, lost_reason, recorded_address_file
-from tuner.reports import updates_run
-from tuner.study_config import load_study_spec
-from tuner.trial_records import read_metrics, read_samples
-from tuner.validation import validation_study_name
+from tuner.production.validation import validation_study_name
+from tuner.store.attrs import FAIL_REASON_ATTR, RETRY_OF_ATTR, TRAINED_BY_ATTR, VALIDATES_ATTR
+from tuner.store.database import create_engine
+from tuner.store.records import read_metrics, read_samples
+from tuner.study.config import load_study_spec
+from tuner.study.reports import updates_run
+from tuner.trial.ray_launch import RAY_TASK_ATTR, lost_reason, recorded_address_file
 
 pytestmark = pytest.mark.heavy  # starts processes or studies: scheduled first
 
@@ -150,7 +150,7 @@ def _trial_processes(storage: str) -> list[psutil.Process]:
     found = []
     for process in psutil.process_iter(["cmdline"]):
         command = " ".join(process.info["cmdline"] or [])
-        if "tuner.trial_process" in command and storage in command:
+        if "tuner.trial.process" in command and storage in command:
             found.append(process)
     return found
 

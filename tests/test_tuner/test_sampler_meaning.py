@@ -11,8 +11,8 @@ import pytest
 from helpers.studies import write_study
 from packaging.requirements import Requirement
 
-from tuner.factory import TPE_MEANING, make_sampler
-from tuner.study_config import load_study_spec
+from tuner.study.config import load_study_spec
+from tuner.trial.factory import TPE_MEANING, make_sampler
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,4 +1,4 @@
-"""What early stopping saved (tuner.savings): the updates pruned trials did not run, against every trial run to its
+"""What early stopping saved (tuner.run.savings): the updates pruned trials did not run, against every trial run to its
 end, in ``ppo-tune show`` and from a real study's trials."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from optuna.distributions import FloatDistribution
 from optuna.trial import TrialState, create_trial
 
 from ppo_tune.cli import main
-from tuner.attrs import BUDGET_ATTR, CONFIG_ATTR, KL_HISTORY_ATTR
-from tuner.reports import trials_frame
-from tuner.savings import update_savings
+from tuner.run.savings import update_savings
+from tuner.store.attrs import BUDGET_ATTR, CONFIG_ATTR, KL_HISTORY_ATTR
+from tuner.study.reports import trials_frame
 
 TRIALS = [  # (state, budget, updates run)
     ("COMPLETE", 10, 10), ("PRUNED", 10, 3), ("PRUNED", 20, 5), ("FAIL", 10, 2), ("COMPLETE", 20, 20),

@@ -20,9 +20,9 @@ import yaml
 from helpers.studies import Gate, load, postgres_url, write_study
 from optuna.trial import TrialState
 
-from tuner.attrs import FAIL_REASON_ATTR, RETRY_OF_ATTR
-from tuner.database import create_engine
-from tuner.trial_records import read_metrics
+from tuner.store.attrs import FAIL_REASON_ATTR, RETRY_OF_ATTR
+from tuner.store.database import create_engine
+from tuner.store.records import read_metrics
 
 pytestmark = pytest.mark.heavy  # starts processes or studies: scheduled first
 

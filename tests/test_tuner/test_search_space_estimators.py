@@ -14,8 +14,8 @@ import pytest
 from ppo_core.config import default_generations, default_kl_in_reward, settable_fields
 from ppo_core.config_io import build_config
 from ppo_core.estimator_traits import estimator_fields, estimator_names, group_estimators, readers
-from tuner.search_space import KL_PLACEMENT_PARAMS, suggest_params
-from tuner.study_config import StudyConfigError, StudySpec, load_study_spec, parse_study
+from tuner.search.space import KL_PLACEMENT_PARAMS, suggest_params
+from tuner.study.config import StudyConfigError, StudySpec, load_study_spec, parse_study
 
 ROOT = Path(__file__).resolve().parents[2]
 ESTIMATORS_STUDY = ROOT / "studies" / "estimators.yaml"
@@ -234,7 +234,7 @@ def test_the_estimators_study_parses_and_every_point_it_draws_builds() -> None:
 
 
 def test_queued_starts_on_an_estimator_space_are_handed_out_as_fitted(tmp_path: Path) -> None:
-    from tuner.warm_start import enqueue_warm_starts
+    from tuner.search.warm_start import enqueue_warm_starts
 
     spec = load_study_spec(ESTIMATORS_STUDY)
     study = optuna.create_study(storage=f"sqlite:///{tmp_path / 'e.db'}", direction="maximize")

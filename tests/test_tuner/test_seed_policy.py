@@ -1,4 +1,4 @@
-"""Racing on seeds (tuner.seed_policy): leading configurations re-run on further seeds during the study, and the
+"""Racing on seeds (tuner.study.seed_policy): leading configurations re-run on further seeds during the study, and the
 winner chosen on its mean over the most seeds, so no single seed's luck picks it."""
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState, create_trial
 
 from ppo_tune.cli import main
-from tuner.attrs import CONFIG_ATTR, RACE_OF_ATTR, SEED_ATTR
-from tuner.reports import best_trials
-from tuner.seed_policy import Racing, SeedPolicy, TrialBudget, best_raced, next_runs, parse_seed_policy
-from tuner.study_config import load_study_spec
-from tuner.study_defaults import SEED_POLICY
-from tuner.worker import run_worker
+from tuner.run.worker import run_worker
+from tuner.store.attrs import CONFIG_ATTR, RACE_OF_ATTR, SEED_ATTR
+from tuner.study.config import load_study_spec
+from tuner.study.defaults import SEED_POLICY
+from tuner.study.reports import best_trials
+from tuner.study.seed_policy import Racing, SeedPolicy, TrialBudget, best_raced, next_runs, parse_seed_policy
 
 MAX = StudyDirection.MAXIMIZE
 RACING = SeedPolicy(name="racing", seeds=3, top_k=2)
@@ -91,8 +91,8 @@ def test_a_racing_study_reruns_its_leader_on_the_next_seed_and_picks_by_mean(tmp
 def test_a_racing_rerun_is_not_pruned_but_still_guarded() -> None:
     # A re-run the pruner stopped left its configuration short of seeds for good (it is never queued again), so a
     # re-run runs to its end; a KL blow-up still stops it.
-    from tuner.kl_guard import KLGuardPruner
-    from tuner.study_config import KLGuard
+    from tuner.study.config import KLGuard
+    from tuner.trial.kl_guard import KLGuardPruner
 
     pruner = KLGuardPruner(KLGuard(threshold=5.0), inner=optuna.pruners.ThresholdPruner(lower=1e9))  # prunes all
     study = optuna.create_study(direction="maximize", pruner=pruner)
@@ -163,8 +163,8 @@ def test_a_study_without_a_seed_policy_races_its_leader_in_its_last_fifth(tmp_pa
 
 
 def test_the_progress_line_shows_a_raced_winners_mean_over_its_seeds(tmp_path: Path) -> None:
-    from tuner.attrs import DEFINITION_ATTR
-    from tuner.runner import _best_text
+    from tuner.run.runner import _best_text
+    from tuner.store.attrs import DEFINITION_ATTR
 
     study = optuna.create_study(direction="maximize")
     study.set_user_attr(DEFINITION_ATTR, {"objectives": [{"metric": "m"}]})  # no seed_policy: the default races
@@ -180,10 +180,10 @@ def test_the_best_trials_figure_reads_the_same_in_run_show_best_and_the_dashboar
 ) -> None:
     from dashboard.frames import best_summary, number
     from dashboard.study_reader import StudyRef, build_study_view, open_reader
-    from tuner.attrs import DEFINITION_ATTR
-    from tuner.database import create_engine
-    from tuner.runner import _best_text
-    from tuner.trial_records import create_tables
+    from tuner.run.runner import _best_text
+    from tuner.store.attrs import DEFINITION_ATTR
+    from tuner.store.database import create_engine
+    from tuner.store.records import create_tables
 
     url = f"sqlite:///{tmp_path / 'raced.db'}"
     create_tables(create_engine(url))

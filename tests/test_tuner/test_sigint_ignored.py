@@ -20,7 +20,7 @@ from helpers.ctrl_c import ctrl_c, ignore_sigint
 from helpers.studies import TESTS_DIR, Gate, descendants, load, still_running, wait_for, write_study
 from optuna.trial import TrialState
 
-from tuner.attrs import FAIL_REASON_ATTR
+from tuner.store.attrs import FAIL_REASON_ATTR
 
 pytestmark = pytest.mark.heavy  # starts processes or studies: scheduled first
 

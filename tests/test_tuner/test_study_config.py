@@ -12,10 +12,10 @@ from helpers.studies import shipped_study_files, write_study
 
 from ppo_core.config_io import build_config, load_config
 from ppo_tune.cli import main
-from tuner import study_config
-from tuner.constraints import Constraint
-from tuner.search_space import batch_hierarchy, suggest_params
-from tuner.study_config import StudyConfigError, load_study_spec
+from tuner.search.space import batch_hierarchy, suggest_params
+from tuner.study import config as study_config
+from tuner.study.config import StudyConfigError, load_study_spec
+from tuner.study.constraints import Constraint
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -18,11 +18,11 @@ from optuna.distributions import BaseDistribution
 from optuna.trial import TrialState
 
 from ppo_tune.cli import main
-from tuner.attrs import FAIL_REASON_ATTR, RETRY_OF_ATTR
-from tuner.database import GRACE_HEARTBEATS, open_storage
-from tuner.study_config import load_study_spec
-from tuner.study_definition import definition_changes
-from tuner.worker import run_worker
+from tuner.run.worker import run_worker
+from tuner.store.attrs import FAIL_REASON_ATTR, RETRY_OF_ATTR
+from tuner.store.database import GRACE_HEARTBEATS, open_storage
+from tuner.study.config import load_study_spec
+from tuner.study.definition import definition_changes
 
 pytestmark = pytest.mark.heavy  # starts processes or studies: scheduled first
 

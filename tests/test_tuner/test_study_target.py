@@ -11,8 +11,8 @@ from helpers.studies import write_study
 from ppo_core import PPOConfig
 from ppo_tune.cli import main
 from tuner.exports import differences
-from tuner.study_config import load_study_spec
-from tuner.study_target import target_problem
+from tuner.study.config import load_study_spec
+from tuner.study.target import target_problem
 
 GROUP = {"advantage_estimator": "grpo", "num_generations": 4}
 

@@ -15,9 +15,7 @@ from helpers.studies import TESTS_DIR, load, write_study
 from optuna.trial import TrialState
 
 from ppo_tune.cli import main
-from tuner.attrs import FAIL_REASON_ATTR, PRUNE_REASON_ATTR, PRUNED_AT_ATTR
-from tuner.database import create_engine
-from tuner.runner import (
+from tuner.run.runner import (
     GPU_DEVICE_NODES,
     cpu_threads_per_worker,
     gpu_driver_present,
@@ -25,10 +23,12 @@ from tuner.runner import (
     pause_until_a_worker_ends,
     worker_commands,
 )
-from tuner.study_config import StudyConfigError, load_study_spec
-from tuner.trial_launch import TrialJob, trial_command
-from tuner.trial_records import read_metrics
-from tuner.worker import run_worker
+from tuner.run.worker import run_worker
+from tuner.store.attrs import FAIL_REASON_ATTR, PRUNE_REASON_ATTR, PRUNED_AT_ATTR
+from tuner.store.database import create_engine
+from tuner.store.records import read_metrics
+from tuner.study.config import StudyConfigError, load_study_spec
+from tuner.trial.launch import TrialJob, trial_command
 
 pytestmark = pytest.mark.heavy  # starts processes or studies: scheduled first
 
@@ -101,7 +101,7 @@ def test_two_processes_per_trial_stop_together_when_pruned(
 def test_trial_command_lines() -> None:
     job = TrialJob(storage="sqlite:////studies/s.db", study_name="s", trial_id=7, worker_pid=123,
                    threads=3)
-    assert trial_command(job, processes=1) == [sys.executable, "-m", "tuner.trial_process", *job.arguments()]
+    assert trial_command(job, processes=1) == [sys.executable, "-m", "tuner.trial.process", *job.arguments()]
     command = trial_command(job, processes=2)
     launcher, module = command[:command.index("-m", 3)], command[command.index("-m", 3):]
     assert launcher[:3] == [sys.executable, "-m", "accelerate.commands.launch"]
@@ -109,7 +109,7 @@ def test_trial_command_lines() -> None:
     # --multi_gpu is what makes accelerate start N processes at all; without a GPU they talk over gloo.
     assert "--multi_gpu" in options and "--num_processes 2" in options
     assert "--main_process_port 0" in options  # a free port each time: two workers' trials cannot collide
-    assert module == ["-m", "tuner.trial_process", *job.arguments()]
+    assert module == ["-m", "tuner.trial.process", *job.arguments()]
     assert TrialJob.from_arguments(job.arguments()) == job
 
 
@@ -177,7 +177,7 @@ def test_omp_num_threads_caps_a_workers_threads(tmp_path: Path, tiny_lm_dir: Pat
 def test_a_machine_without_a_gpu_driver_counts_no_gpu_without_importing_torch() -> None:
     # Importing torch costs `ppo-tune run` seconds of CPU before its first trial; where no GPU driver exposes a
     # device, torch could count none anyway.
-    probe = ("import sys; from tuner.runner import visible_gpus; gpus = visible_gpus(); "
+    probe = ("import sys; from tuner.run.runner import visible_gpus; gpus = visible_gpus(); "
              "print(gpus, 'torch' in sys.modules)")
     assert not any(Path("/dev", name).exists() for name in GPU_DEVICE_NODES)  # CI's machines have no GPU
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)

@@ -11,7 +11,7 @@ import pytest
 
 from ppo_core.config_io import build_config
 from ppo_tune.cli import main
-from tuner.study_config import StudyConfigError, parse_study
+from tuner.study.config import StudyConfigError, parse_study
 from tuner.trl_trial.arguments import trial_arguments
 
 STUDY = {"name": "named", "n_trials": 1, "sampler": {"name": "grid"},

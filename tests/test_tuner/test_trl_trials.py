@@ -16,17 +16,17 @@ from optuna.trial import TrialState
 
 from ppo_core.config_io import build_config
 from ppo_tune.cli import main
-from tuner.attrs import FAIL_REASON_ATTR, PRUNE_REASON_ATTR, TRAINED_BY_ATTR, TRL_SECONDS_ATTR
-from tuner.database import create_engine
 from tuner.exports import exported
-from tuner.study_config import StudyConfigError, load_study_spec
-from tuner.trial_records import read_metrics, read_samples
+from tuner.production.validation import validation_study_name
+from tuner.run.worker import run_worker
+from tuner.store.attrs import FAIL_REASON_ATTR, PRUNE_REASON_ATTR, TRAINED_BY_ATTR, TRL_SECONDS_ATTR
+from tuner.store.database import create_engine
+from tuner.store.records import read_metrics, read_samples
+from tuner.study.config import StudyConfigError, load_study_spec
+from tuner.study.trainer_check import check_trainer
 from tuner.trl_trial.arguments import MACHINE_FIELDS, TRIAL_OWNED, trial_arguments
-from tuner.trl_trial.checks import check_trainer
 from tuner.trl_trial.metrics import ppo_tune_metrics, response_kl
 from tuner.trl_trial.run import trainer_config
-from tuner.validation import validation_study_name
-from tuner.worker import run_worker
 
 pytestmark = pytest.mark.heavy  # starts studies: scheduled first
 

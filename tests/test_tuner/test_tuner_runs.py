@@ -33,7 +33,8 @@ from optuna.trial import TrialState
 
 from ppo_core.errors import sigterm_as_interrupt
 from ppo_tune.cli import main
-from tuner.attrs import (
+from tuner.run.worker import run_worker
+from tuner.store.attrs import (
     BUDGET_ATTR,
     CPU_THREADS_ATTR,
     FAIL_REASON_ATTR,
@@ -41,12 +42,11 @@ from tuner.attrs import (
     PRUNED_AT_ATTR,
     RACE_OF_ATTR,
 )
-from tuner.database import create_engine, open_storage
-from tuner.kl_guard import KLGuardPruner, blowup_reason, forecast_lower_bound
-from tuner.reports import trials_frame, updates_run
-from tuner.study_config import KLGuard, load_study_spec
-from tuner.trial_records import count_rows, read_metrics, read_samples
-from tuner.worker import run_worker
+from tuner.store.database import create_engine, open_storage
+from tuner.store.records import count_rows, read_metrics, read_samples
+from tuner.study.config import KLGuard, load_study_spec
+from tuner.study.reports import trials_frame, updates_run
+from tuner.trial.kl_guard import KLGuardPruner, blowup_reason, forecast_lower_bound
 
 pytestmark = pytest.mark.heavy  # starts processes or studies: scheduled first
 
@@ -214,7 +214,7 @@ def test_a_dead_worker_is_named_with_how_it_died(tmp_path: Path, tiny_lm_dir: Pa
     runner = subprocess.Popen([sys.executable, "-m", "ppo_tune", "run", str(path), "--workers", "2"],
                               stderr=subprocess.PIPE, text=True)
     held = gate.held_process()
-    worker = next(p for p in held.parents() if "tuner.worker" in " ".join(p.cmdline()))
+    worker = next(p for p in held.parents() if "tuner.run.worker" in " ".join(p.cmdline()))
     index = worker.cmdline()[worker.cmdline().index("--worker-index") + 1]
     worker.send_signal(signal.SIGKILL)
     wait_for(lambda: not still_running([held]), 60, "the dead worker's trial process to end")
@@ -234,7 +234,7 @@ def test_a_single_local_worker_runs_in_ppo_tune_s_own_process(tmp_path: Path, ti
     held = gate.held_process()
     ancestors = held.parents()
     assert runner.pid in [p.pid for p in ancestors]
-    assert not [p for p in ancestors if "tuner.worker" in " ".join(p.cmdline())], [p.cmdline() for p in ancestors]
+    assert not [p for p in ancestors if "tuner.run.worker" in " ".join(p.cmdline())], [p.cmdline() for p in ancestors]
     gate.open()
     _, error = runner.communicate(timeout=120)
     assert runner.returncode == 0, error

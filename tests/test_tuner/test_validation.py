@@ -15,13 +15,13 @@ from helpers.studies import TESTS_DIR, load, wait_for, write_study
 from optuna.trial import TrialState
 
 from ppo_tune.cli import main
-from tuner.attrs import CONFIG_ATTR, FAIL_REASON_ATTR, SEED_ATTR, VALIDATES_ATTR
-from tuner.confidence import mean_interval
-from tuner.database import create_engine, open_storage
-from tuner.study_config import load_study_spec
-from tuner.trial_records import read_metrics
-from tuner.validation import FIRST_VALIDATION_SEED, fresh_seeds, validation_study_name
-from tuner.worker import run_worker
+from tuner.production.confidence import mean_interval
+from tuner.production.validation import FIRST_VALIDATION_SEED, fresh_seeds, validation_study_name
+from tuner.run.worker import run_worker
+from tuner.store.attrs import CONFIG_ATTR, FAIL_REASON_ATTR, SEED_ATTR, VALIDATES_ATTR
+from tuner.store.database import create_engine, open_storage
+from tuner.store.records import read_metrics
+from tuner.study.config import load_study_spec
 
 pytestmark = pytest.mark.heavy  # starts processes or studies: scheduled first
 

@@ -14,12 +14,9 @@ from helpers.studies import TESTS_DIR, load, write_study
 from optuna.trial import TrialState
 
 from ppo_core.config import settable_fields
-from tuner.attrs import KL_HISTORY_ATTR, WARM_START_ATTR
-from tuner.database import open_storage
-from tuner.search_space import ParamSpec, batch_hierarchy, suggest_params
-from tuner.study_config import load_study_spec, parse_param
-from tuner.study_definition import check_definition
-from tuner.warm_start import (
+from tuner.run.worker import run_worker
+from tuner.search.space import ParamSpec, batch_hierarchy, suggest_params
+from tuner.search.warm_start import (
     UnfitValue,
     WarmStart,
     WarmStartError,
@@ -31,7 +28,10 @@ from tuner.warm_start import (
     trl_default_values,
     warm_start_points,
 )
-from tuner.worker import run_worker
+from tuner.store.attrs import KL_HISTORY_ATTR, WARM_START_ATTR
+from tuner.store.database import open_storage
+from tuner.study.config import load_study_spec, parse_param
+from tuner.study.definition import check_definition
 
 # The quickstart's space, as the study file's parser reads it.
 QUICKSTART_SPACE = {

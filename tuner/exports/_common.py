@@ -90,7 +90,7 @@ class Target:
     # What the target computes differently from the trial, one line each (tuner.exports.computes); [] is exact.
     differences: Callable[[PPOConfig], list[str]] = lambda c: []
     # The ppo_core settings that compute as the target does where it differs from ppo_core's defaults: a study that
-    # names the target starts from them (tuner.study_target).
+    # names the target starts from them (tuner.study.target).
     profile: Mapping[str, Any] = field(default_factory=dict)
 
     def covers(self) -> set[str]:

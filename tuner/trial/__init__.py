@@ -1,0 +1,13 @@
+"""The trial: one Optuna trial run as a process of its own, locally or as a Ray task.
+
+``optuna_objective`` (the function ``study.optimize`` calls) starts the trial's process through ``launch`` (or
+``ray_launch`` and ``ray_task``), speaking ``protocol``; ``process`` is that process's entry point, which trains and
+reports every update through ``reporter`` to the store, the pruner and the ``kl_guard``; ``factory`` builds the
+samplers and pruners; ``interrupts``, ``frozen_heap`` and ``fork_server_freeze`` keep the processes' ends clean.
+Imports the wings below it (store, exports, search, TRL trial, study).
+"""
+
+__all__ = [
+    "factory", "fork_server_freeze", "frozen_heap", "interrupts", "kl_guard", "launch", "optuna_objective", "process",
+    "protocol", "ray_launch", "ray_task", "reporter",
+]
