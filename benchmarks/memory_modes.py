@@ -33,7 +33,7 @@ from transformers import (
 )
 
 from ppo_core.config_io import load_config
-from ppo_core.estimate import estimate_run
+from ppo_core.memory_estimate import estimate_run
 from tools.quick_mode import add_quick_argument, results_path
 from tools.tiny_models import Architecture, TinySize, _save, metaspace_tokenizer, tiny_config
 

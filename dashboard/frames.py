@@ -19,6 +19,7 @@ from ppo_core.estimator_traits import critic_estimators
 from ppo_core.metric_names import CRITIC_METRICS, GUARDED_METRICS
 from tuner.run.savings import update_savings
 from tuner.store.records import METRIC_KEYS
+from tuner.study.spec import Objective
 
 DIFFERS_STYLE = "background-color: rgba(255, 193, 7, 0.28)"
 # What every table on every page shows where a trial has no value: a setting it does not use (kl_coef on an
@@ -249,19 +250,18 @@ def trial_table(view: StudyView, states: Iterable[str]) -> pd.DataFrame:
 REDUCED = {"last": "its last value", "mean": "its mean", "max": "its maximum", "min": "its minimum"}
 
 
-def reduced(objective: Mapping[str, Any]) -> str:
+def reduced(objective: Objective) -> str:
     """How an objective reduces its metric, in words: ``mean of the last 2 values``."""
-    reduce = str(objective.get("reduce", "last"))
-    if reduce == "mean_last_k":
-        return f"mean of the last {objective.get('k')} values"
-    return REDUCED.get(reduce, reduce)
+    if objective.reduce == "mean_last_k":
+        return f"mean of the last {objective.k} values"
+    return REDUCED.get(objective.reduce, objective.reduce)
 
 
 def objective_labels(view: StudyView) -> dict[str, str]:
     """Column labels for the objective values, told apart from the raw metric they reduce: ``objective:
     eval/gold_score, mean of the last 2 values`` where the tuner stored how; else Optuna's metric names."""
     if len(view.objectives) == len(view.objective_names):
-        return {name: f"objective: {objective.get('metric', name)}, {reduced(objective)}"
+        return {name: f"objective: {objective.metric}, {reduced(objective)}"
                 for name, objective in zip(view.objective_names, view.objectives, strict=True)}
     if any(not name.startswith("value_") for name in view.objective_names):
         return {name: name for name in view.objective_names}

@@ -36,22 +36,16 @@ from dashboard.optuna_tables import TrialCache, read_study, snapshot_study
 from dashboard.optuna_tables import study_names as table_study_names
 from tuner.search.frontier_aim import aim_words
 from tuner.search.frontier_sampler import AIM_ATTR
-from tuner.store.attrs import (
-    CONFIG_ATTR,
-    DEFAULT_KL_METRIC,
-    DEFAULT_KL_THRESHOLD,
-    KL_GUARD_ATTR,
-    KL_HISTORY_ATTR,
-    OBJECTIVES_ATTR,
-    stored_definition,
-)
+from tuner.store.attrs import CONFIG_ATTR, KL_GUARD_ATTR, KL_HISTORY_ATTR
 from tuner.store.database import open_read_only_engine, sqlite_path
 from tuner.store.paths import DEFAULT_STUDIES_DIR
 from tuner.store.paths import storage_urls as tuner_storage_urls
 from tuner.store.records import METRIC_KEYS, decode_metric_rows, metrics_table, samples_table
-from tuner.study.constraints import feasible
-from tuner.study.edge_findings import EdgeFinding, edge_findings, stored_search_space
+from tuner.study.constraints import Constraint, feasible
+from tuner.study.edge_findings import EdgeFinding, edge_findings
 from tuner.study.reports import BestFigure, best_figure, best_trials, trials_frame
+from tuner.study.spec import KLGuard, Objective
+from tuner.study.stored import StoredStudy, read_stored
 
 PARAM_PREFIX = "param:"  # how tuner.study.reports.trials_frame names the searched parameters' columns
 SAMPLE_COLUMNS = [c.name for c in samples_table.c if c.name not in ("id", "study_name")]
@@ -240,12 +234,6 @@ def open_reader(ref: StudyRef) -> StudyReader:
 
 
 @dataclass(frozen=True)
-class KLGuardSettings:
-    threshold: float = DEFAULT_KL_THRESHOLD
-    metric: str = DEFAULT_KL_METRIC
-
-
-@dataclass(frozen=True)
 class StudyView:
     """Everything about a study's trials that the pages show, without the per-update data."""
 
@@ -256,19 +244,31 @@ class StudyView:
     configs: Mapping[int, Mapping[str, Any]]
     best: tuple[int, ...]  # the best trial, or the Pareto front
     best_figure: BestFigure | None  # the best trial's headline figure, as `ppo-tune run`, show and best give it
-    kl_guard: KLGuardSettings
+    stored: StoredStudy  # the study's stored definition, read once (tuner.study.stored)
     counts: Mapping[str, int] = field(default_factory=dict)  # trials by state, states with none left out
     edge_findings: tuple[EdgeFinding, ...] = ()  # searched ranges whose best trials crowd against a bound
-    target: str | None = None  # the trainer the study file named (``target:``), whose computation its trials kept
-    constraints: tuple[Mapping[str, Any], ...] = ()  # the study file's constraints, as written
-    objectives: tuple[Mapping[str, Any], ...] = ()  # each objective's metric, reduce and k, as the tuner stored them
     aim: str | None = None  # a frontier-guided study's latest proposal: where it aimed, why, and how sure
+
+    @property
+    def kl_guard(self) -> KLGuard:
+        return self.stored.kl_guard
+
+    @property
+    def target(self) -> str | None:
+        """The trainer the study's trials kept to (``target:``, or a TRL study's trainer); None without one."""
+        return self.stored.target
+
+    @property
+    def constraints(self) -> tuple[Constraint, ...]:
+        return self.stored.constraints
+
+    @property
+    def objectives(self) -> tuple[Objective, ...]:
+        return self.stored.objectives
 
     def upper_limit(self, metric: str) -> float | None:
         """The study's constraint ``metric <= max`` (the tightest), if it has one."""
-        limits = [float(c["max"]) for c in self.constraints if c.get("metric") == metric
-                  and isinstance(c.get("max"), (int, float))]
-        return min(limits) if limits else None
+        return self.stored.upper_limit(metric)
 
     @property
     def numbers(self) -> list[int]:
@@ -294,19 +294,6 @@ class StudyView:
 def objective_names(study: optuna.Study) -> tuple[str, ...]:
     """The objectives' names: Optuna's metric names if the study set them, else ``value_<i>``."""
     return tuple(study.metric_names or [f"value_{i}" for i in range(len(study.directions))])
-
-
-def kl_guard_settings(user_attrs: Mapping[str, Any], system_attrs: Mapping[str, Any]) -> KLGuardSettings:
-    """The study's KL guard as recorded on the study (user attrs first), else the tuner's default."""
-    recorded = user_attrs.get(KL_GUARD_ATTR) or system_attrs.get(KL_GUARD_ATTR) or {}
-    if not isinstance(recorded, Mapping):
-        return KLGuardSettings()
-    try:
-        threshold = float(recorded.get("threshold", DEFAULT_KL_THRESHOLD))
-    except (TypeError, ValueError):
-        threshold = DEFAULT_KL_THRESHOLD
-    metric = recorded.get("metric")
-    return KLGuardSettings(threshold, metric if isinstance(metric, str) else DEFAULT_KL_METRIC)
 
 
 def _max_finite(values: list[Any]) -> float:
@@ -342,6 +329,10 @@ def build_study_view(ref: StudyRef, snapshot: Snapshot) -> StudyView:
     counts = {state: int((frame["state"] == state).sum()) for state in STATE_ORDER} if not frame.empty else {}
     counts = {state: count for state, count in counts.items() if count}
     best = best_trials(study)
+    attrs = snapshot.user_attrs
+    if KL_GUARD_ATTR not in attrs and KL_GUARD_ATTR in snapshot.system_attrs:  # where the oldest studies kept it
+        attrs = {**attrs, KL_GUARD_ATTR: snapshot.system_attrs[KL_GUARD_ATTR]}
+    stored = read_stored(attrs, len(study.directions))
     return StudyView(
         ref=ref,
         directions=tuple(d.name.lower() for d in study.directions),
@@ -350,13 +341,9 @@ def build_study_view(ref: StudyRef, snapshot: Snapshot) -> StudyView:
         configs={trial.number: dict(trial.user_attrs.get(CONFIG_ATTR, {}) or {}) for trial in snapshot.trials},
         best=tuple(trial.number for trial in best),
         best_figure=best_figure(study, best),
-        kl_guard=kl_guard_settings(snapshot.user_attrs, snapshot.system_attrs),
+        stored=stored,
         counts=counts,
-        edge_findings=tuple(edge_findings(snapshot.trials, stored_search_space(snapshot.user_attrs),
-                                          study.directions)),
-        target=stored_target(snapshot.user_attrs),
-        constraints=stored_constraints(snapshot.user_attrs),
-        objectives=tuple(o for o in snapshot.user_attrs.get(OBJECTIVES_ATTR) or [] if isinstance(o, Mapping)),
+        edge_findings=tuple(edge_findings(snapshot.trials, stored.search_space, study.directions)),
         aim=latest_aim(snapshot.trials),
     )
 
@@ -366,15 +353,3 @@ def latest_aim(trials: Iterable[FrozenTrial]) -> str | None:
     whose sampler stored none."""
     aimed = [trial for trial in trials if isinstance(trial.user_attrs.get(AIM_ATTR), Mapping)]
     return aim_words(aimed[-1].user_attrs[AIM_ATTR], aimed[-1].number) if aimed else None
-
-
-def stored_constraints(user_attrs: Mapping[str, Any]) -> tuple[Mapping[str, Any], ...]:
-    """The constraints of the study file stored on the study; none when it stored none."""
-    raw = (stored_definition(user_attrs) or {}).get("constraints")
-    return tuple(c for c in raw if isinstance(c, Mapping)) if isinstance(raw, list) else ()
-
-
-def stored_target(user_attrs: Mapping[str, Any]) -> str | None:
-    """The target trainer named in the study file stored on the study; None when it named none."""
-    target = (stored_definition(user_attrs) or {}).get("target")
-    return target if isinstance(target, str) else None

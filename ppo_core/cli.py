@@ -49,8 +49,8 @@ def train_command(args: argparse.Namespace) -> int:
     # The trainer pulls in torch and the config reader transformers; ``ppo-tune list`` and ``ppo-tune dashboard``
     # should not wait for either.
     from ppo_core.callbacks import JsonlWriter, TrainerCallback
-    from ppo_core.config import launched_rank
     from ppo_core.config_io import dump_config, load_config
+    from ppo_core.launch_env import launched_rank
     from ppo_core.progress import ProgressCallback
     from ppo_core.run_directory import RunDirectory, check_output
     from ppo_core.setup import resolve_models
@@ -58,7 +58,8 @@ def train_command(args: argparse.Namespace) -> int:
 
     config = load_config(args.config, args.overrides)
     if args.estimate:
-        from ppo_core.estimate import estimate_run, print_estimate
+        from ppo_core.memory_estimate import estimate_run
+        from ppo_core.memory_report import print_estimate
 
         print_estimate(estimate_run(config))
         return 0

@@ -11,14 +11,20 @@ Every problem raises :class:`ConfigError` with a one-line message that names the
 from __future__ import annotations
 
 import dataclasses
-import os
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal, get_args
 
 from ppo_core.config_checks import ConfigError, accept_single_values_for_lists, check_types, field_types_of
 from ppo_core.config_rules import check_values
-from ppo_core.estimator_traits import ESTIMATORS, estimators_help, names_where
+from ppo_core.estimator_traits import (
+    DEFAULT_GROUP_GENERATIONS,
+    ESTIMATORS,
+    default_generations,
+    default_kl_in_reward,
+    estimators_help,
+    names_where,
+)
+from ppo_core.launch_env import launched_world_size
 from ppo_core.trl_config import ModelConfig, ScriptArguments, field_help
 
 # Each set of choices is written once, as the type of the fields that take it; the tuples are read from the types.
@@ -30,22 +36,8 @@ KL_ESTIMATORS: tuple[str, ...] = get_args(KLEstimator)
 LR_SCHEDULES: tuple[str, ...] = get_args(LRSchedule)
 LOSS_TYPES: tuple[str, ...] = get_args(LossType)
 IMPORTANCE_SAMPLING_LEVELS: tuple[str, ...] = get_args(ImportanceSamplingLevel)
-# Responses per prompt when num_generations is null and the estimator needs a group. TRL's GRPOConfig says 8, which
-# at the default rollout batch of 8 would leave one prompt per update; 4 keeps two.
-DEFAULT_GROUP_GENERATIONS = 4
 # Added to the standard deviation that divides GRPO's centred scores: TRL's GRPOTrainer adds the same.
 GRPO_STD_EPSILON = 1e-4
-
-
-def default_generations(estimator: str) -> int:
-    """What ``num_generations: null`` means for ``estimator``: a group for the group estimators, else one."""
-    return DEFAULT_GROUP_GENERATIONS if ESTIMATORS[estimator].groups else 1
-
-
-def default_kl_in_reward(estimator: str) -> bool:
-    """What ``kl_in_reward: null`` means for ``estimator``: in the loss for GRPO, in the reward otherwise
-    (``ppo_core.estimator_traits``)."""
-    return not ESTIMATORS[estimator].kl_in_loss
 
 
 @dataclass
@@ -228,7 +220,9 @@ class PPOConfig(ScriptArguments, ModelConfig):
 
     # --- KL control ---
     kl_coef: float = field(
-        default=0.05, metadata=field_help("KL penalty beta; the initial beta when kl_target is set.")
+        default=0.05,
+        metadata=field_help("Coefficient of the KL penalty subtracted from each token's reward when kl_in_reward is "
+                            "true (TRL PPOConfig's name); the initial value when kl_target is set."),
     )
     kl_estimator: KLEstimator = field(
         default="k1", metadata=field_help("Per-token KL estimator: k1 (log ratio), k2, k3 or abs.")
@@ -433,32 +427,6 @@ class PPOConfig(ScriptArguments, ModelConfig):
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.init}
 
 
-def is_function_spec(spec: str) -> bool:
-    """``module:function`` rather than a path or hub name (a Windows drive letter is not a module)."""
-    module_name, sep, function_name = spec.partition(":")
-    return bool(sep) and module_name.replace(".", "").replace("_", "").isalnum() and function_name.isidentifier() \
-        and not Path(spec).exists() and len(module_name) > 1
-
-
-def _launch_variable(name: str, default: int, meaning: str) -> int:
-    """An integer that ``accelerate launch`` and ``torchrun`` set in every process they start."""
-    try:
-        return int(os.environ.get(name, str(default)))
-    except ValueError:
-        raise ConfigError(f"{name}: expected {meaning}, got {os.environ[name]!r}") from None
-
-
-def launched_world_size() -> int:
-    """Processes in this launch (WORLD_SIZE). Reading it when the config is built lets the batch hierarchy be
-    derived once, before the trainer exists."""
-    return max(1, _launch_variable("WORLD_SIZE", 1, "a number of processes"))
-
-
-def launched_rank() -> int:
-    """This process's rank in its launch (RANK; 0 when not launched), read before any process group exists."""
-    return _launch_variable("RANK", 0, "a process rank")
-
-
 def field_types() -> dict[str, Any]:
     """PPOConfig's field annotations, resolved once: every config built reads them."""
     return field_types_of(PPOConfig)
@@ -469,5 +437,4 @@ def settable_fields() -> dict[str, dataclasses.Field[Any]]:
     return {f.name: f for f in dataclasses.fields(PPOConfig) if f.init}
 
 
-__all__ = ["ConfigError", "PPOConfig", "field_types", "is_function_spec", "launched_rank",
-           "launched_world_size", "settable_fields"]
+__all__ = ["ConfigError", "PPOConfig", "field_types", "settable_fields"]

@@ -94,3 +94,18 @@ def estimators_help() -> str:
     return "; ".join(f"{name}: {traits.summary}" + ("" if traits.critic else " (no value network)")
                      for name, traits in ESTIMATORS.items()) + "."
 
+
+# Responses per prompt when num_generations is null and the estimator needs a group. TRL's GRPOConfig says 8, which
+# at the default rollout batch of 8 would leave one prompt per update; 4 keeps two.
+DEFAULT_GROUP_GENERATIONS = 4
+
+
+def default_generations(estimator: str) -> int:
+    """What ``num_generations: null`` means for ``estimator``: a group for the group estimators, else one."""
+    return DEFAULT_GROUP_GENERATIONS if ESTIMATORS[estimator].groups else 1
+
+
+def default_kl_in_reward(estimator: str) -> bool:
+    """What ``kl_in_reward: null`` means for ``estimator``: in the loss for GRPO, in the reward otherwise
+    (the table above)."""
+    return not ESTIMATORS[estimator].kl_in_loss

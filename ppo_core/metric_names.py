@@ -9,7 +9,7 @@ from pathlib import PurePath
 # a divergence (the score, KL and the two losses), in the order a diagnosis should name them.
 GUARDED_METRICS = ("objective/scores", "objective/kl", "loss/policy_avg", "loss/value_avg")
 
-# Every metric every update of every run reports: the rollout's (ppo_core.metrics.rollout_metrics), the update's
+# Every metric every update of every run reports: the rollout's (ppo_core.rollout_metrics.rollout_metrics), the update's
 # diagnostics (ppo_core.update), and the trainer's own counters, schedule and measurements of the machine.
 UPDATE_METRICS = (
     "update", "episode",

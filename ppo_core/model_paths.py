@@ -35,3 +35,10 @@ def resolve_model(path: str, field_name: str) -> str:
         require_model(path, field_name)
         return path
     return str(cached_model_dir(source, field_name))
+
+
+def is_function_spec(spec: str) -> bool:
+    """``module:function`` rather than a path or hub name (a Windows drive letter is not a module)."""
+    module_name, sep, function_name = spec.partition(":")
+    return bool(sep) and module_name.replace(".", "").replace("_", "").isalnum() and function_name.isidentifier() \
+        and not Path(spec).exists() and len(module_name) > 1

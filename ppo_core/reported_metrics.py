@@ -9,7 +9,7 @@ Example::
 
 from __future__ import annotations
 
-from ppo_core.config import PPOConfig, is_function_spec
+from ppo_core.config import PPOConfig
 from ppo_core.metric_names import (
     CRITIC_METRICS,
     EVAL_GOLD_SCORE,
@@ -22,6 +22,7 @@ from ppo_core.metric_names import (
     reward_metric,
     reward_name,
 )
+from ppo_core.model_paths import is_function_spec
 
 
 def reported_metrics(config: PPOConfig) -> frozenset[str]:

@@ -10,10 +10,10 @@ from dataclasses import dataclass
 import torch
 from transformers import GenerationConfig, PreTrainedModel, PreTrainedTokenizerBase
 
-from ppo_core.config import ConfigError, PPOConfig, is_function_spec
+from ppo_core.config import ConfigError, PPOConfig
 from ppo_core.generation import sampling_config
 from ppo_core.lora import adapters_disabled, add_adapter
-from ppo_core.model_paths import resolve_model
+from ppo_core.model_paths import is_function_spec, resolve_model
 from ppo_core.models import (
     LoadOptions,
     ValueModel,

@@ -33,10 +33,10 @@ from ppo_core.kl import kl_per_token, make_kl_controller
 from ppo_core.lora import ParameterCount, count_parameters, save_merged
 from ppo_core.memory import peak_memory_gib, reset_peak_memory
 from ppo_core.metric_names import GUARDED_METRICS, reward_metric
-from ppo_core.metrics import first_non_finite, rollout_metrics
 from ppo_core.models import LoadOptions, copy_tokenizer
 from ppo_core.prompt_data import PromptSet
 from ppo_core.rollout import Rollout, collect_rollout
+from ppo_core.rollout_metrics import first_non_finite, rollout_metrics
 from ppo_core.setup import RunSetup, build_setup
 from ppo_core.trackers import TrackerCallback, tracker_dir
 from ppo_core.update import Optimisation, UpdateTargets, ppo_update

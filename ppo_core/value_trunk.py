@@ -1,5 +1,5 @@
 """Which network the value model's trunk starts from: one rule for a run (``ppo_core.setup``) and for its estimate
-(``ppo_core.estimate``), so that ``--estimate`` sizes the network a run loads."""
+(``ppo_core.memory_estimate``), so that ``--estimate`` sizes the network a run loads."""
 
 from __future__ import annotations
 

@@ -114,7 +114,7 @@ def test_no_import_loops_inside_a_part(layer: str) -> None:
 
 
 # tuner's wings, lowest first: a module of one imports only its own wing and those before it here. tuner.cli (the
-# commands) and tuner's __init__ (its public names) sit above them all.
+# commands, a package) and tuner's __init__ (its public names) sit above them all.
 TUNER_WINGS = ("store", "exports", "search", "trl_trial", "study", "trial", "run", "production")
 
 
@@ -125,7 +125,7 @@ def tuner_wing(module: str) -> str | None:
 
 def test_tuner_is_in_wings_whose_imports_point_down() -> None:
     flat = sorted(module for module in project_modules(("tuner",))
-                  if module not in ("tuner", "tuner.cli") and tuner_wing(module) is None)
+                  if module != "tuner" and module.split(".")[:2] != ["tuner", "cli"] and tuner_wing(module) is None)
     assert not flat, flat  # every module of tuner sits in a wing
     graph = import_graph()
     assert {tuner_wing(target) for target in graph["tuner.run.worker"]} >= {"store", "study", "trial"}  # sees them

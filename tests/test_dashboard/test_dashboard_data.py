@@ -21,7 +21,6 @@ from dashboard.launch import STORAGE_ENV, add_dashboard_arguments, streamlit_com
 from dashboard.study_reader import (
     StudyRef,
     build_study_view,
-    kl_guard_settings,
     open_reader,
     storage_urls,
 )
@@ -30,6 +29,7 @@ from tools.demo_study import DemoSpec, build_demo_study
 from tuner.store.attrs import DEFAULT_KL_THRESHOLD
 from tuner.store.database import create_engine, read_only_url
 from tuner.store.records import TrialStore
+from tuner.study.stored import read_stored
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -97,9 +97,11 @@ def test_study_view_trial_table_best_and_kl_guard(demo_url: str) -> None:
     assert len(view.best) == 1 and view.states()[view.best[0]] == "COMPLETE"
     assert set(view.kl_targets()) == {n for n, c in view.configs.items() if c["kl_target"] is not None}
     assert sum(view.counts.values()) == 6 and all(view.counts.values())
-    assert kl_guard_settings({}, {}).threshold == DEFAULT_KL_THRESHOLD
-    assert kl_guard_settings({"kl_guard": {"threshold": 7, "metric": "m"}}, {}) == type(view.kl_guard)(7.0, "m")
-    assert kl_guard_settings({}, {"kl_guard": {"threshold": "bad"}}).threshold == DEFAULT_KL_THRESHOLD
+    # The demo study records its guard as studies did before definitions were stored: read from there.
+    assert read_stored({}, 1).kl_guard.threshold == DEFAULT_KL_THRESHOLD
+    recorded = read_stored({"kl_guard": {"threshold": 7, "metric": "m"}}, 1).kl_guard
+    assert (recorded.threshold, recorded.metric) == (7.0, "m")
+    assert read_stored({"kl_guard": {"threshold": "bad"}}, 1).kl_guard.threshold == DEFAULT_KL_THRESHOLD
 
 
 def test_frames_smoothing_samples_and_comparisons() -> None:

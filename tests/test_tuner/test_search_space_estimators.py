@@ -11,9 +11,16 @@ from typing import Any
 import optuna
 import pytest
 
-from ppo_core.config import default_generations, default_kl_in_reward, settable_fields
+from ppo_core.config import settable_fields
 from ppo_core.config_io import build_config
-from ppo_core.estimator_traits import estimator_fields, estimator_names, group_estimators, readers
+from ppo_core.estimator_traits import (
+    default_generations,
+    default_kl_in_reward,
+    estimator_fields,
+    estimator_names,
+    group_estimators,
+    readers,
+)
 from tuner.search.space import KL_PLACEMENT_PARAMS, suggest_params
 from tuner.study.config import StudyConfigError, StudySpec, load_study_spec, parse_study
 

@@ -18,9 +18,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ppo_core.config import PPOConfig, is_function_spec, settable_fields
+from ppo_core.config import PPOConfig, settable_fields
 from ppo_core.estimator_traits import critic_only_fields, estimator_fields, readers
-from ppo_core.tasks.variants import generated_length
+from ppo_core.model_paths import is_function_spec
 
 Why = str | Callable[[PPOConfig], str | None]
 Layout = Literal["trl", "openrlhf", "hydra"]
@@ -310,6 +310,8 @@ def unknown_estimator(c: PPOConfig, target: str) -> Lacks:
 
 def generated_length_of(c: PPOConfig) -> int:
     """Tokens the trial generated per response: its response_length, else its built-in task's, else 53."""
+    from ppo_core.tasks.variants import generated_length  # the tasks' code, loaded only when an export is made
+
     return generated_length(c.response_length, c.task, c.task_seed)
 
 

@@ -9,7 +9,6 @@ nothing a trial does can take the worker down, and the worker does not import th
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 
 import optuna
@@ -20,7 +19,7 @@ from ppo_core.errors import InputError, Terminated, sigterm_as_interrupt
 from ppo_core.quiet import quiet_hugging_face
 from tuner.run.failure_streak import failure_streak
 from tuner.search.warm_start import enqueue_warm_starts
-from tuner.store.attrs import KL_GUARD_ATTR, OBJECTIVES_ATTR, VALIDATION_OF_ATTR
+from tuner.store.attrs import VALIDATION_OF_ATTR
 from tuner.store.database import StorageError, create_engine, open_read_only_storage, open_storage, sqlite_path
 from tuner.store.records import create_tables
 from tuner.study.config import load_study_spec
@@ -58,11 +57,10 @@ def open_study(spec: StudySpec, heartbeat: bool = True, worker_index: int = 0,
         proposed = [t for t in study.get_trials(deepcopy=False) if t.state != TrialState.WAITING]
         study.sampler = make_sampler(spec, worker_index, trials_before=len(proposed))
     changes = check_definition(study, spec, allow_changes)
-    if changes or KL_GUARD_ATTR not in study.user_attrs:
-        # The dashboard draws the blow-up threshold and labels objectives from these: the definition's in force.
+    if changes or not study.metric_names:
+        # Optuna's own views label the objectives with these; the rest is read from the definition alone
+        # (tuner.study.stored), which is stored once.
         study.set_metric_names([objective.metric for objective in spec.objectives])
-        study.set_user_attr(KL_GUARD_ATTR, dataclasses.asdict(spec.kl_guard))
-        study.set_user_attr(OBJECTIVES_ATTR, [dataclasses.asdict(objective) for objective in spec.objectives])
     messages = [f"study definition changed (--allow-changes): {change}" for change in changes]
     return study, messages + enqueue_warm_starts(study, spec.enqueue)
 

@@ -29,13 +29,8 @@ from typing import Any
 
 import optuna
 
-from ppo_core.config import (
-    ConfigError,
-    default_generations,
-    default_kl_in_reward,
-    settable_fields,
-)
-from ppo_core.estimator_traits import ESTIMATORS, readers
+from ppo_core.config import ConfigError, settable_fields
+from ppo_core.estimator_traits import ESTIMATORS, default_generations, default_kl_in_reward, readers
 
 # Search-space keys that are not PPOConfig fields: each sets one or more fields (see config_values).
 VIRTUAL_PARAMS = ("kl_control", "rollout_batch_size", "mini_batch_size")

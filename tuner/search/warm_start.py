@@ -39,7 +39,8 @@ from typing import Any
 
 import optuna
 
-from ppo_core.config import default_generations, default_kl_in_reward, settable_fields
+from ppo_core.config import settable_fields
+from ppo_core.estimator_traits import default_generations, default_kl_in_reward
 from tuner.search.space import DECIDING_PARAMS, ParamSpec, choose_point, default_estimator, regime_of
 from tuner.store.attrs import WARM_START_ATTR
 

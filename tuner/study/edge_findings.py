@@ -6,7 +6,7 @@ of one bound (measured in log space for a log-scale parameter), that bound is a 
 
 Example::
 
-    space = stored_search_space(study.user_attrs)
+    space = read_stored(study.user_attrs, len(study.directions)).search_space  # tuner.study.stored
     print(format_edge_findings(edge_findings(study.get_trials(), space, study.directions)))
     # learning_rate: the best 6 of 30 trials lie within 10% of the upper bound 5e-05; widen the range above it
     # (the best trials end at 1.1-1.9 nats of KL)
@@ -17,17 +17,15 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial
 
 from tuner.search.space import ParamSpec
-from tuner.store.attrs import KL_HISTORY_ATTR, stored_definition
+from tuner.store.attrs import KL_HISTORY_ATTR
 from tuner.study.constraints import feasible
 from tuner.study.reports import rank_completed
-from tuner.study.space_section import parse_param
-from tuner.study.values import StudyConfigError
 
 MIN_COMPLETE = 5  # fewer completed trials say nothing about where the optimum lies
 MIN_TOP = 3  # the best trials taken, at the least (and the least of them that must use a parameter)
@@ -138,19 +136,3 @@ def format_edge_findings(findings: Sequence[EdgeFinding]) -> str:
         return ""
     return "\n".join(["Edges of the search space (the optimum may lie beyond them):",
                       *(f"  {finding.message}" for finding in findings)])
-
-
-def stored_search_space(user_attrs: Mapping[str, Any]) -> dict[str, ParamSpec]:
-    """The search space of the study file stored on the study (user attribute ``definition``), each parameter
-    parsed as the study file's parser does; empty when none is stored. A parameter whose stored entry no longer
-    parses (a definition from an older version) is left out rather than stop a report."""
-    raw = (stored_definition(user_attrs) or {}).get("search_space")
-    if not isinstance(raw, Mapping) or not raw:
-        return {}
-    space = {}
-    for name, entry in raw.items():
-        try:
-            space[name] = parse_param(name, entry)
-        except StudyConfigError:
-            continue
-    return space

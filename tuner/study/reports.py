@@ -21,10 +21,9 @@ from tuner.store.attrs import (
     PRUNE_REASON_ATTR,
     RACE_OF_ATTR,
     SEED_ATTR,
-    stored_definition,
 )
 from tuner.study.constraints import feasible
-from tuner.study.seed_policy import SeedPolicy, best_raced, parse_seed_policy, raced_configs
+from tuner.study.seed_policy import best_raced, raced_configs
 
 
 def study_summaries(storage: str | optuna.storages.BaseStorage) -> pd.DataFrame:
@@ -95,11 +94,9 @@ def best_figure(study: optuna.Study, best: Sequence[FrozenTrial] | None = None) 
 def is_racing(study: optuna.Study) -> bool:
     """Whether the study's stored definition races configurations on seeds (tuner.study.seed_policy; a definition that
     names no policy gets the default's). A study stored without a definition raced nothing."""
-    definition = stored_definition(study.user_attrs)
-    if definition is None:
-        return False
-    policy = parse_seed_policy(definition.get("seed_policy"), len(study.directions))
-    return isinstance(policy, SeedPolicy) and policy.racing
+    from tuner.study.stored import read_stored
+
+    return read_stored(study.user_attrs, len(study.directions)).racing
 
 
 def rank_completed(trials: Sequence[FrozenTrial], directions: Sequence[StudyDirection]) -> list[FrozenTrial]:

@@ -26,9 +26,9 @@ import optuna
 import torch
 import tqdm.std  # type: ignore[import-untyped]
 
-from ppo_core.config import launched_rank
 from ppo_core.config_io import build_config
 from ppo_core.errors import first_line
+from ppo_core.launch_env import launched_rank
 from ppo_core.quiet import quiet_hugging_face
 from ppo_core.trainer import PPOTrainer
 from tuner.store.attrs import CONFIG_ATTR, CPU_THREADS_ATTR, TRAINED_BY_ATTR, TRL_SECONDS_ATTR

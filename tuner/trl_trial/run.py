@@ -28,9 +28,10 @@ from transformers import PrinterCallback, ProgressCallback
 
 from ppo_core.callbacks import SampleGeneration
 from ppo_core.callbacks import TrainerCallback as UpdateCallback
-from ppo_core.config import PPOConfig, is_function_spec
+from ppo_core.config import PPOConfig
 from ppo_core.distributed import ProcessGroup
 from ppo_core.evaluation import count_updates, evaluate, separate_rng
+from ppo_core.model_paths import is_function_spec
 from ppo_core.models import load_causal_lm
 from ppo_core.reward_functions import FunctionReward
 from ppo_core.rewards import RewardInputs

@@ -17,9 +17,9 @@ from torch import nn
 from transformers import AutoModel, AutoModelForCausalLM, AutoModelForSequenceClassification
 
 from ppo_core.config import ConfigError, PPOConfig
-from ppo_core.estimate import (
+from ppo_core.lora import lora_config
+from ppo_core.memory_bytes import (
     Shape,
-    estimate_run,
     kv_cache_bytes,
     layer_activation_bytes,
     rollout_logits_bytes,
@@ -27,7 +27,7 @@ from ppo_core.estimate import (
     update_logits_bytes,
     weight_bytes,
 )
-from ppo_core.lora import lora_config
+from ppo_core.memory_estimate import estimate_run
 from ppo_core.models import load_tokenizer
 from ppo_core.setup import build_setup
 from ppo_tune.cli import main

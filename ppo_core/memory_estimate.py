@@ -27,8 +27,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from rich.console import Console
-from rich.table import Table
 from torch import nn
 from transformers import (
     AutoConfig,
@@ -41,10 +39,18 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
-from ppo_core.config import ConfigError, PPOConfig, is_function_spec
+from ppo_core.config import ConfigError, PPOConfig
 from ppo_core.errors import first_line
 from ppo_core.lora import ParameterCount, add_adapter, count_parameters
-from ppo_core.model_paths import require_model
+from ppo_core.memory_bytes import (
+    Shape,
+    kv_cache_bytes,
+    rollout_logits_bytes,
+    trunk_activation_bytes,
+    update_logits_bytes,
+    weight_bytes,
+)
+from ppo_core.model_paths import is_function_spec, require_model
 from ppo_core.models import LoadOptions, load_tokenizer
 from ppo_core.prompt_data import PromptSet
 from ppo_core.reward_models import same_vocabulary
@@ -53,34 +59,6 @@ from ppo_core.setup import load_task, prompt_sets, resolve_models, response_leng
 from ppo_core.tasks.base import BuiltinTask
 from ppo_core.update import forward_group
 from ppo_core.value_trunk import value_trunk
-
-TRAINABLE_BYTES = 16  # per trained parameter: float32 weight 4 + gradient 4 + AdamW's two float32 moments 8
-LAYER_BYTES = 34  # per token per hidden unit per layer at 16 bits (Korthikanti et al. 2022, no tensor parallelism)
-SCORE_BYTES = 5  # per attention score per head at 16 bits: QK^T 2, softmax 2, dropout mask 1 (eager attention only)
-GIB = 2**30
-
-
-@dataclass(frozen=True)
-class Shape:
-    """What the activation and KV-cache formulas read from a model's config."""
-
-    num_layers: int
-    hidden_size: int
-    num_heads: int
-    num_kv_heads: int  # fewer than num_heads under grouped-query attention
-    head_dim: int
-    vocab_size: int
-
-    @classmethod
-    def from_config(cls, model_config: PretrainedConfig) -> Shape:
-        text = model_config.get_text_config()  # a multimodal checkpoint's language model
-        heads = int(text.num_attention_heads)
-        return cls(
-            num_layers=int(text.num_hidden_layers), hidden_size=int(text.hidden_size), num_heads=heads,
-            num_kv_heads=int(getattr(text, "num_key_value_heads", None) or heads),
-            head_dim=int(getattr(text, "head_dim", None) or text.hidden_size // heads),
-            vocab_size=int(text.vocab_size),
-        )
 
 
 @dataclass(frozen=True)
@@ -189,48 +167,6 @@ class RunEstimate:
 # --------------------------------------------------------------------------------------------------- formulas
 
 
-def weight_bytes(trainable: int, frozen: int, frozen_dtype: str) -> int:
-    """M = 16·N_trained + itemsize(dtype)·N_frozen: float32 weights, gradients and AdamW's two moments for what
-    trains; the weights alone for what does not."""
-    return TRAINABLE_BYTES * trainable + dtype_itemsize(frozen_dtype) * frozen
-
-
-def layer_activation_bytes(shape: Shape, sequence: int, rows: int, itemsize: int, attention_scores: bool) -> int:
-    """One transformer layer's activations kept for the backward pass (Korthikanti et al. 2022, "Reducing Activation
-    Recomputation in Large Transformer Models", eq. 1 without tensor parallelism):
-
-        A = s·b·h·(34 + 5·a·s/h) bytes at 16 bits, times itemsize/2 at other widths.
-
-    The 5·a·s/h term is the s×s attention scores, softmax and dropout mask of each head, stored by eager attention
-    only: sdpa and flash-attention kernels (transformers' default) keep O(s) per head instead. The 34 assumes a 4h MLP
-    with dropout; PPO runs without dropout and Llama-style gated MLPs are about 2.7h wide, so it errs high.
-    """
-    per_token = LAYER_BYTES * shape.hidden_size + (SCORE_BYTES * shape.num_heads * sequence if attention_scores else 0)
-    return sequence * rows * per_token * itemsize // 2
-
-
-def trunk_activation_bytes(shape: Shape, sequence: int, rows: int, itemsize: int, attention_scores: bool,
-                           checkpointing: bool) -> int:
-    """L·A for the whole trunk; with gradient checkpointing, L·s·b·h·itemsize (each layer's input) + A (the layer
-    being recomputed). The same for a LoRA trunk, which makes it an upper bound there (frozen linears need not keep
-    their inputs)."""
-    layer = layer_activation_bytes(shape, sequence, rows, itemsize, attention_scores)
-    if checkpointing:
-        return shape.num_layers * sequence * rows * shape.hidden_size * itemsize + layer
-    return shape.num_layers * layer
-
-
-def update_logits_bytes(rows: int, response_length: int, vocab_size: int) -> int:
-    """2·b·(R+1)·V·4: the float32 logits of the last R+1 positions and their log-softmax, kept for the backward."""
-    return 2 * rows * (response_length + 1) * vocab_size * 4
-
-
-def rollout_logits_bytes(rows: int, response_length: int, vocab_size: int, itemsize: int) -> int:
-    """b·(R+1)·V·(itemsize + 8): one model's logits, then their float32 temperature-scaled copy and its
-    log-softmax (no gradient); the rollout reduces each model's logits to log-probabilities before the next."""
-    return rows * (response_length + 1) * vocab_size * (itemsize + 8)
-
-
 def autocast_copy_bytes(models: list[ModelEstimate], itemsize: int) -> int:
     """2·N_fp32 under bf16 autocast: the bf16 copies autocast makes of the policy's and value network's float32
     weights are cached through the rollout and saved for the backward pass in the update (errs high for a
@@ -239,15 +175,6 @@ def autocast_copy_bytes(models: list[ModelEstimate], itemsize: int) -> int:
         return 0
     return 2 * sum(model.trainable + (model.frozen if model.frozen_dtype == "float32" else 0)
                    for model in models if model.role in ("policy", "value"))
-
-
-def kv_cache_bytes(shape: Shape, sequence: int, rows: int, itemsize: int) -> int:
-    """2·L·kv_heads·head_dim·s·b·itemsize: a key and a value per layer, KV head and position."""
-    return 2 * shape.num_layers * shape.num_kv_heads * shape.head_dim * sequence * rows * itemsize
-
-
-def dtype_itemsize(name: str) -> int:
-    return int(getattr(torch, name).itemsize)
 
 
 def frozen_dtype(model_config: PretrainedConfig, dtype: str) -> str:
@@ -430,52 +357,3 @@ def _activations(config: PPOConfig, tokens: TokenEstimate, policy: Shape, value:
 
 
 # --------------------------------------------------------------------------------------------------- printing
-
-
-def print_estimate(estimate: RunEstimate, console: Console | None = None) -> None:
-    """The estimate as three rich tables: the models, the memory of one device by phase, the tokens."""
-    console = console or Console()
-    models = Table(title="Models (counted on the meta device; no weights loaded)", title_justify="left")
-    for column in ("model", "trained", "frozen", "memory"):
-        models.add_column(column, justify="left" if column == "model" else "right")
-    models.add_column("path", overflow="fold")
-    for model in estimate.models:
-        frozen = f"{model.frozen:,} {model.frozen_dtype}" if model.frozen else "0"
-        models.add_row(model.role + (f" ({model.note})" if model.note else ""), f"{model.trainable:,}", frozen,
-                       _size(model.memory_bytes), model.path)
-    console.print(models)
-
-    act, dtype = estimate.activations, estimate.activation_dtype
-    checkpointed = ", checkpointed" if estimate.gradient_checkpointing else ""
-    memory = Table(title="Memory per device (estimate)", title_justify="left")
-    memory.add_column("what")
-    memory.add_column("memory", justify="right")
-    memory.add_row("weights; gradients and AdamW moments of the trained", _size(estimate.weight_bytes))
-    if act.autocast_copies:
-        memory.add_row("both phases: bf16 autocast copies of float32 weights", _size(act.autocast_copies))
-    memory.add_row(f"rollout: generation KV cache ({dtype})", _size(act.kv_cache))
-    memory.add_row("rollout: scoring logits, reference's and policy's", _size(act.rollout_logits))
-    memory.add_row(f"update: policy activations ({dtype}{checkpointed})", _size(act.policy_activations))
-    if act.value_activations:  # a critic-free estimator has no value network
-        memory.add_row(f"update: value activations ({dtype}{checkpointed})", _size(act.value_activations))
-    memory.add_row("update: logits and log-softmax (float32)", _size(act.update_logits))
-    memory.add_section()
-    memory.add_row("peak = weights + max(rollout, update)", _size(estimate.peak_bytes), style="bold")
-    console.print(memory)
-
-    t = estimate.tokens
-    tokens = Table(title="Tokens", title_justify="left")
-    tokens.add_column("what")
-    tokens.add_column("value", justify="right")
-    source = "measured" if t.prompts_measured else "max_prompt_length"
-    tokens.add_row(f"prompt tokens, max / mean ({source})", f"{t.prompt_tokens_max} / {t.prompt_tokens_mean:.1f}")
-    tokens.add_row("response tokens", str(t.response_length))
-    tokens.add_row("episodes per update (batch_size)", str(t.batch_size))
-    tokens.add_row("tokens per update, padded / mean", f"{t.tokens_per_update:,} / {t.mean_tokens_per_update:,.0f}")
-    console.print(tokens)
-
-
-def _size(count: int) -> str:
-    if count == 0:
-        return "0"
-    return f"{count / GIB:.2f} GiB" if count >= GIB / 10 else f"{count / 2**20:.1f} MiB"

@@ -1,0 +1,80 @@
+"""``ppo-tune run``, ``list`` and ``show``: run a study; list the studies; a study's trials."""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+from tuner.cli.common import UsageError, default_workers, find_named_study, launcher, print_frame, readable_storages
+
+
+def command_run(args: argparse.Namespace) -> int:
+    from tuner.run.runner import run_study
+    from tuner.study.checks import check_models
+    from tuner.study.config import load_study_spec
+    from tuner.study.sections import PPO_CORE
+
+    spec = load_study_spec(args.study, args.storage)
+    check_models(spec)  # before the study is stored
+    if spec.trainer != PPO_CORE:
+        from tuner.study.trainer_check import check_trainer
+
+        check_trainer(spec)
+    for flag, value in (("--n-trials", args.n_trials), ("--workers", args.workers)):
+        if value is not None and value < 1:
+            raise UsageError(f"{flag}: must be >= 1, got {value}")
+    if args.timeout is not None and not (math.isfinite(args.timeout) and args.timeout > 0):
+        raise UsageError(f"--timeout: must be > 0 seconds, got {args.timeout:g}")
+    n_trials = args.n_trials if args.n_trials is not None else spec.n_trials
+    timeout = args.timeout if args.timeout is not None else spec.timeout
+    if n_trials is None and timeout is None:
+        raise UsageError("n_trials: the study needs n_trials or timeout (in the file or as flags)")
+    with launcher(args, spec.storage, spec.processes_per_trial) as ray:
+        workers = default_workers(args, ray, spec.processes_per_trial)
+        return run_study(spec, n_trials, timeout, workers, allow_changes=args.allow_changes, ray=ray)
+
+
+def command_list(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from tuner.study.reports import study_summaries
+
+    frames = [study_summaries(opened) for _, opened in readable_storages(args.storage, args.command)]
+    frame = pd.concat([f for f in frames if not f.empty], ignore_index=True) if any(not f.empty for f in frames) \
+        else pd.DataFrame()
+    if frame.empty:
+        print("no studies found")
+        return 0
+    print_frame(frame, "studies")
+    return 0
+
+
+def command_show(args: argparse.Namespace) -> int:
+    from tuner.run.savings import update_savings
+    from tuner.search.frontier_aim import aim_words
+    from tuner.search.frontier_sampler import AIM_ATTR
+    from tuner.study.edge_findings import edge_findings, format_edge_findings
+    from tuner.study.reports import best_figure, trials_frame
+    from tuner.study.stored import read_stored
+
+    study, _, _ = find_named_study(args.name, args.storage, args.command)
+    frame = trials_frame(study)
+    if frame.empty:
+        print(f"study {args.name!r} has no trials yet")
+        return 0
+    savings = update_savings(frame)
+    frame.columns = [c.removeprefix("param:") for c in frame.columns]
+    print_frame(frame, f"study {args.name}")
+    figure = best_figure(study)
+    if figure is not None:  # the figure the study chose its best on, as run, best and the dashboard give it
+        print(f"best trial {figure.trial}: {figure.words()}")
+    if savings is not None:
+        print(savings.line())
+    aimed = [t for t in study.get_trials(deepcopy=False) if AIM_ATTR in t.user_attrs]
+    if aimed:  # a frontier-guided study: where its latest proposal aimed, and why
+        print(aim_words(aimed[-1].user_attrs[AIM_ATTR], aimed[-1].number))
+    space = read_stored(study.user_attrs, len(study.directions)).search_space
+    findings = edge_findings(study.get_trials(deepcopy=False), space, study.directions)
+    if findings:
+        print(format_edge_findings(findings))
+    return 0

@@ -1,0 +1,207 @@
+"""``ppo-tune validate`` and ``best``: a study's winners rerun on fresh seeds, and the best configuration printed, for
+ppo-tune or another trainer, at the trial's length or carried to a production run."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import TYPE_CHECKING, Any
+
+from tuner.cli.common import UsageError, default_workers, find_named_study, launcher, print_frame
+
+if TYPE_CHECKING:  # optuna and pandas load only for the commands that use them
+    import optuna
+
+    from tuner.production.horizon import Carried
+
+
+def command_validate(args: argparse.Namespace) -> int:
+    import optuna
+    from optuna.trial import TrialState
+
+    from tuner.production.horizon import PILOT_SEEDS
+    from tuner.production.pilot import piloted
+    from tuner.production.validation import load_validation, queue_runs, top_trials, validation_results, validation_spec
+    from tuner.run.runner import run_study
+    from tuner.run.worker import open_study
+    from tuner.store.database import open_storage
+    from tuner.study.definition import stored_spec
+
+    for flag, value in (("--top-k", args.top_k), ("--seeds", args.seeds), ("--workers", args.workers)):
+        if value is not None and value < 1:
+            raise UsageError(f"{flag}: must be >= 1, got {value}")
+    found, url, _ = find_named_study(args.name, args.storage, args.command)
+    carried = _carried(args, top_trials(found, args.top_k), url)  # checked before anything is written
+    study = optuna.load_study(study_name=args.name, storage=open_storage(url))  # found read-only, written here
+    spec = validation_spec(stored_spec(study, url))
+    if not study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+        raise UsageError(f"study {args.name!r} has no completed trial to validate")
+    unpiloted: dict[int, str] = {}
+    with launcher(args, url, spec.processes_per_trial) as ray:  # first: a launcher that cannot run queues nothing
+        validation, _ = open_study(spec, heartbeat=False, allow_changes=True)  # derived from the study: follows it
+        workers = default_workers(args, ray, spec.processes_per_trial)
+        status = 0
+        if args.policy_model is not None and carried is not None:
+            # On another policy the learning rate comes from a pilot there: the pilots run first, then what they
+            # rescale (tuner.production.pilot).
+            pilots = carried
+            _say_queued(queue_runs(study, validation, args.top_k, PILOT_SEEDS, lambda trial: pilots[trial.number],
+                                   pilot=True), "pilot")
+            status = run_study(spec, None, None, workers, validation=True, ray=ray)
+            if status not in (130, 143):  # interrupted: the rest is queued for the rerun
+                rescaled = piloted(study, validation, url, pilots)
+                carried, unpiloted = rescaled.carried, rescaled.missing
+        if status not in (130, 143):
+            runs = carried
+            _say_queued(queue_runs(study, validation, args.top_k, args.seeds,
+                                   None if runs is None else lambda trial: runs.get(trial.number)), "validation")
+            validated = run_study(spec, None, None, workers, validation=True, ray=ray)
+            status = validated if validated in (130, 143) or status == 0 else status
+    episodes = None if args.total_episodes is None else int(args.total_episodes)
+    results = validation_results(study, load_validation(args.name, url), episodes, args.policy_model)
+    for trial, why in sorted(unpiloted.items()):
+        print(f"ppo-tune validate: trial {trial} is not validated on {args.policy_model}: {why}", file=sys.stderr)
+    if args.format == "json":
+        print(json.dumps([result.to_dict() for result in results], indent=2))
+    else:
+        at = "" if episodes is None else f" at {episodes} episodes"
+        on = "" if args.policy_model is None else f" on {args.policy_model}"
+        rules = sorted({result.rule for result in results if result.rule})
+        _print_validation(results, study.metric_names[0] if study.metric_names else "value",
+                          args.name + at + on + (f" (rule {', '.join(rules)})" if rules else ""))
+    if status in (130, 143):  # interrupted or terminated: what finished is printed above, the rest is queued
+        return status
+    incomplete = [r for r in results if r.pending or r.n == 0]
+    return 1 if status != 0 or incomplete or unpiloted else 0
+
+
+def _say_queued(queued: list[tuple[int, int]], what: str) -> None:
+    if queued:
+        print(f"queued {len(queued)} {what} runs of trial(s) "
+              f"{', '.join(sorted({str(number) for number, _ in queued}, key=int))}", file=sys.stderr)
+
+
+def _print_validation(results: list[Any], metric: str, name: str) -> None:
+    import pandas as pd
+
+    rows = []
+    for result in results:
+        mean, low, high = result.interval
+        rows.append({"trial": result.trial, f"tuning {metric}": result.tuning_value, "n": result.n,
+                     "mean": mean, "95% CI low": low, "95% CI high": high, "failed": result.failed,
+                     "pending": result.pending})
+    print_frame(pd.DataFrame(rows), f"{name}: validated on fresh seeds, best validated mean first")
+
+
+def command_best(args: argparse.Namespace) -> int:
+    import yaml
+
+    from tuner.exports import TARGETS, exported
+    from tuner.production.carry import change_comments, held_at_lengths, notice, pilot_notice, uncarried
+    from tuner.production.pilot import piloted
+    from tuner.production.validation import load_validation, validation_results
+    from tuner.study.reports import best_figure, best_trials, trial_config
+    from tuner.study.stored import read_stored
+
+    study, url, opened = find_named_study(args.name, args.storage, args.command)
+    best = best_trials(study)
+    if not best:
+        raise UsageError(f"study {args.name!r} has no completed (feasible) trial yet")
+    validations = load_validation(args.name, opened)
+    validated = [r for r in validation_results(study, validations) if r.n > 0]
+    chosen, validation = best[0], None
+    figure = best_figure(study, best)
+    header = f"best trial {chosen.number}: " + (figure.words() if figure is not None else
+                                               f"values {', '.join(f'{v:.4f}' for v in chosen.values)}")
+    if validated:
+        validation = validated[0]
+        chosen = study.get_trials(deepcopy=False)[validation.trial]
+        mean, low, high = validation.interval
+        header = (f"best trial {chosen.number} by validated mean (ppo-tune validate): {mean:.4f}, 95% CI "
+                  f"{low:.4f} to {high:.4f} over {validation.n} fresh seeds; tuning value {chosen.values[0]:.4f}")
+    elif len(best) > 1:
+        header += f" (first of {len(best)} Pareto-optimal trials, by the first objective)"
+    config = trial_config(chosen)
+    carried = (_carried(args, [chosen], url) or {}).get(chosen.number)
+    said = None if carried is None or args.total_episodes is None else \
+        notice(carried, args.name, int(carried.config["total_episodes"]))
+    unpiloted = None
+    if carried is not None and args.policy_model is not None:  # its learning rate from a pilot there, if one ran
+        rescaled = piloted(study, validations, url, {chosen.number: carried})
+        carried = rescaled.carried.get(chosen.number, carried)
+        if chosen.number in rescaled.missing:
+            unpiloted = pilot_notice(chosen.number, args.policy_model, args.name,
+                                     None if args.total_episodes is None else int(args.total_episodes),
+                                     rescaled.missing[chosen.number])
+    held = held_at_lengths(study, validations, chosen)
+    comments = [f"# {line}" for line in held] + ([] if carried is None else change_comments(carried)) + \
+        ([] if unpiloted is None else [f"# {unpiloted}"])
+    if carried is not None:
+        config = carried.config
+    if args.format == "json":
+        print(json.dumps({"trial": chosen.number, "values": chosen.values, "config": config,
+                          "validation": validation.to_dict() if validation else None, "held": held,
+                          "notices": [line for line in (said, unpiloted) if line],
+                          "carried": None if carried is None else {
+                              "rule": carried.rule, "changes": [vars(c) for c in carried.changes]}}, indent=2))
+    elif args.format == "yaml":
+        print(f"# {header}")
+        print("".join(f"{line}\n" for line in comments), end="")
+        print(yaml.safe_dump(config, sort_keys=False), end="")
+    else:
+        export = exported(args.format, config)
+        lost = [] if carried is None else uncarried(export.settings, export.comments, carried)
+        if carried is not None and lost:
+            why = "; ".join(line.split(": ", 1)[-1] for name, line in export.comments if name in lost)
+            raise UsageError(f"--format {args.format}: cannot carry {', '.join(lost)}, which the rule {carried.rule} "
+                             f"sets ({why or 'the target has no such setting'}); choose another --rule or --format")
+        print(f"# {header}")
+        print("".join(f"{line}\n" for line in comments), end="")
+        print(export.render(TARGETS[args.format].layout), end="")
+        # Where the target computes something else than the trial, say so where it is seen, not only in the file.
+        target = read_stored(study.user_attrs, len(study.directions)).target
+        if export.differences and target is not None and target != args.format:
+            print(f"ppo-tune best: study {args.name!r} tuned for {target}; {args.format} computes differently:",
+                  file=sys.stderr)
+        for line in export.differences:
+            print(f"ppo-tune best: {args.format} is not exact: {line}", file=sys.stderr)
+    for told in (said, unpiloted):
+        if told:
+            print(f"ppo-tune best: {told}", file=sys.stderr)
+    return 0
+
+
+def _carried(args: argparse.Namespace, trials: list[optuna.trial.FrozenTrial], url: str) -> dict[int, Carried] | None:
+    """Each trial's config carried to ``--total-episodes`` by ``--rule`` and onto ``--policy-model`` (its learning
+    rate not yet rescaled for that policy: that takes a pilot, ``tuner.production.pilot``), by trial number; None
+    without either flag; every check made before anything is written."""
+    from tuner.production.carry import carry, chosen_rule, final_kl, production_episodes, production_policy
+    from tuner.production.horizon import on_model
+    from tuner.study.reports import trial_config
+
+    if args.total_episodes is None and args.rule is not None:
+        raise UsageError("--rule: only with --total-episodes N")
+    if args.total_episodes is None and args.policy_model is None:
+        return None
+    policy = None if args.policy_model is None else production_policy(args.policy_model)
+    rule = chosen_rule(args.rule) if args.total_episodes is not None else "as_tuned"
+    metrics = None
+    if rule == "kl_held":
+        from tuner.store.database import open_read_only_engine
+        from tuner.store.records import read_stored_metrics
+
+        metrics = read_stored_metrics(open_read_only_engine(url), args.name, [t.number for t in trials])
+    carried = {}
+    for trial in trials:
+        config = trial_config(trial)
+        if config.get("total_episodes") is None:
+            flag = "--total-episodes" if args.total_episodes is not None else "--policy-model"
+            raise UsageError(f"{flag}: trial {trial.number}'s length is set by num_train_epochs, not "
+                             "total_episodes; tune with total_episodes to carry it")
+        own = int(config["total_episodes"])
+        episodes = own if args.total_episodes is None else production_episodes(args.total_episodes, own)
+        kl = final_kl(metrics[metrics["trial_number"] == trial.number]) if metrics is not None else float("nan")
+        to = carry(config, episodes, rule, kl)
+        carried[trial.number] = to if policy is None else on_model(to, policy)
+    return carried
