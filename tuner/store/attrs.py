@@ -57,7 +57,8 @@ def retry_user_attrs(user_attrs: dict[str, object], number: int) -> dict[str, ob
     return {**{key: user_attrs[key] for key in RETRY_CARRIES if key in user_attrs}, RETRY_OF_ATTR: number}
 
 
-# Study user attributes: the KL guard ({"threshold", "metric", ...}) and the objectives, for the dashboard.
+# Study user attributes that studies made before definitions were stored recorded their KL guard and objectives
+# in; read for those studies only (tuner.study.stored), and no longer written.
 KL_GUARD_ATTR = "kl_guard"
 OBJECTIVES_ATTR = "objectives"
 # Study user attribute of a validation study (tuner.production.validation): the name of the study whose configurations
