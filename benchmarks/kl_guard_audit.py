@@ -2,12 +2,12 @@
 
     python -m benchmarks.kl_guard_audit [--tables FILE ...] [--space STUDY] [--out FILE] [--quick]
 
-For each table (default: every ``benchmarks/results/curve_table*.jsonl``), read as the replay reads it
-(``benchmarks.replay.table``: TRUE quality is a configuration's mean objective over the table's seeds), the guard of
-``--space`` (default ``benchmarks/table_space.yaml``, whose guard every published replay ran) is walked along each run's
-training KL as a trial's reporter would walk it (``benchmarks.replay.trial.guard_stop``), and so is the guard as it
-stood before its level and confidence bound (``last_value_rule``: the last update's KL against the threshold, and the
-fitted trend from it). Reported per table and rule:
+For each table (default: every ``benchmarks/results/curve_table*.jsonl`` drawn from the default space), read as the
+replay reads it (``benchmarks.replay.table``: TRUE quality is a configuration's mean objective over the table's seeds),
+the guard of ``--space`` (default ``benchmarks/table_space.yaml``, whose guard every published replay ran) is walked
+along each run's training KL as a trial's reporter would walk it (``benchmarks.replay.trial.guard_stop``), and so is the
+guard as it stood before its level and confidence bound (``last_value_rule``: the last update's KL against the
+threshold, and the fitted trend from it). Reported per table and rule:
 
 - the **good runs** stopped: runs of the configurations within 5% of the best feasible TRUE value, the runs a search
   must not lose (the goal: at most 5%);
@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.curve_table import TABLE_SPACE
+from benchmarks.curve_table import TABLE_SPACE, space_record
 from benchmarks.replay.table import Run, Table, best_true, constraint_reduced, history, keeps, load_table
 from benchmarks.replay.trial import guard_stop
 from tools.provenance import code_commit
@@ -129,7 +129,16 @@ def audit_table(path: Path, spec: StudySpec, rows: int | None = None) -> dict[st
 
 
 def default_tables() -> list[Path]:
-    return sorted(RESULTS.glob("curve_table*.jsonl"))
+    """Every committed curve table drawn from the default space (the graph tables). A table whose record beside it
+    names another space (the text table's) is audited with that space's guard: ``--tables T --space S``."""
+    return sorted(path for path in RESULTS.glob("curve_table*.jsonl") if drawn_from(path) == TABLE_SPACE.name)
+
+
+def drawn_from(table: Path) -> str:
+    """The name of the space file a table was drawn from, as recorded beside it; the default's without a record
+    (the tables built before records were kept)."""
+    record = space_record(table)
+    return str(json.loads(record.read_text())["space"]) if record.is_file() else TABLE_SPACE.name
 
 
 def markdown(result: dict[str, Any]) -> str:

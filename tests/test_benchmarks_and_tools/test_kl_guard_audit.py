@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from benchmarks.curve_table import TABLE_SPACE
-from benchmarks.kl_guard_audit import RULES, audit_table
+from benchmarks.kl_guard_audit import RULES, audit_table, default_tables
 from tuner.study.config import load_study_spec
 
 REPO = Path(__file__).resolve().parents[2]
@@ -45,3 +45,11 @@ def test_the_quick_audit_reports_every_figure_and_refuses_a_missing_table(tmp_pa
                               str(tmp_path / "none.jsonl")], cwd=REPO, capture_output=True, text=True, check=False)
     assert missing.returncode == 2 and missing.stderr.strip().splitlines() == [
         f"--tables: no such file: {tmp_path / 'none.jsonl'}"]
+
+
+def test_the_default_audit_reads_only_the_tables_of_its_own_space() -> None:
+    # The text table (drawn from benchmarks/text_table_space.yaml, as recorded beside it) was read with the graph
+    # tables' guard, whose budget and threshold are not its own.
+    names = [path.name for path in default_tables()]
+    assert "curve_table.jsonl" in names and "curve_table_task3.jsonl" in names
+    assert "curve_table_text.jsonl" not in names
