@@ -25,6 +25,7 @@ from typing import Any
 from benchmarks.common.json_safe import json_safe
 from benchmarks.common.landscape import EvalPoint, landscape
 from benchmarks.curve_table import TABLE_SPACE
+from benchmarks.replay.table import table_rows
 from tools.provenance import code_commit
 from tools.quick_mode import RESULTS, add_quick_argument, results_path
 from tuner.search.kl_model import mass_factors
@@ -50,10 +51,7 @@ def eval_points(row: dict[str, Any], base: dict[str, Any]) -> list[EvalPoint]:
 
 
 def table_landscape(table: Path, base: dict[str, Any], rows: int | None = None) -> dict[str, Any]:
-    lines = [line for line in table.read_text().splitlines() if line.strip()]
-    if lines and not lines[-1].rstrip().endswith("}"):
-        lines.pop()  # the row a builder is writing right now
-    read = [json.loads(line) for line in lines[:rows]]
+    read = table_rows(table, rows)
     points = [point for row in read for point in eval_points(row, base)]
     found = landscape(points, KL_EDGES)
     # An open end is null in the JSON (strict JSON has no infinity).

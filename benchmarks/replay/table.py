@@ -129,18 +129,24 @@ def parse_run(row: dict[str, Any], episodes_per_update: int = 0) -> Run:
                seconds=float(row["seconds"]), episodes=episodes_per_update)
 
 
+def table_rows(path: Path, rows: int | None = None) -> list[dict[str, Any]]:
+    """The rows of the JSON-lines table at ``path``, the first ``rows`` of them when given; a table still being built
+    included (its last line, half written, is left out)."""
+    lines = [line for line in path.read_text().splitlines() if line.strip()]
+    if lines and not lines[-1].rstrip().endswith("}"):
+        lines.pop()  # the row the builder is writing right now
+    return [json.loads(line) for line in lines[:rows]]  # the builder only appends: a table's first rows stay its own
+
+
 def load_table(path: Path, objective: Reduction, constraints: Sequence[Constraint], rows: int | None = None,
                base: Mapping[str, Any] | None = None) -> Table:
     """Read the JSON lines at ``path`` (a table still being built included), the first ``rows`` of them when given;
     keep the configurations with a run on every table seed. With the study's ``base``, each run knows its episodes
     per update (``tuner.search.kl_model.rollout_episodes``), for the cost in episodes."""
-    lines = [line for line in path.read_text().splitlines() if line.strip()]
-    if lines and not lines[-1].rstrip().endswith("}"):
-        lines.pop()  # the row the builder is writing right now
-    lines = lines[:rows]  # the builder only appends: the first rows of a table are the same table later
+    read = table_rows(path, rows)
     points: dict[int, dict[str, Any]] = {}
     runs: dict[int, dict[SeedKey, Run]] = {}
-    for row in map(json.loads, lines):
+    for row in read:
         run = parse_run(row, rollout_episodes(row["params"], base) if base is not None else 0)
         points[int(row["config_id"])] = row["params"]
         runs.setdefault(int(row["config_id"]), {})[run.seed] = run
@@ -150,7 +156,7 @@ def load_table(path: Path, objective: Reduction, constraints: Sequence[Constrain
         if len(by_seed) == len(seeds):
             value, feasible = estimate([by_seed[seed] for seed in seeds], objective, constraints)
             configs[config_id] = Config(config_id, points[config_id], by_seed, value, feasible)
-    return Table(configs, seeds, dropped=len(runs) - len(configs), rows=len(lines))
+    return Table(configs, seeds, dropped=len(runs) - len(configs), rows=len(read))
 
 
 def best_true(table: Table) -> float:

@@ -24,6 +24,7 @@ from tuner.store.attrs import (
 )
 from tuner.study.constraints import feasible
 from tuner.study.seed_policy import best_raced, raced_configs
+from tuner.study.stored import stored_seed_policy
 
 
 def study_summaries(storage: str | optuna.storages.BaseStorage) -> pd.DataFrame:
@@ -94,9 +95,8 @@ def best_figure(study: optuna.Study, best: Sequence[FrozenTrial] | None = None) 
 def is_racing(study: optuna.Study) -> bool:
     """Whether the study's stored definition races configurations on seeds (tuner.study.seed_policy; a definition that
     names no policy gets the default's). A study stored without a definition raced nothing."""
-    from tuner.study.stored import read_stored
-
-    return read_stored(study.user_attrs, len(study.directions)).racing
+    policy = stored_seed_policy(study.user_attrs, len(study.directions))
+    return policy is not None and policy.racing
 
 
 def rank_completed(trials: Sequence[FrozenTrial], directions: Sequence[StudyDirection]) -> list[FrozenTrial]:

@@ -91,8 +91,17 @@ def read_stored(user_attrs: Mapping[str, Any], n_objectives: int) -> StoredStudy
         constraints=tuple(_lenient(lambda: parse_constraints(definition.get("constraints")), [])),
         kl_guard=_lenient(lambda: parse_kl_guard(definition.get("kl_guard")), KLGuard()),
         search_space=_search_space(raw_space),
-        seed_policy=_lenient(lambda: parse_study_seed_policy(definition.get("seed_policy"), n_objectives), None),
+        seed_policy=stored_seed_policy(user_attrs, n_objectives),
     )
+
+
+def stored_seed_policy(user_attrs: Mapping[str, Any], n_objectives: int) -> SeedPolicy | None:
+    """The stored definition's seed policy alone (what chooses a study's winner, read at every progress line); None
+    for a study stored without a definition, or one whose policy no longer parses."""
+    definition = stored_definition(user_attrs)
+    if definition is None:
+        return None
+    return _lenient(lambda: parse_study_seed_policy(definition.get("seed_policy"), n_objectives), None)
 
 
 def _search_space(raw: Any) -> dict[str, ParamSpec]:

@@ -39,7 +39,8 @@ class TrialArguments:
     """The export's comments: what TRL lacks of this config, and what it counts differently."""
 
 
-def _fields(class_name: str) -> set[str]:
+def trl_fields(class_name: str) -> set[str]:
+    """The field names of the installed TRL's class ``class_name``."""
     import trl
 
     return {field.name for field in dataclasses.fields(getattr(trl, class_name))}
@@ -72,9 +73,9 @@ def trial_arguments(trainer: str, config: PPOConfig) -> TrialArguments:
     if trainer not in TRL_TRAINERS:
         raise ConfigError(f"trainer: {trainer!r} is not a TRL trainer (choose from {', '.join(TRL_TRAINERS)})")
     export = exported(trainer, config.to_dict())
-    config_fields = _fields(TRL_TRAINERS[trainer][0])
-    model_fields = _fields("ModelConfig")
-    script_fields = _fields("ScriptArguments") | {"reward_model_name_or_path", "reward_funcs"}
+    config_fields = trl_fields(TRL_TRAINERS[trainer][0])
+    model_fields = trl_fields("ModelConfig")
+    script_fields = trl_fields("ScriptArguments") | {"reward_model_name_or_path", "reward_funcs"}
     parts: dict[str, dict[str, Any]] = {"config": {}, "model": {}, "script": {}}
     for key, value, _ in export.settings:
         if key in model_fields:

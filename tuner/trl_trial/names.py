@@ -30,13 +30,13 @@ the export prints every one.
 
 from __future__ import annotations
 
-import dataclasses
+import importlib.util
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ppo_core.config import ConfigError, PPOConfig, settable_fields
-from tuner.trl_trial.arguments import TRL_TRAINERS
+from ppo_core.config import ConfigError, settable_fields
+from tuner.trl_trial.arguments import TRL_TRAINERS, trl_fields
 
 # TRL's name -> ppo-tune's, the value as it is (both trainers)
 RENAMED = {
@@ -166,9 +166,7 @@ def _steps_per_update(base: Mapping[str, Any], space: Mapping[str, Any]) -> int 
     """Optimizer steps a PPO update takes (mini-batches x epochs), or None while either is searched."""
     if {"num_mini_batches", "num_ppo_epochs", "gradient_accumulation_steps"} & set(space):
         return None
-    defaults = PPOConfig()
-    return int(base.get("num_mini_batches", defaults.num_mini_batches)) \
-        * int(base.get("num_ppo_epochs", defaults.num_ppo_epochs))
+    return int(_value_of(base, "num_mini_batches")) * int(_value_of(base, "num_ppo_epochs"))
 
 
 def _episodes(max_steps: Any, base: Mapping[str, Any], space: Mapping[str, Any], steps_per_update: int | None) -> int:
@@ -180,10 +178,14 @@ def _episodes(max_steps: Any, base: Mapping[str, Any], space: Mapping[str, Any],
     if steps % steps_per_update:
         raise ConfigError(f"base.{TRL_MAX_STEPS}: {steps} is not a whole number of PPO updates ({steps_per_update} "
                           "optimizer steps each: mini-batches x num_iterations)")
-    defaults = PPOConfig()
-    per_update = int(base.get("per_device_train_batch_size", defaults.per_device_train_batch_size)) \
-        * int(base.get("gradient_accumulation_steps", defaults.gradient_accumulation_steps))
+    per_update = int(_value_of(base, "per_device_train_batch_size")) \
+        * int(_value_of(base, "gradient_accumulation_steps"))
     return steps // steps_per_update * per_update
+
+
+def _value_of(base: Mapping[str, Any], name: str) -> Any:
+    """The base's value of a PPOConfig field, else the field's default."""
+    return base[name] if name in base else settable_fields()[name].default
 
 
 def _positive_int(value: Any, key: str, allow_zero: bool = False) -> int:
@@ -211,11 +213,9 @@ def _refuse_uncarried(trainer: str, base: Mapping[str, Any], space: Mapping[str,
 def _trl_fields(trainer: str) -> dict[str, str]:
     """TRL's fields for ``trainer`` by name, with their class's name; empty without TRL (``ppo-tune run`` names the
     install command then, and an unknown field is named by the study file's own checks)."""
-    try:
-        import trl
-    except ImportError:
+    if importlib.util.find_spec("trl") is None:
         return {}
     fields: dict[str, str] = {}
     for class_name in (TRL_TRAINERS[trainer][0], "ModelConfig", "ScriptArguments"):
-        fields.update({field.name: class_name for field in dataclasses.fields(getattr(trl, class_name))})
+        fields.update(dict.fromkeys(trl_fields(class_name), class_name))
     return fields
