@@ -5,15 +5,15 @@ or off. Every strategy in ``BASE`` also runs with its guard flipped: ``<name>-no
 ``<name>-guard`` for one that has not (``random``).
 
 Samplers are built by the tuner's own ``tuner.trial.factory.make_sampler``, with the repeat's seed: ``tpe`` is Optuna's
-independent TPE with 8 start-up trials and the constant liar (the quickstart's sampler until the replay chose
-another), ``tpe_multivariate`` the default search a study file gets when it names no sampler
-(``tuner.study.defaults.SAMPLER``: joint TPE, ``group``, 8 start-up trials); ``median`` is ``MEDIAN``, the
-quickstart's ``pruner`` section until it dropped it (6 start-up trials, 12 warm-up steps), built by the tuner's own
-``tuner.trial.factory.make_pruner``. The other model-based samplers take the same 8 start-up
-trials unless a strategy says otherwise, so that they differ only in their model. ``sha`` and
-``hyperband`` stop at the held-out evaluations, in updates as every pruner here counts them (a trial reports at step
-= update, as the tuner does): the first rung is the first evaluation of the table's longest runs (12 updates of 96 on
-the quickstart), and each rung keeps a third (Optuna's Hyperband default, 3).
+independent TPE with 8 start-up trials and the constant liar (the quickstart's sampler until the replay chose another),
+``tpe_multivariate`` joint TPE (``tuner.study.defaults.JOINT_TPE``: ``group``, 4 start-up trials), the default search
+until the frontier search replaced it, and still the default of a study without a held-out gold objective; ``median`` is
+``MEDIAN``, the quickstart's ``pruner`` section until it dropped it (6 start-up trials, 12 warm-up steps), built by the
+tuner's own ``tuner.trial.factory.make_pruner``. The other model-based samplers take the same 8 start-up trials unless a
+strategy says otherwise, so that they differ only in their model. ``sha`` and ``hyperband`` stop at the held-out
+evaluations, in updates as every pruner here counts them (a trial reports at step = update, as the tuner does): the
+first rung is the first evaluation of the table's longest runs (12 updates of 96 on the quickstart), and each rung keeps
+a third (Optuna's Hyperband default, 3).
 
 Example::
 
@@ -37,7 +37,7 @@ from tuner.trial.factory import make_pruner as study_pruner
 from tuner.trial.factory import make_sampler as study_sampler
 
 WARM_STARTS = ("trl_defaults", "seed_guidance")
-STARTUP = int(study_defaults.SAMPLER["n_startup_trials"])
+STARTUP = int(study_defaults.JOINT_TPE["n_startup_trials"])
 """The default search's random start-up trials (joint TPE), unless a strategy names its own."""
 OTHER_STARTUP = 8
 """The independent TPE's and GPSampler's: the quickstart's TPE had 8 until the replay."""
@@ -77,15 +77,19 @@ class Strategy:
         return dataclasses.replace(self, name=name, guard=not self.guard)
 
 
-DEFAULT_STRATEGY = "tpe_multivariate_race_late"
-"""What a study file that names no sampler, pruner or seed policy runs (``tuner.study.defaults``; the KL guard is on
-by default); ``QUICKSTART_STRATEGY`` is studies/quickstart.yaml's: the same, since the quickstart dropped its median
-pruner (``tpe_multivariate_median_race_late``). A change of either default changes these."""
+DEFAULT_STRATEGY = "frontier_race_late"
+"""What a study file that names no sampler, pruner or seed policy runs when its one objective is held-out gold
+(``tuner.study.defaults``; the KL guard is on by default): the frontier search, racing late, since the pre-registered
+rule chose it (benchmarks/README.md, "Pre-registered: the tuner on real language"). ``QUICKSTART_STRATEGY`` is
+studies/quickstart.yaml's: the same. A change of either default changes these."""
 QUICKSTART_STRATEGY = DEFAULT_STRATEGY
+JOINT_TPE_STRATEGY = "tpe_multivariate_race_late"
+"""Joint TPE racing late: the default before the frontier search, and still that of a study without a held-out gold
+objective (``tuner.study.defaults.JOINT_TPE``)."""
 
 BASE = (
     Strategy("random", "random", "none", guard=False),
-    Strategy(DEFAULT_STRATEGY, "tpe_multivariate", "none", guard=True, seed_policy=LATE_RACE),
+    Strategy(JOINT_TPE_STRATEGY, "tpe_multivariate", "none", guard=True, seed_policy=LATE_RACE),
     Strategy("tpe_multivariate_median_race_late", "tpe_multivariate", "median", guard=True, seed_policy=LATE_RACE),
     Strategy("tpe_multivariate_unpruned", "tpe_multivariate", "none", guard=True),
     Strategy("tpe_multivariate", "tpe_multivariate", "median", guard=True),
@@ -113,7 +117,7 @@ BASE = (
              seed_policy=SeedPolicy("racing", seeds=2, top_k=3, start=0.7)),
     Strategy("tpe_multivariate_race_late_s3", "tpe_multivariate", "none", guard=True,
              seed_policy=SeedPolicy("racing", seeds=3, top_k=2, start=0.7)),
-    Strategy("frontier_race_late", "frontier", "none", guard=True, seed_policy=LATE_RACE),
+    Strategy(DEFAULT_STRATEGY, "frontier", "none", guard=True, seed_policy=LATE_RACE),
     Strategy("frontier", "frontier", "none", guard=True),
     Strategy("frontier_race_late_s2", "frontier", "none", guard=True, seed_policy=LATE_RACE, startup=2),
     Strategy("frontier_race_late_s3", "frontier", "none", guard=True, seed_policy=LATE_RACE, startup=3),
@@ -124,8 +128,8 @@ BASE = (
              startup=2),
 )
 STRATEGIES: dict[str, Strategy] = {s.name: s for base in BASE for s in (base, base.guard_flipped())}
-QUICK_STRATEGIES = ("random", DEFAULT_STRATEGY, "tpe_multivariate_median_race_late", "tpe_shipped", "gp", "sha_tpe",
-                    "hyperband_random", "racing")
+QUICK_STRATEGIES = ("random", DEFAULT_STRATEGY, JOINT_TPE_STRATEGY, "tpe_multivariate_median_race_late", "tpe_shipped",
+                    "gp", "sha_tpe", "hyperband_random", "racing")
 
 
 @dataclass(frozen=True)
@@ -154,7 +158,7 @@ def make_sampler(strategy: Strategy, spec: StudySpec, seed: int) -> optuna.sampl
             independent = {"name": "tpe", "seed": seed, "n_startup_trials": startup}
             return study_sampler(dataclasses.replace(spec, sampler=independent))
         if strategy.sampler == "tpe_multivariate":
-            joint = {**study_defaults.SAMPLER, "seed": seed, "n_startup_trials": startup}
+            joint = {**study_defaults.JOINT_TPE, "seed": seed, "n_startup_trials": startup}
             return study_sampler(dataclasses.replace(spec, sampler=joint))
         if strategy.sampler == "gp":
             # The conditional parameters (kl_coef or kl_target) lie outside the GP's intersection space and are drawn

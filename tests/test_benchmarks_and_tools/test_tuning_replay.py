@@ -26,6 +26,7 @@ from benchmarks.replay.metric import fit_weights, held_out_rank_correlation, nea
 from benchmarks.replay.repeats import only_rows
 from benchmarks.replay.strategies import (
     DEFAULT_STRATEGY,
+    JOINT_TPE_STRATEGY,
     QUICKSTART_STRATEGY,
     STRATEGIES,
     Fidelity,
@@ -36,6 +37,7 @@ from benchmarks.replay.strategies import (
 from benchmarks.replay.study import Context, best_single, run_repeat
 from benchmarks.replay.table import Config, Run, Table, estimate, run_value
 from benchmarks.replay.trial import guard_stop, replay_run
+from tuner.search.frontier_sampler import FrontierSampler
 from tuner.search.space import ParamSpec, config_values, suggest_params
 from tuner.study.config import KLGuard, StudySpec, load_study_spec
 from tuner.study.seed_policy import SeedPolicy
@@ -537,9 +539,17 @@ def test_weights_must_name_every_coordinate(spec: StudySpec) -> None:
         TableIndex(spec.search_space, points, spec.base, [1.0] * len(spec.search_space))
 
 
+SAMPLER_SETTINGS = {
+    optuna.samplers.TPESampler: ("_multivariate", "_group", "_n_startup_trials", "_constant_liar"),
+    FrontierSampler: ("seed", "n_startup_trials", "candidates", "prefer_gold", "pilot"),
+}
+"""What makes two samplers of a class the same search."""
+
+
 def test_the_replayed_defaults_are_what_studies_get(spec: StudySpec, tmp_path: Path) -> None:
-    """The strategy the replay calls the default is what a study file naming no sampler and no pruner runs, and the
-    quickstart's strategy is what studies/quickstart.yaml runs: same sampler settings, pruner and guard."""
+    """The strategy the replay calls the default is what a study file naming no sampler and no pruner runs, the
+    quickstart's strategy is what studies/quickstart.yaml runs, and the joint TPE strategy is what the same bare file
+    runs when its objective is not held-out gold: same sampler settings, pruner and guard."""
     from tuner.study.config import parse_study
     from tuner.trial.factory import make_pruner as study_pruner
     from tuner.trial.factory import make_sampler as study_sampler
@@ -547,12 +557,16 @@ def test_the_replayed_defaults_are_what_studies_get(spec: StudySpec, tmp_path: P
     bare = yaml.safe_load(QUICKSTART.read_text())
     for key in ("sampler", "pruner", "kl_guard"):
         bare.pop(key, None)
-    bare_spec = parse_study(bare, tmp_path / "bare.yaml")
+    bare_spec = parse_study({**bare, "sampler": {"seed": 0}}, tmp_path / "bare.yaml")
+    proxy = {**bare, "sampler": {"seed": 0}, "objectives": [{"metric": "eval/score", "reduce": "mean_last_k", "k": 2}]}
+    proxy_spec = parse_study(proxy, tmp_path / "proxy.yaml")
     fidelity = Fidelity(12, 96)
-    for strategy, study in ((STRATEGIES[DEFAULT_STRATEGY], bare_spec), (STRATEGIES[QUICKSTART_STRATEGY], spec)):
+    cases = ((STRATEGIES[DEFAULT_STRATEGY], bare_spec), (STRATEGIES[QUICKSTART_STRATEGY], spec),
+             (STRATEGIES[JOINT_TPE_STRATEGY], proxy_spec))
+    for strategy, study in cases:
         ours, theirs = make_sampler(strategy, spec, seed=0), study_sampler(study)
-        assert type(ours) is type(theirs)
-        for attribute in ("_multivariate", "_group", "_n_startup_trials", "_constant_liar"):
+        assert type(ours) is type(theirs), strategy.name
+        for attribute in SAMPLER_SETTINGS[type(ours)]:
             assert getattr(ours, attribute) == getattr(theirs, attribute), (strategy.name, attribute)
         inner = study_pruner(study).inner
         replayed = make_pruner(strategy, spec, fidelity)
@@ -562,3 +576,4 @@ def test_the_replayed_defaults_are_what_studies_get(spec: StudySpec, tmp_path: P
             assert type(replayed) is type(inner) and vars(replayed) == vars(inner), strategy.name
         assert strategy.guard and study.kl_guard.enabled and strategy.seed_policy == study.seed_policy
         assert not strategy.warm_starts and not study.enqueue
+    assert STRATEGIES[DEFAULT_STRATEGY].sampler == "frontier" and type(study_sampler(bare_spec)) is FrontierSampler

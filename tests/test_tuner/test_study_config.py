@@ -103,6 +103,35 @@ def test_constraints_and_warm_starts_are_parsed(tmp_path: Path, tiny_lm_dir: Pat
         ("trl_defaults", {"learning_rate": 1e-4}), ("enqueue[1]", {"learning_rate": 5e-4})]
 
 
+@pytest.mark.parametrize(("objectives", "sampler", "expected"), [
+    # Held-out gold alone: the frontier search, which the pre-registered rule chose (tuner.study.defaults).
+    ([{"metric": "eval/gold_score", "reduce": "mean_last_k", "k": 2}], {"seed": 3}, {"name": "frontier", "seed": 3}),
+    # What the frontier search cannot aim at: the joint TPE that was the default before it.
+    ([{"metric": "eval/score", "reduce": "mean_last_k", "k": 2}], {"seed": 3},
+     {"name": "tpe", "multivariate": True, "group": True, "n_startup_trials": 4, "seed": 3}),
+    ([{"metric": "eval/gold_score", "direction": "minimize"}], {}, {"name": "tpe", "multivariate": True, "group": True,
+                                                                    "n_startup_trials": 4}),
+    ([{"metric": "eval/gold_score"}, {"metric": "eval/kl", "direction": "minimize"}], {},
+     {"name": "tpe", "multivariate": True, "group": True, "n_startup_trials": 4}),
+    # A named sampler is taken as written.
+    ([{"metric": "eval/gold_score"}], {"name": "tpe", "seed": 1}, {"name": "tpe", "seed": 1}),
+])
+def test_a_file_that_names_no_sampler_gets_the_default_for_its_objectives(
+        tmp_path: Path, objectives: list[dict], sampler: dict, expected: dict) -> None:
+    quickstart = yaml.safe_load((ROOT / "studies" / "quickstart.yaml").read_text())
+    spec = study_config.parse_study({**quickstart, "objectives": objectives, "sampler": sampler},
+                                    tmp_path / "study.yaml")
+    assert spec.sampler == expected
+
+
+def test_an_option_of_another_sampler_under_the_default_says_which_sampler_the_file_got(tmp_path: Path) -> None:
+    quickstart = yaml.safe_load((ROOT / "studies" / "quickstart.yaml").read_text())
+    with pytest.raises(StudyConfigError) as raised:
+        study_config.parse_study({**quickstart, "sampler": {"multivariate": False}}, tmp_path / "study.yaml")
+    assert str(raised.value).startswith("sampler.multivariate: not an option of FrontierSampler")
+    assert "this study's default is frontier; name one to use another" in str(raised.value)
+
+
 def test_trial_process_options(tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path) -> None:
     defaults = load_study_spec(write_study(tmp_path, tiny_lm_dir, prompts_file))
     assert (defaults.trial_timeout, defaults.processes_per_trial) == (None, 1)

@@ -6,7 +6,7 @@ and target. ``tuner.study.config.parse_study`` calls them in the file's checking
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -195,14 +195,19 @@ def parse_kl_guard(raw: Any) -> KLGuard:
     return guard
 
 
-def parse_sampler(raw: Any) -> dict[str, Any]:
+def parse_sampler(raw: Any, objectives: Sequence[Objective]) -> dict[str, Any]:
+    """The ``sampler:`` section; with no ``name``, the default for these objectives
+    (``tuner.study.defaults.default_sampler``) with the file's options on top."""
     spec = dict(as_mapping(raw, "sampler"))
-    if "name" not in spec:
-        spec = {**study_defaults.SAMPLER, **spec}  # no sampler named: the default search, the file's options on top
+    named = "name" in spec
+    if not named:
+        spec = {**study_defaults.default_sampler([(o.metric, o.direction) for o in objectives]), **spec}
     if spec["name"] not in SAMPLERS:
         raise fail(f"sampler.name: expected one of {', '.join(SAMPLERS)}, got {spec.get('name')!r}")
     problem = option_problem(SAMPLER_CLASSES[spec["name"]], {k: v for k, v in spec.items() if k != "name"}, "sampler")
     if problem is not None:
+        if not named:  # the option may be one of another sampler's: say which sampler the file got by default
+            problem += f" (no sampler.name given: this study's default is {spec['name']}; name one to use another)"
         raise fail(problem)
     seed = spec.get("seed")
     if seed is not None and not 0 <= seed < SEED_LIMIT:
