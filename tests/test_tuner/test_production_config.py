@@ -76,6 +76,9 @@ def test_without_a_rule_a_longer_run_takes_the_measured_rule_and_cites_its_measu
     assert yaml.safe_load(out)["learning_rate"] == pytest.approx(TUNED_LR / 4)
     carried = next(line for line in out.splitlines() if line.startswith("# carried to the production run"))
     assert "rule step_mass" in carried and "4x" in carried and "30-trial search" in carried
+    # Its evidence is the graph task's: the next line says so, so that no graph-task figure reads as general.
+    lines = out.splitlines()
+    assert lines[lines.index(carried) + 1].startswith("# (the rule's evidence is measured on the graph task's")
     assert "no rule is measured" not in err and "validate production" not in err
     # Another rule, asked for by name, is applied, with a word that it is not the measured one and how to check it.
     status, out, err = best(study_url, capsys, "--total-episodes", "6144", "--rule", "power_law")

@@ -19,7 +19,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ppo_core.errors import InputError
-from tuner.production.horizon import EVIDENCE, HELD_WITHIN, PRODUCTION_RULE, RULES, Carried, rule_parts
+from tuner.production.horizon import (
+    EVIDENCE,
+    EVIDENCE_SCOPE,
+    HELD_WITHIN,
+    PRODUCTION_RULE,
+    RULES,
+    Carried,
+    rule_parts,
+)
 
 if TYPE_CHECKING:
     import optuna
@@ -89,6 +97,8 @@ def change_comments(carried: Carried) -> list[str]:
     # as_tuned's measurement is of a longer run: on another policy at the trial's own length it says nothing.
     lines = [f"# carried to the production run by the rule {rule}: {EVIDENCE[rule]}"
              for rule in rule_parts(carried.rule) if rule != "as_tuned" or lengthened]
+    if lines:
+        lines.append(f"# (the rule's evidence is {EVIDENCE_SCOPE})")
     lines += [f"# {c.name}={_shown(c.carried)} (tuned {_shown(c.tuned)}): {c.why}" for c in carried.changes]
     return lines
 
@@ -114,7 +124,7 @@ def pilot_notice(trial: int, policy: str, name: str, episodes: int | None, why: 
     learning rate is the tuned one, what that cost where it was measured, and the command that runs the pilot."""
     length = "" if episodes is None else f" --total-episodes {episodes}"
     return (f"trial {trial} on {policy}: {why}, so the learning rate is not carried to this policy; "
-            f"{EVIDENCE['kl_pilot']}. Run the pilot and validate there: "
+            f"{EVIDENCE['kl_pilot']} ({EVIDENCE_SCOPE}). Run the pilot and validate there: "
             f"ppo-tune validate {name} --policy-model {policy}{length}")
 
 
