@@ -19,6 +19,16 @@ objective (the held-out ``eval/gold_score`` over the last two evaluations) and K
 ``--methods`` runs only the named methods' studies (``--methods random frontier``: the frontier comparison alone,
 without the default's and the fixed configs' studies, about 60% of the compute).
 
+``--study FILE`` runs the searches on another study file instead of the quickstart (its base, space, objective,
+constraints, guard and evaluation), for example ``studies/smollm2.yaml``: the shipped default search at half random
+search's budget against random search at all of it, live on the real model::
+
+    python -m benchmarks.tuning_quality --study studies/smollm2.yaml --methods random frontier --sampler-seeds 3 \
+        --validation-seeds 3 --work-dir DIR [--resume]
+
+There the budget defaults to the study's own (its ``n_trials`` times its base's updates per trial), and only the
+searches run: the two fixed configurations are the quickstart's.
+
 Each ``default``/``random`` study (one per sampler seed) runs trials one after another until the PPO updates its trials
 ran (``tuner.study.reports.updates_run``: a pruned trial counts the updates it ran) reach ``--budget-updates``; the
 trial running then is finished. The two fixed configs are one-trial studies. Every method's chosen config (the best
@@ -81,6 +91,14 @@ held-out prompt at each evaluation."""
 FULL = {"budget_updates": DEFAULT_BUDGET, "sampler_seeds": 5, "validation_seeds": 5, "workers": 2}
 
 
+def study_budget(definition: dict[str, Any]) -> int:
+    """A study file's own budget of PPO updates: its ``n_trials`` times its base's updates per trial (PPOConfig's
+    defaults where the base sets nothing; a searched rollout size is read at its default)."""
+    from tuner.search.kl_model import mass_factors
+
+    return int(definition.get("n_trials") or 1) * int(mass_factors({}, definition["base"])["updates"])
+
+
 def guidance_base(quickstart: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """The seed guidance's starting point as config values on the quickstart base: the quickstart's own
     ``seed_guidance`` warm start (fitted to its space: rollouts of 256 become 32), plus the guidance's stated values
@@ -114,13 +132,14 @@ def study_definitions(quickstart: dict[str, Any], work_dir: Path, sampler_seeds:
         if frontier:
             definitions.append({**quickstart, "sampler": {"name": "frontier", "seed": seed},
                                 "name": f"tq-frontier-s{seed}"})
-    evaluation = {key: quickstart["base"][key] for key in EVAL_FIELDS if key in quickstart["base"]}
-    trl_base = {**yaml.safe_load(TRL_DEFAULTS.read_text()), **evaluation}
-    fixed = {key: value for key, value in quickstart.items() if key not in ("enqueue", "search_space")}
-    fixed.update(n_trials=1, sampler={"name": "random", "seed": 0}, pruner={"name": "none"},
-                 kl_guard={**quickstart.get("kl_guard", {}), "enabled": False})  # one run: nothing to prune
-    definitions += [{**fixed, "name": "tq-trl_defaults", **pinned(trl_base)},
-                    {**fixed, "name": "tq-guidance", **pinned(guidance_base(quickstart)[0])}]
+    if methods is None or any(method in FIXED for method in methods):
+        evaluation = {key: quickstart["base"][key] for key in EVAL_FIELDS if key in quickstart["base"]}
+        trl_base = {**yaml.safe_load(TRL_DEFAULTS.read_text()), **evaluation}
+        fixed = {key: value for key, value in quickstart.items() if key not in ("enqueue", "search_space")}
+        fixed.update(n_trials=1, sampler={"name": "random", "seed": 0}, pruner={"name": "none"},
+                     kl_guard={**quickstart.get("kl_guard", {}), "enabled": False})  # one run: nothing to prune
+        definitions += [{**fixed, "name": "tq-trl_defaults", **pinned(trl_base)},
+                        {**fixed, "name": "tq-guidance", **pinned(guidance_base(quickstart)[0])}]
     definitions = [d for d in definitions if methods is None or method_of(d["name"]) in methods]
     for definition in definitions:
         definition.pop("timeout", None)
@@ -424,9 +443,12 @@ def studies_table(studies: list[dict[str, Any]]) -> str:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.tuning_quality", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--study", type=Path, default=QUICKSTART,
+                        help="The study file whose searches are compared (default studies/quickstart.yaml; "
+                             "another runs only the searches).")
     parser.add_argument("--budget-updates", type=int, default=None,
-                        help=f"PPO updates per default/random study (default {DEFAULT_BUDGET}; --quick "
-                             f"{QUICK['budget_updates']}).")
+                        help=f"PPO updates per default/random study (default {DEFAULT_BUDGET}, or another --study's "
+                             f"n_trials x updates per trial; --quick {QUICK['budget_updates']}).")
     parser.add_argument("--sampler-seeds", type=int, default=None,
                         help=f"default and random studies each (default {FULL['sampler_seeds']}).")
     parser.add_argument("--task-seed", type=int, default=None,
@@ -449,6 +471,25 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--out", default=None, help="Results file (default benchmarks/results/tuning_quality.json; "
                                                     "--quick: a temporary directory).")
     return parser
+
+
+def _read_study(parser: argparse.ArgumentParser,
+                args: argparse.Namespace) -> tuple[dict[str, Any], list[str], int | None]:
+    """The study file the searches run (``--study``), the guidance's notes (the quickstart's only), and the budget
+    that another study brings (None: the quickstart's figures). Another study runs only the searches: its
+    ``--methods`` default to random and the frontier search, and a fixed configuration is refused."""
+    if not args.study.is_file():
+        parser.error(f"--study: no file {args.study}")
+    definition = yaml.safe_load(args.study.read_text())
+    if args.study.resolve() == QUICKSTART.resolve():
+        return definition, guidance_base(definition)[1], None
+    if args.methods is None:
+        args.methods = ["random", "frontier"]
+    fixed = [method for method in args.methods if method in FIXED]
+    if fixed:
+        parser.error(f"--methods {' '.join(fixed)}: the fixed configurations are the quickstart's; with --study "
+                     f"{args.study} name only searches ({', '.join(SEARCHES)})")
+    return definition, [], None if args.quick else study_budget(definition)
 
 
 def _work_dir(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Path:
@@ -510,13 +551,12 @@ def main(argv: list[str] | None = None) -> None:
         if value is not None and value < 1:
             parser.error(f"--{name.replace('_', '-')}: must be at least 1, got {value}")
     out = results_path(args.out, RESULTS / "tuning_quality.json", args.quick)
-    settings = {**(QUICK if args.quick else FULL),
+    quickstart, notes, own_budget = _read_study(parser, args)
+    settings = {**(QUICK if args.quick else FULL), **({} if own_budget is None else {"budget_updates": own_budget}),
                 **{k: v for k, v in vars(args).items() if k in FULL and v is not None}}
     work_dir = _work_dir(parser, args)
     started = time.perf_counter()
     facts = machine_facts("cpu")
-    quickstart = yaml.safe_load(QUICKSTART.read_text())
-    notes = guidance_base(quickstart)[1]
     overrides = {**(QUICK_BASE if args.quick else {}),
                  **({} if args.task_seed is None else {"task_seed": args.task_seed})}
     if args.methods is not None and "frontier" in args.methods:

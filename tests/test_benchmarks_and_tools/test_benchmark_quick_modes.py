@@ -338,6 +338,29 @@ def test_tuning_quality_runs_only_the_methods_named(tmp_path: Path, capsys: pyte
     assert not list(tmp_path.iterdir())  # nothing written for a refused run
 
 
+def test_tuning_quality_compares_the_searches_of_another_study_file(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import yaml
+
+    from benchmarks import tuning_quality
+
+    # The real-model study's own budget: 12 trials of 128 episodes in rollouts of 8.
+    smollm2 = yaml.safe_load((tuning_quality.ROOT / "studies" / "smollm2.yaml").read_text())
+    assert tuning_quality.study_budget(smollm2) == 12 * 16
+    # Another study runs only the searches: the fixed configurations are the quickstart's.
+    other = tmp_path / "mine.yaml"
+    other.write_text(tuning_quality.QUICKSTART.read_text().replace("name: quickstart", "name: mine"))
+    line = refusal(tuning_quality.main, ["--quick", "--study", str(other), "--methods", "random", "guidance"], capsys)
+    assert "error: --methods guidance: the fixed configurations are the quickstart's" in line
+    assert "--study: no file" in refusal(tuning_quality.main, ["--quick", "--study", str(tmp_path / "no.yaml")],
+                                         capsys)
+    # By default: the shipped default search at half the budget against random search at all of it, on its base.
+    result, _ = run_quick_here("tuning_quality", tmp_path / "other.json", "--work-dir", str(tmp_path / "work"),
+                               "--study", str(other))
+    assert set(result["methods"]) == {"random", "frontier"} and result["paired_frontier"]["sampler_seeds"] == [0]
+    assert [study["name"] for study in result["studies"]] == ["tq-random-s0", "tq-frontier-s0"]
+
+
 def test_tuning_quality_counts_the_target_in_updates_episodes_and_seconds() -> None:
     from benchmarks.tuning_quality import progress
 
