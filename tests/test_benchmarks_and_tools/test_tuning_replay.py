@@ -541,7 +541,7 @@ def test_weights_must_name_every_coordinate(spec: StudySpec) -> None:
 
 SAMPLER_SETTINGS = {
     optuna.samplers.TPESampler: ("_multivariate", "_group", "_n_startup_trials", "_constant_liar"),
-    FrontierSampler: ("seed", "n_startup_trials", "candidates", "prefer_gold", "pilot"),
+    FrontierSampler: ("seed", "n_startup_trials", "candidates", "prefer_gold", "pilot", "within_budget"),
 }
 """What makes two samplers of a class the same search."""
 
@@ -576,4 +576,8 @@ def test_the_replayed_defaults_are_what_studies_get(spec: StudySpec, tmp_path: P
             assert type(replayed) is type(inner) and vars(replayed) == vars(inner), strategy.name
         assert strategy.guard and study.kl_guard.enabled and strategy.seed_policy == study.seed_policy
         assert not strategy.warm_starts and not study.enqueue
-    assert STRATEGIES[DEFAULT_STRATEGY].sampler == "frontier" and type(study_sampler(bare_spec)) is FrontierSampler
+    shipped = study_sampler(bare_spec)
+    assert STRATEGIES[DEFAULT_STRATEGY].sampler == "frontier_budget" and isinstance(shipped, FrontierSampler)
+    # The study's KL budget (the quickstart's eval/kl <= 5) holds its aims; the pre-registered search had no hold.
+    assert shipped.within_budget and shipped._kl_budget == 5.0
+    assert not make_sampler(STRATEGIES["frontier_race_late"], spec, seed=0).within_budget

@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 from ppo_core.metric_names import EVAL_GOLD_SCORE, EVAL_KL, EVAL_SCORE
-from tuner.search.frontier_aim import AIM_KINDS
+from tuner.search.frontier_aim import AIM_KINDS, Aim, within_budget
 from tuner.search.frontier_sampler import AIM_ATTR, FrontierSampler
 from tuner.search.kl_model import design_row
 from tuner.search.space import ParamSpec, choose_point, suggest_value
@@ -64,11 +64,13 @@ def synthetic_objective(engine: Any, peak_kl: float, seed: int) -> Callable[[opt
 
 
 def run_study(tmp_path: Path, peak_kl: float, seed: int, sampler: optuna.samplers.BaseSampler | None = None,
-              trials: int = TRIALS) -> tuple[optuna.Study, Any]:
+              trials: int = TRIALS, kl_budget: float | None = None,
+              within_budget: bool = True) -> tuple[optuna.Study, Any]:
     url = f"sqlite:///{tmp_path / f'synthetic-{peak_kl}-{seed}.db'}"
     engine = create_engine(url)
     create_tables(engine)
-    sampler = sampler or FrontierSampler(seed=seed).attach(SPACE, BASE, lambda name: read_metrics(engine, name))
+    sampler = sampler or FrontierSampler(seed=seed, within_budget=within_budget).attach(
+        SPACE, BASE, lambda name: read_metrics(engine, name), kl_budget)
     study = optuna.create_study(study_name="synthetic", storage=url, direction="maximize", sampler=sampler)
     study.optimize(synthetic_objective(engine, peak_kl, seed), n_trials=trials)
     return study, engine
@@ -102,6 +104,36 @@ def test_the_search_finds_a_known_peak_and_keeps_trials_there(tmp_path: Path, pe
     assert np.mean(shares) >= 0.5, (shares, randoms)
     assert np.mean(shares) >= 3 * np.mean(randoms), (shares, randoms)
     assert min(bests) >= 0.78, bests
+
+
+@pytest.mark.parametrize(("aim", "budget", "target"), [
+    (Aim("above", 3.0, 0.5, 3.4, "rising"), 10.0, math.log(10.0)),   # past the budget: drawn back to it
+    (Aim("peak", 1.0, 0.3, 1.2, "peaks"), 10.0, 1.2),                # within it: kept
+    (Aim("above", 3.0, 0.5, 3.4, "rising"), None, 3.4),              # no budget: kept
+    (Aim("start", 0.9, 0.0, 0.9, "start-up"), 0.5, 0.9),             # a step-mass quantile, not a KL: kept
+])
+def test_an_aim_past_the_study_s_kl_budget_is_drawn_back_to_it(aim: Aim, budget: float | None,
+                                                                  target: float) -> None:
+    held = within_budget(aim, budget)
+    assert held.target == pytest.approx(target) and held.kind == aim.kind
+    assert held.center <= max(aim.center, target) and (held == aim) == (target == aim.target)
+    if held != aim:
+        assert held.reason.startswith("rising; drawn back from 30 to the study's KL budget of 10 nats")
+
+
+def test_a_peak_past_the_budget_keeps_the_aims_within_the_budget(tmp_path: Path) -> None:
+    """Gold peaks at 8 nats, the study's budget is 2: held within the budget, the steered trials aim at most at 2 nats
+    and most end within a factor 1.65 of it; aimed at the peak (within_budget off), they aim past it."""
+    held, free = [], []
+    for seed in range(2):
+        study, _ = run_study(tmp_path, 8.0, seed, kl_budget=2.0)
+        aims = [t.user_attrs[AIM_ATTR] for t in study.get_trials() if t.user_attrs[AIM_ATTR]["kind"] != "start"]
+        assert aims and all(aim["target"] <= math.log(2.0) + 1e-9 for aim in aims), aims
+        held.append(near_peak_share(study, 2.0, 8))
+        study, _ = run_study(tmp_path / "free", 8.0, seed, kl_budget=2.0, within_budget=False)
+        free.append(max(t.user_attrs[AIM_ATTR]["target"] for t in study.get_trials()))
+    assert np.mean(held) >= 0.5, held
+    assert min(free) > math.log(2.0), free
 
 
 def test_a_study_of_two_objectives_is_aimed_alike(tmp_path: Path) -> None:

@@ -7,6 +7,8 @@ functions over the study's peak (``tuner.search.frontier_peak``) and KL model (`
   :data:`STEP` beyond that edge (in ln KL), spread by half a step: where the turn must be.
 - **spread**: no peak can be read yet, or one draw in :data:`EXPLORE` (so a wrong early peak gets corrected): aim
   uniformly over the ln KL the candidates are predicted to reach.
+- **within the budget**: where the study caps the KL its trials may end at (a constraint on held-out KL), an aim past
+  that budget is drawn back to it (:func:`within_budget`): a trial aimed past the budget is infeasible by design.
 - **start**: no KL model yet (fewer than two trials measured), or fewer than the start-up trials measured and no
   turn in the data yet. Spread the first trials over the step mass instead:
   trial n takes the candidate at the n-th point of a van der Corput sequence (1/2, 1/4, 3/4, 1/8, ...), shifted by
@@ -104,6 +106,21 @@ def choose_aim(peak: FrontierPeak | None, predicted: np.ndarray, rng: np.random.
         center, kind, words = edge - STEP, "below", "already falling at the lowest KL measured"
     return Aim(kind, center, STEP / 2, float(center + STEP / 2 * rng.standard_normal()),
                f"the objective is {words} ({peak.kl:.3g} nats; {_support(peak)})")
+
+
+def within_budget(aim: Aim, kl_budget: float | None) -> Aim:
+    """The aim drawn back to the study's KL budget B where it lies past it: target t' = min(t, ln B), center
+    c' = min(c, ln B), the reason saying so. A start-up aim (a step-mass quantile, not a KL) and an aim within the
+    budget are kept as they are.
+
+    Why: the objective's peak may lie past the budget (held-out gold on SmolLM2 rose to 10-20 nats against a 10-nat
+    budget), and a trial aimed there ends over it, where it cannot win."""
+    if kl_budget is None or aim.kind == "start" or aim.target <= math.log(kl_budget):
+        return aim
+    cap = math.log(kl_budget)
+    return Aim(aim.kind, min(aim.center, cap), aim.spread, cap,
+               f"{aim.reason}; drawn back from {math.exp(aim.target):.3g} to the study's KL budget of "
+               f"{kl_budget:g} nats")
 
 
 def _support(peak: FrontierPeak) -> str:

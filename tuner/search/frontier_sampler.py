@@ -33,6 +33,7 @@ from tuner.search.frontier_aim import (
     pick_by_quantile,
     random_points,
     start_aim,
+    within_budget,
 )
 from tuner.search.frontier_peak import KL_FLOOR, FrontierPeak
 from tuner.search.gold_model import GoldModel, choose_near_aim, knob_row, study_gold_model
@@ -81,14 +82,16 @@ class FrontierSampler(optuna.samplers.BaseSampler):
     number. Two options under evaluation (benchmarks/replay/README.md, "A second design round"), off by default:
     ``prefer_gold`` takes, among the candidates that hit the aim about as well, the one whose other knobs the study's
     trials say add the most gold at a given KL (``tuner.search.gold_model``); ``pilot`` (a step-mass quantile) starts
-    the study with one run at that quantile, whose guarded path sweeps KL.
+    the study with one run at that quantile, whose guarded path sweeps KL. ``within_budget`` (on by default) draws an
+    aim past the study's KL budget back to it (``tuner.search.frontier_aim.within_budget``); off, it aims at the
+    objective's peak wherever it lies, as the search pre-registered at a74c0c8 did.
 
-    :meth:`attach` gives it the study's search space, base and metrics; until then (or if reading them fails) it
-    proposes as Optuna's random sampler does.
+    :meth:`attach` gives it the study's search space, base, metrics and KL budget; until then (or if reading them
+    fails) it proposes as Optuna's random sampler does.
     """
 
     def __init__(self, seed: int | None = None, n_startup_trials: int = 4, candidates: int = CANDIDATES,
-                 prefer_gold: bool = False, pilot: float | None = None) -> None:
+                 prefer_gold: bool = False, pilot: float | None = None, within_budget: bool = True) -> None:
         if candidates < 1:
             raise ValueError(f"candidates: must be at least 1, got {candidates}")
         if n_startup_trials < 0:
@@ -100,15 +103,20 @@ class FrontierSampler(optuna.samplers.BaseSampler):
         if pilot is not None and not 0.0 <= pilot <= 1.0:
             raise ValueError(f"pilot: a step-mass quantile in [0, 1], got {pilot}")
         self.pilot = pilot
+        self.within_budget = within_budget
+        self._kl_budget: float | None = None
         self._fallback = optuna.samplers.RandomSampler(seed=self.seed)
         self._space: Mapping[str, ParamSpec] = {}
         self._base: Mapping[str, Any] = {}
         self._read: MetricsReader | None = None
         self._chosen: dict[int, dict[str, Any]] = {}
 
-    def attach(self, space: Mapping[str, ParamSpec], base: Mapping[str, Any],
-               read_metrics: MetricsReader) -> FrontierSampler:
+    def attach(self, space: Mapping[str, ParamSpec], base: Mapping[str, Any], read_metrics: MetricsReader,
+               kl_budget: float | None = None) -> FrontierSampler:
+        """The study's search space, base, metrics reader and KL budget (the tightest bound its constraints put on
+        held-out KL; None: no budget)."""
         self._space, self._base, self._read = space, base, read_metrics
+        self._kl_budget = kl_budget
         return self
 
     def reseed_rng(self) -> None:
@@ -170,6 +178,8 @@ class FrontierSampler(optuna.samplers.BaseSampler):
             rows = np.array([design_row(self._space, point, self._base) for point in candidates])
             mean, sd = model.predict(rows)
             aim = choose_aim(peak, mean, rng)
+            if self.within_budget:
+                aim = within_budget(aim, self._kl_budget)
             weights = aim_weights(mean, sd, aim.target)
             if gold is not None:  # among the candidates that hit the aim about as well, the best drawn residual
                 scores = np.array([knob_row(self._space, point, self._base) for point in candidates]) @ gold.draw(rng)

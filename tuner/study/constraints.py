@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from optuna.trial import FrozenTrial
 
+from ppo_core.metric_names import EVAL_KL
 from tuner.study.reduction import reduction_label
 
 
@@ -64,3 +65,10 @@ def feasible(trial: FrozenTrial) -> bool:
     """Whether every constraint set on the trial holds (value <= 0); a trial with none set is feasible, as Optuna
     counts it."""
     return all(value <= 0 for value in trial.constraints.values())
+
+
+def kl_budget(constraints: list[Constraint], metric: str = EVAL_KL) -> float | None:
+    """The study's KL budget: the tightest ``max`` its constraints put on ``metric`` (held-out KL), whatever the
+    reduction; None when none bounds it."""
+    bounds = [c.max for c in constraints if c.metric == metric and c.max is not None]
+    return min(bounds) if bounds else None
