@@ -135,3 +135,20 @@ def test_a_work_dir_of_another_study_is_refused(tmp_path: Path, capsys: pytest.C
         real_model_study.main(["--quick", "--work-dir", str(tmp_path), "--out", str(tmp_path / "r.json")])
     assert exited.value.code == 2
     assert "another study" in capsys.readouterr().err
+
+
+def test_the_transfer_moonshot_s_small_study_is_the_real_model_study_on_the_companion_policy() -> None:
+    """benchmarks/moonshot_companion.yaml (benchmarks/README.md, "The transfer moonshot") must stay what its figures
+    say it is: studies/smollm2.yaml with only the policy (the task's companion), the name and the timeout changed."""
+    import yaml
+
+    root = Path(__file__).resolve().parents[2]
+    real = yaml.safe_load((root / "studies" / "smollm2.yaml").read_text())
+    small = yaml.safe_load((root / "benchmarks" / "moonshot_companion.yaml").read_text())
+    assert small["name"] == "smollm2_companion" and "timeout" not in small
+    assert "sft_model_path" not in small["base"] and real["base"]["sft_model_path"] == "smollm2-135m-instruct"
+    real["base"].pop("sft_model_path")
+    for key in ("name", "timeout"):
+        real.pop(key, None)
+        small.pop(key, None)
+    assert small == real
