@@ -82,16 +82,17 @@ class FrontierSampler(optuna.samplers.BaseSampler):
     number. Two options under evaluation (benchmarks/replay/README.md, "A second design round"), off by default:
     ``prefer_gold`` takes, among the candidates that hit the aim about as well, the one whose other knobs the study's
     trials say add the most gold at a given KL (``tuner.search.gold_model``); ``pilot`` (a step-mass quantile) starts
-    the study with one run at that quantile, whose guarded path sweeps KL. ``within_budget`` (on by default) draws an
+    the study with one run at that quantile, whose guarded path sweeps KL. ``within_budget`` (off by default) draws an
     aim past the study's KL budget back to it (``tuner.search.frontier_aim.within_budget``); off, it aims at the
-    objective's peak wherever it lies, as the search pre-registered at a74c0c8 did.
+    objective's peak wherever it lies, as the search pre-registered at a74c0c8 does. Replayed on the text table, the
+    hold was slower, not faster (benchmarks/README.md, "The budget hold, post hoc"), so it stays an option.
 
     :meth:`attach` gives it the study's search space, base, metrics and KL budget; until then (or if reading them
     fails) it proposes as Optuna's random sampler does.
     """
 
     def __init__(self, seed: int | None = None, n_startup_trials: int = 4, candidates: int = CANDIDATES,
-                 prefer_gold: bool = False, pilot: float | None = None, within_budget: bool = True) -> None:
+                 prefer_gold: bool = False, pilot: float | None = None, within_budget: bool = False) -> None:
         if candidates < 1:
             raise ValueError(f"candidates: must be at least 1, got {candidates}")
         if n_startup_trials < 0:
