@@ -36,7 +36,7 @@ from tuner.search.frontier_sampler import FrontierSampler
 from tuner.search.space import suggest_params
 from tuner.search.warm_start import enqueue_warm_starts, warm_start_points
 from tuner.store.attrs import RACE_OF_ATTR, SEED_ATTR
-from tuner.study.constraints import feasible, kl_budget
+from tuner.study.constraints import feasible, upper_limit
 from tuner.study.seed_policy import Racing, best_raced
 from tuner.study.spec import StudySpec
 
@@ -124,7 +124,7 @@ def run_repeat(strategy: Strategy, context: Context, sampler_seed: int, repeat: 
     sampler = make_sampler(strategy, spec, sampler_seed)
     evaluations: list[dict[str, float]] = []  # what the repeat's trials evaluated, as the metrics table holds it
     if isinstance(sampler, FrontierSampler):
-        sampler.attach(spec.search_space, spec.base, lambda _: pd.DataFrame(evaluations), kl_budget(spec.constraints))
+        sampler.attach(spec.search_space, spec.base, lambda _: pd.DataFrame(evaluations), upper_limit(spec.constraints))
     study = optuna.create_study(study_name=f"replay-{sampler_seed}", direction="maximize", sampler=sampler,
                                 pruner=make_pruner(strategy, spec, context.fidelity))
     if strategy.warm_starts:

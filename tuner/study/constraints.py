@@ -17,6 +17,7 @@ Example::
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from optuna.trial import FrozenTrial
@@ -67,8 +68,8 @@ def feasible(trial: FrozenTrial) -> bool:
     return all(value <= 0 for value in trial.constraints.values())
 
 
-def kl_budget(constraints: list[Constraint], metric: str = EVAL_KL) -> float | None:
-    """The study's KL budget: the tightest ``max`` its constraints put on ``metric`` (held-out KL), whatever the
-    reduction; None when none bounds it."""
+def upper_limit(constraints: Sequence[Constraint], metric: str = EVAL_KL) -> float | None:
+    """The tightest ``metric <= max`` among ``constraints``, whatever the reduction (on held-out KL: the study's KL
+    budget); None when none bounds it."""
     bounds = [c.max for c in constraints if c.metric == metric and c.max is not None]
     return min(bounds) if bounds else None

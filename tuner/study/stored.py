@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 from tuner.search.space import ParamSpec
 from tuner.store.attrs import KL_GUARD_ATTR, OBJECTIVES_ATTR, stored_definition
-from tuner.study.constraints import Constraint
+from tuner.study.constraints import Constraint, upper_limit
 from tuner.study.sections import (
     PPO_CORE,
     parse_constraints,
@@ -60,8 +60,7 @@ class StoredStudy:
 
     def upper_limit(self, metric: str) -> float | None:
         """The tightest constraint ``metric <= max`` of the study, if it has one."""
-        limits = [c.max for c in self.constraints if c.metric == metric and c.max is not None]
-        return min(limits) if limits else None
+        return upper_limit(self.constraints, metric)
 
 
 def _lenient(parse: Callable[[], T], default: T) -> T:

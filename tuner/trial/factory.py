@@ -14,7 +14,7 @@ from tuner.search.options import PRUNER_CLASSES, SAMPLER_CLASSES
 from tuner.search.space import ParamSpec
 from tuner.store.database import create_engine
 from tuner.store.records import read_metrics
-from tuner.study.constraints import kl_budget
+from tuner.study.constraints import upper_limit
 from tuner.study.spec import StudySpec
 from tuner.study.values import StudyConfigError
 from tuner.trial.kl_guard import KLGuardPruner
@@ -98,7 +98,7 @@ def make_sampler(spec: StudySpec, worker_index: int = 0, trials_before: int = 0)
                 return optuna.samplers.GridSampler(_grid(spec.search_space), **options)
             if name == FRONTIER_SAMPLER:
                 return FrontierSampler(**options).attach(spec.search_space, spec.base, _metrics_reader(spec.storage),
-                                                         kl_budget(spec.constraints))
+                                                         upper_limit(spec.constraints))
             return SAMPLER_CLASSES[name](**options)
     except (TypeError, ValueError) as error:
         raise StudyConfigError(f"sampler: {error}") from None
