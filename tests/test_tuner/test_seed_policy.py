@@ -143,6 +143,20 @@ def test_racing_waits_for_its_start_and_queues_no_more_than_the_budget_has_room_
     assert [(t.user_attrs[RACE_OF_ATTR], t.user_attrs[SEED_ATTR]) for t in queued] == [(1, 1), (3, 1)]
 
 
+@pytest.mark.parametrize("state", ["PRUNED", "FAIL"])
+def test_a_trial_stopped_past_the_start_still_races_the_leaders(state: str) -> None:
+    # SmolLM2's second look: the trials that ended past 80% of its 12 were all stopped by the KL guard, so a race run
+    # only on completed trials never queued, and its winner stood on one seed.
+    study = optuna.create_study(direction="maximize")
+    for number, value in enumerate([0.5, 0.9, 0.7]):
+        study.add_trial(_trial(number, value))
+    study.add_trial(_trial(3, None, state))
+    policy = SeedPolicy("racing", seeds=2, top_k=2, start=0.5)
+    Racing(policy, base_seed=0, budget=TrialBudget(n_trials=6, timeout=None))(study, study.trials[-1])
+    queued = [t for t in study.trials if t.state == TrialState.WAITING]
+    assert [(t.user_attrs[RACE_OF_ATTR], t.user_attrs[SEED_ATTR]) for t in queued] == [(1, 1), (2, 1)]
+
+
 def test_a_study_without_a_seed_policy_races_its_leader_in_its_last_fifth(tmp_path: Path, tiny_lm_dir: Path,
                                                                           prompts_file: Path) -> None:
     path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=6, base={"seed": 5, "total_episodes": 16})
