@@ -26,7 +26,8 @@ from optuna.trial import TrialState
 from ppo_core.config_io import read_mapping
 from ppo_core.errors import InputError
 from tools.quick_mode import add_quick_argument, results_path
-from tuner.run.runner import cpu_threads_per_worker, run_study
+from tuner.run.commands import cpu_threads_per_worker
+from tuner.run.runner import run_study
 from tuner.run.worker import run_worker
 from tuner.store.attrs import KL_HISTORY_ATTR, PRUNE_REASON_ATTR
 from tuner.store.database import open_storage

@@ -177,16 +177,16 @@ def test_a_study_without_a_seed_policy_races_its_leader_in_its_last_fifth(tmp_pa
 
 
 def test_the_progress_line_shows_a_raced_winners_mean_over_its_seeds(tmp_path: Path) -> None:
-    from tuner.run.runner import _best_text
+    from tuner.run.follow import best_text
     from tuner.store.attrs import DEFINITION_ATTR
 
     study = optuna.create_study(direction="maximize")
     study.set_user_attr(DEFINITION_ATTR, {"objectives": [{"metric": "m"}]})  # no seed_policy: the default races
     for trial in [_trial(0, 0.8), _trial(1, 0.95), _trial(2, 0.7, race_of=0, seed=1)]:
         study.add_trial(trial)
-    assert _best_text(study) == "best 0.7500, mean of 2 seeds (trial 0)"
+    assert best_text(study) == "best 0.7500, mean of 2 seeds (trial 0)"
     study.set_user_attr(DEFINITION_ATTR, {"objectives": [{"metric": "m"}], "seed_policy": {"name": "single"}})
-    assert _best_text(study) == "best 0.9500, one seed (trial 1)"  # one seed: the luckiest run wins
+    assert best_text(study) == "best 0.9500, one seed (trial 1)"  # one seed: the luckiest run wins
 
 
 def test_the_best_trials_figure_reads_the_same_in_run_show_best_and_the_dashboard(
@@ -194,7 +194,7 @@ def test_the_best_trials_figure_reads_the_same_in_run_show_best_and_the_dashboar
 ) -> None:
     from dashboard.frames import best_summary, number
     from dashboard.study_reader import StudyRef, build_study_view, open_reader
-    from tuner.run.runner import _best_text
+    from tuner.run.follow import best_text
     from tuner.store.attrs import DEFINITION_ATTR
     from tuner.store.database import create_engine
     from tuner.store.records import create_tables
@@ -206,7 +206,7 @@ def test_the_best_trials_figure_reads_the_same_in_run_show_best_and_the_dashboar
     for trial in [_trial(0, 0.8), _trial(1, 0.95), _trial(2, 0.7, race_of=0, seed=1)]:
         study.add_trial(trial)
     # Trial 0 wins on its mean over 2 seeds, 0.75; its own first run scored 0.8, trial 1's one run 0.95.
-    assert _best_text(study) == "best 0.7500, mean of 2 seeds (trial 0)"
+    assert best_text(study) == "best 0.7500, mean of 2 seeds (trial 0)"
     capsys.readouterr()
     assert main(["show", "raced", "--storage", url]) == 0
     assert "best trial 0: 0.7500, mean of 2 seeds" in capsys.readouterr().out

@@ -15,14 +15,8 @@ from helpers.studies import TESTS_DIR, load, write_study
 from optuna.trial import TrialState
 
 from ppo_tune.cli import main
-from tuner.run.runner import (
-    GPU_DEVICE_NODES,
-    cpu_threads_per_worker,
-    gpu_driver_present,
-    gpu_groups,
-    pause_until_a_worker_ends,
-    worker_commands,
-)
+from tuner.run.commands import GPU_DEVICE_NODES, cpu_threads_per_worker, gpu_driver_present, gpu_groups, worker_commands
+from tuner.run.follow import pause_until_a_worker_ends
 from tuner.run.worker import run_worker
 from tuner.store.attrs import FAIL_REASON_ATTR, PRUNE_REASON_ATTR, PRUNED_AT_ATTR
 from tuner.store.database import create_engine
@@ -177,7 +171,7 @@ def test_omp_num_threads_caps_a_workers_threads(tmp_path: Path, tiny_lm_dir: Pat
 def test_a_machine_without_a_gpu_driver_counts_no_gpu_without_importing_torch() -> None:
     # Importing torch costs `ppo-tune run` seconds of CPU before its first trial; where no GPU driver exposes a
     # device, torch could count none anyway.
-    probe = ("import sys; from tuner.run.runner import visible_gpus; gpus = visible_gpus(); "
+    probe = ("import sys; from tuner.run.commands import visible_gpus; gpus = visible_gpus(); "
              "print(gpus, 'torch' in sys.modules)")
     assert not any(Path("/dev", name).exists() for name in GPU_DEVICE_NODES)  # CI's machines have no GPU
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)

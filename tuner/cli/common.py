@@ -72,7 +72,7 @@ def launcher(args: argparse.Namespace, storage: str, processes_per_trial: int) -
 def default_workers(args: argparse.Namespace, ray: RayCluster | None, processes_per_trial: int) -> int:
     """``--workers``, else one per GPU, or per group of processes_per_trial GPUs (on this machine, or on the Ray
     cluster, where a CPU-only cluster counts its CPUs)."""
-    from tuner.run.runner import visible_gpus
+    from tuner.run.commands import visible_gpus
 
     if args.workers:
         return int(args.workers)

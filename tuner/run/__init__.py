@@ -1,8 +1,10 @@
 """The run: workers that each run trials of a shared study, and ``ppo-tune run`` following them.
 
-``worker`` (one process that joins the study and runs trials until the target), ``runner`` (``run_study``: start the
-workers, follow the study, summarise it, exit with its status), ``failure_streak`` (when to give up) and ``savings``
-(what stopping trials early saved).
+``worker`` (one process that joins the study and runs trials until the target), ``runner`` (``run_study``: the spine
+of ``ppo-tune run``, each step in a module of its own), ``commands`` (the workers' command lines: their GPUs or CPU
+threads), ``follow`` (dead workers' trials retried, then the progress display until the workers end), ``conclusion``
+(what the finished run says, and its exit status), ``failure_streak`` (when to give up) and ``savings`` (what stopping
+trials early saved).
 """
 
-__all__ = ["failure_streak", "runner", "savings", "worker"]
+__all__ = ["commands", "conclusion", "failure_streak", "follow", "runner", "savings", "worker"]

@@ -20,13 +20,13 @@ from ppo_core.quiet import quiet_hugging_face
 from tuner.run.failure_streak import failure_streak
 from tuner.search.warm_start import enqueue_warm_starts
 from tuner.store.attrs import VALIDATION_OF_ATTR
-from tuner.store.database import StorageError, create_engine, open_read_only_storage, open_storage, sqlite_path
+from tuner.store.database import create_engine, open_storage
 from tuner.store.records import create_tables
 from tuner.study.config import load_study_spec
-from tuner.study.definition import check_definition, check_ours, stored_spec
+from tuner.study.definition import check_definition, check_existing_is_ours, check_ours, stored_spec
 from tuner.study.seed_policy import Racing, TrialBudget
 from tuner.study.spec import StudySpec
-from tuner.trial.factory import make_pruner, make_sampler
+from tuner.trial.factory import make_sampler, make_search
 from tuner.trial.launch import start_fork_server
 from tuner.trial.optuna_objective import Launch, make_objective, run_trials
 
@@ -43,8 +43,8 @@ def open_study(spec: StudySpec, heartbeat: bool = True, worker_index: int = 0,
     not create raises ``NotOurStudyError`` and is left untouched. A resumed study's sampler is seeded anew
     (``tuner.trial.factory.worker_seed``).
     """
-    sampler, pruner = make_sampler(spec, worker_index), make_pruner(spec)  # first: a bad option creates nothing
-    _check_existing_study_is_ours(spec)
+    pruner, sampler = make_search(spec, worker_index)  # first: a bad option creates nothing
+    check_existing_is_ours(spec)
     storage = open_storage(spec.storage, heartbeat_interval=spec.heartbeat_interval if heartbeat else None)
     try:
         study = optuna.create_study(study_name=spec.name, storage=storage, directions=spec.directions,
@@ -63,25 +63,6 @@ def open_study(spec: StudySpec, heartbeat: bool = True, worker_index: int = 0,
         study.set_metric_names([objective.metric for objective in spec.objectives])
     messages = [f"study definition changed (--allow-changes): {change}" for change in changes]
     return study, messages + enqueue_warm_starts(study, spec.enqueue)
-
-
-def _check_existing_study_is_ours(spec: StudySpec) -> None:
-    """Refuse a study of the file's name in an existing SQLite file that ppo-tune did not create, reading the file
-    only: opening it to write would switch it to WAL mode, a change to a database that is not ours. (Any other
-    storage is checked once opened, before anything is written: ``check_ours`` in :func:`open_study`.)"""
-    try:
-        path = sqlite_path(spec.storage)
-        storage = open_read_only_storage(spec.storage) if path is not None and path.is_file() else None
-    except (StorageError, OSError):
-        return  # no study in it to refuse; opening it to write says what is wrong with it
-    if storage is None:
-        return
-    try:
-        check_ours(optuna.load_study(study_name=spec.name, storage=storage), spec)
-    except KeyError:
-        return
-    finally:
-        storage.engine.dispose()
 
 
 class StopWhenTargetReached:

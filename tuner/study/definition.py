@@ -16,6 +16,7 @@ import optuna
 import sqlalchemy
 
 from tuner.store.attrs import DEFINITION_ATTR, KL_GUARD_ATTR, OBJECTIVES_ATTR
+from tuner.store.database import StorageError, open_read_only_storage, sqlite_path
 from tuner.study.config import parse_study
 from tuner.study.spec import StudySpec
 from tuner.study.values import StudyConfigError
@@ -65,6 +66,25 @@ def check_ours(study: optuna.Study, spec: StudySpec, grace_s: float = CREATION_G
     where = sqlalchemy.engine.make_url(spec.storage).render_as_string(hide_password=True)
     raise NotOurStudyError(f"study {spec.name!r} in {where} was not created by ppo-tune ({why}); it is left as it "
                            "is: give the study file another name, or another storage")
+
+
+def check_existing_is_ours(spec: StudySpec) -> None:
+    """Refuse a study of the file's name in an existing SQLite file that ppo-tune did not create, reading the file
+    only: opening it to write would switch it to WAL mode, a change to a database that is not ours. (Any other
+    storage is checked once opened, before anything is written: ``check_ours`` in ``tuner.run.worker.open_study``.)"""
+    try:
+        path = sqlite_path(spec.storage)
+        storage = open_read_only_storage(spec.storage) if path is not None and path.is_file() else None
+    except (StorageError, OSError):
+        return  # no study in it to refuse; opening it to write says what is wrong with it
+    if storage is None:
+        return
+    try:
+        check_ours(optuna.load_study(study_name=spec.name, storage=storage), spec)
+    except KeyError:
+        return
+    finally:
+        storage.engine.dispose()
 
 
 def _canonical(value: Any) -> Any:

@@ -100,7 +100,10 @@ def stored_seed_policy(user_attrs: Mapping[str, Any], n_objectives: int) -> Seed
     definition = stored_definition(user_attrs)
     if definition is None:
         return None
-    return _lenient(lambda: parse_study_seed_policy(definition.get("seed_policy"), n_objectives), None)
+    try:
+        return parse_study_seed_policy(definition.get("seed_policy"), n_objectives)
+    except StudyConfigError:
+        return None
 
 
 def _search_space(raw: Any) -> dict[str, ParamSpec]:

@@ -97,8 +97,8 @@ def make_sampler(spec: StudySpec, worker_index: int = 0, trials_before: int = 0)
             if name == "grid":
                 return optuna.samplers.GridSampler(_grid(spec.search_space), **options)
             if name == FRONTIER_SAMPLER:
-                return FrontierSampler(**options).attach(spec.search_space, spec.base, _metrics_reader(spec.storage),
-                                                         upper_limit(spec.constraints))
+                read, budget = _metrics_reader(spec.storage), upper_limit(spec.constraints)
+                return FrontierSampler(**options).attach(spec.search_space, spec.base, read, budget)
             return SAMPLER_CLASSES[name](**options)
     except (TypeError, ValueError) as error:
         raise StudyConfigError(f"sampler: {error}") from None
@@ -107,6 +107,12 @@ def make_sampler(spec: StudySpec, worker_index: int = 0, trials_before: int = 0)
 def _metrics_reader(storage: str) -> MetricsReader:
     engine = create_engine(storage)
     return lambda study_name: read_metrics(engine, study_name)
+
+
+def make_search(spec: StudySpec, worker_index: int = 0) -> tuple[KLGuardPruner, optuna.samplers.BaseSampler]:
+    """The study's pruner and its sampler for one worker of a new study: what a worker builds before it creates or
+    loads anything, so that a bad option creates nothing."""
+    return make_pruner(spec), make_sampler(spec, worker_index)
 
 
 def make_pruner(spec: StudySpec) -> KLGuardPruner:
