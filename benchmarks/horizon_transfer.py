@@ -3,8 +3,8 @@ carried by every rule of ``tuner.production.horizon``, against the best a direct
 
     python -m benchmarks.horizon_transfer --source NAME=STORAGE [--source ...] [--top 3] [--horizons 1 2 4 8]
                                           [--seeds 3] [--rules R ...] [--reference NAME=STORAGE | --reference-trials
-                                          30] [--reference-horizon 4] [--workers 2] [--work-dir DIR] [--out FILE]
-                                          [--quick]
+                                          30 | --no-reference] [--reference-horizon 4] [--workers 2] [--work-dir DIR]
+                                          [--out FILE] [--quick]
 
 For each source study (a finished study, e.g. ``studies/quickstart.yaml``'s, or one of
 ``benchmarks.tuning_quality``'s) the ``--top`` best distinct configurations (completed, within the study's
@@ -21,7 +21,8 @@ The reference is the best that searching directly at ``--reference-horizon`` tim
 finished, validated study given with ``--reference``, or one this command runs (``--reference-trials``: the first
 source's study file with ``total_episodes`` multiplied, run as ``ppo-tune run --workers W`` runs it and validated as
 ``ppo-tune validate --top-k 1 --seeds 5`` validates it). Runs are appended to ``runs.jsonl`` in ``--work-dir`` as
-they end, so a rerun with the same ``--work-dir`` resumes.
+they end, so a rerun with the same ``--work-dir`` resumes. ``--no-reference`` carries without one, where a search at
+the long length costs too much (a real model): the gap is then not reported.
 
 Reported, per rule and horizon: each configuration's mean value on the seeds (95% t interval), its mean final KL and
 the share of runs within the constraints; the gap of the mean from the reference, (mean - reference) / |reference|;
@@ -264,9 +265,10 @@ def reference_value(name: str, storage: str) -> dict[str, Any]:
 
 
 def summarise(rows: list[dict[str, Any]], found: Sequence[Winner], rules: Sequence[str], horizons: Sequence[int],
-              reference: float) -> list[dict[str, Any]]:
+              reference: float | None) -> list[dict[str, Any]]:
     """One entry per (configuration, horizon, rule): values on the seeds, mean and interval, mean final KL, share
-    within constraints, gap from the reference, and the paired difference from as_tuned on the same seeds."""
+    within constraints, gap from the reference (None without one), and the paired difference from as_tuned on the
+    same seeds."""
     by_key: dict[tuple[str, int, str, int], list[dict[str, Any]]] = {}
     for row in rows:
         p = row["params"]
@@ -286,22 +288,24 @@ def summarise(rows: list[dict[str, Any]], found: Sequence[Winner], rules: Sequen
                     "horizon": horizon, "n": len(values), "values": values, "mean": mean, "ci_low": low,
                     "ci_high": high, "final_kl": statistics.fmean(r["final_kl"] for r in runs) if runs else None,
                     "within_constraints": statistics.fmean(r["kept"] for r in runs) if runs else None,
-                    "gap": (mean - reference) / abs(reference) if values else None,
+                    "gap": (mean - reference) / abs(reference) if values and reference is not None else None,
                     "vs_as_tuned": dict(zip(("mean", "ci_low", "ci_high"), mean_interval(paired), strict=True)),
                     "seconds": statistics.fmean(r["seconds"] for r in runs) if runs else None,
                 })
     return entries
 
 
-def markdown(entries: list[dict[str, Any]], reference: dict[str, Any]) -> str:
+def markdown(entries: list[dict[str, Any]], reference: dict[str, Any] | None) -> str:
     def number(value: float | None, digits: int = 4) -> str:
         return "-" if value is None or value != value else f"{value:.{digits}f}"
 
     def gap(value: float | None) -> str:
         return "-" if value is None or value != value else f"{value:+.1%}"
 
-    lines = [f"Reference: {reference['study']} trial {reference['trial']}, validated mean {number(reference['mean'])} "
-             f"[{number(reference['ci_low'])}, {number(reference['ci_high'])}] ({reference['n']} seeds)", "",
+    head = "Reference: none (--no-reference)" if reference is None else (
+        f"Reference: {reference['study']} trial {reference['trial']}, validated mean {number(reference['mean'])} "
+        f"[{number(reference['ci_low'])}, {number(reference['ci_high'])}] ({reference['n']} seeds)")
+    lines = [head, "",
              "| configuration | horizon | rule | value: mean [95% CI] (runs) | gap from reference | final KL "
              "| within constraints | minus as tuned, paired [95% CI] |", "|---|---|---|---|---|---|---|---|"]
     for e in entries:
@@ -339,6 +343,9 @@ def main(argv: list[str] | None = None) -> None:
                         help="A finished, validated study searched at the reference horizon.")
     parser.add_argument("--reference-trials", type=int, default=None,
                         help="Run the reference search here with this many trials (instead of --reference).")
+    parser.add_argument("--no-reference", action="store_true",
+                        help="Carry the runs without a reference search (where a search at the long length costs "
+                             "too much, as on a real model): values, KL and the pairing with as_tuned only.")
     parser.add_argument("--reference-horizon", type=int, default=None,
                         help=f"The reference's multiple of the tuned length (default {FULL['reference_horizon']}).")
     parser.add_argument("--workers", type=int, default=None, help=f"Runs at a time (default {FULL['workers']}).")
@@ -355,8 +362,8 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"--horizons: each must be at least 1, got {settings['horizons']}")
     if not args.quick and not args.source:
         parser.error("--source: name at least one finished study (NAME=STORAGE)")
-    if not args.quick and (args.reference is None) == (args.reference_trials is None):
-        parser.error("give --reference NAME=STORAGE or --reference-trials N (one of them)")
+    if not args.quick and sum((args.reference is not None, args.reference_trials is not None, args.no_reference)) != 1:
+        parser.error("give --reference NAME=STORAGE, --reference-trials N or --no-reference (one of them)")
     out = results_path(args.out, RESULTS / "horizon_transfer.json", args.quick)
     try:  # the sources are read before anything is made
         found = [w for name, storage in args.source or [] for w in winners(name, storage, settings["top"])]
@@ -366,14 +373,16 @@ def main(argv: list[str] | None = None) -> None:
     work_dir.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     sources = args.source or [quick_source(work_dir)]
-    if args.quick and args.reference_trials is None and args.reference is None:
+    if args.quick and args.reference_trials is None and args.reference is None and not args.no_reference:
         args.reference_trials = QUICK_TRIALS
     if not args.source:  # the quick source, made above
         name, storage = sources[0]
         found = winners(name, storage, settings["top"])
-    reference = args.reference or run_reference(sources[0], settings["reference_horizon"], args.reference_trials,
-                                                work_dir, settings["workers"], 1 if args.quick else REFERENCE_SEEDS)
-    reference_result = reference_value(*reference)
+    reference_result = None
+    if not args.no_reference:
+        reference = args.reference or run_reference(sources[0], settings["reference_horizon"], args.reference_trials,
+                                                    work_dir, settings["workers"], 1 if args.quick else REFERENCE_SEEDS)
+        reference_result = reference_value(*reference)
     from benchmarks.curve_table import append_runs
 
     runs_path = work_dir / "runs.jsonl"
@@ -388,7 +397,8 @@ def main(argv: list[str] | None = None) -> None:
         if key[0] in specs and key[3] in settings["horizons"]:
             value, kept, final_kl = run_value(row, specs[key[0]])
             rows.append({**row, "value": value, "kept": kept, "final_kl": final_kl})
-    entries = summarise(rows, found, args.rules, settings["horizons"], reference_result["mean"])
+    entries = summarise(rows, found, args.rules, settings["horizons"],
+                        None if reference_result is None else reference_result["mean"])
     table = markdown(entries, reference_result)
     print(table)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -467,6 +467,15 @@ def test_horizon_transfer_quick_carries_the_winner_by_every_rule(tmp_path: Path,
                               "--source", source, "--reference", reference)
     assert again["entries"] == result["entries"]
     assert len((work / "runs.jsonl").read_text().splitlines()) == 6
+    # Without a reference (a real model's long search costs too much), the same runs and no gap.
+    alone, printed = run_quick_here("horizon_transfer", tmp_path / "alone.json", "--work-dir", str(work),
+                                    "--source", source, "--no-reference")
+    assert alone["reference"] is None and printed.startswith("Reference: none")
+    assert [e["gap"] for e in alone["entries"]] == [None] * len(entries)
+    assert [e["values"] for e in alone["entries"]] == [e["values"] for e in result["entries"]]
+    assert len((work / "runs.jsonl").read_text().splitlines()) == 6
+    line = refusal(horizon_transfer.main, ["--source", source, "--no-reference", "--reference", reference], capsys)
+    assert "one of them" in line
     line = refusal(horizon_transfer.main, ["--quick", "--horizons", "1", "0"], capsys)
     assert "--horizons" in line
     line = refusal(horizon_transfer.main, ["--source", "no-storage"], capsys)
