@@ -26,10 +26,12 @@ RACING = SeedPolicy(name="racing", seeds=3, top_k=2)
 
 
 def _trial(number: int, value: float | None, state: str = "COMPLETE", race_of: int | None = None,
-           seed: int | None = None) -> FrozenTrial:
+           seed: int | None = None, kl_past_budget: float | None = None) -> FrozenTrial:
     attrs: dict[str, Any] = {} if race_of is None else {RACE_OF_ATTR: race_of, SEED_ATTR: seed}
+    constraints = None if kl_past_budget is None else {"eval/kl (last) <= 10": kl_past_budget}
     trial = create_trial(state=TrialState[state], value=value, params={"learning_rate": 1e-5 * (number + 1)},
-                         distributions={"learning_rate": FloatDistribution(1e-6, 1e-3)}, user_attrs=attrs)
+                         distributions={"learning_rate": FloatDistribution(1e-6, 1e-3)}, user_attrs=attrs,
+                         constraints=constraints)
     trial.number = number
     return trial
 
@@ -215,3 +217,28 @@ def test_the_best_trials_figure_reads_the_same_in_run_show_best_and_the_dashboar
     reader = open_reader(StudyRef(url, "raced"))
     summary = best_summary(build_study_view(reader.ref, reader.refresh()))
     assert summary.startswith("**Best trial #0**") and f"= {number(0.75)} (mean of 2 seeds)" in summary
+
+
+def test_validate_takes_the_race_s_winner_not_the_best_run_of_a_configuration_the_race_threw_out() -> None:
+    from tuner.production.validation import top_trials
+    from tuner.store.attrs import DEFINITION_ATTR
+
+    # SmolLM2's third look: configuration 0 had the best runs, but two of its three ended past the KL budget, so the
+    # race chose configuration 1 (every run within it); validate ranked run by run and validated configuration 0.
+    study = optuna.create_study(direction="maximize")
+    study.set_user_attr(DEFINITION_ATTR, {"objectives": [{"metric": "m"}], "seed_policy": {"seeds": 3}})
+    for trial in [_trial(0, 0.530, kl_past_budget=-3.8), _trial(1, 0.512, kl_past_budget=-8.5),
+                  _trial(2, 0.536, race_of=0, seed=1, kl_past_budget=9.0),
+                  _trial(3, 0.482, race_of=1, seed=1, kl_past_budget=-6.5),
+                  _trial(4, 0.590, race_of=0, seed=2, kl_past_budget=3.1),
+                  _trial(5, 0.530, race_of=1, seed=2, kl_past_budget=-6.9), _trial(6, 0.507, kl_past_budget=-9.9)]:
+        study.add_trial(trial)
+    (best,) = best_trials(study)
+    assert best.number == 1
+    assert [t.number for t in top_trials(study, 1)] == [1]
+    # Then the configurations on fewer seeds, then the one the budget threw out, each once.
+    assert [t.number for t in top_trials(study, 5)] == [1, 6, 0]
+    # A study of one seed per trial ranks run by run, as before: the best run within the budget.
+    study.set_user_attr(DEFINITION_ATTR, {"objectives": [{"metric": "m"}], "seed_policy": {"name": "single"}})
+    assert [t.number for t in top_trials(study, 1)] == [0]
+
