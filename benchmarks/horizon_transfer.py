@@ -327,6 +327,23 @@ def quick_source(work_dir: Path) -> tuple[str, str]:
     return search(definition, work_dir / "source.yaml", 1, 0)
 
 
+def checked_settings(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dict[str, Any]:
+    """The run's settings (the quick or full defaults, with the arguments given on top); a wrong one ends the run
+    through ``parser.error`` (one line, exit 2)."""
+    settings = {**(QUICK if args.quick else FULL),
+                **{k: v for k, v in vars(args).items() if k in FULL and v is not None}}
+    for name in ("top", "seeds", "workers", "reference_horizon"):
+        if settings[name] < 1:
+            parser.error(f"--{name.replace('_', '-')}: must be at least 1, got {settings[name]}")
+    if any(h < 1 for h in settings["horizons"]):
+        parser.error(f"--horizons: each must be at least 1, got {settings['horizons']}")
+    if not args.quick and not args.source:
+        parser.error("--source: name at least one finished study (NAME=STORAGE)")
+    if not args.quick and sum((args.reference is not None, args.reference_trials is not None, args.no_reference)) != 1:
+        parser.error("give --reference NAME=STORAGE, --reference-trials N or --no-reference (one of them)")
+    return settings
+
+
 def main(argv: list[str] | None = None) -> None:
     from tuner.production.horizon import RULES
 
@@ -353,17 +370,7 @@ def main(argv: list[str] | None = None) -> None:
     add_quick_argument(parser)
     parser.add_argument("--out", default=None, help="Results file (default benchmarks/results/horizon_transfer.json).")
     args = parser.parse_args(argv)
-    settings = {**(QUICK if args.quick else FULL),
-                **{k: v for k, v in vars(args).items() if k in FULL and v is not None}}
-    for name in ("top", "seeds", "workers", "reference_horizon"):
-        if settings[name] < 1:
-            parser.error(f"--{name.replace('_', '-')}: must be at least 1, got {settings[name]}")
-    if any(h < 1 for h in settings["horizons"]):
-        parser.error(f"--horizons: each must be at least 1, got {settings['horizons']}")
-    if not args.quick and not args.source:
-        parser.error("--source: name at least one finished study (NAME=STORAGE)")
-    if not args.quick and sum((args.reference is not None, args.reference_trials is not None, args.no_reference)) != 1:
-        parser.error("give --reference NAME=STORAGE, --reference-trials N or --no-reference (one of them)")
+    settings = checked_settings(parser, args)
     out = results_path(args.out, RESULTS / "horizon_transfer.json", args.quick)
     try:  # the sources are read before anything is made
         found = [w for name, storage in args.source or [] for w in winners(name, storage, settings["top"])]

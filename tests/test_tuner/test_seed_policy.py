@@ -130,6 +130,9 @@ def test_a_trial_budget_counts_started_trials_or_time_whichever_is_nearer_its_en
     assert TrialBudget(n_trials=10, timeout=100.0, started_at=0.0).spent(trials) > 1  # the clock ran out long ago
     assert TrialBudget(n_trials=None, timeout=None).spent(trials) == 1.0  # unbounded: nothing holds racing back
     assert TrialBudget(n_trials=None, timeout=1e9).room(trials) is None
+    # Past the timeout no trial starts, so a race has room for none: a re-run queued then would only wait.
+    assert TrialBudget(n_trials=None, timeout=100.0, started_at=0.0).room(trials) == 0
+    assert TrialBudget(n_trials=10, timeout=100.0, started_at=0.0).room(trials) == 0
 
 
 def test_racing_waits_for_its_start_and_queues_no_more_than_the_budget_has_room_for() -> None:

@@ -149,7 +149,8 @@ class Budget(Protocol):
 @dataclass(frozen=True)
 class TrialBudget:
     """A study run's budget: ``n_trials`` started study-wide, or ``timeout`` seconds since ``started_at`` (monotonic),
-    whichever is nearer its end; neither (an unbounded run) counts as spent, so racing is not held back."""
+    whichever is nearer its end; neither (an unbounded run) counts as spent, so racing is not held back. Past its
+    timeout it has room for no trial."""
 
     n_trials: int | None
     timeout: float | None
@@ -164,6 +165,10 @@ class TrialBudget:
         return max(fractions, default=1.0)
 
     def room(self, trials: Sequence[FrozenTrial]) -> int | None:
+        # No trial starts once the timeout has run out: a re-run queued then would only wait for another run of
+        # the study, raced on a leader that run may no longer have.
+        if self.timeout and time.monotonic() - self.started_at >= self.timeout:
+            return 0
         if not self.n_trials:
             return None
         return self.n_trials - sum(t.state in STARTED or t.state == TrialState.WAITING for t in trials)

@@ -3,6 +3,7 @@ the file was read: ``tuner.search.options``)."""
 
 from __future__ import annotations
 
+import functools
 import warnings
 from typing import Any
 
@@ -105,8 +106,10 @@ def make_sampler(spec: StudySpec, worker_index: int = 0, trials_before: int = 0)
 
 
 def _metrics_reader(storage: str) -> MetricsReader:
-    engine = create_engine(storage)
-    return lambda study_name: read_metrics(engine, study_name)
+    """The frontier sampler's read of a study's evaluations. It opens the storage at its first read, not here: the
+    sampler is made before anything is created, and a bad option must leave no database behind."""
+    engine = functools.cache(lambda: create_engine(storage))
+    return lambda study_name: read_metrics(engine(), study_name)
 
 
 def make_search(spec: StudySpec, worker_index: int = 0) -> tuple[KLGuardPruner, optuna.samplers.BaseSampler]:
