@@ -156,18 +156,22 @@ class TrialBudget:
     timeout: float | None
     started_at: float = field(default_factory=time.monotonic)
 
+    def _time_spent(self) -> float | None:
+        """The fraction of ``timeout`` elapsed; None without one."""
+        return (time.monotonic() - self.started_at) / self.timeout if self.timeout else None
+
     def spent(self, trials: Sequence[FrozenTrial]) -> float:
         fractions = []
         if self.n_trials:
             fractions.append(sum(t.state in STARTED for t in trials) / self.n_trials)
-        if self.timeout:
-            fractions.append((time.monotonic() - self.started_at) / self.timeout)
+        if (elapsed := self._time_spent()) is not None:
+            fractions.append(elapsed)
         return max(fractions, default=1.0)
 
     def room(self, trials: Sequence[FrozenTrial]) -> int | None:
         # No trial starts once the timeout has run out: a re-run queued then would only wait for another run of
         # the study, raced on a leader that run may no longer have.
-        if self.timeout and time.monotonic() - self.started_at >= self.timeout:
+        if (self._time_spent() or 0.0) >= 1.0:
             return 0
         if not self.n_trials:
             return None

@@ -100,10 +100,7 @@ def stored_seed_policy(user_attrs: Mapping[str, Any], n_objectives: int) -> Seed
     definition = stored_definition(user_attrs)
     if definition is None:
         return None
-    try:
-        return parse_study_seed_policy(definition.get("seed_policy"), n_objectives)
-    except StudyConfigError:
-        return None
+    return _lenient(lambda: parse_study_seed_policy(definition.get("seed_policy"), n_objectives), None)
 
 
 def _search_space(raw: Any) -> dict[str, ParamSpec]:
