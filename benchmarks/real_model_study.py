@@ -21,6 +21,15 @@ streams are the same for all three):
 
 Each arm's score is the study's first objective (held-out gold, reduced as the study reduces it); the report gives
 tuned minus each baseline, per seed and as a mean with its 95% t interval.
+
+**Re-measured with a larger held-out evaluation** (``--eval-samples N --seeds K``, after the steps above): the
+validated winner and both baselines run again in this benchmark's runner, on K further seeds from ``--first-seed``,
+with every held-out evaluation drawing N responses per prompt instead of the study's ``num_eval_samples``. The study
+keeps its cheap evaluation for choosing; this measures what it chose more precisely. On SmolLM2 the untuned arm, which
+trains nothing, varied with an SD of 0.013 from seed to seed at 2 responses per prompt: that is the evaluation's
+sampling alone, and it was nearly all of the paired differences' spread (benchmarks/README.md, "The fourth look").
+``--eval-prompts P`` widens the prompts too, up to the task's held-out split. The runs are appended to
+``DIR/remeasure_PxN.jsonl`` as they finish, so this step resumes too.
 """
 
 from __future__ import annotations
@@ -40,6 +49,7 @@ from typing import Any
 import yaml
 
 from benchmarks.common.machine import machine_facts
+from ppo_core.config import PPOConfig
 from tools.provenance import code_commit
 from tools.quick_mode import RESULTS, add_quick_argument, results_path
 
@@ -52,6 +62,9 @@ QUICK_STUDY: dict[str, Any] = {
 }
 """--quick: the study file's search on the text task's tiny variant and its companion policy (no SmolLM2), two
 trials of 2 updates; one validation seed."""
+FIRST_REMEASURE_SEED = 2000
+"""--eval-samples' first seed: past the validation's (tuner.production.validation.FIRST_VALIDATION_SEED, 1000 on), so
+that the re-measure's seeds are fresh for the winner as well."""
 TRL_KNOBS = ("learning_rate", "beta")
 """The knobs the TRL-defaults arm takes from TRL's GRPOConfig; every other knob is the study's base."""
 
@@ -152,7 +165,8 @@ def run_baseline(job: BaselineJob) -> dict[str, Any]:
     objective = Objective(**job.objective)
     score = reduce_history([float(m[objective.metric]) for m in history], objective)
     return {"arm": job.arm, "seed": job.seed, "score": score, "final_kl": float(history[-1]["eval/kl"]),
-            "updates": trainer.num_updates if job.train else 0, "seconds": round(time.perf_counter() - started, 1)}
+            "updates": trainer.num_updates if job.train else 0, "seconds": round(time.perf_counter() - started, 1),
+            "evaluated": [trainer.config.num_eval_prompts, trainer.config.num_eval_samples]}
 
 
 def run_baselines(jobs: Sequence[BaselineJob], out: Path, workers: int) -> None:
@@ -181,7 +195,7 @@ def paired(tuned: dict[int, float], other: dict[int, float]) -> dict[str, Any]:
     return {"seeds": seeds, "differences": differences, "mean": mean, "ci_low": low, "ci_high": high}
 
 
-def main(argv: list[str] | None = None) -> None:
+def parse_arguments(argv: list[str] | None) -> tuple[argparse.ArgumentParser, argparse.Namespace]:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.real_model_study",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--study", type=Path, default=DEFAULT_STUDY,
@@ -193,15 +207,63 @@ def main(argv: list[str] | None = None) -> None:
                         help="Workers of the validation (default: one per seed, so that its runs share the cores "
                              "rather than wait for each other).")
     parser.add_argument("--seeds", type=int, default=None, help="Fresh validation seeds (default 3; --quick 1).")
+    parser.add_argument("--eval-samples", type=int, default=None, metavar="N",
+                        help="Re-measure the validated winner and both baselines in this benchmark's runner, every "
+                             "held-out evaluation drawing N responses per prompt, on --seeds seeds from --first-seed.")
+    parser.add_argument("--eval-prompts", type=int, default=None, metavar="P",
+                        help="With --eval-samples: the held-out prompts each evaluation draws from (default: the "
+                             "study's num_eval_prompts; the task's held-out split caps it).")
+    parser.add_argument("--first-seed", type=int, default=FIRST_REMEASURE_SEED,
+                        help=f"With --eval-samples: the first seed of the re-measure (default {FIRST_REMEASURE_SEED}, "
+                             "past the validation's).")
     parser.add_argument("--out", default=None)
     add_quick_argument(parser)
     args = parser.parse_args(argv)
     if not args.study.is_file():
         parser.error(f"--study: no file {args.study}")
     for flag, value in (("--workers", args.workers), ("--validation-workers", args.validation_workers),
-                        ("--seeds", args.seeds)):
+                        ("--seeds", args.seeds), ("--eval-samples", args.eval_samples),
+                        ("--eval-prompts", args.eval_prompts)):
         if value is not None and value < 1:
             parser.error(f"{flag}: must be >= 1, got {value}")
+    if args.eval_prompts is not None and args.eval_samples is None:
+        parser.error("--eval-prompts: only with --eval-samples (a re-measure); the study's own runs keep its file's")
+    return parser, args
+
+
+@dataclasses.dataclass(frozen=True)
+class Arms:
+    """The runs this invocation adds beside the validation: their step's name in ``steps.json``, the JSON-lines file
+    they are appended to, and the jobs; ``evaluation`` is the re-measure's held-out evaluation, else None."""
+
+    step: str
+    records: Path
+    jobs: list[BaselineJob]
+    evaluation: dict[str, int] | None
+
+
+def arm_jobs(args: argparse.Namespace, definition: dict[str, Any], work: Path, tuned: dict[int, float],
+             winner: dict[str, Any], trl_defaults: dict[str, Any], seeds: int) -> Arms:
+    """The baselines on the validation's seeds, or under ``--eval-samples`` all three arms on the re-measure's."""
+    base, objective = definition["base"], definition["objectives"][0]
+    trl_values = {**base, **trl_defaults}
+    if args.eval_samples is None:
+        jobs = [BaselineJob("TRL GRPO defaults", seed, trl_values, objective, True) for seed in sorted(tuned)]
+        jobs += [BaselineJob("untuned", seed, base, objective, False) for seed in sorted(tuned)]
+        return Arms("baselines", work / "baselines.jsonl", jobs, None)
+    evaluation = {"num_eval_prompts": args.eval_prompts or base.get("num_eval_prompts", PPOConfig.num_eval_prompts),
+                  "num_eval_samples": args.eval_samples}
+    step = f"remeasure_{evaluation['num_eval_prompts']}x{args.eval_samples}"
+    values = {"tuned": {**winner["config"], **evaluation}, "TRL GRPO defaults": {**trl_values, **evaluation},
+              "untuned": {**base, **evaluation}}
+    # Seed by seed, so that an interrupted re-measure leaves whole seeds, each with its three arms.
+    jobs = [BaselineJob(arm, seed, arm_values, objective, arm != "untuned")
+            for seed in range(args.first_seed, args.first_seed + seeds) for arm, arm_values in values.items()]
+    return Arms(step, work / f"{step}.jsonl", jobs, evaluation)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser, args = parse_arguments(argv)
     # Read first, so that a missing TRL stops the run now and not after the study (regression: a fresh install
     # without the trl extra tuned for 40 minutes, then failed with ModuleNotFoundError at the baselines).
     try:
@@ -225,27 +287,30 @@ def main(argv: list[str] | None = None) -> None:
     steps = Steps(work / "steps.json")
     workers = ["--workers", str(args.workers)]
     steps.run("study", lambda: print(cli("run", str(written), "--storage", storage, *workers), end=""))
+    # A re-measure needs the winner validated, on whatever seeds that was done: it runs seeds of its own.
+    remeasure = args.eval_samples is not None
+    validation_seeds = None if remeasure and steps.done("validation") else seeds
     validation_workers = ["--workers", str(args.validation_workers or seeds)]
     steps.run("validation", lambda: print(cli("validate", name, "--top-k", "1", "--seeds", str(seeds), "--storage",
-                                              storage, *validation_workers), end=""), seeds)
+                                              storage, *validation_workers), end=""), validation_seeds)
     tuned, validated = validated_runs(name, storage)
-    base = definition["base"]
-    objective = definition["objectives"][0]
-    jobs = [BaselineJob("TRL GRPO defaults", seed, {**base, **trl_defaults}, objective, True)
-            for seed in sorted(tuned)]
-    jobs += [BaselineJob("untuned", seed, base, objective, False) for seed in sorted(tuned)]
-    steps.run("baselines", lambda: run_baselines(jobs, work / "baselines.jsonl", args.workers), seeds)
-    arms: dict[str, dict[int, float]] = {"tuned": tuned}
-    for record in read_lines(work / "baselines.jsonl"):
+    added = arm_jobs(args, definition, work, tuned, validated, trl_defaults, seeds)
+    steps.run(added.step, lambda: run_baselines(added.jobs, added.records, args.workers), seeds)
+    arms: dict[str, dict[int, float]] = {} if remeasure else {"tuned": tuned}
+    for record in read_lines(added.records):
         arms.setdefault(record["arm"], {})[int(record["seed"])] = float(record["score"])
+    command = "python -m benchmarks.real_model_study" + (" --quick" if args.quick else "")
+    if added.evaluation is not None:
+        command += (f" --eval-samples {args.eval_samples} --eval-prompts {added.evaluation['num_eval_prompts']}"
+                    f" --seeds {seeds} --first-seed {args.first_seed}")
     result = {
-        "command": "python -m benchmarks.real_model_study" + (" --quick" if args.quick else ""),
-        "commit": code_commit(), "machine": machine_facts("cpu"), "study": definition,
-        "trl_grpo_defaults": trl_defaults, "winner": validated,
-        "seconds": {step: steps.seconds(step) for step in ("study", "validation", "baselines")},
+        "command": command, "commit": code_commit(), "machine": machine_facts("cpu"), "study": definition,
+        "trl_grpo_defaults": trl_defaults, "winner": validated, "remeasured_evaluation": added.evaluation,
+        "seconds": {step: steps.seconds(step) for step in ("study", "validation", added.step)},
         "arms": {arm: {str(s): v for s, v in sorted(values.items())} for arm, values in arms.items()},
-        "baseline_runs": read_lines(work / "baselines.jsonl"),
-        "tuned_minus": {arm: paired(tuned, values) for arm, values in arms.items() if arm != "tuned"},
+        "baseline_runs": read_lines(added.records),
+        "tuned_minus": {arm: paired(arms.get("tuned", {}), values) for arm, values in arms.items()
+                        if arm != "tuned"},
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1, default=str))

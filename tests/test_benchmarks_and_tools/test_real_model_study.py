@@ -23,10 +23,10 @@ pytestmark = pytest.mark.heavy  # starts processes and studies: scheduled first
 REPO = Path(__file__).resolve().parents[2]
 
 
-def quick(work: Path, out: Path) -> subprocess.CompletedProcess[str]:
+def quick(work: Path, out: Path, *more: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "benchmarks.real_model_study", "--quick", "--workers", "1", "--work-dir", str(work),
-         "--out", str(out)],
+         "--out", str(out), *more],
         cwd=REPO, env={**os.environ, "TOKENIZERS_PARALLELISM": "false"}, capture_output=True, text=True, check=False)
 
 
@@ -61,6 +61,26 @@ def test_quick_run_pairs_three_arms_on_the_validation_seed_and_resumes_without_r
     assert (work / "baselines.jsonl").read_text() == baselines
     assert json.loads((work / "steps.json").read_text()) == steps
     assert json.loads(out.read_text())["arms"] == result["arms"]
+
+    # The re-measure: the validated winner and both baselines again, on a fresh seed, each evaluation wider.
+    remeasure = ("--eval-samples", "2", "--eval-prompts", "3")
+    third = quick(work, out, *remeasure)
+    assert third.returncode == 0, third.stderr[-4000:]
+    again = json.loads(out.read_text())
+    assert again["remeasured_evaluation"] == {"num_eval_prompts": 3, "num_eval_samples": 2}
+    assert {arm: list(values) for arm, values in again["arms"].items()} == {
+        "tuned": ["2000"], "TRL GRPO defaults": ["2000"], "untuned": ["2000"]}
+    runs = {r["arm"]: r for r in again["baseline_runs"]}
+    assert all(r["evaluated"] == [3, 2] for r in runs.values())  # what each trainer ran with
+    assert runs["tuned"]["updates"] > 0 and runs["untuned"]["updates"] == 0
+    assert again["tuned_minus"]["untuned"]["seeds"] == [2000]
+    # The validation the re-measure reads its winner from is not run again, and neither are the earlier baselines.
+    record = json.loads((work / "steps.json").read_text())
+    assert record["validation"] == steps["validation"] and record["baselines"] == steps["baselines"]
+    lines = (work / "remeasure_3x2.jsonl").read_text()
+    fourth = quick(work, out, *remeasure)
+    assert fourth.returncode == 0, fourth.stderr[-4000:]
+    assert (work / "remeasure_3x2.jsonl").read_text() == lines
 
 
 def test_baselines_already_recorded_are_not_run_again(tmp_path: Path) -> None:
@@ -107,6 +127,8 @@ def test_a_step_done_for_fewer_seeds_runs_again_for_more(tmp_path: Path) -> None
     ([], "--work-dir"),
     (["--workers", "0"], "--workers"),
     (["--seeds", "0"], "--seeds"),
+    (["--eval-samples", "0"], "--eval-samples"),
+    (["--eval-prompts", "8"], "--eval-prompts"),
 ])
 def test_bad_input_is_one_line_and_exit_2(arguments: list[str], named: str, tmp_path: Path,
                                           capsys: pytest.CaptureFixture[str]) -> None:
