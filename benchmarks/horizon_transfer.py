@@ -6,16 +6,16 @@ carried by every rule of ``tuner.production.horizon``, against the best a direct
                                           30 | --no-reference] [--reference-horizon 4] [--workers 2] [--work-dir DIR]
                                           [--out FILE] [--quick]
 
-For each source study (a finished study, e.g. ``studies/quickstart.yaml``'s, or one of
-``benchmarks.tuning_quality``'s) the ``--top`` best distinct configurations (completed, within the study's
-constraints, by the first objective; a race's re-runs are its configuration's) are read with their resolved config
-and the KL their run ended at (``tuner.production.carry.final_kl``: the last ``eval/kl``). Each is carried to ``h``
-times its ``total_episodes`` by each rule, and trained to the end on ``--seeds`` fresh seeds (1000, 1001, ...; the seeds
-``ppo-tune validate`` starts from), one CPU thread a run, ``--workers`` at a time
-(``benchmarks.curve_table.run_curve``, which keeps every evaluation). At 1x the rules that change nothing but the
-length are one run. Each run is judged as its source study judges a trial: the study's first objective and its
-constraints, reduced over the run's held-out evaluations (``tuner.study.reduction``). A KL budget is held as it is at
-any length (the quickstart's 5 nats on the final policy): a production run is held to the budget its trial was.
+For each source study (a finished study, e.g. ``studies/quickstart.yaml``'s, or one of ``benchmarks.tuning_quality``'s)
+the ``--top`` best distinct configurations (completed, within the study's constraints, by the first objective; a racing
+study's as its race ranks them, on all their runs) are read with their resolved config and the KL their first run ended
+at (``tuner.production.carry.final_kl``: the last ``eval/kl``). Each is carried to ``h`` times its ``total_episodes`` by
+each rule, and trained to the end on ``--seeds`` fresh seeds (1000, 1001, ...; the seeds ``ppo-tune validate`` starts
+from), one CPU thread a run, ``--workers`` at a time (``benchmarks.curve_table.run_curve``, which keeps every
+evaluation). At 1x the rules that change nothing but the length are one run. Each run is judged as its source study
+judges a trial: the study's first objective and its constraints, reduced over the run's held-out evaluations
+(``tuner.study.reduction``). A KL budget is held as it is at any length (the quickstart's 5 nats on the final policy): a
+production run is held to the budget its trial was.
 
 The reference is the best that searching directly at ``--reference-horizon`` times the length finds: either a
 finished, validated study given with ``--reference``, or one this command runs (``--reference-trials``: the first
@@ -90,9 +90,14 @@ class SourceError(Exception):
 
 def ranked_configurations(name: str, storage: str, pick: Callable[[list[Any]], list[Any]],
                           feasible_only: bool = True) -> list[Winner]:
-    """The study's distinct completed configurations, best first by the first objective (a race's re-runs are their
-    configuration's; with ``feasible_only``, those within the constraints), narrowed by ``pick``, each with its
-    resolved config and the held-out KL its run ended at (NaN when it stored none)."""
+    """The study's distinct completed configurations, best first as the study ranks them, narrowed by ``pick``, each
+    with its resolved config, its value and the held-out KL its first run ended at (NaN when it stored none).
+
+    A study that races (``tuner.study.seed_policy``) ranks a configuration on all its runs, as ``ppo-tune best`` and
+    ``validate`` do: every run within the constraints first, then more seeds, then the mean, which is its value here.
+    Ranked by each configuration's first run instead, SmolLM2's third look put first the configuration its race had
+    thrown out. Otherwise each configuration's run is ranked by its first objective. With ``feasible_only``, only
+    configurations within the constraints (under a race: every run)."""
     import optuna
 
     from tuner.production.carry import final_kl
@@ -100,7 +105,8 @@ def ranked_configurations(name: str, storage: str, pick: Callable[[list[Any]], l
     from tuner.store.database import StorageError, open_read_only_engine, open_read_only_storage
     from tuner.store.records import read_stored_metrics
     from tuner.study.constraints import feasible
-    from tuner.study.reports import trial_config
+    from tuner.study.reports import is_racing, trial_config
+    from tuner.study.seed_policy import raced_configs, ranked
 
     try:
         study = optuna.load_study(study_name=name, storage=open_read_only_storage(storage))
@@ -108,18 +114,26 @@ def ranked_configurations(name: str, storage: str, pick: Callable[[list[Any]], l
         raise SourceError(f"--source {name}: {error}") from None
     except KeyError:  # Optuna's word for a study the storage does not hold
         raise SourceError(f"--source {name}: no study {name!r} in {storage}") from None
-    sign = 1.0 if study.directions[0] == optuna.study.StudyDirection.MAXIMIZE else -1.0
-    done = [t for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-            if (feasible(t) or not feasible_only) and RACE_OF_ATTR not in t.user_attrs]
-    distinct, seen = [], []
-    for trial in sorted(done, key=lambda t: -sign * t.values[0]):
+    ordered: list[tuple[Any, float]]
+    if is_racing(study):
+        ordered = [(config.root, config.mean) for config in ranked(raced_configs(study.get_trials(deepcopy=False)),
+                                                                   study.directions[0])
+                   if config.feasible or not feasible_only]
+    else:
+        sign = 1.0 if study.directions[0] == optuna.study.StudyDirection.MAXIMIZE else -1.0
+        done = [t for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+                if (feasible(t) or not feasible_only) and RACE_OF_ATTR not in t.user_attrs]
+        ordered = [(t, float(t.values[0])) for t in sorted(done, key=lambda t: -sign * t.values[0])]
+    distinct: list[tuple[Any, float]] = []
+    seen: list[dict[str, Any]] = []
+    for trial, value in ordered:
         if trial.params not in seen:
             seen.append(trial.params)
-            distinct.append(trial)
+            distinct.append((trial, value))
     chosen = pick(distinct)
-    metrics = read_stored_metrics(open_read_only_engine(storage), name, [t.number for t in chosen])
-    return [Winner(name, trial.number, float(trial.values[0]), trial_config(trial),
-                   final_kl(metrics[metrics["trial_number"] == trial.number])) for trial in chosen]
+    metrics = read_stored_metrics(open_read_only_engine(storage), name, [t.number for t, _ in chosen])
+    return [Winner(name, trial.number, value, trial_config(trial),
+                   final_kl(metrics[metrics["trial_number"] == trial.number])) for trial, value in chosen]
 
 
 def winners(name: str, storage: str, top: int) -> list[Winner]:
