@@ -111,6 +111,19 @@ def test_validate_reruns_the_top_configs_on_fresh_seeds_and_best_ranks_by_them(
     assert main(["validate", "tiny", "--storage", load_study_spec(path).storage, "--top-k", "2", "--seeds", "2"]) == 0
     assert len(validation.get_trials()) == 4
 
+    # A third seed with a wider evaluation: only the new run draws more responses per held-out prompt, and it counts
+    # beside the two done (the same prompts: the same expected score).
+    capsys.readouterr()
+    assert main(["validate", "tiny", "--storage", load_study_spec(path).storage, "--top-k", "1", "--seeds", "3",
+                 "--eval-samples", "3", "--format", "json"]) == 0
+    (wider,) = [run for run in validation.get_trials() if run.number >= 4]
+    top = ranked[0].number  # --top-k 1: the study's winner
+    assert wider.state == TrialState.COMPLETE and wider.user_attrs[VALIDATES_ATTR] == top
+    assert wider.user_attrs[CONFIG_ATTR] == {**source[top].user_attrs[CONFIG_ATTR], "num_eval_samples": 3,
+                                             "seed": FIRST_VALIDATION_SEED + 3}
+    assert all(run.user_attrs[CONFIG_ATTR].get("num_eval_samples") != 3 for run in runs)
+    assert {r["trial"]: r["n"] for r in json.loads(capsys.readouterr().out)}[top] == 3
+
 
 def test_an_interrupted_validation_resumes(tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path) -> None:
     path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=1)
@@ -188,3 +201,13 @@ def test_validate_at_a_production_length_keeps_those_runs_apart_and_best_says_wh
     assert line.endswith("held (within 2%)" if change >= -0.02 else "did not hold (within 2%)")
     assert main(["best", "tiny", "--storage", url]) == 0
     assert f"# {line}" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("flag", ["--eval-samples", "--seeds", "--top-k"])
+def test_a_count_below_one_is_one_line_exit_2_and_creates_nothing(flag: str, tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    database = tmp_path / "none.db"
+    assert main(["validate", "tiny", "--storage", f"sqlite:///{database}", flag, "0"]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.count("\n") == 0 and f"{flag}: must be >= 1, got 0" in error
+    assert not database.exists()

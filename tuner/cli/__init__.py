@@ -39,6 +39,10 @@ def add_study_commands(commands: Any) -> None:
     validate.add_argument("--workers", type=int, default=None,
                           help="Worker processes on this machine (default: one per GPU, else 1).")
     validate.add_argument("--format", choices=("table", "json"), default="table")
+    validate.add_argument("--eval-samples", type=int, default=None, metavar="N",
+                          help="Each new run's held-out evaluations draw N responses per prompt (default: the "
+                               "study's num_eval_samples): the same prompts, so the same expected score, with less "
+                               "noise, for a few generation passes; runs already done count alike.")
     add_production_flags(validate, "Validate the configurations in a production run of N episodes",
                           f"Validate the configurations on this policy: first {PILOT_SEEDS} pilot runs each there, "
                           "whose KL rescales the learning rate (kl_pilot), then the rescaled configuration on the "

@@ -28,7 +28,8 @@ def command_validate(args: argparse.Namespace) -> int:
     from tuner.store.database import open_storage
     from tuner.study.definition import stored_spec
 
-    for flag, value in (("--top-k", args.top_k), ("--seeds", args.seeds), ("--workers", args.workers)):
+    for flag, value in (("--top-k", args.top_k), ("--seeds", args.seeds), ("--workers", args.workers),
+                        ("--eval-samples", args.eval_samples)):
         if value is not None and value < 1:
             raise UsageError(f"{flag}: must be >= 1, got {value}")
     found, url, _ = find_named_study(args.name, args.storage, args.command)
@@ -54,8 +55,10 @@ def command_validate(args: argparse.Namespace) -> int:
                 carried, unpiloted = rescaled.carried, rescaled.missing
         if status not in (130, 143):
             runs = carried
+            evaluation = None if args.eval_samples is None else {"num_eval_samples": args.eval_samples}
             _say_queued(queue_runs(study, validation, args.top_k, args.seeds,
-                                   None if runs is None else lambda trial: runs.get(trial.number)), "validation")
+                                   None if runs is None else lambda trial: runs.get(trial.number),
+                                   evaluation=evaluation), "validation")
             validated = run_study(spec, None, None, workers, validation=True, ray=ray)
             status = validated if validated in (130, 143) or status == 0 else status
     episodes = None if args.total_episodes is None else int(args.total_episodes)

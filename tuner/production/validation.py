@@ -16,7 +16,7 @@ from __future__ import annotations
 import copy
 import itertools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -106,13 +106,15 @@ def validation_spec(spec: StudySpec) -> StudySpec:
 
 def queue_runs(study: optuna.Study, validation: optuna.Study, top_k: int, seeds: int,
                carry: Callable[[FrozenTrial], Carried | None] | None = None,
-               pilot: bool = False) -> list[tuple[int, int]]:
+               pilot: bool = False, evaluation: Mapping[str, Any] | None = None) -> list[tuple[int, int]]:
     """Queue a run for every (top configuration, fresh seed) pair that has none yet at its length and on its policy;
     returns the pairs queued. With ``carry``, each configuration runs as ``carry`` carries it to a production run
     (``validate --total-episodes`` / ``--policy-model``: ``tuner.production.horizon``), and its runs are told apart from
     the tuned length's and policy's by their own; a configuration ``carry`` returns None for is left out. ``pilot``
     queues pilots (``tuner.production.pilot``), which are kept apart from the validation runs of the same length and
-    policy."""
+    policy. ``evaluation`` (``validate --eval-samples``) overrides the new runs' held-out evaluation settings. Their
+    runs are not kept apart from the others: drawing more responses for the same prompts changes the noise of a
+    run's score, not what it estimates."""
     validation.set_user_attr(VALIDATION_OF_ATTR, study.study_name)
     used = {int(t.user_attrs[CONFIG_ATTR]["seed"]) for t in study.get_trials(deepcopy=False)
             if "seed" in t.user_attrs.get(CONFIG_ATTR, {})}
@@ -128,7 +130,8 @@ def queue_runs(study: optuna.Study, validation: optuna.Study, top_k: int, seeds:
         for seed in chosen_seeds:
             if (trial.number, seed, config.get("total_episodes"), config.get(POLICY_FIELD), pilot) in present:
                 continue
-            attrs = {CONFIG_ATTR: {**config, "seed": seed}, VALIDATES_ATTR: trial.number, SEED_ATTR: seed}
+            attrs = {CONFIG_ATTR: {**config, **(evaluation or {}), "seed": seed}, VALIDATES_ATTR: trial.number,
+                     SEED_ATTR: seed}
             if carried is not None:
                 attrs[CARRIED_BY_ATTR] = carried.rule
             if pilot:
