@@ -266,17 +266,18 @@ def run_seconds(trials: Any) -> float:
     return sum(t.duration.total_seconds() for t in trials if t.duration is not None)
 
 
-def validate(name: str, storage: str, seeds: int) -> dict[str, Any]:
-    """What ``ppo-tune validate NAME --top-k 1 --seeds SEEDS`` does, in this process (whose fork server the study's
-    trials used): the chosen trial retrained on ``seeds`` fresh seeds, one at a time on one CPU thread; its
-    validated figures and each run. What an earlier, interrupted run validated is kept (``--resume``)."""
+def validate(name: str, storage: str, seeds: int, eval_samples: int | None = None) -> dict[str, Any]:
+    """What ``ppo-tune validate NAME --top-k 1 --seeds SEEDS [--eval-samples N]`` does, in this process (whose fork
+    server the study's trials used): the chosen trial retrained on ``seeds`` fresh seeds, one at a time on one CPU
+    thread; its validated figures and each run. What an earlier, interrupted run validated is kept (``--resume``)."""
     from tuner.production.local_validation import validate_here
     from tuner.production.validation import load_validation
     from tuner.store.attrs import SEED_ATTR
     from tuner.store.database import open_storage
 
     started = time.perf_counter()
-    results = validate_here(name, storage, top_k=1, seeds=seeds, threads=1)
+    evaluation = None if eval_samples is None else {"num_eval_samples": eval_samples}
+    results = validate_here(name, storage, top_k=1, seeds=seeds, threads=1, evaluation=evaluation)
     wall = round(time.perf_counter() - started, 1)
     if not results:
         return {"wall_s": wall, "error": "no completed trial to validate", "runs": []}
@@ -288,13 +289,13 @@ def validate(name: str, storage: str, seeds: int) -> dict[str, Any]:
     return {**results[0].to_dict(), "wall_s": wall, "run_s": round(run_seconds(trials), 1), "runs": runs}
 
 
-def tune_and_validate(path: str, name: str, storage: str, budget: int | None,
-                      validation_seeds: int) -> dict[str, Any]:
+def tune_and_validate(path: str, name: str, storage: str, budget: int | None, validation_seeds: int,
+                      eval_samples: int | None = None) -> dict[str, Any]:
     """One study of the benchmark (the file at ``path``, study ``name`` in ``storage``), start to end in one process:
     :func:`run_one_study`, then :func:`validate` its chosen trial."""
     study = run_one_study(path, budget)
     print(f"{name}: validating its chosen trial on {validation_seeds} seed(s)", file=sys.stderr, flush=True)
-    return {**study, "validation": validate(name, storage, validation_seeds)}
+    return {**study, "validation": validate(name, storage, validation_seeds, eval_samples)}
 
 
 def run_jobs(function: Callable[..., T], jobs: Sequence[tuple[Any, ...]], workers: int) -> list[T]:
@@ -454,6 +455,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--task-seed", type=int, default=None,
                         help="Run every study on this draw of the built-in task (the config field task_seed).")
     parser.add_argument("--validation-seeds", type=int, default=None, help="Fresh seeds per chosen config (default 5).")
+    parser.add_argument("--eval-samples", type=int, default=None, metavar="N",
+                        help="Each validation run's held-out evaluations draw N responses per prompt, as ppo-tune "
+                             "validate --eval-samples (default: the study's num_eval_samples).")
     parser.add_argument("--workers", type=int, default=None,
                         help=f"Studies run at once, one CPU thread each (default {FULL['workers']}; --quick "
                              f"{QUICK['workers']}).")
@@ -505,8 +509,8 @@ def _work_dir(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Path
 
 def _write_studies(parser: argparse.ArgumentParser, definitions: list[dict[str, Any]], work_dir: Path,
                    settings: dict[str, Any]) -> list[tuple[Any, ...]]:
-    """Each study's file written in ``work_dir`` and its job (file, name, storage, budget, validation seeds); a
-    resumed study defined otherwise is refused."""
+    """Each study's file written in ``work_dir`` and its job (file, name, storage, budget, validation seeds, their
+    evaluation's responses per prompt); a resumed study defined otherwise is refused."""
     for definition in definitions:
         written = work_dir / f"{definition['name']}.yaml"
         # A study resumed under other settings would mix two experiments in one result.
@@ -518,7 +522,8 @@ def _write_studies(parser: argparse.ArgumentParser, definitions: list[dict[str, 
         path = work_dir / f"{definition['name']}.yaml"
         path.write_text(yaml.safe_dump(definition, sort_keys=False))
         budget = budget_of(method_of(definition["name"]), settings["budget_updates"])
-        jobs.append((str(path), definition["name"], definition["storage"], budget, settings["validation_seeds"]))
+        jobs.append((str(path), definition["name"], definition["storage"], budget, settings["validation_seeds"],
+                     settings["eval_samples"]))
     return jobs
 
 
@@ -550,10 +555,13 @@ def main(argv: list[str] | None = None) -> None:
         value = getattr(args, name)
         if value is not None and value < 1:
             parser.error(f"--{name.replace('_', '-')}: must be at least 1, got {value}")
+    if args.eval_samples is not None and args.eval_samples < 1:
+        parser.error(f"--eval-samples: must be at least 1, got {args.eval_samples}")
     out = results_path(args.out, RESULTS / "tuning_quality.json", args.quick)
     quickstart, notes, own_budget = _read_study(parser, args)
     settings = {**(QUICK if args.quick else FULL), **({} if own_budget is None else {"budget_updates": own_budget}),
-                **{k: v for k, v in vars(args).items() if k in FULL and v is not None}}
+                **{k: v for k, v in vars(args).items() if k in FULL and v is not None},
+                "eval_samples": args.eval_samples}
     work_dir = _work_dir(parser, args)
     started = time.perf_counter()
     facts = machine_facts("cpu")

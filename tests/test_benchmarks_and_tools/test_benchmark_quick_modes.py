@@ -272,7 +272,7 @@ def test_tuning_quality_quick_reports_every_method(tmp_path: Path, capsys: pytes
     # Task seed 0 is the default task, which the suite builds anyway (another seed is another task, 25 s to build);
     # the quickstart's base names no task seed, so a 0 in every study's base is the flag's.
     result, _ = run_quick_here("tuning_quality", tmp_path / "tuning_quality.json", "--work-dir",
-                               str(tmp_path / "work"), "--task-seed", "0", "--frontier")
+                               str(tmp_path / "work"), "--task-seed", "0", "--frontier", "--eval-samples", "3")
     assert result["settings"]["quick"] and result["sampler_seeds"] == [0] and result["task_seed"] == 0
     assert all(study["definition"]["base"]["task_seed"] == 0 for study in result["studies"])
     assert_finite(result["reference"], ["best_tuning_value", "threshold"], "reference")
@@ -299,6 +299,19 @@ def test_tuning_quality_quick_reports_every_method(tmp_path: Path, capsys: pytes
     frontier = next(study for study in result["studies"] if study["method"] == "frontier")
     assert frontier["definition"]["sampler"] == {"name": "frontier", "seed": 0} and result["frontier_share"] == 0.5
     assert result["table"] and result["studies_table"]
+    # Each validation run evaluated as ppo-tune validate --eval-samples 3 has it; the studies' trials as their file.
+    import optuna
+
+    from tuner.production.validation import validation_study_name
+    from tuner.store.attrs import CONFIG_ATTR
+
+    storage = f"sqlite:///{tmp_path / 'work' / 'tq-default-s0.db'}"
+    validation = optuna.load_study(study_name=validation_study_name("tq-default-s0"), storage=storage)
+    assert result["settings"]["eval_samples"] == 3 and validation.trials
+    assert all(run.user_attrs[CONFIG_ATTR]["num_eval_samples"] == 3 for run in validation.trials)
+    tuned = optuna.load_study(study_name="tq-default-s0", storage=storage)
+    assert {trial.user_attrs[CONFIG_ATTR]["num_eval_samples"] for trial in tuned.trials
+            if CONFIG_ATTR in trial.user_attrs} == {2}
 
     # An interrupted run goes on with --resume: here the random search's study is lost, the rest finished.
     from benchmarks import tuning_quality

@@ -4,6 +4,9 @@ holds the trial imports and a fork server, where the command would start two mor
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import optuna
 
 from tuner.production.validation import (
@@ -18,13 +21,15 @@ from tuner.store.database import open_storage
 from tuner.study.definition import stored_spec
 
 
-def validate_here(name: str, storage: str, top_k: int, seeds: int, threads: int | None) -> list[ValidatedConfig]:
+def validate_here(name: str, storage: str, top_k: int, seeds: int, threads: int | None,
+                  evaluation: Mapping[str, Any] | None = None) -> list[ValidatedConfig]:
     """Queue the validation runs of study ``name``'s ``top_k`` best trials on ``seeds`` fresh seeds each (what an
-    earlier call queued or ran is kept), run what is queued one at a time, and return the validated configurations,
-    best first; none when the study has no completed trial."""
+    earlier call queued or ran is kept; new runs evaluate with ``evaluation``, as ``validate --eval-samples``), run
+    what is queued one at a time, and return the validated configurations, best first; none when the study has no
+    completed trial."""
     study = optuna.load_study(study_name=name, storage=open_storage(storage))
     spec = validation_spec(stored_spec(study, storage))
     validation, _ = open_study(spec, heartbeat=False, allow_changes=True)  # derived from the study: follows it
-    queue_runs(study, validation, top_k, seeds)
+    queue_runs(study, validation, top_k, seeds, evaluation=evaluation)
     run_worker(stored_spec(validation, storage), n_trials=None, timeout=None, threads=threads)
     return validation_results(study, load_validation(name, storage))
