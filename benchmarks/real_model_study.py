@@ -25,9 +25,9 @@ tuned minus each baseline, per seed and as a mean with its 95% t interval.
 **Re-measured with a larger held-out evaluation** (``--eval-samples N --seeds K``, after the steps above): the
 validated winner and both baselines run again in this benchmark's runner, on K further seeds from ``--first-seed``,
 with every held-out evaluation drawing N responses per prompt instead of the study's ``num_eval_samples``. The study
-keeps its cheap evaluation for choosing; this measures what it chose more precisely. On SmolLM2 the untuned arm, which
-trains nothing, varied with an SD of 0.013 from seed to seed at 2 responses per prompt: that is the evaluation's
-sampling alone, and it was nearly all of the paired differences' spread (benchmarks/README.md, "The fourth look").
+keeps its cheap evaluation for choosing; this measures what it chose with less of the evaluation's noise. On
+SmolLM2, 4x the responses cut the untuned arm's seed-to-seed SD from 0.013 to 0.004, while a trained run still varied
+by 0.019 from its training (benchmarks/README.md, "The real-model study", the fourth look).
 ``--eval-prompts P`` widens the prompts too, up to the task's held-out split. The runs are appended to
 ``DIR/remeasure_PxN.jsonl`` as they finish, so this step resumes too.
 """
