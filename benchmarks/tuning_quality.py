@@ -276,8 +276,7 @@ def validate(name: str, storage: str, seeds: int, eval_samples: int | None = Non
     from tuner.store.database import open_storage
 
     started = time.perf_counter()
-    evaluation = None if eval_samples is None else {"num_eval_samples": eval_samples}
-    results = validate_here(name, storage, top_k=1, seeds=seeds, threads=1, evaluation=evaluation)
+    results = validate_here(name, storage, top_k=1, seeds=seeds, threads=1, eval_samples=eval_samples)
     wall = round(time.perf_counter() - started, 1)
     if not results:
         return {"wall_s": wall, "error": "no completed trial to validate", "runs": []}

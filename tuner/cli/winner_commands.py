@@ -55,10 +55,9 @@ def command_validate(args: argparse.Namespace) -> int:
                 carried, unpiloted = rescaled.carried, rescaled.missing
         if status not in (130, 143):
             runs = carried
-            evaluation = None if args.eval_samples is None else {"num_eval_samples": args.eval_samples}
             _say_queued(queue_runs(study, validation, args.top_k, args.seeds,
                                    None if runs is None else lambda trial: runs.get(trial.number),
-                                   evaluation=evaluation), "validation")
+                                   eval_samples=args.eval_samples), "validation")
             validated = run_study(spec, None, None, workers, validation=True, ray=ray)
             status = validated if validated in (130, 143) or status == 0 else status
     episodes = None if args.total_episodes is None else int(args.total_episodes)

@@ -4,9 +4,6 @@ holds the trial imports and a fork server, where the command would start two mor
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 import optuna
 
 from tuner.production.validation import (
@@ -22,14 +19,14 @@ from tuner.study.definition import stored_spec
 
 
 def validate_here(name: str, storage: str, top_k: int, seeds: int, threads: int | None,
-                  evaluation: Mapping[str, Any] | None = None) -> list[ValidatedConfig]:
+                  eval_samples: int | None = None) -> list[ValidatedConfig]:
     """Queue the validation runs of study ``name``'s ``top_k`` best trials on ``seeds`` fresh seeds each (what an
-    earlier call queued or ran is kept; new runs evaluate with ``evaluation``, as ``validate --eval-samples``), run
-    what is queued one at a time, and return the validated configurations, best first; none when the study has no
-    completed trial."""
+    earlier call queued or ran is kept; new runs draw ``eval_samples`` responses per held-out prompt, as ``validate
+    --eval-samples``), run what is queued one at a time, and return the validated configurations, best first; none when
+    the study has no completed trial."""
     study = optuna.load_study(study_name=name, storage=open_storage(storage))
     spec = validation_spec(stored_spec(study, storage))
     validation, _ = open_study(spec, heartbeat=False, allow_changes=True)  # derived from the study: follows it
-    queue_runs(study, validation, top_k, seeds, evaluation=evaluation)
+    queue_runs(study, validation, top_k, seeds, eval_samples=eval_samples)
     run_worker(stored_spec(validation, storage), n_trials=None, timeout=None, threads=threads)
     return validation_results(study, load_validation(name, storage))

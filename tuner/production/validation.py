@@ -16,7 +16,7 @@ from __future__ import annotations
 import copy
 import itertools
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -106,13 +106,13 @@ def validation_spec(spec: StudySpec) -> StudySpec:
 
 def queue_runs(study: optuna.Study, validation: optuna.Study, top_k: int, seeds: int,
                carry: Callable[[FrozenTrial], Carried | None] | None = None,
-               pilot: bool = False, evaluation: Mapping[str, Any] | None = None) -> list[tuple[int, int]]:
+               pilot: bool = False, eval_samples: int | None = None) -> list[tuple[int, int]]:
     """Queue a run for every (top configuration, fresh seed) pair that has none yet at its length and on its policy;
     returns the pairs queued. With ``carry``, each configuration runs as ``carry`` carries it to a production run
     (``validate --total-episodes`` / ``--policy-model``: ``tuner.production.horizon``), and its runs are told apart from
     the tuned length's and policy's by their own; a configuration ``carry`` returns None for is left out. ``pilot``
     queues pilots (``tuner.production.pilot``), which are kept apart from the validation runs of the same length and
-    policy. ``evaluation`` (``validate --eval-samples``) overrides the new runs' held-out evaluation settings. Their
+    policy. ``eval_samples`` (``validate --eval-samples``) sets the new runs' ``num_eval_samples``. Their
     runs are not kept apart from the others: drawing more responses for the same prompts changes the noise of a
     run's score, not what it estimates."""
     validation.set_user_attr(VALIDATION_OF_ATTR, study.study_name)
@@ -121,6 +121,7 @@ def queue_runs(study: optuna.Study, validation: optuna.Study, top_k: int, seeds:
     chosen_seeds = fresh_seeds(used, seeds)
     present = {(t.user_attrs.get(VALIDATES_ATTR), t.user_attrs.get(SEED_ATTR), run_episodes(t), run_policy(t),
                 is_pilot(t)) for t in validation.get_trials(deepcopy=False)}
+    evaluation = {} if eval_samples is None else {"num_eval_samples": eval_samples}
     queued = []
     for trial in top_trials(study, top_k):
         carried = carry(trial) if carry is not None else None
@@ -130,7 +131,7 @@ def queue_runs(study: optuna.Study, validation: optuna.Study, top_k: int, seeds:
         for seed in chosen_seeds:
             if (trial.number, seed, config.get("total_episodes"), config.get(POLICY_FIELD), pilot) in present:
                 continue
-            attrs = {CONFIG_ATTR: {**config, **(evaluation or {}), "seed": seed}, VALIDATES_ATTR: trial.number,
+            attrs = {CONFIG_ATTR: {**config, **evaluation, "seed": seed}, VALIDATES_ATTR: trial.number,
                      SEED_ATTR: seed}
             if carried is not None:
                 attrs[CARRIED_BY_ATTR] = carried.rule
