@@ -50,12 +50,12 @@ from ppo_core.memory_bytes import (
     update_logits_bytes,
     weight_bytes,
 )
-from ppo_core.model_paths import is_function_spec, require_model
+from ppo_core.model_paths import is_function_spec, require_model, resolve_models
 from ppo_core.models import LoadOptions, load_tokenizer
 from ppo_core.prompt_data import PromptSet
 from ppo_core.reward_models import same_vocabulary
 from ppo_core.rollout import encode_prompts
-from ppo_core.setup import load_task, prompt_sets, resolve_models, response_length, task_part
+from ppo_core.setup import load_task, prompt_sets, response_length, task_part
 from ppo_core.tasks.base import BuiltinTask
 from ppo_core.update import forward_group
 from ppo_core.value_trunk import value_trunk

@@ -9,10 +9,15 @@ cache (:mod:`ppo_core.gguf_models`), which :func:`resolve_model` returns and bui
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ppo_core.config_checks import ConfigError
 from ppo_core.gguf_models import cached_model_dir, gguf_file
+
+if TYPE_CHECKING:
+    from ppo_core.config import PPOConfig
 
 
 def require_model(path: str, field_name: str) -> None:
@@ -42,3 +47,25 @@ def is_function_spec(spec: str) -> bool:
     module_name, sep, function_name = spec.partition(":")
     return bool(sep) and module_name.replace(".", "").replace("_", "").isalnum() and function_name.isidentifier() \
         and not Path(spec).exists() and len(module_name) > 1
+
+
+def resolve_models(config: PPOConfig) -> PPOConfig:
+    """``config`` with every model path it names checked (there, where it can only be a local directory or file)
+    and each GGUF replaced by its dequantised copy in the cache, built on first use (:mod:`ppo_core.gguf_models`):
+    everything that loads a model after this sees an ordinary model directory. A run calls this before it creates
+    anything or builds its task."""
+    def model(field_name: str, path: str | None) -> str | None:
+        return None if path is None else resolve_model(path, field_name)
+
+    def reward(field_name: str, spec: str) -> str:
+        return spec if is_function_spec(spec) else resolve_model(spec, field_name)
+
+    return dataclasses.replace(
+        config,
+        sft_model_path=model("sft_model_path", config.sft_model_path),
+        value_model_path=model("value_model_path", config.value_model_path),
+        reward_model_path=reward("reward_model_path", config.reward_model_path) if config.reward_model_path
+        else config.reward_model_path,
+        reward_funcs=None if config.reward_funcs is None
+        else [reward("reward_funcs", spec) for spec in config.reward_funcs],
+    )

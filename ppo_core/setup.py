@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -13,7 +12,7 @@ from transformers import GenerationConfig, PreTrainedModel, PreTrainedTokenizerB
 from ppo_core.config import ConfigError, PPOConfig
 from ppo_core.generation import sampling_config
 from ppo_core.lora import adapters_disabled, add_adapter
-from ppo_core.model_paths import is_function_spec, resolve_model
+from ppo_core.model_paths import is_function_spec, resolve_models
 from ppo_core.models import (
     LoadOptions,
     ValueModel,
@@ -133,28 +132,6 @@ def build_setup(config: PPOConfig, device: torch.device) -> RunSetup:
         gold_score=parts.gold_score,
         tokenizer=parts.tokenizer,
     ))
-
-
-def resolve_models(config: PPOConfig) -> PPOConfig:
-    """``config`` with every model path it names checked (there, where it can only be a local directory or file)
-    and each GGUF replaced by its dequantised copy in the cache, built on first use (:mod:`ppo_core.gguf_models`):
-    everything that loads a model after this sees an ordinary model directory. A run calls this before it creates
-    anything or builds its task."""
-    def model(field_name: str, path: str | None) -> str | None:
-        return None if path is None else resolve_model(path, field_name)
-
-    def reward(field_name: str, spec: str) -> str:
-        return spec if is_function_spec(spec) else resolve_model(spec, field_name)
-
-    return dataclasses.replace(
-        config,
-        sft_model_path=model("sft_model_path", config.sft_model_path),
-        value_model_path=model("value_model_path", config.value_model_path),
-        reward_model_path=reward("reward_model_path", config.reward_model_path) if config.reward_model_path
-        else config.reward_model_path,
-        reward_funcs=None if config.reward_funcs is None
-        else [reward("reward_funcs", spec) for spec in config.reward_funcs],
-    )
 
 
 def load_task(config: PPOConfig) -> BuiltinTask | None:

@@ -328,6 +328,31 @@ def test_output_holding_other_files_is_refused_even_with_overwrite(
     assert snapshot(run_dir) == mine
 
 
+
+def test_bad_input_is_refused_before_torch_is_imported(tmp_path: Path) -> None:
+    # Importing the trainer (torch, transformers, peft) took 7.5 s of CPU before a missing file was named; everything
+    # a run is refused for is checked first. Each case runs in a fresh interpreter, where nothing has imported torch.
+    (tmp_path / "prompts.jsonl").write_text('{"prompt": "a b"}\n')
+    (tmp_path / "occupied").mkdir()
+    (tmp_path / "occupied" / "notes.txt").write_text("mine")
+    missing_model = write_config(tmp_path / "missing_model.yaml", **{
+        **BASE, "sft_model_path": "./no_such_model", "dataset_name": str(tmp_path / "prompts.jsonl"),
+        "reward_funcs": ["mod:fn"]})
+    cases = {
+        "no such file": [str(tmp_path / "absent.yaml")],
+        "cliprange: must be > 0": [str(SHIPPED_CONFIG), "--set", "cliprange=0"],
+        "sft_model_path: no model at": [str(missing_model)],
+        "not a ppo-tune run": [str(SHIPPED_CONFIG), "--output", str(tmp_path / "occupied")],
+    }
+    code = ("import json, sys; from ppo_tune.cli import main; status = main(['train', *sys.argv[1:]]); "
+            "print(json.dumps([status, 'torch' in sys.modules]))")
+    for message, arguments in cases.items():
+        done = subprocess.run([sys.executable, "-c", code, *arguments], capture_output=True, text=True, cwd=tmp_path,
+                              check=False)
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout) == [2, False], (message, done.stderr)
+        assert message in one_line(done.stderr), done.stderr
+
 @pytest.mark.parametrize(("reward", "status", "message"), [
     ("raises_at_second_update", 2, "raised ValueError: broke at the second update"),
     ("interrupted_at_second_update", 130, "interrupted"),

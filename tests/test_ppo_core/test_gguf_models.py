@@ -26,9 +26,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from ppo_core.config import ConfigError, PPOConfig
 from ppo_core.gguf_models import BUILD_INFO, PACKAGED
-from ppo_core.model_paths import resolve_model
+from ppo_core.model_paths import resolve_model, resolve_models
 from ppo_core.reported_metrics import reward_names
-from ppo_core.setup import resolve_models
 from tools import tiny_data
 
 ROOT = Path(__file__).resolve().parents[2]
