@@ -3,6 +3,7 @@ the reference as the policy with its adapters switched off, and trainable-parame
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -41,7 +42,14 @@ def add_adapter(model: PreTrainedModel, config: PPOConfig, task_type: str | None
     Typed as the model it wraps: a PeftModel forwards, generates and saves through the same calls.
     """
     try:
-        return cast(PreTrainedModel, get_peft_model(model, lora_config(config, task_type)))
+        with warnings.catch_warnings():
+            # Two warnings peft prints for every adapter, about its own code, that a user can do nothing about: on
+            # GPT-2's Conv1D layers it sets fan_in_fan_out itself, and it reads transformers 5's deprecated
+            # is_gradient_checkpointing. A study printed both for every trial.
+            warnings.filterwarnings("ignore", message=r"fan_in_fan_out is set to False", category=UserWarning)
+            warnings.filterwarnings("ignore", message=r"`is_gradient_checkpointing` is deprecated",
+                                    category=FutureWarning)
+            return cast(PreTrainedModel, get_peft_model(model, lora_config(config, task_type)))
     except (ValueError, KeyError) as error:
         raise ConfigError(f"{field_name}: cannot add a LoRA adapter to {model.config.model_type!r} "
                           f"({first_line(error)})") from None

@@ -4,6 +4,7 @@ per-update memory peak, on tiny real models of several architectures, through th
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +17,9 @@ from transformers import AutoModelForCausalLM
 
 from ppo_core import PPOConfig, PPOTrainer
 from ppo_core.config import ConfigError
+from ppo_core.lora import add_adapter
 from ppo_core.metric_names import run_metrics
-from ppo_core.models import load_causal_lm
+from ppo_core.models import LoadOptions, load_causal_lm
 from ppo_core.rollout import response_logits
 from ppo_tune.cli import main
 from tools import tiny_data, tiny_models
@@ -173,6 +175,19 @@ def test_gradient_checkpointing_recomputes_and_changes_nothing_else(assets: dict
     for a, b in zip(plain, checkpointed, strict=True):
         assert a == pytest.approx(b, rel=1e-4, abs=1e-6)
 
+
+
+@pytest.mark.parametrize("architecture", sorted(tiny_models.ARCHITECTURES))
+def test_adding_an_adapter_prints_no_warning_of_peft_s_own(assets: dict[str, Path], architecture: str) -> None:
+    # peft warned twice for every adapter (GPT-2's Conv1D and fan_in_fan_out; transformers 5's deprecated
+    # is_gradient_checkpointing), and a study printed both for every trial. Any other warning still shows.
+    model = load_causal_lm(str(assets[architecture]), LoadOptions())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        adapted = add_adapter(model, PPOConfig(use_peft=True, lora_r=4), "CAUSAL_LM", "sft_model_path")
+        warnings.warn("a warning of the caller's", UserWarning, stacklevel=1)
+    assert isinstance(adapted, PeftModel)
+    assert [str(w.message) for w in caught] == ["a warning of the caller's"]
 
 def test_a_lora_target_that_matches_nothing_is_a_one_line_error(assets: dict[str, Path]) -> None:
     with pytest.raises(ConfigError, match=r"^lora_target_modules: cannot add a LoRA adapter to 'llama'") as error:
