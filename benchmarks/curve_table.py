@@ -27,14 +27,14 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import multiprocessing
 import sys
 import time
 from collections.abc import Iterator
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import as_completed
 from pathlib import Path
 from typing import Any
 
+from benchmarks.common.pool import worker_pool
 from tools.quick_mode import add_quick_argument, results_path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -163,7 +163,7 @@ def finished_runs(work: list[dict[str, Any]], workers: int) -> Iterator[dict[str
     if workers == 1:
         yield from map(run_curve, work)
         return
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+    with worker_pool(workers) as pool:
         futures = [pool.submit(run_curve, job) for job in work]
         for future in as_completed(futures):
             yield future.result()

@@ -37,18 +37,17 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import multiprocessing
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from benchmarks.common.machine import machine_facts
+from benchmarks.common.pool import worker_pool
 from ppo_core.config import PPOConfig
 from tools.provenance import code_commit
 from tools.quick_mode import RESULTS, add_quick_argument, results_path
@@ -175,7 +174,7 @@ def run_baselines(jobs: Sequence[BaselineJob], out: Path, workers: int) -> None:
     todo = [job for job in jobs if (job.arm, job.seed) not in done]
     if not todo:
         return
-    with ProcessPoolExecutor(min(workers, len(todo)), mp_context=multiprocessing.get_context("spawn")) as pool:
+    with worker_pool(min(workers, len(todo))) as pool:
         for record in pool.map(run_baseline, todo):
             with out.open("a") as handle:
                 handle.write(json.dumps(record) + "\n")

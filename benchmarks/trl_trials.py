@@ -15,17 +15,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
 import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import as_completed
 from pathlib import Path
 from typing import Any
 
 from benchmarks.common.json_safe import json_safe
 from benchmarks.common.machine import machine_facts
+from benchmarks.common.pool import worker_pool
 from ppo_core.callbacks import TrainerCallback
 from tools.provenance import code_commit
 from tools.quick_mode import add_quick_argument, results_path
@@ -161,7 +161,7 @@ def main(argv: list[str] | None = None) -> None:
     jobs = [(task, trainer, seed) for seed in seeds for task in tasks for trainer in TRAINERS
             if (task, trainer, seed) not in done]
     started = time.perf_counter()
-    with ProcessPoolExecutor(args.workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+    with worker_pool(args.workers) as pool:
         futures = {pool.submit(run_job, task, tasks[task], trainer, seed): (task, trainer, seed)
                    for task, trainer, seed in jobs}
         for future in as_completed(futures):

@@ -49,13 +49,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
 import statistics
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Collection, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -63,6 +61,7 @@ import yaml
 
 from benchmarks.common.json_safe import json_safe
 from benchmarks.common.machine import machine_facts
+from benchmarks.common.pool import worker_pool
 from tools.quick_mode import add_quick_argument, results_path
 from tuner.production.confidence import mean_interval
 
@@ -304,7 +303,7 @@ def run_jobs(function: Callable[..., T], jobs: Sequence[tuple[Any, ...]], worker
     server, to run the same studies one after another."""
     if workers == 1:
         return [function(*job) for job in jobs]
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+    with worker_pool(workers) as pool:
         futures = [pool.submit(function, *job) for job in jobs]
         return [future.result() for future in futures]
 

@@ -27,17 +27,16 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import multiprocessing
 import statistics
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from benchmarks.common.json_safe import json_safe
+from benchmarks.common.pool import worker_pool
 from benchmarks.curve_table import TABLE, TABLE_SPACE
 from benchmarks.replay.mapping import TableIndex, rank_correlation
 from benchmarks.replay.measures import (
@@ -106,7 +105,7 @@ def run_all(args: argparse.Namespace, names: list[str]) -> tuple[dict[str, list[
     logs: dict[str, list[RepeatLog | None]] = {name: [None] * args.repeats for name in names}
     seconds = dict.fromkeys(names, 0.0)
     if args.workers > 1:
-        pool = ProcessPoolExecutor(args.workers, mp_context=multiprocessing.get_context("spawn"))
+        pool = worker_pool(args.workers)
         with pool:
             done = list(pool.map(one_repeat, jobs))
     else:

@@ -13,10 +13,8 @@ main process alone records a completed or pruned outcome. Any process may record
 
 from __future__ import annotations
 
-import ctypes
 import os
 import select
-import signal
 import sys
 import threading
 import time
@@ -37,44 +35,25 @@ from tuner.store.records import TrialStore
 from tuner.study.definition import stored_spec
 from tuner.study.sections import PPO_CORE
 from tuner.trial.factory import make_pruner
+from tuner.trial.lifetime import die_with_parent, end_now
 from tuner.trial.protocol import Outcome, TrialJob, record_outcome
 from tuner.trial.reporter import TrialReporter
-
-PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
-
-
-def _end_now() -> None:
-    """SIGKILL this trial's process group (this process alone if it does not lead one)."""
-    if os.getpgrp() == os.getpid():
-        os.killpg(os.getpid(), signal.SIGKILL)
-    os.kill(os.getpid(), signal.SIGKILL)
-
-
-def _die_with_parent() -> None:
-    """Have the kernel SIGKILL this process when its parent dies: the worker for ``python -m``, the launcher under
-    accelerate launch (which the worker kills at ``trial_timeout``). Linux only; elsewhere the watch below does."""
-    if not sys.platform.startswith("linux"):
-        return
-    parent = os.getppid()
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0 and os.getppid() != parent:
-        _end_now()  # the parent died before the request took effect
 
 
 def _watch_worker(worker_pid: int) -> None:
     try:
         descriptor = os.pidfd_open(worker_pid)  # Linux 5.3+: readable once the worker has exited
     except ProcessLookupError:
-        _end_now()
+        end_now()
     except (AttributeError, OSError):  # no pidfd here: look every second
         while _exists(worker_pid):
             time.sleep(1.0)
-        _end_now()
+        end_now()
     else:
         poller = select.poll()
         poller.register(descriptor, select.POLLIN)
         poller.poll()
-        _end_now()
+        end_now()
 
 
 def _exists(pid: int) -> bool:
@@ -94,7 +73,7 @@ def end_with_worker(worker_pid: int) -> None:
     A forked trial's parent is the fork server, which lives on while any of its children does, so the worker itself
     is watched; the parent-death signal also covers the processes accelerate launch starts.
     """
-    _die_with_parent()
+    die_with_parent()
     threading.Thread(target=_watch_worker, args=(worker_pid,), name="watch-worker", daemon=True).start()
 
 
