@@ -105,8 +105,7 @@ def run_all(args: argparse.Namespace, names: list[str]) -> tuple[dict[str, list[
     logs: dict[str, list[RepeatLog | None]] = {name: [None] * args.repeats for name in names}
     seconds = dict.fromkeys(names, 0.0)
     if args.workers > 1:
-        pool = worker_pool(args.workers)
-        with pool:
+        with worker_pool(args.workers) as pool:
             done = list(pool.map(one_repeat, jobs))
     else:
         done = [one_repeat(job) for job in jobs]
