@@ -247,8 +247,8 @@ def run_reference(source: tuple[str, str], factor: int, trials: int, work_dir: P
     storage)."""
     import optuna
 
-    from tuner.store.attrs import stored_definition
     from tuner.store.database import open_read_only_storage
+    from tuner.study.stored import stored_definition
 
     name, storage = source
     study = optuna.load_study(study_name=name, storage=open_read_only_storage(storage))

@@ -6,9 +6,6 @@ loading the trainer (and torch) behind ``tuner.trial.optuna_objective`` and ``tu
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 # Trial user attributes.
 KL_HISTORY_ATTR = "kl_history"
 BUDGET_ATTR = "budget_updates"
@@ -66,13 +63,6 @@ OBJECTIVES_ATTR = "objectives"
 VALIDATION_OF_ATTR = "validation_of"
 # Study user attribute: the study file's mapping as the study was created (or last changed with --allow-changes).
 DEFINITION_ATTR = "definition"
-
-
-def stored_definition(user_attrs: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The study file's mapping stored on a study (``DEFINITION_ATTR``); None for a study that stored none (made by an
-    older ppo-tune, or by another tool). Every reader of the stored definition goes through here."""
-    definition = user_attrs.get(DEFINITION_ATTR)
-    return definition if isinstance(definition, Mapping) else None
 
 # The seed guidance reads KL above 10-15, or 15-20, nats as divergence; the guard stops trials at the top of it.
 DEFAULT_KL_THRESHOLD = 20.0

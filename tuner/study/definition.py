@@ -19,6 +19,7 @@ from tuner.store.attrs import DEFINITION_ATTR, KL_GUARD_ATTR, OBJECTIVES_ATTR
 from tuner.store.database import StorageError, open_read_only_storage, sqlite_path
 from tuner.study.config import parse_study
 from tuner.study.spec import StudySpec
+from tuner.study.stored import stored_definition
 from tuner.study.values import StudyConfigError
 
 # The parts of a study file that decide which trials run and how they are judged. The rest (n_trials, timeout,
@@ -140,7 +141,7 @@ def check_definition(study: optuna.Study, spec: StudySpec, allow_changes: bool) 
 
 def stored_spec(study: optuna.Study, storage: str) -> StudySpec:
     """The study's spec rebuilt from its stored definition, on ``storage`` (no study file needed)."""
-    definition = study.user_attrs.get(DEFINITION_ATTR)
+    definition = stored_definition(study.user_attrs)
     if definition is None:
         raise StudyConfigError(f"study {study.study_name!r} has no stored definition (it was created by an older "
                                "ppo-tune); run it once with its study file to store it")

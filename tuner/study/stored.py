@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from tuner.search.space import ParamSpec
-from tuner.store.attrs import KL_GUARD_ATTR, OBJECTIVES_ATTR, stored_definition
+from tuner.store.attrs import DEFINITION_ATTR, KL_GUARD_ATTR, OBJECTIVES_ATTR
 from tuner.study.constraints import Constraint, upper_limit
 from tuner.study.sections import (
     PPO_CORE,
@@ -61,6 +61,14 @@ class StoredStudy:
     def upper_limit(self, metric: str) -> float | None:
         """The tightest constraint ``metric <= max`` of the study, if it has one."""
         return upper_limit(self.constraints, metric)
+
+
+def stored_definition(user_attrs: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The study file's mapping stored on a study (``DEFINITION_ATTR``); None for a study that stored none (made by an
+    older ppo-tune, or by another tool). Every reader of the stored definition goes through here; only
+    ``tuner.study.definition`` writes it."""
+    definition = user_attrs.get(DEFINITION_ATTR)
+    return definition if isinstance(definition, Mapping) else None
 
 
 def _lenient(parse: Callable[[], T], default: T) -> T:
