@@ -65,8 +65,8 @@ class StoredStudy:
 
 def stored_definition(user_attrs: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """The study file's mapping stored on a study (``DEFINITION_ATTR``); None for a study that stored none (made by an
-    older ppo-tune, or by another tool). Every reader of the stored definition goes through here; only
-    ``tuner.study.definition`` writes it."""
+    older ppo-tune, or by another tool). Every reader of the stored definition goes through here, but for
+    ``tuner.study.definition.check_definition``, which writes it and compares the raw value it replaces."""
     definition = user_attrs.get(DEFINITION_ATTR)
     return definition if isinstance(definition, Mapping) else None
 
