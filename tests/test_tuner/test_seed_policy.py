@@ -148,6 +148,19 @@ def test_racing_waits_for_its_start_and_queues_no_more_than_the_budget_has_room_
     assert [(t.user_attrs[RACE_OF_ATTR], t.user_attrs[SEED_ATTR]) for t in queued] == [(1, 1), (3, 1)]
 
 
+def test_racing_queues_nothing_once_parallel_workers_have_started_more_than_the_budget() -> None:
+    # Two `ppo-tune run` of one 3-trial study can each start a trial before seeing the other's: 4 started of 3. The
+    # budget then has no room; a room of -1 once queued all but the last of the leaders' re-runs, which no worker
+    # ran (CI at d0b6972: trial 4 left WAITING).
+    study = optuna.create_study(direction="maximize")
+    for number, value in enumerate([0.5, 0.9, 0.7, 0.8]):
+        study.add_trial(_trial(number, value))
+    budget = TrialBudget(n_trials=3, timeout=None)
+    assert budget.room(study.trials) == 0
+    Racing(SeedPolicy("racing", seeds=2, top_k=2, start=0.5), base_seed=0, budget=budget)(study, study.trials[-1])
+    assert [t.state for t in study.trials] == [TrialState.COMPLETE] * 4
+
+
 @pytest.mark.parametrize("state", ["PRUNED", "FAIL"])
 def test_a_trial_stopped_past_the_start_still_races_the_leaders(state: str) -> None:
     # SmolLM2's second look: the trials that ended past 80% of its 12 were all stopped by the KL guard, so a race run

@@ -175,7 +175,9 @@ class TrialBudget:
             return 0
         if not self.n_trials:
             return None
-        return self.n_trials - sum(t.state in STARTED or t.state == TrialState.WAITING for t in trials)
+        # Never below 0: parallel workers can start one trial past n_trials between them, and a negative room
+        # would slice the race's list from its end (``runs[:-1]``) and queue a re-run that no worker then runs.
+        return max(0, self.n_trials - sum(t.state in STARTED or t.state == TrialState.WAITING for t in trials))
 
 
 class Racing:
