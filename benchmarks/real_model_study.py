@@ -29,7 +29,12 @@ keeps its cheap evaluation for choosing; this measures what it chose with less o
 SmolLM2, 4x the responses cut the untuned arm's seed-to-seed SD from 0.013 to 0.004, while a trained run still varied
 by 0.019 from its training (benchmarks/README.md, "The real-model study", the fourth look).
 ``--eval-prompts P`` widens the prompts too, up to the task's held-out split. The runs are appended to
-``DIR/remeasure_PxN.jsonl`` as they finish, so this step resumes too.
+``DIR/remeasure_PxN.jsonl`` (or ``--runs FILE``) as they finish, so this step resumes too.
+
+A re-measure may take its winner from an earlier result instead (``--winner-from RESULT.json``, one this benchmark
+wrote): its study definition and validated configuration are read from that file and nothing is tuned or validated
+again. With ``--runs`` naming a file kept in the repository, a long re-measure resumes on another machine from the
+runs committed so far (the sixth look's, benchmarks/README.md).
 """
 
 from __future__ import annotations
@@ -46,7 +51,7 @@ from typing import Any
 
 import yaml
 
-from benchmarks.common.machine import machine_facts
+from benchmarks.common.machine import cpu_model, machine_facts
 from benchmarks.common.pool import worker_pool
 from ppo_core.config import PPOConfig
 from tools.provenance import code_commit
@@ -165,7 +170,7 @@ def run_baseline(job: BaselineJob) -> dict[str, Any]:
     score = reduce_history([float(m[objective.metric]) for m in history], objective)
     return {"arm": job.arm, "seed": job.seed, "score": score, "final_kl": float(history[-1]["eval/kl"]),
             "updates": trainer.num_updates if job.train else 0, "seconds": round(time.perf_counter() - started, 1),
-            "evaluated": [trainer.config.num_eval_prompts, trainer.config.num_eval_samples]}
+            "evaluated": [trainer.config.num_eval_prompts, trainer.config.num_eval_samples], "cpu": cpu_model()}
 
 
 def run_baselines(jobs: Sequence[BaselineJob], out: Path, workers: int) -> None:
@@ -174,6 +179,7 @@ def run_baselines(jobs: Sequence[BaselineJob], out: Path, workers: int) -> None:
     todo = [job for job in jobs if (job.arm, job.seed) not in done]
     if not todo:
         return
+    out.parent.mkdir(parents=True, exist_ok=True)
     with worker_pool(min(workers, len(todo))) as pool:
         for record in pool.map(run_baseline, todo):
             with out.open("a") as handle:
@@ -185,13 +191,16 @@ def read_lines(path: Path) -> list[dict[str, Any]]:
 
 
 def paired(tuned: dict[int, float], other: dict[int, float]) -> dict[str, Any]:
-    """Tuned minus the other arm on each seed both have, and the mean difference's 95% t interval."""
+    """Tuned minus the other arm on each seed both have, and the mean difference's 95% and 99% t intervals (the
+    sixth look is judged on the 99%: benchmarks/README.md)."""
     from tuner.production.confidence import mean_interval
 
     seeds = sorted(set(tuned) & set(other))
     differences = [tuned[s] - other[s] for s in seeds]
     mean, low, high = mean_interval(differences)
-    return {"seeds": seeds, "differences": differences, "mean": mean, "ci_low": low, "ci_high": high}
+    _, low99, high99 = mean_interval(differences, 0.99)
+    return {"seeds": seeds, "differences": differences, "mean": mean, "ci_low": low, "ci_high": high,
+            "ci99_low": low99, "ci99_high": high99}
 
 
 def parse_arguments(argv: list[str] | None) -> tuple[argparse.ArgumentParser, argparse.Namespace]:
@@ -215,6 +224,12 @@ def parse_arguments(argv: list[str] | None) -> tuple[argparse.ArgumentParser, ar
     parser.add_argument("--first-seed", type=int, default=FIRST_REMEASURE_SEED,
                         help=f"With --eval-samples: the first seed of the re-measure (default {FIRST_REMEASURE_SEED}, "
                              "past the validation's).")
+    parser.add_argument("--winner-from", type=Path, default=None, metavar="RESULT",
+                        help="With --eval-samples: re-measure the validated winner of RESULT (a JSON this benchmark "
+                             "wrote), with its study definition; nothing is tuned or validated again.")
+    parser.add_argument("--runs", type=Path, default=None, metavar="FILE",
+                        help="With --eval-samples: the JSON-lines file the re-measure's runs are appended to and "
+                             "resumed from (default DIR/remeasure_PxN.jsonl).")
     parser.add_argument("--out", default=None)
     add_quick_argument(parser)
     args = parser.parse_args(argv)
@@ -225,9 +240,28 @@ def parse_arguments(argv: list[str] | None) -> tuple[argparse.ArgumentParser, ar
                         ("--eval-prompts", args.eval_prompts)):
         if value is not None and value < 1:
             parser.error(f"{flag}: must be >= 1, got {value}")
-    if args.eval_prompts is not None and args.eval_samples is None:
-        parser.error("--eval-prompts: only with --eval-samples (a re-measure); the study's own runs keep its file's")
+    for flag, value in (("--eval-prompts", args.eval_prompts), ("--winner-from", args.winner_from),
+                        ("--runs", args.runs)):
+        if value is not None and args.eval_samples is None:
+            parser.error(f"{flag}: only with --eval-samples (a re-measure); the study's own runs keep its file's")
+    if args.winner_from is not None and not args.winner_from.is_file():
+        parser.error(f"--winner-from: no file {args.winner_from}")
     return parser, args
+
+
+def earlier_winner(path: Path, definition: dict[str, Any]) -> dict[str, Any] | str:
+    """The validated winner recorded in an earlier result of this benchmark, or why it cannot be re-measured here:
+    the file is not such a result, or it tuned another study than ``definition`` (then its arms would not pair)."""
+    try:
+        result = json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        return f"--winner-from: {path} is not a result of this benchmark ({type(error).__name__})"
+    if not isinstance(result, dict) or not isinstance(result.get("winner"), dict) \
+            or not isinstance(result["winner"].get("config"), dict):
+        return f"--winner-from: {path} holds no validated winner with its config"
+    if result.get("study") != definition:
+        return f"--winner-from: {path} tuned another study than --study's; give the study file it ran"
+    return {**result["winner"], "from": {"path": str(path), "commit": result.get("commit")}}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -253,12 +287,13 @@ def arm_jobs(args: argparse.Namespace, definition: dict[str, Any], work: Path, t
     evaluation = {"num_eval_prompts": args.eval_prompts or base.get("num_eval_prompts", PPOConfig.num_eval_prompts),
                   "num_eval_samples": args.eval_samples}
     step = f"remeasure_{evaluation['num_eval_prompts']}x{args.eval_samples}"
+    records = args.runs or work / f"{step}.jsonl"
     values = {"tuned": {**winner["config"], **evaluation}, "TRL GRPO defaults": {**trl_values, **evaluation},
               "untuned": {**base, **evaluation}}
     # Seed by seed, so that an interrupted re-measure leaves whole seeds, each with its three arms.
     jobs = [BaselineJob(arm, seed, arm_values, objective, arm != "untuned")
             for seed in range(args.first_seed, args.first_seed + seeds) for arm, arm_values in values.items()]
-    return Arms(step, work / f"{step}.jsonl", jobs, evaluation)
+    return Arms(step, records, jobs, evaluation)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -282,17 +317,15 @@ def main(argv: list[str] | None = None) -> None:
     if written.exists() and yaml.safe_load(written.read_text()) != definition:
         parser.error(f"--work-dir {work} holds another study's run ({written} differs); give an empty directory")
     written.write_text(yaml.safe_dump(definition, sort_keys=False))
-    storage = f"sqlite:///{(work / 'study.db').resolve()}"
     steps = Steps(work / "steps.json")
-    workers = ["--workers", str(args.workers)]
-    steps.run("study", lambda: print(cli("run", str(written), "--storage", storage, *workers), end=""))
-    # A re-measure needs the winner validated, on whatever seeds that was done: it runs seeds of its own.
     remeasure = args.eval_samples is not None
-    validation_seeds = None if remeasure and steps.done("validation") else seeds
-    validation_workers = ["--workers", str(args.validation_workers or seeds)]
-    steps.run("validation", lambda: print(cli("validate", name, "--top-k", "1", "--seeds", str(seeds), "--storage",
-                                              storage, *validation_workers), end=""), validation_seeds)
-    tuned, validated = validated_runs(name, storage)
+    if args.winner_from is not None:
+        validated = earlier_winner(args.winner_from, definition)
+        if isinstance(validated, str):
+            parser.error(validated)
+        tuned: dict[int, float] = {}
+    else:
+        tuned, validated = tune_and_validate(args, steps, work / "study.db", str(written), name, seeds)
     added = arm_jobs(args, definition, work, tuned, validated, trl_defaults, seeds)
     steps.run(added.step, lambda: run_baselines(added.jobs, added.records, args.workers), seeds)
     arms: dict[str, dict[int, float]] = {} if remeasure else {"tuned": tuned}
@@ -302,6 +335,8 @@ def main(argv: list[str] | None = None) -> None:
     if added.evaluation is not None:
         command += (f" --eval-samples {args.eval_samples} --eval-prompts {added.evaluation['num_eval_prompts']}"
                     f" --seeds {seeds} --first-seed {args.first_seed}")
+        command += "".join(f" {flag} {value}" for flag, value in (("--winner-from", args.winner_from),
+                                                                   ("--runs", args.runs)) if value is not None)
     result = {
         "command": command, "commit": code_commit(), "machine": machine_facts("cpu"), "study": definition,
         "trl_grpo_defaults": trl_defaults, "winner": validated, "remeasured_evaluation": added.evaluation,
@@ -315,6 +350,21 @@ def main(argv: list[str] | None = None) -> None:
     out.write_text(json.dumps(result, indent=1, default=str))
     print_report(result)
     print(f"written: {out}")
+
+
+def tune_and_validate(args: argparse.Namespace, steps: Steps, database: Path, study: str, name: str,
+                      seeds: int) -> tuple[dict[int, float], dict[str, Any]]:
+    """The study tuned and its winner validated, each step skipped where an earlier session finished it; the
+    winner's score on each validation seed, and its validation summary."""
+    storage = f"sqlite:///{database.resolve()}"
+    workers = ["--workers", str(args.workers)]
+    steps.run("study", lambda: print(cli("run", study, "--storage", storage, *workers), end=""))
+    # A re-measure needs the winner validated, on whatever seeds that was done: it runs seeds of its own.
+    validation_seeds = None if args.eval_samples is not None and steps.done("validation") else seeds
+    validation_workers = ["--workers", str(args.validation_workers or seeds)]
+    steps.run("validation", lambda: print(cli("validate", name, "--top-k", "1", "--seeds", str(seeds), "--storage",
+                                              storage, *validation_workers), end=""), validation_seeds)
+    return validated_runs(name, storage)
 
 
 def validated_runs(name: str, storage: str) -> tuple[dict[int, float], dict[str, Any]]:

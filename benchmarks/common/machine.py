@@ -14,7 +14,8 @@ import torch
 from tools.provenance import code_commit
 
 
-def _cpu_model() -> str:
+def cpu_model() -> str:
+    """The CPU's model name: a trained run is reproducible to the last digit only on the same kind of CPU."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
@@ -35,7 +36,7 @@ def machine_facts(device: str) -> dict[str, Any]:
     facts: dict[str, Any] = {
         "code": code_commit(),
         "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "cpu": _cpu_model(),
+        "cpu": cpu_model(),
         "logical_cpus": os.cpu_count(),
         "platform": platform.platform(),
         "python": platform.python_version(),

@@ -82,6 +82,42 @@ def test_quick_run_pairs_three_arms_on_the_validation_seed_and_resumes_without_r
     real_model_study.main(remeasure)
     assert (work / "remeasure_3x2.jsonl").read_text() == lines
 
+    # The winner taken from that result instead, in an empty directory, its runs in a file named apart: nothing is
+    # tuned or validated again, and each arm's run reproduces the re-measure above to the last digit.
+    earlier, elsewhere, kept = tmp_path / "earlier.json", tmp_path / "elsewhere", tmp_path / "kept" / "runs.jsonl"
+    earlier.write_text(out.read_text())
+    real_model_study.main([*remeasure[:4], str(elsewhere), "--out", str(out), *remeasure[7:], "--winner-from",
+                           str(earlier), "--runs", str(kept)])
+    assert not (elsewhere / "study.db").exists() and not (elsewhere / "remeasure_3x2.jsonl").exists()
+    copied = json.loads(out.read_text())
+    assert copied["winner"]["from"] == {"path": str(earlier), "commit": again["commit"]}
+    assert copied["arms"] == again["arms"] and copied["seconds"]["study"] == 0.0
+    assert copied["command"].endswith(f"--winner-from {earlier} --runs {kept}")
+
+    def scores(text: str) -> dict[str, tuple[float, float]]:
+        return {r["arm"]: (r["score"], r["final_kl"]) for r in map(json.loads, text.splitlines())}
+
+    assert scores(kept.read_text()) == scores(lines)
+
+
+@pytest.mark.parametrize(("content", "says"), [
+    ("not json", "is not a result of this benchmark"),
+    (json.dumps({"winner": {"trial": 3}}), "holds no validated winner with its config"),
+    (json.dumps({"study": {"name": "other"}, "winner": {"config": {}}}), "tuned another study than --study's"),
+])
+def test_a_winner_from_a_file_that_cannot_pair_is_one_line_and_exit_2(
+    content: str, says: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    result = tmp_path / "earlier.json"
+    result.write_text(content)
+    with pytest.raises(SystemExit) as exited:
+        real_model_study.main(["--work-dir", str(tmp_path / "work"), "--out", str(tmp_path / "r.json"),
+                               "--eval-samples", "2", "--winner-from", str(result)])
+    assert exited.value.code == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert says in error and "Traceback" not in error
+    assert not (tmp_path / "work" / "study.db").exists() and not (tmp_path / "r.json").exists()
+
 
 def test_baselines_already_recorded_are_not_run_again(tmp_path: Path) -> None:
     out = tmp_path / "baselines.jsonl"
@@ -129,6 +165,9 @@ def test_a_step_done_for_fewer_seeds_runs_again_for_more(tmp_path: Path) -> None
     (["--seeds", "0"], "--seeds"),
     (["--eval-samples", "0"], "--eval-samples"),
     (["--eval-prompts", "8"], "--eval-prompts"),
+    (["--winner-from", "r.json"], "--winner-from"),
+    (["--runs", "runs.jsonl"], "--runs"),
+    (["--eval-samples", "2", "--winner-from", "no/such/result.json"], "--winner-from: no file"),
 ])
 def test_bad_input_is_one_line_and_exit_2(arguments: list[str], named: str, tmp_path: Path,
                                           capsys: pytest.CaptureFixture[str]) -> None:
