@@ -323,7 +323,9 @@ class PPOConfig(ScriptArguments, ModelConfig, ConfigReadings):
     )
 
     # --- run ---
-    seed: int = field(default=42, metadata=field_help("Random seed; on CPU the same seed gives the same metrics."))
+    seed: int = field(default=42, metadata=field_help(
+        "Random seed; on a CPU the same seed gives the same metrics on the same kind of CPU (another kind's kernels "
+        "round differently, and a trained run drifts apart)."))
     bf16: bool | None = field(
         default=None,
         metadata=field_help("bf16 mixed precision (autocast over float32 trained weights); null means on when the "
