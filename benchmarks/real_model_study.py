@@ -395,8 +395,8 @@ def print_report(result: dict[str, Any]) -> None:
     for arm, values in result["arms"].items():
         print(f"{arm:<20} " + "  ".join(f"seed {s}: {v:.4f}" for s, v in values.items()))
     for arm, pair in result["tuned_minus"].items():
-        print(f"tuned - {arm}: {pair['mean']:+.4f} [{pair['ci_low']:+.4f}, {pair['ci_high']:+.4f}] "
-              f"over seeds {pair['seeds']}")
+        print(f"tuned - {arm}: {pair['mean']:+.4f}, 95% [{pair['ci_low']:+.4f}, {pair['ci_high']:+.4f}], "
+              f"99% [{pair['ci99_low']:+.4f}, {pair['ci99_high']:+.4f}] over seeds {pair['seeds']}")
 
 
 if __name__ == "__main__":

@@ -46,6 +46,9 @@ def test_quick_run_pairs_three_arms_on_the_validation_seed_and_resumes_without_r
         assert pair["seeds"] == seeds
         assert pair["differences"][0] == pytest.approx(result["arms"]["tuned"][str(seeds[0])]
                                                        - result["arms"][arm][str(seeds[0])])
+    # Both intervals, in the file and in the report (the sixth look is judged on the 99%).
+    assert all({"ci_low", "ci99_low"} <= set(pair) for pair in result["tuned_minus"].values())
+    assert "tuned - untuned: " in first.stdout and ", 99% [" in first.stdout, first.stdout
     assert result["trl_grpo_defaults"] == {"learning_rate": 1e-6, "beta": 0.0}
     assert result["winner"]["n"] == 1 and result["winner"]["config"]["task"] == "fortunes_tiny"
     assert all(result["seconds"][step] > 0 for step in ("study", "validation", "baselines"))
@@ -223,3 +226,17 @@ def test_the_transfer_s_small_study_is_the_real_model_study_on_the_companion_pol
         real.pop(key, None)
         small.pop(key, None)
     assert small == real
+
+
+def test_paired_gives_both_intervals_as_scipy_computes_them() -> None:
+    from scipy import stats  # type: ignore[import-untyped]
+
+    tuned, other = {1: 0.56, 2: 0.51, 3: 0.55, 4: 0.60}, {1: 0.53, 2: 0.53, 3: 0.52, 4: 0.54, 9: 0.1}
+    pair = real_model_study.paired(tuned, other)
+    differences = [0.56 - 0.53, 0.51 - 0.53, 0.55 - 0.52, 0.60 - 0.54]
+    assert pair["seeds"] == [1, 2, 3, 4] and pair["differences"] == pytest.approx(differences)
+    for level, low, high in ((0.95, "ci_low", "ci_high"), (0.99, "ci99_low", "ci99_high")):
+        expected = stats.t.interval(level, len(differences) - 1, loc=sum(differences) / 4,
+                                    scale=stats.sem(differences))
+        assert (pair[low], pair[high]) == pytest.approx(expected)
+    assert pair["ci99_low"] < pair["ci_low"] and pair["ci99_high"] > pair["ci_high"]
