@@ -248,6 +248,8 @@ class StudyView:
     counts: Mapping[str, int] = field(default_factory=dict)  # trials by state, states with none left out
     edge_findings: tuple[EdgeFinding, ...] = ()  # searched ranges whose best trials crowd against a bound
     aim: str | None = None  # a frontier-guided study's latest proposal: where it aimed, why, and how sure
+    constraint_values: Mapping[int, Mapping[str, float]] = field(default_factory=dict)
+    """Each trial's constraint values as Optuna keeps them (``FrozenTrial.constraints``), where it has any."""
 
     @property
     def kl_guard(self) -> KLGuard:
@@ -328,11 +330,11 @@ def build_study_view(ref: StudyRef, snapshot: Snapshot) -> StudyView:
             frame.insert(insert_at + offset, column, extra[column])
     counts = {state: int((frame["state"] == state).sum()) for state in STATE_ORDER} if not frame.empty else {}
     counts = {state: count for state, count in counts.items() if count}
-    best = best_trials(study)
     attrs = snapshot.user_attrs
     if KL_GUARD_ATTR not in attrs and KL_GUARD_ATTR in snapshot.system_attrs:  # where the oldest studies kept it
         attrs = {**attrs, KL_GUARD_ATTR: snapshot.system_attrs[KL_GUARD_ATTR]}
-    stored = read_stored(attrs, len(study.directions))
+    stored = read_stored(attrs, len(study.directions))  # once: the best trial and its figure take its seed policy
+    best = best_trials(study, stored.racing)
     return StudyView(
         ref=ref,
         directions=tuple(d.name.lower() for d in study.directions),
@@ -340,11 +342,12 @@ def build_study_view(ref: StudyRef, snapshot: Snapshot) -> StudyView:
         trials=frame,
         configs={trial.number: dict(trial.user_attrs.get(CONFIG_ATTR, {}) or {}) for trial in snapshot.trials},
         best=tuple(trial.number for trial in best),
-        best_figure=best_figure(study, best),
+        best_figure=best_figure(study, best, stored.racing),
         stored=stored,
         counts=counts,
         edge_findings=tuple(edge_findings(snapshot.trials, stored.search_space, study.directions)),
         aim=latest_aim(snapshot.trials),
+        constraint_values={trial.number: trial.constraints for trial in snapshot.trials if trial.constraints},
     )
 
 

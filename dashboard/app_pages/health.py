@@ -23,10 +23,8 @@ def _finding(finding: Finding) -> None:
 
 @st.cache_data(ttl=session.TTL_S, max_entries=session.MAX_STUDIES, show_spinner=False)
 def _advice(url: str, name: str, token: str) -> list[Advice]:
-    # The constraint values Optuna keeps on each trial, from the snapshot the token was taken from.
-    trials = session.reader(url, name).current().trials
-    constraints = {trial.number: trial.constraints for trial in trials if trial.constraints}
-    return study_advice(session.study_view(url, name, token), session.health(url, name, token), constraints,
+    view = session.study_view(url, name, token)
+    return study_advice(view, session.health(url, name, token), view.constraint_values,
                         session.gold_peak(url, name, token))
 
 

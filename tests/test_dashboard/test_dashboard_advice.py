@@ -98,8 +98,9 @@ def advise(study: optuna.Study, metrics: pd.DataFrame) -> tuple[StudyView, list[
     view = build_study_view(StudyRef("sqlite:///memory.db", "advice"),
                             Snapshot("token", study, trials, study.user_attrs, {}))
     findings = diagnose_trials(metrics, {n: HealthContext() for n in view.numbers})
-    constraints = {t.number: t.constraints for t in trials if t.constraints}
-    return view, study_advice(view, findings, constraints)
+    # The constraint values as the Health page passes them: read with the rest of the view, not from the trials again.
+    assert view.constraint_values == {t.number: t.constraints for t in trials if t.constraints}
+    return view, study_advice(view, findings, view.constraint_values)
 
 
 @pytest.fixture(scope="module")

@@ -46,12 +46,13 @@ def study_summaries(storage: str | optuna.storages.BaseStorage) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def best_trials(study: optuna.Study) -> list[FrozenTrial]:
+def best_trials(study: optuna.Study, racing: bool | None = None) -> list[FrozenTrial]:
     """The best trial, or for several objectives the Pareto front ordered by the first objective; among feasible
-    trials only, as Optuna chooses them (empty while no completed trial keeps every constraint)."""
+    trials only, as Optuna chooses them (empty while no completed trial keeps every constraint). ``racing``: whether
+    the study races (:func:`is_racing`), for a caller that has read its stored definition already."""
     if not any(feasible(t) for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))):
         return []  # study.best_trial would raise ValueError
-    if is_racing(study):  # the best mean over the most seeds, not the luckiest run
+    if is_racing(study) if racing is None else racing:  # the best mean over the most seeds, not the luckiest run
         return best_raced(study.get_trials(deepcopy=False), study.directions[0])
     if len(study.directions) == 1:
         return [study.best_trial]
@@ -78,14 +79,16 @@ class BestFigure:
         return f"{self.value:.4f}, {self.what}"
 
 
-def best_figure(study: optuna.Study, best: Sequence[FrozenTrial] | None = None) -> BestFigure | None:
+def best_figure(study: optuna.Study, best: Sequence[FrozenTrial] | None = None,
+                racing: bool | None = None) -> BestFigure | None:
     """The best trial (:func:`best_trials`, or ``best`` when the caller has it already) and its first objective's
     value as the study ranks it: a raced configuration's mean over its seeds, else its own run's value; None without
-    a best trial, or for several objectives (a front has no one figure)."""
-    best = best_trials(study) if best is None else best
+    a best trial, or for several objectives (a front has no one figure). ``racing`` as :func:`best_trials` takes it."""
+    racing = is_racing(study) if racing is None else racing
+    best = best_trials(study, racing) if best is None else best
     if not best or len(study.directions) > 1:
         return None
-    if is_racing(study):  # the winner is chosen on its mean: that is its figure, not its first run's value
+    if racing:  # the winner is chosen on its mean: that is its figure, not its first run's value
         for config in raced_configs(study.get_trials(deepcopy=False)):
             if config.root.number == best[0].number:
                 return BestFigure(best[0].number, config.mean, len(config.values))
