@@ -86,21 +86,30 @@ def test_quick_run_pairs_three_arms_on_the_validation_seed_and_resumes_without_r
     assert (work / "remeasure_3x2.jsonl").read_text() == lines
 
     # The winner taken from that result instead, in an empty directory, its runs in a file named apart: nothing is
-    # tuned or validated again, and each arm's run reproduces the re-measure above to the last digit.
+    # tuned or validated again, and it queues the very jobs the re-measure above ran (so the same runs: the runner is
+    # one). Its runs file starts as a copy of that re-measure's, so nothing runs and the figures are the same.
     earlier, elsewhere, kept = tmp_path / "earlier.json", tmp_path / "elsewhere", tmp_path / "kept" / "runs.jsonl"
     earlier.write_text(out.read_text())
-    real_model_study.main([*remeasure[:4], str(elsewhere), "--out", str(out), *remeasure[7:], "--winner-from",
-                           str(earlier), "--runs", str(kept)])
+    kept.parent.mkdir()
+    kept.write_text(lines)
+    from_file = [*remeasure[:4], str(elsewhere), "--out", str(out), *remeasure[7:], "--winner-from", str(earlier),
+                 "--runs", str(kept)]
+    real_model_study.main(from_file)
     assert not (elsewhere / "study.db").exists() and not (elsewhere / "remeasure_3x2.jsonl").exists()
+    assert kept.read_text() == lines
     copied = json.loads(out.read_text())
     assert copied["winner"]["from"] == {"path": str(earlier), "commit": again["commit"]}
     assert copied["arms"] == again["arms"] and copied["seconds"]["study"] == 0.0
     assert copied["command"].endswith(f"--winner-from {earlier} --runs {kept}")
-
-    def scores(text: str) -> dict[str, tuple[float, float]]:
-        return {r["arm"]: (r["score"], r["final_kl"]) for r in map(json.loads, text.splitlines())}
-
-    assert scores(kept.read_text()) == scores(lines)
+    definition = real_model_study.study_file(real_model_study.DEFAULT_STUDY, quick=True)
+    _, validated = real_model_study.validated_runs(definition["name"], f"sqlite:///{(work / 'study.db').resolve()}")
+    from_study = real_model_study.arm_jobs(real_model_study.parse_arguments(remeasure)[1], definition, work, {},
+                                           validated, result["trl_grpo_defaults"], 1)
+    winner = real_model_study.earlier_winner(earlier, definition)
+    assert isinstance(winner, dict)
+    from_result = real_model_study.arm_jobs(real_model_study.parse_arguments(from_file)[1], definition, elsewhere,
+                                            {}, winner, result["trl_grpo_defaults"], 1)
+    assert from_result.jobs == from_study.jobs and len(from_study.jobs) == 3 and from_result.records == kept
 
 
 @pytest.mark.parametrize(("content", "says"), [
