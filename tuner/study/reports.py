@@ -52,7 +52,7 @@ def best_trials(study: optuna.Study, racing: bool | None = None) -> list[FrozenT
     the study races (:func:`is_racing`), for a caller that has read its stored definition already."""
     if not any(feasible(t) for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))):
         return []  # study.best_trial would raise ValueError
-    if is_racing(study) if racing is None else racing:  # the best mean over the most seeds, not the luckiest run
+    if (is_racing(study) if racing is None else racing):  # the best mean over the most seeds, not the luckiest run
         return best_raced(study.get_trials(deepcopy=False), study.directions[0])
     if len(study.directions) == 1:
         return [study.best_trial]
