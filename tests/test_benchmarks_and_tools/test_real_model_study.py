@@ -55,6 +55,10 @@ def test_quick_run_pairs_three_arms_on_the_validation_seed_and_resumes_without_r
     # The untuned arm trains nothing: its runs report no update.
     untuned = [r for r in result["baseline_runs"] if r["arm"] == "untuned"]
     assert len(untuned) == 1 and untuned[0]["updates"] == 0
+    # Each run names its CPU: a trained run repeats to the last digit only on the same kind.
+    from benchmarks.common.machine import cpu_model
+
+    assert {r["cpu"] for r in result["baseline_runs"]} == {cpu_model()}
     baselines = (work / "baselines.jsonl").read_text()
     steps = json.loads((work / "steps.json").read_text())
 
