@@ -17,7 +17,8 @@ tokens (random ids: the cost of a dense transformer does not depend on which tok
 - **forward + backward**: the policy loss's pass over prompt + response, with every weight trained (``full``) and
   with LoRA adapters (r 16 on the attention and MLP projections; the base frozen).
 
-The forward passes keep the logits of the response's positions only, as ppo_core's do (``logits_to_keep``). FLOPs
+The forward passes are the trainer's own (``ppo_core.rollout.response_logits``): they keep the logits of the
+response's positions only, gathered into one contiguous block before the vocabulary projection. FLOPs
 count 2 per matmul weight per token forward (the LM head's, tied or not, at the kept positions only), 6 forward +
 backward with every weight trained, and 4 under LoRA (the frozen weights' gradients are never formed, their inputs'
 are); attention scores are left out. The peak is ``benchmarks.matmul_peak``'s best ``torch.mm`` at the same threads
@@ -78,6 +79,7 @@ def measure_precision(path: str, precision: str, args: argparse.Namespace) -> di
     from peft import LoraConfig, get_peft_model
 
     from ppo_core.models import LoadOptions, load_causal_lm
+    from ppo_core.rollout import response_logits
 
     dtype = DTYPES[precision]
     model = load_causal_lm(path, LoadOptions(dtype={"fp32": "float32", "bf16": "bfloat16"}[precision]))
@@ -103,14 +105,20 @@ def measure_precision(path: str, precision: str, args: argparse.Namespace) -> di
                 min_new_tokens=args.new_tokens, do_sample=True, temperature=1.0, top_k=0, top_p=1.0,
                 pad_token_id=model.config.eos_token_id)
 
+    queries, responses = sequences[:, :args.prompt_tokens], sequences[:, args.prompt_tokens:]
+
+    def logits(scored: torch.nn.Module) -> torch.Tensor:
+        # The trainer's own scoring forward, so that what is timed is what a run does.
+        return response_logits(scored, queries, torch.ones_like(queries),  # type: ignore[arg-type]
+                               responses, torch.ones_like(responses)).float()
+
     def forward() -> None:
         with torch.no_grad():
-            model(sequences, logits_to_keep=kept).logits.float().log_softmax(-1)
+            logits(model).log_softmax(-1)
 
     def forward_backward(trained: torch.nn.Module) -> Callable[[], None]:
         def run() -> None:
-            logits = trained(sequences, logits_to_keep=kept).logits.float()
-            logits.log_softmax(-1).mean().backward()
+            logits(trained).log_softmax(-1).mean().backward()
             trained.zero_grad(set_to_none=True)
         return run
 
@@ -122,7 +130,6 @@ def measure_precision(path: str, precision: str, args: argparse.Namespace) -> di
     lora = get_peft_model(model, LoraConfig(r=16, lora_alpha=32, target_modules=targets, lora_dropout=0.0))
     lora_s = best_seconds(forward_backward(lora), args.repeats)
     peak = max(peak, measured_peak())
-    # Generation: a prefill of the prompt, then one token per step (the last new token is never fed back).
     # Generation: a prefill of the prompt (the head at its last position), then one token per step (the last new
     # token is never fed back).
     fed = args.batch * (args.prompt_tokens + args.new_tokens - 1)

@@ -59,9 +59,23 @@ def response_logits(
     # over the whole sequence needs no KV cache (and gradient checkpointing refuses one).
     logits = model(
         input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-        logits_to_keep=responses.shape[1] + 1, use_cache=False,
+        logits_to_keep=kept_positions(input_ids.shape[1], responses.shape[1] + 1, input_ids.device), use_cache=False,
     ).logits
     return logits[:, :-1]
+
+
+def kept_positions(length: int, kept: int, device: torch.device) -> torch.Tensor:
+    """The last ``kept`` positions of a ``length``-token sequence, as an index tensor for ``logits_to_keep``.
+
+    Why not the integer ``kept``: a model slices its hidden states with it, ``h[:, -kept:]``, which keeps the whole
+    sequence's batch stride. torch's matmul cannot fold such a [B, kept, H] view into one [B * kept, H] product, so
+    the vocabulary projection runs as a batched product against the weight expanded over the batch; in bf16 CPU
+    kernels that first copies a B x H x V tensor. Indexing with a tensor gathers the rows into a contiguous block,
+    and one matrix product follows. On SmolLM2-135M (batch 8, 17 of 54 positions kept, LoRA, one thread) that made
+    a forward and backward 2.2x faster in bf16 and 13% faster in fp32 (benchmarks/README.md, "the vocabulary
+    projection's input"). The logits are the same.
+    """
+    return torch.arange(length - kept, length, device=device)
 
 
 def response_values(

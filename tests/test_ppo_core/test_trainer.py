@@ -64,6 +64,23 @@ def test_padding_never_changes_logprobs_values_or_loss(tiny_lm_dir: Path) -> Non
         torch.testing.assert_close(loss, base_loss, atol=1e-5, rtol=0)
 
 
+def test_the_vocabulary_projection_reads_the_kept_positions_as_one_contiguous_block(tiny_lm_dir: Path) -> None:
+    """A strided [B, K, H] slice made torch run the projection as a batched product against the weight expanded
+    over the batch (in bf16 a copy of B x H x V first); the kept rows must arrive contiguous, with the logits
+    unchanged."""
+    policy = load_causal_lm(str(tiny_lm_dir))
+    seen: list[torch.Tensor] = []
+    policy.get_output_embeddings().register_forward_pre_hook(lambda module, args: seen.append(args[0]))
+    generator = torch.Generator().manual_seed(0)
+    queries = torch.randint(4, 20, (3, 5), generator=generator)
+    responses = torch.randint(4, 20, (3, 4), generator=generator)
+    with torch.no_grad():
+        kept = response_logits(policy, queries, torch.ones_like(queries), responses, torch.ones_like(responses))
+        whole = policy(torch.cat([queries, responses], dim=1)).logits
+    assert seen[0].shape == (3, 5, policy.config.n_embd) and seen[0].is_contiguous()
+    torch.testing.assert_close(kept, whole[:, 4:-1], atol=1e-6, rtol=0)
+
+
 def test_value_head_starts_at_zero(tiny_rm_dir: Path) -> None:
     value_model = load_value_model(str(tiny_rm_dir))
     ids = torch.tensor([[3, 4, 5]])
