@@ -72,8 +72,8 @@ def kept_positions(length: int, kept: int, device: torch.device) -> torch.Tensor
     the vocabulary projection runs as a batched product against the weight expanded over the batch; in bf16 CPU
     kernels that first copies a B x H x V tensor. Indexing with a tensor gathers the rows into a contiguous block,
     and one matrix product follows. On SmolLM2-135M (batch 8, 17 of 54 positions kept, LoRA, one thread) that made
-    a forward and backward 2.2x faster in bf16 and 13% faster in fp32 (benchmarks/README.md, "the vocabulary
-    projection's input"). The logits are the same.
+    a forward and backward 2.2x faster in bf16, and 13% faster in fp32 in one A/B under load (benchmarks/README.md,
+    "A real model's update on this CPU"). The logits are the same.
     """
     return torch.arange(length - kept, length, device=device)
 
