@@ -32,6 +32,7 @@ from transformers import (
     PreTrainedModel,
 )
 
+from benchmarks.common.machine import machine_facts
 from ppo_core.config_io import load_config
 from ppo_core.memory_estimate import estimate_run
 from tools.quick_mode import add_quick_argument, results_path
@@ -147,7 +148,9 @@ def main(argv: list[str] | None = None) -> None:
               f"{row['peak_vs_first_mode']:>8.2f} {row['estimated_peak_gib']:>9.2f} {row['seconds_per_update']:>9.2f}")
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps({"size": size, "device": args.device, "updates": updates,
+        command = " ".join(["python -m benchmarks.memory_modes", *(sys.argv[1:] if argv is None else argv)])
+        out.write_text(json.dumps({"command": command, "machine": machine_facts(args.device), "size": size,
+                                   "device": args.device, "updates": updates,
                                    "response_length": response_length, "quick": args.quick,
                                    "baseline_rss_gib": baseline, "rows": rows}, indent=2))
         print(f"wrote {out}", file=sys.stderr)

@@ -4,9 +4,10 @@
     python -m benchmarks.pruning_saving --quick --out /tmp/pruning_saving.json   # 1 trial of 2 updates per study
 
 Both studies run in fresh SQLite files under a temporary directory (or ``--keep DIR``) with every
-other setting equal, including the reward-based pruner. Reported: updates run, wall time, trials
-finished and pruned, and the best gold score. With two workers the order in which trials finish
-varies, so the two studies see the same seed but not identical trial sequences.
+other setting equal, the study's pruner included if it names one. Reported: updates run, wall time, trials
+finished and pruned, and the best gold score; the JSON adds the command and the machine, its commit among them.
+With two workers the order in which trials finish varies, so the two studies see the same seed but not identical
+trial sequences.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import optuna
 import yaml
 from optuna.trial import TrialState
 
+from benchmarks.common.machine import machine_facts
 from ppo_core.config_io import read_mapping
 from ppo_core.errors import InputError
 from tools.quick_mode import add_quick_argument, results_path
@@ -99,7 +101,9 @@ def main(argv: list[str] | None = None) -> None:
     for row in rows:
         print("| " + " | ".join(str(row[k]) for k in header) + " |")
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(rows, indent=2))
+    command = " ".join(["python -m benchmarks.pruning_saving", *(sys.argv[1:] if argv is None else argv)])
+    out.write_text(json.dumps({"command": command, "machine": machine_facts("cpu"), "study": args.study,
+                               "workers": workers, "quick": args.quick, "rows": rows}, indent=2))
     print(f"wrote {out}", file=sys.stderr)
 
 

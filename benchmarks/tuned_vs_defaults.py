@@ -19,6 +19,7 @@ from typing import Any
 
 import optuna
 
+from benchmarks.common.machine import machine_facts
 from ppo_core import PPOTrainer
 from ppo_core.config_io import build_config, read_mapping
 from ppo_core.errors import InputError
@@ -83,7 +84,9 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{label:<18} " + " ".join(f"{g:<9.3f}" for g in golds) + f"  {statistics.fmean(golds):.3f}")
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps({"study": args.study, "storage": args.storage, "seeds": seeds, "last_k": LAST_K,
+        command = " ".join(["python -m benchmarks.tuned_vs_defaults", *(sys.argv[1:] if argv is None else argv)])
+        out.write_text(json.dumps({"command": command, "machine": machine_facts("cpu"), "study": args.study,
+                                   "storage": args.storage, "seeds": seeds, "last_k": LAST_K,
                                    "overrides": overrides, "quick": args.quick, "configs": results}, indent=2))
         print(f"wrote {out}", file=sys.stderr)
 

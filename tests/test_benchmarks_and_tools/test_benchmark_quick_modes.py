@@ -220,6 +220,7 @@ def test_memory_modes_quick_reports_each_mode(tmp_path: Path) -> None:
     modes = ["full fp32, GRPO (no value network)", "LoRA, bf16 frozen, checkpointing"]
     result, _ = run_quick_here("memory_modes", tmp_path / "memory.json", "--modes", *modes)
     assert result["quick"] and [row["mode"] for row in result["rows"]] == modes
+    assert result["command"].startswith("python -m benchmarks.memory_modes --quick") and result["machine"]["code"]
     assert_finite(result, ["baseline_rss_gib"], "memory_modes")
     for row in result["rows"]:
         assert_finite(row, ["trainable_parameters", "peak_gib", "estimated_peak_gib", "seconds_per_update",
@@ -244,8 +245,11 @@ def test_dashboard_read_quick_times_every_step_and_page(tmp_path: Path) -> None:
 def pruning_saving(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[dict[str, Any]], Path]:
     """The quick run's rows, and the directory that keeps its two studies (tuned_vs_defaults retrains from one)."""
     directory = tmp_path_factory.mktemp("pruning_saving")
-    rows, _ = run_quick_here("pruning_saving", directory / "pruning_saving.json", "--keep", str(directory))
-    return rows, directory
+    result, _ = run_quick_here("pruning_saving", directory / "pruning_saving.json", "--keep", str(directory))
+    # A figure names its command and the commit its code was at.
+    assert result["command"].startswith("python -m benchmarks.pruning_saving --quick")
+    assert result["machine"]["code"] and result["quick"]
+    return result["rows"], directory
 
 
 def test_pruning_saving_quick_reports_both_studies(pruning_saving: tuple[list[dict[str, Any]], Path]) -> None:
@@ -263,6 +267,7 @@ def test_tuned_vs_defaults_quick_retrains_both_configs(pruning_saving: tuple[lis
     result, _ = run_quick_here("tuned_vs_defaults", tmp_path / "tuned.json", "--study", "quickstart-guard",
                                "--storage", f"sqlite:///{directory / 'quickstart-guard.db'}")
     assert result["quick"] and len(result["configs"]) == 2 and "TRL defaults" in result["configs"]
+    assert result["command"].startswith("python -m benchmarks.tuned_vs_defaults --quick") and result["machine"]["code"]
     for label, config in result["configs"].items():
         assert_finite(config, ["mean_gold"], label)
         assert_finite(config["gold_per_seed"], ["1"], label)
