@@ -33,6 +33,15 @@ def _frames(url: str, name: str, token: str, _context: PageContext) -> tuple[Fro
     return source, trajectories(metrics, source)
 
 
+@st.cache_data(ttl=120, max_entries=16, show_spinner=False)
+def _peaks(url: str, name: str, token: str, scope: str, groups: dict[int, str],
+           _chosen: pd.DataFrame) -> tuple[FrontierPeak, pd.DataFrame | None]:
+    """Where gold peaks over the chosen points, and within each group, once per study change, scope and grouping
+    (``_chosen`` follows from those): a reading resamples the study (tuner.search.frontier_peak), which was most of
+    a rerun's time."""
+    return study_peak(_chosen), (group_peaks(_chosen, groups) if groups else None)
+
+
 def _peak_summary(peak: FrontierPeak, source: FrontierSource, scope: str) -> None:
     lead = headline(peak)
     columns = st.columns(4)
@@ -62,7 +71,7 @@ def _across_the_study(context: PageContext, source: FrontierSource, paths: pd.Da
     states = context.view.states()
     points = final_points(paths, states)
     front = pareto_front(points)
-    peak, scope, chosen = None, "all", paths
+    peak, by_group, scope = None, None, "all"
     if source.has_gold:
         url_state.restore(SCOPE_KEY)
         keep_valid(SCOPE_KEY, list(FIT_SCOPES), "all")
@@ -70,8 +79,8 @@ def _across_the_study(context: PageContext, source: FrontierSource, paths: pd.Da
                                 key=SCOPE_KEY, help="Pruned trials often ran furthest in KL, where gold turns down: "
                                                     "they carry the peak."), scope)
         url_state.keep(SCOPE_KEY, "all")
-        chosen = fit_points(paths, states, scope)
-        peak = study_peak(chosen)
+        peak, by_group = _peaks(context.ref.url, context.ref.name, context.token, scope, groups,
+                                fit_points(paths, states, scope))
     y_title = "gold score" if source.has_gold else "proxy score"
     figure = frontier_figure(points, front, peak, y_title, groups,
                              context.view.upper_limit(source.kl))
@@ -82,8 +91,8 @@ def _across_the_study(context: PageContext, source: FrontierSource, paths: pd.Da
                "(no other complete trial has more score for less KL).")
     if peak is not None:
         _peak_summary(peak, source, scope)
-        if groups:
-            show_table(group_peaks(chosen, groups), hide_index=True, width="stretch")
+        if by_group is not None:
+            show_table(by_group, hide_index=True, width="stretch")
             st.caption("The same reading within each group: a group with few points or no turn-down gets no peak.")
     if not front.empty:
         st.markdown(f"**On the front** ({len(front)} trial{'s' if len(front) != 1 else ''})")
