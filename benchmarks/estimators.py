@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common.json_safe import json_safe
-from tools.provenance import code_commit
+from tools.provenance import code_commit, command_line
 from tools.quick_mode import add_quick_argument, results_path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -403,7 +403,7 @@ def run(args: argparse.Namespace, argv: list[str]) -> None:
         print(curves)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(dump_json(json_safe({
-        "command": " ".join(["python -m benchmarks.estimators", *argv]),
+        "command": command_line("benchmarks.estimators", argv),
         "machine": {**facts, "load_average_at_end": os.getloadavg()},
         "git_commit": code_commit(),
         "settings": {"base_file": str(BASE.relative_to(ROOT)), "base": base, "estimators": list(estimators),

@@ -34,7 +34,6 @@ import argparse
 import functools
 import json
 import statistics
-import sys
 import tempfile
 import time
 from collections import defaultdict
@@ -61,6 +60,7 @@ from benchmarks.trl_comparison.workload import Workload
 from ppo_core import PPOTrainer, TrainerCallback
 from ppo_core.generation import generate, sampling_config
 from ppo_core.static_decode import static_generate
+from tools.provenance import command_line
 from tools.quick_mode import RESULTS, add_quick_argument, results_path
 
 WORKLOAD = replace(Workload(), prompt_length=64, num_prompts=256, response_length=128, per_device_train_batch_size=16,
@@ -297,7 +297,7 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="ppo-gpu-phases-") as work_dir:
         results = {name: measure_shape(SIZES[name], workload, device, batches, bandwidth, peaks, Path(work_dir))
                    for name in shapes}
-    report = {"command": " ".join(["python -m benchmarks.gpu_phases", *(sys.argv[1:] if argv is None else argv)]),
+    report = {"command": command_line("benchmarks.gpu_phases", argv),
               "machine": facts, "workload": workload.to_dict(), "precision": precision,
               "copy_bandwidth_bytes_per_s": bandwidth, "peak_flops": peaks, "shapes": results}
     out.parent.mkdir(parents=True, exist_ok=True)

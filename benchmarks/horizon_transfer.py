@@ -51,6 +51,7 @@ import yaml
 from benchmarks.common.json_safe import json_safe
 from benchmarks.common.machine import machine_facts
 from benchmarks.curve_table import QUICKSTART
+from tools.provenance import command_line
 from tools.quick_mode import RESULTS, add_quick_argument, results_path
 from tuner.production.confidence import mean_interval
 
@@ -424,7 +425,7 @@ def main(argv: list[str] | None = None) -> None:
     print(table)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(json_safe({
-        "command": " ".join(["python -m benchmarks.horizon_transfer", *(sys.argv[1:] if argv is None else argv)]),
+        "command": command_line("benchmarks.horizon_transfer", argv),
         "machine": machine_facts("cpu"), "settings": {**settings, "quick": args.quick, "rules": args.rules,
                                                       "work_dir": str(work_dir)},
         "wall_s": round(time.perf_counter() - started, 1), "reference": reference_result,

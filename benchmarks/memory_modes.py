@@ -35,6 +35,7 @@ from transformers import (
 from benchmarks.common.machine import machine_facts
 from ppo_core.config_io import load_config
 from ppo_core.memory_estimate import estimate_run
+from tools.provenance import command_line
 from tools.quick_mode import add_quick_argument, results_path
 from tools.tiny_models import Architecture, TinySize, _save, metaspace_tokenizer, tiny_config
 
@@ -148,8 +149,8 @@ def main(argv: list[str] | None = None) -> None:
               f"{row['peak_vs_first_mode']:>8.2f} {row['estimated_peak_gib']:>9.2f} {row['seconds_per_update']:>9.2f}")
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
-        command = " ".join(["python -m benchmarks.memory_modes", *(sys.argv[1:] if argv is None else argv)])
-        out.write_text(json.dumps({"command": command, "machine": machine_facts(args.device), "size": size,
+        out.write_text(json.dumps({"command": command_line("benchmarks.memory_modes", argv),
+                                   "machine": machine_facts(args.device), "size": size,
                                    "device": args.device, "updates": updates,
                                    "response_length": response_length, "quick": args.quick,
                                    "baseline_rss_gib": baseline, "rows": rows}, indent=2))

@@ -27,6 +27,7 @@ from optuna.trial import TrialState
 from benchmarks.common.machine import machine_facts
 from ppo_core.config_io import read_mapping
 from ppo_core.errors import InputError
+from tools.provenance import command_line
 from tools.quick_mode import add_quick_argument, results_path
 from tuner.run.commands import cpu_threads_per_worker
 from tuner.run.runner import run_study
@@ -101,8 +102,8 @@ def main(argv: list[str] | None = None) -> None:
     for row in rows:
         print("| " + " | ".join(str(row[k]) for k in header) + " |")
     out.parent.mkdir(parents=True, exist_ok=True)
-    command = " ".join(["python -m benchmarks.pruning_saving", *(sys.argv[1:] if argv is None else argv)])
-    out.write_text(json.dumps({"command": command, "machine": machine_facts("cpu"), "study": args.study,
+    out.write_text(json.dumps({"command": command_line("benchmarks.pruning_saving", argv),
+                               "machine": machine_facts("cpu"), "study": args.study,
                                "workers": workers, "quick": args.quick, "rows": rows}, indent=2))
     print(f"wrote {out}", file=sys.stderr)
 

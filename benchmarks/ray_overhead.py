@@ -36,6 +36,7 @@ import yaml
 from optuna.trial import TrialState
 from rich.console import Console
 
+from tools.provenance import command_line
 from tools.quick_mode import RESULTS, ROOT, add_quick_argument, results_path
 from tuner.run.runner import run_study
 from tuner.store.database import create_engine, open_storage
@@ -131,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     n_trials = 1 if args.quick else args.trials
     workers = args.workers if args.workers is not None else 1 if args.quick else 2
     results: dict[str, Any] = {
-        "command": " ".join(["python -m benchmarks.ray_overhead", *(argv if argv is not None else sys.argv[1:])]),
+        "command": command_line("benchmarks.ray_overhead", argv),
         "commit": commit(), "cpus": os.cpu_count(), "python": platform.python_version(), "launchers": {},
     }
     with tempfile.TemporaryDirectory(prefix="ray-overhead-") as directory:

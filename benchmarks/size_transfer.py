@@ -61,7 +61,7 @@ from benchmarks.horizon_transfer import (
     study_spec,
 )
 from benchmarks.replay.mapping import rank_correlation
-from tools.provenance import code_commit
+from tools.provenance import code_commit, command_line
 from tools.quick_mode import RESULTS, add_quick_argument, results_path
 from tuner.production.confidence import mean_interval
 
@@ -337,7 +337,7 @@ def main(argv: list[str] | None = None) -> None:
     print(table)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(json_safe({
-        "command": " ".join(["python -m benchmarks.size_transfer", *(sys.argv[1:] if argv is None else argv)]),
+        "command": command_line("benchmarks.size_transfer", argv),
         "code": code_commit(), "machine": machine_facts("cpu"),
         "settings": {**settings, "quick": args.quick, "large_task": large_task, "source": name,
                      "work_dir": str(work_dir)},

@@ -26,7 +26,7 @@ from benchmarks.common.json_safe import json_safe
 from benchmarks.common.landscape import EvalPoint, landscape
 from benchmarks.curve_table import TABLE_SPACE
 from benchmarks.replay.table import table_rows
-from tools.provenance import code_commit
+from tools.provenance import code_commit, command_line
 from tools.quick_mode import RESULTS, add_quick_argument, results_path
 from tuner.search.kl_model import mass_factors
 
@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     from tuner.study.config import load_study_spec
 
     base = load_study_spec(args.space).base
-    result = {"command": "python -m benchmarks.table_landscape " + " ".join(argv if argv is not None else sys.argv[1:]),
+    result = {"command": command_line("benchmarks.table_landscape", argv),
               "code": code_commit(), "quick": args.quick,
               **table_landscape(args.table, base, QUICK_ROWS if args.quick else None)}
     out = results_path(args.out, RESULTS / f"table_landscape_{args.table.stem}.json", args.quick)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -27,7 +26,7 @@ from benchmarks.common.json_safe import json_safe
 from benchmarks.common.machine import machine_facts
 from benchmarks.common.pool import worker_pool
 from ppo_core.callbacks import TrainerCallback
-from tools.provenance import code_commit
+from tools.provenance import code_commit, command_line
 from tools.quick_mode import add_quick_argument, results_path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -173,7 +172,7 @@ def main(argv: list[str] | None = None) -> None:
                   f"({run['seconds']:.0f} s)", flush=True)
     runs = [run for run in read_runs(runs_file) if run["task"] in tasks and run["seed"] in seeds]
     summary = summarise(runs, list(tasks))
-    command = "python -m benchmarks.trl_trials " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = command_line("benchmarks.trl_trials", argv)
     result: dict[str, Any] = {"command": command, "commit": code_commit(), "machine": machine_facts("cpu"),
                               "configs": tasks, "seconds_this_session": round(time.perf_counter() - started, 1),
                               "tasks": summary}

@@ -24,6 +24,7 @@ from ppo_core import PPOTrainer
 from ppo_core.config_io import build_config, read_mapping
 from ppo_core.errors import InputError
 from ppo_core.quiet import quiet_hugging_face
+from tools.provenance import command_line
 from tools.quick_mode import add_quick_argument, results_path
 from tuner.store.database import open_storage
 from tuner.study.reports import best_trials, trial_config
@@ -84,8 +85,8 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{label:<18} " + " ".join(f"{g:<9.3f}" for g in golds) + f"  {statistics.fmean(golds):.3f}")
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
-        command = " ".join(["python -m benchmarks.tuned_vs_defaults", *(sys.argv[1:] if argv is None else argv)])
-        out.write_text(json.dumps({"command": command, "machine": machine_facts("cpu"), "study": args.study,
+        out.write_text(json.dumps({"command": command_line("benchmarks.tuned_vs_defaults", argv),
+                                   "machine": machine_facts("cpu"), "study": args.study,
                                    "storage": args.storage, "seeds": seeds, "last_k": LAST_K,
                                    "overrides": overrides, "quick": args.quick, "configs": results}, indent=2))
         print(f"wrote {out}", file=sys.stderr)

@@ -62,6 +62,7 @@ import yaml
 from benchmarks.common.json_safe import json_safe
 from benchmarks.common.machine import machine_facts
 from benchmarks.common.pool import worker_pool
+from tools.provenance import command_line
 from tools.quick_mode import add_quick_argument, results_path
 from tuner.production.confidence import mean_interval
 
@@ -586,7 +587,7 @@ def main(argv: list[str] | None = None) -> None:
     _print_report(settings, reference, total_wall, args.resume, table, pairs, frontier_pairs, per_study)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(json_safe({
-        "command": " ".join(["python -m benchmarks.tuning_quality", *(sys.argv[1:] if argv is None else argv)]),
+        "command": command_line("benchmarks.tuning_quality", argv),
         "machine": facts,
         "settings": {**settings, "threads_per_study": 1, "quick": args.quick,
                      "work_dir": str(work_dir), "resume": args.resume},

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import subprocess
+import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -22,3 +24,9 @@ def code_commit() -> str | None:
         return None
     dirty = git("status", "--porcelain", "--untracked-files=no", "--", *CODE_PATHS)
     return f"{commit}+uncommitted" if dirty else commit
+
+
+def command_line(module: str, argv: Sequence[str] | None) -> str:
+    """The command a result was made with, as a reader would type it: ``python -m MODULE`` and its arguments
+    (``argv``, or the process's own when None, as argparse reads them)."""
+    return " ".join(["python -m " + module, *(sys.argv[1:] if argv is None else argv)])
