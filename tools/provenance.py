@@ -8,15 +8,18 @@ from collections.abc import Sequence
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-# Where a change alters what a benchmark measures; edits elsewhere (docs, tests, results) leave a figure as it was.
-CODE_PATHS = ("ppo_core", "tuner", "dashboard", "benchmarks", "tools", "studies", "pyproject.toml")
+# Where a change alters what a benchmark measures; edits elsewhere (docs, tests, results) leave a figure as it was,
+# the prose and results files inside those folders included: a benchmark that writes its result there, or a README
+# edited while it runs, must not mark the next figure as made from other code.
+CODE_PATHS = ("ppo_core", "tuner", "dashboard", "benchmarks", "tools", "studies", "pyproject.toml",
+              ":(exclude)benchmarks/results", ":(exclude,glob)**/*.md")
 
 
-def code_commit() -> str | None:
+def code_commit(root: Path = REPO_ROOT) -> str | None:
     """The commit the measured code is at, with ``+uncommitted`` when the code paths differ from it; None outside a
     git checkout. README figures name it, so a reader can tell which code they describe."""
     def git(*args: str) -> str:
-        finished = subprocess.run(["git", *args], cwd=REPO_ROOT, capture_output=True, text=True, check=False)
+        finished = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=False)
         return finished.stdout.strip() if finished.returncode == 0 else ""
 
     commit = git("rev-parse", "--short", "HEAD")

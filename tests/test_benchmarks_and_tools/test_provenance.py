@@ -1,0 +1,41 @@
+"""What a measured figure says about the code it came from (tools.provenance), on a git checkout of its own."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from tools.provenance import code_commit, command_line
+
+
+def git(root: Path, *args: str) -> str:
+    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=root, check=True,
+                          capture_output=True, text=True).stdout.strip()
+
+
+def test_only_a_change_to_code_marks_a_figure_uncommitted(tmp_path: Path) -> None:
+    files = {"benchmarks/bench.py": "x = 1\n", "benchmarks/README.md": "# figures\n",
+             "benchmarks/results/bench.json": "{}\n", "ppo_core/core.py": "y = 2\n", "notes.txt": "n\n"}
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    git(tmp_path, "init", "-q")
+    git(tmp_path, "add", ".")
+    git(tmp_path, "commit", "-q", "-m", "start")
+    head = git(tmp_path, "rev-parse", "--short", "HEAD")
+    assert code_commit(tmp_path) == head
+    # A benchmark writing its result, a README edited while it ran, a file outside the code: the code is HEAD's.
+    for name in ("benchmarks/README.md", "benchmarks/results/bench.json", "notes.txt"):
+        (tmp_path / name).write_text("changed\n")
+    assert code_commit(tmp_path) == head
+    (tmp_path / "benchmarks/bench.py").write_text("x = 3\n")
+    assert code_commit(tmp_path) == f"{head}+uncommitted"
+
+
+def test_outside_a_checkout_there_is_no_commit(tmp_path: Path) -> None:
+    assert code_commit(tmp_path) is None
+
+
+def test_the_command_is_the_module_and_its_arguments() -> None:
+    assert command_line("benchmarks.x", ["--quick", "--out", "a.json"]) == "python -m benchmarks.x --quick --out a.json"
+    assert command_line("benchmarks.x", []) == "python -m benchmarks.x"
