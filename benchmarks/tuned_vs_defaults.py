@@ -26,7 +26,7 @@ from ppo_core.errors import InputError
 from ppo_core.quiet import quiet_hugging_face
 from tools.provenance import command_line
 from tools.quick_mode import add_quick_argument, results_path
-from tuner.store.database import open_storage
+from tuner.store.database import open_read_only_storage
 from tuner.study.reports import best_trials, trial_config
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> None:
     except InputError as error:
         parser.error(str(error))
     try:
-        study = optuna.load_study(study_name=args.study, storage=open_storage(args.storage))
+        study = optuna.load_study(study_name=args.study, storage=open_read_only_storage(args.storage))
     except InputError as error:
         parser.error(f"--storage: {error}")
     except KeyError:  # optuna's word for a study name the storage does not hold

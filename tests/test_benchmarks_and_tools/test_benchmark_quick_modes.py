@@ -681,13 +681,19 @@ def test_pruning_saving_refuses_bad_input_in_one_line(arguments: list[str], name
 @pytest.mark.parametrize(("arguments", "named"), [
     (["--baseline", "{missing}"], "no such file"),
     (["--study", "no-such-study"], "no-such-study"),
-], ids=["baseline missing", "study not in storage"])
+    (["--storage", "sqlite:///{absent}"], "no database at"),
+], ids=["baseline missing", "study not in storage", "database missing"])
 def test_tuned_vs_defaults_refuses_bad_input_in_one_line(arguments: list[str], named: str, tmp_path: Path,
                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    import optuna
+
     from benchmarks import tuned_vs_defaults
 
-    storage = f"sqlite:///{tmp_path / 'empty.db'}"
+    storage = f"sqlite:///{tmp_path / 'other.db'}"
+    optuna.create_study(study_name="another-study", storage=storage)  # a database that holds some other study
+    absent = tmp_path / "absent.db"
     argv = ["--quick", "--storage", storage, "--out", str(tmp_path / "out.json"),
-            *(argument.format(missing=tmp_path / "nowhere.yaml") for argument in arguments)]
+            *(argument.format(missing=tmp_path / "nowhere.yaml", absent=absent) for argument in arguments)]
     assert named in refusal(tuned_vs_defaults.main, argv, capsys)
     assert not (tmp_path / "out.json").exists()
+    assert not absent.exists()  # reading a study never creates its database
