@@ -32,7 +32,7 @@ import numpy as np
 
 from benchmarks.common.json_safe import json_safe
 from benchmarks.curve_table import TABLE, TABLE_SPACE
-from benchmarks.replay.mapping import rank_correlation
+from ppo_core.tasks.ranks import rank_correlation
 from tools.provenance import code_commit
 from tools.quick_mode import RESULTS, add_quick_argument, results_path
 

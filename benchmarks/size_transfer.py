@@ -60,7 +60,7 @@ from benchmarks.horizon_transfer import (
     search,
     study_spec,
 )
-from benchmarks.replay.mapping import rank_correlation
+from ppo_core.tasks.ranks import rank_correlation
 from tools.provenance import code_commit, command_line
 from tools.quick_mode import RESULTS, add_quick_argument, results_path
 from tuner.production.confidence import mean_interval

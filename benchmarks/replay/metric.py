@@ -26,7 +26,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from benchmarks.replay.mapping import TableIndex, rank_correlation
+from benchmarks.replay.mapping import TableIndex
+from ppo_core.tasks.ranks import rank_correlation
 
 GRID = (0.0, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0)
 SWEEPS = 3

@@ -20,6 +20,7 @@ from typing import Any
 from filelock import FileLock
 
 from ppo_core.cache_root import default_cache_dir
+from ppo_core.model_paths import resolve_model
 from ppo_core.tasks.base import BuiltinTask
 from ppo_core.tasks.build import BUILD_INFO, POLICY_DIR, REWARD_MODEL_DIR, build_task, task_graph, task_prompts
 from ppo_core.tasks.fortunes.build import build_text_task
@@ -44,6 +45,12 @@ def _is_complete(directory: Path) -> bool:
     return (directory / BUILD_INFO).is_file()
 
 
+def work_dir(target: Path) -> Path:
+    """Where a build keeps what it must not lose when interrupted (a pretrained policy's samples), beside
+    ``target``; removed once the build is in place."""
+    return target.parent / f"{target.name}.work"
+
+
 def _build_atomically(name: str, params: AnyTaskParams, target: Path) -> None:
     """Build into a sibling temp dir, then rename it to ``target`` (caller holds the lock)."""
     if target.exists():
@@ -53,9 +60,10 @@ def _build_atomically(name: str, params: AnyTaskParams, target: Path) -> None:
     try:
         tmp.chmod(0o755)  # mkdtemp makes it private; the cache is meant to be shared and browsed
         logger.info("building task %s into %s (first use only)", name, target)
-        info = build_text_task(name, params, tmp) if isinstance(params, TextTaskParams) \
+        info = build_text_task(name, params, tmp, work_dir(target)) if isinstance(params, TextTaskParams) \
             else build_task(name, params, tmp)
         os.rename(tmp, target)
+        shutil.rmtree(work_dir(target), ignore_errors=True)
         logger.info("built task %s in %.1f s", name, info["seconds"]["total"])
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -97,9 +105,11 @@ def get_task(name: str, cache_dir: str | None = None, seed: int | None = None) -
 def _text_task(name: str, params: TextTaskParams, target: Path, info: dict[str, Any]) -> BuiltinTask:
     """The built text task: its models from ``target``, its prompts and gold derived again from the corpus."""
     data = text_task_data(params)
+    # A task whose proxy learned on a pretrained policy's samples trains that policy; the others their companion.
+    policy = target / POLICY_DIR if params.pair_policy is None else resolve_model(params.pair_policy, "task")
     return BuiltinTask(
         name=name,
-        policy_path=str(target / POLICY_DIR),
+        policy_path=str(policy),
         reward_model_path=str(target / REWARD_MODEL_DIR),
         train_prompts=data.split.train_prompts,
         eval_prompts=data.split.heldout_prompts,

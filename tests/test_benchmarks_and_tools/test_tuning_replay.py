@@ -20,7 +20,7 @@ import yaml
 from scipy import stats  # type: ignore[import-untyped]
 
 from benchmarks.curve_table import QUICKSTART, TABLE_SPACE
-from benchmarks.replay.mapping import STEP_MASS, TableIndex, point_distance, rank_correlation, step_mass
+from benchmarks.replay.mapping import STEP_MASS, TableIndex, point_distance, step_mass
 from benchmarks.replay.measures import final_regret, judge, updates_to_target
 from benchmarks.replay.metric import fit_weights, held_out_rank_correlation, nearest_rank_correlation, pair_costs
 from benchmarks.replay.repeats import only_rows
@@ -37,6 +37,7 @@ from benchmarks.replay.strategies import (
 from benchmarks.replay.study import Context, best_single, run_repeat
 from benchmarks.replay.table import Config, Run, Table, estimate, run_value
 from benchmarks.replay.trial import guard_stop, replay_run
+from ppo_core.tasks.ranks import rank_correlation
 from tuner.search.frontier_sampler import FrontierSampler
 from tuner.search.space import ParamSpec, config_values, suggest_params
 from tuner.study.config import KLGuard, StudySpec, load_study_spec

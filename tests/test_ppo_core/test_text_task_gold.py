@@ -3,6 +3,7 @@ reference, the calibration, and gold on real and degenerate text from the real c
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import pickle
@@ -31,7 +32,9 @@ from ppo_core.tasks.fortunes import (
 from ppo_core.tasks.fortunes.calibration import quantile, ramp_from
 from ppo_core.tasks.fortunes.degenerate import invented_words, random_words, repeated_word, shuffled_words
 from ppo_core.tasks.fortunes.fluency import (
+    GOLD_VERSIONS,
     SHRINK,
+    Response,
     content_word_share,
     feature_values,
     length_factor,
@@ -184,7 +187,7 @@ def test_length_factor(num_words: int, factor: float) -> None:
 def test_fluency_is_the_product_of_the_named_factors() -> None:
     counts = CorpusCounts.from_texts(HAND_CORPUS)
     thresholds = FluencyThresholds(full_length=3, ramps={name: Ramp(0.1, 0.9) for name in FEATURES})
-    factors = fluency_factors(words("the cat the cat the cat sat"), counts, COMMON, thresholds)
+    factors = fluency_factors(Response.of("the cat the cat the cat sat"), counts, COMMON, thresholds)
     assert set(factors) == {"length", *FEATURES}
     assert fluency(factors) == pytest.approx(math.prod(factors.values()))
     assert 0.0 <= fluency(factors) < 1.0
@@ -216,12 +219,14 @@ def test_calibration_measures_each_text_against_the_rest_of_the_corpus() -> None
     counts = CorpusCounts.from_texts(HAND_CORPUS)
     thresholds = calibrate(HAND_CORPUS, counts, COMMON, q=0.8)
     # The slow way: recount the corpus without each text, then measure the text's continuation against that.
-    measured: dict[str, list[float]] = {name: [] for name in FEATURES}
+    measures = GOLD_VERSIONS[1].measures
+    measured: dict[str, list[float]] = {name: [] for name in measures}
     for index, text in enumerate(HAND_CORPUS):
         others = CorpusCounts.from_texts([*HAND_CORPUS[:index], *HAND_CORPUS[index + 1:]])
-        for name, value in feature_values(words(" ".join(text.split()[3:])), others, COMMON).items():
+        response = Response.of(" ".join(text.split()[3:]), normalised=False)
+        for name, value in feature_values(response, others, COMMON, measures).items():
             measured[name].append(value)
-    for name in FEATURES:
+    for name in measures:
         free, median = slow_quantile(measured[name], 0.8), slow_quantile(measured[name], 0.5)
         assert thresholds.ramps[name].free == pytest.approx(free)
         assert thresholds.ramps[name].zero == pytest.approx(free + 0.5 * (free - median))
@@ -229,11 +234,14 @@ def test_calibration_measures_each_text_against_the_rest_of_the_corpus() -> None
 
 
 def test_a_new_measure_is_one_entry_in_the_table(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(FEATURES, "exclamations", lambda tokens, counts, common: float(len(tokens) > 5))
+    monkeypatch.setitem(FEATURES, "exclamations", lambda response, counts, common: float(len(response.tokens) > 5))
+    rules = GOLD_VERSIONS[2]
+    monkeypatch.setitem(GOLD_VERSIONS, 2, dataclasses.replace(rules, measures=(*rules.measures, "exclamations")))
     counts = CorpusCounts.from_texts(HAND_CORPUS)
-    thresholds = calibrate(HAND_CORPUS, counts, COMMON)
+    thresholds = calibrate(HAND_CORPUS, counts, COMMON, version=2)
     assert "exclamations" in thresholds.ramps
-    assert "exclamations" in fluency_factors(words("a b c"), counts, COMMON, thresholds)
+    assert "exclamations" in fluency_factors(Response.of("a b c"), counts, COMMON, thresholds)
+    assert "exclamations" not in calibrate(HAND_CORPUS, counts, COMMON, version=1).ramps
 
 
 # --- gold, by hand ------------------------------------------------------------------------------------------------
@@ -283,7 +291,8 @@ def real_scorer(real_split: TextSplit) -> TextGoldScorer:
 def test_real_continuations_keep_their_fluency(real_split: TextSplit, real_scorer: TextGoldScorer) -> None:
     # What the calibration promises: each training text, judged against the rest of the corpus, ...
     scorer = real_scorer
-    left_out = [fluency(fluency_factors(words(example.reference), LeaveOneOut(scorer.counts, example.text),
+    left_out = [fluency(fluency_factors(Response.of(example.reference, normalised=False),
+                                        LeaveOneOut(scorer.counts, example.text),
                                         scorer.common, scorer.thresholds)) for example in real_split.train]
     assert sum(f >= 0.9 for f in left_out) / len(left_out) >= 0.95
     # ... and what it delivers on text the scorer never saw (96.7% and 95.9% at seed 0).

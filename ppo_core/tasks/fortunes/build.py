@@ -8,10 +8,13 @@ RNG state.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import random
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -20,14 +23,18 @@ import torch
 import transformers
 from transformers import GPT2ForSequenceClassification, GPT2LMHeadModel, PreTrainedTokenizerFast
 
+from ppo_core.model_paths import resolve_model
+from ppo_core.models import load_causal_lm, load_tokenizer
 from ppo_core.tasks.build import BUILD_INFO, EVAL_TEMPERATURES, POLICY_DIR, REWARD_MODEL_DIR, torch_build_state
-from ppo_core.tasks.fortunes.pairs import TextPreferencePair
+from ppo_core.tasks.fortunes.pairs import ScoredResponse, TextPreferencePair, all_pairs
 from ppo_core.tasks.fortunes.params import TEXT_BUILD_VERSION, TextTaskParams
+from ppo_core.tasks.fortunes.policy_samples import PolicySample, policy_chunks
+from ppo_core.tasks.fortunes.proxy_fidelity import fidelity
 from ppo_core.tasks.fortunes.rm_pairs import fit_words, reference_pairs, sample_gold_pairs
 from ppo_core.tasks.fortunes.sft import continuation_loss, encode_examples, train_text_sft
 from ppo_core.tasks.fortunes.task_data import TextTaskData, text_task_data
 from ppo_core.tasks.fortunes.tokenizer import build_word_tokenizer
-from ppo_core.tasks.reward_model import pairwise_accuracy, train_reward_model
+from ppo_core.tasks.reward_model import pairwise_accuracy, response_scores, train_reward_model
 from ppo_core.tasks.sampling import mean_gold, sample_responses_cached
 
 REPORTED_SAMPLES = 5
@@ -81,6 +88,54 @@ def _gold_pairs(policy: GPT2LMHeadModel, tokenizer: PreTrainedTokenizerFast, dat
     heldout, _ = sample_gold_pairs(policy, tokenizer, data.gold, prompts[used:], params.rm_heldout_pairs, k,
                                    params.response_length, generator)
     return train, heldout
+
+
+@contextlib.contextmanager
+def _every_core() -> Iterator[None]:
+    """Torch on every core for a while: sampling a pretrained policy is the one stage of a build that is heavy
+    enough to gain from them (the other processes that want the task wait on its lock meanwhile)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(os.cpu_count() or threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _scored(samples: list[PolicySample], data: TextTaskData) -> list[ScoredResponse]:
+    prompts, responses = [s.prompt for s in samples], [s.response for s in samples]
+    return [ScoredResponse(p, r, g) for p, r, g in zip(prompts, responses, data.gold(prompts, responses), strict=True)]
+
+
+def _pair_policy_pairs(data: TextTaskData, params: TextTaskParams,
+                       work_dir: Path) -> tuple[list[TextPreferencePair], list[TextPreferencePair],
+                                                list[ScoredResponse]]:
+    """``(train_pairs, heldout_pairs, heldout_responses)`` from ``pair_policy``'s samples: every gold-apart pair of
+    ``rm_responses_per_prompt`` responses to each training prompt, until there are ``rm_train_pairs``, then
+    ``rm_heldout_pairs`` from the prompts after; and ``eval_samples_per_prompt`` responses to each held-out prompt,
+    scored, for the proxy's fidelity on prompts no stage trained on. Samples go to ``work_dir`` as they finish."""
+    assert params.pair_policy is not None
+    path = resolve_model(params.pair_policy, "task")
+    model, tokenizer = load_causal_lm(path, field_name="task"), load_tokenizer(path, field_name="task")
+    prompts = data.split.train_prompts
+    _stream(params, "rm-prompts").shuffle(prompts)
+    train: list[TextPreferencePair] = []
+    heldout: list[TextPreferencePair] = []
+    with _every_core():
+        for chunk in policy_chunks(model, tokenizer, prompts, params.rm_responses_per_prompt, params.response_length,
+                                   params.seed, work_dir / "train_samples.jsonl"):
+            # Whole chunks to each side, so no prompt gives pairs to both.
+            (train if len(train) < params.rm_train_pairs else heldout).extend(all_pairs(_scored(chunk, data)))
+            if len(heldout) >= params.rm_heldout_pairs:
+                break
+        if not heldout:
+            raise ValueError(f"the pair policy {params.pair_policy!r} gave {len(train)} pairs of responses apart in "
+                             f"gold from all {len(prompts)} training prompts, and none to hold out: the proxy needs "
+                             f"{params.rm_train_pairs} and {params.rm_heldout_pairs}")
+        evaluation = [sample for chunk in policy_chunks(
+            model, tokenizer, data.split.heldout_prompts, params.eval_samples_per_prompt, params.response_length,
+            params.seed + 1, work_dir / "heldout_samples.jsonl") for sample in chunk]
+    return train[: params.rm_train_pairs], heldout[: params.rm_heldout_pairs], _scored(evaluation, data)
 
 
 def _reference_pairs(data: TextTaskData, tokenizer: PreTrainedTokenizerFast,
@@ -142,8 +197,10 @@ def _save(out_dir: Path, policy: GPT2LMHeadModel, policy_tok: PreTrainedTokenize
                 f.write(json.dumps({"split": split, **asdict(pair)}) + "\n")
 
 
-def build_text_task(name: str, params: TextTaskParams, out_dir: Path) -> dict[str, Any]:
-    """Build the task into ``out_dir`` (which must exist) and return the build info written there."""
+def build_text_task(name: str, params: TextTaskParams, out_dir: Path, work_dir: Path | None = None) -> dict[str, Any]:
+    """Build the task into ``out_dir`` (which must exist) and return the build info written there. A task with a
+    ``pair_policy`` keeps that policy's samples in ``work_dir`` (made if missing; ``out_dir`` when None) as they are
+    drawn, so that a build interrupted there resumes without drawing them again."""
     started, cpu_started = time.perf_counter(), time.process_time()
     seconds: dict[str, float] = {}
 
@@ -158,7 +215,13 @@ def build_text_task(name: str, params: TextTaskParams, out_dir: Path) -> dict[st
         encoded = encode_examples(policy_tok, data.split.train, params.n_positions)
         policy, sft_losses = train_text_sft(policy_tok, encoded, params, _stream(params, "sft"))
         lap("sft")
-        train_pairs, heldout_pairs = _gold_pairs(policy, policy_tok, data, params)
+        heldout_responses: list[ScoredResponse] = []
+        if params.pair_policy is None:
+            train_pairs, heldout_pairs = _gold_pairs(policy, policy_tok, data, params)
+        else:
+            samples_dir = work_dir or out_dir
+            samples_dir.mkdir(parents=True, exist_ok=True)
+            train_pairs, heldout_pairs, heldout_responses = _pair_policy_pairs(data, params, samples_dir)
         text_train, text_heldout = _reference_pairs(data, rm_tok, params)
         lap("rm_pairs")
         rm_generator = torch.Generator().manual_seed(params.seed)
@@ -170,6 +233,10 @@ def build_text_task(name: str, params: TextTaskParams, out_dir: Path) -> dict[st
         sft_report = _sft_report(policy, policy_tok, data, params)
         rm_report = {**_rm_report(reward_model, rm_tok, train_pairs, heldout_pairs, rm_losses),
                      **_reference_report(reward_model, rm_tok, text_train, text_heldout)}
+        if heldout_responses:
+            proxy = response_scores(reward_model, rm_tok, [r.prompt for r in heldout_responses],
+                                    [r.response for r in heldout_responses])
+            rm_report["heldout_prompts_fidelity"] = fidelity(heldout_responses, proxy)
         lap("report")
     _save(out_dir, policy, policy_tok, reward_model, rm_tok, {"train": train_pairs, "heldout": heldout_pairs,
                                                               "reference_train": text_train,
@@ -185,6 +252,7 @@ def build_text_task(name: str, params: TextTaskParams, out_dir: Path) -> dict[st
             "sft_gold_eval_t0.7": sft_report["eval_prompts_t0.7"]["gold"],
             "rm_heldout_accuracy": rm_report["heldout_accuracy"],
             "rm_reference_heldout_accuracy": rm_report.get("reference_heldout_accuracy"),
+            "rm_heldout_prompts_fidelity": rm_report.get("heldout_prompts_fidelity"),
             "build_seconds": seconds["total"],
         },
         "cache_key": params.cache_key(),

@@ -4,7 +4,8 @@ Every kept text's continuation (its words after the prompt) is measured against 
 out: its own words and pairs do not count for it, as a policy's new sentence would not be in the corpus). For each
 measure, ``free`` is its ``quantile`` over those continuations (0.99: one real text in a hundred is penalised at
 all) and ``zero = free + RAMP_WIDTH * (free - median)``, so that the ramp scales with how widely real texts spread
-on the measure. ``full_length`` is the real continuations' ``1 - quantile`` length.
+on the measure (at least the version's span floor). ``full_length`` is the version's quantile of the real
+continuations' lengths.
 
 >>> thresholds = calibrate(corpus.texts, CorpusCounts.from_texts(corpus.texts), common)  # doctest: +SKIP
 >>> thresholds.ramps["repeated_pairs"]  # doctest: +SKIP
@@ -16,9 +17,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from ppo_core.tasks.fortunes.fluency import FEATURES, FluencyThresholds, Ramp, feature_values
+from ppo_core.tasks.fortunes.fluency import GOLD_VERSIONS, FluencyThresholds, Ramp, Response, feature_values
 from ppo_core.tasks.fortunes.prompts import split_text
-from ppo_core.tasks.fortunes.words import CorpusCounts, LeaveOneOut, words
+from ppo_core.tasks.fortunes.words import CorpusCounts, LeaveOneOut
 
 CALIBRATION_QUANTILE = 0.99
 """The share of real continuations each fluency measure leaves unpenalised."""
@@ -38,23 +39,29 @@ def quantile(values: Sequence[float], q: float) -> float:
     return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
 
 
-def ramp_from(values: Sequence[float], q: float, width: float = RAMP_WIDTH) -> Ramp:
-    """The ramp that spares the ``q`` share of ``values`` and reaches 0 ``width * (free - median)`` past it."""
+def ramp_from(values: Sequence[float], q: float, width: float = RAMP_WIDTH, span_floor: float = 0.0) -> Ramp:
+    """The ramp that spares the ``q`` share of ``values`` and reaches 0 ``max(width * (free - median), span_floor)``
+    past it."""
     free, median = quantile(values, q), quantile(values, 0.5)
-    return Ramp(free=free, zero=free + width * (free - median))
+    return Ramp(free=free, zero=free + max(width * (free - median), span_floor))
 
 
 def calibrate(texts: Sequence[str], counts: CorpusCounts, common: frozenset[str],
-              q: float = CALIBRATION_QUANTILE) -> FluencyThresholds:
-    """Thresholds from the continuations of ``texts``, which ``counts`` must include (each is left out in turn)."""
-    values: dict[str, list[float]] = {name: [] for name in FEATURES}
+              q: float = CALIBRATION_QUANTILE, version: int = 1) -> FluencyThresholds:
+    """Thresholds of gold ``version`` from the continuations of ``texts``, which ``counts`` must include (each is
+    left out in turn)."""
+    rules = GOLD_VERSIONS[version]
+    values: dict[str, list[float]] = {name: [] for name in rules.measures}
     lengths: list[float] = []
     for text in texts:
-        tokens = words(split_text(text).reference)
-        for name, value in feature_values(tokens, LeaveOneOut(counts, text), common).items():
+        response = Response.of(split_text(text).reference, rules.normalised)
+        for name, value in feature_values(response, LeaveOneOut(counts, text), common, rules.measures).items():
             values[name].append(value)
-        lengths.append(len(tokens))
+        lengths.append(len(response.tokens))
     return FluencyThresholds(
-        full_length=quantile(lengths, 1 - q),
-        ramps={name: ramp_from(measured, q) for name, measured in values.items()},
+        full_length=quantile(lengths, rules.length_quantile),
+        ramps={name: ramp_from(measured, rules.quantiles.get(name, q), span_floor=rules.span_floor.get(name, 0.0))
+               for name, measured in values.items()},
+        length_floor=rules.length_floor,
+        length_power=rules.length_power,
     )

@@ -2,17 +2,24 @@
 
 Sentiment alone is easy to game ("good good good good" has VADER compound +0.95), so the gold score multiplies it
 by fluency, which falls for the ways a text degenerates. Each way has one measure, computed from the response's
-words (``tokens``) and the corpus's counts, where a higher value is worse:
+text and words (a :class:`Response`) and the corpus's counts, where a higher value is worse:
 
 - ``repeated_pairs``: the share of repeated adjacent word pairs ("good good good", "the the the");
 - ``repeated_content``: the share of words that repeat an earlier content word ("love great happy happy happy");
-- ``unknown_words``: the share of words the corpus never uses (invented words, ``<unk>``);
+- ``unknown_words``: the share of words the corpus never uses (invented words, ``<unk>``, another language);
 - ``content_words``: the share of content words, damped for short texts (lists of adjectives, no words joining them);
-- ``pair_surprise``: how much less likely the word order is than the same words in any order (word salad).
+- ``pair_surprise``: how much less likely the word order is than the same words in any order (word salad);
+- ``odd_tokens``: the share of tokens that are not plain prose (symbols, emoji, other scripts, code, markup,
+  addresses, hashtags, spelling games: ``surface.py``);
+- ``shouting``: the share of words in capitals;
+- ``bare_runs``: the share of words listed in runs without a common word between them ("love, joy, peace, hope");
+- ``fragments``: the share of words that stand alone as a sentence ("Best. Day. Ever.");
+- ``doubled_words``: the share of words that repeat the word just before ("so so so happy").
 
 A factor is 1 up to its ``free`` value, falls linearly and is 0 from its ``zero`` value on (a :class:`Ramp`); the
 thresholds come from the real corpus (``calibration.py``). A response shorter than ``full_length`` words loses in
-proportion; an empty one scores 0.
+proportion; an empty one scores 0. Which measures a gold uses, and how it treats length, is its version's
+:class:`FluencyRules` (:data:`GOLD_VERSIONS`): a task built with one version keeps its meaning when another is added.
 
 >>> ramp = Ramp(free=0.25, zero=0.5)
 >>> ramp(0.1), ramp(0.375), ramp(0.9)
@@ -22,10 +29,18 @@ proportion; an empty one scores 0.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from ppo_core.tasks.fortunes.words import Counts, word_pairs
+from ppo_core.tasks.fortunes.surface import (
+    bare_run_share,
+    doubled_word_share,
+    normalise,
+    odd_token_share,
+    one_word_sentence_share,
+    shouted_share,
+)
+from ppo_core.tasks.fortunes.words import Counts, word_pairs, words
 
 # Pseudo-words added to a short text's length where a share would otherwise judge it on one or two words: a real
 # three-word answer ("makes perfect sense") is mostly content words and has only two word pairs.
@@ -76,22 +91,84 @@ def pair_surprise(tokens: list[str], counts: Counts) -> float:
     return -total / (len(pairs) + SHRINK)
 
 
-Feature = Callable[[list[str], Counts, frozenset[str]], float]
+BARE_RUN = 4
+"""Consecutive words without a common word between them from which they count as a list, not a sentence: real
+sentences run three ("makes perfect sense", "good judgment comes"), lists of feelings run on."""
 
-# The fluency measures by name, each given the response's words, the corpus counts and the common words. The
-# calibration and the scorer iterate this table; a new measure is one entry here and one pure function above.
+
+@dataclass(frozen=True)
+class Response:
+    """A response as the measures read it: its text and its lower-cased words."""
+
+    text: str
+    tokens: list[str]
+
+    @classmethod
+    def of(cls, text: str, normalised: bool = True) -> Response:
+        """``text`` with its typography mapped to ASCII first (:func:`surface.normalise`) when ``normalised``."""
+        text = normalise(text) if normalised else text
+        return cls(text, words(text))
+
+
+Feature = Callable[[Response, Counts, frozenset[str]], float]
+
+# The fluency measures by name, each given the response, the corpus counts and the common words. The calibration
+# and the scorer iterate a version's names of this table; a new measure is one entry here and one pure function.
 FEATURES: dict[str, Feature] = {
-    "repeated_pairs": lambda tokens, counts, common: repeated_pair_share(tokens),
-    "repeated_content": lambda tokens, counts, common: repeated_content_share(tokens, common),
-    "unknown_words": lambda tokens, counts, common: unknown_word_share(tokens, counts),
-    "content_words": lambda tokens, counts, common: content_word_share(tokens, common),
-    "pair_surprise": lambda tokens, counts, common: pair_surprise(tokens, counts),
+    "repeated_pairs": lambda response, counts, common: repeated_pair_share(response.tokens),
+    "repeated_content": lambda response, counts, common: repeated_content_share(response.tokens, common),
+    "unknown_words": lambda response, counts, common: unknown_word_share(response.tokens, counts),
+    "content_words": lambda response, counts, common: content_word_share(response.tokens, common),
+    "pair_surprise": lambda response, counts, common: pair_surprise(response.tokens, counts),
+    "odd_tokens": lambda response, counts, common: odd_token_share(response.text),
+    "shouting": lambda response, counts, common: shouted_share(response.text),
+    "bare_runs": lambda response, counts, common: bare_run_share(response.tokens, common, BARE_RUN),
+    "fragments": lambda response, counts, common: one_word_sentence_share(response.text),
+    "doubled_words": lambda response, counts, common: doubled_word_share(response.tokens),
 }
 
 
-def feature_values(tokens: list[str], counts: Counts, common: frozenset[str]) -> dict[str, float]:
-    """Every measure of :data:`FEATURES` for one response's words."""
-    return {name: feature(tokens, counts, common) for name, feature in FEATURES.items()}
+@dataclass(frozen=True)
+class FluencyRules:
+    """One version of fluency: its measures, how its ramps are calibrated, and how it treats length."""
+
+    measures: tuple[str, ...]
+    """Names of :data:`FEATURES` it multiplies."""
+    normalised: bool
+    """Whether typography is mapped to ASCII before measuring (see :class:`Response`)."""
+    length_quantile: float
+    """``full_length`` is this quantile of the real continuations' lengths in words."""
+    length_floor: int
+    """Words that earn no length credit at all: 1 makes a one-word reply ("Great!") score 0."""
+    length_power: float
+    """The length factor's power: above 1 it falls faster than linearly below ``full_length``."""
+    quantiles: Mapping[str, float]
+    """The share of real continuations a measure's ramp spares, where it is not the calibration's default (0.99):
+    lower for the measures real text registers on now and then, which gamed text registers on throughout."""
+    span_floor: Mapping[str, float]
+    """Least ``zero - free`` of a measure's ramp, for measures real text almost never registers on (its median and
+    its 99th percentile both 0): without it the factor would be a step, and one stray token would zero a text."""
+
+
+GOLD_VERSIONS: dict[int, FluencyRules] = {
+    1: FluencyRules(measures=("repeated_pairs", "repeated_content", "unknown_words", "content_words", "pair_surprise"),
+                    normalised=False, length_quantile=0.01, length_floor=0, length_power=1.0, quantiles={},
+                    span_floor={}),
+    # Version 2 reads the text as well as its words: 17 gamed responses of the battery's kinds scored 0.5 to 0.96
+    # under version 1 (text mixing scripts 0.96, hashtags 0.73, code 0.72), by their sentiment words alone.
+    2: FluencyRules(measures=("repeated_pairs", "repeated_content", "unknown_words", "content_words", "pair_surprise",
+                              "odd_tokens", "shouting", "bare_runs", "fragments", "doubled_words"),
+                    normalised=True, length_quantile=0.05, length_floor=1, length_power=1.5,
+                    quantiles={"odd_tokens": 0.9, "shouting": 0.95, "bare_runs": 0.95, "fragments": 0.95},
+                    span_floor={"odd_tokens": 0.12, "shouting": 0.3, "fragments": 0.3, "doubled_words": 0.15}),
+}
+"""The gold's fluency versions; a text task names its version (``TextTaskParams.gold_version``)."""
+
+
+def feature_values(response: Response, counts: Counts, common: frozenset[str],
+                   measures: Iterable[str]) -> dict[str, float]:
+    """Each named measure of :data:`FEATURES` for one response."""
+    return {name: FEATURES[name](response, counts, common) for name in measures}
 
 
 def ramp_factor(value: float, free: float, zero: float) -> float:
@@ -115,9 +192,12 @@ class Ramp:
         return ramp_factor(value, self.free, self.zero)
 
 
-def length_factor(num_words: int, full_length: float) -> float:
-    """``min(1, num_words / full_length)``: 0 for an empty response, 1 from ``full_length`` words on."""
-    return min(1.0, num_words / full_length) if full_length > 0 else 1.0
+def length_factor(num_words: int, full_length: float, floor: int = 0, power: float = 1.0) -> float:
+    """``clip((num_words - floor) / (full_length - floor), 0, 1) ** power``: 0 up to ``floor`` words, 1 from
+    ``full_length`` words on (1 throughout when ``full_length <= floor``)."""
+    if full_length <= floor:
+        return 1.0 if num_words > floor or full_length <= 0 else 0.0
+    return min(1.0, max(0.0, (num_words - floor) / (full_length - floor))) ** power
 
 
 @dataclass(frozen=True)
@@ -127,14 +207,19 @@ class FluencyThresholds:
     full_length: float
     """Words from which a response is long enough: the shortest real continuations' length."""
     ramps: Mapping[str, Ramp]
-    """One ramp per measure of :data:`FEATURES`."""
+    """One ramp per measure the version uses, by its name in :data:`FEATURES`."""
+    length_floor: int = 0
+    """See :attr:`FluencyRules.length_floor`."""
+    length_power: float = 1.0
+    """See :attr:`FluencyRules.length_power`."""
 
 
-def fluency_factors(tokens: list[str], counts: Counts, common: frozenset[str],
+def fluency_factors(response: Response, counts: Counts, common: frozenset[str],
                     thresholds: FluencyThresholds) -> dict[str, float]:
-    """Each factor of fluency for one response's words, by name: ``length`` and one per measure."""
-    values = feature_values(tokens, counts, common)
-    factors = {"length": length_factor(len(tokens), thresholds.full_length)}
+    """Each factor of fluency for one response, by name: ``length`` and one per measure of ``thresholds``."""
+    values = feature_values(response, counts, common, thresholds.ramps)
+    factors = {"length": length_factor(len(response.tokens), thresholds.full_length, thresholds.length_floor,
+                                       thresholds.length_power)}
     factors.update({name: thresholds.ramps[name](value) for name, value in values.items()})
     return factors
 

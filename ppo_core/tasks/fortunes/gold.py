@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from ppo_core.errors import NonFiniteError
 from ppo_core.tasks.fortunes.calibration import calibrate
 from ppo_core.tasks.fortunes.extra import missing_text_extra
-from ppo_core.tasks.fortunes.fluency import FluencyThresholds, fluency, fluency_factors
-from ppo_core.tasks.fortunes.words import CorpusCounts, words
+from ppo_core.tasks.fortunes.fluency import GOLD_VERSIONS, FluencyThresholds, Response, fluency, fluency_factors
+from ppo_core.tasks.fortunes.words import CorpusCounts
 
 COMMON_WORDS = 100
 """How many of the corpus's most frequent words may be common ("the", "of", "is"): words that join content words,
@@ -85,16 +85,18 @@ class TextGoldScorer:
     """
 
     def __init__(self, counts: CorpusCounts, common: frozenset[str], thresholds: FluencyThresholds,
-                 sentiment: Sentiment | None = None) -> None:
+                 sentiment: Sentiment | None = None, version: int = 1) -> None:
         self.counts = counts
         self.common = common
         self.thresholds = thresholds
         self.sentiment = sentiment
+        self.version = version
 
     def breakdown(self, response: str) -> GoldBreakdown:
         """The gold score of one response, with its parts."""
-        compound = (self.sentiment or vader_compound)(response)
-        factors = fluency_factors(words(response), self.counts, self.common, self.thresholds)
+        read = Response.of(response, GOLD_VERSIONS[self.version].normalised)
+        compound = (self.sentiment or vader_compound)(read.text)
+        factors = fluency_factors(read, self.counts, self.common, self.thresholds)
         fluent = fluency(factors)
         positive = positivity(compound)
         return GoldBreakdown(compound, positive, factors, fluent, gold_score(positive, fluent, response))
@@ -115,8 +117,9 @@ def common_words(counts: CorpusCounts, sentiment: Sentiment) -> frozenset[str]:
     return frozenset(word for word in counts.most_common(COMMON_WORDS) if sentiment(word) == 0.0)
 
 
-def build_gold_scorer(texts: Sequence[str], sentiment: Sentiment | None = None) -> TextGoldScorer:
-    """The gold scorer whose corpus counts and calibration both come from ``texts`` (the task's training texts)."""
+def build_gold_scorer(texts: Sequence[str], sentiment: Sentiment | None = None, version: int = 1) -> TextGoldScorer:
+    """The gold scorer of ``version`` (:data:`GOLD_VERSIONS`) whose corpus counts and calibration both come from
+    ``texts`` (the task's training texts)."""
     counts = CorpusCounts.from_texts(texts)
     common = common_words(counts, sentiment or vader_compound)
-    return TextGoldScorer(counts, common, calibrate(texts, counts, common), sentiment)
+    return TextGoldScorer(counts, common, calibrate(texts, counts, common, version=version), sentiment, version)

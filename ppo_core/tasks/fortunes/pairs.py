@@ -56,11 +56,7 @@ def preference_pairs(scored: Sequence[ScoredResponse], margin: float = DEFAULT_M
     gold score (it compares false with everything, so a side would be picked silently) and ``ValueError`` on a
     negative margin.
     """
-    if margin < 0:
-        raise ValueError(f"margin must be at least 0, got {margin}")
-    for item in scored:
-        if not math.isfinite(item.gold):
-            raise NonFiniteError(f"gold score {item.gold} for the response {item.response[:60]!r} must be finite")
+    _check(scored, margin)
     waiting: dict[str, ScoredResponse] = {}
     pairs: list[TextPreferencePair] = []
     for item in scored:
@@ -70,3 +66,34 @@ def preference_pairs(scored: Sequence[ScoredResponse], margin: float = DEFAULT_M
         elif item.gold != partner.gold and abs(item.gold - partner.gold) >= margin:
             pairs.append(_ordered(partner, item))
     return pairs
+
+
+def all_pairs(scored: Sequence[ScoredResponse], margin: float = DEFAULT_MARGIN) -> list[TextPreferencePair]:
+    """Every two responses to one prompt whose gold differs by at least ``margin`` (exact ties never), the higher
+    chosen: ``k`` responses give up to ``k (k - 1) / 2`` pairs, as a labeller ranking ``k`` responses does. Pairs
+    come grouped by prompt, in the order of each prompt's first response; errors as :func:`preference_pairs`."""
+    return [_ordered(scored[better], scored[worse]) for better, worse in comparable_pairs(scored, margin)]
+
+
+def comparable_pairs(scored: Sequence[ScoredResponse], margin: float = DEFAULT_MARGIN) -> list[tuple[int, int]]:
+    """``(better, worse)`` indices into ``scored`` of :func:`all_pairs`' pairs, in its order."""
+    _check(scored, margin)
+    groups: dict[str, list[int]] = {}
+    for index, item in enumerate(scored):
+        groups.setdefault(item.prompt, []).append(index)
+    pairs = []
+    for members in groups.values():
+        for i, first in enumerate(members):
+            for second in members[i + 1:]:
+                a, b = scored[first].gold, scored[second].gold
+                if a != b and abs(a - b) >= margin:
+                    pairs.append((first, second) if a > b else (second, first))
+    return pairs
+
+
+def _check(scored: Sequence[ScoredResponse], margin: float) -> None:
+    if margin < 0:
+        raise ValueError(f"margin must be at least 0, got {margin}")
+    for item in scored:
+        if not math.isfinite(item.gold):
+            raise NonFiniteError(f"gold score {item.gold} for the response {item.response[:60]!r} must be finite")

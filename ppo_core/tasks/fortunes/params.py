@@ -63,9 +63,25 @@ class TextTaskParams:
     pretrained model's fluent responses (see ``rm_pairs.py``)."""
     eval_samples_per_prompt: int = 8
     """SFT samples per held-out prompt for the build's gold report."""
+    gold_version: int = 1
+    """Which gold the task scores with (``fluency.GOLD_VERSIONS``): 1 reads a response's words, 2 its text as well,
+    so that symbols, scripts, code, markup and lists do not pass for English."""
+    pair_policy: str | None = None
+    """The model whose samples make the proxy's pairs, and which the task names as its policy: None for the
+    companion trained here; else a model path or packaged name (``smollm2-135m-instruct``), so that the proxy
+    learns gold on the text the policy PPO starts from actually writes."""
 
     def cache_key(self) -> str:
         """A 12-hex-digit hash of the parameters, the text build's version and the task's kind."""
+        fields = asdict(self)
+        # Fields added after tasks were first cached join the hash only when set, so a task built before keeps its
+        # key (and its cache) when nothing about it changed.
+        for name, default in _LATER_DEFAULTS.items():
+            if fields[name] == default:
+                del fields[name]
         # The kind keeps a text task's key apart from any graph task's, whatever fields the two ever share.
-        payload = json.dumps({"kind": "fortunes", "build_version": TEXT_BUILD_VERSION, **asdict(self)}, sort_keys=True)
+        payload = json.dumps({"kind": "fortunes", "build_version": TEXT_BUILD_VERSION, **fields}, sort_keys=True)
         return hashlib.sha256(payload.encode()).hexdigest()[:12]
+
+
+_LATER_DEFAULTS = {"gold_version": 1, "pair_policy": None}

@@ -28,6 +28,8 @@ class TextTaskData:
 
 
 def text_task_data(params: TextTaskParams) -> TextTaskData:
-    """The task's split (``num_heldout`` prompts held out with ``seed``) and the gold scorer of its training texts."""
+    """The task's split (``num_heldout`` prompts held out with ``seed``) and the gold scorer (of its version) of its
+    training texts."""
     split = split_examples(load_corpus().texts, params.num_heldout, params.seed)
-    return TextTaskData(split=split, gold=build_gold_scorer([example.text for example in split.train]))
+    return TextTaskData(split=split, gold=build_gold_scorer([example.text for example in split.train],
+                                                            version=params.gold_version))

@@ -1,0 +1,118 @@
+"""What a response looks like on the page, before its words are read: the measures that catch text a word counter
+does not see (symbols, other scripts, code, markup, addresses, spelling games, shouting, bare lists of words).
+
+``words.py`` keeps only runs of letters, so "#love 😍 {joy}" reads to it as "love joy". These measures read the
+whole text instead. A *plain* token is what English prose is made of: a word (lower-case, capitalised or all
+capitals; inner apostrophes, hyphens and abbreviation dots allowed), or a number (with ``,``/``.``/``:`` inside, a
+``$`` before or a ``%`` after), wrapped in at most an opening bracket or quote and closing ones, and ending in at
+most three of ``.,;:!?``; or a lone dash, ellipsis or ampersand. Typography a fluent writer uses (curly quotes, long
+dashes, the ellipsis character) is mapped to ASCII first, so it is never held against a response.
+
+>>> odd_token_share(normalise("It’s a fine day — isn’t it?"))
+0.0
+>>> odd_token_share(normalise("#love #joy and peace"))
+0.5
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+from ppo_core.tasks.fortunes.words import word_pairs, words
+
+_TYPOGRAPHY = str.maketrans({
+    "\u2018": "'", "\u2019": "'", "\u201a": "'", "\u201b": "'", "\u2032": "'",
+    "\u201c": '"', "\u201d": '"', "\u201e": '"', "\u201f": '"', "\u2033": '"',
+    "\u2013": "-", "\u2014": "-", "\u2015": "-", "\u2212": "-", "\u2026": "...",
+    "\u00a0": " ", "\u2009": " ", "\u202f": " ",
+})
+
+_WORD = r"(?:[A-Z]?[a-z]+|[A-Z]+)"
+# A word, joined to more words by an apostrophe, hyphen or slash ("don't", "well-known", "and/or"), or an
+# abbreviation of single letters with dots ("e.g.", "U.S.").
+_WORDS = rf"(?:{_WORD}(?:['\-/]{_WORD})*'?|(?:[A-Za-z]\.){{2,}})"
+# A number or a time ("1,000", "3.5", "9:30"), a sum or a share ("$5", "10%"), an ordinal or a
+# decade ("4th", "1990s").
+_NUMBER = r"(?:\$?[0-9]+(?:[.,:][0-9]+)*(?:%|st|nd|rd|th|s)?)"
+# A contraction written apart from its word ("John 's", "do n't").
+_CLITIC = r"(?:'(?:s|d|m|t|ll|re|ve)|n't)"
+_PLAIN = re.compile(
+    rf"[(\[\"']?(?:{_WORDS}|{_NUMBER}|{_CLITIC})[)\]\"']{{0,2}}[.,;:!?]{{0,4}}[)\]\"']{{0,2}}"
+)
+# A word that is one pair of letters over and over ("haha", "hehe", "xoxo"): laughter and kisses, not words.
+_CHANT = re.compile(r"(?:([a-z]{2})\1+)", re.IGNORECASE)
+# Two or more "!" or "?" together ("great!!", "what??"): emphasis a lexicon counts, not prose.
+_STACKED = re.compile(r"[!?]{2}")
+_LONE = frozenset({"-", "--", "...", "&", ".", ",", ";", ":", "!", "?"})
+_ONE_LETTER = frozenset("aio")
+# Three of one letter in a row ("sooo", "goood") is spelling played with, not a word.
+_STRETCHED = re.compile(r"([a-z])\1\1", re.IGNORECASE)
+# A name's initial ("J. R. R. Tolkien"): the one single letter besides "a", "I" and "O" that prose writes alone.
+_INITIAL = re.compile(r"[A-Z]\.,?")
+_CASED_WORD = re.compile(r"[A-Za-z]+")
+
+
+def normalise(text: str) -> str:
+    """``text`` in Unicode's compatibility form (NFKC) with curly quotes, long dashes, the ellipsis and narrow
+    spaces as their ASCII equivalents."""
+    return unicodedata.normalize("NFKC", text).translate(_TYPOGRAPHY)
+
+
+def is_plain_token(token: str) -> bool:
+    """Whether one whitespace-separated ``token`` is plain English prose (see the module's docstring): not a symbol,
+    emoji, other script, markup, address, hashtag, leetspeak, stretched or mixed-case word, or a single letter other
+    than "a", "I" and "O"."""
+    if token in _LONE:
+        return True
+    if not _PLAIN.fullmatch(token) or _STRETCHED.search(token) or _STACKED.search(token):
+        return False
+    letters = words(token)
+    if any(_CHANT.fullmatch(word) for word in letters):
+        return False
+    # A letter after a digit ("1990s") or an apostrophe ("'s") belongs to what it follows.
+    one_letter = len(letters) == 1 and len(letters[0]) == 1 and not token.startswith("'") \
+        and not any(c.isdigit() for c in token)
+    return not one_letter or letters[0] in _ONE_LETTER or _INITIAL.fullmatch(token) is not None
+
+
+def odd_token_share(text: str) -> float:
+    """``|tokens that are not plain| / |tokens|`` over ``text``'s whitespace-separated tokens; 0.0 for none."""
+    tokens = text.split()
+    return sum(not is_plain_token(token) for token in tokens) / len(tokens) if tokens else 0.0
+
+
+def shouted_share(text: str) -> float:
+    """``|words of two or more letters, all capitals| / |words|``: shouting ("SO HAPPY"), which lifts a lexicon's
+    sentiment; 0.0 for no words."""
+    cased = _CASED_WORD.findall(text)
+    return sum(len(word) > 1 and word.isupper() for word in cased) / len(cased) if cased else 0.0
+
+
+def bare_run_share(tokens: list[str], common: frozenset[str], run: int) -> float:
+    """``|words in runs of at least run consecutive words not in common| / |words|``: words listed without the
+    words that join them into a sentence ("love joy peace hope", "love, joy, peace, hope"); 0.0 for no words."""
+    bare, current = 0, 0
+    for word in [*tokens, ""]:  # the empty sentinel is in no run, and closes the last one
+        if word and word not in common:
+            current += 1
+            continue
+        bare += current if current >= run else 0
+        current = 0
+    return bare / len(tokens) if tokens else 0.0
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def one_word_sentence_share(text: str) -> float:
+    """``|words standing alone as a sentence| / |words|``, sentences ending in ``.``, ``!`` or ``?``: a list set out
+    as sentences ("Best. Day. Ever."); 0.0 for no words."""
+    sentences = [words(sentence) for sentence in _SENTENCE_END.split(text.strip())]
+    total = sum(len(sentence) for sentence in sentences)
+    return sum(len(sentence) == 1 for sentence in sentences) / total if total else 0.0
+
+
+def doubled_word_share(tokens: list[str]) -> float:
+    """``|words equal to the word before| / |words|``: the plainest repetition ("so so so happy"); 0.0 for none."""
+    return sum(a == b for a, b in word_pairs(tokens)) / len(tokens) if tokens else 0.0
