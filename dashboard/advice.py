@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from dashboard.frontier import PeakReading, unclear_words
 from dashboard.health_rules import (
     ADVICE_ENTROPY,
     ADVICE_KL_HIGH,
@@ -40,7 +41,6 @@ from dashboard.health_rules import (
     Finding,
 )
 from dashboard.study_reader import PARAM_PREFIX, StudyView
-from tuner.search.frontier_peak import FrontierPeak
 from tuner.study.edge_findings import EdgeFinding
 
 KL = "KL control"
@@ -313,21 +313,34 @@ def edge_advice(findings: Sequence[EdgeFinding]) -> list[Advice]:
             for f in findings]
 
 
-def peak_sentence(peak: FrontierPeak) -> str:
+def peak_sentence(reading: PeakReading) -> str:
     """The study's own KL figure, where its evaluations show gold peaking: what replaces the guidance's generic one."""
+    peak = reading.peak
     return (f"This study's gold score peaks at {peak.kl:.3g} nats of KL ({peak.kl_low:.3g}-{peak.kl_high:.3g} over "
             "resampled trials): keep KL near it.")
 
 
-def peak_advice(peak: FrontierPeak | None) -> list[Advice]:
-    """One item where the study's evaluations show where gold peaks in KL
-    (:func:`tuner.search.frontier_peak.frontier_peak`, as the Frontier page reads it): the KL to aim at."""
-    if peak is None or not peak.found:
+def peak_advice(reading: PeakReading | None) -> list[Advice]:
+    """One item on where the study's gold peaks in KL (:class:`dashboard.frontier.PeakReading`, as the Frontier
+    page reads it): the KL to aim at where the data show a clear peak; where the curve's turn (or its rise or fall)
+    stays within the runs' noise, that there is none, and no KL to aim at."""
+    if reading is None:
+        return []
+    peak = reading.peak
+    read_from = f"read from {peak.points} evaluations of {peak.trials} trials"
+    if reading.status == "unclear":
+        return [Advice(
+            KL, INFO, "No clear peak of gold in KL",
+            f"{read_from}: {unclear_words(reading)} (the Frontier page draws the curve)",
+            "Choose the KL for other reasons (the proxy score wanted, a KL budget, the runs' cost): this study's gold "
+            "does not single one out. More trials at the KLs in question would narrow the noise.",
+        )]
+    if not reading.found:
         return []
     return [Advice(
         KL, INFO, f"Gold peaks at {peak.kl:.3g} nats of KL",
-        f"read from {peak.points} evaluations of {peak.trials} trials: {peak.kl_low:.3g}-{peak.kl_high:.3g} nats over "
-        f"resampled trials, {peak.inside:.0%} of which show the turn (the Frontier page draws it)",
+        f"{read_from}: {peak.kl_low:.3g}-{peak.kl_high:.3g} nats over resampled trials, {peak.inside:.0%} of which "
+        f"show the turn; {reading.clearance.numbers()} (the Frontier page draws it)",
         f"Aim kl_target (with the adaptive controller) near {peak.kl:.3g} nats, or keep the KL budget near "
         f"{peak.kl_high:.3g}: past the peak, more KL buys proxy score, not gold.",
     )]
@@ -340,12 +353,12 @@ def order(items: Sequence[Advice]) -> list[Advice]:
 
 def study_advice(
     view: StudyView, findings: Mapping[int, Sequence[Finding]], constraints: Mapping[int, Mapping[str, float]],
-    peak: FrontierPeak | None = None,
+    peak: PeakReading | None = None,
 ) -> list[Advice]:
     """What to try next for the study: its health findings (trial number -> findings), its broken constraints
     (trial number -> constraint values, as ``FrozenTrial.constraints``), its edge findings and, given where its
-    gold peaks in KL (``peak``), that KL, ordered. Where the peak is found, the advice on KL speaks of it instead of
-    the guidance's generic 15–20 nats."""
+    gold peaks in KL (``peak``), that KL, ordered. Where the data show a clear peak, the advice on KL speaks of it
+    instead of the guidance's generic 15–20 nats."""
     if view.trials.empty:
         return []
     knobs = knob_frame(view)

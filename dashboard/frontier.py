@@ -7,17 +7,23 @@ read, and where the study's gold peaks, as the tuner reads them) the functions h
 peaked (:func:`gold_peaks`), place each trial's end point (:func:`final_points`), keep the non-dominated ones
 (:func:`pareto_front`), say where the study's gold peaks (:func:`headline`: a suggested ``kl_target``, in KL summed
 over a response, the units of ``objective/kl``), and read it per group of trials (:func:`group_peaks`).
+
+A peak is named only where the data single it out (:class:`PeakReading`): the smoothed curve must rise to it and
+fall after it by more than the runs' noise allows (:func:`peak_clearance`). Smoothing a flat, noisy study still
+gives a curve with a highest point, often inside the measured range and in most resampled studies too; only its
+size against the run-to-run spread tells a peak from a plateau.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from tuner.search.frontier_peak import FrontierPeak
-from tuner.search.frontier_points import study_peak
+from tuner.search.frontier_peak import KL_FLOOR, FrontierPeak, thin_paths
+from tuner.search.frontier_points import frontier_source, study_peak, trajectories
 
 PEAK_COLUMNS = ["trial", "update", "kl", "sqrt_kl", "gold"]
 POINT_COLUMNS = ["trial", "update", "kl", "sqrt_kl", "proxy", "gold", "y", "state"]
@@ -25,6 +31,11 @@ POINT_COLUMNS = ["trial", "update", "kl", "sqrt_kl", "proxy", "gold", "y", "stat
 # those that finished their budget.
 FIT_SCOPES = {"all": "Every trial's points", "complete": "Complete trials only"}
 GROUP_PEAK_COLUMNS = ["group", "trials", "points", "status", "kl", "kl_low", "kl_high", "gold", "note"]
+CLEAR_MULTIPLE = 2.0
+"""A peak is named where the rise to it and the fall after it each exceed this many run-to-run SDs. The gold of two
+runs differs with SD sigma·sqrt(2), so at a gap of 2 sigma a run at the peak beats a run at either end in
+Phi(2 / sqrt(2)) = 92% of pairs. At 1 sigma (76% of pairs) a flat study's curve often passes by chance: its highest
+point is where the noise ran luckiest, and its ends rest on few points."""
 
 
 def gold_peaks(paths: pd.DataFrame) -> pd.DataFrame:
@@ -74,6 +85,121 @@ def pareto_front(points: pd.DataFrame, x: str = "kl", y: str = "y") -> pd.DataFr
     return ordered.loc[keep].reset_index(drop=True)
 
 
+def run_noise(trials: np.ndarray, x: np.ndarray, y: np.ndarray) -> float:
+    """The run-to-run SD of y at similar x: each point against the nearest point (in x) of another trial,
+
+        sigma = sqrt( (1 / 2n) · sum_i (y_i - y_j(i))^2 ),   j(i) = argmin over j with t_j != t_i of |x_j - x_i|
+
+    (ties, which need equal x, go to the lower x, then to the earlier point). Two runs' values at one x differ by
+    the noise alone, with twice a run's variance; where gold changes between neighbours the difference adds that
+    change, so sigma errs large, not small. Points of one trial are never paired: consecutive evaluations of a run
+    share its luck. nan with fewer than two trials.
+    """
+    order = np.argsort(x, kind="stable")
+    t, x, y = trials[order], x[order], y[order]
+    squared = np.empty(len(x))
+    for trial in np.unique(t):
+        mine = t == trial
+        other_x, other_y = x[~mine], y[~mine]
+        if not len(other_x):
+            return math.nan
+        at = np.searchsorted(other_x, x[mine])  # the first other point at or above each of this trial's
+        left, right = np.clip(at - 1, 0, len(other_x) - 1), np.clip(at, 0, len(other_x) - 1)
+        left = np.searchsorted(other_x, other_x[left])  # the earliest of the other points at that x
+        nearer_left = np.abs(x[mine] - other_x[left]) <= np.abs(other_x[right] - x[mine])
+        squared[mine] = (y[mine] - other_y[np.where(nearer_left, left, right)]) ** 2
+    return math.sqrt(float(squared.mean()) / 2) if len(x) else math.nan
+
+
+@dataclass(frozen=True)
+class PeakClearance:
+    """How far the smoothed curve's best point stands above each end of it, against the runs' noise.
+
+    ``rise`` = max m - m(lowest KL read), ``fall`` = max m - m(highest KL read), m the smoothed gold;
+    ``noise`` the run-to-run SD (:func:`run_noise`) of the points m was fitted to. Each is clear where it exceeds
+    :data:`CLEAR_MULTIPLE` times the noise.
+    """
+
+    rise: float
+    fall: float
+    noise: float
+
+    @property
+    def rise_clear(self) -> bool:
+        return bool(self.rise > CLEAR_MULTIPLE * self.noise)
+
+    @property
+    def fall_clear(self) -> bool:
+        return bool(self.fall > CLEAR_MULTIPLE * self.noise)
+
+    def numbers(self) -> str:
+        """E.g. ``rise +0.031, fall +0.012, noise ±0.02 (run-to-run SD)``."""
+        return f"rise {self.rise:+.2g}, fall {self.fall:+.2g}, noise ±{self.noise:.2g} (run-to-run SD)"
+
+
+def peak_clearance(curve: Sequence[float] | np.ndarray, trials: np.ndarray, x: np.ndarray,
+                   y: np.ndarray) -> PeakClearance:
+    """The rise and fall of the smoothed ``curve`` (its values from the lowest KL read to the highest) and the
+    run-to-run SD of the points (``trials``, ``x``, ``y``) it was fitted to. Rise and fall are nan without a curve."""
+    values = np.asarray(curve, dtype=float)
+    best = float(values.max()) if len(values) else math.nan
+    rise, fall = (best - float(values[0]), best - float(values[-1])) if len(values) else (math.nan, math.nan)
+    return PeakClearance(rise, fall, run_noise(trials, x, y))
+
+
+def fitted_points(paths: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The points :func:`study_peak` smooths, as ``tuner.search.frontier_peak.frontier_peak`` prepares them: (trial,
+    ln max(KL, KL_FLOOR), gold) of every row with a finite KL and gold, sorted by trial then KL, a trial of many
+    points averaged into runs (``thin_paths``). The noise is measured on these, at the scale the curve sees."""
+    rows = paths[paths["gold"].notna()]
+    t, k, v = (rows[c].to_numpy(dtype=d) for c, d in (("trial", np.int64), ("kl", float), ("gold", float)))
+    keep = np.isfinite(k) & np.isfinite(v)
+    t, k, v = t[keep], k[keep], v[keep]
+    order = np.lexsort((v, k, t))
+    return thin_paths(t[order], np.log(np.maximum(k[order], KL_FLOOR)), v[order])
+
+
+@dataclass(frozen=True)
+class PeakReading:
+    """The tuner's reading of where gold peaks (``peak``) and how clear of the runs' noise its curve's rise and fall
+    stand (``clearance``): what the Frontier page and Health's advice say about a peak."""
+
+    peak: FrontierPeak
+    clearance: PeakClearance
+
+    @property
+    def status(self) -> str:
+        """What the data show: "peak" where the curve turns inside them and both its rise and its fall are clear;
+        "rising" or "falling" (the tuner's) where the one change the curve shows is clear; "unclear" where the tuner
+        reads any of those but the change behind it is not; "none" where no curve can be read."""
+        status, clearance = self.peak.status, self.clearance
+        if status == "peak":
+            return "peak" if clearance.rise_clear and clearance.fall_clear else "unclear"
+        if status == "rising":
+            return status if clearance.rise_clear else "unclear"
+        if status == "falling":
+            return status if clearance.fall_clear else "unclear"
+        return status
+
+    @property
+    def found(self) -> bool:
+        """A peak the data support: the only reading a KL is suggested from."""
+        return self.status == "peak"
+
+
+def read_peak(paths: pd.DataFrame) -> PeakReading:
+    """:func:`study_peak` over ``paths`` and the clearance of its curve over the same points."""
+    peak = study_peak(paths)
+    return PeakReading(peak, peak_clearance(peak.curve_value, *fitted_points(paths)))
+
+
+def read_metrics_peak(metrics: pd.DataFrame) -> PeakReading | None:
+    """:func:`read_peak` over a study's metrics frame, from the metrics the frontier reads
+    (``tuner.search.frontier_points.frontier_source``); None when the study records no gold score."""
+    source = frontier_source(metrics)
+    return read_peak(trajectories(metrics, source)) if source.has_gold else None
+
+
 @dataclass(frozen=True)
 class Headline:
     """What the page leads with: where gold peaks, where the data show one, else what the data showed, in words
@@ -84,23 +210,43 @@ class Headline:
     words: str
 
 
-def headline(peak: FrontierPeak) -> Headline:
-    """The peak's KL where the data show a turn; else which way it lies (gold still rising at the highest KL
-    measured, or already falling at the lowest), or why nothing can be read yet."""
+def unclear_words(reading: PeakReading) -> str:
+    """Why a curve that turns, or rises, or falls is no peak to aim at: which of its changes stays within the runs'
+    noise, with the numbers (no KL to aim at in it)."""
+    peak, clearance = reading.peak, reading.clearance
+    against = (f"{clearance.numbers()}, where a peak needs a rise and a fall of more than {CLEAR_MULTIPLE:g}x the "
+               "noise each")
+    if peak.status == "peak" and clearance.rise_clear:
+        return (f"gold rises to about {peak.kl:.3g} nats, then falls by less than the runs' noise up to "
+                f"{peak.kl_max:.3g} nats: {against}. It levels off rather than turns, so there is no kl_target to "
+                "suggest; trials with more KL would show whether it falls")
+    if peak.status == "peak" and clearance.fall_clear:
+        return (f"gold varies by less than the runs' noise from {peak.kl_min:.3g} to about {peak.kl:.3g} nats, then "
+                f"falls: {against}. No KL below that stands out, so there is no kl_target to suggest")
+    return (f"gold varies by less than the runs' noise across {peak.kl_min:.3g}-{peak.kl_max:.3g} nats: {against}. "
+            "The data single out no KL, so there is no kl_target to suggest")
+
+
+def headline(reading: PeakReading) -> Headline:
+    """The peak's KL where the data show a clear turn; else which way gold lies (still rising at the highest KL
+    measured, or already falling at the lowest), that it shows no clear peak, or why nothing can be read yet."""
+    peak = reading.peak
     interval = f"{peak.kl_low:.3g}-{peak.kl_high:.3g}"
-    if peak.found:
+    if reading.status == "peak":
         return Headline("Gold peaks at", f"{peak.kl:.3g} nats",
                         f"gold peaks at {peak.kl:.3g} nats of KL (from {peak.trials} trials' {peak.points} "
                         f"evaluations; {interval} in 80% of resampled studies, {peak.inside:.0%} of which show the "
                         "turn inside the measured range): a kl_target, or a KL budget, near it keeps runs there")
-    if peak.status == "rising":
+    if reading.status == "rising":
         return Headline("Gold still rising at", f"{peak.kl:.3g} nats",
                         f"gold was still rising at the highest KL the data cover ({peak.kl:.3g} nats): its peak lies "
                         "beyond, so no kl_target to suggest; trials with more KL would show where it turns")
-    if peak.status == "falling":
+    if reading.status == "falling":
         return Headline("Gold already falling at", f"{peak.kl:.3g} nats",
                         f"gold was already falling at the lowest KL the data cover ({peak.kl:.3g} nats): its peak "
                         "lies below every trial's KL, so no kl_target to suggest; trials with less KL would show it")
+    if reading.status == "unclear":
+        return Headline("No clear peak", None, f"no clear peak: {unclear_words(reading)}")
     return Headline("No peak yet", None, f"no peak can be read yet: {peak.reason}")
 
 
@@ -115,20 +261,21 @@ def fit_points(paths: pd.DataFrame, states: Mapping[int, str], scope: str) -> pd
 
 
 def group_peaks(paths: pd.DataFrame, groups: Mapping[int, str]) -> pd.DataFrame:
-    """:func:`study_peak` within each group of trials (``groups``: trial -> label, e.g. the estimator).
+    """:func:`read_peak` within each group of trials (``groups``: trial -> label, e.g. the estimator).
 
-    One row per group: group, trials, points, status, kl, kl_low, kl_high and gold (NaN where no peak is read),
-    and a note (the reason there is none).
+    One row per group: group, trials, points, status (:attr:`PeakReading.status`), kl, kl_low, kl_high and gold
+    (NaN where no clear peak is read), and a note (why there is none).
     """
     labels = paths["trial"].map(lambda n: groups.get(int(n)))
     rows = []
     for label in sorted({str(g) for g in labels.dropna()}):
         chosen = paths[labels == label]
-        peak = study_peak(chosen)
+        reading = read_peak(chosen)
+        peak, found = reading.peak, reading.found
         rows.append({
             "group": label, "trials": int(chosen["trial"].nunique()), "points": int(chosen["gold"].notna().sum()),
-            "status": peak.status, "kl": peak.kl if peak.found else np.nan,
-            "kl_low": peak.kl_low if peak.found else np.nan, "kl_high": peak.kl_high if peak.found else np.nan,
-            "gold": peak.value if peak.found else np.nan, "note": peak.reason or headline(peak).words,
+            "status": reading.status, "kl": peak.kl if found else np.nan,
+            "kl_low": peak.kl_low if found else np.nan, "kl_high": peak.kl_high if found else np.nan,
+            "gold": peak.value if found else np.nan, "note": peak.reason or headline(reading).words,
         })
     return pd.DataFrame(rows, columns=GROUP_PEAK_COLUMNS)

@@ -12,8 +12,8 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from dashboard.charts import STATE_WORD, group_colors
+from dashboard.frontier import PeakReading
 from dashboard.palette import FIT_COLOR, FRONT_COLOR, OTHER_STATE_COLOR, STATE_COLORS, THRESHOLD_COLOR, trial_color
-from tuner.search.frontier_peak import FrontierPeak
 
 # With points coloured by group, the state moves to the marker's shape.
 STATE_SYMBOLS = {"COMPLETE": "circle", "PRUNED": "x", "FAIL": "diamond", "RUNNING": "triangle-up"}
@@ -111,12 +111,12 @@ def _group_points(points: pd.DataFrame, groups: Mapping[int, str]) -> list[go.Sc
 
 
 def frontier_figure(
-    points: pd.DataFrame, front: pd.DataFrame, peak: FrontierPeak | None = None, y_title: str = "gold score",
+    points: pd.DataFrame, front: pd.DataFrame, reading: PeakReading | None = None, y_title: str = "gold score",
     groups: Mapping[int, str] | None = None, kl_limit: float | None = None,
 ) -> go.Figure:
     """Each trial's final (KL, y) point coloured by state, the Pareto front of the COMPLETE ones as a line, and,
     given a peak reading, the study's smoothed gold curve, with a vertical marker at the peak's KL and its interval
-    shaded where the data show a peak (the suggested ``kl_target``).
+    shaded where the data show a clear peak (the suggested ``kl_target``; :attr:`PeakReading.found`).
 
     Given ``groups`` (trial -> label, e.g. the estimator), points are coloured by group and their state is the
     marker's shape (:data:`STATE_SYMBOLS`). Trace meta: {"role": "points", "state": s} (or "group": g),
@@ -129,14 +129,15 @@ def frontier_figure(
             name="Pareto front", meta={"role": "pareto_front"}, line={"color": FRONT_COLOR, "shape": "hv", "width": 2},
             hoverinfo="skip",
         ))
-    if peak is not None and peak.curve_kl:
+    if reading is not None and reading.peak.curve_kl:
+        peak = reading.peak
         traces.append(go.Scatter(
             x=list(peak.curve_kl), y=list(peak.curve_value), mode="lines", meta={"role": "fit"},
             name=f"gold, smoothed over {peak.points} evaluations",
             line={"color": FIT_COLOR, "dash": "dash", "width": 2},
             hovertemplate="smoothed gold<br>KL %{x:.3g}: %{y:.4g}<extra></extra>",
         ))
-        if peak.found:
+        if reading.found:
             ys = [*peak.curve_value, *points["y"].dropna().to_numpy(dtype=float)]
             low_y, high_y = min(ys), max(ys)
             traces.append(go.Scatter(

@@ -22,6 +22,7 @@ import sqlalchemy
 import streamlit as st
 
 from dashboard.frames import health_contexts
+from dashboard.frontier import PeakReading, read_metrics_peak
 from dashboard.health_rules import Finding, diagnose_trials
 from dashboard.study_reader import (
     StudyReader,
@@ -32,8 +33,6 @@ from dashboard.study_reader import (
     study_names,
 )
 from ppo_core.errors import first_line
-from tuner.search.frontier_peak import FrontierPeak
-from tuner.search.frontier_points import metrics_peak
 from tuner.store.database import open_read_only_engine
 
 TTL_S = 120
@@ -105,10 +104,10 @@ def health(url: str, name: str, token: str) -> dict[int, list[Finding]]:
 
 
 @st.cache_data(ttl=TTL_S, max_entries=MAX_STUDIES, show_spinner=False)
-def gold_peak(url: str, name: str, token: str) -> FrontierPeak | None:
-    """Where the study's gold peaks in KL, read from every trial's evaluations as the tuner reads it
-    (``tuner.search.frontier_points.metrics_peak``); None for a study without a gold score."""
-    return metrics_peak(metrics(url, name, token))
+def gold_peak(url: str, name: str, token: str) -> PeakReading | None:
+    """Where the study's gold peaks in KL, read from every trial's evaluations as the Frontier page reads it
+    (``dashboard.frontier.read_metrics_peak``); None for a study without a gold score."""
+    return read_metrics_peak(metrics(url, name, token))
 
 
 def _typed_arrays(figure: go.Figure) -> go.Figure:

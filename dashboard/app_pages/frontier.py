@@ -1,5 +1,5 @@
 """Frontier page: gold and proxy score against KL, per trial and across the study, and where the study's gold
-peaks (the tuner's own reading of it)."""
+peaks (the tuner's own reading of it), where the peak stands clear of the runs' noise."""
 
 from __future__ import annotations
 
@@ -9,11 +9,21 @@ import streamlit as st
 from dashboard import url_state
 from dashboard.charts import trial_label
 from dashboard.frames import MISSING, number
-from dashboard.frontier import FIT_SCOPES, final_points, fit_points, gold_peaks, group_peaks, headline, pareto_front
+from dashboard.frontier import (
+    CLEAR_MULTIPLE,
+    FIT_SCOPES,
+    PeakReading,
+    final_points,
+    fit_points,
+    gold_peaks,
+    group_peaks,
+    headline,
+    pareto_front,
+    read_peak,
+)
 from dashboard.frontier_charts import frontier_figure, trajectory_figure
 from dashboard.ui import PageContext, color_by_picker, keep_valid, picked, run_page, show_table
-from tuner.search.frontier_peak import FrontierPeak
-from tuner.search.frontier_points import FrontierSource, frontier_source, study_peak, trajectories
+from tuner.search.frontier_points import FrontierSource, frontier_source, trajectories
 
 TRIALS_KEY, SCOPE_KEY = "frontier_trials", "frontier_fit_scope"
 DEFAULT_PATHS = 4  # trials drawn along their run at first: more tangle into one another
@@ -35,28 +45,36 @@ def _frames(url: str, name: str, token: str, _context: PageContext) -> tuple[Fro
 
 @st.cache_data(ttl=120, max_entries=16, show_spinner=False)
 def _peaks(url: str, name: str, token: str, scope: str, groups: dict[int, str],
-           _chosen: pd.DataFrame) -> tuple[FrontierPeak, pd.DataFrame | None]:
+           _chosen: pd.DataFrame) -> tuple[PeakReading, pd.DataFrame | None]:
     """Where gold peaks over the chosen points, and within each group, once per study change, scope and grouping
     (``_chosen`` follows from those): a reading resamples the study (tuner.search.frontier_peak), which was most of
     a rerun's time."""
-    return study_peak(_chosen), (group_peaks(_chosen, groups) if groups else None)
+    return read_peak(_chosen), (group_peaks(_chosen, groups) if groups else None)
 
 
-def _peak_summary(peak: FrontierPeak, source: FrontierSource, scope: str) -> None:
-    lead = headline(peak)
+def _peak_summary(reading: PeakReading, source: FrontierSource, scope: str) -> None:
+    lead, peak, found = headline(reading), reading.peak, reading.found
     columns = st.columns(4)
     columns[0].metric(lead.label, lead.value or MISSING,
                       help="Where the study's gold score, smoothed over every evaluation of every trial, is highest "
                            "(tuner.search.frontier_peak). Named a peak only where the curve turns down inside the "
-                           "measured KL range.")
-    columns[1].metric("Smoothed gold there", number(peak.value) if peak.found else MISSING)
-    columns[2].metric("80% interval", f"{peak.kl_low:.3g}-{peak.kl_high:.3g}" if peak.found else MISSING,
+                           f"measured KL range, and rises to it and falls after it by more than {CLEAR_MULTIPLE:g}x "
+                           "the runs' noise each.")
+    columns[1].metric("Smoothed gold there", number(peak.value) if found else MISSING)
+    columns[2].metric("80% interval", f"{peak.kl_low:.3g}-{peak.kl_high:.3g}" if found else MISSING,
                       help="The peaks read from studies resampled from this one's trials, drawn with replacement.")
-    columns[3].metric("Resamples that turn", f"{peak.inside:.0%}" if peak.status != "none" else MISSING,
+    columns[3].metric("Resamples that turn",
+                      f"{peak.inside:.0%}" if reading.status in ("peak", "rising", "falling") else MISSING,
                       help="The share of resampled studies whose curve turns down inside their own KL range.")
     where = "held-out evaluation" if source.kind == "eval" else "training rollout"
-    (st.caption if peak.found else st.warning)(f"{lead.words[0].upper()}{lead.words[1:]}.")
+    (st.caption if found else st.warning)(f"{lead.words[0].upper()}{lead.words[1:]}.")
     if peak.status != "none":
+        st.caption(
+            f"Against the runs' noise: {reading.clearance.numbers()}. The rise is the smoothed gold's best less its "
+            "value at the lowest KL read, the fall its best less its value at the highest; the noise is the SD of "
+            "one run's gold, from each evaluation against the nearest one (in KL) of another trial. A peak is "
+            f"named where the rise and the fall each exceed {CLEAR_MULTIPLE:g}x the noise."
+        )
         st.caption(
             f"Gold against ln KL, smoothed locally over {peak.points} {where} points of {peak.trials} trials "
             f"({FIT_SCOPES[scope].lower()}), KL from {peak.kl_min:.3g} to {peak.kl_max:.3g} nats (summed over a "
@@ -71,7 +89,7 @@ def _across_the_study(context: PageContext, source: FrontierSource, paths: pd.Da
     states = context.view.states()
     points = final_points(paths, states)
     front = pareto_front(points)
-    peak, by_group, scope = None, None, "all"
+    reading, by_group, scope = None, None, "all"
     if source.has_gold:
         url_state.restore(SCOPE_KEY)
         keep_valid(SCOPE_KEY, list(FIT_SCOPES), "all")
@@ -79,21 +97,22 @@ def _across_the_study(context: PageContext, source: FrontierSource, paths: pd.Da
                                 key=SCOPE_KEY, help="Pruned trials often ran furthest in KL, where gold turns down: "
                                                     "they carry the peak."), scope)
         url_state.keep(SCOPE_KEY, "all")
-        peak, by_group = _peaks(context.ref.url, context.ref.name, context.token, scope, groups,
-                                fit_points(paths, states, scope))
+        reading, by_group = _peaks(context.ref.url, context.ref.name, context.token, scope, groups,
+                                   fit_points(paths, states, scope))
     y_title = "gold score" if source.has_gold else "proxy score"
-    figure = frontier_figure(points, front, peak, y_title, groups,
+    figure = frontier_figure(points, front, reading, y_title, groups,
                              context.view.upper_limit(source.kl))
     st.plotly_chart(figure, key="chart_frontier")
     marks = ("shapes: ● complete, ✕ pruned, ◆ failed, ▲ running" if groups
              else "colours: green complete, orange pruned, red failed, blue running")
     st.caption(f"Each trial's last measured point ({marks}). Black steps: the Pareto front of the complete trials "
                "(no other complete trial has more score for less KL).")
-    if peak is not None:
-        _peak_summary(peak, source, scope)
+    if reading is not None:
+        _peak_summary(reading, source, scope)
         if by_group is not None:
             show_table(by_group, hide_index=True, width="stretch")
-            st.caption("The same reading within each group: a group with few points or no turn-down gets no peak.")
+            st.caption("The same reading within each group: a group with few points, or no turn-down clear of its "
+                       "runs' noise, gets no peak.")
     if not front.empty:
         st.markdown(f"**On the front** ({len(front)} trial{'s' if len(front) != 1 else ''})")
         columns = ["trial", "update", "kl", "y", *(["proxy"] if source.has_gold else [])]

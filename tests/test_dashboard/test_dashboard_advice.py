@@ -26,9 +26,9 @@ from dashboard.advice import (
     separation_needed,
     study_advice,
 )
+from dashboard.frontier import read_peak
 from dashboard.health_rules import ADVICE_KL_HIGH, ADVICE_STEP_SIZE, CRITICAL, HealthContext, diagnose_trials
 from dashboard.study_reader import Snapshot, StudyRef, StudyView, build_study_view
-from tuner.search.frontier_peak import frontier_peak
 from tuner.store.attrs import CONFIG_ATTR, DEFINITION_ATTR, KL_GUARD_ATTR, KL_HISTORY_ATTR, PRUNE_REASON_ATTR
 from tuner.study.constraints import Constraint, constraint_values
 
@@ -233,9 +233,10 @@ def test_where_the_studys_gold_peaks_the_kl_advice_speaks_of_that_kl(
                                {n: HealthContext() for n in view.numbers})
     # Gold along 8 trials' paths, peaking at 2 nats: the reading the Frontier page shows.
     numbers, kls, golds = peaked_paths(np.geomspace(0.5, 12.0, 8), 2.0, top=0.7, curvature=0.05)
-    peak = frontier_peak(numbers, kls, golds)
-    assert peak.found and 1.6 < peak.kl < 2.5, peak
-    advice = study_advice(view, findings, {}, peak)
+    reading = read_peak(pd.DataFrame({"trial": numbers, "kl": kls, "gold": golds}))
+    peak = reading.peak
+    assert reading.found and 1.6 < peak.kl < 2.5, reading
+    advice = study_advice(view, findings, {}, reading)
     kl_items = [item for item in advice if item.group == KL]
     (blow_up,) = [item for item in kl_items if item.what.startswith("KL above the blow-up threshold")]
     assert "15–20" not in blow_up.action and f"peaks at {peak.kl:.3g} nats" in blow_up.action
@@ -243,7 +244,8 @@ def test_where_the_studys_gold_peaks_the_kl_advice_speaks_of_that_kl(
     assert f"kl_target (with the adaptive controller) near {peak.kl:.3g}" in aim.action
     assert "read from 64 evaluations of 8 trials" in aim.evidence
     # No peak read (gold still rising, or no gold at all): the guidance's figure, and no item about a peak.
-    for unread in (None, frontier_peak(numbers, [k / 20 for k in kls], [k for k in kls])):
+    rising = read_peak(pd.DataFrame({"trial": numbers, "kl": [k / 20 for k in kls], "gold": kls}))
+    for unread in (None, rising):
         items = study_advice(view, findings, {}, unread)
         assert [i.action for i in items if i.what.startswith("KL above")] == [ADVICE_KL_HIGH]
         assert not [i for i in items if i.what.startswith("Gold peaks")]

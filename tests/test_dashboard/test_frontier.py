@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dashboard.frontier import final_points, gold_peaks, group_peaks, headline, pareto_front
+from dashboard.frontier import final_points, gold_peaks, group_peaks, headline, pareto_front, read_peak
 from dashboard.frontier_charts import frontier_figure, traces_with_role, trajectory_figure
 from tuner.search.frontier_peak import frontier_peak
 from tuner.search.frontier_points import FrontierSource, frontier_source, study_peak, trajectories
@@ -186,11 +186,13 @@ def test_the_page_reads_the_peak_the_tuner_reads_and_draws_it() -> None:
     # One reading, the tuner's: the page's peak is frontier_peak's over the same evaluations.
     assert peak == frontier_peak(paths["trial"].tolist(), paths["kl"].tolist(), paths["gold"].tolist())
     assert peak.found and math.e**2 / 1.3 < peak.kl < math.e**2 * 1.3, peak
-    lead = headline(peak)
+    reading = read_peak(paths)
+    assert reading.peak == peak and reading.found, reading.clearance
+    lead = headline(reading)
     assert (lead.label, lead.value) == ("Gold peaks at", f"{peak.kl:.3g} nats")
     assert f"{peak.kl_low:.3g}-{peak.kl_high:.3g}" in lead.words
     points = final_points(paths, {n: "COMPLETE" for n in range(8)})
-    figure = frontier_figure(points, pareto_front(points), peak)
+    figure = frontier_figure(points, pareto_front(points), reading)
     (curve,) = traces_with_role(figure, "fit")
     assert list(curve.x) == pytest.approx(list(peak.curve_kl)) and max(curve.y) == pytest.approx(peak.value)
     (star,) = traces_with_role(figure, "kl_star")
@@ -202,14 +204,14 @@ def test_the_page_reads_the_peak_the_tuner_reads_and_draws_it() -> None:
 
 
 def test_no_peak_in_the_data_is_no_headline_and_says_which_way_it_lies() -> None:
-    rising = study_peak(gao_paths(6, seed=1, top=2.5))  # every trial stops well before e^2 = 7.4 nats
+    rising = read_peak(gao_paths(6, seed=1, top=2.5))  # every trial stops well before e^2 = 7.4 nats
     lead = headline(rising)
     assert rising.status == "rising" and lead.label == "Gold still rising at"
-    assert f"still rising at the highest KL the data cover ({rising.kl:.3g} nats)" in lead.words
+    assert f"still rising at the highest KL the data cover ({rising.peak.kl:.3g} nats)" in lead.words
     points = final_points(gao_paths(6, seed=1, top=2.5), {n: "COMPLETE" for n in range(6)})
     figure = frontier_figure(points, pareto_front(points), rising)
     assert traces_with_role(figure, "fit") and not traces_with_role(figure, "kl_star")
-    one = study_peak(gao_paths(1, seed=1, top=30.0))
+    one = read_peak(gao_paths(1, seed=1, top=30.0))
     assert one.status == "none" and headline(one).value is None and "of 1 trials" in headline(one).words
 
 
@@ -219,8 +221,8 @@ def test_each_group_gets_its_own_peak() -> None:
     assert list(table["group"]) == ["lone", "short", "wide"]
     rows = table.set_index("group")
     assert rows.loc["lone", "status"] == "none" and math.isnan(rows.loc["lone", "kl"])
-    wide = study_peak(paths[paths["trial"] < 8])
-    assert rows.loc["wide", "kl"] == wide.kl and rows.loc["wide", "trials"] == 8
+    wide = read_peak(paths[paths["trial"] < 8])
+    assert wide.found and rows.loc["wide", "kl"] == wide.peak.kl and rows.loc["wide", "trials"] == 8
 
 
 @pytest.mark.parametrize("first", range(0, 240, 30))
@@ -238,6 +240,6 @@ def test_a_study_whose_trials_stop_short_of_3_4_nats_shows_the_turn_its_points_s
                       "eval/score": e["eval/score"], "eval/gold_score": e["eval/gold_score"]}
                      for e in run["evals"] if e["eval/kl"] <= 3.4]
     metrics = pd.DataFrame(rows)
-    peak = study_peak(trajectories(metrics, frontier_source(metrics)))
-    lead = headline(peak)
-    assert lead.label == "Gold peaks at" and 1.0 <= peak.kl <= 2.0, (lead, peak)
+    reading = read_peak(trajectories(metrics, frontier_source(metrics)))
+    lead = headline(reading)
+    assert lead.label == "Gold peaks at" and 1.0 <= reading.peak.kl <= 2.0, (lead, reading)
