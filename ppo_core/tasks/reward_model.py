@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 from transformers import GPT2ForSequenceClassification, GPT2LMHeadModel, PreTrainedTokenizerFast
 
+from ppo_core.reward_models import keep_last, max_positions
 from ppo_core.tasks.sft import optimizer_step, warmup_cosine
 from ppo_core.tasks.text import format_for_reward
 
@@ -83,7 +84,9 @@ def score_ids(model: GPT2ForSequenceClassification, rows: list[list[int]], pad_i
     A caller that pads on the left must pass ``position_ids = attention_mask.cumsum(-1) - 1``
     (clamped at 0): with shifted positions this RM's scores are badly wrong.
     """
-    ids, mask = pad_right(rows, pad_id)
+    # A text longer than the model's positions keeps its end, as the trainer's reward scoring cuts it (a pretrained
+    # policy's symbols and newlines can take more word-level tokens than a response has).
+    ids, mask = pad_right(keep_last(rows, max_positions(model)), pad_id)
     return model(input_ids=ids, attention_mask=mask).logits.squeeze(-1)
 
 

