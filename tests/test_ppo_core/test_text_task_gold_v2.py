@@ -17,6 +17,7 @@ from ppo_core.tasks.fortunes.surface import (
     normalise,
     odd_token_share,
     one_word_sentence_share,
+    sentences,
     shouted_share,
 )
 from ppo_core.tasks.fortunes.words import words
@@ -30,6 +31,7 @@ GAMED_CEILING = 0.1
 @pytest.mark.parametrize("token", [
     "It's", "well-known", "and/or", "e.g.", "U.S.", "(really)", '"Yes,"', "end.", "why?", "1,000", "$5", "10%", "4th",
     "1990s", "9:30", "'s", "n't", "-", "...", "a", "I", "J.", "NASA", "Hello!", "wait...", "(see", "it).",
+    "12-foot-tall",
 ])
 def test_plain_tokens(token: str) -> None:
     assert is_plain_token(token)
@@ -62,14 +64,19 @@ def test_shouted_share(text: str, share: float) -> None:
     assert shouted_share(text) == pytest.approx(share)
 
 
-def slow_bare_runs(tokens: list[str], common: frozenset[str], run: int) -> float:
-    """Mark each word that lies in some window of ``run`` consecutive non-common words, then count the marks."""
-    marked: set[int] = set()
-    for start in range(len(tokens) - run + 1):
-        window = range(start, start + run)
-        if all(tokens[i] not in common for i in window):
-            marked.update(window)
-    return len(marked) / len(tokens) if tokens else 0.0
+def slow_bare_runs(sentences: list[list[str]], common: frozenset[str], run: int, shrink: int) -> float:
+    """Mark each word that lies in some window of ``run`` consecutive non-common words of one sentence, then count
+    the marks."""
+    marked = 0
+    for tokens in sentences:
+        hit: set[int] = set()
+        for start in range(len(tokens) - run + 1):
+            window = range(start, start + run)
+            if all(tokens[i] not in common for i in window):
+                hit.update(window)
+        marked += len(hit)
+    total = sum(map(len, sentences))
+    return marked / (total + shrink) if total else 0.0
 
 
 COMMON = frozenset({"the", "a", "of", "and", "is"})
@@ -78,15 +85,19 @@ COMMON = frozenset({"the", "a", "of", "and", "is"})
 @pytest.mark.parametrize("text", [
     "", "love", "love joy peace hope", "love joy peace", "the love joy peace hope of the world",
     "love joy and peace hope grace beauty", "a b c d e f g the h i j k", "the the the",
+    "safety features.\nChecking results now", "love joy. peace hope grace beauty",
 ])
 @pytest.mark.parametrize("run", [2, 3, 4])
-def test_bare_run_share_matches_a_slow_reference(text: str, run: int) -> None:
-    tokens = words(text)
-    assert bare_run_share(tokens, COMMON, run) == pytest.approx(slow_bare_runs(tokens, COMMON, run))
+@pytest.mark.parametrize("shrink", [0, 2])
+def test_bare_run_share_matches_a_slow_reference(text: str, run: int, shrink: int) -> None:
+    parts = [words(part) for part in sentences(text)]
+    assert bare_run_share(parts, COMMON, run, shrink) == pytest.approx(slow_bare_runs(parts, COMMON, run, shrink))
 
 
 @pytest.mark.parametrize(("text", "share"), [
     ("", 0.0), ("Best. Day. Ever.", 1.0), ("I know. Yes.", 1 / 3), ("It is a fine day, and I am glad.", 0.0),
+    # A list in lines; a last part cut short (no ".", "!" or "?") is a response cut at its length, not a fragment.
+    ("- love\n- joy\n- peace", 2 / 3), ("safety features.\nChecking", 0.0),
 ])
 def test_one_word_sentence_share(text: str, share: float) -> None:
     assert one_word_sentence_share(text) == pytest.approx(share)
@@ -147,10 +158,11 @@ def test_fluent_sentences_keep_sentiments_order(gold: TextGoldScorer) -> None:
 
 def test_real_continuations_mostly_keep_their_fluency(real_split: TextSplit, gold: TextGoldScorer) -> None:
     # Version 2 asks for plain prose, which the corpus is not always (emphasis in *stars*, "(c) 1984-2000", shouted
-    # headlines): 79% of 1,000 held-out continuations keep fluency >= 0.9 (96% under version 1), mean 0.87.
+    # headlines, a word said three times): 74.5% of 1,000 held-out continuations keep fluency >= 0.9 (96% under
+    # version 1), mean 0.83.
     fluency = [gold.breakdown(example.reference).fluency for example in real_split.heldout]
-    assert sum(f >= 0.9 for f in fluency) / len(fluency) >= 0.75
-    assert statistics.fmean(fluency) >= 0.85
+    assert sum(f >= 0.9 for f in fluency) / len(fluency) >= 0.7
+    assert statistics.fmean(fluency) >= 0.8
 
 
 def test_every_version_names_measures_that_exist() -> None:

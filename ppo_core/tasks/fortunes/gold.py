@@ -26,10 +26,6 @@ from ppo_core.tasks.fortunes.extra import missing_text_extra
 from ppo_core.tasks.fortunes.fluency import GOLD_VERSIONS, FluencyThresholds, Response, fluency, fluency_factors
 from ppo_core.tasks.fortunes.words import CorpusCounts
 
-COMMON_WORDS = 100
-"""How many of the corpus's most frequent words may be common ("the", "of", "is"): words that join content words,
-and repeat in any text."""
-
 Sentiment = Callable[[str], float]
 """A text's sentiment in [-1, 1]; VADER's compound score unless a scorer is given another (a module-level function,
 so that the scorer still pickles)."""
@@ -108,18 +104,19 @@ class TextGoldScorer:
         return [self.breakdown(response).gold for response in responses]
 
 
-def common_words(counts: CorpusCounts, sentiment: Sentiment) -> frozenset[str]:
-    """The :data:`COMMON_WORDS` most frequent words of the corpus that carry no sentiment.
+def common_words(counts: CorpusCounts, sentiment: Sentiment, count: int) -> frozenset[str]:
+    """The ``count`` most frequent words of the corpus that carry no sentiment (``FluencyRules.common_words``):
+    words that join content words, and repeat in any text.
 
     A word with sentiment is never glue: "love" and "good" are among the corpus's hundred most frequent words, and
     counted as common they would let a bare list of positive words ("love good great joy") pass for a sentence.
     """
-    return frozenset(word for word in counts.most_common(COMMON_WORDS) if sentiment(word) == 0.0)
+    return frozenset(word for word in counts.most_common(count) if sentiment(word) == 0.0)
 
 
 def build_gold_scorer(texts: Sequence[str], sentiment: Sentiment | None = None, version: int = 1) -> TextGoldScorer:
     """The gold scorer of ``version`` (:data:`GOLD_VERSIONS`) whose corpus counts and calibration both come from
     ``texts`` (the task's training texts)."""
     counts = CorpusCounts.from_texts(texts)
-    common = common_words(counts, sentiment or vader_compound)
+    common = common_words(counts, sentiment or vader_compound, GOLD_VERSIONS[version].common_words)
     return TextGoldScorer(counts, common, calibrate(texts, counts, common, version=version), sentiment, version)

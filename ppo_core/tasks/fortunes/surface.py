@@ -33,12 +33,12 @@ _WORD = r"(?:[A-Z]?[a-z]+|[A-Z]+)"
 # abbreviation of single letters with dots ("e.g.", "U.S.").
 _WORDS = rf"(?:{_WORD}(?:['\-/]{_WORD})*'?|(?:[A-Za-z]\.){{2,}})"
 # A number or a time ("1,000", "3.5", "9:30"), a sum or a share ("$5", "10%"), an ordinal or a
-# decade ("4th", "1990s").
+# decade ("4th", "1990s"); in the plain token it may lead a compound ("12-foot-tall").
 _NUMBER = r"(?:\$?[0-9]+(?:[.,:][0-9]+)*(?:%|st|nd|rd|th|s)?)"
 # A contraction written apart from its word ("John 's", "do n't").
 _CLITIC = r"(?:'(?:s|d|m|t|ll|re|ve)|n't)"
 _PLAIN = re.compile(
-    rf"[(\[\"']?(?:{_WORDS}|{_NUMBER}|{_CLITIC})[)\]\"']{{0,2}}[.,;:!?]{{0,4}}[)\]\"']{{0,2}}"
+    rf"[(\[\"']?(?:{_WORDS}|{_NUMBER}(?:-{_WORD})*|{_CLITIC})[)\]\"']{{0,2}}[.,;:!?]{{0,4}}[)\]\"']{{0,2}}"
 )
 # A word that is one pair of letters over and over ("haha", "hehe", "xoxo"): laughter and kisses, not words.
 _CHANT = re.compile(r"(?:([a-z]{2})\1+)", re.IGNORECASE)
@@ -89,28 +89,42 @@ def shouted_share(text: str) -> float:
     return sum(len(word) > 1 and word.isupper() for word in cased) / len(cased) if cased else 0.0
 
 
-def bare_run_share(tokens: list[str], common: frozenset[str], run: int) -> float:
-    """``|words in runs of at least run consecutive words not in common| / |words|``: words listed without the
-    words that join them into a sentence ("love joy peace hope", "love, joy, peace, hope"); 0.0 for no words."""
-    bare, current = 0, 0
-    for word in [*tokens, ""]:  # the empty sentinel is in no run, and closes the last one
-        if word and word not in common:
-            current += 1
-            continue
-        bare += current if current >= run else 0
+def bare_run_share(sentences: list[list[str]], common: frozenset[str], run: int, shrink: int) -> float:
+    """``|words in runs of at least run consecutive words not in common| / (|words| + shrink)``, runs counted within
+    each sentence (a list of its words): words listed without the words that join them into a sentence ("love joy
+    peace hope", "love, joy, peace, hope"). A sentence's end breaks a run, since a new sentence may open with content
+    words; ``shrink`` damps a short text, where one run of four is most of it. 0.0 for no words."""
+    bare = 0
+    for tokens in sentences:
         current = 0
-    return bare / len(tokens) if tokens else 0.0
+        for word in [*tokens, ""]:  # the empty sentinel is in no run, and closes the last one
+            if word and word not in common:
+                current += 1
+                continue
+            bare += current if current >= run else 0
+            current = 0
+    total = sum(len(tokens) for tokens in sentences)
+    return bare / (total + shrink) if total else 0.0
 
 
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n")
+
+
+def sentences(text: str) -> list[str]:
+    """``text`` cut after each ``.``, ``!`` or ``?`` that whitespace follows, and at each line break."""
+    return [part for part in _SENTENCE_END.split(text.strip()) if part.strip()]
 
 
 def one_word_sentence_share(text: str) -> float:
-    """``|words standing alone as a sentence| / |words|``, sentences ending in ``.``, ``!`` or ``?``: a list set out
-    as sentences ("Best. Day. Ever."); 0.0 for no words."""
-    sentences = [words(sentence) for sentence in _SENTENCE_END.split(text.strip())]
-    total = sum(len(sentence) for sentence in sentences)
-    return sum(len(sentence) == 1 for sentence in sentences) / total if total else 0.0
+    """``|words standing alone as a sentence or a line| / |words|``: a list set out as sentences or lines ("Best.
+    Day. Ever.", "- love\n- joy"). An unfinished last sentence (no ``.``, ``!`` or ``?``) is a response cut at its
+    length ("... features. Checking"), not a fragment. 0.0 for no words."""
+    parts = sentences(text)
+    counted = [words(part) for part in parts]
+    total = sum(len(tokens) for tokens in counted)
+    finished = [True] * (len(parts) - 1) + [parts[-1].rstrip("\"')").endswith((".", "!", "?"))] if parts else []
+    alone = sum(len(tokens) == 1 and done for tokens, done in zip(counted, finished, strict=True))
+    return alone / total if total else 0.0
 
 
 def doubled_word_share(tokens: list[str]) -> float:
