@@ -120,7 +120,10 @@ VARIANTS: dict[str, AnyTaskParams] = {
     "fortunes_v2": dataclasses.replace(_FORTUNES, gold_version=2),
     "fortunes_v2_tiny": dataclasses.replace(_FORTUNES_TINY, gold_version=2),
     # The second gold with SmolLM2-135M-Instruct as the policy, and a proxy trained on the gold of pairs of its own
-    # responses (4 per training prompt, every pair apart by 0.05 gold or more) beside the human continuations'.
+    # responses (4 per training prompt, every pair apart by 0.05 gold or more) beside the human continuations'. On
+    # 512 fresh responses to the held-out prompts the proxy orders 66% of gold-apart pairs as gold does, Spearman
+    # 0.47 with gold (the first task's proxy: 61% and 0.27 on SmolLM2's text). The build drew 6,400 responses of
+    # SmolLM2 at about 17 a second on 2 cores (6 minutes; resumable), then took 407 s for the rest on a loaded machine.
     "fortunes_v2_smollm2": dataclasses.replace(
         _FORTUNES, gold_version=2, pair_policy="smollm2-135m-instruct", response_length=16,
         rm_responses_per_prompt=4, rm_train_pairs=6000, rm_heldout_pairs=500,
