@@ -287,6 +287,12 @@ class PPOConfig(ScriptArguments, ModelConfig, ConfigReadings):
     num_eval_samples: int = field(
         default=4, metadata=field_help("Responses sampled per held-out prompt at each evaluation.")
     )
+    eval_on_start: bool = field(
+        default=False,
+        metadata=field_help("Evaluate on the held-out prompts before the first update too, logged as update 0: the "
+                            "untuned policy's held-out gold and proxy, for each run to be read against "
+                            "(TrainingArguments' name). Needs eval_steps."),
+    )
 
     # --- memory ---
     gradient_checkpointing: bool = field(

@@ -49,6 +49,7 @@ class RuledConfig(Protocol):
     missing_eos_penalty: float | None
     num_sample_generations: int
     eval_steps: float | None
+    eval_on_start: bool
     update_forward_batch_size: int | None
     report_to: list[str]
 
@@ -118,6 +119,8 @@ def _check_run_length(c: RuledConfig) -> None:
         require(getattr(c, name) >= 1, name, ">= 1", getattr(c, name))
     require(c.num_sample_generations >= 0, "num_sample_generations", ">= 0", c.num_sample_generations)
     require(c.num_train_epochs > 0, "num_train_epochs", "> 0", c.num_train_epochs)
+    require(not c.eval_on_start or c.eval_steps is not None, "eval_on_start",
+            "false without eval_steps (it is the first of the run's evaluations)", c.eval_on_start)
     if c.eval_steps is not None:
         require(c.eval_steps > 0, "eval_steps", "> 0", c.eval_steps)
         # At 1 and above it counts updates; a fraction of the run is only meaningful below 1.

@@ -29,6 +29,8 @@ class ProgressCallback(TrainerCallback):
         self.task_id = self.progress.add_task("train", total=num_updates, status="")
 
     def on_update(self, update: int, metrics: dict[str, float]) -> str | None:
+        if "objective/scores" not in metrics:  # the evaluation before training (eval_on_start): no rollout yet
+            return None
         status = f"score {metrics['objective/scores']:+.3f}  kl {metrics['objective/kl']:.2f}"
         if GOLD_SCORE in metrics:
             status += f"  gold {metrics[GOLD_SCORE]:.3f}"

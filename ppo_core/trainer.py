@@ -130,6 +130,11 @@ class PPOTrainer:
         sample_every = sample_interval(self.num_updates, self.config.num_sample_generations)
         if sample_every and self.group.is_main:
             self._record_samples(0, result)
+        if self.config.eval_on_start and self.eval_interval is not None:
+            # To the callbacks (the metrics file, trackers, a tuner trial's store), not among the updates' metrics.
+            start = {"update": 0.0, "episode": 0.0, **self.evaluate(0)}
+            for callback in self.callbacks:
+                callback.on_update(0, start)  # the untuned policy: nothing to stop yet
         for update in range(1, self.num_updates + 1):
             metrics = self.step(update)
             if is_evaluation_update(update, self.num_updates, self.eval_interval):

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from ppo_core import PPOConfig, PPOTrainer, evaluation_metrics, reported_metrics
+from ppo_core.callbacks import TrainerCallback
 from ppo_core.config import ConfigError
 from ppo_core.config_io import build_config
 from ppo_core.distributed import rank_share
@@ -79,6 +80,7 @@ def test_every_interval_th_update_and_the_last_evaluate(num_updates: int, interv
     ({"eval_steps": 2.5}, r"^eval_steps: must be a whole number of updates when >= 1 .*, got 2.5$"),
     ({"eval_steps": "often"}, r"^eval_steps: expected float or null, got 'often'$"),
     ({"num_eval_samples": 0}, r"^num_eval_samples: must be >= 1, got 0$"),
+    ({"eval_on_start": True}, r"^eval_on_start: must be false without eval_steps .*, got True$"),
 ])
 def test_bad_evaluation_settings_are_one_line_config_errors(values: dict, message: str) -> None:
     with pytest.raises(ConfigError, match=message) as caught:
@@ -190,6 +192,26 @@ def test_evaluation_is_reported_on_the_evaluation_updates_only(letter_runs: dict
         assert all(math.isfinite(m[name]) for name in expected)
         assert 1 <= m["eval/response_length"] <= config.response_length
         assert m["time/eval_s"] > 0
+
+
+def test_eval_on_start_evaluates_the_untuned_policy_as_update_0(tiny_lm_dir: Path, prompts_file: Path) -> None:
+    class Recorder(TrainerCallback):
+        def __init__(self) -> None:
+            self.updates: list[tuple[int, dict[str, float]]] = []
+
+        def on_update(self, update: int, metrics: dict[str, float]) -> str | None:
+            self.updates.append((update, metrics))
+            return None
+
+    config = small_config(tiny_lm_dir, prompts_file, eval_steps=2, eval_on_start=True,
+                          reward_funcs=["reward_functions:count_letter_a"])
+    recorder = Recorder()
+    result = PPOTrainer(config, callbacks=[recorder]).train()
+    (first, start), *rest = recorder.updates
+    assert first == 0 and start["update"] == 0.0
+    assert evaluation_metrics(config) <= set(start) and start["eval/kl"] == 0.0  # the policy is its reference
+    # The updates' own metrics, and what a run summarises from them, stay the updates'.
+    assert [m for _, m in rest] == result.metrics and all(m["update"] >= 1 for m in result.metrics)
 
 
 @pytest.mark.parametrize("name", ["plain", "evaluated"])
