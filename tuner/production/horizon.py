@@ -208,8 +208,8 @@ EVIDENCE: dict[str, str] = {
 }
 """The measurement behind each rule, as the export's comments cite it."""
 EVIDENCE_SCOPE = ("measured on the graph task's policies of 0.1-0.5M parameters; on SmolLM2 with LoRA, step_mass at 4x "
-                  "ended two configurations at a quarter to a half of their tuned KL (2 seeds each), and its gold showed "
-                  "no peak the runs' noise supports across 2-20 nats: validate the carried configuration where it "
-                  "will run")
+                  "ended two configurations at a quarter to a half of their tuned KL (2 seeds each), and its gold "
+                  "showed no peak the runs' noise supports across 2-20 nats: validate the carried configuration "
+                  "where it will run")
 """Where :data:`EVIDENCE` holds, said beside it wherever it is cited: no advice quotes a graph-task figure as
 general."""
