@@ -96,7 +96,8 @@ def summarise(runs: dict[int, list[dict[str, float]]]) -> dict[str, Any]:
     seeds = sorted(runs)
     updates = sorted({row["update"] for row in runs[seeds[0]]})
     table = {int(u): {s: next(r for r in runs[s] if r["update"] == u) for s in seeds} for u in updates}
-    curve = [{"update": u, **{m: interval([table[u][s][m] for s in seeds]) for m in METRICS}} for u in table]
+    curve: list[dict[str, Any]] = [{"update": u, **{m: interval([table[u][s][m] for s in seeds]) for m in METRICS}}
+                                   for u in table]
     peak = max(curve, key=lambda point: point["eval/gold_score"][0])
     first, last = int(updates[0]), int(updates[-1])
 

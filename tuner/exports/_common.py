@@ -52,6 +52,7 @@ NOT_TRAINING = {
     "num_eval_prompts": "ppo-tune's held-out evaluation",
     "eval_steps": "ppo-tune's held-out evaluation",
     "num_eval_samples": "ppo-tune's held-out evaluation",
+    "eval_on_start": "ppo-tune's held-out evaluation",
     "dataset_test_split": "held-out prompts, for evaluation only",
     "local_rollout_forward_batch_size": "rows per no-grad forward pass: memory and speed, not results",
     "fused_logits_head": "how ppo_core computes the update's log-probs on a GPU: speed, not results",
