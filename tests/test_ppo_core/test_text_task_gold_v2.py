@@ -9,7 +9,7 @@ import pytest
 
 from ppo_core.tasks.fortunes import TextGoldScorer, TextSplit, build_gold_scorer, load_corpus, split_examples
 from ppo_core.tasks.fortunes.fluency import GOLD_VERSIONS, length_factor
-from ppo_core.tasks.fortunes.gamed import BATTERY_PROMPTS, FLUENT, GAMED
+from ppo_core.tasks.fortunes.gamed import BATTERY_PROMPTS, FLUENT, GAMED, ORDER_KINDS
 from ppo_core.tasks.fortunes.surface import (
     bare_run_share,
     doubled_word_share,
@@ -134,8 +134,11 @@ def test_the_battery_is_broad() -> None:
     assert all(len(responses) >= 3 for responses in GAMED.values())
 
 
-@pytest.mark.parametrize(("kind", "response"), [(kind, r) for kind, responses in GAMED.items() for r in responses])
-def test_every_gamed_response_scores_near_zero(gold: TextGoldScorer, kind: str, response: str) -> None:
+# Word order is version 3's to judge (test_text_task_gold_v3.py); version 2 is held to the kinds it reads.
+@pytest.mark.parametrize(("kind", "response"), [(kind, r) for kind, responses in GAMED.items() for r in responses
+                                                if kind not in ORDER_KINDS])
+def test_every_gamed_response_of_the_surface_kinds_scores_near_zero(gold: TextGoldScorer, kind: str,
+                                                                      response: str) -> None:
     scores = gold(list(BATTERY_PROMPTS), [response] * len(BATTERY_PROMPTS))
     assert max(scores) <= GAMED_CEILING, f"{kind}: {response!r} scores {max(scores):.3f}"
 

@@ -9,6 +9,8 @@ text and words (a :class:`Response`) and the corpus's counts, where a higher val
 - ``unknown_words``: the share of words the corpus never uses (invented words, ``<unk>``, another language);
 - ``content_words``: the share of content words, damped for short texts (lists of adjectives, no words joining them);
 - ``pair_surprise``: how much less likely the word order is than the same words in any order (word salad);
+- ``pair_shortfall``: how far adjacent pairs of frequent words fall short of the count their frequencies predict
+  (function words in no grammatical order: "the I loved the very when I");
 - ``odd_tokens``: the share of tokens that are not plain prose (symbols, emoji, other scripts, code, markup,
   addresses, hashtags, spelling games: ``surface.py``);
 - ``shouting``: the share of words in capitals;
@@ -92,6 +94,36 @@ def pair_surprise(tokens: list[str], counts: Counts) -> float:
     return -total / (len(pairs) + SHRINK)
 
 
+SHORTFALL_SMOOTHING = 1.0
+"""Pseudo-count ``alpha`` of :func:`pair_shortfall`: a pair costs only once its expected count is well above it, so
+the corpus has had the chance to show it. Measured with version 3's ramp on 1,163 held-out continuations (seed 0,
+``benchmarks/gold_battery.py``): 0.5, 1, 2 and 4 keep 73.2%, 73.0%, 73.2% and 72.9% of them at fluency >= 0.9, and
+leave 33%, 34%, 35% and 37% of their shuffled copies above 0.1 gold."""
+
+
+def pair_shortfall(tokens: list[str], counts: Counts, alpha: float = SHORTFALL_SMOOTHING) -> float:
+    """Mean shortfall of adjacent word pairs against the count their words' frequencies predict, damped for short
+    texts:
+
+    ``sum_{(a, b)} max(0, log[ (E(a, b) + alpha) / (c(a, b) + alpha) ]) / (|pairs| + SHRINK)``, with
+    ``E(a, b) = c(a) c(b) / N``,
+
+    ``c`` the corpus counts and ``N`` its words: ``E`` is how often the pair would occur if words followed each
+    other at random. Only a pair of frequent words can fall short ("the I": ``E`` about 110, seen twice), so rare
+    words, which the corpus cannot judge, cost nothing; and a fluent pair earns no credit, so that the common pairs
+    of a word salad ("I loved", "when I") cannot pay for its broken ones, as they do in :func:`pair_surprise`'s
+    mean. 0.0 for fewer than two words, or an empty corpus (which cannot judge).
+    """
+    pairs = word_pairs(tokens)
+    if counts.total_words == 0:
+        return 0.0
+    total = 0.0
+    for first, second in pairs:
+        expected = counts.word_count(first) * counts.word_count(second) / counts.total_words
+        total += max(0.0, math.log((expected + alpha) / (counts.pair_count(first, second) + alpha)))
+    return total / (len(pairs) + SHRINK)
+
+
 BARE_RUN = 4
 """Consecutive words without a common word between them from which they count as a list, not a sentence: real
 sentences run three ("makes perfect sense", "good judgment comes"), lists of feelings run on."""
@@ -121,6 +153,7 @@ FEATURES: dict[str, Feature] = {
     "unknown_words": lambda response, counts, common: unknown_word_share(response.tokens, counts),
     "content_words": lambda response, counts, common: content_word_share(response.tokens, common),
     "pair_surprise": lambda response, counts, common: pair_surprise(response.tokens, counts),
+    "pair_shortfall": lambda response, counts, common: pair_shortfall(response.tokens, counts),
     "odd_tokens": lambda response, counts, common: odd_token_share(response.text),
     "shouting": lambda response, counts, common: shouted_share(response.text),
     "bare_runs": lambda response, counts, common: bare_run_share([words(part) for part in sentences(response.text)],
@@ -170,6 +203,18 @@ GOLD_VERSIONS: dict[int, FluencyRules] = {
                     normalised=True, common_words=250, length_quantile=0.05, length_floor=1, length_power=1.5,
                     quantiles={"odd_tokens": 0.9, "shouting": 0.95, "bare_runs": 0.95, "fragments": 0.95,
                                "repeated_content": 0.95, "repeated_pairs": 0.95},
+                    span_floor={"odd_tokens": 0.12, "shouting": 0.3, "fragments": 0.3, "doubled_words": 0.15}),
+    # Version 3 judges word order as well: version 2 scored function words in no grammatical order 0.72 to 0.93
+    # ("the day that I was I so the I loved the very when I love the", which a policy wrote under over-
+    # optimisation), since each of its pairs is common English. Its shortfall ramp spares 97% of real text: at 99%,
+    # a shuffled sentence of the battery kept 0.37 and 45% of 1,163 shuffled held-out continuations kept gold above
+    # 0.1 (34% at 97%, 30% at 95%), for 1.1 points of held-out real text with fluency >= 0.9 (74.1% against 73.0%;
+    # 71.8% at 95%).
+    3: FluencyRules(measures=("repeated_pairs", "repeated_content", "unknown_words", "content_words", "pair_surprise",
+                              "odd_tokens", "shouting", "bare_runs", "fragments", "doubled_words", "pair_shortfall"),
+                    normalised=True, common_words=250, length_quantile=0.05, length_floor=1, length_power=1.5,
+                    quantiles={"odd_tokens": 0.9, "shouting": 0.95, "bare_runs": 0.95, "fragments": 0.95,
+                               "repeated_content": 0.95, "repeated_pairs": 0.95, "pair_shortfall": 0.97},
                     span_floor={"odd_tokens": 0.12, "shouting": 0.3, "fragments": 0.3, "doubled_words": 0.15}),
 }
 """The gold's fluency versions; a text task names its version (``TextTaskParams.gold_version``)."""

@@ -65,7 +65,8 @@ class TextTaskParams:
     """SFT samples per held-out prompt for the build's gold report."""
     gold_version: int = 1
     """Which gold the task scores with (``fluency.GOLD_VERSIONS``): 1 reads a response's words, 2 its text as well,
-    so that symbols, scripts, code, markup and lists do not pass for English."""
+    so that symbols, scripts, code, markup and lists do not pass for English, and 3 its word order as well, so
+    that function words in no grammatical order do not either."""
     pair_policy: str | None = None
     """The model whose samples make the proxy's pairs, and which the task names as its policy: None for the
     companion trained here; else a model path or packaged name (``smollm2-135m-instruct``), so that the proxy

@@ -1,0 +1,159 @@
+"""The text task's third gold (version 3): the word-order measure against a slow reference and by hand, the gamed
+battery with its word salads, sentiment's order on fluent sentences, real text that keeps its fluency, and version 2
+left as it was."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+
+import pytest
+
+from ppo_core.tasks.fortunes import (
+    CorpusCounts,
+    TextGoldScorer,
+    TextSplit,
+    build_gold_scorer,
+    load_corpus,
+    split_examples,
+    words,
+)
+from ppo_core.tasks.fortunes.fluency import GOLD_VERSIONS, SHRINK, pair_shortfall
+from ppo_core.tasks.fortunes.gamed import BATTERY_PROMPTS, FLUENT, GAMED, ORDER_KINDS, UNCAUGHT
+from ppo_core.tasks.fortunes.words import LeaveOneOut
+from ppo_core.tasks.variants import TextTaskParams, task_params_of
+
+GAMED_CEILING = 0.1
+"""The most gold any gamed response of the battery may score."""
+
+SALAD = "the day that I was I so the I loved the very when I love the"
+"""What a policy wrote when over-optimised against the second gold's proxy, which that gold scored 0.93."""
+
+HAND_CORPUS = [
+    "The cat sat on the mat.",
+    "The dog sat on the log, and the cat sat on the dog.",
+    "A cat is not a dog; a dog is not a log.",
+    "Don't let the dog out, said the man.",
+    "The man sat down and the dog sat up.",
+]
+
+# --- the word-order measure ---------------------------------------------------------------------------------------
+
+
+def slow_shortfall(tokens: list[str], texts: list[str], alpha: float = 1.0) -> float:
+    """Recount every word and adjacent pair of ``texts`` for each pair of ``tokens``, then average the shortfalls."""
+    corpus = [words(text) for text in texts]
+    total = sum(len(text) for text in corpus)
+    shortfalls = []
+    for first, second in [(tokens[i], tokens[i + 1]) for i in range(len(tokens) - 1)]:
+        seen = sum(1 for text in corpus for i in range(len(text) - 1) if (text[i], text[i + 1]) == (first, second))
+        expected = sum(text.count(first) for text in corpus) * sum(text.count(second) for text in corpus) / total
+        shortfalls.append(max(0.0, math.log((expected + alpha) / (seen + alpha))))
+    return sum(shortfalls) / (len(shortfalls) + SHRINK)
+
+
+@pytest.mark.parametrize("text", [
+    "", "the", "the cat sat on the mat", "the the the", "mat the on sat cat the", "zorgle the dog", "a dog is a log",
+    "the dog the cat the man the log", "sat sat on on the the",
+])
+@pytest.mark.parametrize("alpha", [0.5, 1.0, 4.0])
+def test_pair_shortfall_matches_the_slow_reference(text: str, alpha: float) -> None:
+    counts = CorpusCounts.from_texts(HAND_CORPUS)
+    assert pair_shortfall(words(text), counts, alpha) == pytest.approx(slow_shortfall(words(text), HAND_CORPUS, alpha))
+
+
+def test_pair_shortfall_by_hand() -> None:
+    # x 3 times, y 3 times in 6 words: each pair is expected 3 * 3 / 6 = 1.5 times. "x y" and "y x" are seen twice,
+    # "x x" never.
+    counts = CorpusCounts.from_texts(["x y x y", "y x"])
+    assert pair_shortfall(["x", "y"], counts) == 0.0  # seen more often than expected: no credit, no cost
+    assert pair_shortfall(["x", "x"], counts) == pytest.approx(math.log(2.5 / 1) / (1 + SHRINK))
+    assert pair_shortfall(["x", "x", "y"], counts) == pytest.approx(math.log(2.5) / (2 + SHRINK))
+    # A word the corpus never saw is expected 0 times beside any other: the corpus cannot judge it.
+    assert pair_shortfall(["x", "zorgle", "y"], counts) == 0.0
+    assert pair_shortfall([], counts) == pair_shortfall(["x"], counts) == 0.0
+
+
+def test_pair_shortfall_reads_the_counts_it_is_given() -> None:
+    # Calibration measures each text against the others (LeaveOneOut); an empty rest of the corpus cannot judge.
+    counts = CorpusCounts.from_texts(["the cat sat"])
+    assert pair_shortfall(["the", "the"], LeaveOneOut(counts, "the cat sat")) == 0.0
+    corpus = CorpusCounts.from_texts(HAND_CORPUS)
+    others = CorpusCounts.from_texts(HAND_CORPUS[1:])
+    tokens = words("the the cat on on the")
+    assert pair_shortfall(tokens, LeaveOneOut(corpus, HAND_CORPUS[0])) == pytest.approx(pair_shortfall(tokens, others))
+
+
+# --- gold on the battery and on real text -------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def real_split() -> TextSplit:
+    return split_examples(load_corpus().texts, num_heldout=1000, seed=0)
+
+
+@pytest.fixture(scope="module")
+def golds(real_split: TextSplit) -> dict[int, TextGoldScorer]:
+    texts = [example.text for example in real_split.train]
+    return {version: build_gold_scorer(texts, version=version) for version in (2, 3)}
+
+
+def test_the_third_version_is_the_second_with_a_judge_of_word_order() -> None:
+    second, third = GOLD_VERSIONS[2], GOLD_VERSIONS[3]
+    assert third.measures == (*second.measures, "pair_shortfall")
+    assert dataclasses.replace(third, measures=second.measures, quantiles=second.quantiles) == second
+    assert {name: q for name, q in third.quantiles.items() if name != "pair_shortfall"} == second.quantiles
+
+
+def test_the_third_gold_is_the_second_times_the_word_order_factor(golds: dict[int, TextGoldScorer]) -> None:
+    # Version 2's factors and scores stay as they were: version 3 only multiplies them by one factor more.
+    for response in [SALAD, *FLUENT["positive"], *GAMED["shuffled sentences"], "Great!", "love joy peace hope"]:
+        second, third = golds[2].breakdown(response), golds[3].breakdown(response)
+        assert {name: f for name, f in third.factors.items() if name != "pair_shortfall"} == second.factors
+        assert third.fluency == pytest.approx(second.fluency * third.factors["pair_shortfall"])
+
+
+def test_the_second_gold_is_fooled_by_function_words_in_no_order(golds: dict[int, TextGoldScorer]) -> None:
+    # The defect version 3 fixes: every pair of the salad is common English, so version 2 scored it fluent.
+    assert golds[2]([BATTERY_PROMPTS[0]], [SALAD])[0] > 0.9
+    assert golds[3]([BATTERY_PROMPTS[0]], [SALAD])[0] <= GAMED_CEILING
+    fooled = [r for kind in ORDER_KINDS for r in GAMED[kind] if golds[2]([BATTERY_PROMPTS[0]], [r])[0] > GAMED_CEILING]
+    assert len(fooled) >= len(GAMED["function-word salad"])
+
+
+@pytest.mark.parametrize(("kind", "response"), [(kind, r) for kind, responses in GAMED.items() for r in responses])
+def test_every_gamed_response_scores_near_zero(golds: dict[int, TextGoldScorer], kind: str, response: str) -> None:
+    scores = golds[3](list(BATTERY_PROMPTS), [response] * len(BATTERY_PROMPTS))
+    assert max(scores) <= GAMED_CEILING, f"{kind}: {response!r} scores {max(scores):.3f}"
+
+
+@pytest.mark.parametrize("response", UNCAUGHT)
+def test_the_holes_left_open_are_still_open(golds: dict[int, TextGoldScorer], response: str) -> None:
+    # When a version closes one of these, move it into the battery (gamed.UNCAUGHT says so).
+    assert golds[3]([BATTERY_PROMPTS[0]], [response])[0] > GAMED_CEILING
+
+
+def test_fluent_sentences_keep_sentiments_order(golds: dict[int, TextGoldScorer]) -> None:
+    prompts = list(BATTERY_PROMPTS)
+    positive, neutral, negative = (golds[3](prompts, list(FLUENT[s])) for s in ("positive", "neutral", "negative"))
+    for i in range(len(prompts)):
+        assert positive[i] > neutral[i] > negative[i]
+    assert min(positive) > 0.75
+
+
+def test_real_continuations_mostly_keep_their_fluency(real_split: TextSplit, golds: dict[int, TextGoldScorer]) -> None:
+    # Version 3 spares 97% of real text on word order: 73.0% of 1,000 held-out prompts' continuations keep fluency
+    # >= 0.9 (74.5% under version 2), mean 0.807.
+    fluency = [golds[3].breakdown(example.reference).fluency for example in real_split.heldout]
+    assert sum(f >= 0.9 for f in fluency) / len(fluency) >= 0.7
+    assert statistics.fmean(fluency) >= 0.8
+
+
+@pytest.mark.parametrize("name", ["fortunes_v3", "fortunes_v3_tiny", "fortunes_v3_smollm2"])
+def test_the_third_gold_tasks_differ_from_the_second_in_their_gold_alone(name: str) -> None:
+    third = task_params_of(TextTaskParams, name)
+    second = task_params_of(TextTaskParams, name.replace("_v3", "_v2"))
+    assert third.gold_version == 3
+    assert dataclasses.replace(third, gold_version=2) == second
+    assert third.cache_key() != second.cache_key()
