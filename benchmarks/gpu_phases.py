@@ -13,9 +13,9 @@ Each shape (randomly initialised, ``benchmarks.trl_comparison.sizes``) trains on
   fall back to the eager path) and ``update_forward_batch_size`` = the whole mini-batch.
 
 The phases are timed by wrapping ppo_core's functions from outside, with CUDA events on a GPU (``perf_counter`` on a
-CPU): decode (``generate`` or ``static_generate``), scoring (the policy's, reference's and value network's forwards,
-and the reward model's), update (``ppo_update``). The first update (compilation, allocator warm-up) is reported on
-its own; the figures are medians over the measured updates. Derived:
+CPU): decode (``generate``, ``static_generate``, or on a CPU ``sample_responses``), scoring (the policy's,
+reference's and value network's forwards, and the reward model's), update (``ppo_update``). The first update
+(compilation, allocator warm-up) is reported on its own; the figures are medians over the measured updates. Derived:
 
 - decode tokens/s, and its fraction of the bandwidth bound: sum over steps of (the sampling weights' bytes + the KV
   cache's bytes read at that step) / the measured copy bandwidth;
@@ -76,7 +76,8 @@ QUICK_DECODE_BATCHES = (2, 4)
 DECODE_BOUND_BATCH = 64
 """The decode goal is read at this batch (the sweep's middle)."""
 PHASES = {
-    "decode": ((ppo_core.rollout, "generate"), (ppo_core.rollout, "static_generate")),
+    "decode": ((ppo_core.rollout, "generate"), (ppo_core.rollout, "static_generate"),
+               (ppo_core.rollout, "sample_responses")),
     "scoring": ((ppo_core.rollout, "response_logits"), (ppo_core.rollout, "response_values"),
                 (ppo_core.reward_models.SequenceClassifierReward, "__call__")),
     "update": ((ppo_core.trainer, "ppo_update"),),

@@ -13,6 +13,10 @@ tokens (random ids: the cost of a dense transformer does not depend on which tok
 
 - **generate**: ``model.generate`` with the KV cache, ``--new-tokens`` new tokens sampled at temperature 1, no early
   stop; reported per new token, and per token against one no-grad forward of the whole batch.
+- **sample**: the same through ppo_core's own CPU decode loop (``ppo_core.sampling_loop.sample_responses``), what a
+  rollout runs. Its decode step, (t(N new tokens) - t(1)) / (N - 1), is read against its memory bound: the bytes a
+  step reads (every matmul weight once, the LM head's included) over the one-thread read bandwidth measured in the
+  same process (the best ``sum`` of a 256 MB tensor).
 - **forward**: one no-grad forward over prompt + response, as the reference and old log-probabilities take it.
 - **forward + backward**: the policy loss's pass over prompt + response, with every weight trained (``full``) and
   with LoRA adapters (r 16 on the attention and MLP projections; the base frozen).
@@ -49,6 +53,7 @@ OUT = RESULTS / "real_model_phases.json"
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 PEAK_SIZE = 1024
+BANDWIDTH_BYTES = 256 << 20
 
 
 def matmul_weights(model: torch.nn.Module) -> tuple[int, int]:
@@ -123,6 +128,7 @@ def measure_precision(path: str, precision: str, args: argparse.Namespace) -> di
         return run
 
     generated = best_seconds(generate, args.repeats)
+    decode = decode_step(model, prompts, args)
     forward_s = best_seconds(forward, args.repeats)
     model.train()
     full_s = best_seconds(forward_backward(model), args.repeats)
@@ -139,10 +145,37 @@ def measure_precision(path: str, precision: str, args: argparse.Namespace) -> di
         "generate": {**phase(generated, generation_flops, peak),
                      "seconds_per_new_token": generated / args.new_tokens,
                      "new_token_vs_forward": generated / args.new_tokens / forward_s},
+        "sample": decode,
         "forward": phase(forward_s, 2 * pass_weights, peak),
         "forward_backward_full": phase(full_s, 6 * pass_weights, peak),
         "forward_backward_lora": phase(lora_s, 4 * pass_weights, peak),
     }
+
+
+def read_bandwidth(size_bytes: int, repeats: int) -> float:
+    """Bytes per second one thread reads: the best ``sum`` of a float32 tensor of ``size_bytes``."""
+    data = torch.ones(size_bytes // 4)
+    return size_bytes / best_seconds(lambda: data.sum(), repeats)
+
+
+def decode_step(model: torch.nn.Module, prompts: torch.Tensor, args: argparse.Namespace) -> dict[str, float]:
+    """ppo_core's decode loop on ``prompts``: the whole sampling's seconds, one decode step's, and that step against
+    the bytes it reads over the measured bandwidth."""
+    from ppo_core.sampling_loop import sample_responses
+
+    def sample(new_tokens: int) -> Callable[[], None]:
+        def run() -> None:
+            sample_responses(model, prompts, torch.ones_like(prompts), new_tokens, 1.0, None, 0)  # type: ignore[arg-type]
+        return run
+    first = best_seconds(sample(1), args.repeats)
+    whole = best_seconds(sample(args.new_tokens), args.repeats)
+    step = (whole - first) / max(args.new_tokens - 1, 1)
+    body, head = matmul_weights(model)
+    step_bytes = (body + head) * next(model.parameters()).element_size()
+    bandwidth = read_bandwidth(BANDWIDTH_BYTES if not args.quick else 8 << 20, args.repeats)
+    bound = step_bytes / bandwidth
+    return {"seconds": whole, "step_seconds": step, "step_bytes": step_bytes, "read_bytes_per_s": bandwidth,
+            "step_bound_seconds": bound, "step_over_bound": step / bound}
 
 
 def quick_model(directory: Path) -> str:
@@ -154,6 +187,11 @@ def quick_model(directory: Path) -> str:
 def markdown(result: dict[str, Any]) -> str:
     lines = ["| precision | phase | seconds | GFLOP/s | share of matmul peak |", "|---|---|---|---|---|"]
     for precision, figures in result["precisions"].items():
+        sample = figures["sample"]
+        lines.append(f"| {precision} | sample (ppo_core's loop) | {sample['seconds']:.3f} | "
+                     f"decode step {1000 * sample['step_seconds']:.1f} ms | {sample['step_over_bound']:.1f}x its "
+                     f"bound of {1000 * sample['step_bound_seconds']:.1f} ms ({sample['step_bytes'] / 1e6:.0f} MB "
+                     f"at {sample['read_bytes_per_s'] / 1e9:.1f} GB/s) |")
         for name in ("generate", "forward", "forward_backward_full", "forward_backward_lora"):
             entry = figures[name]
             lines.append(f"| {precision} | {name} | {entry['seconds']:.3f} | {entry['gflops']:.1f} | "

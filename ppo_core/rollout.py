@@ -12,6 +12,7 @@ from ppo_core.generation import generate
 from ppo_core.models import ValueModel
 from ppo_core.prompt_data import PromptSet
 from ppo_core.rewards import RewardInputs
+from ppo_core.sampling_loop import sample_responses
 from ppo_core.sequences import contains_stop, position_ids_from_mask, token_logprobs
 from ppo_core.setup import RunSetup
 from ppo_core.static_decode import static_generate
@@ -110,29 +111,85 @@ def encode_prompts(
     )
 
 
+def sample_chunk(setup: RunSetup, queries: torch.Tensor, query_mask: torch.Tensor, config: PPOConfig,
+                 device: torch.device, sampler: PreTrainedModel | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(responses, response_mask)`` for one chunk of prompts, from ``sampler`` (a copy of the policy) when given:
+    on a CPU by ppo_core's own decode loop, on a GPU by HF generate or, with static_decode, the compiled loop."""
+    model = sampler if sampler is not None else setup.models.policy
+    stop_token_id, pad_token_id = setup.stop_token_id, setup.tokenizer.pad_token_id
+    max_new_tokens = setup.generation_config.max_new_tokens
+    if device.type == "cpu":
+        return sample_responses(model, queries, query_mask, max_new_tokens, config.temperature, stop_token_id,
+                                pad_token_id)
+    if config.static_decode and device.type == "cuda":
+        return static_generate(model, queries, query_mask, max_new_tokens, config.temperature, stop_token_id,
+                               pad_token_id, compiled=True)
+    return generate(model, queries, query_mask, setup.generation_config, stop_token_id, pad_token_id)
+
+
+@dataclass
+class Scored:
+    """What the rewards and the gold scorer make of a batch's responses; [B] tensors aligned with the prompts."""
+
+    response_texts: list[str]
+    has_stop: torch.Tensor
+    scores: torch.Tensor  # after the missing-EOS penalty
+    reward_scores: dict[str, torch.Tensor]
+    gold_scores: torch.Tensor | None
+
+
+def score_responses(setup: RunSetup, batch: PromptSet, config: PPOConfig, queries: torch.Tensor,
+                    query_mask: torch.Tensor, responses: torch.Tensor, response_mask: torch.Tensor) -> Scored:
+    """Decode the responses and score them: every reward, the missing-EOS penalty, and a task's gold score."""
+    models, tokenizer, device = setup.models, setup.tokenizer, responses.device
+    completion_ids = response_token_ids(responses, response_mask)
+    response_texts = decode_responses(tokenizer, completion_ids)
+    has_stop = contains_stop(responses, setup.stop_token_id)
+    scores, reward_scores = models.rewards(RewardInputs(
+        prompts=batch, completions=response_texts, completion_ids=completion_ids, queries=queries,
+        query_mask=query_mask, responses=responses, response_mask=response_mask, has_stop=has_stop,
+        tokenizer=tokenizer,
+    ))
+    if config.missing_eos_penalty is not None:
+        scores = torch.where(has_stop, scores, scores - config.missing_eos_penalty)
+    gold = None
+    if models.gold_score is not None:
+        gold = torch.tensor(models.gold_score(batch.texts, response_texts), dtype=torch.float32, device=device)
+    return Scored(response_texts, has_stop, scores, reward_scores, gold)
+
+
+@torch.no_grad()
+def collect_samples(setup: RunSetup, batch: PromptSet, config: PPOConfig, device: torch.device,
+                    sampler: PreTrainedModel | None = None) -> Scored:
+    """One scored response per prompt, without the log-probabilities a PPO update needs: what a sample recording
+    shows. The same chunks and draws as :func:`collect_rollout`, so the same seed gives the same responses."""
+    encoded = encode_prompts(setup.tokenizer, batch, config.max_prompt_length)
+    queries, query_mask = encoded["input_ids"].to(device), encoded["attention_mask"].to(device)
+    chunks: dict[str, list[torch.Tensor]] = {"responses": [], "mask": []}
+    for start in range(0, len(batch), config.local_rollout_forward_batch_size):
+        rows = slice(start, start + config.local_rollout_forward_batch_size)
+        responses, response_mask = sample_chunk(setup, queries[rows], query_mask[rows], config, device, sampler)
+        chunks["responses"].append(responses)
+        chunks["mask"].append(response_mask)
+    return score_responses(setup, batch, config, queries, query_mask,
+                           _cat_right_padded(chunks["responses"], setup.tokenizer.pad_token_id),
+                           _cat_right_padded(chunks["mask"], False))
+
+
 @torch.no_grad()
 def collect_rollout(setup: RunSetup, batch: PromptSet, config: PPOConfig, device: torch.device,
                     sampler: PreTrainedModel | None = None) -> Rollout:
     """Sample one response per prompt (from ``sampler``, a copy of the policy, when given) and record everything the
     PPO update needs."""
-    models, tokenizer, stop_token_id = setup.models, setup.models.tokenizer, setup.stop_token_id
+    models, tokenizer = setup.models, setup.models.tokenizer
     forward_batch_size = config.local_rollout_forward_batch_size
     encoded = encode_prompts(tokenizer, batch, config.max_prompt_length)
     queries, query_mask = encoded["input_ids"].to(device), encoded["attention_mask"].to(device)
     chunks: dict[str, list[torch.Tensor]] = {"responses": [], "mask": [], "logprobs": [], "ref": [], "values": []}
     for start in range(0, len(batch), forward_batch_size):
         rows = slice(start, start + forward_batch_size)
-        if config.static_decode and device.type == "cuda":
-            responses, response_mask = static_generate(
-                sampler or models.policy, queries[rows], query_mask[rows], setup.generation_config.max_new_tokens,
-                config.temperature, stop_token_id, tokenizer.pad_token_id, compiled=True,
-            )
-        else:
-            responses, response_mask = generate(
-                sampler or models.policy, queries[rows], query_mask[rows], setup.generation_config, stop_token_id,
-                tokenizer.pad_token_id,
-            )
-        # The same full forward pass as the update's and the reference's, not generate()'s cached logits:
+        responses, response_mask = sample_chunk(setup, queries[rows], query_mask[rows], config, device, sampler)
+        # The same full forward pass as the update's and the reference's, not the sampler's cached logits:
         # under bf16 the two differ by a few hundredths of a nat per token, enough to move the first ratio.
         # Each model's logits are reduced to log-probabilities before the next forward: with a large vocabulary
         # two [b, R, V] logits tensors alive at once would set the rollout's memory peak.
@@ -149,33 +206,21 @@ def collect_rollout(setup: RunSetup, batch: PromptSet, config: PPOConfig, device
             )
     responses = _cat_right_padded(chunks["responses"], tokenizer.pad_token_id)
     response_mask = _cat_right_padded(chunks["mask"], False)
-    completion_ids = response_token_ids(responses, response_mask)
-    response_texts = decode_responses(tokenizer, completion_ids)
-    has_stop = contains_stop(responses, stop_token_id)
-    scores, reward_scores = models.rewards(RewardInputs(
-        prompts=batch, completions=response_texts, completion_ids=completion_ids, queries=queries,
-        query_mask=query_mask, responses=responses, response_mask=response_mask, has_stop=has_stop,
-        tokenizer=tokenizer,
-    ))
-    if config.missing_eos_penalty is not None:
-        scores = torch.where(has_stop, scores, scores - config.missing_eos_penalty)
-    gold = None
-    if models.gold_score is not None:
-        gold = torch.tensor(models.gold_score(batch.texts, response_texts), dtype=torch.float32, device=device)
+    scored = score_responses(setup, batch, config, queries, query_mask, responses, response_mask)
     return Rollout(
         prompts=batch.texts,
-        response_texts=response_texts,
+        response_texts=scored.response_texts,
         queries=queries,
         query_mask=query_mask,
         responses=responses,
         response_mask=response_mask,
-        has_stop=has_stop,
+        has_stop=scored.has_stop,
         logprobs=_cat_right_padded(chunks["logprobs"], 0.0),
         ref_logprobs=_cat_right_padded(chunks["ref"], 0.0),
         values=_cat_right_padded(chunks["values"], 0.0) if chunks["values"] else None,
-        scores=scores,
-        reward_scores=reward_scores,
-        gold_scores=gold,
+        scores=scored.scores,
+        reward_scores=scored.reward_scores,
+        gold_scores=scored.gold_scores,
     )
 
 

@@ -12,7 +12,7 @@ import torch
 from accelerate import Accelerator
 from accelerate.state import AcceleratorState, PartialState
 from accelerate.utils import DistributedType, set_seed
-from transformers import get_scheduler
+from transformers import PreTrainedModel, get_scheduler
 
 from ppo_core.advantages import kl_penalty
 from ppo_core.callbacks import SampleGeneration, TrainerCallback
@@ -35,8 +35,10 @@ from ppo_core.memory import peak_memory_gib, reset_peak_memory
 from ppo_core.metric_names import GUARDED_METRICS, reward_metric
 from ppo_core.models import LoadOptions, copy_tokenizer
 from ppo_core.prompt_data import PromptSet
-from ppo_core.rollout import Rollout, collect_rollout
+from ppo_core.rollout import Rollout, collect_rollout, collect_samples
 from ppo_core.rollout_metrics import first_non_finite, rollout_metrics
+from ppo_core.run_precision import with_run_precision
+from ppo_core.sampling_copy import sampling_copy
 from ppo_core.setup import RunSetup, build_setup
 from ppo_core.trackers import TrackerCallback, tracker_dir
 from ppo_core.update import Optimisation, UpdateTargets, ppo_update
@@ -65,6 +67,9 @@ class PPOTrainer:
     """
 
     def __init__(self, config: PPOConfig, callbacks: Sequence[TrainerCallback] = ()) -> None:
+        # On a CPU a config that leaves the precision open runs in bf16 where this CPU's bf16 products are measured
+        # faster (ppo_core.run_precision); what each update ran in is reported under precision/*.
+        config = with_run_precision(config, on_gpu=not config.use_cpu and torch.cuda.is_available())
         self.config = config
         set_seed(config.seed)
         self.accelerator = _accelerator(config, "bf16" if config.uses_bf16(_gpu_supports_bf16(config.use_cpu))
@@ -120,6 +125,8 @@ class PPOTrainer:
         models.policy = self.accelerator.unwrap_model(policy)
         self.optimisation = Optimisation(self.accelerator, policy, value_model, policy_optimizer, value_optimizer)
         self.generation_copy = generation_copy(c, models.policy, self.accelerator.device)
+        self.sampling_copy = sampling_copy(c, models.policy, self.accelerator.device) \
+            if self.generation_copy is None else None
 
     def train(self) -> TrainResult:
         """Run every PPO update, or until a callback asks to stop, evaluating on the held-out prompts where
@@ -188,8 +195,9 @@ class PPOTrainer:
         targets = UpdateTargets(advantages, returns, None if in_reward else kl_coefficient)
         update_stats = ppo_update(rollout, targets, self.optimisation, c, self.shuffle_generator, total,
                                   self.setup.generation_config.max_new_tokens)
-        if self.generation_copy is not None:  # the next rollout samples from the policy as it now is
-            self.generation_copy.refresh()
+        for copy in (self.generation_copy, self.sampling_copy):  # the next rollout samples the policy as it now is
+            if copy is not None:
+                copy.refresh()
         for scheduler in self.schedulers:
             scheduler.step()
         self.episode += c.batch_size
@@ -216,6 +224,8 @@ class PPOTrainer:
             "time/rollout_s": rollout_seconds,
             "time/update_s": update_seconds,
             "time/tokens_per_s": seen.num_response_tokens / max(rollout_seconds + update_seconds, 1e-9),
+            "precision/sampling_bf16": float(self._sampler().dtype == torch.bfloat16),
+            "precision/autocast_bf16": float(self.accelerator.mixed_precision == "bf16"),
             "memory/peak_gib": peak_gib,
         }
 
@@ -243,10 +253,16 @@ class PPOTrainer:
         copy_tokenizer(self.setup.policy_path, options, directory)
         return directory
 
+    def _sampler(self) -> PreTrainedModel:
+        """What the rollout samples responses from: a copy of the policy where the run keeps one, else the policy."""
+        for copy in (self.generation_copy, self.sampling_copy):
+            if copy is not None:
+                return copy.model
+        return self.setup.models.policy
+
     def _rollout(self, batch: PromptSet) -> Rollout:
         with self.accelerator.autocast():
-            sampler = self.generation_copy.model if self.generation_copy is not None else None
-            return collect_rollout(self.setup, batch, self.config, self.accelerator.device, sampler)
+            return collect_rollout(self.setup, batch, self.config, self.accelerator.device, self._sampler())
 
     def _next_prompts(self) -> PromptSet:
         """This rank's share of the next global batch: batch_size / G prompts, each repeated G times in a row (one
@@ -264,13 +280,14 @@ class PPOTrainer:
     def _record_samples(self, update: int, result: TrainResult) -> None:
         prompts = self.setup.eval_prompts
         # A separate seeded stream keeps the training RNG, and so the metrics, independent of sampling here.
-        with separate_rng(self.accelerator.device, self.config.seed + 7919 * (update + 1)):
-            rollout = self._rollout(prompts)
-        gold = rollout.gold_scores.tolist() if rollout.gold_scores is not None else [None] * len(prompts)
+        with separate_rng(self.accelerator.device, self.config.seed + 7919 * (update + 1)), \
+                self.accelerator.autocast():
+            scored = collect_samples(self.setup, prompts, self.config, self.accelerator.device, self._sampler())
+        gold = scored.gold_scores.tolist() if scored.gold_scores is not None else [None] * len(prompts)
         samples = [
             SampleGeneration(update, self.episode, index, prompt, response, float(score), gold_value)
             for index, (prompt, response, score, gold_value) in enumerate(
-                zip(rollout.prompts, rollout.response_texts, rollout.scores.tolist(), gold, strict=True)
+                zip(prompts.texts, scored.response_texts, scored.scores.tolist(), gold, strict=True)
             )
         ]
         result.samples.extend(samples)

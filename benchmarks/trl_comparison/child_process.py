@@ -82,7 +82,12 @@ def run_count(side_name: str, fixture: Fixture, workload: Workload, device: str)
     counter = WorkCounter()
     for name, module in side.networks().items():
         counter.watch_module(name, module)
-    counter.watch_generate("policy", side.generating_policy())
+    if side_name == "ppo_core":  # on a CPU its rollout decodes with its own loop, not the policy's generate
+        import ppo_core.rollout
+
+        counter.watch_sampling("policy", ppo_core.rollout, "sample_chunk")
+    else:
+        counter.watch_generate("policy", side.generating_policy())
     for name, optimizer in side.optimizers().items():
         counter.watch_optimizer(name, optimizer)
     side.train()

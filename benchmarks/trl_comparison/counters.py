@@ -41,6 +41,7 @@ class WorkCounter:
     def __init__(self) -> None:
         self.counts: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
         self._handles: list[Any] = []
+        self._restore: list[Callable[[], None]] = []
 
     def watch_module(self, name: str, module: nn.Module) -> None:
         counts = self.counts[name]
@@ -79,6 +80,22 @@ class WorkCounter:
         # nn.Module.__getattr__/__setattr__ type the attribute Tensor | Module; a plain function is stored here.
         model.generate = generate  # type: ignore[assignment]
 
+    def watch_sampling(self, name: str, namespace: Any, attribute: str) -> None:
+        """Count the calls and new tokens of a function that samples ``(responses, response_mask)`` for a chunk of
+        prompts, looked up as ``namespace.attribute`` (ppo_core's CPU rollout decodes without ``generate``); put back
+        by :meth:`remove`."""
+        counts = self.counts[name]
+        original = getattr(namespace, attribute)
+
+        def sample(*args: Any, **kwargs: Any) -> Any:
+            responses, response_mask = original(*args, **kwargs)
+            counts["generate_calls"] += 1
+            counts["generated_tokens"] += responses.shape[0] * responses.shape[1]
+            return responses, response_mask
+
+        setattr(namespace, attribute, sample)
+        self._restore.append(lambda: setattr(namespace, attribute, original))
+
     def watch_optimizer(self, name: str, optimizer: torch.optim.Optimizer) -> None:
         """Count real steps of a torch optimizer (pass the inner one, not accelerate's wrapper)."""
         counts = self.counts[name]
@@ -100,6 +117,9 @@ class WorkCounter:
         for handle in self._handles:
             handle.remove()
         self._handles.clear()
+        for restore in self._restore:
+            restore()
+        self._restore.clear()
 
 
 def inner_optimizer(optimizer: Any) -> torch.optim.Optimizer:

@@ -41,7 +41,7 @@ ROLLOUT_ADVANTAGES = "rollout/kl, rewards, advantages"
 # (namespace, attribute, label): the namespace is where the caller looks the name up.
 MODULE_FUNCTIONS: tuple[tuple[Any, str, str], ...] = (
     (ppo_core.trainer, "ppo_update", "update (total)"),
-    (ppo_core.rollout, "generate", "rollout/generate (sampling)"),
+    (ppo_core.rollout, "sample_chunk", "rollout/generate (sampling)"),
     (ppo_core.rollout, "response_logits", "rollout/policy and reference scoring forwards"),
     (ppo_core.rollout, "token_logprobs", "rollout/logprobs"),
     (ppo_core.rollout, "response_values", "rollout/value forward"),

@@ -522,8 +522,37 @@ def test_real_model_phases_quick_times_every_phase_in_both_precisions(tmp_path: 
         for name in ("generate", "forward", "forward_backward_full", "forward_backward_lora"):
             assert_finite(figures[name], ["seconds", "gflops", "share_of_peak"], f"{precision} {name}")
         assert_finite(figures["generate"], ["seconds_per_new_token", "new_token_vs_forward"], precision)
+        assert_finite(figures["sample"], ["seconds", "step_seconds", "step_bytes", "read_bytes_per_s",
+                                          "step_bound_seconds", "step_over_bound"], f"{precision} sample")
         assert f"| {precision} | forward_backward_lora |" in printed
     assert result["code"] and result["machine"]
+
+
+def test_trial_speed_quick_times_both_trees_and_reads_each_ratio_within_its_round(tmp_path: Path) -> None:
+    result, printed = run_quick("trial_speed", tmp_path / "speed.json", "--variant", "B_fp32", "sampling_dtype=float32")
+    assert set(result["summary"]) == {"A", "B", "B_fp32"} and len(result["rounds"]) == 1
+    for name, row in result["summary"].items():
+        assert_finite(row["episodes_per_s"], ["median", "min", "max"], name)
+        assert_finite(row["seconds"], ["train_s", "rollout_s", "update_s", "eval_s", "other_s"], name)
+        assert 0 < row["eval_share"]["median"] < 1, name  # the quick run evaluates twice
+        assert f"| {name} |" in printed
+    assert result["summary"]["A"]["over_a"]["median"] == 1.0
+    assert result["summary"]["B_fp32"]["sampling_bf16"] == 0.0
+    assert result["paired"]["reference"] == "B" and set(result["paired"]) == {"reference", "A", "B_fp32"}
+    assert result["paired"]["A"]["eval_gold"] is None  # the letter reward has no gold
+    assert len(result["paired"]["A"]["eval_kl"]) == 3  # mean difference and its interval (nan for one round)
+    assert result["code"] and result["machine"]
+
+
+def test_trial_speed_continues_the_rounds_of_the_same_plan_only(tmp_path: Path) -> None:
+    from benchmarks.trial_speed import earlier_rounds
+
+    plan = {"base": "abc", "config": {"seed": 0}, "variants": {"A": {}, "B": {}}, "threads": 1, "quick": False}
+    out = tmp_path / "speed.json"
+    assert earlier_rounds(out, plan) == []  # nothing written yet
+    out.write_text(json.dumps({**plan, "rounds": [{"A": {"train_s": 1.0}}]}))
+    assert earlier_rounds(out, plan) == [{"A": {"train_s": 1.0}}]
+    assert earlier_rounds(out, {**plan, "base": "def"}) == []  # another base commit starts over
 
 
 def test_gpu_phases_quick_times_every_phase_of_both_variants(tmp_path: Path) -> None:

@@ -41,6 +41,10 @@ def count_a(prompts, completions, **kwargs):
     return [float(text.split().count("a")) for text in completions]
 
 
+def length(prompts, completions, **kwargs):
+    return [float(len(text)) for text in completions]
+
+
 def raises(prompts, completions, **kwargs):
     raise ValueError("this reward is broken")
 
@@ -290,7 +294,8 @@ def test_a_second_run_into_a_run_directory_is_refused_unless_overwrite(
     run_dir: Path, tiny_lm_dir: Path, prompts_file: Path, capsys: pytest.CaptureFixture[str],
 ) -> None:
     rewards = reward_module(run_dir)
-    config_file = config(run_dir, tiny_lm_dir, prompts_file, f"{rewards}:count_a")
+    # Scores that differ between responses, so that each run moves the model (all-equal scores train nothing).
+    config_file = config(run_dir, tiny_lm_dir, prompts_file, f"{rewards}:length")
     keep = run_dir / "runs" / "keep"
     assert train(capsys, str(config_file), "--output", str(keep))[0] == 0
     first = snapshot(keep)

@@ -14,7 +14,7 @@ from conftest import SAMPLING_DEFAULTS
 
 from ppo_core import PPOConfig, PPOTrainer
 from ppo_core.metric_names import run_metrics
-from ppo_core.rollout import response_logits
+from ppo_core.rollout import collect_samples, response_logits
 from ppo_core.sequences import token_logprobs
 
 
@@ -86,3 +86,17 @@ def test_rollout_logprobs_match_the_update_under_bf16_autocast(wider_lm_dir: Pat
         assert metrics["val/ratio"] == pytest.approx(1.0, abs=1e-4)
         assert metrics["policy/approxkl_avg"] < 1e-6
         assert abs(metrics["objective/kl"]) < 1e-4
+
+
+def test_a_sample_recording_draws_the_rollouts_responses_without_its_forwards(tiny_lm_dir: Path,
+                                                                             prompts_file: Path) -> None:
+    # Recorded samples need no log-probabilities: the same seed draws the same responses and scores as a full
+    # rollout, which also runs the policy's and the reference's scoring forwards.
+    trainer = PPOTrainer(small_config(tiny_lm_dir, prompts_file, stop_token="eos", local_rollout_forward_batch_size=3))
+    prompts = trainer.setup.eval_prompts
+    torch.manual_seed(11)
+    rollout = trainer._rollout(prompts)
+    torch.manual_seed(11)
+    scored = collect_samples(trainer.setup, prompts, trainer.config, torch.device("cpu"), trainer._sampler())
+    assert scored.response_texts == rollout.response_texts and len(scored.response_texts) == len(prompts)
+    assert torch.equal(scored.scores, rollout.scores)

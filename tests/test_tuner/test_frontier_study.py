@@ -63,7 +63,7 @@ def gold_study(tmp_path: Path, task_cache: Path, **sampler: Any) -> Path:
         "base": {"task": "shortest_path_tiny", "task_cache_dir": str(task_cache), "per_device_train_batch_size": 8,
                  "total_episodes": 48, "num_sample_generations": 0, "num_eval_prompts": 4,
                  "num_eval_samples": 2, "eval_steps": 0.5, "seed": 0},
-        "search_space": {"learning_rate": {"type": "float", "low": 1e-5, "high": 3e-3, "log": True},
+        "search_space": {"learning_rate": {"type": "float", "low": 2e-4, "high": 3e-3, "log": True},
                          "num_ppo_epochs": {"type": "int", "low": 1, "high": 4}},
     }))
     return study_file

@@ -58,6 +58,7 @@ NOT_TRAINING = {
     "fused_logits_head": "how ppo_core computes the update's log-probs on a GPU: speed, not results",
     "static_decode": "how ppo_core decodes on a GPU (the same distribution): speed, not results",
     "bf16_generation_copy": "which copy of the policy samples on a GPU in ppo_core: speed, not the trained math",
+    "sampling_dtype": "which copy of the policy samples on a CPU in ppo_core: speed, not the trained math",
     "update_forward_batch_size": "rows per forward pass in ppo_core's update (the same gradient): speed, not results",
 }
 

@@ -1,0 +1,113 @@
+"""ppo_core.sampling_loop, the CPU rollout's decode loop: each draw follows softmax(z / T); the loop feeds a model what
+HF ``generate`` feeds it, for every architecture; a stop token ends the responses as ``generate`` ends them; and the
+sampled tokens' log-probabilities under the sampling path equal the scoring forward's."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+
+from ppo_core import sampling_loop
+from ppo_core.generation import generate, sampling_config
+from ppo_core.rollout import response_logits
+from ppo_core.sampling_loop import draw, sample_responses
+from ppo_core.sequences import token_logprobs
+from tools import tiny_models
+
+WRITERS = {"gpt2": tiny_models.write_gpt2, "gpt_neox": tiny_models.write_gpt_neox,
+           "llama": tiny_models.write_llama, "qwen2": tiny_models.write_qwen2}
+PROMPTS = ["hello there", "a", "the quick brown fox jumps"]
+
+
+@pytest.fixture(scope="module", params=sorted(WRITERS))
+def model_and_tokenizer(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+                        ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    path = WRITERS[request.param](tmp_path_factory.mktemp(request.param) / "model", seed=1)
+    tokenizer = AutoTokenizer.from_pretrained(path, padding_side="left")
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
+    return AutoModelForCausalLM.from_pretrained(path).eval(), tokenizer
+
+
+@pytest.mark.parametrize("temperature", [0.5, 1.0, 2.0])
+def test_draws_follow_the_softmax_at_the_temperature(temperature: float) -> None:
+    logits = torch.tensor([2.0, 0.0, -1.0, 1.5, float("-inf"), -3.0])
+    rows = 200_000
+    torch.manual_seed(0)
+    drawn = draw(logits.expand(rows, -1), temperature)
+    frequencies = torch.bincount(drawn, minlength=len(logits)).double() / rows
+    expected = torch.softmax(logits.double() / temperature, dim=-1)
+    # Within 5 binomial standard deviations of each token's probability; a -inf logit is never drawn.
+    tolerance = 5 * torch.sqrt(expected * (1 - expected) / rows) + 1e-12
+    assert bool(((frequencies - expected).abs() <= tolerance).all()), (frequencies, expected)
+    assert int((drawn == 4).sum()) == 0
+
+
+def _greedy(logits: torch.Tensor, temperature: float) -> torch.Tensor:
+    return logits.argmax(dim=-1)
+
+
+def test_the_loop_feeds_the_model_what_generate_feeds_it(
+        model_and_tokenizer: tuple[PreTrainedModel, PreTrainedTokenizerBase], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # With the draw made greedy on both sides, equal tokens mean equal logits at every step: the same cache, masks
+    # and positions for left-padded prompts of different lengths.
+    model, tokenizer = model_and_tokenizer
+    encoded = tokenizer(PROMPTS, return_tensors="pt", padding=True)
+    monkeypatch.setattr(sampling_loop, "draw", _greedy)
+    ours, mask = sample_responses(model, encoded["input_ids"], encoded["attention_mask"], 7, 1.0, None,
+                                  tokenizer.pad_token_id)
+    with torch.no_grad():
+        theirs = model.generate(input_ids=encoded["input_ids"], attention_mask=encoded["attention_mask"],  # type: ignore[operator]
+                                do_sample=False, max_new_tokens=7, min_new_tokens=7,
+                                pad_token_id=tokenizer.pad_token_id)
+    assert ours.shape == (len(PROMPTS), 7) and bool(mask.all())
+    assert torch.equal(ours, theirs[:, encoded["input_ids"].shape[1]:])
+
+
+def test_a_stop_token_ends_the_responses_as_generate_ends_them(eos_loving_lm_dir: Path) -> None:
+    model = AutoModelForCausalLM.from_pretrained(eos_loving_lm_dir).eval()
+    tokenizer = AutoTokenizer.from_pretrained(eos_loving_lm_dir, padding_side="left")
+    encoded = tokenizer(["a b", "c"], return_tensors="pt", padding=True)
+    eos = tokenizer.eos_token_id
+    torch.manual_seed(0)
+    responses, mask = sample_responses(model, encoded["input_ids"], encoded["attention_mask"], 6, 1.0, eos,
+                                       tokenizer.pad_token_id)
+    torch.manual_seed(0)
+    expected, expected_mask = generate(model, encoded["input_ids"], encoded["attention_mask"],
+                                       sampling_config(6, 1.0, tokenizer, eos), eos, tokenizer.pad_token_id)
+    # Every row stops at once here (EOS takes almost all the mass), so both stop after one token.
+    assert responses.shape == expected.shape == (2, 1)
+    assert torch.equal(responses, expected) and torch.equal(mask, expected_mask)
+
+
+def _recording_draw(seen: list[torch.Tensor]) -> Callable[[torch.Tensor, float], torch.Tensor]:
+    def recording(logits: torch.Tensor, temperature: float) -> torch.Tensor:
+        seen.append(logits.float().clone())
+        return draw(logits, temperature)
+    return recording
+
+
+@pytest.mark.parametrize(("dtype", "tolerance"), [(torch.float32, 1e-4), (torch.bfloat16, 0.1)])
+def test_sampled_tokens_logprobs_equal_the_scoring_forwards(
+        model_and_tokenizer: tuple[PreTrainedModel, PreTrainedTokenizerBase], monkeypatch: pytest.MonkeyPatch,
+        dtype: torch.dtype, tolerance: float) -> None:
+    # The loop's cached logits describe the distribution each token was drawn from; the rollout's log-probs come
+    # from the policy's full scoring forward. They agree to float32 rounding, and to bf16's from a bf16 copy.
+    model, tokenizer = model_and_tokenizer
+    sampler = AutoModelForCausalLM.from_pretrained(str(model.name_or_path), dtype=dtype).eval()
+    encoded = tokenizer(PROMPTS, return_tensors="pt", padding=True)
+    seen: list[torch.Tensor] = []
+    monkeypatch.setattr(sampling_loop, "draw", _recording_draw(seen))
+    torch.manual_seed(3)
+    responses, mask = sample_responses(sampler, encoded["input_ids"], encoded["attention_mask"], 6, 0.7, None,
+                                       tokenizer.pad_token_id)
+    sampled = token_logprobs(torch.stack(seen, dim=1), responses, 0.7)
+    with torch.no_grad():
+        scored = token_logprobs(response_logits(model, encoded["input_ids"], encoded["attention_mask"], responses,
+                                                mask), responses, 0.7)
+    assert float((sampled - scored).abs().max()) < tolerance
