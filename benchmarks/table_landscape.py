@@ -1,7 +1,7 @@
 """The landscape of a curve table, read at every held-out evaluation of every run: how much of KL and of gold the
 step mass explains, where gold peaks in KL, and gold by KL. The figures the graph task's tables gave
 (../shared/notes/tuning-landscape.md: R² 0.96 for log KL on log step mass, 0.47-0.63 for gold, gold best at 1-2
-nats), computed the same way for any table, so another task family can be set beside them (issue 51).
+nats), computed the same way for any table, so another task family can be set beside them.
 
     python -m benchmarks.table_landscape --table benchmarks/results/curve_table_text.jsonl \\
         --space benchmarks/text_table_space.yaml [--out FILE] [--quick]

@@ -232,7 +232,7 @@ def test_the_transfer_s_small_study_is_the_real_model_study_on_the_companion_pol
     assert small["name"] == name and "timeout" not in small
     assert "sft_model_path" not in small["base"] and real["base"]["sft_model_path"] == "smollm2-135m-instruct"
     real["base"].pop("sft_model_path")
-    if not today_s:  # added to the real study for issue 50's third look, after the moonshot (ddf9d98)
+    if not today_s:  # added to the real study for its third look, after the moonshot (ddf9d98)
         real.pop("seed_policy")
         real["sampler"].pop("within_budget")
     for key in ("name", "timeout"):
