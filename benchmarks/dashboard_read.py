@@ -31,7 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tools.provenance import code_commit
+from tools.provenance import commit_at_start
 from tools.quick_mode import add_quick_argument, results_path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -239,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
             build_s, _ = (0.0, None) if reuse else timed(lambda: build_demo_study(url, spec))
             facts: dict[str, Any] = {
                 "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-                "code": code_commit(), "storage": backend(url), "load_average_at_start": load_average(),
+                "code": commit_at_start(), "storage": backend(url), "load_average_at_start": load_average(),
             }
             rows = read_path(url, name, args.repeat) + pages(url, name, slugs, args.cold_repeat, args.repeat)
             facts["load_average_at_end"] = load_average()

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common.json_safe import json_safe
-from tools.provenance import code_commit, command_line
+from tools.provenance import command_line, commit_at_start
 from tools.quick_mode import add_quick_argument, results_path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -405,7 +405,7 @@ def run(args: argparse.Namespace, argv: list[str]) -> None:
     args.out.write_text(dump_json(json_safe({
         "command": command_line("benchmarks.estimators", argv),
         "machine": {**facts, "load_average_at_end": os.getloadavg()},
-        "git_commit": code_commit(),
+        "git_commit": commit_at_start(),
         "settings": {"base_file": str(BASE.relative_to(ROOT)), "base": base, "estimators": list(estimators),
                      "seeds": seeds, "threads_per_run": args.threads, "order": [list(pair) for pair in order],
                      "quick": args.quick},

@@ -44,7 +44,7 @@ from ppo_core.tasks.fortunes.calibration import quantile
 from ppo_core.tasks.fortunes.gamed import BATTERY_PROMPTS, FLUENT, GAMED
 from ppo_core.tasks.fortunes.task_data import text_task_data
 from ppo_core.tasks.variants import TextTaskParams, task_params_of
-from tools.provenance import code_commit, command_line
+from tools.provenance import command_line, commit_at_start
 from tools.quick_mode import RESULTS, add_quick_argument, results_path
 
 OUT = RESULTS / "gold_battery.json"
@@ -323,7 +323,7 @@ def main(argv: list[str] | None = None) -> None:
     from benchmarks.common.machine import machine_facts
 
     out = results_path(args.out, OUT, args.quick)
-    result = {"command": command_line("benchmarks.gold_battery", argv), "code": code_commit(),
+    result = {"command": command_line("benchmarks.gold_battery", argv), "code": commit_at_start(),
               "machine": machine_facts("cpu"), **measure(args.quick)}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n")

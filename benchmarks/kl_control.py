@@ -33,7 +33,7 @@ import numpy as np
 from benchmarks.common.json_safe import json_safe
 from benchmarks.curve_table import TABLE, TABLE_SPACE
 from ppo_core.tasks.ranks import rank_correlation
-from tools.provenance import code_commit
+from tools.provenance import commit_at_start
 from tools.quick_mode import RESULTS, add_quick_argument, results_path
 
 TABLES = (TABLE, RESULTS / "curve_table_task1.jsonl", RESULTS / "curve_table_task2.jsonl")
@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> None:
     tables = args.table or ([TABLE] if args.quick else list(TABLES))
     results = [table_summary(path, QUICK_CONFIGS if args.quick else None) for path in tables]
     out = results_path(args.out, RESULTS / "kl_control.json", args.quick)
-    out.write_text(json.dumps(json_safe({"code": code_commit(), "tables": results}), indent=2) + "\n")
+    out.write_text(json.dumps(json_safe({"code": commit_at_start(), "tables": results}), indent=2) + "\n")
     print(markdown(results))
     print(f"results: {out}", file=sys.stderr)
 

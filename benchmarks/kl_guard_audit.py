@@ -32,7 +32,7 @@ from typing import Any
 from benchmarks.curve_table import TABLE_SPACE, space_record
 from benchmarks.replay.table import Run, Table, best_true, constraint_reduced, history, keeps, load_table
 from benchmarks.replay.trial import guard_stop
-from tools.provenance import code_commit
+from tools.provenance import commit_at_start
 from tools.quick_mode import RESULTS, add_quick_argument, results_path
 from tuner.study.spec import KLGuard, StudySpec
 from tuner.trial.kl_guard import least_squares_slope
@@ -178,7 +178,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.quick:
         tables = tables[:1]
     result = {"guard": dataclasses.asdict(spec.kl_guard), "space": str(args.space),
-              "good_fraction": GOOD_FRACTION, "quick": args.quick, "code": code_commit(),
+              "good_fraction": GOOD_FRACTION, "quick": args.quick, "code": commit_at_start(),
               "tables": [audit_table(path.resolve(), spec, QUICK_ROWS if args.quick else None) for path in tables]}
     out = results_path(args.out, OUT, args.quick)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -33,7 +33,7 @@ import yaml
 from scipy import stats  # type: ignore[import-untyped]
 
 from benchmarks.common.machine import cpu_model
-from tools.provenance import code_commit, command_line
+from tools.provenance import command_line, commit_at_start
 from tools.quick_mode import RESULTS, add_quick_argument, results_path
 
 OUT = RESULTS / "overoptimisation_curve.json"
@@ -195,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"seed {seed}: training into {run_dir}", flush=True)
         run_seed(config, seed, run_dir, os.environ.get("PPO_TUNE_CACHE"))
     summary = summarise({seed: evaluations(work / f"seed_{seed}") for seed in seeds})
-    result = {"command": command_line("benchmarks.overoptimisation_curve", argv), "code": code_commit(),
+    result = {"command": command_line("benchmarks.overoptimisation_curve", argv), "code": commit_at_start(),
               "machine": cpu_model(), "config": config, "work_dir": str(work), **summary}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2))

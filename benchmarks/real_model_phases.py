@@ -46,7 +46,7 @@ import torch
 
 from benchmarks.common.machine import machine_facts
 from benchmarks.matmul_peak import best_flops_per_s
-from tools.provenance import code_commit
+from tools.provenance import commit_at_start
 from tools.quick_mode import RESULTS, add_quick_argument, results_path
 
 OUT = RESULTS / "real_model_phases.json"
@@ -229,7 +229,7 @@ def main(argv: list[str] | None = None) -> None:
         "model": args.model, "batch": args.batch, "prompt_tokens": args.prompt_tokens, "new_tokens": args.new_tokens,
         "threads": torch.get_num_threads(), "repeats": args.repeats, "quick": args.quick,
         "precisions": {precision: measure_precision(path, precision, args) for precision in args.precisions},
-        "machine": machine_facts("cpu"), "load_average": os.getloadavg(), "code": code_commit(),
+        "machine": machine_facts("cpu"), "load_average": os.getloadavg(), "code": commit_at_start(),
     }
     result["seconds"] = time.perf_counter() - started
     out = results_path(args.out, OUT, args.quick)

@@ -54,7 +54,7 @@ import yaml
 from benchmarks.common.machine import cpu_model, machine_facts
 from benchmarks.common.pool import worker_pool
 from ppo_core.config import PPOConfig
-from tools.provenance import code_commit
+from tools.provenance import commit_at_start
 from tools.quick_mode import RESULTS, add_quick_argument, results_path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -338,7 +338,7 @@ def main(argv: list[str] | None = None) -> None:
         command += "".join(f" {flag} {value}" for flag, value in (("--winner-from", args.winner_from),
                                                                    ("--runs", args.runs)) if value is not None)
     result = {
-        "command": command, "commit": code_commit(), "machine": machine_facts("cpu"), "study": definition,
+        "command": command, "commit": commit_at_start(), "machine": machine_facts("cpu"), "study": definition,
         "trl_grpo_defaults": trl_defaults, "winner": validated, "remeasured_evaluation": added.evaluation,
         "seconds": {step: steps.seconds(step) for step in ("study", "validation", added.step)},
         "arms": {arm: {str(s): v for s, v in sorted(values.items())} for arm, values in arms.items()},

@@ -61,7 +61,7 @@ from benchmarks.horizon_transfer import (
     study_spec,
 )
 from ppo_core.tasks.ranks import rank_correlation
-from tools.provenance import code_commit, command_line
+from tools.provenance import command_line, commit_at_start
 from tools.quick_mode import RESULTS, add_quick_argument, results_path
 from tuner.production.confidence import mean_interval
 
@@ -338,7 +338,7 @@ def main(argv: list[str] | None = None) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(json_safe({
         "command": command_line("benchmarks.size_transfer", argv),
-        "code": code_commit(), "machine": machine_facts("cpu"),
+        "code": commit_at_start(), "machine": machine_facts("cpu"),
         "settings": {**settings, "quick": args.quick, "large_task": large_task, "source": name,
                      "work_dir": str(work_dir)},
         "wall_s": round(time.perf_counter() - started, 1), **summary, "table": table,

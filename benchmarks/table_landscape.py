@@ -26,7 +26,7 @@ from benchmarks.common.json_safe import json_safe
 from benchmarks.common.landscape import EvalPoint, landscape
 from benchmarks.curve_table import TABLE_SPACE
 from benchmarks.replay.table import table_rows
-from tools.provenance import code_commit, command_line
+from tools.provenance import command_line, commit_at_start
 from tools.quick_mode import RESULTS, add_quick_argument, results_path
 from tuner.search.kl_model import mass_factors
 
@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
 
     base = load_study_spec(args.space).base
     result = {"command": command_line("benchmarks.table_landscape", argv),
-              "code": code_commit(), "quick": args.quick,
+              "code": commit_at_start(), "quick": args.quick,
               **table_landscape(args.table, base, QUICK_ROWS if args.quick else None)}
     out = results_path(args.out, RESULTS / f"table_landscape_{args.table.stem}.json", args.quick)
     out.parent.mkdir(parents=True, exist_ok=True)

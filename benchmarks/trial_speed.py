@@ -39,7 +39,7 @@ from typing import Any
 import yaml
 
 from benchmarks.common.machine import machine_facts
-from tools.provenance import REPO_ROOT, code_commit, command_line
+from tools.provenance import REPO_ROOT, command_line, commit_at_start
 from tools.quick_mode import RESULTS, add_quick_argument, results_path
 from tuner.production.confidence import mean_interval
 
@@ -195,7 +195,7 @@ def main(argv: list[str] | None = None) -> None:
             "command": command_line("benchmarks.trial_speed", argv), **plan, "rounds": rounds,
             "summary": summarise(rounds), "paired": {"reference": args.reference, **paired(rounds, args.reference)},
             "seconds_this_session": time.perf_counter() - started, "machine": machine_facts("cpu"),
-            "load_average": os.getloadavg(), "code": code_commit(),
+            "load_average": os.getloadavg(), "code": commit_at_start(),
         }
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(result, indent=1) + "\n")

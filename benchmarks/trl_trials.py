@@ -26,7 +26,7 @@ from benchmarks.common.json_safe import json_safe
 from benchmarks.common.machine import machine_facts
 from benchmarks.common.pool import worker_pool
 from ppo_core.callbacks import TrainerCallback
-from tools.provenance import code_commit, command_line
+from tools.provenance import command_line, commit_at_start
 from tools.quick_mode import add_quick_argument, results_path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -173,7 +173,7 @@ def main(argv: list[str] | None = None) -> None:
     runs = [run for run in read_runs(runs_file) if run["task"] in tasks and run["seed"] in seeds]
     summary = summarise(runs, list(tasks))
     command = command_line("benchmarks.trl_trials", argv)
-    result: dict[str, Any] = {"command": command, "commit": code_commit(), "machine": machine_facts("cpu"),
+    result: dict[str, Any] = {"command": command, "commit": commit_at_start(), "machine": machine_facts("cpu"),
                               "configs": tasks, "seconds_this_session": round(time.perf_counter() - started, 1),
                               "tasks": summary}
     out = results_path(args.out, ROOT / "benchmarks" / "results" / "trl_trials.json", args.quick)

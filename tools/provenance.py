@@ -29,7 +29,22 @@ def code_commit(root: Path = REPO_ROOT) -> str | None:
     return f"{commit}+uncommitted" if dirty else commit
 
 
+_STARTED: dict[Path, str | None] = {}
+
+
+def commit_at_start(root: Path = REPO_ROOT) -> str | None:
+    """:func:`code_commit` as it was the first time this process asked about ``root``; this module asks about the
+    repository as it is imported, so for a benchmark that is as it starts. A commit made, or code edited, while a
+    long measurement runs then does not change which code its result says it ran."""
+    if root not in _STARTED:
+        _STARTED[root] = code_commit(root)
+    return _STARTED[root]
+
+
 def command_line(module: str, argv: Sequence[str] | None) -> str:
     """The command a result was made with, as a reader would type it: ``python -m MODULE`` and its arguments
     (``argv``, or the process's own when None, as argparse reads them)."""
     return " ".join(["python -m " + module, *(sys.argv[1:] if argv is None else argv)])
+
+
+commit_at_start()  # the repository's state as the process that imports this starts

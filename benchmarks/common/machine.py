@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from tools.provenance import code_commit
+from tools.provenance import commit_at_start
 
 
 def cpu_model() -> str:
@@ -34,7 +34,7 @@ def _version(package: str) -> str | None:
 
 def machine_facts(device: str) -> dict[str, Any]:
     facts: dict[str, Any] = {
-        "code": code_commit(),
+        "code": commit_at_start(),
         "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "cpu": cpu_model(),
         "logical_cpus": os.cpu_count(),

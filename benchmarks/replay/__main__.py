@@ -54,7 +54,7 @@ from benchmarks.replay.strategies import DEFAULT_STRATEGY, QUICK_STRATEGIES, STR
 from benchmarks.replay.study import Context, RepeatLog
 from benchmarks.replay.table import Table, best_true
 from ppo_core.tasks.ranks import rank_correlation
-from tools.provenance import code_commit
+from tools.provenance import commit_at_start
 from tools.quick_mode import RESULTS, add_quick_argument, results_path
 
 OUT = RESULTS / "tuning_replay.json"
@@ -154,7 +154,7 @@ def result(args: argparse.Namespace, names: list[str]) -> dict[str, Any]:
                   "feasible_in_truth": sum(c.true_feasible for c in table.configs.values()),
                   "rungs": vars(ctx.fidelity)},
         "settings": {"repeats": args.repeats, "seed": args.seed, "quick": args.quick, "workers": args.workers},
-        "code": code_commit(), "seconds": round(time.perf_counter() - started, 1),
+        "code": commit_at_start(), "seconds": round(time.perf_counter() - started, 1),
     }
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from tools.provenance import code_commit, command_line
+from tools import provenance
+from tools.provenance import REPO_ROOT, code_commit, command_line, commit_at_start
 
 
 def git(root: Path, *args: str) -> str:
@@ -30,6 +31,22 @@ def test_only_a_change_to_code_marks_a_figure_uncommitted(tmp_path: Path) -> Non
     assert code_commit(tmp_path) == head
     (tmp_path / "benchmarks/bench.py").write_text("x = 3\n")
     assert code_commit(tmp_path) == f"{head}+uncommitted"
+
+
+def test_a_result_names_the_code_as_it_was_when_the_run_started(tmp_path: Path) -> None:
+    (tmp_path / "ppo_core").mkdir()
+    (tmp_path / "ppo_core/core.py").write_text("y = 2\n")
+    git(tmp_path, "init", "-q")
+    git(tmp_path, "add", ".")
+    git(tmp_path, "commit", "-q", "-m", "start")
+    head = git(tmp_path, "rev-parse", "--short", "HEAD")
+    assert commit_at_start(tmp_path) == head
+    (tmp_path / "ppo_core/core.py").write_text("y = 3\n")  # edited while the measurement runs
+    assert code_commit(tmp_path) == f"{head}+uncommitted" and commit_at_start(tmp_path) == head
+    git(tmp_path, "commit", "-q", "-am", "later")  # and committed before it writes its result
+    assert code_commit(tmp_path) != head and commit_at_start(tmp_path) == head
+    # The repository's own state was read as this module was imported, before any benchmark ran.
+    assert REPO_ROOT in provenance._STARTED
 
 
 def test_outside_a_checkout_there_is_no_commit(tmp_path: Path) -> None:
