@@ -17,7 +17,9 @@ streams are the same for all three):
 - **TRL GRPO defaults**: the study's base with the searched knobs at TRL GRPOConfig's defaults, read from the
   installed TRL (``learning_rate`` 1e-6, ``beta`` 0.0), trained on seed s;
 - **untuned**: the starting policy itself, evaluated (``PPOTrainer.evaluate``) at the updates where a trained run
-  evaluates, on seed s.
+  evaluates, on seed s;
+- **guidance middle**: the study's base at the seed guidance's starting point (:data:`GUIDANCE_MIDDLE`), trained on
+  seed s (not in a re-measure, whose arms stay the three its earlier runs have).
 
 Each arm's score is the study's first objective (held-out gold, reduced as the study reduces it); the report gives
 tuned minus each baseline, per seed and as a mean with its 95% t interval.
@@ -71,6 +73,10 @@ FIRST_REMEASURE_SEED = 2000
 that the re-measure's seeds are fresh for the winner as well."""
 TRL_KNOBS = ("learning_rate", "beta")
 """The knobs the TRL-defaults arm takes from TRL's GRPOConfig; every other knob is the study's base."""
+GUIDANCE_MIDDLE: dict[str, Any] = {"learning_rate": 7.1e-6, "beta": 0.045, "cliprange": 0.2}
+"""The seed guidance's starting point (../shared/seeds/ppo-hyperparameters-for-llms.txt): the geometric middles of
+its recommended ranges, policy learning rate 1e-6 to 5e-5 (sqrt(5e-11) = 7.1e-6) and fixed KL coefficient 0.01 to
+0.2 (sqrt(0.002) = 0.045), and its common starting clip of 0.2; every other knob is the study's base."""
 
 
 def trl_grpo_defaults() -> dict[str, Any]:
@@ -283,6 +289,8 @@ def arm_jobs(args: argparse.Namespace, definition: dict[str, Any], work: Path, t
     if args.eval_samples is None:
         jobs = [BaselineJob("TRL GRPO defaults", seed, trl_values, objective, True) for seed in sorted(tuned)]
         jobs += [BaselineJob("untuned", seed, base, objective, False) for seed in sorted(tuned)]
+        jobs += [BaselineJob("guidance middle", seed, {**base, **GUIDANCE_MIDDLE}, objective, True)
+                 for seed in sorted(tuned)]
         return Arms("baselines", work / "baselines.jsonl", jobs, None)
     evaluation = {"num_eval_prompts": args.eval_prompts or base.get("num_eval_prompts", PPOConfig.num_eval_prompts),
                   "num_eval_samples": args.eval_samples}

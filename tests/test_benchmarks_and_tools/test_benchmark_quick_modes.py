@@ -544,6 +544,29 @@ def test_trial_speed_quick_times_both_trees_and_reads_each_ratio_within_its_roun
     assert result["code"] and result["machine"]
 
 
+def test_sampling_peer_quick_times_every_side_against_ppo_cores_auto_choice(tmp_path: Path) -> None:
+    from benchmarks.sampling_peer import TOLERANCE
+
+    result, printed = run_quick("sampling_peer", tmp_path / "peer.json")
+    (batch,) = result["batches"].values()
+    sides = batch["sides"]
+    assert set(sides) == {"trl_generate", "trl_generate_bf16", "trl_continuous_batching",
+                          "trl_continuous_batching_bf16", "ppo_core_float32", "ppo_core_bfloat16"}
+    for name, side in sides.items():
+        assert "error" not in side, (name, side)  # continuous batching runs on a CPU with this transformers
+        assert_finite(side, ["seconds", "seconds_per_new_token", "ratio_to_auto"], name)
+        assert side["seconds"] > 0 and side["ratio_to_auto"] > 0, name
+        assert 1 <= side["new_tokens"] <= 4, name  # at most the quick run's 4 tokens; fewer if every row stopped
+        assert f"| 2 | {name} |" in printed
+    assert sides[result["auto"]["side"]]["ratio_to_auto"] == 1.0
+    # The float32 copy samples the PEFT policy's own distribution: the loop's log-probabilities are its forward's.
+    assert batch["numerics"]["ppo_core_float32"]["max_abs_logprob_difference"] <= TOLERANCE
+    assert batch["numerics"]["float32_within_tolerance"]
+    assert set(result["trl"]["observed"]["trl_generate_bf16"]) >= {"cpu_autocast", "logits", "weights"}
+    assert result["code"] and result["machine"]["cpu"] and result["command"].endswith("--quick --out " +
+                                                                                      str(tmp_path / "peer.json"))
+
+
 def test_trial_speed_continues_the_rounds_of_the_same_plan_only(tmp_path: Path) -> None:
     from benchmarks.trial_speed import earlier_rounds
 

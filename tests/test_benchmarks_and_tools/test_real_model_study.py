@@ -30,7 +30,7 @@ def quick(work: Path, out: Path, *more: str) -> subprocess.CompletedProcess[str]
         cwd=REPO, env={**os.environ, "TOKENIZERS_PARALLELISM": "false"}, capture_output=True, text=True, check=False)
 
 
-def test_quick_run_pairs_three_arms_on_the_validation_seed_and_resumes_without_rerunning(tmp_path: Path) -> None:
+def test_quick_run_pairs_every_arm_on_the_validation_seed_and_resumes_without_rerunning(tmp_path: Path) -> None:
     work, out = tmp_path / "work", tmp_path / "rms.json"
     first = quick(work, out)
     assert first.returncode == 0, first.stderr[-4000:]
@@ -38,7 +38,7 @@ def test_quick_run_pairs_three_arms_on_the_validation_seed_and_resumes_without_r
     seeds = [int(s) for s in result["arms"]["tuned"]]
     assert len(seeds) == 1
     # Every arm was scored on the seed the validation drew, so the differences are paired.
-    assert set(result["arms"]) == {"tuned", "TRL GRPO defaults", "untuned"}
+    assert set(result["arms"]) == {"tuned", "TRL GRPO defaults", "untuned", "guidance middle"}
     for arm, values in result["arms"].items():
         assert [int(s) for s in values] == seeds, arm
         assert all(math.isfinite(v) and 0.0 <= v <= 1.0 for v in values.values()), arm
@@ -55,6 +55,8 @@ def test_quick_run_pairs_three_arms_on_the_validation_seed_and_resumes_without_r
     # The untuned arm trains nothing: its runs report no update.
     untuned = [r for r in result["baseline_runs"] if r["arm"] == "untuned"]
     assert len(untuned) == 1 and untuned[0]["updates"] == 0
+    guidance = [r for r in result["baseline_runs"] if r["arm"] == "guidance middle"]
+    assert len(guidance) == 1 and guidance[0]["updates"] > 0
     # Each run names its CPU: a trained run repeats to the last digit only on the same kind.
     from benchmarks.common.machine import cpu_model
 
