@@ -57,7 +57,7 @@ import yaml
 
 from benchmarks.common.machine import machine_facts
 from benchmarks.trial_speed import POINT
-from tools.provenance import REPO_ROOT, code_commit, command_line
+from tools.provenance import REPO_ROOT, command_line, commit_at_start
 from tools.quick_mode import RESULTS, add_quick_argument, results_path
 
 if TYPE_CHECKING:
@@ -293,6 +293,40 @@ def markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def measure_batches(args: argparse.Namespace, config: Any, parts: Any, policy: PreTrainedModel,
+                    copies: dict[str, Any], trainers: dict[str, Any], samplers: dict[str, Sampler],
+                    errors: dict[str, str], auto_side: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Each batch size's timed sides, their ratios to ppo_core's default and the copies' numerics; and what each TRL
+    side's base model computes in (from one untimed call)."""
+    texts = parts.eval_prompts.texts
+    batches: dict[str, Any] = {}
+    observations: dict[str, Any] = {}
+    for rows in args.batches:
+        batch = prompt_batch(parts.tokenizer, texts, rows, args.prompts == "chat")
+        if not observations:  # what each TRL side's base model computes in, from one untimed call
+            for name, trainer in trainers.items():
+                try:
+                    observations[name] = observed(trainer.model.get_base_model(),
+                                                  functools.partial(samplers[name], batch))
+                except Exception as error:  # time_sides records the same failure
+                    observations[name] = {"error": one_line(error)}
+        sides = {**time_sides(samplers, batch, args.repeats, errors),
+                 **{name: {"error": error} for name, error in errors.items() if name not in samplers}}
+        for side in sides.values():
+            if "seconds" in side and "seconds" in sides[auto_side]:
+                side["ratio_to_auto"] = side["seconds"] / sides[auto_side]["seconds"]
+        lengths = batch.query_mask.sum(dim=1)
+        numerics = {name: logprob_gap(policy, copy.model, parts, config, batch) for name, copy in copies.items()}
+        batches[str(rows)] = {
+            "prompt_tokens": {"min": int(lengths.min()), "max": int(lengths.max()),
+                              "mean": float(lengths.float().mean())},
+            "sides": sides,
+            "numerics": {**numerics, "float32_within_tolerance":
+                         numerics["ppo_core_float32"]["max_abs_logprob_difference"] <= TOLERANCE},
+        }
+    return batches, observations
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.sampling_peer", description=__doc__.split("\n\n")[0])
     parser.add_argument("--study", type=Path, default=REPO_ROOT / "studies" / "smollm2.yaml")
@@ -348,34 +382,11 @@ def main(argv: list[str] | None = None) -> None:
                 errors[name] = one_line(error)
     samplers = {**{name: trl_sampler(trainer) for name, trainer in trainers.items()},
                 **{name: core_sampler(copy.model, parts, config) for name, copy in copies.items()}}
-    batches: dict[str, Any] = {}
-    observations: dict[str, Any] = {}
-    for rows in args.batches:
-        batch = prompt_batch(parts.tokenizer, texts, rows, args.prompts == "chat")
-        if not observations:  # what each TRL side's base model computes in, from one untimed call
-            for name, trainer in trainers.items():
-                try:
-                    observations[name] = observed(trainer.model.get_base_model(),
-                                                  functools.partial(samplers[name], batch))
-                except Exception as error:  # time_sides records the same failure
-                    observations[name] = {"error": one_line(error)}
-        sides = {**time_sides(samplers, batch, args.repeats, errors),
-                 **{name: {"error": error} for name, error in errors.items() if name not in samplers}}
-        for side in sides.values():
-            if "seconds" in side and "seconds" in sides[auto_side]:
-                side["ratio_to_auto"] = side["seconds"] / sides[auto_side]["seconds"]
-        lengths = batch.query_mask.sum(dim=1)
-        numerics = {name: logprob_gap(policy, copy.model, parts, config, batch) for name, copy in copies.items()}
-        batches[str(rows)] = {
-            "prompt_tokens": {"min": int(lengths.min()), "max": int(lengths.max()),
-                              "mean": float(lengths.float().mean())},
-            "sides": sides,
-            "numerics": {**numerics, "float32_within_tolerance":
-                         numerics["ppo_core_float32"]["max_abs_logprob_difference"] <= TOLERANCE},
-        }
+    batches, observations = measure_batches(args, config, parts, policy, copies, trainers, samplers, errors,
+                                            auto_side)
     reference = next(iter(trainers.values()), None)
     result = {
-        "command": command_line("benchmarks.sampling_peer", argv), "code": code_commit(), "quick": args.quick,
+        "command": command_line("benchmarks.sampling_peer", argv), "code": commit_at_start(), "quick": args.quick,
         "settings": {"model": config.sft_model_path, "config": values, "threads": torch.get_num_threads(),
                      "repeats": args.repeats, "prompts": args.prompts,
                      "new_tokens": parts.generation_config.max_new_tokens, "temperature": config.temperature,

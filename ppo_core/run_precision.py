@@ -57,7 +57,11 @@ def with_run_precision(config: PPOConfig, on_gpu: bool) -> PPOConfig:
     if not leaves_precision_open(config, on_gpu):
         return config
     rows = min(config.local_rollout_forward_batch_size, config.local_batch_size)
-    choice = measured_sampling_dtype(shapes_model(policy_path(config), config.trust_remote_code), rows)
+    try:
+        shapes = shapes_model(policy_path(config), config.trust_remote_code)
+    except (OSError, ValueError):  # no model there: loading it names the field and the problem in one line
+        return config
+    choice = measured_sampling_dtype(shapes, rows)
     if choice.dtype != "bfloat16":
         return config
     return dataclasses.replace(config, bf16=True, dtype="bfloat16")
