@@ -95,3 +95,22 @@ def test_the_long_runs_published_figures_are_its_metrics() -> None:
            f"({peak['eval/kl']:.1f} nats" in page
     assert f"{rows[56]['eval/gold_score']:.3f} at update 56 ({rows[56]['eval/kl']:.1f} nats)" in page
     assert all(rows[u]["eval/gold_score"] == 0.0 for u in (64, 72, 80, 88, 96))
+
+
+def test_the_third_tasks_published_figures_are_its_results_file() -> None:
+    result = json.loads((REPO / "benchmarks" / "results" / "overoptimisation_curve_v3.json").read_text())
+    page = " ".join((REPO / "benchmarks" / "README.md").read_text().split())  # lines joined: figures wrap
+    own, fall, mean = result["own_peak_gain"], result["fall_after_peak"], result["peak_gain"]
+    falls = result["own_fall_to_end"]
+    assert f"gold falls {falls[0]:.3f}, 95% [{falls[1]:+.3f}, {falls[2]:+.3f}]" in page
+    assert f"peak lies {own[0]:+.3f} above its untuned gold, 95% [{own[1]:+.3f}, {own[2]:+.3f}]" in page
+    assert f"update {result['peak_update']}, is only {mean[0]:+.3f} above the untuned mean, 95% " \
+           f"[{mean[1]:+.3f}, {mean[2]:+.3f}]" in page
+    assert fall[0] > 0  # the mean curve falls after its best evaluation too
+    for point in result["curve"]:
+        gold, kl = point["eval/gold_score"], point["eval/kl"]
+        assert f"| {point['update']} | {kl[0]:.1f} [{kl[1]:.1f}, {kl[2]:.1f}] | " \
+               f"{gold[0]:.3f} [{gold[1]:.3f}, {gold[2]:.3f}] |" in page, point["update"]
+    for seed, row in result["per_seed"].items():
+        assert f"| {seed} | {row['untuned_gold']:.3f} | {row['peak_gold']:.3f} at {int(row['peak_update'])} " \
+               f"({row['peak_kl']:.1f}) | {row['end_gold']:.3f} at {row['end_kl']:.1f} |" in page, seed
