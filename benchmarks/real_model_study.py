@@ -29,7 +29,8 @@ validated winner and both baselines run again in this benchmark's runner, on K f
 with every held-out evaluation drawing N responses per prompt instead of the study's ``num_eval_samples``. The study
 keeps its cheap evaluation for choosing; this measures what it chose with less of the evaluation's noise. On
 SmolLM2, 4x the responses cut the untuned arm's seed-to-seed SD from 0.013 to 0.004, while a trained run still varied
-by 0.019 from its training (benchmarks/README.md, "The real-model study", the fourth look).
+by 0.019 from its training (benchmarks/README.md, "History: the real-model study on the first text task", the fourth
+look).
 ``--eval-prompts P`` widens the prompts too, up to the task's held-out split. The runs are appended to
 ``DIR/remeasure_PxN.jsonl`` (or ``--runs FILE``) as they finish, so this step resumes too.
 
