@@ -1,0 +1,128 @@
+"""Which published figures describe code that has changed since: every row of benchmarks/README.md's table of
+measured figures, its commit, and the code files changed between that commit and HEAD.
+
+    python -m tools.stale_figures [--page benchmarks/README.md] [--fresh]
+
+A row's commit is the first commit hash in its "measured at" cell that this checkout knows; its code is the product
+(ppo_core, tuner, dashboard, the CLI and pyproject.toml) and whatever its command cell names in the repository: a
+``python -m benchmarks.X`` or ``tools.X`` module (its package, for a package) and the files it names (a study file).
+A row whose commit has changes to that code after it is stale: its figures describe that commit, not HEAD.
+``--fresh`` lists the rows that are not. Exit status 0 either way (staleness is a report, not an error); 2 for a
+page with no table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from tools.provenance import REPO_ROOT
+
+TABLE_HEADING = "## Every measured figure, with its command and commit"
+HASH = re.compile(r"\b[0-9a-f]{7,40}\b")
+PRODUCT = ("ppo_core", "tuner", "dashboard", "ppo_tune", "pyproject.toml")
+MODULE = re.compile(r"python -m ((?:benchmarks|tools)(?:\.\w+)+)")
+FILE = re.compile(r"[\w./-]+\.(?:py|yaml|sh)\b")
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One row of the table: what it measures, the commit named in its "measured at" cell (None when the cell names
+    none this checkout knows), and the code files changed since that commit."""
+
+    what: str
+    commit: str | None
+    changed: tuple[str, ...]
+
+    @property
+    def stale(self) -> bool:
+        return self.commit is None or bool(self.changed)
+
+
+def table_rows(page: str) -> list[list[str]]:
+    """The cells of each body row of the table under :data:`TABLE_HEADING` (its header and rule left out)."""
+    if TABLE_HEADING not in page:
+        return []
+    lines = page[page.index(TABLE_HEADING):].splitlines()
+    rows: list[list[str]] = []
+    in_table = False
+    for line in lines[1:]:
+        if line.startswith("|"):
+            in_table = True
+            cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+            if not set("".join(cells)) <= set("-: "):
+                rows.append(cells)
+        elif in_table or line.startswith("## "):
+            break
+    return rows[1:]  # the first row is the header
+
+
+def git(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=False)
+
+
+def known_commit(cell: str, root: Path) -> str | None:
+    """The first word of ``cell`` that names a commit of this checkout."""
+    for word in HASH.findall(cell):
+        if git(root, "cat-file", "-e", f"{word}^{{commit}}").returncode == 0:
+            return word
+    return None
+
+
+def code_paths(command: str, root: Path) -> list[str]:
+    """The code a row's command runs: the product, the modules it runs with ``python -m`` and the files it names that
+    exist in the repository."""
+    paths = list(PRODUCT)
+    for module in MODULE.findall(command):
+        as_path = module.replace(".", "/")
+        paths.append(as_path if (root / as_path).is_dir() else f"{as_path}.py")
+    paths += [name for name in FILE.findall(command) if (root / name).is_file()]
+    return paths
+
+
+def figures(page: str, root: Path = REPO_ROOT) -> list[Figure]:
+    """Every row of the page's table, with its code's files changed between its commit and HEAD."""
+    found = []
+    for cells in table_rows(page):
+        what, command, measured = [*cells, "", "", ""][:3]
+        commit = known_commit(measured, root)
+        changed: tuple[str, ...] = ()
+        if commit is not None:
+            listed = git(root, "diff", "--name-only", commit, "HEAD", "--", *code_paths(command, root)).stdout
+            changed = tuple(line for line in listed.splitlines() if line)
+        found.append(Figure(what, commit, changed))
+    return found
+
+
+def summary(changed: tuple[str, ...]) -> str:
+    """Changed files counted by top-level folder: "ppo_core 12, tuner 3"."""
+    counts: dict[str, int] = {}
+    for name in changed:
+        top = name.split("/", 1)[0]
+        counts[top] = counts.get(top, 0) + 1
+    return ", ".join(f"{top} {count}" for top, count in sorted(counts.items()))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.stale_figures", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--page", type=Path, default=REPO_ROOT / "benchmarks" / "README.md")
+    parser.add_argument("--fresh", action="store_true", help="list the rows whose code has not changed instead")
+    args = parser.parse_args(argv)
+    rows = figures(args.page.read_text(), REPO_ROOT)
+    if not rows:
+        print(f"stale_figures: {args.page} has no table under {TABLE_HEADING!r}", file=sys.stderr)
+        return 2
+    chosen = [row for row in rows if row.stale != args.fresh]
+    for row in chosen:
+        since = f"since {row.commit}: {summary(row.changed)}" if row.commit else "names no commit of this checkout"
+        print(f"{'fresh' if args.fresh else 'stale'}: {row.what[:90]} ({since if row.stale else row.commit})")
+    print(f"{len(chosen)} of {len(rows)} figures {'fresh' if args.fresh else 'stale'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
