@@ -60,6 +60,12 @@ def resolve_models(config: PPOConfig) -> PPOConfig:
     def reward(field_name: str, spec: str) -> str:
         return spec if is_function_spec(spec) else resolve_model(spec, field_name)
 
+    if config.task is not None:
+        from ppo_core.tasks.variants import task_model_problem  # the task registry imports this module's callers
+
+        problem = task_model_problem(config.task)
+        if problem is not None:
+            raise ConfigError(problem)
     return dataclasses.replace(
         config,
         sft_model_path=model("sft_model_path", config.sft_model_path),

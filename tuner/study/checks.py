@@ -129,6 +129,13 @@ def check_models(spec: StudySpec) -> None:
                 require_model(str(spec.base[name]), name)
             except ConfigError as error:
                 raise fail(f"base.{error}") from None
+    task = spec.base.get("task")
+    if isinstance(task, str):
+        from ppo_core.tasks.variants import task_model_problem
+
+        problem = task_model_problem(task)
+        if problem is not None:
+            raise fail(f"base.{problem}")
 
 
 def check_study(spec: StudySpec, build: BuildConfig) -> None:
