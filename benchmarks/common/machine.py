@@ -6,23 +6,12 @@ import datetime
 import os
 import platform
 from importlib import metadata
-from pathlib import Path
 from typing import Any
 
 import torch
 
+from ppo_core.sampling_precision import cpu_model  # one home: the precision check keys its cache by it too
 from tools.provenance import commit_at_start
-
-
-def cpu_model() -> str:
-    """The CPU's model name: a trained run is reproducible to the last digit only on the same kind of CPU."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def _version(package: str) -> str | None:
