@@ -106,8 +106,8 @@ def ranked_configurations(name: str, storage: str, pick: Callable[[list[Any]], l
     from tuner.store.database import StorageError, open_read_only_engine, open_read_only_storage
     from tuner.store.records import read_stored_metrics
     from tuner.study.constraints import feasible
-    from tuner.study.reports import is_racing, trial_config
-    from tuner.study.seed_policy import raced_configs, ranked
+    from tuner.study.reports import trial_config
+    from tuner.study.winner import read_winner
 
     try:
         study = optuna.load_study(study_name=name, storage=open_read_only_storage(storage))
@@ -116,10 +116,9 @@ def ranked_configurations(name: str, storage: str, pick: Callable[[list[Any]], l
     except KeyError:  # Optuna's word for a study the storage does not hold
         raise SourceError(f"--source {name}: no study {name!r} in {storage}") from None
     ordered: list[tuple[Any, float]]
-    if is_racing(study):
-        ordered = [(config.root, config.mean) for config in ranked(raced_configs(study.get_trials(deepcopy=False)),
-                                                                   study.directions[0])
-                   if config.feasible or not feasible_only]
+    winner = read_winner(study)
+    if winner.racing:
+        ordered = [(config.root, config.mean) for config in winner.race if config.feasible or not feasible_only]
     else:
         sign = 1.0 if study.directions[0] == optuna.study.StudyDirection.MAXIMIZE else -1.0
         done = [t for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))

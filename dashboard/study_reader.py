@@ -43,9 +43,10 @@ from tuner.store.paths import storage_urls as tuner_storage_urls
 from tuner.store.records import METRIC_KEYS, decode_metric_rows, metrics_table, samples_table
 from tuner.study.constraints import Constraint, feasible
 from tuner.study.edge_findings import EdgeFinding, edge_findings
-from tuner.study.reports import BestFigure, best_figure, best_trials, trials_frame
+from tuner.study.reports import trials_frame
 from tuner.study.spec import KLGuard, Objective
 from tuner.study.stored import StoredStudy, read_stored
+from tuner.study.winner import BestFigure, Winner, read_winner
 
 PARAM_PREFIX = "param:"  # how tuner.study.reports.trials_frame names the searched parameters' columns
 SAMPLE_COLUMNS = [c.name for c in samples_table.c if c.name not in ("id", "study_name")]
@@ -242,14 +243,23 @@ class StudyView:
     objective_names: tuple[str, ...]
     trials: pd.DataFrame  # one row per trial, columns as tuner.study.reports.trials_frame plus KL columns
     configs: Mapping[int, Mapping[str, Any]]
-    best: tuple[int, ...]  # the best trial, or the Pareto front
-    best_figure: BestFigure | None  # the best trial's headline figure, as `ppo-tune run`, show and best give it
+    winner: Winner  # who won and why, as `ppo-tune run`, show and best give it (tuner.study.winner)
     stored: StoredStudy  # the study's stored definition, read once (tuner.study.stored)
     counts: Mapping[str, int] = field(default_factory=dict)  # trials by state, states with none left out
     edge_findings: tuple[EdgeFinding, ...] = ()  # searched ranges whose best trials crowd against a bound
     aim: str | None = None  # a frontier-guided study's latest proposal: where it aimed, why, and how sure
     constraint_values: Mapping[int, Mapping[str, float]] = field(default_factory=dict)
     """Each trial's constraint values as Optuna keeps them (``FrozenTrial.constraints``), where it has any."""
+
+    @property
+    def best(self) -> tuple[int, ...]:
+        """The best trial's number, or the Pareto front's."""
+        return tuple(trial.number for trial in self.winner.trials)
+
+    @property
+    def best_figure(self) -> BestFigure | None:
+        """The best trial's headline figure."""
+        return self.winner.figure
 
     @property
     def kl_guard(self) -> KLGuard:
@@ -333,16 +343,14 @@ def build_study_view(ref: StudyRef, snapshot: Snapshot) -> StudyView:
     attrs = snapshot.user_attrs
     if KL_GUARD_ATTR not in attrs and KL_GUARD_ATTR in snapshot.system_attrs:  # where the oldest studies kept it
         attrs = {**attrs, KL_GUARD_ATTR: snapshot.system_attrs[KL_GUARD_ATTR]}
-    stored = read_stored(attrs, len(study.directions))  # once: the best trial and its figure take its seed policy
-    best = best_trials(study, stored.racing)
+    stored = read_stored(attrs, len(study.directions))
     return StudyView(
         ref=ref,
         directions=tuple(d.name.lower() for d in study.directions),
         objective_names=objective_names(study),
         trials=frame,
         configs={trial.number: dict(trial.user_attrs.get(CONFIG_ATTR, {}) or {}) for trial in snapshot.trials},
-        best=tuple(trial.number for trial in best),
-        best_figure=best_figure(study, best, stored.racing),
+        winner=read_winner(study),
         stored=stored,
         counts=counts,
         edge_findings=tuple(edge_findings(snapshot.trials, stored.search_space, study.directions)),

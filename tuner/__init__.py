@@ -37,7 +37,7 @@ _PUBLIC = {
     "TrialStore": "tuner.store.records",
     "read_metrics": "tuner.store.records",
     "read_samples": "tuner.store.records",
-    "best_trials": "tuner.study.reports",
+    "best_trials": "tuner.study.winner",
     "trial_config": "tuner.study.reports",
     "trials_frame": "tuner.study.reports",
     "trl_arguments": "tuner.exports.trl_ppo",
@@ -92,9 +92,10 @@ if TYPE_CHECKING:
     from tuner.store.records import TrialStore, read_metrics, read_samples
     from tuner.study.config import load_study_spec
     from tuner.study.edge_findings import edge_findings
-    from tuner.study.reports import best_trials, trial_config, trials_frame
+    from tuner.study.reports import trial_config, trials_frame
     from tuner.study.spec import KLGuard, Objective, StudySpec
     from tuner.study.values import StudyConfigError
+    from tuner.study.winner import best_trials
     from tuner.trial.factory import make_pruner, make_sampler
     from tuner.trial.kl_guard import KLGuardPruner
     from tuner.trial.optuna_objective import make_objective

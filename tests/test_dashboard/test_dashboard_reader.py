@@ -28,7 +28,8 @@ from tools.demo_study import DemoSpec, build_demo_study
 from tuner.store.attrs import KL_GUARD_ATTR
 from tuner.store.database import create_engine, open_read_only_engine, open_storage
 from tuner.store.records import metrics_table, samples_table
-from tuner.study.reports import best_trials, trials_frame
+from tuner.study.reports import trials_frame
+from tuner.study.winner import best_trials
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -18,7 +18,7 @@ from tuner.store.database import create_engine, open_storage
 from tuner.store.records import TrialStore, create_tables
 from tuner.study.config import Objective, StudySpec, load_study_spec
 from tuner.study.constraints import Constraint, constraint_values, feasible
-from tuner.study.reports import best_trials
+from tuner.study.winner import best_trials
 from tuner.trial.factory import make_pruner
 from tuner.trial.reporter import MissingMetricError, TrialReporter, reduce_history
 

@@ -18,8 +18,8 @@ from tuner.run.worker import run_worker
 from tuner.store.attrs import CONFIG_ATTR, RACE_OF_ATTR, SEED_ATTR
 from tuner.study.config import load_study_spec
 from tuner.study.defaults import SEED_POLICY
-from tuner.study.reports import best_trials
 from tuner.study.seed_policy import Racing, SeedPolicy, TrialBudget, best_raced, next_runs, parse_seed_policy
+from tuner.study.winner import best_trials
 
 MAX = StudyDirection.MAXIMIZE
 RACING = SeedPolicy(name="racing", seeds=3, top_k=2)

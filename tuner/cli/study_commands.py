@@ -57,8 +57,9 @@ def command_show(args: argparse.Namespace) -> int:
     from tuner.search.frontier_aim import aim_words
     from tuner.search.frontier_sampler import AIM_ATTR
     from tuner.study.edge_findings import edge_findings, format_edge_findings
-    from tuner.study.reports import best_figure, trials_frame
+    from tuner.study.reports import trials_frame
     from tuner.study.stored import read_stored
+    from tuner.study.winner import read_winner
 
     study, _, _ = find_named_study(args.name, args.storage, args.command)
     frame = trials_frame(study)
@@ -68,7 +69,7 @@ def command_show(args: argparse.Namespace) -> int:
     savings = update_savings(frame)
     frame.columns = [c.removeprefix("param:") for c in frame.columns]
     print_frame(frame, f"study {args.name}")
-    figure = best_figure(study)
+    figure = read_winner(study).figure
     if figure is not None:  # the figure the study chose its best on, as run, best and the dashboard give it
         print(f"best trial {figure.trial}: {figure.words()}")
     if savings is not None:

@@ -103,17 +103,19 @@ def command_best(args: argparse.Namespace) -> int:
     from tuner.production.carry import change_comments, held_at_lengths, notice, pilot_notice, uncarried
     from tuner.production.pilot import piloted
     from tuner.production.validation import load_validation, validation_results
-    from tuner.study.reports import best_figure, best_trials, trial_config
+    from tuner.study.reports import trial_config
     from tuner.study.stored import read_stored
+    from tuner.study.winner import read_winner
 
     study, url, opened = find_named_study(args.name, args.storage, args.command)
-    best = best_trials(study)
+    winner = read_winner(study)
+    best = winner.trials
     if not best:
         raise UsageError(f"study {args.name!r} has no completed (feasible) trial yet")
     validations = load_validation(args.name, opened)
     validated = [r for r in validation_results(study, validations) if r.n > 0]
     chosen, validation = best[0], None
-    figure = best_figure(study, best)
+    figure = winner.figure
     header = f"best trial {chosen.number}: " + (figure.words() if figure is not None else
                                                f"values {', '.join(f'{v:.4f}' for v in chosen.values)}")
     if validated:

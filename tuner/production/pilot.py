@@ -20,8 +20,9 @@ from optuna.trial import TrialState
 
 from tuner.production.carry import final_kl
 from tuner.production.horizon import Carried, composed, kl_pilot, pilot_kl
-from tuner.production.validation import config_key, is_pilot
+from tuner.production.validation import is_pilot
 from tuner.store.attrs import CONFIG_ATTR, VALIDATES_ATTR
+from tuner.study.winner import config_key
 
 if TYPE_CHECKING:
     import optuna

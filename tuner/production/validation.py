@@ -36,8 +36,7 @@ from tuner.store.attrs import (
     VALIDATION_OF_ATTR,
 )
 from tuner.study.constraints import feasible
-from tuner.study.reports import is_racing, rank_completed
-from tuner.study.seed_policy import raced_configs, ranked
+from tuner.study.winner import read_winner
 
 if TYPE_CHECKING:
     from tuner.production.horizon import Carried
@@ -58,34 +57,14 @@ def fresh_seeds(used: set[int], count: int, first: int = FIRST_VALIDATION_SEED) 
     return list(itertools.islice((seed for seed in itertools.count(first) if seed not in used), count))
 
 
-def config_key(config: dict[str, Any]) -> str:
-    """A configuration's identity but for its seed: runs of one configuration on several seeds share it."""
-    return repr(sorted((key, repr(value)) for key, value in config.items() if key != "seed"))
-
-
 def top_trials(study: optuna.Study, k: int) -> list[FrozenTrial]:
-    """The best ``k`` configurations as the study ranks them, best first, each as its first trial, so that the first
-    is the winner ``ppo-tune best`` names (``tuner.study.reports.best_trials``).
+    """The best ``k`` configurations as the study ranks them (``tuner.study.winner.Winner.ranked``), best first, each
+    as its first trial, so that the first is the winner ``ppo-tune best`` names.
 
-    A study that races (``tuner.study.seed_policy``) ranks a configuration on all its runs: those whose every run
-    kept the constraints first, then those on more seeds, then by mean. Ranked run by run instead, a configuration
-    that the race threw out for a re-run past the KL budget could still be validated for its luckiest run: SmolLM2's
-    third look validated such a one in place of the study's winner. Otherwise each completed trial is ranked by its
-    own value (feasible ones first), and a configuration run twice (a warm start the sampler proposed again, or a
-    retried trial) counts once."""
-    trials = study.get_trials(deepcopy=False)
-    if is_racing(study):
-        return [config.root for config in ranked(raced_configs(trials), study.directions[0])][:k]
-    chosen: list[FrozenTrial] = []
-    seen: set[str] = set()
-    for trial in rank_completed(trials, study.directions):
-        key = config_key(trial.user_attrs.get(CONFIG_ATTR, {}))
-        if key not in seen:
-            seen.add(key)
-            chosen.append(trial)
-        if len(chosen) == k:
-            break
-    return chosen
+    A study that races ranks a configuration on all its runs, so a configuration that the race threw out for a re-run
+    past the KL budget is not validated for its luckiest run (SmolLM2's third look validated such a one in place of
+    the study's winner)."""
+    return list(read_winner(study).ranked[:k])
 
 
 def validation_spec(spec: StudySpec) -> StudySpec:

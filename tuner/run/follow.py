@@ -22,8 +22,9 @@ from tuner.run.commands import WORKER_COMMAND, runs_here
 from tuner.run.worker import FINISHED
 from tuner.run.worker import main as worker_main
 from tuner.store.database import GRACE_HEARTBEATS
-from tuner.study.reports import best_figure, best_trials, trial_reason
+from tuner.study.reports import trial_reason
 from tuner.study.spec import StudySpec
+from tuner.study.winner import read_winner
 
 if TYPE_CHECKING:  # only --launcher ray makes one
     from tuner.trial.ray_launch import RayCluster
@@ -69,13 +70,13 @@ def describe(trial: FrozenTrial) -> str:
 
 
 def best_text(study: optuna.Study) -> str:
-    """The progress line's best: its figure as every view shows it (``tuner.study.reports.best_figure``); a Pareto
-    front's first trial's values."""
-    best = best_trials(study)
-    figure = best_figure(study, best)
-    if figure is not None:
-        return f"best {figure.words()} (trial {figure.trial})"
-    return f"best {', '.join(f'{v:.4f}' for v in best[0].values)} (trial {best[0].number})" if best else "best -"
+    """The progress line's best: its figure as every view shows it (``tuner.study.winner``); a Pareto front's first
+    trial's values."""
+    winner = read_winner(study)
+    if winner.figure is not None:
+        return f"best {winner.figure.words()} (trial {winner.figure.trial})"
+    best = winner.best
+    return f"best {', '.join(f'{v:.4f}' for v in best.values)} (trial {best.number})" if best else "best -"
 
 
 class _Follower:

@@ -25,7 +25,7 @@ from optuna.trial import FrozenTrial
 from tuner.search.space import ParamSpec
 from tuner.store.attrs import KL_HISTORY_ATTR
 from tuner.study.constraints import feasible
-from tuner.study.reports import rank_completed
+from tuner.study.winner import rank_completed
 
 MIN_COMPLETE = 5  # fewer completed trials say nothing about where the optimum lies
 MIN_TOP = 3  # the best trials taken, at the least (and the least of them that must use a parameter)

@@ -1,15 +1,13 @@
-"""Tables of studies and trials (pandas), and the best trial's config, for the CLI and the dashboard."""
+"""Tables of studies and trials (pandas), and a trial's config, for the CLI and the dashboard; who won a study is
+``tuner.study.winner``'s."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import optuna
 import pandas as pd
-from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.store.attrs import (
@@ -22,9 +20,7 @@ from tuner.store.attrs import (
     RACE_OF_ATTR,
     SEED_ATTR,
 )
-from tuner.study.constraints import feasible
-from tuner.study.seed_policy import best_raced, raced_configs
-from tuner.study.stored import stored_seed_policy
+from tuner.study.winner import read_winner
 
 
 def study_summaries(storage: str | optuna.storages.BaseStorage) -> pd.DataFrame:
@@ -34,7 +30,7 @@ def study_summaries(storage: str | optuna.storages.BaseStorage) -> pd.DataFrame:
         study = optuna.load_study(study_name=summary.study_name, storage=storage)
         trials = study.get_trials(deepcopy=False)
         counts = {state.name.lower(): sum(t.state == state for t in trials) for state in TrialState}
-        best = best_trials(study)
+        best = read_winner(study).trials
         rows.append({
             "study": summary.study_name,
             "directions": ",".join(d.name.lower() for d in study.directions),
@@ -44,70 +40,6 @@ def study_summaries(storage: str | optuna.storages.BaseStorage) -> pd.DataFrame:
             "best_value": _format_values(best[0].values) if best else "",
         })
     return pd.DataFrame(rows)
-
-
-def best_trials(study: optuna.Study, racing: bool | None = None) -> list[FrozenTrial]:
-    """The best trial, or for several objectives the Pareto front ordered by the first objective; among feasible
-    trials only, as Optuna chooses them (empty while no completed trial keeps every constraint). ``racing``: whether
-    the study races (:func:`is_racing`), for a caller that has read its stored definition already."""
-    if not any(feasible(t) for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))):
-        return []  # study.best_trial would raise ValueError
-    if (is_racing(study) if racing is None else racing):  # the best mean over the most seeds, not the luckiest run
-        return best_raced(study.get_trials(deepcopy=False), study.directions[0])
-    if len(study.directions) == 1:
-        return [study.best_trial]
-    sign = -1 if study.directions[0] == optuna.study.StudyDirection.MAXIMIZE else 1
-    return sorted(study.best_trials, key=lambda t: sign * t.values[0])
-
-
-@dataclass(frozen=True)
-class BestFigure:
-    """The best trial's headline figure, as every view shows it: the value the study chose it on."""
-
-    trial: int
-    value: float
-    seeds: int
-    """Runs the value is the mean of: a raced configuration's seeds, else 1 (its own run)."""
-
-    @property
-    def what(self) -> str:
-        """"mean of 2 seeds" or "one seed"."""
-        return f"mean of {self.seeds} seeds" if self.seeds > 1 else "one seed"
-
-    def words(self) -> str:
-        """"0.7480, mean of 2 seeds" or "0.7427, one seed"."""
-        return f"{self.value:.4f}, {self.what}"
-
-
-def best_figure(study: optuna.Study, best: Sequence[FrozenTrial] | None = None,
-                racing: bool | None = None) -> BestFigure | None:
-    """The best trial (:func:`best_trials`, or ``best`` when the caller has it already) and its first objective's
-    value as the study ranks it: a raced configuration's mean over its seeds, else its own run's value; None without
-    a best trial, or for several objectives (a front has no one figure). ``racing`` as :func:`best_trials` takes it."""
-    racing = is_racing(study) if racing is None else racing
-    best = best_trials(study, racing) if best is None else best
-    if not best or len(study.directions) > 1:
-        return None
-    if racing:  # the winner is chosen on its mean: that is its figure, not its first run's value
-        for config in raced_configs(study.get_trials(deepcopy=False)):
-            if config.root.number == best[0].number:
-                return BestFigure(best[0].number, config.mean, len(config.values))
-    return BestFigure(best[0].number, best[0].values[0], 1)
-
-
-def is_racing(study: optuna.Study) -> bool:
-    """Whether the study's stored definition races configurations on seeds (tuner.study.seed_policy; a definition that
-    names no policy gets the default's). A study stored without a definition raced nothing."""
-    policy = stored_seed_policy(study.user_attrs, len(study.directions))
-    return policy is not None and policy.racing
-
-
-def rank_completed(trials: Sequence[FrozenTrial], directions: Sequence[StudyDirection]) -> list[FrozenTrial]:
-    """Completed trials with a finite first objective, feasible ones first, each group best first by the first
-    objective (ties in trial order)."""
-    sign = -1.0 if directions[0] == StudyDirection.MAXIMIZE else 1.0
-    complete = [t for t in trials if t.state == TrialState.COMPLETE and t.values and math.isfinite(t.values[0])]
-    return sorted(complete, key=lambda t: (not feasible(t), sign * t.values[0], t.number))
 
 
 def _format_values(values: list[float] | None) -> str:
