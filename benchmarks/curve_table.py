@@ -98,8 +98,8 @@ def run_curve(job: dict[str, Any]) -> dict[str, Any]:
     import torch
 
     from ppo_core import PPOConfig, PPOTrainer
-    from ppo_core.callbacks import TrainerCallback
-    from ppo_core.quiet import quiet_hugging_face
+    from ppo_core.models.quiet import quiet_hugging_face
+    from ppo_core.run.callbacks import TrainerCallback
 
     quiet_hugging_face()
     torch.set_num_threads(1)

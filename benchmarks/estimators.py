@@ -74,7 +74,7 @@ EVALUATION = ("update", "eval/gold_score", "eval/score", "eval/kl", "eval/respon
 def base_values(episodes: int | None = None) -> dict[str, Any]:
     """studies/train.yaml without its seed, with sample recordings off (they draw from their own random stream, so
     they change no metric, but cost time that is no estimator's), and ``episodes`` in place of its total."""
-    from ppo_core.config_io import read_mapping
+    from ppo_core.config.io import read_mapping
 
     values = {key: value for key, value in read_mapping(BASE).items() if key != "seed"}
     values["num_sample_generations"] = 0
@@ -109,9 +109,9 @@ def worker(values: dict[str, Any], threads: int) -> dict[str, Any]:
 
     torch.set_num_threads(threads)
     from benchmarks.common.memory import current_rss_mib
-    from ppo_core.config_io import build_config
-    from ppo_core.quiet import quiet_hugging_face
-    from ppo_core.trainer import PPOTrainer
+    from ppo_core.config.io import build_config
+    from ppo_core.models.quiet import quiet_hugging_face
+    from ppo_core.run.trainer import PPOTrainer
 
     quiet_hugging_face()
     warnings.filterwarnings("ignore")

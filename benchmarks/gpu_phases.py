@@ -46,9 +46,9 @@ from typing import Any
 import torch
 from transformers import PreTrainedModel
 
-import ppo_core.reward_models
-import ppo_core.rollout
-import ppo_core.trainer
+import ppo_core.rewards.models
+import ppo_core.rollout.collect
+import ppo_core.run.trainer
 from benchmarks.common.json_safe import json_safe
 from benchmarks.common.machine import machine_facts
 from benchmarks.matmul_peak import measure as measure_matmul_peak
@@ -58,8 +58,8 @@ from benchmarks.trl_comparison.flops import peak_flops
 from benchmarks.trl_comparison.sizes import SIZES, ModelSize
 from benchmarks.trl_comparison.workload import Workload
 from ppo_core import PPOTrainer, TrainerCallback
-from ppo_core.generation import generate, sampling_config
-from ppo_core.static_decode import static_generate
+from ppo_core.models.generation import generate, sampling_config
+from ppo_core.rollout.static_decode import static_generate
 from tools.provenance import command_line
 from tools.quick_mode import RESULTS, add_quick_argument, results_path
 
@@ -76,11 +76,11 @@ QUICK_DECODE_BATCHES = (2, 4)
 DECODE_BOUND_BATCH = 64
 """The decode goal is read at this batch (the sweep's middle)."""
 PHASES = {
-    "decode": ((ppo_core.rollout, "generate"), (ppo_core.rollout, "static_generate"),
-               (ppo_core.rollout, "sample_responses")),
-    "scoring": ((ppo_core.rollout, "response_logits"), (ppo_core.rollout, "response_values"),
-                (ppo_core.reward_models.SequenceClassifierReward, "__call__")),
-    "update": ((ppo_core.trainer, "ppo_update"),),
+    "decode": ((ppo_core.rollout.collect, "generate"), (ppo_core.rollout.collect, "static_generate"),
+               (ppo_core.rollout.collect, "sample_responses")),
+    "scoring": ((ppo_core.rollout.collect, "response_logits"), (ppo_core.rollout.collect, "response_values"),
+                (ppo_core.rewards.models.SequenceClassifierReward, "__call__")),
+    "update": ((ppo_core.run.trainer, "ppo_update"),),
 }
 """Each phase's functions, on the name their caller looks up (the update's own forwards are inside ``ppo_update``)."""
 

@@ -13,7 +13,8 @@ its TRUE value) with its final held-out KL averaged alike. Reported per table:
   controller add anything?);
 - how many of the configurations within 5% of the table's best are fixed, against the share of fixed ones in the
   table;
-- the most the controller could have moved its coefficient over the table's runs (``ppo_core.kl_reach.adaptive_reach``).
+- the most the controller could have moved its coefficient over the table's runs
+  (``ppo_core.algorithm.kl_reach.adaptive_reach``).
 
 ``--quick``: the first 24 configurations of table 0, results in ``--out`` or a temporary directory.
 """
@@ -60,7 +61,7 @@ def band_means(rows: Sequence[tuple[str, float, float]]) -> list[dict[str, Any]]
 def table_summary(path: Path, configs: int | None = None) -> dict[str, Any]:
     """The comparison for one table (its first ``configs`` configurations, or all)."""
     from benchmarks.replay.table import load_table
-    from ppo_core.kl_reach import adaptive_reach
+    from ppo_core.algorithm.kl_reach import adaptive_reach
     from tuner.study.config import load_study_spec
 
     spec = load_study_spec(TABLE_SPACE)

@@ -33,8 +33,8 @@ from transformers import (
 )
 
 from benchmarks.common.machine import machine_facts
-from ppo_core.config_io import load_config
-from ppo_core.memory_estimate import estimate_run
+from ppo_core.config.io import load_config
+from ppo_core.memory.estimate import estimate_run
 from tools.provenance import command_line
 from tools.quick_mode import add_quick_argument, results_path
 from tools.tiny_models import Architecture, TinySize, _save, metaspace_tokenizer, tiny_config
@@ -112,7 +112,7 @@ def run_mode(root: Path, paths: dict[str, Path], name: str, values: dict[str, An
 
 def baseline_rss_gib() -> float:
     """RSS of a fresh process that has imported what a run imports, before it loads any model."""
-    code = ("import ppo_core.trainer, peft; from ppo_core.memory import peak_memory_gib; import torch;"
+    code = ("import ppo_core.run.trainer, peft; from ppo_core.memory.peak import peak_memory_gib; import torch;"
             "print(peak_memory_gib(torch.device('cpu')))")
     return float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
 

@@ -25,7 +25,7 @@ import yaml
 from optuna.trial import TrialState
 
 from benchmarks.common.machine import machine_facts
-from ppo_core.config_io import read_mapping
+from ppo_core.config.io import read_mapping
 from ppo_core.errors import InputError
 from tools.provenance import command_line
 from tools.quick_mode import add_quick_argument, results_path

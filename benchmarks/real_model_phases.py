@@ -5,23 +5,23 @@
                                            [--new-tokens 16] [--threads 1] [--precisions fp32 bf16]
                                            [--repeats 3] [--out FILE] [--quick]
 
-The model loads through ppo_core's own path (``ppo_core.model_paths.resolve_model``, then
-``ppo_core.models.load_causal_lm``), as a trial loads its policy: a GGUF, the packaged SmolLM2 included, comes from
-its dequantised copy in the cache. Each phase runs on a batch of ``--batch`` sequences of ``--prompt-tokens`` prompt
-tokens (random ids: the cost of a dense transformer does not depend on which tokens it reads) and is timed
+The model loads through ppo_core's own path (``ppo_core.models.paths.resolve_model``, then
+``ppo_core.models.loading.load_causal_lm``), as a trial loads its policy: a GGUF, the packaged SmolLM2 included, comes
+from its dequantised copy in the cache. Each phase runs on a batch of ``--batch`` sequences of ``--prompt-tokens``
+prompt tokens (random ids: the cost of a dense transformer does not depend on which tokens it reads) and is timed
 ``--repeats`` times after one warm-up; the best time counts.
 
 - **generate**: ``model.generate`` with the KV cache, ``--new-tokens`` new tokens sampled at temperature 1, no early
   stop; reported per new token, and per token against one no-grad forward of the whole batch.
-- **sample**: the same through ppo_core's own CPU decode loop (``ppo_core.sampling_loop.sample_responses``), what a
-  rollout runs. Its decode step, (t(N new tokens) - t(1)) / (N - 1), is read against its memory bound: the bytes a
-  step reads (every matmul weight once, the LM head's included) over the one-thread read bandwidth measured in the
+- **sample**: the same through ppo_core's own CPU decode loop (``ppo_core.rollout.sampling_loop.sample_responses``),
+  what a rollout runs. Its decode step, (t(N new tokens) - t(1)) / (N - 1), is read against its memory bound: the bytes
+  a step reads (every matmul weight once, the LM head's included) over the one-thread read bandwidth measured in the
   same process (the best ``sum`` of a 256 MB tensor).
 - **forward**: one no-grad forward over prompt + response, as the reference and old log-probabilities take it.
 - **forward + backward**: the policy loss's pass over prompt + response, with every weight trained (``full``) and
   with LoRA adapters (r 16 on the attention and MLP projections; the base frozen).
 
-The forward passes are the trainer's own (``ppo_core.rollout.response_logits``): they keep the logits of the
+The forward passes are the trainer's own (``ppo_core.rollout.collect.response_logits``): they keep the logits of the
 response's positions only, gathered into one contiguous block before the vocabulary projection. FLOPs
 count 2 per matmul weight per token forward (the LM head's, tied or not, at the kept positions only), 6 forward +
 backward with every weight trained, and 4 under LoRA (the frozen weights' gradients are never formed, their inputs'
@@ -83,8 +83,8 @@ def measure_precision(path: str, precision: str, args: argparse.Namespace) -> di
     """Every phase of one precision: fp32 weights, or bf16 weights and compute."""
     from peft import LoraConfig, get_peft_model
 
-    from ppo_core.models import LoadOptions, load_causal_lm
-    from ppo_core.rollout import response_logits
+    from ppo_core.models.loading import LoadOptions, load_causal_lm
+    from ppo_core.rollout.collect import response_logits
 
     dtype = DTYPES[precision]
     model = load_causal_lm(path, LoadOptions(dtype={"fp32": "float32", "bf16": "bfloat16"}[precision]))
@@ -94,7 +94,8 @@ def measure_precision(path: str, precision: str, args: argparse.Namespace) -> di
     prompts = torch.randint(0, vocab, (args.batch, args.prompt_tokens), generator=generator)
     sequences = torch.randint(0, vocab, (args.batch, args.prompt_tokens + args.new_tokens), generator=generator)
     tokens = sequences.numel()
-    kept = args.new_tokens + 1  # as ppo_core.rollout.response_logits: only the positions that predict the response
+    # As ppo_core.rollout.collect.response_logits: only the positions that predict the response.
+    kept = args.new_tokens + 1
     pass_weights = body * tokens + head * args.batch * kept  # weight-token products of one forward
     def measured_peak() -> float:
         return best_flops_per_s(PEAK_SIZE if not args.quick else 128, dtype, torch.device("cpu"), args.repeats)
@@ -161,7 +162,7 @@ def read_bandwidth(size_bytes: int, repeats: int) -> float:
 def decode_step(model: torch.nn.Module, prompts: torch.Tensor, args: argparse.Namespace) -> dict[str, float]:
     """ppo_core's decode loop on ``prompts``: the whole sampling's seconds, one decode step's, and that step against
     the bytes it reads over the measured bandwidth."""
-    from ppo_core.sampling_loop import sample_responses
+    from ppo_core.rollout.sampling_loop import sample_responses
 
     def sample(new_tokens: int) -> Callable[[], None]:
         def run() -> None:
@@ -213,8 +214,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=None)
     add_quick_argument(parser)
     args = parser.parse_args(argv)
-    from ppo_core.config_checks import ConfigError
-    from ppo_core.model_paths import resolve_model
+    from ppo_core.config.checks import ConfigError
+    from ppo_core.models.paths import resolve_model
 
     torch.set_num_threads(args.threads)
     if args.quick:

@@ -56,7 +56,7 @@ import yaml
 
 from benchmarks.common.machine import cpu_model, machine_facts
 from benchmarks.common.pool import worker_pool
-from ppo_core.config import PPOConfig
+from ppo_core.config.ppo_config import PPOConfig
 from tools.provenance import commit_at_start
 from tools.quick_mode import RESULTS, add_quick_argument, results_path
 
@@ -157,9 +157,9 @@ def run_baseline(job: BaselineJob) -> dict[str, Any]:
     import torch
 
     from ppo_core import PPOTrainer
-    from ppo_core.config_io import build_config
-    from ppo_core.evaluation import is_evaluation_update
-    from ppo_core.quiet import quiet_hugging_face
+    from ppo_core.config.io import build_config
+    from ppo_core.models.quiet import quiet_hugging_face
+    from ppo_core.run.evaluation import is_evaluation_update
     from tuner.study.reduction import reduce_history
     from tuner.study.spec import Objective
 

@@ -24,15 +24,15 @@ The sides, each timed once per round, rounds interleaved, best of ``--repeats`` 
   ``use_transformers_continuous_batching`` (``generate_batch``; with bf16 TRL casts the model to bfloat16 first).
   Its cache is sized by TRL's default (half the free memory; on a CPU, of the RAM) unless ``--cb-num-blocks``. A
   side that fails records its one-line error.
-- **ppo_core_float32**, **ppo_core_bfloat16**: ``ppo_core.sampling_loop.sample_responses`` from a
-  ``ppo_core.sampling_copy.SamplingCopy`` in that dtype, packed for the training rollout's rows, as a run samples.
-  ``sampling_dtype: auto`` picks one of them (``measured_sampling_dtype``); every side's ratio is to that one.
+- **ppo_core_float32**, **ppo_core_bfloat16**: ``ppo_core.rollout.sampling_loop.sample_responses`` from a
+  ``ppo_core.rollout.sampling_copy.SamplingCopy`` in that dtype, packed for the training rollout's rows, as a run
+  samples. ``sampling_dtype: auto`` picks one of them (``measured_sampling_dtype``); every side's ratio is to that one.
 
 Every side stops at the stop token once each row has emitted it, so the seconds per new token divide by the decode
 steps the timed call took. Numerics, in the same run: the log-probabilities of tokens sampled by ppo_core's loop (its
-own logits, step by step) against a full forward of the unmerged PEFT policy (``ppo_core.rollout.response_logits``),
-the float32 copy within 1e-3. ``--quick``: a tiny Llama with a tiny LoRA, 2 prompts, 4 tokens, 1 repeat, a small
-continuous-batching cache; results in ``--out`` or a temporary directory.
+own logits, step by step) against a full forward of the unmerged PEFT policy
+(``ppo_core.rollout.collect.response_logits``), the float32 copy within 1e-3. ``--quick``: a tiny Llama with a tiny
+LoRA, 2 prompts, 4 tokens, 1 repeat, a small continuous-batching cache; results in ``--out`` or a temporary directory.
 """
 
 from __future__ import annotations
@@ -63,8 +63,8 @@ from tools.quick_mode import RESULTS, add_quick_argument, results_path
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-    from ppo_core.config import PPOConfig
-    from ppo_core.setup import RunParts
+    from ppo_core.config.ppo_config import PPOConfig
+    from ppo_core.setup.run_setup import RunParts
 
 OUT = RESULTS / "sampling_peer.json"
 LORA_B_STD = 0.01
@@ -103,8 +103,8 @@ def config_values(args: argparse.Namespace, work: Path) -> dict[str, Any]:
 
 def prompt_batch(tokenizer: PreTrainedTokenizerBase, texts: list[str], rows: int, chat: bool) -> Batch:
     """``rows`` prompts, the texts in turn, encoded as ppo_core encodes a rollout's (``encode_prompts``)."""
-    from ppo_core.prompt_data import PromptSet, render_conversations
-    from ppo_core.rollout import encode_prompts
+    from ppo_core.models.prompt_data import PromptSet, render_conversations
+    from ppo_core.rollout.collect import encode_prompts
 
     chosen = [texts[row % len(texts)] for row in range(rows)]
     if chat:
@@ -119,8 +119,8 @@ def prompt_batch(tokenizer: PreTrainedTokenizerBase, texts: list[str], rows: int
 
 def seeded_policy(config: PPOConfig, parts: RunParts) -> PreTrainedModel:
     """The policy as a ppo_core run builds it under LoRA, its lora_B drawn from N(0, LORA_B_STD^2)."""
-    from ppo_core.lora import add_adapter
-    from ppo_core.models import load_causal_lm, without_dropout
+    from ppo_core.models.loading import load_causal_lm, without_dropout
+    from ppo_core.models.lora import add_adapter
 
     policy = without_dropout(add_adapter(load_causal_lm(parts.policy_path, parts.options), config,
                                          config.lora_task_type, "lora_target_modules"))
@@ -176,8 +176,8 @@ def trl_sampler(trainer: Any) -> Sampler:
 
 
 def core_sampler(model: PreTrainedModel, parts: RunParts, config: PPOConfig) -> Sampler:
-    """What ``ppo_core.rollout.sample_chunk`` runs on a CPU."""
-    from ppo_core.sampling_loop import sample_responses
+    """What ``ppo_core.rollout.collect.sample_chunk`` runs on a CPU."""
+    from ppo_core.rollout.sampling_loop import sample_responses
 
     def run(batch: Batch) -> int:
         responses, _ = sample_responses(model, batch.queries, batch.query_mask,
@@ -210,10 +210,10 @@ def logprob_gap(policy: PreTrainedModel, copy_model: PreTrainedModel, parts: Run
     """max |log pi_loop(y_t) - log pi_full(y_t)| over the response tokens ppo_core's loop sampled from
     ``copy_model``: its own step logits against the unmerged policy's full forward; and, as the scale the gap is
     read against, max |log pi_full(y_t) - log pi_base(y_t)|, how far the adapter moved the same tokens."""
-    from ppo_core.lora import adapters_disabled
-    from ppo_core.rollout import response_logits
-    from ppo_core.sampling_loop import sample_responses
-    from ppo_core.sequences import token_logprobs
+    from ppo_core.models.lora import adapters_disabled
+    from ppo_core.models.sequences import token_logprobs
+    from ppo_core.rollout.collect import response_logits
+    from ppo_core.rollout.sampling_loop import sample_responses
 
     steps: list[torch.Tensor] = []
     handle = copy_model.register_forward_hook(lambda module, inputs, output: steps.append(output.logits[:, -1]))
@@ -346,10 +346,10 @@ def main(argv: list[str] | None = None) -> None:
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     # transformers 5 deprecates names TRL 1.16 still passes; nothing this benchmark's user can act on.
     warnings.filterwarnings("ignore", category=FutureWarning, message=".*gradient_checkpointing.*")
-    from ppo_core.config_io import build_config
-    from ppo_core.sampling_copy import SamplingCopy
-    from ppo_core.sampling_precision import measured_sampling_dtype
-    from ppo_core.setup import load_run_parts
+    from ppo_core.config.io import build_config
+    from ppo_core.models.sampling_precision import measured_sampling_dtype
+    from ppo_core.rollout.sampling_copy import SamplingCopy
+    from ppo_core.setup.run_setup import load_run_parts
 
     started = time.perf_counter()
     work = Path(tempfile.mkdtemp(prefix="ppo-bench-sampling-peer-"))
@@ -358,7 +358,7 @@ def main(argv: list[str] | None = None) -> None:
     parts = load_run_parts(config, torch.device("cpu"))
     texts = parts.eval_prompts.texts
     policy = seeded_policy(config, parts)
-    # The rows the run packs its copy for (one process): ppo_core.sampling_copy.sampling_copy's.
+    # The rows the run packs its copy for (one process): ppo_core.rollout.sampling_copy.sampling_copy's.
     pack_rows = min(config.local_rollout_forward_batch_size,
                     config.per_device_train_batch_size * config.gradient_accumulation_steps)
     auto = measured_sampling_dtype(policy, pack_rows)

@@ -25,7 +25,7 @@ from typing import Any
 from benchmarks.common.json_safe import json_safe
 from benchmarks.common.machine import machine_facts
 from benchmarks.common.pool import worker_pool
-from ppo_core.callbacks import TrainerCallback
+from ppo_core.run.callbacks import TrainerCallback
 from tools.provenance import command_line, commit_at_start
 from tools.quick_mode import add_quick_argument, results_path
 
@@ -61,8 +61,8 @@ class EvaluationRecorder(TrainerCallback):
 
 def check_same_computation(values: dict[str, Any]) -> None:
     """Refuse a configuration that GRPOTrainer would compute differently from ppo_core."""
-    from ppo_core.config import ConfigError
-    from ppo_core.config_io import build_config
+    from ppo_core.config.io import build_config
+    from ppo_core.config.ppo_config import ConfigError
     from tuner.study.target import target_problem
     from tuner.trl_trial.arguments import trial_arguments
 
@@ -80,8 +80,8 @@ def run_job(task: str, values: dict[str, Any], trainer: str, seed: int) -> dict[
     """One run in this (fresh, one-thread) process: its held-out evaluations and its wall seconds."""
     import torch
 
-    from ppo_core.config_io import build_config
-    from ppo_core.quiet import quiet_hugging_face
+    from ppo_core.config.io import build_config
+    from ppo_core.models.quiet import quiet_hugging_face
 
     torch.set_num_threads(1)
     quiet_hugging_face()
@@ -89,7 +89,7 @@ def run_job(task: str, values: dict[str, Any], trainer: str, seed: int) -> dict[
     recorder = EvaluationRecorder()
     started = time.perf_counter()
     if trainer == "ppo_core":
-        from ppo_core.trainer import PPOTrainer
+        from ppo_core.run.trainer import PPOTrainer
 
         PPOTrainer(config, [recorder]).train()
     else:

@@ -21,9 +21,9 @@ import optuna
 
 from benchmarks.common.machine import machine_facts
 from ppo_core import PPOTrainer
-from ppo_core.config_io import build_config, read_mapping
+from ppo_core.config.io import build_config, read_mapping
 from ppo_core.errors import InputError
-from ppo_core.quiet import quiet_hugging_face
+from ppo_core.models.quiet import quiet_hugging_face
 from tools.provenance import command_line
 from tools.quick_mode import add_quick_argument, results_path
 from tuner.store.database import open_read_only_storage

@@ -103,7 +103,7 @@ def guidance_base(quickstart: dict[str, Any]) -> tuple[dict[str, Any], list[str]
     """The seed guidance's starting point as config values on the quickstart base: the quickstart's own
     ``seed_guidance`` warm start (fitted to its space: rollouts of 256 become 32), plus the guidance's stated values
     for fields the study does not search (λ 0.95, c1 0.5)."""
-    from ppo_core.config import settable_fields
+    from ppo_core.config.ppo_config import settable_fields
     from tuner.search.space import VIRTUAL_PARAMS, config_values
     from tuner.search.warm_start import guidance_values, warm_start_points
     from tuner.study.config import parse_study
@@ -151,7 +151,7 @@ def study_definitions(quickstart: dict[str, Any], work_dir: Path, sampler_seeds:
 def pinned(base: dict[str, Any]) -> dict[str, Any]:
     """A fixed configuration as a one-trial study's base and search space: a study with nothing to search is refused,
     so the base's own PPO epochs move into the space as its one choice (the trial runs the same configuration)."""
-    from ppo_core.config import PPOConfig
+    from ppo_core.config.ppo_config import PPOConfig
 
     rest = {key: value for key, value in base.items() if key != "num_ppo_epochs"}
     epochs = base.get("num_ppo_epochs", PPOConfig.__dataclass_fields__["num_ppo_epochs"].default)
@@ -204,8 +204,8 @@ def run_one_study(path: str, budget: int | None) -> dict[str, Any]:
     import optuna
     from optuna.trial import FrozenTrial
 
-    from ppo_core.config import PPOConfig
-    from ppo_core.quiet import quiet_hugging_face
+    from ppo_core.config.ppo_config import PPOConfig
+    from ppo_core.models.quiet import quiet_hugging_face
     from tuner.run.worker import StopWhenTargetReached, open_study
     from tuner.search.kl_model import rollout_episodes
     from tuner.store.attrs import RACE_OF_ATTR, WARM_START_ATTR

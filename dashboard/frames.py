@@ -15,7 +15,7 @@ import pandas as pd
 
 from dashboard.health_rules import Finding, HealthContext, worst
 from dashboard.study_reader import PARAM_PREFIX, StudyView
-from ppo_core.estimator_traits import critic_estimators
+from ppo_core.config.estimator_traits import critic_estimators
 from ppo_core.metric_names import CRITIC_METRICS, GUARDED_METRICS
 from tuner.run.savings import update_savings
 from tuner.store.records import METRIC_KEYS

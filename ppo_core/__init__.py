@@ -9,20 +9,20 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from ppo_core.config import ConfigError, PPOConfig
+from ppo_core.config.estimator_traits import EstimatorTraits, estimator_names
+from ppo_core.config.ppo_config import ConfigError, PPOConfig
 from ppo_core.errors import InputError, NonFiniteError
-from ppo_core.estimator_traits import EstimatorTraits, estimator_names
-from ppo_core.reported_metrics import evaluation_metrics, reported_metrics
+from ppo_core.setup.reported_metrics import evaluation_metrics, reported_metrics
 
 _LAZY = {
-    "JsonlWriter": "ppo_core.callbacks",
-    "SampleGeneration": "ppo_core.callbacks",
-    "TrainerCallback": "ppo_core.callbacks",
-    "PPOTrainer": "ppo_core.trainer",
-    "TrainResult": "ppo_core.trainer",
-    "AdvantageInputs": "ppo_core.estimators",
-    "ESTIMATORS": "ppo_core.estimators",
-    "estimator": "ppo_core.estimators",
+    "JsonlWriter": "ppo_core.run.callbacks",
+    "SampleGeneration": "ppo_core.run.callbacks",
+    "TrainerCallback": "ppo_core.run.callbacks",
+    "PPOTrainer": "ppo_core.run.trainer",
+    "TrainResult": "ppo_core.run.trainer",
+    "AdvantageInputs": "ppo_core.algorithm.estimators",
+    "ESTIMATORS": "ppo_core.algorithm.estimators",
+    "estimator": "ppo_core.algorithm.estimators",
 }
 
 __all__ = ["ConfigError", "EstimatorTraits", "InputError", "NonFiniteError", "PPOConfig", "estimator_names",

@@ -43,23 +43,23 @@ def train_command(args: argparse.Namespace) -> int:
     """Run one PPO run; write metrics.jsonl, samples.jsonl, config.yaml and the trained model (``model/``).
 
     The run is written beside the output directory and renamed into place when complete
-    (ppo_core.run_directory), so the output directory holds a whole run or nothing. Raises InputError on bad input,
+    (ppo_core.run.directory), so the output directory holds a whole run or nothing. Raises InputError on bad input,
     NonFiniteError on divergence and RunFailure when the model cannot be written; the command line reports them.
     """
     # Everything a run is refused for is checked before the trainer is imported: torch and transformers cost seconds
     # of CPU to import (7.5 s here), which a mistyped path or field should not wait for. ``ppo-tune list`` and
     # ``ppo-tune dashboard`` import none of this.
-    from ppo_core.callbacks import JsonlWriter, TrainerCallback
-    from ppo_core.config_io import dump_config, load_config
-    from ppo_core.launch_env import launched_rank
-    from ppo_core.model_paths import resolve_models
-    from ppo_core.progress import ProgressCallback
-    from ppo_core.run_directory import RunDirectory, check_output
+    from ppo_core.config.io import dump_config, load_config
+    from ppo_core.config.launch_env import launched_rank
+    from ppo_core.models.paths import resolve_models
+    from ppo_core.run.callbacks import JsonlWriter, TrainerCallback
+    from ppo_core.run.directory import RunDirectory, check_output
+    from ppo_core.run.progress import ProgressCallback
 
     config = load_config(args.config, args.overrides)
     if args.estimate:
-        from ppo_core.memory_estimate import estimate_run
-        from ppo_core.memory_report import print_estimate
+        from ppo_core.memory.estimate import estimate_run
+        from ppo_core.memory.report import print_estimate
 
         print_estimate(estimate_run(config))
         return 0
@@ -72,7 +72,7 @@ def train_command(args: argparse.Namespace) -> int:
     # the output directory, so that all refuse alike.
     main_process = launched_rank() == 0
     check_output(output, args.overwrite)
-    from ppo_core.trainer import PPOTrainer
+    from ppo_core.run.trainer import PPOTrainer
 
     if not main_process:
         trainer = PPOTrainer(config)

@@ -9,8 +9,9 @@ from pathlib import PurePath
 # a divergence (the score, KL and the two losses), in the order a diagnosis should name them.
 GUARDED_METRICS = ("objective/scores", "objective/kl", "loss/policy_avg", "loss/value_avg")
 
-# Every metric every update of every run reports: the rollout's (ppo_core.rollout_metrics.rollout_metrics), the update's
-# diagnostics (ppo_core.update), and the trainer's own counters, schedule and measurements of the machine.
+# Every metric every update of every run reports: the rollout's (ppo_core.run.rollout_metrics.rollout_metrics), the
+# update's diagnostics (ppo_core.algorithm.update), and the trainer's own counters, schedule and measurements of the
+# machine.
 UPDATE_METRICS = (
     "update", "episode",
     "objective/kl", "objective/entropy", "objective/non_score_reward", "objective/rlhf_reward",
@@ -35,7 +36,7 @@ KL_LOSS = "loss/kl_avg"
 # Reported on every update when the run has a gold scorer (a built-in task).
 GOLD_SCORE = "objective/gold_score"
 
-# The held-out evaluation's metrics, reported on evaluation updates only (ppo_core.evaluation).
+# The held-out evaluation's metrics, reported on evaluation updates only (ppo_core.run.evaluation).
 EVAL_PREFIX = "eval/"
 EVAL_SCORE = "eval/score"
 EVAL_GOLD_SCORE = "eval/gold_score"  # with a gold scorer only

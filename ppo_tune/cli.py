@@ -23,7 +23,7 @@ from ppo_core.errors import (
     first_line,
     sigterm_as_interrupt,
 )
-from ppo_core.quiet import quiet_hugging_face
+from ppo_core.models.quiet import quiet_hugging_face
 from tuner.cli import add_study_commands
 from tuner.trial.frozen_heap import run_as_process
 

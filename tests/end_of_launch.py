@@ -33,8 +33,8 @@ def main(argv: list[str]) -> None:
         (Path(out_dir) / f"rank{os.environ.get('RANK', '0')}.json").write_text(json.dumps(view))
 
     atexit.register(report)
-    from ppo_core.config_io import load_config
-    from ppo_core.trainer import PPOTrainer
+    from ppo_core.config.io import load_config
+    from ppo_core.run.trainer import PPOTrainer
 
     trainer = PPOTrainer(load_config(config_path, overrides))
     trainer.train()

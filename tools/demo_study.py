@@ -23,7 +23,7 @@ import sqlalchemy
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import FrozenTrial, TrialState
 
-from ppo_core.callbacks import SampleGeneration
+from ppo_core.run.callbacks import SampleGeneration
 from tuner.store.attrs import (
     BUDGET_ATTR,
     CONFIG_ATTR,

@@ -1,7 +1,7 @@
 """Mutation score of ppo_core's math: mutmut 3 mutates each math module and runs the math tests that cover it.
 
-    python -m tools.mutation_score [--modules ppo_core/kl.py ...] [--jobs 2] [--out PATH]
-    python -m tools.mutation_score --quick --out /tmp/mutation.json   # one module (ppo_core/kl.py)
+    python -m tools.mutation_score [--modules ppo_core/algorithm/kl.py ...] [--jobs 2] [--out PATH]
+    python -m tools.mutation_score --quick --out /tmp/mutation.json   # one module (ppo_core/algorithm/kl.py)
 
 A mutant is a small change to one function (``<`` for ``>``, ``+`` for ``-``, a constant off by one, an argument
 dropped); it is killed when one of the module's tests fails with it in place, and it survives when they all pass.
@@ -16,9 +16,9 @@ has already imported torch. Two adjustments to what mutmut sees, both in the wor
 - the tests that build a model (those using one of tests/conftest.py's fixtures, such as the trainer runs of
   tests/test_ppo_core/test_estimators.py) are deselected: they call every math function, so mutmut would run them
   for every mutant, minutes each, and the math functions have their own tests;
-- mutmut skips decorated functions, so each ``@estimator("name")`` registration in ppo_core/estimators.py becomes a
-  comment (line numbers kept) and a call ``estimator("name")(function)`` at the end of the file: the same registry,
-  and the estimators themselves get mutated.
+- mutmut skips decorated functions, so each ``@estimator("name")`` registration in ppo_core/algorithm/estimators.py
+  becomes a comment (line numbers kept) and a call ``estimator("name")(function)`` at the end of the file: the same
+  registry, and the estimators themselves get mutated.
 """
 
 from __future__ import annotations
@@ -52,14 +52,15 @@ MODULES: dict[str, tuple[str, ...]] = {
     # whitening, the losses and the estimators), and test_math_mutants.py, which covers all six. Left out:
     # test_peer_equivalence.py (it runs the peers' installed code, TRL in a subprocess, for every mutant) and the
     # files whose tests all build a model (test_trainer.py, test_evaluation.py, test_data_parallel.py).
-    "ppo_core/advantages.py": (MATH_TESTS, ESTIMATOR_TESTS, MUTANTS_TESTS),
-    "ppo_core/estimators.py": (ESTIMATOR_TESTS, MUTANTS_TESTS),
-    "ppo_core/group_advantages.py": (f"{CORE_TESTS}/test_group_advantages.py", ESTIMATOR_TESTS, MUTANTS_TESTS),
-    "ppo_core/losses.py": (MATH_TESTS, ESTIMATOR_TESTS, STEP_TESTS, MUTANTS_TESTS),
-    "ppo_core/kl.py": (MATH_TESTS, STEP_TESTS, MUTANTS_TESTS),
-    "ppo_core/masked.py": (MATH_TESTS, ESTIMATOR_TESTS, STEP_TESTS, MUTANTS_TESTS),
+    "ppo_core/algorithm/advantages.py": (MATH_TESTS, ESTIMATOR_TESTS, MUTANTS_TESTS),
+    "ppo_core/algorithm/estimators.py": (ESTIMATOR_TESTS, MUTANTS_TESTS),
+    "ppo_core/algorithm/group_advantages.py": (f"{CORE_TESTS}/test_group_advantages.py", ESTIMATOR_TESTS,
+                                               MUTANTS_TESTS),
+    "ppo_core/algorithm/losses.py": (MATH_TESTS, ESTIMATOR_TESTS, STEP_TESTS, MUTANTS_TESTS),
+    "ppo_core/algorithm/kl.py": (MATH_TESTS, STEP_TESTS, MUTANTS_TESTS),
+    "ppo_core/algorithm/masked.py": (MATH_TESTS, ESTIMATOR_TESTS, STEP_TESTS, MUTANTS_TESTS),
 }
-QUICK_MODULE = "ppo_core/kl.py"
+QUICK_MODULE = "ppo_core/algorithm/kl.py"
 """--quick: the smallest module (51 mutants, under a minute on 2 shared cores), through the same steps."""
 KILLED = "killed"
 REGISTRATION = re.compile(r"^@estimator\((?P<name>[^)]*)\)\s*$")
@@ -110,33 +111,39 @@ VALUE_LOSS_TYPE = 'the value loss reads loss_type only as `== "bnpo"`: any other
 VALUE_LOSS_LENGTH = ("aggregate_loss reads max_length only under seq_mean_token_sum_norm, which the value loss never "
                      "uses")
 EXPLAINED = (
-    Explained("ppo_core/advantages.py", "add_scores", "torch.arange(rewards.shape[0], device=None)", EQUIVALENT,
-              ON_ANY_DEVICE),
-    Explained("ppo_core/advantages.py", "add_scores", "torch.arange(rewards.shape[0], )", EQUIVALENT,
+    Explained("ppo_core/algorithm/advantages.py", "add_scores", "torch.arange(rewards.shape[0], device=None)",
+              EQUIVALENT, ON_ANY_DEVICE),
+    Explained("ppo_core/algorithm/advantages.py", "add_scores", "torch.arange(rewards.shape[0], )", EQUIVALENT,
               f"device=None, the default: {ON_ANY_DEVICE}"),
-    Explained("ppo_core/advantages.py", "add_scores", "+= scores.to(None)", EQUIVALENT,
+    Explained("ppo_core/algorithm/advantages.py", "add_scores", "+= scores.to(None)", EQUIVALENT,
               "`+=` casts the sum to the rewards' dtype anyway; a float64 score into float32 rewards is then rounded "
               "once (the sum) instead of twice (the score, then the sum), within one float32 ulp"),
-    Explained("ppo_core/advantages.py", "whiten_advantages", "masked_whiten(advantages, response_mask, total=total)",
-              EQUIVALENT, "shift_mean=True is masked_whiten's default"),
-    Explained("ppo_core/advantages.py", "whiten_rewards", "shift_mean=None", EQUIVALENT,
+    Explained("ppo_core/algorithm/advantages.py", "whiten_advantages",
+              "masked_whiten(advantages, response_mask, total=total)", EQUIVALENT,
+              "shift_mean=True is masked_whiten's default"),
+    Explained("ppo_core/algorithm/advantages.py", "whiten_rewards", "shift_mean=None", EQUIVALENT,
               "masked_whiten reads shift_mean only as `if not shift_mean`, where None is False"),
-    Explained("ppo_core/estimators.py", "estimator", "ESTIMATORS[name] = None", BY_HAND,
+    Explained("ppo_core/algorithm/estimators.py", "estimator", "ESTIMATORS[name] = None", BY_HAND,
               "estimator() runs at import, before mutmut switches a mutant on, so mutmut cannot test it; applied by "
               "hand to a copy of ppo_core it fails 9 tests of tests/test_ppo_core/test_math_mutants.py"),
-    Explained("ppo_core/group_advantages.py", "grpo_advantages", "torch.zeros_like(groups[:, :2])", EQUIVALENT,
+    Explained("ppo_core/algorithm/group_advantages.py", "grpo_advantages", "torch.zeros_like(groups[:, :2])",
+              EQUIVALENT,
               "reached only when G = 1, where groups[:, :2] is groups[:, :1]"),
-    Explained("ppo_core/group_advantages.py", "group_reward_stats", "torch.zeros(groups.shape[1])", EQUIVALENT,
+    Explained("ppo_core/algorithm/group_advantages.py", "group_reward_stats", "torch.zeros(groups.shape[1])",
+              EQUIVALENT,
               "reached only when G = 1, where the spread is all zeros and its mean 0 whatever its length"),
-    Explained("ppo_core/losses.py", "clipped_policy_loss", "torch.where(advantages <= 0, torch.min(per_token,",
+    Explained("ppo_core/algorithm/losses.py", "clipped_policy_loss",
+              "torch.where(advantages <= 0, torch.min(per_token,",
               EQUIVALENT, "at A = 0 both terms of the dual clip's min are 0, and so are their gradients"),
-    Explained("ppo_core/losses.py", "clipped_value_loss", 'loss_type: LossType = "XXtoken_meanXX"', EQUIVALENT,
+    Explained("ppo_core/algorithm/losses.py", "clipped_value_loss", 'loss_type: LossType = "XXtoken_meanXX"',
+              EQUIVALENT, VALUE_LOSS_TYPE),
+    Explained("ppo_core/algorithm/losses.py", "clipped_value_loss", 'loss_type: LossType = "TOKEN_MEAN"', EQUIVALENT,
               VALUE_LOSS_TYPE),
-    Explained("ppo_core/losses.py", "clipped_value_loss", 'loss_type: LossType = "TOKEN_MEAN"', EQUIVALENT,
-              VALUE_LOSS_TYPE),
-    Explained("ppo_core/losses.py", "clipped_value_loss", "aggregation, None, step)", EQUIVALENT, VALUE_LOSS_LENGTH),
-    Explained("ppo_core/losses.py", "clipped_value_loss", "aggregation, 2, step)", EQUIVALENT, VALUE_LOSS_LENGTH),
-    Explained("ppo_core/masked.py", "masked_whiten", "count = total(mask.sum().to(None))", EQUIVALENT,
+    Explained("ppo_core/algorithm/losses.py", "clipped_value_loss", "aggregation, None, step)", EQUIVALENT,
+              VALUE_LOSS_LENGTH),
+    Explained("ppo_core/algorithm/losses.py", "clipped_value_loss", "aggregation, 2, step)", EQUIVALENT,
+              VALUE_LOSS_LENGTH),
+    Explained("ppo_core/algorithm/masked.py", "masked_whiten", "count = total(mask.sum().to(None))", EQUIVALENT,
               "dividing by the int64 count casts it to the values' dtype, which is what .to(values.dtype) did first"),
 )
 
@@ -211,7 +218,7 @@ def prepare(work: Path, module: str, tests: tuple[str, ...]) -> None:
     for test in ("tests/conftest.py", *tests):
         (work / test).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / test, work / test)
-    if module == "ppo_core/estimators.py":
+    if module == "ppo_core/algorithm/estimators.py":
         target = work / module
         target.write_text(lift_registrations(target.read_text()))
     fixtures = conftest_fixtures(ROOT / "tests" / "conftest.py")
@@ -248,7 +255,8 @@ def parse_results(printed: str) -> dict[str, str]:
 
 
 def function_of(mutant: str) -> str:
-    """``ppo_core.kl.x_kl_per_token__mutmut_3`` -> ``kl_per_token``; a method's ``xǁClassǁname`` -> ``Class.name``."""
+    """``ppo_core.algorithm.kl.x_kl_per_token__mutmut_3`` -> ``kl_per_token``; a method's ``xǁClassǁname`` ->
+    ``Class.name``."""
     mangled = mutant.partition("__mutmut_")[0].rpartition(".")[2]
     if "ǁ" in mangled:
         _, class_name, name = mangled.split("ǁ")[-3:]
@@ -391,7 +399,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m tools.mutation_score", description=__doc__.split("\n\n")[0])
     add_quick_argument(parser)
     parser.add_argument("--modules", nargs="+", choices=list(MODULES), default=None,
-                        help="the modules to mutate (default: all six; --quick: ppo_core/kl.py)")
+                        help="the modules to mutate (default: all six; --quick: ppo_core/algorithm/kl.py)")
     parser.add_argument("--jobs", type=int, default=2, help="mutants tested at once (mutmut's --max-children)")
     parser.add_argument("--work-dir", type=Path, default=None,
                         help="where the work copies go (kept, to look at with mutmut show; default: a temporary "

@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from ppo_core.sampling_precision import cpu_model  # one home: the precision check keys its cache by it too
+from ppo_core.models.sampling_precision import cpu_model  # one home: the precision check keys its cache by it too
 from tools.provenance import commit_at_start
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import torch
 
-from ppo_core.memory import peak_memory_gib
+from ppo_core.memory.peak import peak_memory_gib
 
 
 def current_rss_mib() -> float:

@@ -36,7 +36,7 @@ from benchmarks.trl_comparison.profile_core import PROFILED_UPDATES
 from benchmarks.trl_comparison.report import markdown, write_into_readme
 from benchmarks.trl_comparison.sizes import CPU_SIZES, CUDA_SIZES, QUICK_CPU_SIZES, QUICK_CUDA_SIZES, SIZES
 from benchmarks.trl_comparison.workload import CPU_WORKLOAD, CUDA_WORKLOAD, QUICK_WORKLOAD, Workload
-from ppo_core.quiet import quiet_hugging_face
+from ppo_core.models.quiet import quiet_hugging_face
 from tools.quick_mode import add_quick_argument, results_path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -40,7 +40,7 @@ from benchmarks.trl_comparison.peer_trl import use_peer_trl
 from benchmarks.trl_comparison.sizes import QUICK_CPU_SIZES, SIZES
 from benchmarks.trl_comparison.timing import Side
 from benchmarks.trl_comparison.workload import QUICK_WORKLOAD, Workload
-from ppo_core.quiet import quiet_hugging_face
+from ppo_core.models.quiet import quiet_hugging_face
 from tools.quick_mode import add_quick_argument, results_path
 
 SIDES = ("ppo_core", "trl")
@@ -83,9 +83,9 @@ def run_count(side_name: str, fixture: Fixture, workload: Workload, device: str)
     for name, module in side.networks().items():
         counter.watch_module(name, module)
     if side_name == "ppo_core":  # on a CPU its rollout decodes with its own loop, not the policy's generate
-        import ppo_core.rollout
+        import ppo_core.rollout.collect
 
-        counter.watch_sampling("policy", ppo_core.rollout, "sample_chunk")
+        counter.watch_sampling("policy", ppo_core.rollout.collect, "sample_chunk")
     else:
         counter.watch_generate("policy", side.generating_policy())
     for name, optimizer in side.optimizers().items():

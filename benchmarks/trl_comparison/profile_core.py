@@ -6,8 +6,8 @@ accumulates its own wall time. The run has three stretches: warmup updates (igno
 updates (wrappers timing, no profiler: low overhead) and profiled updates (torch.profiler on,
 whose per-op bookkeeping inflates small-op timings, so its table is read for ranking only).
 
-A wrapper sits on the name the caller looks up (``ppo_core.update.response_logits``, not
-``ppo_core.rollout.response_logits``, for the update's forwards). When ppo_core moves or renames a
+A wrapper sits on the name the caller looks up (``ppo_core.algorithm.update.response_logits``, not
+``ppo_core.rollout.collect.response_logits``, for the update's forwards). When ppo_core moves or renames a
 function, its name is missing here or no longer called: either one stops the run with the names
 (:class:`StaleWrappers`), so the breakdown never quietly loses a row.
 """
@@ -24,11 +24,11 @@ from typing import Any
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
-import ppo_core.reward_models
-import ppo_core.rollout
-import ppo_core.token_head
-import ppo_core.trainer
-import ppo_core.update
+import ppo_core.algorithm.token_head
+import ppo_core.algorithm.update
+import ppo_core.rewards.models
+import ppo_core.rollout.collect
+import ppo_core.run.trainer
 from benchmarks.trl_comparison.core_side import CoreSide
 from benchmarks.trl_comparison.timing import sync
 from benchmarks.trl_comparison.workload import Workload
@@ -40,28 +40,28 @@ PROFILED_UPDATES = 2
 ROLLOUT_ADVANTAGES = "rollout/kl, rewards, advantages"
 # (namespace, attribute, label): the namespace is where the caller looks the name up.
 MODULE_FUNCTIONS: tuple[tuple[Any, str, str], ...] = (
-    (ppo_core.trainer, "ppo_update", "update (total)"),
-    (ppo_core.rollout, "sample_chunk", "rollout/generate (sampling)"),
-    (ppo_core.rollout, "response_logits", "rollout/policy and reference scoring forwards"),
-    (ppo_core.rollout, "token_logprobs", "rollout/logprobs"),
-    (ppo_core.rollout, "response_values", "rollout/value forward"),
-    (ppo_core.rollout, "decode_responses", "rollout/decode responses"),
-    (ppo_core.trainer, "kl_per_token", ROLLOUT_ADVANTAGES),
-    (ppo_core.trainer, "kl_penalty", ROLLOUT_ADVANTAGES),
-    (ppo_core.trainer, "estimate_advantages", ROLLOUT_ADVANTAGES),
-    (ppo_core.trainer, "rollout_metrics", "update/rollout metrics"),
-    (ppo_core.update, "response_logits", "update/policy forward"),
-    (ppo_core.update, "response_values", "update/value forward"),
-    (ppo_core.token_head, "log_softmax_head", "update/log-probs and entropy"),
-    (ppo_core.update, "policy_objective", "update/losses"),
-    (ppo_core.update, "clipped_value_loss", "update/losses"),
-    (ppo_core.update, "_optimizer_step", "update/optimizer step + zero_grad"),
+    (ppo_core.run.trainer, "ppo_update", "update (total)"),
+    (ppo_core.rollout.collect, "sample_chunk", "rollout/generate (sampling)"),
+    (ppo_core.rollout.collect, "response_logits", "rollout/policy and reference scoring forwards"),
+    (ppo_core.rollout.collect, "token_logprobs", "rollout/logprobs"),
+    (ppo_core.rollout.collect, "response_values", "rollout/value forward"),
+    (ppo_core.rollout.collect, "decode_responses", "rollout/decode responses"),
+    (ppo_core.run.trainer, "kl_per_token", ROLLOUT_ADVANTAGES),
+    (ppo_core.run.trainer, "kl_penalty", ROLLOUT_ADVANTAGES),
+    (ppo_core.run.trainer, "estimate_advantages", ROLLOUT_ADVANTAGES),
+    (ppo_core.run.trainer, "rollout_metrics", "update/rollout metrics"),
+    (ppo_core.algorithm.update, "response_logits", "update/policy forward"),
+    (ppo_core.algorithm.update, "response_values", "update/value forward"),
+    (ppo_core.algorithm.token_head, "log_softmax_head", "update/log-probs and entropy"),
+    (ppo_core.algorithm.update, "policy_objective", "update/losses"),
+    (ppo_core.algorithm.update, "clipped_value_loss", "update/losses"),
+    (ppo_core.algorithm.update, "_optimizer_step", "update/optimizer step + zero_grad"),
 )
 CLASS_METHODS: tuple[tuple[Any, str, str], ...] = (
-    (ppo_core.reward_models.SequenceClassifierReward, "__call__", "rollout/reward (forward)"),
-    (ppo_core.update.StatsAccumulator, "add", "update/stats (summed on the device)"),
-    (ppo_core.update.StatsAccumulator, "add_ratios", "update/stats (summed on the device)"),
-    (ppo_core.update.StatsAccumulator, "summary", "update/stats to CPU"),
+    (ppo_core.rewards.models.SequenceClassifierReward, "__call__", "rollout/reward (forward)"),
+    (ppo_core.algorithm.update.StatsAccumulator, "add", "update/stats (summed on the device)"),
+    (ppo_core.algorithm.update.StatsAccumulator, "add_ratios", "update/stats (summed on the device)"),
+    (ppo_core.algorithm.update.StatsAccumulator, "summary", "update/stats to CPU"),
 )
 TRAINER_LABELS = ("rollout (total, excl. kl and advantages)", "update/backward")
 """Labels of the two wrappers set on the trainer's own objects: its ``_rollout`` and its accelerator's backward."""
@@ -123,7 +123,7 @@ def install(side: CoreSide, times: PhaseTimes) -> None:
 
 
 def _where(namespace: Any) -> str:
-    """``ppo_core.update`` for a module, ``ppo_core.update.StatsAccumulator`` for a class."""
+    """``ppo_core.algorithm.update`` for a module, ``ppo_core.algorithm.update.StatsAccumulator`` for a class."""
     if isinstance(namespace, types.ModuleType):
         return namespace.__name__
     return f"{namespace.__module__}.{namespace.__name__}"

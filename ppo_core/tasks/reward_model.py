@@ -13,9 +13,9 @@ import torch
 import torch.nn.functional as F
 from transformers import GPT2ForSequenceClassification, GPT2LMHeadModel, PreTrainedTokenizerFast
 
-from ppo_core.reward_models import keep_last, max_positions
+from ppo_core.rewards.models import keep_last, max_positions
+from ppo_core.tasks.graph.text import format_for_reward
 from ppo_core.tasks.sft import optimizer_step, warmup_cosine
-from ppo_core.tasks.text import format_for_reward
 
 # Pulls the mean reward of each pair towards 0 so the RM's scale stays centred (the BT
 # loss alone only fixes differences), which keeps PPO rewards in a sane range.

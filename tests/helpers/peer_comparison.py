@@ -17,12 +17,12 @@ import torch
 
 from helpers.exports import overrides_of, settings_of
 from helpers.peer_code import PaddedBatch, run_trl_losses, verl_code, verl_config
-from ppo_core.advantages import kl_penalty
-from ppo_core.config import PPOConfig
-from ppo_core.estimators import AdvantageInputs, estimate_advantages
-from ppo_core.kl import kl_per_token
-from ppo_core.losses import StepTotals
-from ppo_core.objective import policy_objective
+from ppo_core.algorithm.advantages import kl_penalty
+from ppo_core.algorithm.estimators import AdvantageInputs, estimate_advantages
+from ppo_core.algorithm.kl import kl_per_token
+from ppo_core.algorithm.losses import StepTotals
+from ppo_core.algorithm.objective import policy_objective
+from ppo_core.config.ppo_config import PPOConfig
 from tuner.exports import grpo_arguments, rloo_arguments, verl_overrides
 
 ATOL = 1e-6

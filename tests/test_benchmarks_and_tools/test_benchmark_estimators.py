@@ -18,7 +18,7 @@ from benchmarks.estimators import (
     schedule,
     summarise,
 )
-from ppo_core.config_io import build_config, read_mapping
+from ppo_core.config.io import build_config, read_mapping
 from tuner.production.confidence import mean_interval
 
 

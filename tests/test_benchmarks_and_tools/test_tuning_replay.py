@@ -40,7 +40,7 @@ from benchmarks.replay.trial import guard_stop, replay_run
 from ppo_core.tasks.ranks import rank_correlation
 from tuner.search.frontier_sampler import FrontierSampler
 from tuner.search.space import ParamSpec, config_values, suggest_params
-from tuner.study.config import KLGuard, StudySpec, load_study_spec
+from tuner.study.study_file import KLGuard, StudySpec, load_study_spec
 from tuner.study.seed_policy import SeedPolicy
 from tuner.trial.kl_guard import least_squares_slope
 
@@ -472,7 +472,7 @@ def test_a_repeat_is_reproducible(spec: StudySpec, name: str) -> None:
 
 
 def test_step_mass_is_the_learning_rate_summed_over_the_trainers_optimizer_steps(spec: StudySpec) -> None:
-    from ppo_core.config import PPOConfig
+    from ppo_core.config.ppo_config import PPOConfig
 
     study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=2))
     for total_episodes in (1536, 1000):  # 1000 leaves a part-filled last rollout, which the trainer still runs
@@ -482,7 +482,7 @@ def test_step_mass_is_the_learning_rate_summed_over_the_trainers_optimizer_steps
             suggest_params(trial, spec.search_space, base)
             point = dict(trial.params)
             config = PPOConfig(**(base | config_values(point, base)))
-            updates = math.ceil(total_episodes / config.batch_size)  # ppo_core.trainer's count of updates
+            updates = math.ceil(total_episodes / config.batch_size)  # ppo_core.run.trainer's count of updates
             steps = updates * config.num_ppo_epochs * config.num_mini_batches
             assert step_mass(point, base) == pytest.approx(math.log10(config.learning_rate * steps))
 
@@ -551,7 +551,7 @@ def test_the_replayed_defaults_are_what_studies_get(spec: StudySpec, tmp_path: P
     """The strategy the replay calls the default is what a study file naming no sampler and no pruner runs, the
     quickstart's strategy is what studies/quickstart.yaml runs, and the joint TPE strategy is what the same bare file
     runs when its objective is not held-out gold: same sampler settings, pruner and guard."""
-    from tuner.study.config import parse_study
+    from tuner.study.study_file import parse_study
     from tuner.trial.factory import make_pruner as study_pruner
     from tuner.trial.factory import make_sampler as study_sampler
 

@@ -24,12 +24,12 @@ from dashboard.study_reader import (
     open_reader,
     storage_urls,
 )
-from ppo_core.callbacks import SampleGeneration
+from ppo_core.run.callbacks import SampleGeneration
 from tools.demo_study import DemoSpec, build_demo_study
 from tuner.store.attrs import DEFAULT_KL_THRESHOLD
 from tuner.store.database import create_engine, read_only_url
 from tuner.store.records import TrialStore
-from tuner.study.stored import read_stored
+from tuner.study.stored_spec import read_stored_spec
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -98,10 +98,10 @@ def test_study_view_trial_table_best_and_kl_guard(demo_url: str) -> None:
     assert set(view.kl_targets()) == {n for n, c in view.configs.items() if c["kl_target"] is not None}
     assert sum(view.counts.values()) == 6 and all(view.counts.values())
     # The demo study records its guard as studies did before definitions were stored: read from there.
-    assert read_stored({}, 1).kl_guard.threshold == DEFAULT_KL_THRESHOLD
-    recorded = read_stored({"kl_guard": {"threshold": 7, "metric": "m"}}, 1).kl_guard
+    assert read_stored_spec({}, 1).kl_guard.threshold == DEFAULT_KL_THRESHOLD
+    recorded = read_stored_spec({"kl_guard": {"threshold": 7, "metric": "m"}}, 1).kl_guard
     assert (recorded.threshold, recorded.metric) == (7.0, "m")
-    assert read_stored({"kl_guard": {"threshold": "bad"}}, 1).kl_guard.threshold == DEFAULT_KL_THRESHOLD
+    assert read_stored_spec({"kl_guard": {"threshold": "bad"}}, 1).kl_guard.threshold == DEFAULT_KL_THRESHOLD
 
 
 def test_frames_smoothing_samples_and_comparisons() -> None:

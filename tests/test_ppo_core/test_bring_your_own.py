@@ -18,10 +18,10 @@ import yaml
 from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
 
 from ppo_core import PPOConfig, PPOTrainer
-from ppo_core.config import ConfigError
-from ppo_core.models import load_tokenizer
-from ppo_core.prompt_data import load_prompt_sets
-from ppo_core.rollout import encode_prompts
+from ppo_core.config.ppo_config import ConfigError
+from ppo_core.models.loading import load_tokenizer
+from ppo_core.models.prompt_data import load_prompt_sets
+from ppo_core.rollout.collect import encode_prompts
 from ppo_tune.cli import main
 from tools import tiny_data, tiny_models
 

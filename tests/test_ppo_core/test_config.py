@@ -11,8 +11,8 @@ import pytest
 from transformers import HfArgumentParser
 from transformers.hf_argparser import DataClassType
 
-from ppo_core.config import ConfigError, PPOConfig, settable_fields
-from ppo_core.config_io import build_config, load_config, parse_overrides
+from ppo_core.config.io import build_config, load_config, parse_overrides
+from ppo_core.config.ppo_config import ConfigError, PPOConfig, settable_fields
 
 REPO = Path(__file__).resolve().parents[2]
 # HfArgumentParser's parameter is typed as the NewType DataClassType, which a class matches only once wrapped in it
@@ -87,7 +87,7 @@ def test_a_tuner_worker_and_the_cli_validate_a_study_without_importing_transform
     # Every worker and every `ppo-tune run` reads and checks the study (each trial's config is built there too);
     # transformers costs a second of CPU to import and torch more, which only the trial processes need.
     code = ("import json, sys; import ppo_tune.cli, tuner.run.runner, tuner.run.worker;"
-            "from tuner.study.config import load_study_spec; from ppo_core.config_io import build_config;"
+            "from tuner.study.study_file import load_study_spec; from ppo_core.config.io import build_config;"
             "spec = load_study_spec('studies/quickstart.yaml'); build_config(spec.base);"
             "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'transformers'})))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=False)
@@ -143,8 +143,8 @@ def test_missing_and_malformed_files(tmp_path: Path) -> None:
 
 
 def test_docs_config_reference_is_in_step_with_the_dataclass() -> None:
-    from ppo_core.config_doc import BEGIN, END, reference_block
+    from ppo_core.config.doc import BEGIN, END, reference_block
 
     page = (Path(__file__).resolve().parents[2] / "docs" / "reference.md").read_text()
     assert page[page.index(BEGIN): page.index(END) + len(END)] == reference_block(), \
-        "regenerate with: python -m ppo_core.config_doc"
+        "regenerate with: python -m ppo_core.config.doc"

@@ -19,9 +19,9 @@ from accelerate.utils import DistributedType
 from helpers.data_parallel import GLOBAL_BATCH, UPDATES, run, write_run_config
 from rank_rewards import LOG_DIR_ENV
 
-from ppo_core.config import ConfigError
-from ppo_core.distributed import check_launch
-from ppo_core.kl import make_kl_controller
+from ppo_core.algorithm.kl import make_kl_controller
+from ppo_core.config.ppo_config import ConfigError
+from ppo_core.run.distributed import check_launch
 
 pytestmark = pytest.mark.heavy  # starts processes or studies: scheduled first
 

@@ -1,5 +1,5 @@
-"""One table of advantage estimators (``ppo_core.estimator_traits``): an estimator added there, with its function,
-is seen by the config, a run, its metrics, the search space, the study file's choices, the dashboard and the
+"""One table of advantage estimators (``ppo_core.config.estimator_traits``): an estimator added there, with its
+function, is seen by the config, a run, its metrics, the search space, the study file's choices, the dashboard and the
 exports, with nothing else edited."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ import pytest
 import torch
 
 from ppo_core import PPOTrainer, reported_metrics
-from ppo_core.config import ConfigError, PPOConfig
-from ppo_core.estimator_traits import ESTIMATORS, EstimatorTraits, critic_estimators, estimator_names, readers
-from ppo_core.estimators import ESTIMATORS as FUNCTIONS
-from ppo_core.estimators import AdvantageInputs, estimator
+from ppo_core.algorithm.estimators import ESTIMATORS as FUNCTIONS
+from ppo_core.algorithm.estimators import AdvantageInputs, estimator
+from ppo_core.config.estimator_traits import ESTIMATORS, EstimatorTraits, critic_estimators, estimator_names, readers
+from ppo_core.config.ppo_config import ConfigError, PPOConfig
 from tuner.search.space import Regime
 
 DUMMY = "leave_one_in"
@@ -32,13 +32,13 @@ def dummy(monkeypatch: pytest.MonkeyPatch) -> str:
     """The dummy's traits in the table, and its function registered: the two places an estimator lives."""
     monkeypatch.setitem(ESTIMATORS, DUMMY, EstimatorTraits(critic=False, groups=False, kl_in_loss=True,
                                                            reads=frozenset({"gamma"})))
-    monkeypatch.setattr("ppo_core.estimators.ESTIMATORS", {**FUNCTIONS})
+    monkeypatch.setattr("ppo_core.algorithm.estimators.ESTIMATORS", {**FUNCTIONS})
     estimator(DUMMY)(centred_on_the_batch)
     return DUMMY
 
 
 def test_an_estimator_without_traits_cannot_be_registered() -> None:
-    first = "register its traits in ppo_core.estimator_traits.ESTIMATORS first"
+    first = "register its traits in ppo_core.config.estimator_traits.ESTIMATORS first"
     with pytest.raises(ValueError, match=re.escape(first)):
         estimator("unlisted")(centred_on_the_batch)
 
@@ -47,7 +47,7 @@ def test_an_estimator_added_to_the_table_is_seen_everywhere(dummy: str, tiny_lm_
                                                             prompts_file: Path) -> None:
     from tuner.exports import EXPORT_FORMATS
     from tuner.exports._common import unused_fields
-    from tuner.study.config import _field_values
+    from tuner.study.study_file import _field_values
 
     assert dummy in estimator_names() and dummy not in critic_estimators()
     assert readers("gamma") == ("gae", "reinforce_pp", "reinforce_pp_baseline", dummy)

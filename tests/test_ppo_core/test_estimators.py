@@ -1,5 +1,6 @@
-"""The advantage estimators (ppo_core.estimators), the loss aggregations and asymmetric clip (ppo_core.losses),
-against direct loop-by-loop references; then whole runs of each estimator on tiny real models."""
+"""The advantage estimators (ppo_core.algorithm.estimators), the loss aggregations and asymmetric clip
+(ppo_core.algorithm.losses), against direct loop-by-loop references; then whole runs of each estimator on tiny real
+models."""
 
 from __future__ import annotations
 
@@ -11,12 +12,12 @@ import pytest
 import torch
 
 from ppo_core import PPOConfig, PPOTrainer, reported_metrics
-from ppo_core.advantages import discounted_returns
-from ppo_core.config import ConfigError
-from ppo_core.estimator_traits import estimator_names
-from ppo_core.estimators import ESTIMATORS, AdvantageInputs, estimate_advantages
-from ppo_core.group_advantages import GRPO_STD_EPSILON, batch_std
-from ppo_core.losses import aggregate_loss, clipped_policy_loss
+from ppo_core.algorithm.advantages import discounted_returns
+from ppo_core.algorithm.estimators import ESTIMATORS, AdvantageInputs, estimate_advantages
+from ppo_core.algorithm.group_advantages import GRPO_STD_EPSILON, batch_std
+from ppo_core.algorithm.losses import aggregate_loss, clipped_policy_loss
+from ppo_core.config.estimator_traits import estimator_names
+from ppo_core.config.ppo_config import ConfigError
 
 GROUP = 3
 SCORES = torch.tensor([0.2, 1.0, -0.5, 0.3, 0.3, 0.3])  # two prompts x three responses; the second group all equal

@@ -1,5 +1,5 @@
-"""Held-out evaluation inside a run (ppo_core.evaluation), and the metrics a run reports, known before it runs
-(ppo_core.reported_metrics)."""
+"""Held-out evaluation inside a run (ppo_core.run.evaluation), and the metrics a run reports, known before it runs
+(ppo_core.setup.reported_metrics)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,14 @@ import pytest
 import torch
 
 from ppo_core import PPOConfig, PPOTrainer, evaluation_metrics, reported_metrics
-from ppo_core.callbacks import TrainerCallback
-from ppo_core.config import ConfigError
-from ppo_core.config_io import build_config
-from ppo_core.distributed import rank_share
-from ppo_core.evaluation import (
+from ppo_core.algorithm.kl import kl_per_token
+from ppo_core.config.io import build_config
+from ppo_core.config.ppo_config import ConfigError
+from ppo_core.metric_names import EVAL_PREFIX, run_metrics
+from ppo_core.rollout.collect import Rollout
+from ppo_core.run.callbacks import TrainerCallback
+from ppo_core.run.distributed import rank_share
+from ppo_core.run.evaluation import (
     evaluation_interval,
     evaluation_means,
     evaluation_sums,
@@ -22,9 +25,6 @@ from ppo_core.evaluation import (
     is_evaluation_update,
     sequence_kl,
 )
-from ppo_core.kl import kl_per_token
-from ppo_core.metric_names import EVAL_PREFIX, run_metrics
-from ppo_core.rollout import Rollout
 from ppo_core.tasks import get_task
 
 TINY_TASK = "shortest_path_tiny"

@@ -9,9 +9,9 @@ import torch
 from transformers import AutoModelForCausalLM
 from transformers.activations import FastGELUActivation, NewGELUActivation
 
-from ppo_core.fused_activations import UNFUSED_TANH_GELUS, fuse_activations
-from ppo_core.models import LoadOptions, load_causal_lm, load_tokenizer, load_trunk
-from ppo_core.reward_models import SequenceClassifierReward
+from ppo_core.models.fused_activations import UNFUSED_TANH_GELUS, fuse_activations
+from ppo_core.models.loading import LoadOptions, load_causal_lm, load_tokenizer, load_trunk
+from ppo_core.rewards.models import SequenceClassifierReward
 
 
 def _unfused(model: torch.nn.Module) -> list[str]:

@@ -19,8 +19,8 @@ from helpers.fuzz_strategies import FUZZ, mangled_text, shipped_mapping, value_s
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ppo_core.config import ConfigError, PPOConfig
-from ppo_core.config_io import load_config
+from ppo_core.config.io import load_config
+from ppo_core.config.ppo_config import ConfigError, PPOConfig
 from ppo_tune.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]

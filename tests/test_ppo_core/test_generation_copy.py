@@ -1,5 +1,5 @@
-"""``bf16_generation_copy`` (ppo_core.generation_copy): the rollout's bf16 sampling copy equals the master weights
-cast to bf16 after an optimizer step, refreshes only what is trained, and exists only on a CUDA device."""
+"""``bf16_generation_copy`` (ppo_core.rollout.generation_copy): the rollout's bf16 sampling copy equals the master
+weights cast to bf16 after an optimizer step, refreshes only what is trained, and exists only on a CUDA device."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from helpers.tiny_runs import letter_run
 from transformers import AutoModelForCausalLM, PreTrainedModel
 
 from ppo_core import PPOConfig, PPOTrainer
-from ppo_core.generation_copy import GenerationCopy, generation_copy
+from ppo_core.rollout.generation_copy import GenerationCopy, generation_copy
 from tools import tiny_models
 
 

@@ -24,10 +24,10 @@ from helpers.missing_packages import blocking
 from helpers.tiny_gguf import write_tiny_llama_gguf
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from ppo_core.config import ConfigError, PPOConfig
-from ppo_core.gguf_models import BUILD_INFO, PACKAGED
-from ppo_core.model_paths import resolve_model, resolve_models
-from ppo_core.reported_metrics import reward_names
+from ppo_core.config.ppo_config import ConfigError, PPOConfig
+from ppo_core.models.gguf import BUILD_INFO, PACKAGED
+from ppo_core.models.paths import resolve_model, resolve_models
+from ppo_core.setup.reported_metrics import reward_names
 from tools import tiny_data
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -78,7 +78,7 @@ def test_a_second_use_reuses_the_cache_and_a_changed_file_gets_a_new_entry(
 ) -> None:
     model = tmp_path / "policy.gguf"
     model.write_bytes(tiny_gguf.read_bytes())
-    with caplog.at_level(logging.INFO, logger="ppo_core.gguf_models"):
+    with caplog.at_level(logging.INFO, logger="ppo_core.models.gguf"):
         first = Path(resolve_model(str(model), "sft_model_path"))
         built = (first / BUILD_INFO).stat()
         assert Path(resolve_model(str(model), "sft_model_path")) == first
@@ -96,7 +96,7 @@ def test_a_second_use_reuses_the_cache_and_a_changed_file_gets_a_new_entry(
 @pytest.mark.heavy
 def test_processes_starting_together_build_once(tiny_gguf: Path, tmp_path: Path) -> None:
     code = ("import logging, sys; logging.basicConfig(level=logging.INFO, format='%(name)s: %(message)s'); "
-            "from ppo_core.model_paths import resolve_model; print(resolve_model(sys.argv[1], 'sft_model_path'))")
+            "from ppo_core.models.paths import resolve_model; print(resolve_model(sys.argv[1], 'sft_model_path'))")
     env = {**os.environ, "PPO_TUNE_CACHE": str(tmp_path / "cache")}
     processes = [subprocess.Popen([sys.executable, "-c", code, str(tiny_gguf)], env=env, cwd=ROOT, text=True,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(2)]
@@ -104,7 +104,7 @@ def test_processes_starting_together_build_once(tiny_gguf: Path, tmp_path: Path)
     assert [process.returncode for process in processes] == [0, 0], outputs
     directories = {out.strip() for out, _ in outputs}
     assert len(directories) == 1
-    builds = [line for _, err in outputs for line in err.splitlines() if line.startswith("ppo_core.gguf_models:")]
+    builds = [line for _, err in outputs for line in err.splitlines() if line.startswith("ppo_core.models.gguf:")]
     assert len(builds) == 1, builds
     name = Path(directories.pop()).name
     assert entries(tmp_path / "cache") == [name]  # no temporary directory left behind

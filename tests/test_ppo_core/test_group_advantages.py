@@ -8,7 +8,7 @@ import statistics
 import pytest
 import torch
 
-from ppo_core.group_advantages import (
+from ppo_core.algorithm.group_advantages import (
     GRPO_STD_EPSILON,
     group_mean_baseline,
     group_reward_stats,

@@ -16,11 +16,11 @@ from torch import nn
 from transformers import AutoModelForCausalLM
 
 from ppo_core import PPOConfig, PPOTrainer
-from ppo_core.config import ConfigError
-from ppo_core.lora import add_adapter
+from ppo_core.config.ppo_config import ConfigError
 from ppo_core.metric_names import run_metrics
-from ppo_core.models import LoadOptions, load_causal_lm
-from ppo_core.rollout import response_logits
+from ppo_core.models.loading import LoadOptions, load_causal_lm
+from ppo_core.models.lora import add_adapter
+from ppo_core.rollout.collect import response_logits
 from ppo_tune.cli import main
 from tools import tiny_data, tiny_models
 

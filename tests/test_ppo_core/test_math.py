@@ -9,12 +9,12 @@ import threading
 import pytest
 import torch
 
-from ppo_core.advantages import gae, shape_rewards, whiten_advantages
-from ppo_core.kl import AdaptiveKLController, FixedKLController, kl_per_token
-from ppo_core.kl_reach import adaptive_reach
-from ppo_core.losses import clipped_policy_loss, clipped_value_loss, entropy_from_log_probs
-from ppo_core.masked import masked_mean, masked_var, masked_whiten
-from ppo_core.sequences import position_ids_from_mask, response_mask_after_stop
+from ppo_core.algorithm.advantages import gae, shape_rewards, whiten_advantages
+from ppo_core.algorithm.kl import AdaptiveKLController, FixedKLController, kl_per_token
+from ppo_core.algorithm.kl_reach import adaptive_reach
+from ppo_core.algorithm.losses import clipped_policy_loss, clipped_value_loss, entropy_from_log_probs
+from ppo_core.algorithm.masked import masked_mean, masked_var, masked_whiten
+from ppo_core.models.sequences import position_ids_from_mask, response_mask_after_stop
 
 
 def reference_gae(rewards: list[float], values: list[float], gamma: float, lam: float) -> list[float]:

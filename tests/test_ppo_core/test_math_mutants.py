@@ -14,9 +14,9 @@ import math
 import pytest
 import torch
 
-from ppo_core.advantages import discounted_returns, gae, whiten_advantages, whiten_rewards
-from ppo_core.estimators import AdvantageInputs, estimate_advantages
-from ppo_core.group_advantages import (
+from ppo_core.algorithm.advantages import discounted_returns, gae, whiten_advantages, whiten_rewards
+from ppo_core.algorithm.estimators import AdvantageInputs, estimate_advantages
+from ppo_core.algorithm.group_advantages import (
     GRPO_STD_EPSILON,
     ScaleRewards,
     batch_std,
@@ -25,8 +25,8 @@ from ppo_core.group_advantages import (
     grpo_advantages,
     rloo_advantages,
 )
-from ppo_core.kl import AdaptiveKLController, FixedKLController, make_kl_controller
-from ppo_core.losses import (
+from ppo_core.algorithm.kl import AdaptiveKLController, FixedKLController, make_kl_controller
+from ppo_core.algorithm.losses import (
     StepTotals,
     aggregate_loss,
     clipped_policy_loss,
@@ -34,7 +34,7 @@ from ppo_core.losses import (
     entropy_from_log_probs,
     importance_log_ratio,
 )
-from ppo_core.masked import masked_var, masked_whiten
+from ppo_core.algorithm.masked import masked_var, masked_whiten
 
 EPS = 1e-8  # masked_whiten's epsilon under the square root
 LENGTHS = [5, 2, 4, 1, 3]  # ragged responses, one of a single token

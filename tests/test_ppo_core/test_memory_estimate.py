@@ -16,9 +16,9 @@ from peft import get_peft_model
 from torch import nn
 from transformers import AutoModel, AutoModelForCausalLM, AutoModelForSequenceClassification
 
-from ppo_core.config import ConfigError, PPOConfig
-from ppo_core.lora import lora_config
-from ppo_core.memory_bytes import (
+from ppo_core.config.ppo_config import ConfigError, PPOConfig
+from ppo_core.memory.estimate import estimate_run
+from ppo_core.memory.sizes import (
     Shape,
     kv_cache_bytes,
     layer_activation_bytes,
@@ -27,9 +27,9 @@ from ppo_core.memory_bytes import (
     update_logits_bytes,
     weight_bytes,
 )
-from ppo_core.memory_estimate import estimate_run
-from ppo_core.models import load_tokenizer
-from ppo_core.setup import build_setup
+from ppo_core.models.loading import load_tokenizer
+from ppo_core.models.lora import lora_config
+from ppo_core.setup.run_setup import build_setup
 from ppo_tune.cli import main
 from tools.tiny_models import chatml_tokenizer, write_gpt2, write_llama, write_qwen2, write_reward_model
 

@@ -34,11 +34,11 @@ from helpers.peer_comparison import (
     verl_advantages,
 )
 
-from ppo_core.advantages import kl_penalty
-from ppo_core.config import LossType, PPOConfig
-from ppo_core.estimators import AdvantageInputs, estimate_advantages
-from ppo_core.kl import kl_per_token
-from ppo_core.losses import StepTotals
+from ppo_core.algorithm.advantages import kl_penalty
+from ppo_core.algorithm.estimators import AdvantageInputs, estimate_advantages
+from ppo_core.algorithm.kl import kl_per_token
+from ppo_core.algorithm.losses import StepTotals
+from ppo_core.config.ppo_config import LossType, PPOConfig
 from tuner.exports import openrlhf_arguments
 
 WORLD = 2

@@ -37,10 +37,10 @@ from helpers.peer_comparison import (
     with_sequence_advantages,
 )
 
-from ppo_core.advantages import add_scores, kl_penalty
-from ppo_core.config import KLEstimator, LossType, PPOConfig
-from ppo_core.kl import kl_per_token
-from ppo_core.losses import clipped_value_loss
+from ppo_core.algorithm.advantages import add_scores, kl_penalty
+from ppo_core.algorithm.kl import kl_per_token
+from ppo_core.algorithm.losses import clipped_value_loss
+from ppo_core.config.ppo_config import KLEstimator, LossType, PPOConfig
 from tuner.exports import differences, grpo_arguments, verl_overrides
 
 # --- advantages: ppo_core's estimators against verl's, through verl's own compute_advantage ---

@@ -24,11 +24,11 @@ from helpers.peer_code import (
 )
 from helpers.peer_comparison import LENGTHS, REWARDS, WIDTH, Batch, close, grad_of, make_batch, ppo_core_advantages
 
-from ppo_core.config import PPOConfig
-from ppo_core.kl import kl_per_token
-from ppo_core.losses import StepTotals, clipped_value_loss
-from ppo_core.masked import masked_sum
-from ppo_core.objective import policy_objective
+from ppo_core.algorithm.kl import kl_per_token
+from ppo_core.algorithm.losses import StepTotals, clipped_value_loss
+from ppo_core.algorithm.masked import masked_sum
+from ppo_core.algorithm.objective import policy_objective
+from ppo_core.config.ppo_config import PPOConfig
 from tuner.exports import differences, openrlhf_arguments
 
 GROUP = 4

@@ -38,9 +38,9 @@ from helpers.peer_comparison import (
     with_sequence_advantages,
 )
 
-from ppo_core.config import PPOConfig
-from ppo_core.estimators import AdvantageInputs, estimate_advantages
-from ppo_core.losses import StepTotals
+from ppo_core.algorithm.estimators import AdvantageInputs, estimate_advantages
+from ppo_core.algorithm.losses import StepTotals
+from ppo_core.config.ppo_config import PPOConfig
 from tuner.exports import differences, verl_overrides
 
 

@@ -10,7 +10,7 @@ import torch
 from transformers import AutoModelForSequenceClassification, AutoTokenizer, PreTrainedModel
 
 from ppo_core import PPOConfig, PPOTrainer
-from ppo_core.reward_models import SequenceClassifierReward
+from ppo_core.rewards.models import SequenceClassifierReward
 
 
 def small_config(lm: Path, prompts: Path, rm: Path, **overrides: Any) -> PPOConfig:

@@ -1,5 +1,5 @@
-"""ppo_core.run_precision: a CPU run that leaves its precision open runs in bf16 only where the check finds this CPU's
-bf16 products faster at the policy's shapes; explicit settings are never second-guessed; and the run reports what
+"""ppo_core.setup.run_precision: a CPU run that leaves its precision open runs in bf16 only where the check finds this
+CPU's bf16 products faster at the policy's shapes; explicit settings are never second-guessed; and the run reports what
 it ran in.
 
 The check's timings stand in for CPU kinds other than this machine's (one with fast bf16, one emulating it): the
@@ -13,8 +13,9 @@ import pytest
 import torch
 from helpers.tiny_runs import letter_run
 
-from ppo_core import PPOConfig, PPOTrainer, sampling_precision
-from ppo_core.run_precision import leaves_precision_open, with_run_precision
+from ppo_core import PPOConfig, PPOTrainer
+from ppo_core.models import sampling_precision
+from ppo_core.setup.run_precision import leaves_precision_open, with_run_precision
 
 
 @pytest.mark.parametrize(("values", "on_gpu", "open_"), [

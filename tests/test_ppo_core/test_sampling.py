@@ -14,8 +14,8 @@ from conftest import SAMPLING_DEFAULTS
 
 from ppo_core import PPOConfig, PPOTrainer
 from ppo_core.metric_names import run_metrics
-from ppo_core.rollout import collect_samples, response_logits
-from ppo_core.sequences import token_logprobs
+from ppo_core.models.sequences import token_logprobs
+from ppo_core.rollout.collect import collect_samples, response_logits
 
 
 def small_config(lm: Path, prompts: Path, **overrides: object) -> PPOConfig:

@@ -1,5 +1,5 @@
-"""ppo_core.sampling_copy: the CPU rollout samples from the policy with its LoRA adapters merged, in the sampling
-dtype. Its logits equal the unmerged policy's (to float32 rounding, or bf16's), it follows the policy after an
+"""ppo_core.rollout.sampling_copy: the CPU rollout samples from the policy with its LoRA adapters merged, in the
+sampling dtype. Its logits equal the unmerged policy's (to float32 rounding, or bf16's), it follows the policy after an
 optimizer step once refreshed, only plain LoRA layers are merged, and a run sampling from a bf16 copy still takes its
 log-probs from the policy's scoring forward."""
 
@@ -17,8 +17,8 @@ from peft.tuners.lora import Linear as LoraLinear
 from transformers import AutoModelForCausalLM, PreTrainedModel
 
 from ppo_core import PPOConfig, PPOTrainer
-from ppo_core.packed_linear import PackedLinear, pack_linears
-from ppo_core.sampling_copy import SamplingCopy, mergeable, sampling_copy
+from ppo_core.models.packed_linear import PackedLinear, pack_linears
+from ppo_core.rollout.sampling_copy import SamplingCopy, mergeable, sampling_copy
 from tools import tiny_models
 
 WRITERS: dict[str, Callable[..., Path]] = {"llama": tiny_models.write_llama, "gpt2": tiny_models.write_gpt2}

@@ -1,6 +1,6 @@
-"""ppo_core.sampling_loop, the CPU rollout's decode loop: each draw follows softmax(z / T); the loop feeds a model what
-HF ``generate`` feeds it, for every architecture; a stop token ends the responses as ``generate`` ends them; and the
-sampled tokens' log-probabilities under the sampling path equal the scoring forward's."""
+"""ppo_core.rollout.sampling_loop, the CPU rollout's decode loop: each draw follows softmax(z / T); the loop feeds a
+model what HF ``generate`` feeds it, for every architecture; a stop token ends the responses as ``generate`` ends them;
+and the sampled tokens' log-probabilities under the sampling path equal the scoring forward's."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
-from ppo_core import sampling_loop
-from ppo_core.generation import generate, sampling_config
-from ppo_core.rollout import response_logits
-from ppo_core.sampling_loop import draw, sample_responses
-from ppo_core.sequences import token_logprobs
+from ppo_core.models.generation import generate, sampling_config
+from ppo_core.models.sequences import token_logprobs
+from ppo_core.rollout import sampling_loop
+from ppo_core.rollout.collect import response_logits
+from ppo_core.rollout.sampling_loop import draw, sample_responses
 from tools import tiny_models
 
 WRITERS = {"gpt2": tiny_models.write_gpt2, "gpt_neox": tiny_models.write_gpt_neox,

@@ -1,4 +1,4 @@
-"""ppo_core.sampling_precision: bf16 is chosen only where the check finds it clearly faster, the check times the
+"""ppo_core.models.sampling_precision: bf16 is chosen only where the check finds it clearly faster, the check times the
 model's own product shapes, and its answer is cached per machine and shapes."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import pytest
 from peft import LoraConfig, get_peft_model
 from transformers import AutoModelForCausalLM
 
-from ppo_core import sampling_precision
-from ppo_core.sampling_precision import choose_sampling_dtype, measured_sampling_dtype, weight_shapes
+from ppo_core.models import sampling_precision
+from ppo_core.models.sampling_precision import choose_sampling_dtype, measured_sampling_dtype, weight_shapes
 from tools import tiny_models
 
 

@@ -1,5 +1,5 @@
-"""``static_decode`` (ppo_core.static_decode): the static-cache decode loop, run eagerly on the CPU, draws the same
-tokens as HF ``generate`` for every architecture, from prompts padded to a width bucket; on a GPU its compiled step
+"""``static_decode`` (ppo_core.rollout.static_decode): the static-cache decode loop, run eagerly on the CPU, draws the
+same tokens as HF ``generate`` for every architecture, from prompts padded to a width bucket; on a GPU its compiled step
 gives the eager samples and compiles once."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
-from ppo_core.generation import generate, sampling_config
-from ppo_core.static_decode import bucket_width, left_pad, reset_cache, static_generate
+from ppo_core.models.generation import generate, sampling_config
+from ppo_core.rollout.static_decode import bucket_width, left_pad, reset_cache, static_generate
 from tools import tiny_models
 
 WRITERS = {"gpt2": tiny_models.write_gpt2, "gpt_neox": tiny_models.write_gpt_neox,

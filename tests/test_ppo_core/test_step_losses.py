@@ -1,6 +1,6 @@
-"""A step's loss whatever its micro-batches (ppo_core.losses.StepTotals), the importance-sampling levels, the dual
-clip and the objective that composes them (ppo_core.objective), against loop-by-loop references; then whole runs that
-split the same step into micro-batches differently."""
+"""A step's loss whatever its micro-batches (ppo_core.algorithm.losses.StepTotals), the importance-sampling levels, the
+dual clip and the objective that composes them (ppo_core.algorithm.objective), against loop-by-loop references; then
+whole runs that split the same step into micro-batches differently."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import pytest
 import torch
 
 from ppo_core import PPOConfig, PPOTrainer
-from ppo_core.config import LOSS_TYPES, LossType
-from ppo_core.kl import kl_per_token
-from ppo_core.losses import StepTotals, aggregate_loss, clipped_policy_loss, importance_log_ratio
-from ppo_core.objective import policy_objective
+from ppo_core.algorithm.kl import kl_per_token
+from ppo_core.algorithm.losses import StepTotals, aggregate_loss, clipped_policy_loss, importance_log_ratio
+from ppo_core.algorithm.objective import policy_objective
+from ppo_core.config.ppo_config import LOSS_TYPES, LossType
 
 MASK = torch.tensor([[1, 1, 1, 0], [1, 0, 0, 0], [1, 1, 1, 1], [1, 1, 0, 0]]).bool()
 LENGTH = 6

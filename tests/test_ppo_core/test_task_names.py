@@ -12,8 +12,8 @@ import pytest
 import yaml
 from helpers.missing_packages import blocking
 
-from ppo_core.config_checks import ConfigError
-from ppo_core.config_io import build_config
+from ppo_core.config.checks import ConfigError
+from ppo_core.config.io import build_config
 from ppo_core.tasks.fortunes.extra import TEXT_EXTRA_MISSING
 from ppo_core.tasks.variants import TASK_NAMES, task_problem
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ppo_core.config_checks import ConfigError
+from ppo_core.config.checks import ConfigError
 from ppo_core.errors import InputError, NonFiniteError
 from ppo_core.tasks.fortunes import (
     TEXT_EXTRA_MISSING,
@@ -262,7 +262,7 @@ sys.meta_path[:] = [HideCorpus if f is importlib.machinery.PathFinder else f for
 """
 
 CATCH = """
-from ppo_core.config_checks import ConfigError
+from ppo_core.config.checks import ConfigError
 try:
     {call}
 except ConfigError as error:

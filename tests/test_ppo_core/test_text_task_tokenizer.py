@@ -95,9 +95,9 @@ def test_held_out_text_mostly_decodes_to_itself(real_split: TextSplit, real_toke
 
 def test_decoding_then_encoding_gives_the_same_tokens(real_split: TextSplit,
                                                       real_tokenizer: PreTrainedTokenizerFast) -> None:
-    # The trainer decodes what a policy writes with skip_special_tokens=True (ppo_core.rollout), for the gold scorer
-    # and a reward model that may encode it again: the same tokens must come back, less the <unk>s. Where an <unk>
-    # was dropped, a mark beside it can change sides ("an all-<unk>." gives "an all -."): rare, and allowed.
+    # The trainer decodes what a policy writes with skip_special_tokens=True (ppo_core.rollout.collect), for the gold
+    # scorer and a reward model that may encode it again: the same tokens must come back, less the <unk>s. Where an
+    # <unk> was dropped, a mark beside it can change sides ("an all-<unk>." gives "an all -."): rare, and allowed.
     unk = real_tokenizer.unk_token_id
     shifted = []
     for example in real_split.heldout:

@@ -1,5 +1,5 @@
-"""The update's log-probs and entropy (ppo_core.token_head): the log-partition head, the one compiled on a GPU under
-``fused_logits_head``, equals the float32 log-softmax reference, values and gradients, and both equal a slow
+"""The update's log-probs and entropy (ppo_core.algorithm.token_head): the log-partition head, the one compiled on a GPU
+under ``fused_logits_head``, equals the float32 log-softmax reference, values and gradients, and both equal a slow
 per-token reference; on a CPU the switch changes nothing."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 
-from ppo_core.token_head import log_softmax_head, logsumexp_head, select_head
+from ppo_core.algorithm.token_head import log_softmax_head, logsumexp_head, select_head
 
 
 def _inputs(dtype: torch.dtype = torch.float32, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ppo_core.config_io import load_config
+from ppo_core.config.io import load_config
 from ppo_tune.cli import main
 
 pytestmark = pytest.mark.heavy  # starts processes or studies: scheduled first

@@ -9,15 +9,15 @@ import torch
 from transformers import AutoModelForSequenceClassification, AutoTokenizer, PreTrainedTokenizerBase
 
 from ppo_core import NonFiniteError, PPOConfig, PPOTrainer, TrainerCallback
-from ppo_core.config import ConfigError
-from ppo_core.losses import clipped_policy_loss
+from ppo_core.algorithm.losses import clipped_policy_loss
+from ppo_core.config.ppo_config import ConfigError
 from ppo_core.metric_names import run_metrics
-from ppo_core.models import LoadOptions, load_causal_lm, load_tokenizer, load_value_model
-from ppo_core.prompt_data import text_prompts
-from ppo_core.reward_models import SequenceClassifierReward, keep_last
-from ppo_core.rewards import RewardInputs
-from ppo_core.rollout import response_logits, response_token_ids, response_values
-from ppo_core.sequences import token_logprobs
+from ppo_core.models.loading import LoadOptions, load_causal_lm, load_tokenizer, load_value_model
+from ppo_core.models.prompt_data import text_prompts
+from ppo_core.models.sequences import token_logprobs
+from ppo_core.rewards.base import RewardInputs
+from ppo_core.rewards.models import SequenceClassifierReward, keep_last
+from ppo_core.rollout.collect import response_logits, response_token_ids, response_values
 
 # Measurements of the machine, not of the run: they differ between identical runs.
 TIME_METRICS = ("time/rollout_s", "time/update_s", "time/tokens_per_s", "memory/peak_gib")

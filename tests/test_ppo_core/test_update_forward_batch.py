@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from ppo_core import PPOConfig, PPOTrainer
-from ppo_core.config import ConfigError
+from ppo_core.config.ppo_config import ConfigError
 from tools import tiny_data, tiny_models
 
 

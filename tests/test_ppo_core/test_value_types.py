@@ -1,5 +1,5 @@
-"""ppo_core.value_types: the one set of type rules behind config files and study files, for typing annotations and
-for annotations written as text (Optuna's signatures)."""
+"""ppo_core.config.value_types: the one set of type rules behind config files and study files, for typing annotations
+and for annotations written as text (Optuna's signatures)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 import pytest
 
-from ppo_core.value_types import describe_type, fits, read_annotation, type_parts
+from ppo_core.config.value_types import describe_type, fits, read_annotation, type_parts
 
 FITS = [
     (1, int), (1, float), (1.5, float), (True, bool), (False, bool | None), (None, int | None), (None, "int | None"),
@@ -88,6 +88,6 @@ def test_described_in_plain_words(annotation: Any, finite: bool, words: str) -> 
 
 def test_the_checker_loads_without_torch_or_optuna() -> None:
     # The study parser and the dashboard import the config's checks; torch would cost them seconds.
-    code = ("import sys, ppo_core.config_checks, ppo_core.config_rules, ppo_core.value_types; "
+    code = ("import sys, ppo_core.config.checks, ppo_core.config.rules, ppo_core.config.value_types; "
             "assert not {'torch', 'optuna'} & set(sys.modules), sorted(sys.modules)")
     subprocess.run([sys.executable, "-c", code], check=True)

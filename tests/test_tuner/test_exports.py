@@ -18,7 +18,7 @@ from optuna.distributions import FloatDistribution
 from optuna.trial import TrialState, create_trial
 
 from benchmarks.trl_comparison.peer_trl import TRL_PPO_VERSION, install_command, peer_directory
-from ppo_core.config import PPOConfig, settable_fields
+from ppo_core.config.ppo_config import PPOConfig, settable_fields
 from ppo_tune.cli import main
 from tuner.exports import EXPORT_FORMATS, TRL_VERSION, openrlhf, trl_grpo_rloo, trl_ppo, verl
 from tuner.exports._common import NOT_TRAINING, Target, export

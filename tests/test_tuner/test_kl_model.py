@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from ppo_core.config import PPOConfig
+from ppo_core.config.ppo_config import PPOConfig
 from tuner.search.frontier_peak import KL_FLOOR
 from tuner.search.kl_model import (
     FACTOR_SD,

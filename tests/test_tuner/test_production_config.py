@@ -13,7 +13,7 @@ import yaml
 from optuna.distributions import FloatDistribution
 from optuna.trial import TrialState, create_trial
 
-from ppo_core.config import PPOConfig
+from ppo_core.config.ppo_config import PPOConfig
 from ppo_tune.cli import main
 from tuner.production.horizon import PRODUCTION_RULE
 from tuner.store.attrs import CONFIG_ATTR

@@ -11,9 +11,7 @@ from typing import Any
 import optuna
 import pytest
 
-from ppo_core.config import settable_fields
-from ppo_core.config_io import build_config
-from ppo_core.estimator_traits import (
+from ppo_core.config.estimator_traits import (
     default_generations,
     default_kl_in_reward,
     estimator_fields,
@@ -21,8 +19,10 @@ from ppo_core.estimator_traits import (
     group_estimators,
     readers,
 )
+from ppo_core.config.io import build_config
+from ppo_core.config.ppo_config import settable_fields
 from tuner.search.space import KL_PLACEMENT_PARAMS, suggest_params
-from tuner.study.config import StudyConfigError, StudySpec, load_study_spec, parse_study
+from tuner.study.study_file import StudySpec, StudySpecError, load_study_spec, parse_study
 
 ROOT = Path(__file__).resolve().parents[2]
 ESTIMATORS_STUDY = ROOT / "studies" / "estimators.yaml"
@@ -142,11 +142,11 @@ def test_without_a_searched_estimator_the_bases_decides() -> None:
         assert set(params) == {"num_generations", "scale_rewards", "beta"}
         assert config.generations_per_prompt == params["num_generations"] and not config.kl_penalty_in_reward
     # PPOConfig's default estimator, gae, reads none of the group knobs: searching one would do nothing.
-    with pytest.raises(StudyConfigError, match=r"^search_space\.num_generations: never chosen: only "
+    with pytest.raises(StudySpecError, match=r"^search_space\.num_generations: never chosen: only "
                                                r"advantage_estimator grpo or rloo or reinforce_pp_baseline reads it, "
                                                r"and this study's is gae \(PPOConfig's default\)"):
         spec_of({"num_generations": {"type": "categorical", "choices": [2, 4]}})
-    with pytest.raises(StudyConfigError, match=r"^search_space\.scale_rewards: never chosen: .* this study's is rloo "
+    with pytest.raises(StudySpecError, match=r"^search_space\.scale_rewards: never chosen: .* this study's is rloo "
                                                r"\(the base's\)"):
         spec_of({"scale_rewards": {"type": "categorical", "choices": ["group"]}}, base={"advantage_estimator": "rloo"})
 
@@ -206,7 +206,7 @@ def test_without_a_searched_estimator_the_bases_decides() -> None:
 def test_study_files_that_cannot_run_fail_with_one_line(
     search_space: dict[str, Any], base: dict[str, Any], message: str,
 ) -> None:
-    with pytest.raises(StudyConfigError) as raised:
+    with pytest.raises(StudySpecError) as raised:
         spec_of(search_space, base)
     assert str(raised.value).startswith(message) and "\n" not in str(raised.value), str(raised.value)
 

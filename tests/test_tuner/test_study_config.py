@@ -13,12 +13,12 @@ import pytest
 import yaml
 from helpers.studies import shipped_study_files, write_study
 
-from ppo_core.config_io import build_config, load_config
+from ppo_core.config.io import build_config, load_config
 from ppo_tune.cli import main
 from tuner.search.space import batch_hierarchy, suggest_params
-from tuner.study import config as study_config
-from tuner.study.config import StudyConfigError, load_study_spec
+from tuner.study import study_file as study_config
 from tuner.study.constraints import Constraint
+from tuner.study.study_file import StudySpecError, load_study_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -129,7 +129,7 @@ def test_a_file_that_names_no_sampler_gets_the_default_for_its_objectives(
 
 def test_an_option_of_another_sampler_under_the_default_says_which_sampler_the_file_got(tmp_path: Path) -> None:
     quickstart = yaml.safe_load((ROOT / "studies" / "quickstart.yaml").read_text())
-    with pytest.raises(StudyConfigError) as raised:
+    with pytest.raises(StudySpecError) as raised:
         study_config.parse_study({**quickstart, "sampler": {"multivariate": False}}, tmp_path / "study.yaml")
     assert str(raised.value).startswith("sampler.multivariate: not an option of FrontierSampler")
     assert "this study's default is frontier; name one to use another" in str(raised.value)
@@ -281,7 +281,7 @@ def test_search_space_errors_name_the_parameter(tmp_path: Path, tiny_lm_dir: Pat
         "kl_control": {"type": "categorical", "choices": ["fixed", "adaptive"]},
         "kl_coef": {"type": "float", "low": 0.01, "high": 0.2},
     })
-    with pytest.raises(StudyConfigError, match="kl_control: choosing 'adaptive' needs a kl_target range"):
+    with pytest.raises(StudySpecError, match="kl_control: choosing 'adaptive' needs a kl_target range"):
         load_study_spec(path)
 
 

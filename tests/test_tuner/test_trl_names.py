@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from ppo_core.config_io import build_config
+from ppo_core.config.io import build_config
 from ppo_tune.cli import main
-from tuner.study.config import StudyConfigError, parse_study
+from tuner.study.study_file import StudySpecError, parse_study
 from tuner.trl_trial.arguments import trial_arguments
 
 STUDY = {"name": "named", "n_trials": 1, "sampler": {"name": "grid"},
@@ -96,7 +96,7 @@ def test_a_ppo_core_study_keeps_ppo_tunes_meaning_of_a_shared_name(tmp_path: Pat
 ])
 def test_what_a_trl_study_cannot_mean_is_one_line_naming_the_field(
         tmp_path: Path, base: dict[str, Any], space: dict[str, Any] | None, message: str) -> None:
-    with pytest.raises(StudyConfigError) as caught:
+    with pytest.raises(StudySpecError) as caught:
         spec_of("trl-grpo", {"num_generations": 4, **base}, space, tmp_path)
     assert str(caught.value).startswith(message) and "\n" not in str(caught.value), caught.value
 

@@ -14,7 +14,7 @@ import yaml
 from helpers.studies import TESTS_DIR, load, write_study
 from optuna.trial import TrialState
 
-from ppo_core.config_io import build_config
+from ppo_core.config.io import build_config
 from ppo_tune.cli import main
 from tuner.exports import exported
 from tuner.production.validation import validation_study_name
@@ -22,7 +22,7 @@ from tuner.run.worker import run_worker
 from tuner.store.attrs import FAIL_REASON_ATTR, PRUNE_REASON_ATTR, TRAINED_BY_ATTR, TRL_SECONDS_ATTR
 from tuner.store.database import create_engine
 from tuner.store.records import read_metrics, read_samples
-from tuner.study.config import StudyConfigError, load_study_spec
+from tuner.study.study_file import StudySpecError, load_study_spec
 from tuner.study.trainer_check import check_trainer
 from tuner.trl_trial.arguments import MACHINE_FIELDS, TRIAL_OWNED, trial_arguments
 from tuner.trl_trial.metrics import ppo_tune_metrics, response_kl
@@ -217,7 +217,7 @@ def test_a_study_naming_an_unknown_trainer_or_another_target_is_refused(
     error = capsys.readouterr().err
     assert "trainer: unknown trainer trl-dpo (expected one of ppo_core, trl-grpo, trl-rloo)" in error
     path = trl_study(tmp_path, tiny_lm_dir, prompts_file, target="verl")
-    with pytest.raises(StudyConfigError, match="target: verl with trainer trl-grpo"):
+    with pytest.raises(StudySpecError, match="target: verl with trainer trl-grpo"):
         load_study_spec(path)
     assert not (tmp_path / "trl.db").exists()
 
@@ -232,19 +232,19 @@ def test_a_missing_or_old_trl_is_named_with_its_install_command(
 
     # The one thing not real here: this environment has TRL, and the test cannot uninstall it.
     monkeypatch.setattr(importlib.metadata, "version", missing)
-    with pytest.raises(StudyConfigError, match=r"trainer: trl-grpo runs TRL 1\.16\.x, which is not installed: "
+    with pytest.raises(StudySpecError, match=r"trainer: trl-grpo runs TRL 1\.16\.x, which is not installed: "
                                                r"pip install 'ppo-tune\[trl\]'"):
         check_trainer(spec)
     for untested in ("1.12.0", "1.17.0"):
         monkeypatch.setattr(importlib.metadata, "version", lambda name, version=untested: version)
-        with pytest.raises(StudyConfigError, match=rf"tested with TRL 1\.16\.x, and TRL {untested} is installed"):
+        with pytest.raises(StudySpecError, match=rf"tested with TRL 1\.16\.x, and TRL {untested} is installed"):
             check_trainer(spec)
 
 
 def test_a_built_in_task_reports_the_training_responses_gold_each_update() -> None:
     # As a ppo_core run does (objective/gold_score): the Curves page's gold chart reads it. Regression: a TRL trial
     # on a built-in task had gold only from its held-out evaluations, and the page said "No gold score".
-    from ppo_core.callbacks import TrainerCallback
+    from ppo_core.run.callbacks import TrainerCallback
     from tuner.trl_trial.run import run_trl_trial
 
     class Recorder(TrainerCallback):

@@ -13,7 +13,7 @@ import pytest
 from helpers.studies import TESTS_DIR, load, write_study
 from optuna.trial import TrialState
 
-from ppo_core.config import settable_fields
+from ppo_core.config.ppo_config import settable_fields
 from tuner.run.worker import run_worker
 from tuner.search.space import ParamSpec, batch_hierarchy, suggest_params
 from tuner.search.warm_start import (
@@ -30,8 +30,8 @@ from tuner.search.warm_start import (
 )
 from tuner.store.attrs import KL_HISTORY_ATTR, WARM_START_ATTR
 from tuner.store.database import open_storage
-from tuner.study.config import load_study_spec, parse_param
-from tuner.study.definition import check_definition
+from tuner.study.spec_record import record_spec
+from tuner.study.study_file import load_study_spec, parse_param
 
 # The quickstart's space, as the study file's parser reads it.
 QUICKSTART_SPACE = {
@@ -229,7 +229,7 @@ def test_a_study_runs_its_warm_starts_first_and_sets_its_constraints(
     assert spec.enqueue[0].notes == ("trl_defaults: learning_rate 3e-06 is below the range's low 0.0001; clipped "
                                      "to 0.0001",)
     study = optuna.create_study(study_name=spec.name, storage=open_storage(spec.storage), directions=spec.directions)
-    check_definition(study, spec, allow_changes=False)  # as ppo-tune marks a study it creates, before queuing
+    record_spec(study, spec, allow_changes=False)  # as ppo-tune marks a study it creates, before queuing
     # The worker may queue them itself as it opens the study; then it finds these and queues nothing more.
     assert enqueue_warm_starts(study, spec.enqueue)[-1].startswith("enqueue[1]: queued as a first trial")
     run_worker(spec, n_trials=2, timeout=None, threads=None)

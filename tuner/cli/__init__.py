@@ -60,7 +60,7 @@ def add_study_commands(commands: Any) -> None:
         sub.add_argument("--storage", default=None,
                          help=f"Storage URL (default: every {DEFAULT_STUDIES_DIR}/*.db).")
         if name == "best":
-            from tuner.exports import EXPORT_FORMATS  # light: the tables and ppo_core.config (no torch)
+            from tuner.exports import EXPORT_FORMATS  # light: the tables and ppo_core.config.ppo_config (no torch)
 
             sub.add_argument("--format", choices=("yaml", "json", *EXPORT_FORMATS), default="yaml",
                              help="yaml or json: the config as ppo-tune reads it; the others: arguments for another "

@@ -18,9 +18,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ppo_core.config import PPOConfig, settable_fields
-from ppo_core.estimator_traits import critic_only_fields, estimator_fields, readers
-from ppo_core.model_paths import is_function_spec
+from ppo_core.config.estimator_traits import critic_only_fields, estimator_fields, readers
+from ppo_core.config.ppo_config import PPOConfig, settable_fields
+from ppo_core.models.paths import is_function_spec
 
 Why = str | Callable[[PPOConfig], str | None]
 Layout = Literal["trl", "openrlhf", "hydra"]
@@ -156,7 +156,7 @@ def unused_fields(c: PPOConfig) -> dict[str, str]:
     if not c.use_peft:
         unused.update(dict.fromkeys((*LORA_FIELDS, "value_use_peft"), "use_peft is off"))
     critic_only = critic_only_fields()
-    for name in estimator_fields():  # ppo_core.estimator_traits: what only some estimators read
+    for name in estimator_fields():  # ppo_core.config.estimator_traits: what only some estimators read
         only = readers(name) or ()
         if c.advantage_estimator in only:
             continue
@@ -305,7 +305,8 @@ def whole_prompt_passes(c: PPOConfig, key: str) -> int | Lacks:
 
 
 def unknown_estimator(c: PPOConfig, target: str) -> Lacks:
-    """An estimator of ppo_core's table (ppo_core.estimator_traits) that this target's export has no name for yet."""
+    """An estimator of ppo_core's table (ppo_core.config.estimator_traits) that this target's export has no name for
+    yet."""
     return Lacks(f"{target}'s export does not know advantage_estimator {c.advantage_estimator} (add it to the "
                  "export's table of estimators)")
 

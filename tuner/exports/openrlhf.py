@@ -16,7 +16,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from ppo_core.config import PPOConfig
+from ppo_core.config.ppo_config import PPOConfig
 from tuner.exports._common import (
     TASK_WHY,
     Differs,

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import re
 
-from ppo_core.config import LOSS_TYPES, PPOConfig
-from ppo_core.estimator_traits import ESTIMATORS, estimator_names
+from ppo_core.config.estimator_traits import ESTIMATORS, estimator_names
+from ppo_core.config.ppo_config import LOSS_TYPES, PPOConfig
 from tuner.exports import TARGET_NAMES, TARGETS, differences
 from tuner.exports.computes import EdgeLine
 

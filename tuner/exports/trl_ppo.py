@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ppo_core.config import PPOConfig
+from ppo_core.config.ppo_config import PPOConfig
 from tuner.exports._common import (
     LORA_FIELDS,
     TASK_WHY,

@@ -55,8 +55,8 @@ def production_policy(text: str) -> str:
     """``--policy-model``: a local directory that is there, or a hub name (``owner/name``), as a run checks its
     ``sft_model_path``; bad input is one line."""
     # Imported here: the dashboard reads validations through this module and loads nothing of ppo_core's config.
-    from ppo_core.config_checks import ConfigError
-    from ppo_core.model_paths import require_model
+    from ppo_core.config.checks import ConfigError
+    from ppo_core.models.paths import require_model
 
     try:
         require_model(text, "--policy-model")

@@ -14,21 +14,21 @@ import sys
 import optuna
 from optuna.trial import TrialState
 
-from ppo_core.config import PPOConfig
+from ppo_core.config.ppo_config import PPOConfig
 from ppo_core.errors import InputError, Terminated, sigterm_as_interrupt
-from ppo_core.quiet import quiet_hugging_face
+from ppo_core.models.quiet import quiet_hugging_face
 from tuner.run.failure_streak import failure_streak
 from tuner.search.warm_start import enqueue_warm_starts
 from tuner.store.attrs import VALIDATION_OF_ATTR
 from tuner.store.database import create_engine, open_storage
 from tuner.store.records import create_tables
-from tuner.study.config import load_study_spec
-from tuner.study.definition import check_definition, check_existing_is_ours, check_ours, stored_spec
 from tuner.study.seed_policy import Racing, TrialBudget
 from tuner.study.spec import StudySpec
+from tuner.study.spec_record import check_existing_is_ours, check_ours, rebuilt_spec, record_spec
+from tuner.study.study_file import load_study_spec
 from tuner.trial.factory import make_sampler, make_search
 from tuner.trial.launch import start_fork_server
-from tuner.trial.optuna_objective import Launch, make_objective, run_trials
+from tuner.trial.trial_function import Launch, make_trial_function, run_trials
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
 
@@ -39,7 +39,7 @@ def open_study(spec: StudySpec, heartbeat: bool = True, worker_index: int = 0,
     in its definition since (a resume with ``allow_changes``), and the warm starts queued (a new study).
 
     A resume whose study file changed what the trials run or how they are judged raises
-    ``tuner.study.definition.StudyChangedError`` unless ``allow_changes``; a study of the same name that ppo-tune did
+    ``tuner.study.spec_record.StudyChangedError`` unless ``allow_changes``; a study of the same name that ppo-tune did
     not create raises ``NotOurStudyError`` and is left untouched. A resumed study's sampler is seeded anew
     (``tuner.trial.factory.worker_seed``).
     """
@@ -56,10 +56,10 @@ def open_study(spec: StudySpec, heartbeat: bool = True, worker_index: int = 0,
         # trials (warm starts, retries) were proposed by no sampler, so a new study's first worker keeps the seed.
         proposed = [t for t in study.get_trials(deepcopy=False) if t.state != TrialState.WAITING]
         study.sampler = make_sampler(spec, worker_index, trials_before=len(proposed))
-    changes = check_definition(study, spec, allow_changes)
+    changes = record_spec(study, spec, allow_changes)
     if changes or not study.metric_names:
         # Optuna's own views label the objectives with these; the rest is read from the definition alone
-        # (tuner.study.stored), which is stored once.
+        # (tuner.study.stored_spec), which is stored once.
         study.set_metric_names([objective.metric for objective in spec.objectives])
     messages = [f"study definition changed (--allow-changes): {change}" for change in changes]
     return study, messages + enqueue_warm_starts(study, spec.enqueue)
@@ -121,7 +121,7 @@ def run_worker(
     # Racing queues before the stopper counts, so a leader's next seed is waiting when the next trial is asked for.
     racing = None if queue_only else Racing(spec.seed_policy, int(spec.base.get("seed", PPOConfig.seed)),
                                             TrialBudget(n_trials, timeout))
-    run_trials(study, make_objective(spec, threads, queue_only, launch), timeout=timeout,
+    run_trials(study, make_trial_function(spec, threads, queue_only, launch), timeout=timeout,
                callbacks=[*([racing] if racing else []), stopper])
 
 
@@ -144,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     sigterm_as_interrupt()  # a scheduler that signals every process of the job: end the trial as Ctrl-C does
     try:
         if args.stored:
-            spec = stored_spec(optuna.load_study(study_name=args.study, storage=open_storage(args.storage)),
+            spec = rebuilt_spec(optuna.load_study(study_name=args.study, storage=open_storage(args.storage)),
                                args.storage)
         else:
             spec = load_study_spec(args.study, args.storage)

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from ppo_core.config import settable_fields
+from ppo_core.config.ppo_config import settable_fields
 from tuner.search.space import ParamSpec, config_values
 
 MASS_FACTORS = ("learning_rate", "updates", "num_ppo_epochs", "num_mini_batches")

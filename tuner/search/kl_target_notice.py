@@ -1,8 +1,8 @@
 """Whether a study's adaptive KL controller can steer at all: one line for ``ppo-tune run`` when it cannot.
 
-The controller moves its coefficient by a bounded factor per episode (``ppo_core.kl_reach.adaptive_reach``). A study
-whose runs are short against its ``kl_horizon`` searches a ``kl_target`` that barely changes anything: on the curve
-tables (runs of 1,536 episodes, horizon 512, reach x1.83) the final KL's Spearman with the target was 0.20-0.23
+The controller moves its coefficient by a bounded factor per episode (``ppo_core.algorithm.kl_reach.adaptive_reach``). A
+study whose runs are short against its ``kl_horizon`` searches a ``kl_target`` that barely changes anything: on the
+curve tables (runs of 1,536 episodes, horizon 512, reach x1.83) the final KL's Spearman with the target was 0.20-0.23
 (``python -m benchmarks.kl_control``).
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ppo_core.kl_reach import adaptive_reach
+from ppo_core.algorithm.kl_reach import adaptive_reach
 from tuner.search.kl_model import rollout_episodes
 from tuner.search.space import ParamSpec
 
@@ -31,7 +31,7 @@ def study_reach(space: Mapping[str, ParamSpec], base: Mapping[str, Any]) -> tupl
     episodes = base.get("total_episodes")
     if not adaptive_in_use(space, base) or "total_episodes" in space or "kl_horizon" in space or episodes is None:
         return None
-    from ppo_core.config import settable_fields
+    from ppo_core.config.ppo_config import settable_fields
 
     horizon = int(base.get("kl_horizon", settable_fields()["kl_horizon"].default))
     rollouts = space["rollout_batch_size"].choices if "rollout_batch_size" in space else (None,)

@@ -11,7 +11,7 @@ from typing import Any
 
 import optuna
 
-from ppo_core.value_types import FILE_TYPES, describe_type, fits
+from ppo_core.config.value_types import FILE_TYPES, describe_type, fits
 from tuner.search.frontier_sampler import FRONTIER_SAMPLER, FrontierSampler
 
 SAMPLER_CLASSES: dict[str, type[optuna.samplers.BaseSampler]] = {

@@ -3,7 +3,7 @@
 Three kinds of knob decide which others are in force; each is chosen first, and a parameter not in force at a point
 is not chosen there, so it cannot mislead the sampler (a TPE sampler is never fed a value that did nothing):
 
-- ``advantage_estimator``: a parameter only some estimators read (``ppo_core.estimator_traits``: ``lam`` and the
+- ``advantage_estimator``: a parameter only some estimators read (``ppo_core.config.estimator_traits``: ``lam`` and the
   value network's knobs for gae, ``num_generations`` for the group estimators, ``scale_rewards`` for grpo) is chosen
   only at points whose estimator reads it. Not searched: the base's estimator (or PPOConfig's default, gae) decides.
 - ``kl_in_reward``: the KL penalty in the reward (``kl_coef``) or in the loss (``beta``, with
@@ -29,8 +29,8 @@ from typing import Any
 
 import optuna
 
-from ppo_core.config import ConfigError, settable_fields
-from ppo_core.estimator_traits import ESTIMATORS, default_generations, default_kl_in_reward, readers
+from ppo_core.config.estimator_traits import ESTIMATORS, default_generations, default_kl_in_reward, readers
+from ppo_core.config.ppo_config import ConfigError, settable_fields
 
 # Search-space keys that are not PPOConfig fields: each sets one or more fields (see config_values).
 VIRTUAL_PARAMS = ("kl_control", "rollout_batch_size", "mini_batch_size")
@@ -92,7 +92,7 @@ class Regime:
     def idle_reason(self, name: str) -> str | None:
         """Why parameter ``name`` is not in force at points of this regime (``not used when kl_control is
         adaptive``); None when it is, and is chosen there."""
-        only = readers(name)  # the estimators that read it, from ppo_core.estimator_traits; None: every one
+        only = readers(name)  # the estimators that read it, from ppo_core.config.estimator_traits; None: every one
         if only is not None and self.estimator not in only:
             return f"not used by advantage_estimator {self.estimator} (only by {', '.join(only)})"
         if name in KL_PLACEMENT_PARAMS and KL_PLACEMENT_PARAMS[name] != self.kl_in_reward:

@@ -39,8 +39,8 @@ from typing import Any
 
 import optuna
 
-from ppo_core.config import settable_fields
-from ppo_core.estimator_traits import default_generations, default_kl_in_reward
+from ppo_core.config.estimator_traits import default_generations, default_kl_in_reward
+from ppo_core.config.ppo_config import settable_fields
 from tuner.search.space import DECIDING_PARAMS, ParamSpec, choose_point, default_estimator, regime_of
 from tuner.store.attrs import WARM_START_ATTR
 
@@ -73,7 +73,7 @@ NOT_IN_TRL_PPO = ("num_generations", "scale_rewards", "beta", "kl_loss_estimator
 
 class WarmStartError(ValueError):
     """An ``enqueue`` entry is wrong; one line naming it (``enqueue[2].lam: ...``). The study file's parser raises
-    it again as a StudyConfigError."""
+    it again as a StudySpecError."""
 
 
 @dataclass(frozen=True)

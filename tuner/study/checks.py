@@ -3,7 +3,7 @@
 knobs, every searched value and every warm start builds a config that runs and reports the metrics the study reads,
 and the target trainer computes what the trials do.
 
-The configs are built with the ``build`` the caller passes (``tuner.study.config`` passes its ``build_config``).
+The configs are built with the ``build`` the caller passes (``tuner.study.study_file`` passes its ``build_config``).
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ppo_core.config import ConfigError, PPOConfig
-from ppo_core.model_paths import require_model
+from ppo_core.config.ppo_config import ConfigError, PPOConfig
+from ppo_core.models.paths import require_model
 from tuner.search.space import (
     DECIDING_PARAMS,
     VIRTUAL_PARAMS,
@@ -31,7 +31,7 @@ from tuner.study.values import fail, show_value
 BuildConfig = Callable[[dict[str, Any]], PPOConfig]
 MODEL_FIELDS = ("sft_model_path", "value_model_path")
 """The fields naming a model to load (``reward_model_path`` may name a function, which the config checks itself)."""
-"""Builds and checks a PPOConfig from a mapping of its values (``ppo_core.config_io.build_config``)."""
+"""Builds and checks a PPOConfig from a mapping of its values (``ppo_core.config.io.build_config``)."""
 
 
 def _describe(decided: Mapping[str, Any]) -> str:
@@ -119,7 +119,7 @@ def _check_base_and_space(spec: StudySpec) -> None:
 
 
 def check_models(spec: StudySpec) -> None:
-    """Refuse, with StudyConfigError, a study whose base names a model that cannot load here (a missing directory,
+    """Refuse, with StudySpecError, a study whose base names a model that cannot load here (a missing directory,
     a GGUF that is missing or corrupt, or whose package is not installed): it would fail every trial once stored.
     Torch-free. Checked where a study is to run, not where its file is read (``best``, ``show`` and the exports read
     a study file on machines that never train it)."""
@@ -131,7 +131,7 @@ def check_models(spec: StudySpec) -> None:
                 raise fail(f"base.{error}") from None
     task = spec.base.get("task")
     if isinstance(task, str):
-        from ppo_core.tasks.variants import task_model_problem
+        from ppo_core.models.paths import task_model_problem
 
         problem = task_model_problem(task)
         if problem is not None:
@@ -139,7 +139,7 @@ def check_models(spec: StudySpec) -> None:
 
 
 def check_study(spec: StudySpec, build: BuildConfig) -> None:
-    """Every check above, in order; the first problem raises StudyConfigError."""
+    """Every check above, in order; the first problem raises StudySpecError."""
     _check_base_and_space(spec)
     _check_example_config(spec, build)
     _check_warm_start_configs(spec, build)

@@ -6,9 +6,9 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 
-from ppo_core.config import PPOConfig
+from ppo_core.config.ppo_config import PPOConfig
 from ppo_core.metric_names import EVAL_PREFIX
-from ppo_core.reported_metrics import reported_metrics
+from ppo_core.setup.reported_metrics import reported_metrics
 
 
 def unreported_metric(named: Iterable[tuple[str, str]], config: PPOConfig) -> str | None:

@@ -1,6 +1,6 @@
 """The study file's sections other than ``search_space:``, each parsed on its own: the run's settings (name, storage,
 n_trials, timeouts, heartbeat, processes), objectives, constraints, kl_guard, sampler, pruner, enqueue, seed_policy
-and target. ``tuner.study.config.parse_study`` calls them in the file's checking order.
+and target. ``tuner.study.study_file.parse_study`` calls them in the file's checking order.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ppo_core.config_checks import ConfigError, field_types_of
-from ppo_core.value_types import fits
+from ppo_core.config.checks import ConfigError, field_types_of
+from ppo_core.config.value_types import fits
 from tuner.exports import TARGET_NAMES
 from tuner.search.options import PRUNER_CLASSES, SAMPLER_CLASSES, SEED_LIMIT, option_problem
 from tuner.search.space import ParamSpec

@@ -26,7 +26,7 @@ import optuna
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
-from ppo_core.value_types import fits
+from ppo_core.config.value_types import fits
 from tuner.store.attrs import RACE_OF_ATTR, SEED_ATTR
 from tuner.study.constraints import feasible
 from tuner.study.defaults import SEED_POLICY

@@ -10,9 +10,9 @@ import difflib
 import typing
 from typing import Any, Literal
 
-from ppo_core.config import PPOConfig, field_types, settable_fields
-from ppo_core.config_checks import field_choices
-from ppo_core.value_types import describe_type, fits, type_parts
+from ppo_core.config.checks import field_choices
+from ppo_core.config.ppo_config import PPOConfig, field_types, settable_fields
+from ppo_core.config.value_types import describe_type, fits, type_parts
 from tuner.search.space import KL_CONTROL_MODES, VIRTUAL_PARAMS, ParamSpec
 from tuner.study.values import as_boolean, as_finite, as_mapping, check_keys, fail, show_value
 
@@ -53,7 +53,7 @@ def parse_param(name: str, raw: Any) -> ParamSpec:
 
 def field_values(name: str) -> tuple[Any, ...] | None:
     """Every value a PPOConfig field takes when it takes only a few (its listed choices, as advantage_estimator lists
-    ppo_core.estimator_traits's names; a Literal, a bool, either or null); None for open fields."""
+    ppo_core.config.estimator_traits's names; a Literal, a bool, either or null); None for open fields."""
     choices = field_choices(PPOConfig, name)
     if choices is not None:
         return tuple(choices)

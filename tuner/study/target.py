@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ppo_core.config import ConfigError
+from ppo_core.config.ppo_config import ConfigError
 from tuner.exports import TARGETS, differences
 from tuner.exports.computes import EdgeLine
 from tuner.search.space import ParamSpec, choose_point, config_values, first_value, regimes
@@ -59,7 +59,7 @@ def study_points(space: Space, base: Mapping[str, Any], enqueue: list[WarmStart]
 def target_check(target: str, space: Space, base: Mapping[str, Any], enqueue: list[WarmStart]) -> str | None:
     """Why a study's trials could compute something its ``target`` does not; None when none can."""
     # The config reader loads the built-in tasks' code; a reader of stored studies (the dashboard) needs none of it.
-    from ppo_core.config_io import build_config
+    from ppo_core.config.io import build_config
 
     for where, values in study_points(space, base, enqueue):
         try:

@@ -1,7 +1,7 @@
 """What ``ppo-tune run`` checks of a TRL study before it creates anything: that the installed TRL is a release the
 trials are tested with, and that TRL's own config class takes every configuration the study can draw.
 
-Both are refused in one line (StudyConfigError: exit 2). The config check builds TRL's GRPOConfig or RLOOConfig for
+Both are refused in one line (StudySpecError: exit 2). The config check builds TRL's GRPOConfig or RLOOConfig for
 each point the study's other checks read (each searched value at both ends, each warm start), so a value TRL refuses
 (a generation batch that the responses per prompt do not divide, say) stops the study, not its first trial.
 """
@@ -12,8 +12,8 @@ import importlib.metadata
 import tempfile
 import warnings
 
-from ppo_core.config import ConfigError
-from ppo_core.config_io import build_config
+from ppo_core.config.io import build_config
+from ppo_core.config.ppo_config import ConfigError
 from ppo_core.errors import first_line
 from tuner.exports import TRL_VERSION
 from tuner.exports._common import optimizer_steps_per_update
@@ -35,7 +35,7 @@ TESTED = release_line(TRL_VERSION)  # "1.16": the release line the trials and ex
 
 
 def check_trainer(spec: StudySpec) -> None:
-    """Refuse, with StudyConfigError, a TRL study that this machine cannot run as tested: TRL missing, TRL of another
+    """Refuse, with StudySpecError, a TRL study that this machine cannot run as tested: TRL missing, TRL of another
     release line than the tested one, or a configuration TRL's config class refuses. Nothing for a ppo_core study."""
     if spec.trainer == PPO_CORE:
         return

@@ -1,5 +1,5 @@
 """Reading one value of the study file: the readers that check a value's type under the key it sits at, and
-:class:`StudyConfigError`, the one-line error naming that key, which every part of the study file's parser raises.
+:class:`StudySpecError`, the one-line error naming that key, which every part of the study file's parser raises.
 """
 
 from __future__ import annotations
@@ -7,20 +7,20 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ppo_core.config.value_types import fits
 from ppo_core.errors import InputError
-from ppo_core.value_types import fits
 from tuner.store.messages import one_line
 
 
-class StudyConfigError(InputError):
+class StudySpecError(InputError):
     """The study file is wrong; one line that names the key."""
 
     def __init__(self, message: str) -> None:
         super().__init__(one_line(message))
 
 
-def fail(message: str) -> StudyConfigError:
-    return StudyConfigError(message)
+def fail(message: str) -> StudySpecError:
+    return StudySpecError(message)
 
 
 def show_value(value: Any) -> str:

@@ -24,16 +24,16 @@ import optuna
 import torch
 import tqdm.std  # type: ignore[import-untyped]
 
-from ppo_core.config_io import build_config
+from ppo_core.config.io import build_config
+from ppo_core.config.launch_env import launched_rank
 from ppo_core.errors import first_line
-from ppo_core.launch_env import launched_rank
-from ppo_core.quiet import quiet_hugging_face
-from ppo_core.trainer import PPOTrainer
+from ppo_core.models.quiet import quiet_hugging_face
+from ppo_core.run.trainer import PPOTrainer
 from tuner.store.attrs import CONFIG_ATTR, CPU_THREADS_ATTR, TRAINED_BY_ATTR, TRL_SECONDS_ATTR
 from tuner.store.database import create_engine, open_storage
 from tuner.store.records import TrialStore
-from tuner.study.definition import stored_spec
 from tuner.study.sections import PPO_CORE
+from tuner.study.spec_record import rebuilt_spec
 from tuner.trial.factory import make_pruner
 from tuner.trial.lifetime import die_with_parent, end_now
 from tuner.trial.protocol import Outcome, TrialJob, record_outcome
@@ -111,7 +111,7 @@ def run_trial(job: TrialJob) -> Outcome:
     storage = open_storage(job.storage)
     # The sampler already ran in the worker; a random one is the cheapest to set up and is never asked anything.
     study = optuna.load_study(study_name=job.study_name, storage=storage, sampler=optuna.samplers.RandomSampler())
-    spec = stored_spec(study, job.storage)
+    spec = rebuilt_spec(study, job.storage)
     pruner = study.pruner = make_pruner(spec)
     trial = optuna.Trial(study, job.trial_id)
     frozen = storage.get_trial(job.trial_id)

@@ -18,10 +18,10 @@ from typing import Any
 
 import optuna
 
-from ppo_core.callbacks import SampleGeneration, TrainerCallback
 from ppo_core.errors import NonFiniteError
 from ppo_core.metric_names import GUARDED_METRICS
-from ppo_core.rollout_metrics import first_non_finite
+from ppo_core.run.callbacks import SampleGeneration, TrainerCallback
+from ppo_core.run.rollout_metrics import first_non_finite
 from tuner.store.attrs import BUDGET_ATTR, KL_HISTORY_ATTR, NON_FINITE_ATTR, PRUNE_REASON_ATTR, PRUNED_AT_ATTR
 from tuner.store.records import TrialStore
 from tuner.study.constraints import constraint_values

@@ -10,7 +10,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from ppo_core.config import ConfigError, PPOConfig
+from ppo_core.config.ppo_config import ConfigError, PPOConfig
 from tuner.exports import exported
 from tuner.exports._common import Export
 

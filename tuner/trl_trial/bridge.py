@@ -15,12 +15,12 @@ from typing import Any
 
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
-from ppo_core.callbacks import SampleGeneration
-from ppo_core.callbacks import TrainerCallback as UpdateCallback
-from ppo_core.config import PPOConfig
-from ppo_core.distributed import ProcessGroup
-from ppo_core.evaluation import evaluation_interval, is_evaluation_update, sample_interval
+from ppo_core.config.ppo_config import PPOConfig
 from ppo_core.metric_names import GOLD_SCORE
+from ppo_core.run.callbacks import SampleGeneration
+from ppo_core.run.callbacks import TrainerCallback as UpdateCallback
+from ppo_core.run.distributed import ProcessGroup
+from ppo_core.run.evaluation import evaluation_interval, is_evaluation_update, sample_interval
 from tuner.trl_trial.metrics import ppo_tune_metrics
 
 # The trainer's summary log after the last step (train_runtime, train_loss, ...) is not an update.

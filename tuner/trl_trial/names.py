@@ -35,7 +35,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ppo_core.config import ConfigError, settable_fields
+from ppo_core.config.ppo_config import ConfigError, settable_fields
 from tuner.trl_trial.arguments import TRL_TRAINERS, trl_fields
 
 # TRL's name -> ppo-tune's, the value as it is (both trainers)

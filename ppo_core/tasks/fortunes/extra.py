@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ppo_core.config_checks import ConfigError
+from ppo_core.config.checks import ConfigError
 
 TEXT_EXTRA_MISSING = "the text task needs the text extra: pip install 'ppo-tune[text]'"
 

@@ -13,7 +13,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ppo_core.config_checks import ConfigError
+from ppo_core.config.checks import ConfigError
 
 PROMPT_WORDS = 3
 """Words of a text that make its prompt: enough to set a topic ("If a man"), few enough to leave most of it."""

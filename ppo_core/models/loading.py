@@ -1,0 +1,157 @@
+"""Loading the policy, reference and tokenizer, and the value network (a trunk with a scalar head)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import torch
+from torch import nn
+from transformers import (
+    AutoModel,
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+)
+
+from ppo_core.config.ppo_config import ConfigError, PPOConfig
+from ppo_core.errors import first_line
+from ppo_core.models.fused_activations import fuse_activations
+from ppo_core.models.paths import require_model
+from ppo_core.models.quiet import transformers_errors_only
+
+ModuleT = TypeVar("ModuleT", bound=nn.Module)
+DTYPES: dict[str, torch.dtype | str] = {
+    "auto": "auto", "bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32,
+}
+
+
+@dataclass(frozen=True)
+class LoadOptions:
+    """How every model of a run loads (TRL ModelConfig's fields)."""
+
+    dtype: str = "float32"
+    attn_implementation: str | None = None
+    trust_remote_code: bool = False
+    revision: str = "main"
+
+    @classmethod
+    def from_config(cls, config: PPOConfig) -> LoadOptions:
+        return cls(config.dtype, config.attn_implementation, config.trust_remote_code, config.model_revision)
+
+    def trainable(self) -> LoadOptions:
+        """Trained weights load in float32: the master copy that bf16 autocast computes from and AdamW updates.
+        Only frozen weights (reference, rewards, a LoRA base) take ``dtype``."""
+        return dataclasses.replace(self, dtype="float32")
+
+    def from_pretrained_kwargs(self) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {"dtype": DTYPES[self.dtype], "revision": self.revision,
+                                  "trust_remote_code": self.trust_remote_code}
+        if self.attn_implementation is not None:
+            kwargs["attn_implementation"] = self.attn_implementation
+        return kwargs
+
+
+def load_tokenizer(path: str, options: LoadOptions = LoadOptions(),
+                   field_name: str = "sft_model_path") -> PreTrainedTokenizerBase:
+    """The policy's tokenizer: prompts padded and, past max_prompt_length, cut on the left, so every response
+    starts at the same column right after the prompt's end. A tokenizer without a pad token borrows EOS."""
+    require_model(path, field_name)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path, padding_side="left", truncation_side="left",
+                                                  revision=options.revision,
+                                                  trust_remote_code=options.trust_remote_code)
+    except (OSError, ValueError) as error:
+        raise ConfigError(f"{field_name}: cannot load a tokenizer from {path!r} ({first_line(error)})") from None
+    if tokenizer.pad_token_id is None:
+        if tokenizer.eos_token_id is None:
+            raise ConfigError(f"{field_name}: the tokenizer of {path!r} has neither a pad nor an EOS token")
+        # Llama's tokenizers have no pad token. Masks, not the pad id, decide what is padding, so borrowing
+        # EOS is safe here.
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def copy_tokenizer(path: str, options: LoadOptions, directory: Path) -> None:
+    """Save the tokenizer as the user's own files define it.
+
+    The run's copy pads and cuts prompts on the left, may borrow EOS as its pad token, and its backend keeps the
+    last call's padding and truncation lengths; written out, those would change how the trained model's users
+    tokenize. PPO never changes a tokenizer, so a fresh load of the original is the faithful copy.
+    """
+    AutoTokenizer.from_pretrained(path, revision=options.revision,
+                                  trust_remote_code=options.trust_remote_code).save_pretrained(directory)
+
+
+def load_causal_lm(path: str, options: LoadOptions = LoadOptions(),
+                   field_name: str = "sft_model_path") -> PreTrainedModel:
+    """A causal LM in eval mode: dropout off, because PPO's ratio must compare like with like."""
+    require_model(path, field_name)
+    try:
+        model = AutoModelForCausalLM.from_pretrained(path, **options.from_pretrained_kwargs())
+    except (OSError, ValueError) as error:
+        raise ConfigError(f"{field_name}: cannot load a causal LM from {path!r} ({first_line(error)})") from None
+    return fuse_activations(model).eval()
+
+
+def without_dropout(model: ModuleT) -> ModuleT:
+    """Zero every dropout of a model that trains, so training mode (which gradient checkpointing needs) computes
+    what eval mode does: the update's log-probabilities must match the rollout's for the first ratio to be 1."""
+    for module in model.modules():
+        if isinstance(module, nn.Dropout):
+            module.p = 0.0
+        # Attention kernels take their dropout as a float attribute (Llama, Qwen2, GPT-NeoX), not a module.
+        if isinstance(getattr(module, "attention_dropout", None), float):
+            setattr(module, "attention_dropout", 0.0)  # noqa: B010  # mypy types Module attributes as tensors
+    return model
+
+
+def enable_gradient_checkpointing(model: PreTrainedModel) -> None:
+    """Recompute each layer's activations in the backward pass. The non-reentrant kind needs no gradient on the
+    inputs, so it works under a frozen LoRA base; it takes effect only while the model is in training mode."""
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+
+
+class ValueModel(nn.Module):
+    """V(s_t): a transformer trunk and a linear head mapping each hidden state to a scalar.
+
+    The head starts at zero so the first value estimates are 0 rather than noise that the
+    first advantages would inherit (Huang et al., "The N+ implementation details of RLHF with PPO").
+    """
+
+    def __init__(self, trunk: PreTrainedModel) -> None:
+        super().__init__()
+        self.trunk = trunk
+        self.head = nn.Linear(trunk.config.hidden_size, 1)
+        nn.init.zeros_(self.head.weight)
+        nn.init.zeros_(self.head.bias)
+
+    def forward(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor
+    ) -> torch.Tensor:
+        hidden = self.trunk(
+            input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=False
+        ).last_hidden_state
+        return self.head(hidden.to(self.head.weight.dtype)).squeeze(-1)
+
+
+def load_trunk(path: str, options: LoadOptions = LoadOptions(),
+               field_name: str = "value_model_path") -> PreTrainedModel:
+    """The transformer trunk (no head) of any transformers model directory: a causal LM or a reward model."""
+    require_model(path, field_name)
+    try:
+        # A reward model's own head is expected to be left behind; transformers would report it as unexpected.
+        with transformers_errors_only():
+            trunk = AutoModel.from_pretrained(path, **options.from_pretrained_kwargs())
+    except (OSError, ValueError) as error:
+        raise ConfigError(f"{field_name}: cannot load a model trunk from {path!r} ({first_line(error)})") from None
+    return fuse_activations(trunk)
+
+
+def load_value_model(path: str, options: LoadOptions = LoadOptions(),
+                     field_name: str = "value_model_path") -> ValueModel:
+    """A value network on the trunk of any transformers model directory (a causal LM or a reward model)."""
+    return ValueModel(load_trunk(path, options, field_name)).eval()

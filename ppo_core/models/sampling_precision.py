@@ -1,0 +1,161 @@
+"""Which dtype a CPU samples fastest in, measured on the machine itself: float32 or bfloat16 (``sampling_dtype: auto``).
+
+CPUs differ by 100x here. Where bf16 has matrix units (Intel AMX) or AVX-512 BF16 instructions (AMD Zen 4 and
+later), bf16 products run 2x or more faster than float32's and read half the bytes; where it has neither (AVX2
+alone), torch emulates bf16 and its products ran 50x slower. No flag says which, so a short check times what
+decoding does: one product of the rollout's rows with each weight of the model (packed, as the sampling copy packs
+them), in each dtype, interleaved, best of several; the ratio picks the dtype (:func:`choose_sampling_dtype`). The
+result is cached per CPU model, torch version, thread count and shapes (under
+``$PPO_TUNE_CACHE/sampling_precision``), so a study's trials measure once.
+
+Example::
+
+    choice = measured_sampling_dtype(policy, rows=8)
+    choice.dtype, choice.seconds  # ("bfloat16", {"float32": 0.061, "bfloat16": 0.024}) on an AMD EPYC (Zen 5)
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import platform
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from ppo_core.models.cache_root import default_cache_dir
+from ppo_core.models.packed_linear import pack_weight, packed_product
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+BF16_SPEEDUP = 1.25
+"""bfloat16 must be this many times faster to be chosen: it rounds the sampling distribution, so a tie goes to
+float32, and the check's noise on a loaded machine stays well inside the margin."""
+MAX_CHECKED_WEIGHTS = 64_000_000
+"""Weights timed at most, about 256 MB in float32: enough to stream from memory as decoding does, not a second copy of
+a large model."""
+REPEATS = 5
+
+
+def choose_sampling_dtype(seconds: Mapping[str, float], speedup: float = BF16_SPEEDUP) -> str:
+    """"bfloat16" when t_bf16 <= t_fp32 / speedup, else "float32", from the check's best times per dtype.
+
+    >>> choose_sampling_dtype({"float32": 0.06, "bfloat16": 0.025}), choose_sampling_dtype({"float32": 0.06,
+    ...     "bfloat16": 0.055})
+    ('bfloat16', 'float32')
+    """
+    return "bfloat16" if seconds["bfloat16"] * speedup <= seconds["float32"] else "float32"
+
+
+def weight_shapes(model: nn.Module, limit: int = MAX_CHECKED_WEIGHTS) -> list[tuple[int, int]]:
+    """The (out, in) shapes of the model's matrix products: its output projection, then its linear layers in forward
+    order (GPT-2's Conv1D as (out, in); LoRA's own small factors left out, as a merged copy has none), up to
+    ``limit`` weights in all."""
+    head = getattr(model, "get_output_embeddings", lambda: None)()
+    shapes = [(head.weight.shape[0], head.weight.shape[1])] if isinstance(head, nn.Linear) else []
+    for name, module in model.named_modules():
+        weight = getattr(module, "weight", None)
+        if module is head or not isinstance(weight, torch.Tensor) or weight.dim() != 2 or \
+                any(part.startswith("lora_") for part in name.split(".")):
+            continue
+        if isinstance(module, nn.Linear):
+            shapes.append((weight.shape[0], weight.shape[1]))
+        elif type(module).__name__ == "Conv1D":  # transformers' GPT-2 layer stores its weight as (in, out)
+            shapes.append((weight.shape[1], weight.shape[0]))
+    kept: list[tuple[int, int]] = []
+    total = 0
+    for out_features, in_features in shapes:
+        if total + out_features * in_features > limit and kept:
+            break
+        kept.append((out_features, in_features))
+        total += out_features * in_features
+    return kept
+
+
+def products(shapes: list[tuple[int, int]], rows: int, dtype: torch.dtype,
+             generator: torch.Generator) -> list[Callable[[], torch.Tensor]]:
+    """One product x W^T per shape, with x of ``rows`` rows, as the sampling copy computes it: from W packed where
+    oneDNN packs ``dtype`` (``ppo_core.models.packed_linear``), else ``nn.functional.linear``."""
+    runs: list[Callable[[], torch.Tensor]] = []
+    for out_features, in_features in shapes:
+        weight = torch.randn((out_features, in_features), generator=generator).to(dtype)
+        inputs = torch.randn((rows, in_features), generator=generator).to(dtype)
+        packed = pack_weight(weight, rows)
+        runs.append(functools.partial(packed_product, inputs, packed, None) if packed is not None
+                    else functools.partial(nn.functional.linear, inputs, weight))
+    return runs
+
+
+def product_seconds(shapes: list[tuple[int, int]], rows: int, repeats: int = REPEATS) -> dict[str, float]:
+    """The best time, per dtype, of one pass of :func:`products` over ``shapes``; the dtypes' passes interleave, so
+    a busy moment of a shared machine slows both."""
+    generator = torch.Generator().manual_seed(0)
+    runs = {name: products(shapes, rows, dtype, generator) for name, dtype in DTYPES.items()}
+    best = dict.fromkeys(DTYPES, float("inf"))
+    for _ in range(repeats + 1):  # the first pass warms the kernels up
+        for name in DTYPES:
+            started = time.perf_counter()
+            for run in runs[name]:
+                run()
+            best[name] = min(best[name], time.perf_counter() - started)
+    return best
+
+
+@dataclass(frozen=True)
+class SamplingPrecision:
+    """The dtype a run samples in, and why: the check's best seconds per dtype (empty when the config chose)."""
+
+    dtype: str
+    seconds: dict[str, float]
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        return DTYPES[self.dtype]
+
+
+def cpu_model() -> str:
+    """The CPU's model name, as /proc/cpuinfo gives it on Linux."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def check_key(shapes: list[tuple[int, int]], rows: int) -> dict[str, object]:
+    """What the check's result depends on: the CPU, its instruction set as torch sees it, torch, threads, shapes."""
+    return {"cpu": cpu_model(), "capability": torch.backends.cpu.get_cpu_capability(), "torch": torch.__version__,
+            "threads": torch.get_num_threads(), "rows": rows, "shapes": [list(shape) for shape in shapes],
+            "products": "oneDNN-packed where available"}
+
+
+def measured_sampling_dtype(model: nn.Module, rows: int, cache_dir: Path | None = None) -> SamplingPrecision:
+    """The check's choice for sampling ``rows`` rows at a time from ``model``'s shapes, from the cache when this
+    machine has made it before."""
+    shapes = weight_shapes(model)
+    key = check_key(shapes, rows)
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+    path = (cache_dir or default_cache_dir()) / "sampling_precision" / f"{digest}.json"
+    try:
+        cached = json.loads(path.read_text())
+        return SamplingPrecision(cached["dtype"], cached["seconds"])
+    except (OSError, ValueError, KeyError):
+        pass
+    seconds = product_seconds(shapes, rows)
+    choice = SamplingPrecision(choose_sampling_dtype(seconds), seconds)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(f".{os.getpid()}.tmp")  # processes that check at once each write whole files
+    partial.write_text(json.dumps({**asdict(choice), "key": key}, indent=1) + "\n")
+    partial.replace(path)
+    return choice
+
+
+__all__ = ["SamplingPrecision", "choose_sampling_dtype", "measured_sampling_dtype", "product_seconds",
+           "weight_shapes"]

@@ -1,0 +1,235 @@
+"""The rollout: sample responses, then score them under the reference, the value network and the reward."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from ppo_core.config.ppo_config import PPOConfig
+from ppo_core.models.generation import generate
+from ppo_core.models.loading import ValueModel
+from ppo_core.models.prompt_data import PromptSet
+from ppo_core.models.sequences import contains_stop, position_ids_from_mask, token_logprobs
+from ppo_core.rewards.base import RewardInputs
+from ppo_core.rollout.sampling_loop import sample_responses
+from ppo_core.rollout.static_decode import static_generate
+from ppo_core.setup.run_setup import RunSetup
+
+
+@dataclass
+class Rollout:
+    """One batch of experience; every [B, R] tensor is aligned with ``responses``."""
+
+    prompts: list[str]  # as the policy read them (a conversation rendered by the chat template)
+    response_texts: list[str]
+    queries: torch.Tensor  # [B, Q] left-padded prompt ids
+    query_mask: torch.Tensor  # [B, Q]
+    responses: torch.Tensor  # [B, R] sampled ids, pad after the stop token
+    response_mask: torch.Tensor  # [B, R] True up to and including the stop token
+    has_stop: torch.Tensor  # [B]
+    logprobs: torch.Tensor  # [B, R] under the sampling policy, at the sampling temperature
+    ref_logprobs: torch.Tensor  # [B, R]
+    values: torch.Tensor | None  # [B, R] V(s_t); None without a value network
+    scores: torch.Tensor  # [B] reward, after the missing-EOS penalty
+    reward_scores: dict[str, torch.Tensor]  # [B] each reward's own score by name, NaN where it gave none
+    gold_scores: torch.Tensor | None  # [B] a task's gold score, for monitoring only
+
+    @property
+    def num_response_tokens(self) -> int:
+        return int(self.response_mask.sum())
+
+
+def joined_inputs(
+    queries: torch.Tensor, query_mask: torch.Tensor, responses: torch.Tensor, response_mask: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """input_ids, attention_mask and position_ids of prompt + response, padding excluded from attention."""
+    input_ids = torch.cat([queries, responses], dim=1)
+    attention_mask = torch.cat([query_mask.long(), response_mask.long()], dim=1)
+    return input_ids, attention_mask, position_ids_from_mask(attention_mask)
+
+
+def response_logits(
+    model: PreTrainedModel, queries: torch.Tensor, query_mask: torch.Tensor,
+    responses: torch.Tensor, response_mask: torch.Tensor,
+) -> torch.Tensor:
+    """Logits that predict each response token: positions Q-1 .. Q+R-2 of the joined sequence."""
+    input_ids, attention_mask, position_ids = joined_inputs(queries, query_mask, responses, response_mask)
+    # Only the last R + 1 positions feed the vocabulary projection: prompt logits would be thrown away. One pass
+    # over the whole sequence needs no KV cache (and gradient checkpointing refuses one).
+    logits = model(
+        input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+        logits_to_keep=kept_positions(input_ids.shape[1], responses.shape[1] + 1, input_ids.device), use_cache=False,
+    ).logits
+    return logits[:, :-1]
+
+
+def kept_positions(length: int, kept: int, device: torch.device) -> torch.Tensor:
+    """The last ``kept`` positions of a ``length``-token sequence, as an index tensor for ``logits_to_keep``.
+
+    Why not the integer ``kept``: a model slices its hidden states with it, ``h[:, -kept:]``, which keeps the whole
+    sequence's batch stride. torch's matmul cannot fold such a [B, kept, H] view into one [B * kept, H] product, so
+    the vocabulary projection runs as a batched product against the weight expanded over the batch; in bf16 CPU
+    kernels that first copies a B x H x V tensor. Indexing with a tensor gathers the rows into a contiguous block,
+    and one matrix product follows. On SmolLM2-135M (batch 8, 17 of 54 positions kept, LoRA, one thread) that made
+    a forward and backward 2.2x faster in bf16, and 13% faster in fp32 in one A/B under load (benchmarks/README.md,
+    "A real model's update on this CPU"). The logits are the same.
+    """
+    return torch.arange(length - kept, length, device=device)
+
+
+def response_values(
+    value_model: ValueModel, queries: torch.Tensor, query_mask: torch.Tensor,
+    responses: torch.Tensor, response_mask: torch.Tensor,
+) -> torch.Tensor:
+    """V(s_t) for the state before each response token."""
+    input_ids, attention_mask, position_ids = joined_inputs(queries, query_mask, responses, response_mask)
+    return value_model(input_ids, attention_mask, position_ids)[:, queries.shape[1] - 1 : -1].float()
+
+
+def response_token_ids(responses: torch.Tensor, response_mask: torch.Tensor) -> list[list[int]]:
+    """Each response's token ids without padding, the stop token included."""
+    return [row[mask].tolist() for row, mask in zip(responses.cpu(), response_mask.cpu(), strict=True)]
+
+
+def decode_responses(tokenizer: PreTrainedTokenizerBase, completion_ids: list[list[int]]) -> list[str]:
+    """Response text without padding or special tokens."""
+    return tokenizer.batch_decode(completion_ids, skip_special_tokens=True)
+
+
+def encode_prompts(
+    tokenizer: PreTrainedTokenizerBase, batch: PromptSet, max_prompt_length: int | None
+) -> dict[str, torch.Tensor]:
+    """Left-padded prompt ids and mask; past ``max_prompt_length`` tokens a prompt loses its beginning, as in TRL.
+
+    A chat template already wrote the special tokens into the text, so they are added only to plain prompts.
+    """
+    return tokenizer(
+        batch.texts, return_tensors="pt", padding=True, add_special_tokens=not batch.conversational,
+        truncation=max_prompt_length is not None, max_length=max_prompt_length,
+    )
+
+
+def sample_chunk(setup: RunSetup, queries: torch.Tensor, query_mask: torch.Tensor, config: PPOConfig,
+                 device: torch.device, sampler: PreTrainedModel | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(responses, response_mask)`` for one chunk of prompts, from ``sampler`` (a copy of the policy) when given:
+    on a CPU by ppo_core's own decode loop, on a GPU by HF generate or, with static_decode, the compiled loop."""
+    model = sampler if sampler is not None else setup.models.policy
+    stop_token_id, pad_token_id = setup.stop_token_id, setup.tokenizer.pad_token_id
+    max_new_tokens = setup.generation_config.max_new_tokens
+    if device.type == "cpu":
+        return sample_responses(model, queries, query_mask, max_new_tokens, config.temperature, stop_token_id,
+                                pad_token_id)
+    if config.static_decode and device.type == "cuda":
+        return static_generate(model, queries, query_mask, max_new_tokens, config.temperature, stop_token_id,
+                               pad_token_id, compiled=True)
+    return generate(model, queries, query_mask, setup.generation_config, stop_token_id, pad_token_id)
+
+
+@dataclass
+class Scored:
+    """What the rewards and the gold scorer make of a batch's responses; [B] tensors aligned with the prompts."""
+
+    response_texts: list[str]
+    has_stop: torch.Tensor
+    scores: torch.Tensor  # after the missing-EOS penalty
+    reward_scores: dict[str, torch.Tensor]
+    gold_scores: torch.Tensor | None
+
+
+def score_responses(setup: RunSetup, batch: PromptSet, config: PPOConfig, queries: torch.Tensor,
+                    query_mask: torch.Tensor, responses: torch.Tensor, response_mask: torch.Tensor) -> Scored:
+    """Decode the responses and score them: every reward, the missing-EOS penalty, and a task's gold score."""
+    models, tokenizer, device = setup.models, setup.tokenizer, responses.device
+    completion_ids = response_token_ids(responses, response_mask)
+    response_texts = decode_responses(tokenizer, completion_ids)
+    has_stop = contains_stop(responses, setup.stop_token_id)
+    scores, reward_scores = models.rewards(RewardInputs(
+        prompts=batch, completions=response_texts, completion_ids=completion_ids, queries=queries,
+        query_mask=query_mask, responses=responses, response_mask=response_mask, has_stop=has_stop,
+        tokenizer=tokenizer,
+    ))
+    if config.missing_eos_penalty is not None:
+        scores = torch.where(has_stop, scores, scores - config.missing_eos_penalty)
+    gold = None
+    if models.gold_score is not None:
+        gold = torch.tensor(models.gold_score(batch.texts, response_texts), dtype=torch.float32, device=device)
+    return Scored(response_texts, has_stop, scores, reward_scores, gold)
+
+
+@torch.no_grad()
+def collect_samples(setup: RunSetup, batch: PromptSet, config: PPOConfig, device: torch.device,
+                    sampler: PreTrainedModel | None = None) -> Scored:
+    """One scored response per prompt, without the log-probabilities a PPO update needs: what a sample recording
+    shows. The same chunks and draws as :func:`collect_rollout`, so the same seed gives the same responses."""
+    encoded = encode_prompts(setup.tokenizer, batch, config.max_prompt_length)
+    queries, query_mask = encoded["input_ids"].to(device), encoded["attention_mask"].to(device)
+    chunks: dict[str, list[torch.Tensor]] = {"responses": [], "mask": []}
+    for start in range(0, len(batch), config.local_rollout_forward_batch_size):
+        rows = slice(start, start + config.local_rollout_forward_batch_size)
+        responses, response_mask = sample_chunk(setup, queries[rows], query_mask[rows], config, device, sampler)
+        chunks["responses"].append(responses)
+        chunks["mask"].append(response_mask)
+    return score_responses(setup, batch, config, queries, query_mask,
+                           _cat_right_padded(chunks["responses"], setup.tokenizer.pad_token_id),
+                           _cat_right_padded(chunks["mask"], False))
+
+
+@torch.no_grad()
+def collect_rollout(setup: RunSetup, batch: PromptSet, config: PPOConfig, device: torch.device,
+                    sampler: PreTrainedModel | None = None) -> Rollout:
+    """Sample one response per prompt (from ``sampler``, a copy of the policy, when given) and record everything the
+    PPO update needs."""
+    models, tokenizer = setup.models, setup.models.tokenizer
+    forward_batch_size = config.local_rollout_forward_batch_size
+    encoded = encode_prompts(tokenizer, batch, config.max_prompt_length)
+    queries, query_mask = encoded["input_ids"].to(device), encoded["attention_mask"].to(device)
+    chunks: dict[str, list[torch.Tensor]] = {"responses": [], "mask": [], "logprobs": [], "ref": [], "values": []}
+    for start in range(0, len(batch), forward_batch_size):
+        rows = slice(start, start + forward_batch_size)
+        responses, response_mask = sample_chunk(setup, queries[rows], query_mask[rows], config, device, sampler)
+        # The same full forward pass as the update's and the reference's, not the sampler's cached logits:
+        # under bf16 the two differ by a few hundredths of a nat per token, enough to move the first ratio.
+        # Each model's logits are reduced to log-probabilities before the next forward: with a large vocabulary
+        # two [b, R, V] logits tensors alive at once would set the rollout's memory peak.
+        inputs = (queries[rows], query_mask[rows], responses, response_mask)
+        chunks["logprobs"].append(token_logprobs(response_logits(models.policy, *inputs), responses,
+                                                 config.temperature))
+        with models.reference_policy() as reference:
+            chunks["ref"].append(token_logprobs(response_logits(reference, *inputs), responses, config.temperature))
+        chunks["responses"].append(responses)
+        chunks["mask"].append(response_mask)
+        if models.value_model is not None:
+            chunks["values"].append(
+                response_values(models.value_model, queries[rows], query_mask[rows], responses, response_mask)
+            )
+    responses = _cat_right_padded(chunks["responses"], tokenizer.pad_token_id)
+    response_mask = _cat_right_padded(chunks["mask"], False)
+    scored = score_responses(setup, batch, config, queries, query_mask, responses, response_mask)
+    return Rollout(
+        prompts=batch.texts,
+        response_texts=scored.response_texts,
+        queries=queries,
+        query_mask=query_mask,
+        responses=responses,
+        response_mask=response_mask,
+        has_stop=scored.has_stop,
+        logprobs=_cat_right_padded(chunks["logprobs"], 0.0),
+        ref_logprobs=_cat_right_padded(chunks["ref"], 0.0),
+        values=_cat_right_padded(chunks["values"], 0.0) if chunks["values"] else None,
+        scores=scored.scores,
+        reward_scores=scored.reward_scores,
+        gold_scores=scored.gold_scores,
+    )
+
+
+def _cat_right_padded(parts: list[torch.Tensor], fill: float | int | bool) -> torch.Tensor:
+    """Concatenate [b, r_i] chunks whose generation stopped at different lengths."""
+    width = max(part.shape[1] for part in parts)
+    joined = parts[0].new_full((sum(part.shape[0] for part in parts), width), fill)
+    row = 0
+    for part in parts:
+        joined[row : row + part.shape[0], : part.shape[1]] = part
+        row += part.shape[0]
+    return joined

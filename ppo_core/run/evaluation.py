@@ -1,0 +1,133 @@
+"""Held-out evaluation inside a run: every ``eval_steps`` PPO updates and after the last, the policy answers each
+held-out prompt ``num_eval_samples`` times, and the mean score, gold score, KL to the reference and response length
+join that update's metrics, where a tuner can optimise them.
+
+Its sampling draws from a stream of its own, so a run's training metrics are the same with and without evaluation.
+
+Example::
+
+    interval = evaluation_interval(config.eval_steps, num_updates)
+    if is_evaluation_update(update, num_updates, interval):
+        metrics.update(evaluate(rollout, setup, config, group, update))
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import torch
+
+from ppo_core.algorithm.kl import kl_per_token
+from ppo_core.algorithm.masked import per_row_sum
+from ppo_core.config.ppo_config import PPOConfig
+from ppo_core.metric_names import EVAL_GOLD_SCORE, EVAL_KL, EVAL_RESPONSE_LENGTH, EVAL_SCORE, EVAL_SECONDS
+from ppo_core.models.prompt_data import PromptSet
+from ppo_core.rollout.collect import Rollout
+from ppo_core.run.distributed import ProcessGroup, rank_share
+from ppo_core.setup.run_setup import RunSetup
+
+# Spaces each evaluation's seed from the next; the rank is added, so ranks sample differently (a prime, as the
+# sample recordings' 7919 is, so that the two families of seeds rarely meet).
+EVAL_SEED_STRIDE = 104_729
+
+
+def evaluation_interval(eval_steps: float | None, num_updates: int) -> int | None:
+    """PPO updates between evaluations (TrainingArguments' rule for ``eval_steps``): none without eval_steps,
+    eval_steps itself when it is >= 1, and a fraction f < 1 of the run's N updates otherwise, max(1, ceil(f N)).
+
+    >>> evaluation_interval(0.25, 10), evaluation_interval(4.0, 10), evaluation_interval(None, 10)
+    (3, 4, None)
+    """
+    if eval_steps is None:
+        return None
+    if eval_steps >= 1:
+        return int(eval_steps)
+    return max(1, math.ceil(eval_steps * num_updates))
+
+
+def count_updates(config: PPOConfig, num_prompts: int) -> int:
+    """PPO updates a run makes: ceil(E / B), E = total_episodes, else num_train_epochs x prompts x num_generations
+    (an epoch answers every prompt G times), B the rollout batch; at least one."""
+    episodes = config.total_episodes or int(config.num_train_epochs * num_prompts * config.generations_per_prompt)
+    return max(1, math.ceil(episodes / config.batch_size))
+
+
+def sample_interval(num_updates: int, num_sample_generations: int) -> int:
+    """Updates between sample recordings: max(1, N // num_sample_generations), or 0 (none) when that is 0."""
+    return max(1, num_updates // num_sample_generations) if num_sample_generations else 0
+
+
+def is_evaluation_update(update: int, num_updates: int, interval: int | None) -> bool:
+    """Whether update u of N (counted from 1) evaluates: u mod interval = 0, or u = N (the last always does);
+    never when the interval is None."""
+    return interval is not None and (update % interval == 0 or update == num_updates)
+
+
+def evaluation_seed(seed: int, update: int, rank: int) -> int:
+    """The seed of update u's evaluation on rank r: seed + 104729 u + r."""
+    return seed + EVAL_SEED_STRIDE * update + rank
+
+
+@contextmanager
+def separate_rng(device: torch.device, seed: int) -> Iterator[None]:
+    """Random numbers inside the block come from a stream seeded with ``seed``; the run's own streams (the CPU's
+    and ``device``'s) are restored afterwards, so what the block samples cannot change what training samples."""
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        torch.manual_seed(seed)
+        yield
+
+
+def held_out_rows(num_prompts: int, num_samples: int, rank: int, world_size: int) -> list[int]:
+    """This rank's share of the held-out prompts, by index, each prompt repeated ``num_samples`` times; together
+    the ranks hold every sample of every prompt."""
+    rows = [index for index in range(num_prompts) for _ in range(num_samples)]
+    return rank_share(rows, rank, world_size)
+
+
+def sequence_kl(logprobs: torch.Tensor, ref_logprobs: torch.Tensor, mask: torch.Tensor,
+                estimator: str) -> torch.Tensor:
+    """KL_i = sum_t m_it k(log r_it), each response's summed per-token estimate k of KL(pi_theta || pi_ref):
+    the per-response KL that ``objective/kl`` averages over a training rollout."""
+    return per_row_sum(kl_per_token(logprobs, ref_logprobs, estimator), mask)
+
+
+def evaluation_sums(rollout: Rollout, kl_estimator: str) -> torch.Tensor:
+    """[sum_i s_i, sum_i g_i, sum_i KL_i, sum_i L_i, n] over a rollout's n responses: s the score, g the gold score
+    (0 without a gold scorer), KL_i as in ``sequence_kl`` and L_i = sum_t m_it the response's tokens."""
+    mask = rollout.response_mask
+    gold = rollout.gold_scores if rollout.gold_scores is not None else torch.zeros_like(rollout.scores)
+    return torch.stack([
+        rollout.scores.float().sum(),
+        gold.float().sum(),
+        sequence_kl(rollout.logprobs, rollout.ref_logprobs, mask, kl_estimator).float().sum(),
+        mask.sum().float(),
+        torch.tensor(float(len(rollout.scores)), device=mask.device),
+    ])
+
+
+def evaluation_means(sums: list[float], has_gold: bool) -> dict[str, float]:
+    """Each of ``evaluation_sums``' sums, over every rank's responses, divided by their number n."""
+    score, gold, kl, length, count = sums
+    means = {EVAL_SCORE: score / count, EVAL_KL: kl / count, EVAL_RESPONSE_LENGTH: length / count}
+    if has_gold:
+        means[EVAL_GOLD_SCORE] = gold / count
+    return means
+
+
+def evaluate(rollout: Callable[[PromptSet], Rollout], setup: RunSetup, config: PPOConfig, group: ProcessGroup,
+             update: int) -> dict[str, float]:
+    """The held-out metrics of the policy after ``update``: ``rollout`` (the run's own, with its sampling config and
+    autocast) answers this rank's share of the held-out samples, and the means are over every rank's."""
+    started = time.perf_counter()
+    device = group.accelerator.device
+    rows = held_out_rows(len(setup.eval_prompts), config.num_eval_samples, group.rank, group.world_size)
+    sums = torch.zeros(5, device=device)  # a rank with no share still joins the sum
+    if rows:
+        with separate_rng(device, evaluation_seed(config.seed, update, group.rank)):
+            sums = evaluation_sums(rollout(setup.eval_prompts.select(rows)), config.kl_estimator).to(device)
+    means = evaluation_means(group.total(sums).cpu().tolist(), has_gold=setup.models.gold_score is not None)
+    (seconds,) = group.maxima(time.perf_counter() - started)  # the slowest rank's
+    return {**means, EVAL_SECONDS: seconds}
