@@ -4,7 +4,7 @@ several seeds, every evaluation kept, for replaying tuning strategies without tr
     python -m benchmarks.curve_table [--configs 240] [--seeds 3] [--workers 2] [--task-seed 0] [--out FILE]
                                      [--space benchmarks/table_space.yaml] [--quick]
     python -m benchmarks.curve_table --space benchmarks/text_table_space.yaml --configs 60 --seeds 2 \
-                                     --out benchmarks/results/curve_table_text.jsonl       # the text task's table
+                                     --out benchmarks/results/curve_tables/curve_table_text.jsonl  # the text table
 
 Configurations are drawn by Optuna's RandomSampler (seed 0) over ``--space``'s search space (by default
 ``benchmarks/table_space.yaml``: the quickstart's when the graph tables were built, kept apart from the shipped
@@ -43,7 +43,7 @@ QUICKSTART = ROOT / "studies" / "quickstart.yaml"
 TABLE_SPACE = ROOT / "benchmarks" / "table_space.yaml"
 """The space (and base, objective, constraints) every curve table was drawn from: the quickstart's as it stood when
 they were built, kept apart so that changing the shipped study does not change what the tables' rows are."""
-TABLE = ROOT / "benchmarks" / "results" / "curve_table.jsonl"
+TABLE = ROOT / "benchmarks" / "results" / "curve_tables" / "curve_table.jsonl"
 EVAL_STEPS = 0.125
 """Eight held-out evaluations a run: the rungs of successive halving, and what a pruner reads."""
 TRAIN_METRICS = ("objective/kl", "objective/scores")
@@ -67,7 +67,7 @@ def space_identity(path: Path) -> dict[str, str]:
 
 def space_and_base(path: Path = TABLE_SPACE) -> tuple[dict[str, Any], dict[str, Any]]:
     """The study file's search space (parsed as a study parses it) and its base."""
-    from tuner.study.config import load_study_spec
+    from tuner.study.study_file import load_study_spec
 
     spec = load_study_spec(path)
     return spec.search_space, dict(spec.base)

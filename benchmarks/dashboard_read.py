@@ -7,7 +7,8 @@ growing study, the derived tables and charts, and each page rendered by Streamli
 
     python -m benchmarks.dashboard_read                      # 200 x 200
     python -m benchmarks.dashboard_read --trials 50 --updates 100 --repeat 3
-    python -m benchmarks.dashboard_read --pages curves health --out benchmarks/results/dashboard_read.json
+    python -m benchmarks.dashboard_read --pages curves health \
+        --out benchmarks/results/dashboard_read/dashboard_read.json
     python -m benchmarks.dashboard_read --storage postgresql://ppo_tune:ppo_tune@localhost/ppo_tune_test
     python -m benchmarks.dashboard_read --quick --out /tmp/dashboard_read.json   # 3 x 6, every page, once each
 

@@ -347,8 +347,8 @@ def main(argv: list[str] | None = None) -> None:
                         help=f"Default: {' '.join(ESTIMATORS)} (--quick: {' '.join(QUICK_ESTIMATORS)}); gae first "
                              "makes the ratios.")
     parser.add_argument("--threads", type=int, default=1, help="CPU threads per run (default 1; see the README).")
-    parser.add_argument("--out", type=Path, default=None, help="Default benchmarks/results/estimators.json (--quick: a "
-                                                                "temporary directory).")
+    parser.add_argument("--out", type=Path, default=None, help="Default benchmarks/results/estimators/estimators.json "
+                                                                "(--quick: a temporary directory).")
     add_quick_argument(parser)
     parser.add_argument("--readme", action="store_true", help="Print the markdown tables for a README at the end.")
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)  # one run's config, as JSON
@@ -362,7 +362,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.episodes is None and args.quick:
         args.episodes = QUICK_EPISODES
     args.estimators = args.estimators or list(QUICK_ESTIMATORS if args.quick else ESTIMATORS)
-    args.out = results_path(args.out, RESULTS / "estimators.json", args.quick)
+    args.out = results_path(args.out, RESULTS / "estimators" / "estimators.json", args.quick)
     run(args, sys.argv[1:] if argv is None else argv)
 
 

@@ -17,7 +17,7 @@ task seed 0's scorer, this measures:
   scores, each shown whole so a reader can judge whether the score is fair;
 - the scorer's speed on those samples.
 
-    python -m benchmarks.gold_battery                  # writes benchmarks/results/gold_battery.json
+    python -m benchmarks.gold_battery                  # writes benchmarks/results/gold_battery/gold_battery.json
     python -m benchmarks.gold_battery --quick --out /tmp/gold_battery.json
 
 ``--quick``: three kinds of the battery, about 30 samples of each stored source and 50 real texts, in seconds.
@@ -47,7 +47,7 @@ from ppo_core.tasks.variants import TextTaskParams, task_params_of
 from tools.provenance import command_line, commit_at_start
 from tools.quick_mode import RESULTS, add_quick_argument, results_path
 
-OUT = RESULTS / "gold_battery.json"
+OUT = RESULTS / "gold_battery" / "gold_battery.json"
 TASKS = {1: "fortunes", 2: "fortunes_v2", 3: "fortunes_v3"}
 """The task each gold version is read from; every figure uses its seed-0 draw."""
 TASK_SEED = 0
@@ -57,12 +57,12 @@ REAL_HELDOUT, REAL_SEED = 1000, 0
 """The held-out split real text is measured on: the one the gold's own tests and report use."""
 FLUENT_ENOUGH = 0.9
 
-ARCHIVE = RESULTS / "tuning_quality_smollm2_work.tar.gz"
+ARCHIVE = RESULTS / "tuning_quality" / "tuning_quality_smollm2_work.tar.gz"
 """The live SmolLM2 tuning studies' databases (``tq_live/*.db``): every trial's stored samples."""
 JSONL_SOURCES: dict[str, str] = {
-    "overoptimisation_smollm2/samples.jsonl": "smollm2",
-    "overoptimisation_companion/low_beta/samples.jsonl": "companion",
-    "overoptimisation_companion/shipped/samples.jsonl": "companion",
+    "overoptimisation_curve/smollm2/samples.jsonl": "smollm2",
+    "overoptimisation_curve/companion/low_beta/samples.jsonl": "companion",
+    "overoptimisation_curve/companion/shipped/samples.jsonl": "companion",
 }
 """The over-optimisation runs' samples (under benchmarks/results/), by the policy that wrote them."""
 SYMBOL = re.compile(r"[^A-Za-z0-9\s.,;:!?'\"()-]")

@@ -285,7 +285,7 @@ def main(argv: list[str] | None = None) -> None:
     add_quick_argument(parser)
     args = parser.parse_args(argv)
     device = torch.device(args.device)
-    out = results_path(args.out, RESULTS / "gpu.json", args.quick)
+    out = results_path(args.out, RESULTS / "gpu_phases" / "gpu.json", args.quick)
     workload = QUICK_WORKLOAD if args.quick else WORKLOAD
     shapes = args.shapes or (QUICK_SHAPES if args.quick else SHAPES)
     batches = QUICK_DECODE_BATCHES if args.quick else DECODE_BATCHES

@@ -150,9 +150,9 @@ def study_spec(name: str, storage: str) -> Any:
     import optuna
 
     from tuner.store.database import open_read_only_storage
-    from tuner.study.definition import stored_spec
+    from tuner.study.spec_record import rebuilt_spec
 
-    return stored_spec(optuna.load_study(study_name=name, storage=open_read_only_storage(storage)), storage)
+    return rebuilt_spec(optuna.load_study(study_name=name, storage=open_read_only_storage(storage)), storage)
 
 
 def history(row: dict[str, Any], metric: str) -> list[float]:
@@ -227,7 +227,7 @@ def search(definition: dict[str, Any], path: Path, workers: int, validation_seed
     stops the benchmark."""
     from tuner.production.local_validation import validate_here
     from tuner.run.runner import run_study
-    from tuner.study.config import load_study_spec
+    from tuner.study.study_file import load_study_spec
 
     definition.pop("timeout", None)
     path.write_text(yaml.safe_dump(definition, sort_keys=False))
@@ -248,11 +248,11 @@ def run_reference(source: tuple[str, str], factor: int, trials: int, work_dir: P
     import optuna
 
     from tuner.store.database import open_read_only_storage
-    from tuner.study.stored import stored_definition
+    from tuner.study.stored_spec import stored_spec_mapping
 
     name, storage = source
     study = optuna.load_study(study_name=name, storage=open_read_only_storage(storage))
-    definition = dict(stored_definition(study.user_attrs) or {})
+    definition = dict(stored_spec_mapping(study.user_attrs) or {})
     if not definition:
         raise SystemExit(f"--source {name}: no study file stored on it to search again at {factor}x")
     reference = f"{name}-{factor}x"
@@ -382,10 +382,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--workers", type=int, default=None, help=f"Runs at a time (default {FULL['workers']}).")
     parser.add_argument("--work-dir", type=Path, default=None, help="Where runs.jsonl and the reference study go.")
     add_quick_argument(parser)
-    parser.add_argument("--out", default=None, help="Results file (default benchmarks/results/horizon_transfer.json).")
+    parser.add_argument("--out", default=None, help="Results file (default "
+                                                    "benchmarks/results/horizon_transfer/horizon_transfer.json).")
     args = parser.parse_args(argv)
     settings = checked_settings(parser, args)
-    out = results_path(args.out, RESULTS / "horizon_transfer.json", args.quick)
+    out = results_path(args.out, RESULTS / "horizon_transfer" / "horizon_transfer.json", args.quick)
     try:  # the sources are read before anything is made
         found = [w for name, storage in args.source or [] for w in winners(name, storage, settings["top"])]
     except SourceError as error:

@@ -3,9 +3,9 @@ and does it buy gold a fixed coefficient does not?
 
     python -m benchmarks.kl_control [--table FILE ...] [--out FILE] [--quick]
 
-For each table (default: task seeds 0, 1 and 2, ``benchmarks/results/curve_table*.jsonl``) every configuration is
-judged as the replay judges it (``benchmarks.replay.table``: the space's objective averaged over the table's seeds,
-its TRUE value) with its final held-out KL averaged alike. Reported per table:
+For each table (default: task seeds 0, 1 and 2, ``benchmarks/results/curve_tables/curve_table*.jsonl``) every
+configuration is judged as the replay judges it (``benchmarks.replay.table``: the space's objective averaged over the
+table's seeds, its TRUE value) with its final held-out KL averaged alike. Reported per table:
 
 - the Spearman correlation of the adaptive configurations' final KL with their ``kl_target`` (1: the target sets
   the KL; 0: it does not steer);
@@ -37,7 +37,7 @@ from ppo_core.tasks.ranks import rank_correlation
 from tools.provenance import commit_at_start
 from tools.quick_mode import RESULTS, add_quick_argument, results_path
 
-TABLES = (TABLE, RESULTS / "curve_table_task1.jsonl", RESULTS / "curve_table_task2.jsonl")
+TABLES = (TABLE, TABLE.parent / "curve_table_task1.jsonl", TABLE.parent / "curve_table_task2.jsonl")
 KL_BANDS = ((0.0, 1.0), (1.0, 2.0), (2.0, 3.0), (3.0, 5.0), (5.0, math.inf))
 """Bands of final held-out KL, in nats, the comparison is made within."""
 WITHIN = 0.05
@@ -62,7 +62,7 @@ def table_summary(path: Path, configs: int | None = None) -> dict[str, Any]:
     """The comparison for one table (its first ``configs`` configurations, or all)."""
     from benchmarks.replay.table import load_table
     from ppo_core.algorithm.kl_reach import adaptive_reach
-    from tuner.study.config import load_study_spec
+    from tuner.study.study_file import load_study_spec
 
     spec = load_study_spec(TABLE_SPACE)
     table = load_table(path, spec.objectives[0], spec.constraints, None, spec.base)
@@ -112,7 +112,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.kl_control", description=__doc__.split("\n\n")[0])
     parser.add_argument("--table", type=Path, action="append", default=None,
                         help="A curve table (repeatable; default: task seeds 0, 1 and 2).")
-    parser.add_argument("--out", default=None, help="Results file (default benchmarks/results/kl_control.json).")
+    parser.add_argument("--out", default=None, help="Results file (default "
+                                                    "benchmarks/results/kl_control/kl_control.json).")
     add_quick_argument(parser)
     args = parser.parse_args(argv)
     for path in args.table or []:
@@ -120,7 +121,7 @@ def main(argv: list[str] | None = None) -> None:
             parser.error(f"--table: no such file: {path}")
     tables = args.table or ([TABLE] if args.quick else list(TABLES))
     results = [table_summary(path, QUICK_CONFIGS if args.quick else None) for path in tables]
-    out = results_path(args.out, RESULTS / "kl_control.json", args.quick)
+    out = results_path(args.out, RESULTS / "kl_control" / "kl_control.json", args.quick)
     out.write_text(json.dumps(json_safe({"code": commit_at_start(), "tables": results}), indent=2) + "\n")
     print(markdown(results))
     print(f"results: {out}", file=sys.stderr)

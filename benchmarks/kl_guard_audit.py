@@ -2,12 +2,13 @@
 
     python -m benchmarks.kl_guard_audit [--tables FILE ...] [--space STUDY] [--out FILE] [--quick]
 
-For each table (default: every ``benchmarks/results/curve_table*.jsonl`` drawn from the default space), read as the
-replay reads it (``benchmarks.replay.table``: TRUE quality is a configuration's mean objective over the table's seeds),
-the guard of ``--space`` (default ``benchmarks/table_space.yaml``, whose guard every published replay ran) is walked
-along each run's training KL as a trial's reporter would walk it (``benchmarks.replay.trial.guard_stop``), and so is the
-guard as it stood before its level and confidence bound (``last_value_rule``: the last update's KL against the
-threshold, and the fitted trend from it). Reported per table and rule:
+For each table (default: every ``benchmarks/results/curve_tables/curve_table*.jsonl`` drawn from the default space),
+read as the replay reads it (``benchmarks.replay.table``: TRUE quality is a configuration's mean objective over the
+table's seeds), the guard of ``--space`` (default ``benchmarks/table_space.yaml``, whose guard every published replay
+ran) is walked along each run's training KL as a trial's reporter would walk it
+(``benchmarks.replay.trial.guard_stop``), and so is the guard as it stood before its level and confidence bound
+(``last_value_rule``: the last update's KL against the threshold, and the fitted trend from it). Reported per table and
+rule:
 
 - the **good runs** stopped: runs of the configurations within 5% of the best feasible TRUE value, the runs a search
   must not lose (the goal: at most 5%);
@@ -29,7 +30,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.curve_table import TABLE_SPACE, space_record
+from benchmarks.curve_table import TABLE, TABLE_SPACE, space_record
 from benchmarks.replay.table import Run, Table, best_true, constraint_reduced, history, keeps, load_table
 from benchmarks.replay.trial import guard_stop
 from tools.provenance import commit_at_start
@@ -37,7 +38,7 @@ from tools.quick_mode import RESULTS, add_quick_argument, results_path
 from tuner.study.spec import KLGuard, StudySpec
 from tuner.trial.kl_guard import least_squares_slope
 
-OUT = RESULTS / "kl_guard_audit.json"
+OUT = RESULTS / "kl_guard_audit" / "kl_guard_audit.json"
 GOOD_FRACTION = 0.95
 QUICK_ROWS = 40
 Rule = Callable[[Sequence[float], int, KLGuard], "tuple[int, str] | None"]
@@ -131,7 +132,7 @@ def audit_table(path: Path, spec: StudySpec, rows: int | None = None) -> dict[st
 def default_tables() -> list[Path]:
     """Every committed curve table drawn from the default space (the graph tables). A table whose record beside it
     names another space (the text table's) is audited with that space's guard: ``--tables T --space S``."""
-    return sorted(path for path in RESULTS.glob("curve_table*.jsonl") if drawn_from(path) == TABLE_SPACE.name)
+    return sorted(path for path in TABLE.parent.glob("curve_table*.jsonl") if drawn_from(path) == TABLE_SPACE.name)
 
 
 def drawn_from(table: Path) -> str:
@@ -165,11 +166,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=None)
     add_quick_argument(parser)
     args = parser.parse_args(argv)
-    from tuner.study.config import StudyConfigError, load_study_spec
+    from tuner.study.study_file import StudySpecError, load_study_spec
 
     try:
         spec = load_study_spec(args.space)
-    except StudyConfigError as error:
+    except StudySpecError as error:
         parser.exit(2, f"--space: {error}\n")
     tables = args.tables or default_tables()
     missing = [str(path) for path in tables if not path.is_file()]

@@ -36,8 +36,8 @@ from benchmarks.common.machine import cpu_model
 from tools.provenance import command_line, commit_at_start
 from tools.quick_mode import RESULTS, add_quick_argument, results_path
 
-OUT = RESULTS / "overoptimisation_curve.json"
-WORK = RESULTS / "overoptimisation_curve"
+OUT = RESULTS / "overoptimisation_curve" / "overoptimisation_curve.json"
+WORK = RESULTS / "overoptimisation_curve" / "runs"
 METRICS = ("eval/gold_score", "eval/score", "eval/kl")
 
 # The SmolLM2 study's trial (studies/smollm2.yaml's base) pushed hard: the learning rate at which one run of the first

@@ -34,7 +34,7 @@ from tuner.run.runner import run_study
 from tuner.run.worker import run_worker
 from tuner.store.attrs import KL_HISTORY_ATTR, PRUNE_REASON_ATTR
 from tuner.store.database import open_storage
-from tuner.study.config import load_study_spec
+from tuner.study.study_file import load_study_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 QUICK_STUDY: dict[str, Any] = {"n_trials": 1, "base": {"total_episodes": 32, "num_eval_samples": 2}}
@@ -80,8 +80,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--study", default=str(ROOT / "studies" / "quickstart.yaml"))
     parser.add_argument("--workers", type=int, default=None, help="Default 2 (--quick 1).")
     parser.add_argument("--keep", default=None, help="Directory for the two study databases.")
-    parser.add_argument("--out", default=None, help="Default benchmarks/results/pruning_saving.json (--quick: a "
-                                                    "temporary directory).")
+    parser.add_argument("--out", default=None, help="Default benchmarks/results/pruning_saving/pruning_saving.json "
+                                                    "(--quick: a temporary directory).")
     add_quick_argument(parser)
     args = parser.parse_args(argv)
     if args.workers is not None and args.workers < 1:
@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> None:
         load_study_spec(args.study)
     except InputError as error:
         parser.error(f"--study: {error}")
-    out = results_path(args.out, ROOT / "benchmarks" / "results" / "pruning_saving.json", args.quick)
+    out = results_path(args.out, ROOT / "benchmarks" / "results" / "pruning_saving" / "pruning_saving.json", args.quick)
     workers = args.workers or (1 if args.quick else 2)
     directory = Path(args.keep or tempfile.mkdtemp(prefix="ppo-tune-pruning-"))
     directory.mkdir(parents=True, exist_ok=True)

@@ -41,7 +41,7 @@ from tools.quick_mode import RESULTS, ROOT, add_quick_argument, results_path
 from tuner.run.runner import run_study
 from tuner.store.database import create_engine, open_storage
 from tuner.store.records import read_metrics
-from tuner.study.config import load_study_spec
+from tuner.study.study_file import load_study_spec
 from tuner.trial.ray_launch import RAY_TASK_ATTR, RayCluster, ray_cluster
 
 TRAINER_TIME = ("time/rollout_s", "time/update_s", "time/eval_s")
@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"Results JSON (default {RESULTS.relative_to(ROOT)}/ray_overhead.json).")
     add_quick_argument(parser)
     args = parser.parse_args(argv)
-    out = results_path(args.out, RESULTS / "ray_overhead.json", args.quick)
+    out = results_path(args.out, RESULTS / "ray_overhead" / "ray_overhead.json", args.quick)
     for flag, count in (("--workers", args.workers), ("--trials", args.trials)):
         if count is not None and count < 1:
             parser.error(f"{flag}: must be at least 1, got {count}")

@@ -49,7 +49,7 @@ from benchmarks.matmul_peak import best_flops_per_s
 from tools.provenance import commit_at_start
 from tools.quick_mode import RESULTS, add_quick_argument, results_path
 
-OUT = RESULTS / "real_model_phases.json"
+OUT = RESULTS / "real_model_phases" / "real_model_phases.json"
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 PEAK_SIZE = 1024

@@ -315,7 +315,7 @@ def main(argv: list[str] | None = None) -> None:
         parser.error("TRL is not installed, and its GRPOConfig's defaults are one of the arms: "
                      "pip install 'ppo-tune[trl]'")
     seeds = args.seeds or (1 if args.quick else 3)
-    out = results_path(args.out, RESULTS / "real_model_study.json", args.quick)
+    out = results_path(args.out, RESULTS / "real_model_study" / "real_model_study.json", args.quick)
     work = args.work_dir or (out.parent / "real_model_study" if args.quick else None)
     if work is None:
         parser.error("--work-dir is needed for a full run (it is where the run resumes from)")

@@ -66,7 +66,7 @@ if TYPE_CHECKING:
     from ppo_core.config.ppo_config import PPOConfig
     from ppo_core.setup.run_setup import RunParts
 
-OUT = RESULTS / "sampling_peer.json"
+OUT = RESULTS / "trial_speed" / "sampling_peer.json"
 LORA_B_STD = 0.01
 """lora_B's seeded values: a change of the logits well above float32's rounding, not one that turns the model into
 another (responses of another length would be other work)."""

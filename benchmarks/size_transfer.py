@@ -298,7 +298,8 @@ def main(argv: list[str] | None = None) -> None:
                         help=f"The source's best this many carried by kl_pilot too (default {FULL['pilot_top']}).")
     parser.add_argument("--work-dir", type=Path, default=None, help="Where runs.jsonl goes (a rerun resumes).")
     add_quick_argument(parser)
-    parser.add_argument("--out", default=None, help="Results file (default benchmarks/results/size_transfer.json).")
+    parser.add_argument("--out", default=None, help="Results file (default "
+                                                    "benchmarks/results/size_transfer/size_transfer.json).")
     args = parser.parse_args(argv)
     from ppo_core.tasks import TASK_NAMES
 
@@ -314,7 +315,7 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"--large-task: {large_task!r} is not a built-in task ({', '.join(TASK_NAMES)})")
     if not args.quick and args.source is None:
         parser.error("--source: name a finished study (NAME=STORAGE)")
-    out = results_path(args.out, RESULTS / "size_transfer.json", args.quick)
+    out = results_path(args.out, RESULTS / "size_transfer" / "size_transfer.json", args.quick)
     try:  # the source is read before anything is made
         found = configurations(args.source[0], args.source[1], settings["configs"]) if args.source else []
     except SourceError as error:

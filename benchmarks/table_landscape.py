@@ -3,14 +3,14 @@ step mass explains, where gold peaks in KL, and gold by KL. The figures the grap
 (../shared/notes/tuning-landscape.md: R² 0.96 for log KL on log step mass, 0.47-0.63 for gold, gold best at 1-2
 nats), computed the same way for any table, so another task family can be set beside them.
 
-    python -m benchmarks.table_landscape --table benchmarks/results/curve_table_text.jsonl \\
+    python -m benchmarks.table_landscape --table benchmarks/results/curve_tables/curve_table_text.jsonl \\
         --space benchmarks/text_table_space.yaml [--out FILE] [--quick]
 
 The step mass at an evaluation after u updates is lr · u · K · N (K epochs, N mini-batches: the tuner's own,
 ``tuner.search.kl_model.mass_factors``), the point's values over the space's base as a trial gets them. A run that
 diverged contributes the evaluations it finished. Results: ``--out`` (default
-``benchmarks/results/table_landscape_<table>.json``) and a markdown table on stdout. ``--quick``: the table's first
-40 rows, results in ``--out`` or a temporary directory.
+``benchmarks/results/table_landscape/table_landscape_<table>.json``) and a markdown table on stdout. ``--quick``: the
+table's first 40 rows, results in ``--out`` or a temporary directory.
 """
 
 from __future__ import annotations
@@ -89,13 +89,13 @@ def main(argv: list[str] | None = None) -> int:
     if not args.table.is_file():
         print(f"--table: no such file: {args.table}", file=sys.stderr)
         return 2
-    from tuner.study.config import load_study_spec
+    from tuner.study.study_file import load_study_spec
 
     base = load_study_spec(args.space).base
     result = {"command": command_line("benchmarks.table_landscape", argv),
               "code": commit_at_start(), "quick": args.quick,
               **table_landscape(args.table, base, QUICK_ROWS if args.quick else None)}
-    out = results_path(args.out, RESULTS / f"table_landscape_{args.table.stem}.json", args.quick)
+    out = results_path(args.out, RESULTS / "table_landscape" / f"table_landscape_{args.table.stem}.json", args.quick)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(json_safe(result), indent=2) + "\n")
     print(markdown(result))

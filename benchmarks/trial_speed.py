@@ -43,7 +43,7 @@ from tools.provenance import REPO_ROOT, command_line, commit_at_start
 from tools.quick_mode import RESULTS, add_quick_argument, results_path
 from tuner.production.confidence import mean_interval
 
-OUT = RESULTS / "trial_speed.json"
+OUT = RESULTS / "trial_speed" / "trial_speed.json"
 POINT = {"learning_rate": 1e-3, "beta": 0.02, "num_generations": 4, "cliprange": 0.2}
 MARK = "TRIAL-SPEED "
 # Run in the trial's process, whichever tree it imports ppo_core from: only PPOTrainer, PPOConfig and the metrics

@@ -176,7 +176,7 @@ def main(argv: list[str] | None = None) -> None:
     result: dict[str, Any] = {"command": command, "commit": commit_at_start(), "machine": machine_facts("cpu"),
                               "configs": tasks, "seconds_this_session": round(time.perf_counter() - started, 1),
                               "tasks": summary}
-    out = results_path(args.out, ROOT / "benchmarks" / "results" / "trl_trials.json", args.quick)
+    out = results_path(args.out, ROOT / "benchmarks" / "results" / "trl_trials" / "trl_trials.json", args.quick)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(json_safe(result), indent=1) + "\n")
     for task, part in summary.items():

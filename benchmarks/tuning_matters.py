@@ -1,7 +1,8 @@
 """Whether the knobs matter on a task: over a curve table of random configurations, each run on several seeds, how
 far the best configuration's mean lies above the median configuration's, against the seeds' own spread.
 
-    python -m benchmarks.tuning_matters --table benchmarks/results/curve_table_smollm2_v3.jsonl [--out FILE] [--quick]
+    python -m benchmarks.tuning_matters --table benchmarks/results/curve_tables/curve_table_smollm2_v3.jsonl \
+        [--out FILE] [--quick]
 
 A run's score is the mean held-out gold of its last ``--last`` evaluations (a study's ``mean_last_k``); a run that
 failed or stopped early scores its last evaluations as it ran them, and one with no evaluation is left out. Per
@@ -91,7 +92,7 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"--table: {table} holds no runs")
     result = {"command": command_line("benchmarks.tuning_matters", argv), "code": commit_at_start(),
               "table": str(table), "last": args.last, **summarise(runs, args.last)}
-    out = results_path(args.out, RESULTS / "tuning_matters.json", args.quick)
+    out = results_path(args.out, RESULTS / "tuning_matters" / "tuning_matters.json", args.quick)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1) + "\n")
     print(f"{result['configs']} configurations, {result['runs']} runs: best {result['best_mean']:.4f} (configuration "

@@ -106,7 +106,7 @@ def guidance_base(quickstart: dict[str, Any]) -> tuple[dict[str, Any], list[str]
     from ppo_core.config.ppo_config import settable_fields
     from tuner.search.space import VIRTUAL_PARAMS, config_values
     from tuner.search.warm_start import guidance_values, warm_start_points
-    from tuner.study.config import parse_study
+    from tuner.study.study_file import parse_study
 
     space = parse_study(quickstart, QUICKSTART).search_space
     (start,) = warm_start_points(space, ["seed_guidance"])
@@ -211,12 +211,12 @@ def run_one_study(path: str, budget: int | None) -> dict[str, Any]:
     from tuner.store.attrs import RACE_OF_ATTR, WARM_START_ATTR
     from tuner.store.database import create_engine
     from tuner.store.records import create_tables
-    from tuner.study.config import load_study_spec
+    from tuner.study.study_file import load_study_spec
     from tuner.study.constraints import feasible
     from tuner.study.reports import trial_reason, updates_run
     from tuner.study.seed_policy import Racing
     from tuner.trial.launch import start_fork_server
-    from tuner.trial.optuna_objective import make_objective, run_trials
+    from tuner.trial.trial_function import make_trial_function, run_trials
 
     quiet_hugging_face()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -234,7 +234,7 @@ def run_one_study(path: str, budget: int | None) -> dict[str, Any]:
         # counts. A one-trial study has nothing to race (a queued re-run would never run).
         if budget is not None:
             callbacks.insert(0, Racing(spec.seed_policy, int(spec.base.get("seed", PPOConfig.seed)), stop))
-        run_trials(study, make_objective(spec, threads=1), n_trials=None if budget is not None else 1,
+        run_trials(study, make_trial_function(spec, threads=1), n_trials=None if budget is not None else 1,
                    callbacks=callbacks)
     after = study.get_trials(deepcopy=False)
     trials = [{"number": t.number, "state": t.state.name, "value": t.values[0] if t.values else None,
@@ -471,7 +471,8 @@ def _parser() -> argparse.ArgumentParser:
                         help=f"Run only these methods' studies, of {', '.join(SEARCHES + FIXED)} (default: all but "
                              "frontier, which --frontier adds; naming it here implies --frontier).")
     add_quick_argument(parser)
-    parser.add_argument("--out", default=None, help="Results file (default benchmarks/results/tuning_quality.json; "
+    parser.add_argument("--out", default=None, help="Results file (default "
+                                                    "benchmarks/results/tuning_quality/tuning_quality.json; "
                                                     "--quick: a temporary directory).")
     return parser
 
@@ -556,7 +557,7 @@ def main(argv: list[str] | None = None) -> None:
             parser.error(f"--{name.replace('_', '-')}: must be at least 1, got {value}")
     if args.eval_samples is not None and args.eval_samples < 1:
         parser.error(f"--eval-samples: must be at least 1, got {args.eval_samples}")
-    out = results_path(args.out, RESULTS / "tuning_quality.json", args.quick)
+    out = results_path(args.out, RESULTS / "tuning_quality" / "tuning_quality.json", args.quick)
     quickstart, notes, own_budget = _read_study(parser, args)
     settings = {**(QUICK if args.quick else FULL), **({} if own_budget is None else {"budget_updates": own_budget}),
                 **{k: v for k, v in vars(args).items() if k in FULL and v is not None},

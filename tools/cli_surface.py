@@ -41,7 +41,7 @@ def export_texts() -> dict[str, str]:
 
     from tuner.exports import TARGETS, exported
     from tuner.search.space import suggest_params
-    from tuner.study.config import load_study_spec
+    from tuner.study.study_file import load_study_spec
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     texts = {}

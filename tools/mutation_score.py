@@ -407,7 +407,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
     modules = args.modules or ([QUICK_MODULE] if args.quick else list(MODULES))
-    out = results_path(args.out, RESULTS / "mutation_score.json", args.quick)
+    out = results_path(args.out, RESULTS / "mutation_score" / "mutation_score.json", args.quick)
     work_root = args.work_dir or Path(tempfile.mkdtemp(prefix="ppo-mutation-"))
     try:
         rows = []

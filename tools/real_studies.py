@@ -1,7 +1,7 @@
 """Small real studies on the built-in task, built by the tuner's own code, for the dashboard's tests and screenshots.
 
 Three studies in one SQLite file, each run as ``ppo-tune run <file>`` runs a study file (the same YAML parsed by
-``tuner.study.config``, its trials run by ``tuner.run.worker.run_worker``, each in a process of its own):
+``tuner.study.study_file``, its trials run by ``tuner.run.worker.run_worker``, each in a process of its own):
 
 - ``heldout``: PPO with GAE on ``task: shortest_path`` with held-out evaluations (``eval/kl``, ``eval/score``,
   ``eval/gold_score``), a KL budget as a constraint, one trial under the adaptive KL controller and two the KL
@@ -184,7 +184,7 @@ def run_study_file(definition: dict[str, Any], directory: Path, threads: int | N
     import yaml
 
     from tuner.run.worker import run_worker
-    from tuner.study.config import load_study_spec
+    from tuner.study.study_file import load_study_spec
 
     path = directory / f"{definition['name']}.yaml"
     path.write_text(yaml.safe_dump(definition, sort_keys=False))

@@ -17,9 +17,9 @@ updates is spent (default: 20 runs of the table's mean length). Each repeat is j
 configuration's mean over every table seed (``benchmarks.replay.measures``): the updates spent when the winner first
 reached 95% of the best TRUE value, and the final regret. How faithful the mapping is (how far proposals land from a
 table row, and whether the nearest and the second-nearest row agree) is reported beside. Results: ``--out``
-(default ``benchmarks/results/tuning_replay.json``), and a markdown table (or the JSON, ``--format json``) on
-stdout. ``--quick``: 2 repeats, a budget of 6 runs and a handful of strategies against whatever ``--table`` is
-given, results in ``--out`` or a temporary directory.
+(default ``benchmarks/results/tuning_replay/tuning_replay.json``), and a markdown table (or the JSON, ``--format json``)
+on stdout. ``--quick``: 2 repeats, a budget of 6 runs and a handful of strategies against whatever ``--table`` is given,
+results in ``--out`` or a temporary directory.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ from ppo_core.tasks.ranks import rank_correlation
 from tools.provenance import commit_at_start
 from tools.quick_mode import RESULTS, add_quick_argument, results_path
 
-OUT = RESULTS / "tuning_replay.json"
+OUT = RESULTS / "tuning_replay" / "tuning_replay.json"
 BUDGET_RUNS = 20
 """The default budget: about 20 full runs' worth of updates (the shipped 30-trial quickstart runs about 1,450)."""
 REPEATS = 100

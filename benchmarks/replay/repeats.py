@@ -55,7 +55,7 @@ def only_rows(table: Table, only: tuple[tuple[str, str], ...]) -> Table:
 def loaded(table_path: Path, rows: int | None, mapping: str, space_path: Path,
            only: tuple[tuple[str, str], ...] = ()) -> Context:
     """The study file, the table and its index, with no budget yet: built once per process."""
-    from tuner.study.config import load_study_spec
+    from tuner.study.study_file import load_study_spec
 
     spec = load_study_spec(space_path)
     table = only_rows(load_table(table_path, spec.objectives[0], spec.constraints, rows, spec.base), only)

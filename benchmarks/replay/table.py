@@ -10,7 +10,7 @@ gets, where one seed's value is partly luck.
 
 Example::
 
-    table = load_table(Path("benchmarks/results/curve_table.jsonl"), spec.objectives[0], spec.constraints)
+    table = load_table(Path("benchmarks/results/curve_tables/curve_table.jsonl"), spec.objectives[0], spec.constraints)
     table.configs[0].true_value, table.configs[0].true_feasible
 """
 

@@ -7,7 +7,7 @@
 First the machine's matmul peak, measured in a fresh process with the workers' threads (matmul_peak.py).
 Then per model size: build the fixture (tokenizer, models, prompts); count each side's work in an
 untimed run and check it is equal; time both sides in fresh processes, alternating; profile
-ppo_core. Writes benchmarks/results/<device>.json and the tables into benchmarks/trl_comparison/README.md
+ppo_core. Writes benchmarks/results/trl_comparison/<device>.json and the tables into benchmarks/trl_comparison/README.md
 (a --quick run writes only to --out or a temporary directory).
 """
 
@@ -165,7 +165,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--measured-updates", type=int, help="timed updates per run")
     parser.add_argument("--peak-tflops", type=float, help="accelerator peak for MFU (default: fp32 table in flops.py)")
     parser.add_argument("--no-profile", action="store_true", help="skip the ppo_core profile")
-    parser.add_argument("--out", type=Path, help="results JSON (default benchmarks/results/<device>.json)")
+    parser.add_argument("--out", type=Path, help="results JSON (default "
+                                                           "benchmarks/results/trl_comparison/<device>.json)")
     parser.add_argument("--no-readme", action="store_true", help="do not rewrite benchmarks/trl_comparison/README.md")
     add_quick_argument(parser)
     return parser.parse_args(argv)
@@ -181,7 +182,7 @@ def main(argv: list[str] | None = None) -> None:
     threads = args.threads or (4 if cuda else 1)
     repeats = args.repeats or (1 if args.quick else 4)
     workload = QUICK_WORKLOAD if args.quick else CUDA_WORKLOAD if cuda else CPU_WORKLOAD
-    out = results_path(args.out, BENCH_DIR / "results" / f"{args.device}.json", args.quick)
+    out = results_path(args.out, BENCH_DIR / "results" / "trl_comparison" / f"{args.device}.json", args.quick)
     write_readme = not (args.no_readme or args.quick)
     overrides = {"warmup_updates": args.warmup_updates, "measured_updates": args.measured_updates}
     workload = replace(workload, **{key: value for key, value in overrides.items() if value is not None})

@@ -155,7 +155,7 @@ def test_trl_comparison_quick_profiles_every_wrapped_function(trl_comparison: tu
 
 
 def test_a_quick_run_never_writes_the_committed_results(tmp_path: Path) -> None:
-    default = RESULTS / "cpu.json"
+    default = RESULTS / "trl_comparison" / "cpu.json"
     assert results_path(None, default, quick=False) == default
     elsewhere = results_path(None, default, quick=True)  # a new temporary directory, empty until the run writes
     elsewhere.parent.rmdir()

@@ -12,7 +12,7 @@ from optuna.distributions import FloatDistribution
 from optuna.trial import FrozenTrial, TrialState, create_trial
 
 from benchmarks.horizon_transfer import winners
-from tuner.store.attrs import CONFIG_ATTR, DEFINITION_ATTR, RACE_OF_ATTR, SEED_ATTR
+from tuner.store.attrs import CONFIG_ATTR, SPEC_ATTR, RACE_OF_ATTR, SEED_ATTR
 from tuner.store.database import create_engine
 from tuner.store.records import TrialStore, create_tables
 
@@ -38,7 +38,7 @@ def test_a_racing_source_is_carried_from_the_race_s_ranking_not_each_configurati
     url = f"sqlite:///{tmp_path / 'source.db'}"
     study = optuna.create_study(study_name="source", storage=url, direction="maximize")
     policy = {"seeds": 3} if racing else {"name": "single"}
-    study.set_user_attr(DEFINITION_ATTR, {"objectives": [{"metric": "eval/gold_score"}], "seed_policy": policy})
+    study.set_user_attr(SPEC_ATTR, {"objectives": [{"metric": "eval/gold_score"}], "seed_policy": policy})
     runs = [_run(0, 0.530, -3.8), _run(1, 0.512, -8.5), _run(0, 0.536, 9.0, race_of=0, seed=1),
             _run(1, 0.482, -6.5, race_of=1, seed=1), _run(0, 0.590, 3.1, race_of=0, seed=2),
             _run(1, 0.530, -6.9, race_of=1, seed=2), _run(2, 0.507, -9.9)]

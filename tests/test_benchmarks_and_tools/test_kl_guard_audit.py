@@ -10,7 +10,7 @@ from pathlib import Path
 
 from benchmarks.curve_table import TABLE_SPACE
 from benchmarks.kl_guard_audit import RULES, audit_table, default_tables
-from tuner.study.config import load_study_spec
+from tuner.study.study_file import load_study_spec
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -19,7 +19,7 @@ def test_the_guard_stops_none_of_the_good_runs_of_a_table_the_old_rule_stopped_f
     # Task seed 2's curve table: the runs of the configurations within 5% of the best (16 runs of 8). The guard as it
     # read one batch's KL and its fitted trend stopped 4 of them; the level and the bound stop none, and still catch
     # every run that diverges or ends over the threshold.
-    table = REPO / "benchmarks" / "results" / "curve_table_task2.jsonl"
+    table = REPO / "benchmarks" / "results" / "curve_tables" / "curve_table_task2.jsonl"
     found = audit_table(table, load_study_spec(TABLE_SPACE))["rules"]
     assert found["last_value"]["good"]["stopped"] == 4 and found["last_value"]["good"]["runs"] == 16
     assert found["shipped"]["good"]["stopped"] == 0

@@ -17,6 +17,7 @@ from benchmarks.overoptimisation_curve import interval, summarise
 pytestmark = pytest.mark.heavy
 
 REPO = Path(__file__).resolve().parents[2]
+CURVES = REPO / "benchmarks" / "results" / "overoptimisation_curve"
 
 
 def run(out: Path, work: Path) -> subprocess.CompletedProcess[str]:
@@ -72,7 +73,7 @@ def test_the_summary_pairs_each_seed_with_itself() -> None:
 
 
 def test_the_published_figures_are_the_results_files() -> None:
-    result = json.loads((REPO / "benchmarks" / "results" / "overoptimisation_curve.json").read_text())
+    result = json.loads((CURVES / "overoptimisation_curve.json").read_text())
     gain, fall = result["peak_gain"], result["fall_after_peak"]
     page = (REPO / "benchmarks" / "README.md").read_text()
     assert f"{gain[0]:+.3f} over the\n  untuned policy, paired 95% [{gain[1]:+.3f}, {gain[2]:+.3f}]" in page
@@ -87,8 +88,7 @@ def test_the_published_figures_are_the_results_files() -> None:
 def test_the_long_runs_published_figures_are_its_metrics() -> None:
     from benchmarks.overoptimisation_curve import evaluations
 
-    rows = {row["update"]: row for row in evaluations(REPO / "benchmarks" / "results" / "overoptimisation_curve_long"
-                                                       / "seed_1")}
+    rows = {row["update"]: row for row in evaluations(CURVES / "long" / "seed_1")}
     page = (REPO / "benchmarks" / "README.md").read_text()
     untuned, peak = rows[0]["eval/gold_score"], rows[48]
     assert f"held-out gold {untuned:.3f}\n  untuned, {peak['eval/gold_score']:.3f} at update 48 " \
@@ -98,7 +98,7 @@ def test_the_long_runs_published_figures_are_its_metrics() -> None:
 
 
 def test_the_third_tasks_published_figures_are_its_results_file() -> None:
-    result = json.loads((REPO / "benchmarks" / "results" / "overoptimisation_curve_v3.json").read_text())
+    result = json.loads((CURVES / "v3" / "overoptimisation_curve_v3.json").read_text())
     page = " ".join((REPO / "benchmarks" / "README.md").read_text().split())  # lines joined: figures wrap
     own, fall, mean = result["own_peak_gain"], result["fall_after_peak"], result["peak_gain"]
     falls = result["own_fall_to_end"]

@@ -1,5 +1,5 @@
 """The third text task's study figures that README.md, benchmarks/README.md and the study file publish are the ones in
-benchmarks/results/real_model_study_v3.json, at their printed precision."""
+benchmarks/results/real_model_study/real_model_study_v3.json, at their printed precision."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-RESULT = json.loads((ROOT / "benchmarks/results/real_model_study_v3.json").read_text())
+RESULT = json.loads((ROOT / "benchmarks/results/real_model_study/real_model_study_v3.json").read_text())
 
 
 def joined(path: str) -> str:

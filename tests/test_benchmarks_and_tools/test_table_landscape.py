@@ -30,7 +30,7 @@ def test_an_evaluation_sits_at_the_step_mass_of_the_updates_run_so_far() -> None
 
 def test_the_quick_landscape_reports_every_figure_and_refuses_a_missing_table(tmp_path: Path) -> None:
     out = tmp_path / "landscape.json"
-    table = REPO / "benchmarks" / "results" / "curve_table.jsonl"
+    table = REPO / "benchmarks" / "results" / "curve_tables" / "curve_table.jsonl"
     done = subprocess.run([sys.executable, "-m", "benchmarks.table_landscape", "--table", str(table), "--quick",
                            "--out", str(out)], cwd=REPO, capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr[-3000:]

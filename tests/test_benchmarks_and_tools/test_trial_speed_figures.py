@@ -1,5 +1,5 @@
 """The trial-speed figures that README.md and benchmarks/README.md publish are the ones in
-benchmarks/results/trial_speed.json, at their printed precision."""
+benchmarks/results/trial_speed/trial_speed.json, at their printed precision."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-RESULT = json.loads((ROOT / "benchmarks/results/trial_speed.json").read_text())
+RESULT = json.loads((ROOT / "benchmarks/results/trial_speed/trial_speed.json").read_text())
 INDEX = " ".join((ROOT / "benchmarks/README.md").read_text().split())  # lines joined: figures wrap
 README = " ".join((ROOT / "README.md").read_text().split())
 
