@@ -22,11 +22,12 @@ from filelock import FileLock
 from ppo_core.models.cache_root import default_cache_dir
 from ppo_core.models.paths import resolve_model
 from ppo_core.tasks.base import BuiltinTask
+from ppo_core.tasks.build import BUILD_INFO, POLICY_DIR, REWARD_MODEL_DIR
 from ppo_core.tasks.fortunes.build import build_text_task
 from ppo_core.tasks.fortunes.task_data import text_task_data
-from ppo_core.tasks.graph.build import BUILD_INFO, POLICY_DIR, REWARD_MODEL_DIR, build_task, task_graph, task_prompts
+from ppo_core.tasks.graph.build import build_task, task_graph, task_prompts
 from ppo_core.tasks.graph.gold import GoldScorer
-from ppo_core.tasks.graph.text import format_for_reward
+from ppo_core.tasks.reward_model import format_for_reward
 from ppo_core.tasks.variants import TASK_NAMES, VARIANTS, AnyTaskParams, TextTaskParams, task_params, task_params_of
 
 # The variants live in ppo_core.tasks.variants (torch-free, for the config's checks); they are named here too, beside

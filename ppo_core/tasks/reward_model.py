@@ -14,7 +14,6 @@ import torch.nn.functional as F
 from transformers import GPT2ForSequenceClassification, GPT2LMHeadModel, PreTrainedTokenizerFast
 
 from ppo_core.rewards.models import keep_last, max_positions
-from ppo_core.tasks.graph.text import format_for_reward
 from ppo_core.tasks.sft import optimizer_step, warmup_cosine
 
 # Pulls the mean reward of each pair towards 0 so the RM's scale stays centred (the BT
@@ -42,6 +41,17 @@ class RewardTraining(Protocol):
     def rm_batch_size(self) -> int: ...
     @property
     def rm_lr(self) -> float: ...
+
+
+def format_for_reward(prompt: str, response: str) -> str:
+    """Return the exact text the reward model scores for ``(prompt, response)``.
+
+    The join is a single space, and an empty response gives the prompt alone. This is the
+    only place the join is defined: the RM is trained on it and the trainer calls it
+    through ``BuiltinTask.reward_text``.
+    """
+    response = response.strip()
+    return f"{prompt} {response}" if response else prompt
 
 
 def init_reward_model(policy: GPT2LMHeadModel) -> GPT2ForSequenceClassification:

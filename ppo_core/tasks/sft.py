@@ -1,19 +1,15 @@
-"""Supervised fine-tuning of the tiny GPT-2 policy on synthetic goal-reaching random walks."""
+"""What both tasks' supervised fine-tuning shares: a GPT-2 config of the task's shape, an SFT batch encoded with its
+loss mask, the language-model loss, the warm-up and cosine schedule, and one optimiser step. Each task samples its own
+texts (``tasks/graph/sft.py``, ``tasks/fortunes/sft.py``)."""
 
 from __future__ import annotations
 
 import math
-import random
 from typing import Protocol
 
 import torch
 import torch.nn.functional as F
 from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
-
-from ppo_core.tasks.graph.graph import Graph, goal_walk
-from ppo_core.tasks.graph.params import TaskParams
-from ppo_core.tasks.graph.prompts import all_trips
-from ppo_core.tasks.graph.text import format_walk, make_prompt
 
 IGNORE_INDEX = -100
 
@@ -75,18 +71,6 @@ def encode_sft_batch(
     return {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
 
 
-def sample_sft_batch(graph: Graph, params: TaskParams, rng: random.Random) -> tuple[list[str], list[str]]:
-    """A fresh batch of (prompt, walk) examples over all trips (the data are unlimited)."""
-    trips = all_trips(graph)
-    prompts, responses = [], []
-    for _ in range(params.sft_batch_size):
-        start, goal = rng.choice(trips)
-        walk = goal_walk(graph, start, goal, rng, params.greedy_prob, params.max_walk_len)
-        prompts.append(make_prompt(start, goal))
-        responses.append(format_walk(walk))
-    return prompts, responses
-
-
 def lm_loss(model: GPT2LMHeadModel, batch: dict[str, torch.Tensor]) -> torch.Tensor:
     """Mean next-token cross-entropy over the supervised positions."""
     logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
@@ -116,25 +100,3 @@ def optimizer_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer,
     optimizer.step()
     scheduler.step()
     return loss.item()
-
-
-def train_sft(
-    graph: Graph, tokenizer: PreTrainedTokenizerFast, params: TaskParams, rng: random.Random, width: int | None = None
-) -> tuple[GPT2LMHeadModel, list[float]]:
-    """Train the policy from scratch (``width``: an n_embd other than the task's); returns the model (in eval mode)
-    and its loss curve.
-
-    The caller seeds torch (weight init) and passes ``rng`` (data), so the result is a
-    function of ``params``.
-    """
-    model = GPT2LMHeadModel(model_config(params, tokenizer, width))
-    optimizer = torch.optim.AdamW(model.parameters(), lr=params.sft_lr, weight_decay=0.01)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: warmup_cosine(step, params.sft_steps))
-    model.train()
-    losses = []
-    for _ in range(params.sft_steps):
-        batch = encode_sft_batch(tokenizer, *sample_sft_batch(graph, params, rng))
-        loss = lm_loss(model, batch)
-        losses.append(optimizer_step(model, optimizer, scheduler, loss))
-    model.eval()
-    return model, losses

@@ -16,10 +16,10 @@ from helpers.missing_packages import blocking
 from helpers.tiny_gguf import write_tiny_llama_gguf
 
 from ppo_core.tasks import registry
+from ppo_core.tasks.build import BUILD_INFO
 from ppo_core.tasks.fortunes import load_corpus, split_examples
 from ppo_core.tasks.fortunes.build import build_text_task
 from ppo_core.tasks.fortunes.params import TextTaskParams
-from ppo_core.tasks.graph.build import BUILD_INFO
 from ppo_core.tasks.variants import task_problem
 
 ROOT = Path(__file__).resolve().parents[2]

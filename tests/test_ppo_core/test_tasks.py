@@ -24,11 +24,13 @@ from transformers import (
 )
 
 from ppo_core.tasks import TASK_NAMES, BuiltinTask, get_task, registry
-from ppo_core.tasks.graph.build import BUILD_INFO, task_graph
+from ppo_core.tasks.build import BUILD_INFO
+from ppo_core.tasks.graph.build import task_graph
 from ppo_core.tasks.graph.gold import PARTIAL_MAX, GoldScorer, score_walk
 from ppo_core.tasks.graph.graph import Graph, goal_walk, shortest_path
 from ppo_core.tasks.graph.params import TaskParams
-from ppo_core.tasks.graph.text import format_for_reward, make_prompt, parse_prompt
+from ppo_core.tasks.graph.text import make_prompt, parse_prompt
+from ppo_core.tasks.reward_model import format_for_reward
 from ppo_core.tasks.sampling import sample_responses
 
 TINY = "shortest_path_tiny"
@@ -144,7 +146,8 @@ def test_cache_keys_are_stable_and_distinct() -> None:
 def test_a_wider_policy_is_trained_for_the_same_reward_model(tiny: BuiltinTask, tmp_path: Path) -> None:
     import dataclasses
 
-    from ppo_core.tasks.graph.build import POLICY_DIR, REWARD_MODEL_DIR, build_task
+    from ppo_core.tasks.build import POLICY_DIR, REWARD_MODEL_DIR
+    from ppo_core.tasks.graph.build import build_task
 
     wide = dataclasses.replace(registry.task_params_of(TaskParams, TINY), policy_n_embd=96)
     build_task("wide", wide, tmp_path)

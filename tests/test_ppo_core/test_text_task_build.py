@@ -16,12 +16,12 @@ import yaml
 from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
 
 from ppo_core.tasks import BuiltinTask, get_task, registry
+from ppo_core.tasks.build import BUILD_INFO
 from ppo_core.tasks.fortunes import TextGoldScorer, build_gold_scorer, load_corpus, split_examples
 from ppo_core.tasks.fortunes.pairs import DEFAULT_MARGIN
 from ppo_core.tasks.fortunes.params import TextTaskParams
 from ppo_core.tasks.fortunes.prompts import TextExample
 from ppo_core.tasks.fortunes.rm_pairs import fit_words, reference_pairs
-from ppo_core.tasks.graph.build import BUILD_INFO
 
 TINY = "fortunes_tiny"
 PARAMS = registry.task_params_of(TextTaskParams, TINY)

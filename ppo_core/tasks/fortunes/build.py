@@ -25,6 +25,7 @@ from transformers import GPT2ForSequenceClassification, GPT2LMHeadModel, PreTrai
 
 from ppo_core.models.loading import load_causal_lm, load_tokenizer
 from ppo_core.models.paths import resolve_model
+from ppo_core.tasks.build import BUILD_INFO, EVAL_TEMPERATURES, POLICY_DIR, REWARD_MODEL_DIR, torch_build_state
 from ppo_core.tasks.fortunes.pairs import ScoredResponse, TextPreferencePair, all_pairs
 from ppo_core.tasks.fortunes.params import TEXT_BUILD_VERSION, TextTaskParams
 from ppo_core.tasks.fortunes.policy_samples import PolicySample, policy_chunks
@@ -33,7 +34,6 @@ from ppo_core.tasks.fortunes.rm_pairs import fit_words, reference_pairs, sample_
 from ppo_core.tasks.fortunes.sft import continuation_loss, encode_examples, train_text_sft
 from ppo_core.tasks.fortunes.task_data import TextTaskData, text_task_data
 from ppo_core.tasks.fortunes.tokenizer import build_word_tokenizer
-from ppo_core.tasks.graph.build import BUILD_INFO, EVAL_TEMPERATURES, POLICY_DIR, REWARD_MODEL_DIR, torch_build_state
 from ppo_core.tasks.reward_model import pairwise_accuracy, response_scores, train_reward_model
 from ppo_core.tasks.sampling import mean_gold, sample_responses_cached
 

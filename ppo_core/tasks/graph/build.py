@@ -11,8 +11,6 @@ import random
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -21,21 +19,16 @@ import torch
 import transformers
 from transformers import GPT2ForSequenceClassification, GPT2LMHeadModel, PreTrainedTokenizerFast
 
+from ppo_core.tasks.build import BUILD_INFO, EVAL_TEMPERATURES, POLICY_DIR, REWARD_MODEL_DIR, torch_build_state
 from ppo_core.tasks.graph.gold import GoldScorer
 from ppo_core.tasks.graph.graph import Graph, random_connected_graph
 from ppo_core.tasks.graph.pairs import PreferencePair, sample_pairs
 from ppo_core.tasks.graph.params import BUILD_VERSION, TaskParams
 from ppo_core.tasks.graph.prompts import split_prompts
-from ppo_core.tasks.graph.text import format_for_reward
+from ppo_core.tasks.graph.sft import sample_sft_batch, train_sft
 from ppo_core.tasks.graph.tokenizer import build_tokenizer
-from ppo_core.tasks.reward_model import pairwise_accuracy, score_ids, train_reward_model
+from ppo_core.tasks.reward_model import format_for_reward, pairwise_accuracy, score_ids, train_reward_model
 from ppo_core.tasks.sampling import mean_gold, sample_responses
-from ppo_core.tasks.sft import sample_sft_batch, train_sft
-
-POLICY_DIR = "policy"
-REWARD_MODEL_DIR = "reward_model"
-BUILD_INFO = "build_info.json"
-EVAL_TEMPERATURES = (1.0, 0.7)
 
 
 def _stream(params: TaskParams, purpose: str) -> random.Random:
@@ -52,24 +45,6 @@ def task_graph(params: TaskParams) -> Graph:
 def task_prompts(params: TaskParams, graph: Graph) -> tuple[list[str], list[str]]:
     """The task's ``(train_prompts, eval_prompts)``."""
     return split_prompts(graph, params.num_eval_prompts, _stream(params, "prompts"))
-
-
-@contextmanager
-def torch_build_state(seed: int) -> Iterator[None]:
-    """Seed torch and run single-threaded for the build, restoring both afterwards.
-
-    One thread: these models are so small that a second thread gains ~20%, while two
-    processes each spinning two threads on a 2-core machine run ~30x slower. It also makes
-    the float results independent of the machine's core count.
-    """
-    threads = torch.get_num_threads()
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        torch.set_num_threads(1)
-        try:
-            yield
-        finally:
-            torch.set_num_threads(threads)
 
 
 def _graph_info(graph: Graph) -> dict[str, Any]:

@@ -6,7 +6,7 @@ the reward-model pairs, the gold scorer and the PPO trainer all agree on one for
 - prompt:   ``"from 3 to 7 :"``  (the tokenizer prepends ``<bos>``)
 - response: ``"5 9 7"``          (the nodes visited after the start, space separated;
   the policy ends it with ``<eos>``, which is not part of the decoded text)
-- RM input: ``"from 3 to 7 : 5 9 7"`` (see :func:`format_for_reward`)
+- RM input: ``"from 3 to 7 : 5 9 7"`` (see :func:`ppo_core.tasks.reward_model.format_for_reward`)
 """
 
 from __future__ import annotations
@@ -43,14 +43,3 @@ def format_walk(nodes: list[int]) -> str:
 def split_response(response: str) -> list[str]:
     """Split a response into its whitespace-separated words (node names or garbage)."""
     return response.split()
-
-
-def format_for_reward(prompt: str, response: str) -> str:
-    """Return the exact text the reward model scores for ``(prompt, response)``.
-
-    The join is a single space, and an empty response gives the prompt alone. This is the
-    only place the join is defined: the RM is trained on it and the trainer calls it
-    through ``BuiltinTask.reward_text``.
-    """
-    response = response.strip()
-    return f"{prompt} {response}" if response else prompt
