@@ -1,5 +1,5 @@
 """``python -m benchmarks.gold_battery``: its quick mode reports every figure of the full run, each finite, and the
-figures benchmarks/README.md publishes are the ones its results file holds."""
+figures its page (benchmarks/results/gold_battery/README.md) publishes are the ones its results file holds."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from benchmarks.gold_battery import CEILINGS, LIST_TITLES, OUT, TASKS, markdown
 from ppo_core.tasks.fortunes.gamed import BATTERY_PROMPTS, GAMED
 
 REPO = Path(__file__).resolve().parents[2]
-README = REPO / "benchmarks" / "README.md"
+README = REPO / "benchmarks" / "results" / "gold_battery" / "README.md"
 SECTION = "## The text task's gold: gamed responses and stored samples"
 GROUPS = ("companion_later", "companion_untuned", "smollm2_later", "smollm2_untuned")
 DISTRIBUTION = ("samples", "mean", "q0.1", "q0.5", "q0.9", "share_zero", "share_half")
@@ -80,7 +80,7 @@ def test_quick_mode_reports_every_figure_finite(tmp_path: Path) -> None:
 
 def readme_section() -> str:
     text = README.read_text()
-    assert SECTION in text, f"benchmarks/README.md has no section {SECTION!r}"
+    assert SECTION in text, f"benchmarks/results/gold_battery/README.md has no section {SECTION!r}"
     section = text.split(SECTION, 1)[1]
     return section.split("\n## ", 1)[0]
 

@@ -75,7 +75,7 @@ def test_the_summary_pairs_each_seed_with_itself() -> None:
 def test_the_published_figures_are_the_results_files() -> None:
     result = json.loads((CURVES / "overoptimisation_curve.json").read_text())
     gain, fall = result["peak_gain"], result["fall_after_peak"]
-    page = (REPO / "benchmarks" / "README.md").read_text()
+    page = (CURVES / "README.md").read_text()
     assert f"{gain[0]:+.3f} over the\n  untuned policy, paired 95% [{gain[1]:+.3f}, {gain[2]:+.3f}]" in page
     assert f"mean gold falls {fall[0]:.3f}, 95%\n  [{fall[1]:+.3f}, {fall[2]:+.3f}]" in page
     for point in result["curve"]:
@@ -89,7 +89,7 @@ def test_the_long_runs_published_figures_are_its_metrics() -> None:
     from benchmarks.overoptimisation_curve import evaluations
 
     rows = {row["update"]: row for row in evaluations(CURVES / "long" / "seed_1")}
-    page = (REPO / "benchmarks" / "README.md").read_text()
+    page = (CURVES / "README.md").read_text()
     untuned, peak = rows[0]["eval/gold_score"], rows[48]
     assert f"held-out gold {untuned:.3f}\n  untuned, {peak['eval/gold_score']:.3f} at update 48 " \
            f"({peak['eval/kl']:.1f} nats" in page
@@ -99,7 +99,7 @@ def test_the_long_runs_published_figures_are_its_metrics() -> None:
 
 def test_the_third_tasks_published_figures_are_its_results_file() -> None:
     result = json.loads((CURVES / "v3" / "overoptimisation_curve_v3.json").read_text())
-    page = " ".join((REPO / "benchmarks" / "README.md").read_text().split())  # lines joined: figures wrap
+    page = " ".join((CURVES / "README.md").read_text().split())  # lines joined: figures wrap
     own, fall, mean = result["own_peak_gain"], result["fall_after_peak"], result["peak_gain"]
     falls = result["own_fall_to_end"]
     assert f"gold falls {falls[0]:.3f}, 95% [{falls[1]:+.3f}, {falls[2]:+.3f}]" in page

@@ -1,5 +1,6 @@
-"""The third text task's study figures that README.md, benchmarks/README.md and the study file publish are the ones in
-benchmarks/results/real_model_study/real_model_study_v3.json, at their printed precision."""
+"""The third text task's study figures that README.md, the study's page (benchmarks/results/real_model_study/
+README.md) and the study file publish are the ones in benchmarks/results/real_model_study/real_model_study_v3.json,
+at their printed precision."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ def joined(path: str) -> str:
 
 
 def test_each_comparison_is_published_with_its_paired_interval() -> None:
-    index, readme = joined("benchmarks/README.md"), joined("README.md")
+    index, readme = joined("benchmarks/results/real_model_study/README.md"), joined("README.md")
     for arm, pair in RESULT["tuned_minus"].items():
         short = f"{pair['mean']:+.3f} [{pair['ci_low']:+.3f}, {pair['ci_high']:+.3f}]"
         full = f"{pair['mean']:+.3f}, 95% [{pair['ci_low']:+.3f}, {pair['ci_high']:+.3f}], 99% " \
@@ -28,7 +29,7 @@ def test_each_comparison_is_published_with_its_paired_interval() -> None:
 
 
 def test_the_winner_and_the_times_are_the_files() -> None:
-    index, readme = joined("benchmarks/README.md"), joined("README.md")
+    index, readme = joined("benchmarks/results/real_model_study/README.md"), joined("README.md")
     winner, seconds = RESULT["winner"], RESULT["seconds"]
     assert f"held-out gold {winner['mean']:.4f}, 95% [{winner['ci_low']:.4f}, {winner['ci_high']:.4f}]" in index
     assert f"study took {seconds['study'] / 60:.1f} minutes and a 5-seed validation " \

@@ -1,5 +1,5 @@
-"""The trial-speed figures that README.md and benchmarks/README.md publish are the ones in
-benchmarks/results/trial_speed/trial_speed.json, at their printed precision."""
+"""The trial-speed figures that README.md and the benchmark's page (benchmarks/results/trial_speed/README.md) publish
+are the ones in benchmarks/results/trial_speed/trial_speed.json, at their printed precision."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULT = json.loads((ROOT / "benchmarks/results/trial_speed/trial_speed.json").read_text())
-INDEX = " ".join((ROOT / "benchmarks/README.md").read_text().split())  # lines joined: figures wrap
+INDEX = " ".join((ROOT / "benchmarks/results/trial_speed/README.md").read_text().split())  # lines joined: figures wrap
 README = " ".join((ROOT / "README.md").read_text().split())
 
 
