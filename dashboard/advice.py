@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dashboard.frontier import PeakReading, unclear_words
+from dashboard.frontier_reading import PeakReading, unclear_words
 from dashboard.health_rules import (
     ADVICE_ENTROPY,
     ADVICE_KL_HIGH,
@@ -321,7 +321,7 @@ def peak_sentence(reading: PeakReading) -> str:
 
 
 def peak_advice(reading: PeakReading | None) -> list[Advice]:
-    """One item on where the study's gold peaks in KL (:class:`dashboard.frontier.PeakReading`, as the Frontier
+    """One item on where the study's gold peaks in KL (:class:`dashboard.frontier_reading.PeakReading`, as the Frontier
     page reads it): the KL to aim at where the data show a clear peak; where the curve's turn (or its rise or fall)
     stays within the runs' noise, that there is none, and no KL to aim at."""
     if reading is None:

@@ -1,4 +1,4 @@
-"""Plotly figures of the reward–KL frontier, built from :mod:`dashboard.frontier`'s frames.
+"""Plotly figures of the reward–KL frontier, built from :mod:`dashboard.frontier_reading`'s frames.
 
 Every trace carries ``meta`` ({"trial": n, ...} or {"role": ...}) as :mod:`dashboard.charts` does.
 """
@@ -12,7 +12,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from dashboard.charts import STATE_WORD, group_colors
-from dashboard.frontier import PeakReading
+from dashboard.frontier_reading import PeakReading
 from dashboard.palette import FIT_COLOR, FRONT_COLOR, OTHER_STATE_COLOR, STATE_COLORS, THRESHOLD_COLOR, trial_color
 
 # With points coloured by group, the state moves to the marker's shape.

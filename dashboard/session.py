@@ -22,7 +22,7 @@ import sqlalchemy
 import streamlit as st
 
 from dashboard.frames import health_contexts
-from dashboard.frontier import PeakReading, read_metrics_peak
+from dashboard.frontier_reading import PeakReading, read_metrics_peak
 from dashboard.health_rules import Finding, diagnose_trials
 from dashboard.study_reader import (
     StudyReader,
@@ -106,7 +106,7 @@ def health(url: str, name: str, token: str) -> dict[int, list[Finding]]:
 @st.cache_data(ttl=TTL_S, max_entries=MAX_STUDIES, show_spinner=False)
 def gold_peak(url: str, name: str, token: str) -> PeakReading | None:
     """Where the study's gold peaks in KL, read from every trial's evaluations as the Frontier page reads it
-    (``dashboard.frontier.read_metrics_peak``); None for a study without a gold score."""
+    (``dashboard.frontier_reading.read_metrics_peak``); None for a study without a gold score."""
     return read_metrics_peak(metrics(url, name, token))
 
 

@@ -45,7 +45,7 @@ from tuner.study.constraints import Constraint, feasible
 from tuner.study.edge_findings import EdgeFinding, edge_findings
 from tuner.study.reports import trials_frame
 from tuner.study.spec import KLGuard, Objective
-from tuner.study.stored import StoredStudy, read_stored
+from tuner.study.stored_spec import StoredSpec, read_stored_spec
 from tuner.study.winner import BestFigure, Winner, read_winner
 
 PARAM_PREFIX = "param:"  # how tuner.study.reports.trials_frame names the searched parameters' columns
@@ -244,7 +244,7 @@ class StudyView:
     trials: pd.DataFrame  # one row per trial, columns as tuner.study.reports.trials_frame plus KL columns
     configs: Mapping[int, Mapping[str, Any]]
     winner: Winner  # who won and why, as `ppo-tune run`, show and best give it (tuner.study.winner)
-    stored: StoredStudy  # the study's stored definition, read once (tuner.study.stored)
+    spec: StoredSpec  # the study's stored spec, read once (tuner.study.stored_spec)
     counts: Mapping[str, int] = field(default_factory=dict)  # trials by state, states with none left out
     edge_findings: tuple[EdgeFinding, ...] = ()  # searched ranges whose best trials crowd against a bound
     aim: str | None = None  # a frontier-guided study's latest proposal: where it aimed, why, and how sure
@@ -263,24 +263,24 @@ class StudyView:
 
     @property
     def kl_guard(self) -> KLGuard:
-        return self.stored.kl_guard
+        return self.spec.kl_guard
 
     @property
     def target(self) -> str | None:
         """The trainer the study's trials kept to (``target:``, or a TRL study's trainer); None without one."""
-        return self.stored.target
+        return self.spec.target
 
     @property
     def constraints(self) -> tuple[Constraint, ...]:
-        return self.stored.constraints
+        return self.spec.constraints
 
     @property
     def objectives(self) -> tuple[Objective, ...]:
-        return self.stored.objectives
+        return self.spec.objectives
 
     def upper_limit(self, metric: str) -> float | None:
         """The study's constraint ``metric <= max`` (the tightest), if it has one."""
-        return self.stored.upper_limit(metric)
+        return self.spec.upper_limit(metric)
 
     @property
     def numbers(self) -> list[int]:
@@ -343,7 +343,7 @@ def build_study_view(ref: StudyRef, snapshot: Snapshot) -> StudyView:
     attrs = snapshot.user_attrs
     if KL_GUARD_ATTR not in attrs and KL_GUARD_ATTR in snapshot.system_attrs:  # where the oldest studies kept it
         attrs = {**attrs, KL_GUARD_ATTR: snapshot.system_attrs[KL_GUARD_ATTR]}
-    stored = read_stored(attrs, len(study.directions))
+    spec = read_stored_spec(attrs, len(study.directions))
     return StudyView(
         ref=ref,
         directions=tuple(d.name.lower() for d in study.directions),
@@ -351,9 +351,9 @@ def build_study_view(ref: StudyRef, snapshot: Snapshot) -> StudyView:
         trials=frame,
         configs={trial.number: dict(trial.user_attrs.get(CONFIG_ATTR, {}) or {}) for trial in snapshot.trials},
         winner=read_winner(study),
-        stored=stored,
+        spec=spec,
         counts=counts,
-        edge_findings=tuple(edge_findings(snapshot.trials, stored.search_space, study.directions)),
+        edge_findings=tuple(edge_findings(snapshot.trials, spec.search_space, study.directions)),
         aim=latest_aim(snapshot.trials),
         constraint_values={trial.number: trial.constraints for trial in snapshot.trials if trial.constraints},
     )

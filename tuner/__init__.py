@@ -19,16 +19,16 @@ from typing import TYPE_CHECKING, Any
 _PUBLIC = {
     "KLGuard": "tuner.study.spec",
     "Objective": "tuner.study.spec",
-    "StudyConfigError": "tuner.study.values",
+    "StudySpecError": "tuner.study.values",
     "StudySpec": "tuner.study.spec",
-    "load_study_spec": "tuner.study.config",
+    "load_study_spec": "tuner.study.study_file",
     "ParamSpec": "tuner.search.space",
     "suggest_params": "tuner.search.space",
     "KLGuardPruner": "tuner.trial.kl_guard",
     "make_pruner": "tuner.trial.factory",
     "make_sampler": "tuner.trial.factory",
     "TrialReporter": "tuner.trial.reporter",
-    "make_objective": "tuner.trial.optuna_objective",
+    "make_trial_function": "tuner.trial.trial_function",
     "open_study": "tuner.run.worker",
     "run_worker": "tuner.run.worker",
     "run_study": "tuner.run.runner",
@@ -53,8 +53,8 @@ __all__ = [
     "KLGuardPruner",
     "Objective",
     "ParamSpec",
-    "StudyConfigError",
     "StudySpec",
+    "StudySpecError",
     "TrialReporter",
     "TrialStore",
     "best_trials",
@@ -62,9 +62,9 @@ __all__ = [
     "edge_findings",
     "load_study_spec",
     "load_validation",
-    "make_objective",
     "make_pruner",
     "make_sampler",
+    "make_trial_function",
     "mean_interval",
     "open_storage",
     "open_study",
@@ -90,19 +90,25 @@ if TYPE_CHECKING:
     from tuner.search.warm_start import warm_start_points
     from tuner.store.database import create_engine, open_storage
     from tuner.store.records import TrialStore, read_metrics, read_samples
-    from tuner.study.config import load_study_spec
     from tuner.study.edge_findings import edge_findings
     from tuner.study.reports import trial_config, trials_frame
     from tuner.study.spec import KLGuard, Objective, StudySpec
-    from tuner.study.values import StudyConfigError
+    from tuner.study.study_file import load_study_spec
+    from tuner.study.values import StudySpecError
     from tuner.study.winner import best_trials
     from tuner.trial.factory import make_pruner, make_sampler
     from tuner.trial.kl_guard import KLGuardPruner
-    from tuner.trial.optuna_objective import make_objective
     from tuner.trial.reporter import TrialReporter
+    from tuner.trial.trial_function import make_trial_function
+
+
+_RENAMED = {"StudySpecError": "StudySpecError", "make_trial_function": "make_trial_function"}
+"""Former public names, kept for one release: the study file's error is named for the spec it fails to make, and the
+function Optuna calls for each trial apart from a study's objectives."""
 
 
 def __getattr__(name: str) -> Any:
+    name = _RENAMED.get(name, name)
     if name in _PUBLIC:
         return getattr(importlib.import_module(_PUBLIC[name]), name)
     raise AttributeError(f"module 'tuner' has no attribute {name!r}")

@@ -9,7 +9,8 @@ import streamlit as st
 from dashboard import url_state
 from dashboard.charts import trial_label
 from dashboard.frames import MISSING, number
-from dashboard.frontier import (
+from dashboard.frontier_charts import frontier_figure, trajectory_figure
+from dashboard.frontier_reading import (
     CLEAR_MULTIPLE,
     FIT_SCOPES,
     PeakReading,
@@ -21,7 +22,6 @@ from dashboard.frontier import (
     pareto_front,
     read_peak,
 )
-from dashboard.frontier_charts import frontier_figure, trajectory_figure
 from dashboard.ui import PageContext, color_by_picker, keep_valid, picked, run_page, show_table
 from tuner.search.frontier_points import FrontierSource, frontier_source, trajectories
 

@@ -22,7 +22,7 @@ from tools.demo_study import DemoSpec, build_demo_study
 from tools.real_studies import cached_set
 from tuner.run.worker import run_worker
 from tuner.store.attrs import DEFAULT_KL_METRIC, DEFAULT_KL_THRESHOLD, KL_GUARD_ATTR
-from tuner.study.config import load_study_spec
+from tuner.study.study_file import load_study_spec
 
 REAL, PARETO = "dash", "pareto"
 KL_THRESHOLD = 2.0

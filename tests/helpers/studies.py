@@ -22,7 +22,7 @@ from sqlalchemy.engine import make_url
 
 from ppo_core.errors import first_line
 from tuner.store.database import open_storage
-from tuner.study.config import load_study_spec
+from tuner.study.study_file import load_study_spec
 
 TESTS_DIR = Path(__file__).parent.parent  # tests/: the reward modules' directory, for the trials' path
 SHIPPED_DIR = TESTS_DIR.parent / "studies"

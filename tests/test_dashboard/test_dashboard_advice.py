@@ -26,10 +26,10 @@ from dashboard.advice import (
     separation_needed,
     study_advice,
 )
-from dashboard.frontier import read_peak
+from dashboard.frontier_reading import read_peak
 from dashboard.health_rules import ADVICE_KL_HIGH, ADVICE_STEP_SIZE, CRITICAL, HealthContext, diagnose_trials
 from dashboard.study_reader import Snapshot, StudyRef, StudyView, build_study_view
-from tuner.store.attrs import CONFIG_ATTR, DEFINITION_ATTR, KL_GUARD_ATTR, KL_HISTORY_ATTR, PRUNE_REASON_ATTR
+from tuner.store.attrs import CONFIG_ATTR, KL_GUARD_ATTR, KL_HISTORY_ATTR, PRUNE_REASON_ATTR, SPEC_ATTR
 from tuner.study.constraints import Constraint, constraint_values
 
 N_TRIALS = 20
@@ -68,7 +68,7 @@ def make_study(blow_ups: set[int], clipping: set[int]) -> tuple[optuna.Study, pd
     """A study of N_TRIALS real trials searched over learning_rate and num_ppo_epochs, each with its config, KL
     history and KL-budget constraint as the tuner records them, and the metrics of each run."""
     study = optuna.create_study(direction="maximize")
-    study.set_user_attr(DEFINITION_ATTR, {"search_space": {
+    study.set_user_attr(SPEC_ATTR, {"search_space": {
         "learning_rate": {"type": "float", "low": 1e-6, "high": 1e-4, "log": True},
         "num_ppo_epochs": {"type": "int", "low": 2, "high": 10},
     }})
@@ -189,7 +189,7 @@ def test_every_health_rule_has_a_group_and_its_advice() -> None:
 def test_trials_the_kl_guard_stopped_on_its_trend_are_a_kl_item() -> None:
     """The guard's prediction stops a trial before KL passes the threshold, so no health rule sees it; the advice
     does, from the reason the real guard writes."""
-    from tuner.study.config import KLGuard
+    from tuner.study.study_file import KLGuard
     from tuner.trial.kl_guard import blowup_reason
 
     guard = KLGuard(threshold=6.0, predict=True, window=5, predict_min_fraction=0.5)

@@ -40,7 +40,7 @@ from tools.real_studies import CUSTOM_REWARD, ESTIMATORS, HELDOUT, VALIDATION_SE
 from tuner.production.validation import load_validation, validation_results
 from tuner.search.frontier_aim import aim_words, start_aim
 from tuner.search.frontier_sampler import AIM_ATTR
-from tuner.store.attrs import DEFINITION_ATTR, KL_HISTORY_ATTR, PRUNED_AT_ATTR
+from tuner.store.attrs import KL_HISTORY_ATTR, PRUNED_AT_ATTR, SPEC_ATTR
 from tuner.store.database import create_engine
 from tuner.store.records import read_metrics, read_samples
 from tuner.study.spec import KLGuard
@@ -175,7 +175,7 @@ def test_study_page_shows_ranges_whose_best_trials_crowd_a_bound(
     url = f"sqlite:///{tmp_path / 'edge.db'}"
     study = optuna.create_study(storage=url, study_name="edge", direction="maximize")
     raw = {"type": "float", "low": 1e-6, "high": 5e-5, "log": True}
-    study.set_user_attr(DEFINITION_ATTR, {"name": "edge", "search_space": {"learning_rate": raw}})
+    study.set_user_attr(SPEC_ATTR, {"name": "edge", "search_space": {"learning_rate": raw}})
     for value in range(10):
         study.add_trial(optuna.trial.create_trial(
             value=float(value), params={"learning_rate": 4.5e-5 if value >= 7 else 7e-6},
@@ -198,7 +198,7 @@ def test_study_page_shows_the_target_trainer(tmp_path: Path, monkeypatch: pytest
     definition: dict[str, Any] = {"name": "target"}
     if target is not None:
         definition["target"] = target
-    study.set_user_attr(DEFINITION_ATTR, definition)
+    study.set_user_attr(SPEC_ATTR, definition)
     study.add_trial(optuna.trial.create_trial(value=1.0, params={"learning_rate": 1e-5},
                                               distributions={"learning_rate": FloatDistribution(1e-6, 5e-5)}))
     app = page_opener(url, "target", monkeypatch)()
@@ -517,7 +517,7 @@ def test_table_columns_are_plain_values(open_page: Any) -> None:
 def test_study_page_says_where_a_frontier_guided_search_aims(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     url = f"sqlite:///{tmp_path / 'aim.db'}"
     study = optuna.create_study(storage=url, study_name="aim", direction="maximize")
-    study.set_user_attr(DEFINITION_ATTR, {"name": "aim"})
+    study.set_user_attr(SPEC_ATTR, {"name": "aim"})
     aims = [{**start_aim(0).to_dict(), "predicted_ln_kl": None, "predicted_sd": None, "trials_measured": 0},
             {"kind": "peak", "center": math.log(1.5), "spread": 0.2, "target": math.log(1.6),
              "reason": "the objective peaks at 1.5 nats (1.3-1.7 in 80% of resampled studies; 6 trials' 24 "

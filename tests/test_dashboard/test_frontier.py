@@ -1,4 +1,4 @@
-"""The reward–KL frontier's math (dashboard.frontier) and figures (dashboard.frontier_charts)."""
+"""The reward–KL frontier's math (dashboard.frontier_reading) and figures (dashboard.frontier_charts)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dashboard.frontier import final_points, gold_peaks, group_peaks, headline, pareto_front, read_peak
 from dashboard.frontier_charts import frontier_figure, traces_with_role, trajectory_figure
+from dashboard.frontier_reading import final_points, gold_peaks, group_peaks, headline, pareto_front, read_peak
 from tuner.search.frontier_peak import frontier_peak
 from tuner.search.frontier_points import FrontierSource, frontier_source, study_peak, trajectories
 

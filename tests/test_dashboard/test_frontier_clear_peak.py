@@ -15,7 +15,7 @@ from helpers.frontier_paths import peaked_paths
 from optuna.distributions import FloatDistribution
 from streamlit.testing.v1 import AppTest
 
-from dashboard.frontier import CLEAR_MULTIPLE, PeakClearance, PeakReading, headline, peak_clearance, run_noise
+from dashboard.frontier_reading import CLEAR_MULTIPLE, PeakClearance, PeakReading, headline, peak_clearance, run_noise
 from dashboard.launch import STORAGE_ENV
 from tuner.search.frontier_peak import FrontierPeak
 from tuner.store.database import create_engine, open_storage

@@ -31,10 +31,10 @@ from ppo_tune.cli import main
 from tools.screenshots import free_port
 from tuner.run.worker import open_study
 from tuner.search.space import suggest_params
-from tuner.store.attrs import CONFIG_ATTR, DEFINITION_ATTR
+from tuner.store.attrs import CONFIG_ATTR, SPEC_ATTR
 from tuner.store.database import StorageError, open_read_only_storage, open_storage, sqlite_path
 from tuner.store.records import count_rows
-from tuner.study.config import load_study_spec
+from tuner.study.study_file import load_study_spec
 
 pytestmark = pytest.mark.heavy  # starts processes or studies: scheduled first
 
@@ -238,7 +238,7 @@ def test_run_refuses_a_study_of_the_same_name_that_ppo_tune_did_not_create(
     assert "study 'tiny'" in error and "not created by ppo-tune" in error, error
     assert digest(tmp_path / "tiny.db") == before
     outside = optuna.load_study(study_name="tiny", storage=url)
-    assert outside.user_attrs == {"owner": "someone else"} and DEFINITION_ATTR not in outside.user_attrs
+    assert outside.user_attrs == {"owner": "someone else"} and SPEC_ATTR not in outside.user_attrs
     assert outside.get_trials() == []
 
 

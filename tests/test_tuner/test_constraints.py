@@ -16,8 +16,8 @@ from optuna.trial import FrozenTrial, TrialState, create_trial
 from tuner.store.attrs import PRUNE_REASON_ATTR
 from tuner.store.database import create_engine, open_storage
 from tuner.store.records import TrialStore, create_tables
-from tuner.study.config import Objective, StudySpec, load_study_spec
 from tuner.study.constraints import Constraint, constraint_values, feasible
+from tuner.study.study_file import Objective, StudySpec, load_study_spec
 from tuner.study.winner import best_trials
 from tuner.trial.factory import make_pruner
 from tuner.trial.reporter import MissingMetricError, TrialReporter, reduce_history

@@ -14,10 +14,10 @@ from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState, create_trial
 
 from ppo_tune.cli import main
-from tuner.store.attrs import DEFINITION_ATTR, KL_HISTORY_ATTR
-from tuner.study.config import parse_param
+from tuner.store.attrs import KL_HISTORY_ATTR, SPEC_ATTR
 from tuner.study.edge_findings import EdgeFinding, edge_findings, format_edge_findings, position
-from tuner.study.stored import read_stored
+from tuner.study.stored_spec import read_stored_spec
+from tuner.study.study_file import parse_param
 
 RAW_SPACE = {
     "learning_rate": {"type": "float", "low": 1e-6, "high": 5e-5, "log": True},
@@ -145,16 +145,16 @@ def test_format_and_stored_search_space() -> None:
     text = format_edge_findings(edge_findings(study_of([NEAR_TOP] * 6), SPACE, MAXIMIZE))
     assert text.splitlines()[1] == "  learning_rate: the best 6 of 30 trials lie within 10% of the upper bound " \
                                    "5e-05; widen the range above it"
-    assert read_stored({DEFINITION_ATTR: {"search_space": RAW_SPACE}}, 1).search_space == SPACE
-    assert read_stored({}, 1).search_space == {}
+    assert read_stored_spec({SPEC_ATTR: {"search_space": RAW_SPACE}}, 1).search_space == SPACE
+    assert read_stored_spec({}, 1).search_space == {}
     broken = {"cliprange": RAW_SPACE["cliprange"], "lam": {"type": "uniform"}}
-    assert read_stored({DEFINITION_ATTR: {"search_space": broken}}, 1).search_space == {"cliprange": SPACE["cliprange"]}
+    assert read_stored_spec({SPEC_ATTR: {"search_space": broken}}, 1).search_space == {"cliprange": SPACE["cliprange"]}
 
 
 def test_show_prints_the_findings(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     url = f"sqlite:///{tmp_path / 'edge.db'}"
     study = optuna.create_study(storage=url, study_name="edge", direction="maximize")
-    study.set_user_attr(DEFINITION_ATTR, {"name": "edge", "search_space": RAW_SPACE})
+    study.set_user_attr(SPEC_ATTR, {"name": "edge", "search_space": RAW_SPACE})
     for trial in study_of([NEAR_TOP] * 6):
         study.add_trial(trial)
     assert main(["show", "edge", "--storage", url]) == 0

@@ -15,7 +15,7 @@ from optuna.trial import TrialState, create_trial
 from ppo_core import PPOConfig
 from ppo_tune.cli import main
 from tuner.exports import TARGETS, differences, exported
-from tuner.store.attrs import CONFIG_ATTR, DEFINITION_ATTR
+from tuner.store.attrs import CONFIG_ATTR, SPEC_ATTR
 
 # PPOConfig's keyword arguments: typed Any, since each field has a type of its own that the union of the values (what
 # a plain dict is inferred as) does not fit.
@@ -116,7 +116,7 @@ def test_every_difference_is_one_line_and_in_the_exported_file(fmt: str) -> None
 def grpo_study(tmp_path_factory: pytest.TempPathFactory) -> str:
     url = f"sqlite:///{tmp_path_factory.mktemp('study') / 'differences.db'}"
     study = optuna.create_study(storage=url, study_name="differences", direction="maximize")
-    study.set_user_attr(DEFINITION_ATTR, {"name": "differences", "target": "trl-grpo"})
+    study.set_user_attr(SPEC_ATTR, {"name": "differences", "target": "trl-grpo"})
     config = PPOConfig(**GROUP, beta=0.04).to_dict()
     study.add_trial(create_trial(state=TrialState.COMPLETE, value=1.0, params={"learning_rate": 1e-6},
                                  distributions={"learning_rate": FloatDistribution(1e-7, 1e-4, log=True)},
@@ -143,7 +143,7 @@ def test_shipped_studies_winners_export_exactly_or_say_so() -> None:
     import yaml
 
     from tuner.search.space import config_values
-    from tuner.study.config import build_config, load_study_spec
+    from tuner.study.study_file import build_config, load_study_spec
 
     studies = [path for path in sorted((Path(__file__).resolve().parents[2] / "studies").glob("*.yaml"))
                if "search_space" in yaml.safe_load(path.read_text())]  # train.yaml is a run config

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from ppo_core.errors import InputError, first_line
 from ppo_tune.cli import main
 from tuner.store.database import sqlite_path
-from tuner.study.config import StudySpec, load_study_spec
+from tuner.study.study_file import StudySpec, load_study_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = shipped_study_files()
@@ -100,7 +100,7 @@ def check_outcome(content: bytes) -> None:
         if spec is not None:
             assert spec.search_space and spec.objectives
             database = sqlite_path(spec.storage)
-            if "storage" not in spec.definition:  # the default: a file beside the study file, never elsewhere
+            if "storage" not in spec.mapping:  # the default: a file beside the study file, never elsewhere
                 assert database is not None and database.parent == Path(directory).resolve(), spec.storage
         stderr = io.StringIO()
         with contextlib.redirect_stderr(stderr), contextlib.redirect_stdout(io.StringIO()):

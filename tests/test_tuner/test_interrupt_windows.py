@@ -20,8 +20,8 @@ from tuner.run.worker import open_study
 from tuner.store.attrs import FAIL_REASON_ATTR
 from tuner.store.database import create_engine
 from tuner.store.records import create_tables
-from tuner.study.config import load_study_spec
-from tuner.trial.optuna_objective import INTERRUPTED, make_objective, run_trials
+from tuner.study.study_file import load_study_spec
+from tuner.trial.trial_function import INTERRUPTED, make_trial_function, run_trials
 
 pytestmark = pytest.mark.heavy  # starts trial processes
 
@@ -84,7 +84,7 @@ def test_a_signal_while_a_trial_is_asked_for_fails_it_as_interrupted_and_queues_
     sigterm_as_interrupt()
     study, spec = _study(tmp_path, tiny_lm_dir, prompts_file, SignalledWhileAsked(signum))
     with pytest.raises(raised):
-        run_trials(study, make_objective(spec), n_trials=1)  # type: ignore[arg-type]
+        run_trials(study, make_trial_function(spec), n_trials=1)  # type: ignore[arg-type]
     trials = study.get_trials()
     assert [t.state for t in trials] == [TrialState.FAIL, TrialState.WAITING]
     assert trials[0].user_attrs[FAIL_REASON_ATTR] == INTERRUPTED
@@ -98,7 +98,7 @@ def test_a_signal_while_a_finished_trial_is_recorded_lets_the_record_finish_then
     study, spec = _study(tmp_path, tiny_lm_dir, prompts_file, SignalledWhileTold(signal.SIGINT))
     ended: list[int] = []
     with pytest.raises(KeyboardInterrupt):
-        run_trials(study, make_objective(spec), n_trials=3,  # type: ignore[arg-type]
+        run_trials(study, make_trial_function(spec), n_trials=3,  # type: ignore[arg-type]
                    callbacks=[lambda _, trial: ended.append(trial.number)])
     # The trial ran to its end and is stored so; the worker's callbacks saw it; no second trial was started.
     assert [t.state for t in study.get_trials()] == [TrialState.COMPLETE], study.get_trials()[0].user_attrs

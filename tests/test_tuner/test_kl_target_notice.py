@@ -13,7 +13,7 @@ from helpers.studies import TESTS_DIR, write_study
 from benchmarks.curve_table import TABLE_SPACE
 from ppo_tune.cli import main
 from tuner.search.kl_target_notice import reach_notice, study_reach
-from tuner.study.config import load_study_spec
+from tuner.study.study_file import load_study_spec
 
 REPO = Path(__file__).resolve().parents[2]
 ADAPTIVE = {"kl_control": {"type": "categorical", "choices": ["fixed", "adaptive"]},

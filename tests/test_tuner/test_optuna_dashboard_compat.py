@@ -15,7 +15,7 @@ from helpers.studies import TESTS_DIR, write_study
 from tuner.run.worker import run_worker
 from tuner.store.database import create_engine
 from tuner.store.records import count_rows
-from tuner.study.config import load_study_spec
+from tuner.study.study_file import load_study_spec
 
 
 def get_json(app: object, path: str) -> tuple[str, dict]:

@@ -22,7 +22,7 @@ from tuner.run.worker import run_worker
 from tuner.store.attrs import CONFIG_ATTR, PILOT_ATTR, SEED_ATTR
 from tuner.store.database import create_engine, open_storage
 from tuner.store.records import read_metrics
-from tuner.study.config import load_study_spec
+from tuner.study.study_file import load_study_spec
 
 pytestmark = pytest.mark.heavy  # starts processes or studies: scheduled first
 

@@ -43,8 +43,8 @@ from tuner.production.validation import validation_study_name
 from tuner.store.attrs import FAIL_REASON_ATTR, RETRY_OF_ATTR, TRAINED_BY_ATTR, VALIDATES_ATTR
 from tuner.store.database import create_engine
 from tuner.store.records import read_metrics, read_samples
-from tuner.study.config import load_study_spec
 from tuner.study.reports import updates_run
+from tuner.study.study_file import load_study_spec
 from tuner.trial.ray_launch import RAY_TASK_ATTR, lost_reason, recorded_address_file
 
 pytestmark = pytest.mark.heavy  # starts processes or studies: scheduled first

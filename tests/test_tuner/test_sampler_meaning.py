@@ -11,7 +11,7 @@ import pytest
 from helpers.studies import write_study
 from packaging.requirements import Requirement
 
-from tuner.study.config import load_study_spec
+from tuner.study.study_file import load_study_spec
 from tuner.trial.factory import TPE_MEANING, make_sampler
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -143,11 +143,11 @@ def test_without_a_searched_estimator_the_bases_decides() -> None:
         assert config.generations_per_prompt == params["num_generations"] and not config.kl_penalty_in_reward
     # PPOConfig's default estimator, gae, reads none of the group knobs: searching one would do nothing.
     with pytest.raises(StudySpecError, match=r"^search_space\.num_generations: never chosen: only "
-                                               r"advantage_estimator grpo or rloo or reinforce_pp_baseline reads it, "
-                                               r"and this study's is gae \(PPOConfig's default\)"):
+                                             r"advantage_estimator grpo or rloo or reinforce_pp_baseline reads it, "
+                                             r"and this study's is gae \(PPOConfig's default\)"):
         spec_of({"num_generations": {"type": "categorical", "choices": [2, 4]}})
     with pytest.raises(StudySpecError, match=r"^search_space\.scale_rewards: never chosen: .* this study's is rloo "
-                                               r"\(the base's\)"):
+                                             r"\(the base's\)"):
         spec_of({"scale_rewards": {"type": "categorical", "choices": ["group"]}}, base={"advantage_estimator": "rloo"})
 
 

@@ -16,9 +16,9 @@ from optuna.trial import FrozenTrial, TrialState, create_trial
 from ppo_tune.cli import main
 from tuner.run.worker import run_worker
 from tuner.store.attrs import CONFIG_ATTR, RACE_OF_ATTR, SEED_ATTR
-from tuner.study.config import load_study_spec
 from tuner.study.defaults import SEED_POLICY
 from tuner.study.seed_policy import Racing, SeedPolicy, TrialBudget, best_raced, next_runs, parse_seed_policy
+from tuner.study.study_file import load_study_spec
 from tuner.study.winner import best_trials
 
 MAX = StudyDirection.MAXIMIZE
@@ -93,7 +93,7 @@ def test_a_racing_study_reruns_its_leader_on_the_next_seed_and_picks_by_mean(tmp
 def test_a_racing_rerun_is_not_pruned_but_still_guarded() -> None:
     # A re-run the pruner stopped left its configuration short of seeds for good (it is never queued again), so a
     # re-run runs to its end; a KL blow-up still stops it.
-    from tuner.study.config import KLGuard
+    from tuner.study.study_file import KLGuard
     from tuner.trial.kl_guard import KLGuardPruner
 
     pruner = KLGuardPruner(KLGuard(threshold=5.0), inner=optuna.pruners.ThresholdPruner(lower=1e9))  # prunes all
@@ -196,14 +196,14 @@ def test_a_study_without_a_seed_policy_races_its_leader_in_its_last_fifth(tmp_pa
 
 def test_the_progress_line_shows_a_raced_winners_mean_over_its_seeds(tmp_path: Path) -> None:
     from tuner.run.follow import best_text
-    from tuner.store.attrs import DEFINITION_ATTR
+    from tuner.store.attrs import SPEC_ATTR
 
     study = optuna.create_study(direction="maximize")
-    study.set_user_attr(DEFINITION_ATTR, {"objectives": [{"metric": "m"}]})  # no seed_policy: the default races
+    study.set_user_attr(SPEC_ATTR, {"objectives": [{"metric": "m"}]})  # no seed_policy: the default races
     for trial in [_trial(0, 0.8), _trial(1, 0.95), _trial(2, 0.7, race_of=0, seed=1)]:
         study.add_trial(trial)
     assert best_text(study) == "best 0.7500, mean of 2 seeds (trial 0)"
-    study.set_user_attr(DEFINITION_ATTR, {"objectives": [{"metric": "m"}], "seed_policy": {"name": "single"}})
+    study.set_user_attr(SPEC_ATTR, {"objectives": [{"metric": "m"}], "seed_policy": {"name": "single"}})
     assert best_text(study) == "best 0.9500, one seed (trial 1)"  # one seed: the luckiest run wins
 
 
@@ -213,14 +213,14 @@ def test_the_best_trials_figure_reads_the_same_in_run_show_best_and_the_dashboar
     from dashboard.frames import best_summary, number
     from dashboard.study_reader import StudyRef, build_study_view, open_reader
     from tuner.run.follow import best_text
-    from tuner.store.attrs import DEFINITION_ATTR
+    from tuner.store.attrs import SPEC_ATTR
     from tuner.store.database import create_engine
     from tuner.store.records import create_tables
 
     url = f"sqlite:///{tmp_path / 'raced.db'}"
     create_tables(create_engine(url))
     study = optuna.create_study(study_name="raced", storage=url, direction="maximize")
-    study.set_user_attr(DEFINITION_ATTR, {"objectives": [{"metric": "m"}]})  # the default seed policy races
+    study.set_user_attr(SPEC_ATTR, {"objectives": [{"metric": "m"}]})  # the default seed policy races
     for trial in [_trial(0, 0.8), _trial(1, 0.95), _trial(2, 0.7, race_of=0, seed=1)]:
         study.add_trial(trial)
     # Trial 0 wins on its mean over 2 seeds, 0.75; its own first run scored 0.8, trial 1's one run 0.95.
@@ -237,12 +237,12 @@ def test_the_best_trials_figure_reads_the_same_in_run_show_best_and_the_dashboar
 
 def test_validate_takes_the_race_s_winner_not_the_best_run_of_a_configuration_the_race_threw_out() -> None:
     from tuner.production.validation import top_trials
-    from tuner.store.attrs import DEFINITION_ATTR
+    from tuner.store.attrs import SPEC_ATTR
 
     # SmolLM2's third look: configuration 0 had the best runs, but two of its three ended past the KL budget, so the
     # race chose configuration 1 (every run within it); validate ranked run by run and validated configuration 0.
     study = optuna.create_study(direction="maximize")
-    study.set_user_attr(DEFINITION_ATTR, {"objectives": [{"metric": "m"}], "seed_policy": {"seeds": 3}})
+    study.set_user_attr(SPEC_ATTR, {"objectives": [{"metric": "m"}], "seed_policy": {"seeds": 3}})
     for trial in [_trial(0, 0.530, kl_past_budget=-3.8), _trial(1, 0.512, kl_past_budget=-8.5),
                   _trial(2, 0.536, race_of=0, seed=1, kl_past_budget=9.0),
                   _trial(3, 0.482, race_of=1, seed=1, kl_past_budget=-6.5),
@@ -255,6 +255,6 @@ def test_validate_takes_the_race_s_winner_not_the_best_run_of_a_configuration_th
     # Then the configurations on fewer seeds, then the one the budget threw out, each once.
     assert [t.number for t in top_trials(study, 5)] == [1, 6, 0]
     # A study of one seed per trial ranks run by run, as before: the best run within the budget.
-    study.set_user_attr(DEFINITION_ATTR, {"objectives": [{"metric": "m"}], "seed_policy": {"name": "single"}})
+    study.set_user_attr(SPEC_ATTR, {"objectives": [{"metric": "m"}], "seed_policy": {"name": "single"}})
     assert [t.number for t in top_trials(study, 1)] == [0]
 

@@ -21,8 +21,8 @@ from ppo_tune.cli import main
 from tuner.run.worker import run_worker
 from tuner.store.attrs import FAIL_REASON_ATTR, RETRY_OF_ATTR
 from tuner.store.database import GRACE_HEARTBEATS, open_storage
-from tuner.study.config import load_study_spec
-from tuner.study.definition import definition_changes
+from tuner.study.spec_record import spec_changes
+from tuner.study.study_file import load_study_spec
 
 pytestmark = pytest.mark.heavy  # starts processes or studies: scheduled first
 
@@ -47,10 +47,10 @@ def _edit(path: Path, **changes: object) -> None:
 def test_definition_changes_name_the_field() -> None:
     stored = {"base": {"seed": 0, "kl_coef": 0.1}, "objectives": [{"metric": "a"}], "n_trials": 3}
     current = {"base": {"seed": 1, "kl_coef": 0.1}, "objectives": [{"metric": "a"}], "n_trials": 30}
-    assert definition_changes(stored, current) == ["base.seed 0 -> 1"]  # n_trials may change freely
-    assert definition_changes(stored, {**stored, "objectives": [{"metric": "b"}]}) == \
+    assert spec_changes(stored, current) == ["base.seed 0 -> 1"]  # n_trials may change freely
+    assert spec_changes(stored, {**stored, "objectives": [{"metric": "b"}]}) == \
         ['objectives [{"metric": "a"}] -> [{"metric": "b"}]']
-    assert definition_changes({"base": {"lr": 1e-5}}, {"base": {"lr": 0.00001}}) == []
+    assert spec_changes({"base": {"lr": 1e-5}}, {"base": {"lr": 0.00001}}) == []
 
 
 def test_a_changed_definition_exits_2_unless_allowed(

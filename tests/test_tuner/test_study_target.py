@@ -11,7 +11,7 @@ from helpers.studies import write_study
 from ppo_core import PPOConfig
 from ppo_tune.cli import main
 from tuner.exports import differences
-from tuner.study.config import load_study_spec
+from tuner.study.study_file import load_study_spec
 from tuner.study.target import target_problem
 
 GROUP = {"advantage_estimator": "grpo", "num_generations": 4}
@@ -21,7 +21,7 @@ def test_the_targets_profile_fills_the_base_and_its_winner_exports_exactly(tmp_p
                                                                              prompts_file: Path) -> None:
     spec = load_study_spec(write_study(tmp_path, tiny_lm_dir, prompts_file, target="verl", base=GROUP))
     assert spec.target == "verl" and spec.base["scale_rewards_epsilon"] == 1e-6  # verl's fixed GRPO epsilon
-    assert spec.definition["target"] == "verl"  # stored with the study, for a resume and the dashboard
+    assert spec.mapping["target"] == "verl"  # stored with the study, for a resume and the dashboard
     config = PPOConfig(**{**spec.base, "learning_rate": 3e-4}).to_dict()
     assert target_problem("verl", config) is None
     # The same trial without the target would not have been exact there.

@@ -21,7 +21,7 @@ from tuner.run.worker import run_worker
 from tuner.store.attrs import FAIL_REASON_ATTR, PRUNE_REASON_ATTR, PRUNED_AT_ATTR
 from tuner.store.database import create_engine
 from tuner.store.records import read_metrics
-from tuner.study.config import StudyConfigError, load_study_spec
+from tuner.study.study_file import StudySpecError, load_study_spec
 from tuner.trial.launch import TrialJob, trial_command
 
 pytestmark = pytest.mark.heavy  # starts processes or studies: scheduled first
@@ -136,7 +136,7 @@ def test_workers_get_gpus_in_groups_of_processes_per_trial(
 def test_too_few_gpus_for_the_trials_is_one_line(
     gpus: list[str], workers: int, processes_per_trial: int, message: str
 ) -> None:
-    with pytest.raises(StudyConfigError) as error:
+    with pytest.raises(StudySpecError) as error:
         gpu_groups(gpus, workers, processes_per_trial)
     assert str(error.value) == message
 

@@ -233,7 +233,7 @@ def test_a_missing_or_old_trl_is_named_with_its_install_command(
     # The one thing not real here: this environment has TRL, and the test cannot uninstall it.
     monkeypatch.setattr(importlib.metadata, "version", missing)
     with pytest.raises(StudySpecError, match=r"trainer: trl-grpo runs TRL 1\.16\.x, which is not installed: "
-                                               r"pip install 'ppo-tune\[trl\]'"):
+                                             r"pip install 'ppo-tune\[trl\]'"):
         check_trainer(spec)
     for untested in ("1.12.0", "1.17.0"):
         monkeypatch.setattr(importlib.metadata, "version", lambda name, version=untested: version)

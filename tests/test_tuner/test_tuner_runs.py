@@ -44,8 +44,8 @@ from tuner.store.attrs import (
 )
 from tuner.store.database import create_engine, open_storage
 from tuner.store.records import count_rows, read_metrics, read_samples
-from tuner.study.config import KLGuard, load_study_spec
 from tuner.study.reports import trials_frame, updates_run
+from tuner.study.study_file import KLGuard, load_study_spec
 from tuner.trial.kl_guard import KLGuardPruner, blowup_reason, forecast_lower_bound
 
 pytestmark = pytest.mark.heavy  # starts processes or studies: scheduled first

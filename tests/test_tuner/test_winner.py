@@ -17,8 +17,8 @@ from ppo_tune.cli import main
 from tuner.store.attrs import RACE_OF_ATTR, SEED_ATTR
 from tuner.store.database import create_engine
 from tuner.store.records import create_tables
-from tuner.study.config import load_study_spec
-from tuner.study.definition import check_definition
+from tuner.study.spec_record import record_spec
+from tuner.study.study_file import load_study_spec
 from tuner.study.winner import read_winner
 
 KL_BOUND = "eval/kl (last) <= 10"
@@ -62,7 +62,7 @@ def test_every_view_names_the_winner_read_winner_names(
     spec = load_study_spec(write_study(tmp_path, tiny_lm_dir, prompts_file, name=kind, storage=url, **overrides))
     create_tables(create_engine(url))
     study = optuna.create_study(study_name=kind, storage=url, direction="maximize")
-    check_definition(study, spec, allow_changes=False)  # the definition as `ppo-tune run` stores it
+    record_spec(study, spec, allow_changes=False)  # the definition as `ppo-tune run` stores it
     for trial in trials:
         study.add_trial(trial)
 

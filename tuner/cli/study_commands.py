@@ -10,8 +10,8 @@ from tuner.cli.common import UsageError, default_workers, find_named_study, laun
 
 def command_run(args: argparse.Namespace) -> int:
     from tuner.study.checks import check_models
-    from tuner.study.config import load_study_spec
     from tuner.study.sections import PPO_CORE
+    from tuner.study.study_file import load_study_spec
 
     spec = load_study_spec(args.study, args.storage)
     check_models(spec)  # before the study is stored
@@ -58,7 +58,7 @@ def command_show(args: argparse.Namespace) -> int:
     from tuner.search.frontier_sampler import AIM_ATTR
     from tuner.study.edge_findings import edge_findings, format_edge_findings
     from tuner.study.reports import trials_frame
-    from tuner.study.stored import read_stored
+    from tuner.study.stored_spec import read_stored_spec
     from tuner.study.winner import read_winner
 
     study, _, _ = find_named_study(args.name, args.storage, args.command)
@@ -77,7 +77,7 @@ def command_show(args: argparse.Namespace) -> int:
     aimed = [t for t in study.get_trials(deepcopy=False) if AIM_ATTR in t.user_attrs]
     if aimed:  # a frontier-guided study: where its latest proposal aimed, and why
         print(aim_words(aimed[-1].user_attrs[AIM_ATTR], aimed[-1].number))
-    space = read_stored(study.user_attrs, len(study.directions)).search_space
+    space = read_stored_spec(study.user_attrs, len(study.directions)).search_space
     findings = edge_findings(study.get_trials(deepcopy=False), space, study.directions)
     if findings:
         print(format_edge_findings(findings))

@@ -26,7 +26,7 @@ def command_validate(args: argparse.Namespace) -> int:
     from tuner.run.runner import run_study
     from tuner.run.worker import open_study
     from tuner.store.database import open_storage
-    from tuner.study.definition import stored_spec
+    from tuner.study.spec_record import rebuilt_spec
 
     for flag, value in (("--top-k", args.top_k), ("--seeds", args.seeds), ("--workers", args.workers),
                         ("--eval-samples", args.eval_samples)):
@@ -35,7 +35,7 @@ def command_validate(args: argparse.Namespace) -> int:
     found, url, _ = find_named_study(args.name, args.storage, args.command)
     carried = _carried(args, top_trials(found, args.top_k), url)  # checked before anything is written
     study = optuna.load_study(study_name=args.name, storage=open_storage(url))  # found read-only, written here
-    spec = validation_spec(stored_spec(study, url))
+    spec = validation_spec(rebuilt_spec(study, url))
     if not study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
         raise UsageError(f"study {args.name!r} has no completed trial to validate")
     unpiloted: dict[int, str] = {}
@@ -104,7 +104,7 @@ def command_best(args: argparse.Namespace) -> int:
     from tuner.production.pilot import piloted
     from tuner.production.validation import load_validation, validation_results
     from tuner.study.reports import trial_config
-    from tuner.study.stored import read_stored
+    from tuner.study.stored_spec import read_stored_spec
     from tuner.study.winner import read_winner
 
     study, url, opened = find_named_study(args.name, args.storage, args.command)
@@ -164,7 +164,7 @@ def command_best(args: argparse.Namespace) -> int:
         print("".join(f"{line}\n" for line in comments), end="")
         print(export.render(TARGETS[args.format].layout), end="")
         # Where the target computes something else than the trial, say so where it is seen, not only in the file.
-        target = read_stored(study.user_attrs, len(study.directions)).target
+        target = read_stored_spec(study.user_attrs, len(study.directions)).target
         if export.differences and target is not None and target != args.format:
             print(f"ppo-tune best: study {args.name!r} tuned for {target}; {args.format} computes differently:",
                   file=sys.stderr)

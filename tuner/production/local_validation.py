@@ -15,7 +15,7 @@ from tuner.production.validation import (
 )
 from tuner.run.worker import open_study, run_worker
 from tuner.store.database import open_storage
-from tuner.study.definition import stored_spec
+from tuner.study.spec_record import rebuilt_spec
 
 
 def validate_here(name: str, storage: str, top_k: int, seeds: int, threads: int | None,
@@ -25,8 +25,8 @@ def validate_here(name: str, storage: str, top_k: int, seeds: int, threads: int 
     --eval-samples``), run what is queued one at a time, and return the validated configurations, best first; none when
     the study has no completed trial."""
     study = optuna.load_study(study_name=name, storage=open_storage(storage))
-    spec = validation_spec(stored_spec(study, storage))
+    spec = validation_spec(rebuilt_spec(study, storage))
     validation, _ = open_study(spec, heartbeat=False, allow_changes=True)  # derived from the study: follows it
     queue_runs(study, validation, top_k, seeds, eval_samples=eval_samples)
-    run_worker(stored_spec(validation, storage), n_trials=None, timeout=None, threads=threads)
+    run_worker(rebuilt_spec(validation, storage), n_trials=None, timeout=None, threads=threads)
     return validation_results(study, load_validation(name, storage))

@@ -70,17 +70,17 @@ def top_trials(study: optuna.Study, k: int) -> list[FrozenTrial]:
 def validation_spec(spec: StudySpec) -> StudySpec:
     """The validation study's spec: the tuned study's objectives and constraints, every run trained to the end (no
     pruner, no KL guard: a configuration that blows up on a fresh seed must show it), and nothing to search."""
-    definition = copy.deepcopy(spec.definition)
-    definition.update(name=validation_study_name(spec.name), storage=spec.storage, search_space={},
-                      sampler={"name": "random"}, pruner={"name": "none"},
-                      kl_guard={**definition.get("kl_guard", {}), "enabled": False})
+    mapping = copy.deepcopy(spec.mapping)
+    mapping.update(name=validation_study_name(spec.name), storage=spec.storage, search_space={},
+                   sampler={"name": "random"}, pruner={"name": "none"},
+                   kl_guard={**mapping.get("kl_guard", {}), "enabled": False})
     for key in ("enqueue", "n_trials", "timeout"):
-        definition.pop(key, None)
+        mapping.pop(key, None)
     # Imported here: the study file's module loads transformers (for PPOConfig's parser), which the dashboard, reading
     # validation results through this module, must not load.
-    from tuner.study.config import parse_study
+    from tuner.study.study_file import parse_study
 
-    return parse_study(definition, spec.path)
+    return parse_study(mapping, spec.path)
 
 
 def queue_runs(study: optuna.Study, validation: optuna.Study, top_k: int, seeds: int,

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tuner.study.spec import StudySpec
-from tuner.study.values import StudyConfigError
+from tuner.study.values import StudySpecError
 
 if TYPE_CHECKING:  # only --launcher ray makes one
     from tuner.trial.ray_launch import RayCluster
@@ -62,12 +62,12 @@ def gpu_groups(gpus: Sequence[str], workers: int, processes_per_trial: int) -> l
     if processes_per_trial == 1:
         return [[gpus[index % len(gpus)]] for index in range(workers)]
     if len(gpus) < processes_per_trial:
-        raise StudyConfigError(f"processes_per_trial: {processes_per_trial} processes per trial need "
-                               f"{processes_per_trial} GPUs, this machine has {len(gpus)}")
+        raise StudySpecError(f"processes_per_trial: {processes_per_trial} processes per trial need "
+                             f"{processes_per_trial} GPUs, this machine has {len(gpus)}")
     if len(gpus) < processes_per_trial * workers:
-        raise StudyConfigError(f"processes_per_trial: {workers} workers x {processes_per_trial} processes need "
-                               f"{processes_per_trial * workers} GPUs, this machine has {len(gpus)} "
-                               f"(run with --workers {len(gpus) // processes_per_trial})")
+        raise StudySpecError(f"processes_per_trial: {workers} workers x {processes_per_trial} processes need "
+                             f"{processes_per_trial * workers} GPUs, this machine has {len(gpus)} "
+                             f"(run with --workers {len(gpus) // processes_per_trial})")
     return [list(gpus[index * processes_per_trial:(index + 1) * processes_per_trial]) for index in range(workers)]
 
 

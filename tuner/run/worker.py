@@ -145,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.stored:
             spec = rebuilt_spec(optuna.load_study(study_name=args.study, storage=open_storage(args.storage)),
-                               args.storage)
+                                args.storage)
         else:
             spec = load_study_spec(args.study, args.storage)
         if args.allow_changes:

@@ -1,7 +1,7 @@
 """What the tuner records on studies and trials, and the KL guard's defaults, defined once for writers and readers.
 
 Importing this module imports nothing else, so a reader (the dashboard) can name the attributes without
-loading the trainer (and torch) behind ``tuner.trial.optuna_objective`` and ``tuner.trial.kl_guard``.
+loading the trainer (and torch) behind ``tuner.trial.trial_function`` and ``tuner.trial.kl_guard``.
 """
 
 from __future__ import annotations
@@ -54,15 +54,16 @@ def retry_user_attrs(user_attrs: dict[str, object], number: int) -> dict[str, ob
     return {**{key: user_attrs[key] for key in RETRY_CARRIES if key in user_attrs}, RETRY_OF_ATTR: number}
 
 
-# Study user attributes that studies made before definitions were stored recorded their KL guard and objectives
-# in; read for those studies only (tuner.study.stored), and no longer written.
+# Study user attributes that studies made before their specs were stored recorded their KL guard and objectives
+# in; read for those studies only (tuner.study.stored_spec), and no longer written.
 KL_GUARD_ATTR = "kl_guard"
 OBJECTIVES_ATTR = "objectives"
 # Study user attribute of a validation study (tuner.production.validation): the name of the study whose configurations
 # it reruns.
 VALIDATION_OF_ATTR = "validation_of"
-# Study user attribute: the study file's mapping as the study was created (or last changed with --allow-changes).
-DEFINITION_ATTR = "definition"
+# Study user attribute: the study spec's mapping (the study file as read) when the study was created, or last changed
+# with --allow-changes (tuner.study.spec_record). Its key is part of every stored study, so it keeps its name.
+SPEC_ATTR = "definition"
 
 # The seed guidance reads KL above 10-15, or 15-20, nats as divergence; the guard stops trials at the top of it.
 DEFAULT_KL_THRESHOLD = 20.0

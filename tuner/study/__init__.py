@@ -1,15 +1,17 @@
-"""The study: a study file parsed into one :class:`~tuner.study.spec.StudySpec`, checked, stored with the study and
-read back from it, and the tables read from its trials.
+"""The study: a study file parsed into one spec (:class:`~tuner.study.spec.StudySpec`), checked, recorded with the
+study and read back from it, and who won it and the tables read from its trials.
 
-``config`` (``load_study_spec``, ``parse_study``: the entry point) composes ``sections``, ``space_section``,
-``values`` (the value readers and ``StudyConfigError``), ``checks``, ``metric_check``, ``target`` and
-``trainer_check``; ``definition`` stores and reads the definition; ``defaults``, ``seed_policy``, ``constraints`` and
-``reduction`` are what the sections parse into; ``winner`` reads who won a study and why (its seed policy, its
-constraints and its race); ``reports`` and ``edge_findings`` read its trials. Imports the store, the exports, the
-search and the TRL trial's arguments.
+``study_file`` (``load_study_spec``, ``parse_study``: the entry point) composes ``sections``, ``space_section``,
+``values`` (the value readers and ``StudySpecError``), ``checks``, ``metric_check``, ``target`` and
+``trainer_check``; ``spec_record`` records the spec with its study and rebuilds it from there, and ``rebuilt_spec``
+reads the recorded spec leniently into typed parts; ``defaults``, ``seed_policy``, ``constraints`` and ``reduction``
+are what the sections parse into; ``winner`` reads who won a study and why (its seed policy, its constraints and its
+race); ``reports`` and ``edge_findings`` read its trials. Imports the store, the exports, the search and the TRL
+trial's arguments.
 """
 
 __all__ = [
-    "checks", "config", "constraints", "defaults", "definition", "edge_findings", "metric_check", "reduction",
-    "reports", "sections", "seed_policy", "space_section", "spec", "target", "trainer_check", "values", "winner",
+    "checks", "constraints", "defaults", "edge_findings", "metric_check", "reduction", "reports", "sections",
+    "seed_policy", "space_section", "spec", "spec_record", "rebuilt_spec", "study_file", "target", "trainer_check",
+    "values", "winner",
 ]

@@ -6,7 +6,7 @@ of one bound (measured in log space for a log-scale parameter), that bound is a 
 
 Example::
 
-    space = read_stored(study.user_attrs, len(study.directions)).search_space  # tuner.study.stored
+    space = read_stored_spec(study.user_attrs, len(study.directions)).search_space  # tuner.study.stored_spec
     print(format_edge_findings(edge_findings(study.get_trials(), space, study.directions)))
     # learning_rate: the best 6 of 30 trials lie within 10% of the upper bound 5e-05; widen the range above it
     # (the best trials end at 1.1-1.9 nats of KL)

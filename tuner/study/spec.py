@@ -1,6 +1,6 @@
 """A parsed study file (:class:`StudySpec`) and the small records it holds: its objectives and its KL guard.
 
-``tuner.study.config.load_study_spec`` reads and checks a study file into one.
+``tuner.study.study_file.load_study_spec`` reads and checks a study file into one.
 """
 
 from __future__ import annotations
@@ -87,9 +87,9 @@ class StudySpec:
     target: str | None = None
     """The trainer the winner will run in (an export format: trl-grpo, verl, ...): its profile fills the base, and
     no trial may compute what it does not (tuner.study.target)."""
-    definition: dict[str, Any] = field(default_factory=dict)
-    """The study file's mapping as read: stored on the study, so that a resume can tell what changed and
-    ``ppo-tune validate`` can rebuild the spec from the storage alone."""
+    mapping: dict[str, Any] = field(default_factory=dict)
+    """The study file's mapping as read: stored on the study (``tuner.study.spec_record``), so that a resume can tell
+    what changed and ``ppo-tune validate`` can rebuild the spec from the storage alone."""
 
     def named_metrics(self) -> list[tuple[str, str]]:
         """(key in the study file, metric name) for each metric the study reads from its runs."""

@@ -26,7 +26,7 @@ from optuna.trial import FrozenTrial, TrialState
 from tuner.store.attrs import CONFIG_ATTR
 from tuner.study.constraints import Constraint, feasible
 from tuner.study.seed_policy import RacedConfig, SeedPolicy, best_raced, raced_configs, ranked
-from tuner.study.stored import read_stored
+from tuner.study.stored_spec import read_stored_spec
 
 
 @dataclass(frozen=True)
@@ -56,9 +56,9 @@ class Winner:
     """The best trial, or for several objectives the Pareto front ordered by the first objective; empty while no
     completed trial keeps every constraint."""
     seed_policy: SeedPolicy | None
-    """What chose the winner; None for a study stored without a definition (it raced nothing)."""
+    """What chose the winner; None for a study stored without a spec (it raced nothing)."""
     constraints: tuple[Constraint, ...]
-    """The bounds the study's definition names; each trial's own values of them decide whether it may win."""
+    """The bounds the study's spec names; each trial's own values of them decide whether it may win."""
     race: tuple[RacedConfig, ...]
     """Under racing, every configuration with a completed run, best first (every run feasible, more seeds, better
     mean); empty for a study that does not race."""
@@ -81,16 +81,16 @@ class Winner:
 
 
 def read_winner(study: optuna.Study) -> Winner:
-    """Who won ``study``, read from its stored definition (seed policy, constraints) and its trials."""
-    stored = read_stored(study.user_attrs, len(study.directions))
+    """Who won ``study``, read from its stored spec (seed policy, constraints) and its trials."""
+    spec = read_stored_spec(study.user_attrs, len(study.directions))
     trials = study.get_trials(deepcopy=False)
-    racing = stored.racing
+    racing = spec.racing
     race = tuple(ranked(raced_configs(trials), study.directions[0])) if racing else ()
     best = _best(study, trials, racing)
     return Winner(
         trials=tuple(best),
-        seed_policy=stored.seed_policy,
-        constraints=stored.constraints,
+        seed_policy=spec.seed_policy,
+        constraints=spec.constraints,
         race=race,
         ranked=tuple(config.root for config in race) if racing else tuple(_distinct(rank_completed(trials,
                                                                                                   study.directions))),

@@ -17,7 +17,7 @@ from tuner.store.database import create_engine
 from tuner.store.records import read_metrics
 from tuner.study.constraints import upper_limit
 from tuner.study.spec import StudySpec
-from tuner.study.values import StudyConfigError
+from tuner.study.values import StudySpecError
 from tuner.trial.kl_guard import KLGuardPruner
 
 MAX_GRID_POINTS = 1_000_000
@@ -32,12 +32,12 @@ def _grid(space: dict[str, ParamSpec]) -> dict[str, list[Any]]:
             assert spec.low is not None and spec.high is not None  # numeric parameters have both
             step = spec.step or 1
             if (spec.high - spec.low) / step + 1 > MAX_GRID_POINTS:
-                raise StudyConfigError(f"search_space.{name}: the grid sampler would need more than "
-                                       f"{MAX_GRID_POINTS:,} points; raise the step or narrow the range")
+                raise StudySpecError(f"search_space.{name}: the grid sampler would need more than "
+                                     f"{MAX_GRID_POINTS:,} points; raise the step or narrow the range")
             points = np.arange(spec.low, spec.high + step / 2, step)
             grid[name] = [int(p) for p in points] if spec.type == "int" else [float(p) for p in points]
         else:
-            raise StudyConfigError(f"search_space.{name}: the grid sampler needs choices or a step")
+            raise StudySpecError(f"search_space.{name}: the grid sampler needs choices or a step")
     return grid
 
 
@@ -102,7 +102,7 @@ def make_sampler(spec: StudySpec, worker_index: int = 0, trials_before: int = 0)
                 return FrontierSampler(**options).attach(spec.search_space, spec.base, read, budget)
             return SAMPLER_CLASSES[name](**options)
     except (TypeError, ValueError) as error:
-        raise StudyConfigError(f"sampler: {error}") from None
+        raise StudySpecError(f"sampler: {error}") from None
 
 
 def _metrics_reader(storage: str) -> MetricsReader:
@@ -127,5 +127,5 @@ def make_pruner(spec: StudySpec) -> KLGuardPruner:
         try:
             inner = PRUNER_CLASSES[name](**options)
         except (TypeError, ValueError) as error:
-            raise StudyConfigError(f"pruner: {error}") from None
+            raise StudySpecError(f"pruner: {error}") from None
     return KLGuardPruner(spec.kl_guard, inner)

@@ -1,8 +1,9 @@
-"""A study's definition as stored with it: what a resume compares against, and what ``validate`` rebuilds from.
+"""A study's spec recorded with it: who made the study, what a resume compares against, and what ``validate``
+rebuilds from.
 
-The study file's mapping is kept on the study (user attribute ``definition``). A resume with a file whose
+The study file's mapping is kept on the study (``tuner.store.attrs.SPEC_ATTR``). A resume with a file whose
 objectives, base, search space, pruner, sampler, KL guard, constraints or warm starts differ would otherwise go on
-under the old study's trials as if nothing had changed; :func:`definition_changes` names what did.
+under the old study's trials as if nothing had changed; :func:`spec_changes` names what did.
 """
 
 from __future__ import annotations
@@ -15,12 +16,12 @@ from typing import Any
 import optuna
 import sqlalchemy
 
-from tuner.store.attrs import DEFINITION_ATTR, KL_GUARD_ATTR, OBJECTIVES_ATTR
+from tuner.store.attrs import KL_GUARD_ATTR, OBJECTIVES_ATTR, SPEC_ATTR
 from tuner.store.database import StorageError, open_read_only_storage, sqlite_path
-from tuner.study.config import parse_study
 from tuner.study.spec import StudySpec
-from tuner.study.stored import stored_definition
-from tuner.study.values import StudyConfigError
+from tuner.study.stored_spec import stored_spec_mapping
+from tuner.study.study_file import parse_study
+from tuner.study.values import StudySpecError
 
 # The parts of a study file that decide which trials run and how they are judged. The rest (n_trials, timeout,
 # storage, heartbeat_interval, trial_timeout, description, processes_per_trial) may change between runs.
@@ -28,18 +29,18 @@ FINGERPRINTED = ("objectives", "base", "search_space", "pruner", "sampler", "kl_
                  "target", "seed_policy", "trainer")
 
 
-PPO_TUNE_MARKS = (DEFINITION_ATTR, KL_GUARD_ATTR, OBJECTIVES_ATTR)
-"""User attributes ppo-tune sets on every study it creates (the last two already before definitions were stored)."""
+PPO_TUNE_MARKS = (SPEC_ATTR, KL_GUARD_ATTR, OBJECTIVES_ATTR)
+"""User attributes ppo-tune sets on every study it creates (the last two already before specs were stored)."""
 CREATION_GRACE_S = 10.0
 """How long an empty, unmarked study may wait for its creator to mark it: another ``ppo-tune run`` of the same study
 file may have created it a moment ago."""
 
 
-class StudyChangedError(StudyConfigError):
+class StudyChangedError(StudySpecError):
     """The study file no longer matches the study it resumes; one line naming what changed."""
 
 
-class NotOurStudyError(StudyConfigError):
+class NotOurStudyError(StudySpecError):
     """A study of the study file's name exists in the storage, and ppo-tune did not create it."""
 
 
@@ -97,15 +98,15 @@ def _show(value: Any) -> str:
     return "unset" if value is None else json.dumps(value, sort_keys=True, default=str)
 
 
-def definition_changes(stored: dict[str, Any], current: dict[str, Any]) -> list[str]:
-    """What differs between two study definitions, one phrase per changed part; empty when they match.
+def spec_changes(stored: dict[str, Any], current: dict[str, Any]) -> list[str]:
+    """What differs between two stored specs, one phrase per changed part; empty when they match.
 
     Mappings (``base``, ``search_space``, ``pruner``, ``sampler``, ``kl_guard``) are compared key by key, so the
     phrase names the field: ``base.learning_rate 0.0003 -> 0.0001``.
 
     Example::
 
-        definition_changes({"base": {"seed": 0}}, {"base": {"seed": 1}})  # ["base.seed 0 -> 1"]
+        spec_changes({"base": {"seed": 0}}, {"base": {"seed": 1}})  # ["base.seed 0 -> 1"]
     """
     changes = []
     for part in FINGERPRINTED:
@@ -121,28 +122,28 @@ def definition_changes(stored: dict[str, Any], current: dict[str, Any]) -> list[
     return changes
 
 
-def check_definition(study: optuna.Study, spec: StudySpec, allow_changes: bool) -> list[str]:
-    """Store the definition on a new study; on a resume, raise :class:`StudyChangedError` naming what changed,
-    unless ``allow_changes``, in which case the new definition is stored and the changes are returned."""
-    stored = study.user_attrs.get(DEFINITION_ATTR)
-    current = _canonical(spec.definition)
+def record_spec(study: optuna.Study, spec: StudySpec, allow_changes: bool) -> list[str]:
+    """Store the spec's mapping on a new study; on a resume, raise :class:`StudyChangedError` naming what changed,
+    unless ``allow_changes``, in which case the new mapping is stored and the changes are returned."""
+    stored = study.user_attrs.get(SPEC_ATTR)
+    current = _canonical(spec.mapping)
     if stored is None:
-        study.set_user_attr(DEFINITION_ATTR, current)
+        study.set_user_attr(SPEC_ATTR, current)
         return []
-    changes = definition_changes(stored, current)
+    changes = spec_changes(stored, current)
     if changes and not allow_changes:
         shown = "; ".join(changes[:3]) + (f"; and {len(changes) - 3} more" if len(changes) > 3 else "")
         raise StudyChangedError(f"study {spec.name!r} in {spec.storage} was created from a different definition: "
                                 f"{shown}. Give the study a new name, or pass --allow-changes to resume it anyway")
     if changes:
-        study.set_user_attr(DEFINITION_ATTR, current)
+        study.set_user_attr(SPEC_ATTR, current)
     return changes
 
 
-def stored_spec(study: optuna.Study, storage: str) -> StudySpec:
-    """The study's spec rebuilt from its stored definition, on ``storage`` (no study file needed)."""
-    definition = stored_definition(study.user_attrs)
-    if definition is None:
-        raise StudyConfigError(f"study {study.study_name!r} has no stored definition (it was created by an older "
-                               "ppo-tune); run it once with its study file to store it")
-    return parse_study(dict(definition), Path(f"{study.study_name}.yaml"), storage)
+def rebuilt_spec(study: optuna.Study, storage: str) -> StudySpec:
+    """The study's spec rebuilt from its stored mapping, on ``storage`` (no study file needed)."""
+    mapping = stored_spec_mapping(study.user_attrs)
+    if mapping is None:
+        raise StudySpecError(f"study {study.study_name!r} has no stored definition (it was created by an older "
+                             "ppo-tune); run it once with its study file to store it")
+    return parse_study(dict(mapping), Path(f"{study.study_name}.yaml"), storage)
