@@ -102,7 +102,7 @@ if TYPE_CHECKING:
     from tuner.trial.trial_function import make_trial_function
 
 
-_RENAMED = {"StudySpecError": "StudySpecError", "make_trial_function": "make_trial_function"}
+_RENAMED = {"StudyConfigError": "StudySpecError", "make_objective": "make_trial_function"}
 """Former public names, kept for one release: the study file's error is named for the spec it fails to make, and the
 function Optuna calls for each trial apart from a study's objectives."""
 
