@@ -39,7 +39,7 @@ def export_texts() -> dict[str, str]:
     import optuna
     import yaml
 
-    from tuner.exports import TARGETS, exported
+    from tuner.exports import FORMATS, exported
     from tuner.search.space import suggest_params
     from tuner.study.study_file import load_study_spec
 
@@ -56,7 +56,7 @@ def export_texts() -> dict[str, str]:
                 trial = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=seed)).ask()
                 points[str(seed)] = {**spec.base, **suggest_params(trial, spec.search_space, spec.base)}
         for point, config in points.items():
-            for format_name, target in sorted(TARGETS.items()):
+            for format_name, target in sorted(FORMATS.items()):
                 export = exported(format_name, config)
                 differences = "".join(f"# not exact: {line}\n" for line in export.differences)
                 texts[f"export_{path.stem}_{point}_{format_name}.txt"] = export.render(target.layout) + differences

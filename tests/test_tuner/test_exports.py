@@ -444,3 +444,13 @@ def test_an_unknown_format_is_refused(stored_study: str, capsys: pytest.CaptureF
     with pytest.raises(SystemExit) as exit_info:
         main(["best", "exports", "--storage", stored_study, "--format", "deepspeed-chat"])
     assert exit_info.value.code == 2 and "invalid choice" in capsys.readouterr().err
+
+
+def test_each_former_format_name_follows_its_target_and_names_no_study_target() -> None:
+    from tuner.exports import FORMAT_ALIASES, FORMATS, TARGET_NAMES, TARGETS
+
+    names = list(FORMATS)
+    for alias, target in FORMAT_ALIASES.items():
+        assert FORMATS[alias] is TARGETS[target] and names.index(alias) == names.index(target) + 1
+        assert alias not in TARGET_NAMES  # a study's target: names each trainer once, by its current name
+    assert set(FORMATS) == set(TARGETS) | set(FORMAT_ALIASES)

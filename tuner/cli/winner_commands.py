@@ -99,7 +99,7 @@ def _print_validation(results: list[Any], metric: str, name: str) -> None:
 def command_best(args: argparse.Namespace) -> int:
     import yaml
 
-    from tuner.exports import TARGETS, exported
+    from tuner.exports import FORMATS, exported
     from tuner.production.carry import change_comments, held_at_lengths, notice, pilot_notice, uncarried
     from tuner.production.pilot import piloted
     from tuner.production.validation import load_validation, validation_results
@@ -162,7 +162,7 @@ def command_best(args: argparse.Namespace) -> int:
                              f"sets ({why or 'the target has no such setting'}); choose another --rule or --format")
         print(f"# {header}")
         print("".join(f"{line}\n" for line in comments), end="")
-        print(export.render(TARGETS[args.format].layout), end="")
+        print(export.render(FORMATS[args.format].layout), end="")
         # Where the target computes something else than the trial, say so where it is seen, not only in the file.
         target = read_stored_spec(study.user_attrs, len(study.directions)).target
         if export.differences and target is not None and target != args.format:

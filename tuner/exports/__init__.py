@@ -21,25 +21,34 @@ from tuner.exports.verl import verl_overrides
 
 TARGETS: dict[str, Target] = {
     "trl-ppo": trl_ppo.TARGET,
-    "trl-args": trl_ppo.TARGET,  # the name trl-ppo had before the other trainers came
     "trl-grpo": trl_grpo_rloo.GRPO,
     "trl-rloo": trl_grpo_rloo.RLOO,
     "verl": verl.TARGET,
     "openrlhf": openrlhf.TARGET,
 }
-# The trainers a study may name as its target: each target once, by its current name (trl-args is trl-ppo's old one).
-TARGET_NAMES = tuple(name for name in TARGETS if name != "trl-args")
+"""Every trainer the winner exports to, once each by its current name: the names a study's ``target:`` takes."""
+TARGET_NAMES = tuple(TARGETS)
 
+FORMAT_ALIASES: dict[str, str] = {"trl-args": "trl-ppo"}
+"""Former ``--format`` names, each with the target it names now (trl-args named TRL's PPO before the other trainers
+came)."""
 
-# One entry per target: a format is its target's table, rendered in its layout (the names are TARGETS').
+FORMATS: dict[str, Target] = {
+    name: TARGETS[target] for target in TARGETS
+    for name in (target, *(alias for alias, aliased in FORMAT_ALIASES.items() if aliased == target))
+}
+"""What ``--format`` takes beside yaml and json: each target's name, followed by its former names."""
+
+# One entry per format: its target's table, rendered in the target's layout.
 EXPORT_FORMATS: dict[str, Callable[[dict[str, Any]], str]] = {
-    name: rendered(target) for name, target in TARGETS.items()
+    name: rendered(target) for name, target in FORMATS.items()
 }
 
 
 def exported(format_name: str, config: dict[str, Any]) -> Export:
-    """``config`` exported to the target ``format_name`` names: its settings, comments and differences."""
-    return export(TARGETS[format_name], config)
+    """``config`` exported to the target ``format_name`` names (a former name too): its settings, comments and
+    differences."""
+    return export(FORMATS[format_name], config)
 
 
 def differences(format_name: str, config: dict[str, Any]) -> list[str]:
@@ -47,5 +56,5 @@ def differences(format_name: str, config: dict[str, Any]) -> list[str]:
     return exported(format_name, config).differences
 
 
-__all__ = ["EXPORT_FORMATS", "TARGETS", "TARGET_NAMES", "TRL_VERSION", "differences", "exported",
-           "grpo_arguments", "openrlhf_arguments", "rloo_arguments", "trl_arguments", "verl_overrides"]
+__all__ = ["EXPORT_FORMATS", "FORMATS", "FORMAT_ALIASES", "TARGETS", "TARGET_NAMES", "TRL_VERSION", "differences",
+           "exported", "grpo_arguments", "openrlhf_arguments", "rloo_arguments", "trl_arguments", "verl_overrides"]

@@ -1,6 +1,7 @@
-"""``--format trl-ppo`` (alias ``trl-args``): flags for TRL 1.12's PPO: ``trl.experimental.ppo.PPOConfig`` with the
-``ScriptArguments`` and ``ModelConfig`` its PPO example script parses beside it, under transformers 5 (the last TRL
-with a PPOTrainer; checked by parsing the export with TRL 1.12.0's own classes). What TRL lacks becomes a comment.
+"""``--format trl-ppo`` (also ``trl-args``, ``tuner.exports.FORMAT_ALIASES``): flags for TRL 1.12's PPO:
+``trl.experimental.ppo.PPOConfig`` with the ``ScriptArguments`` and ``ModelConfig`` its PPO example script parses
+beside it, under transformers 5 (the last TRL with a PPOTrainer; checked by parsing the export with TRL 1.12.0's own
+classes). What TRL lacks becomes a comment.
 
 ppo-tune's PPOConfig took TRL 1.12's names, so most fields map to themselves. TRL's PPO steps its learning-rate
 schedule once per PPO update, as ppo-tune does, so warmup counts the same. transformers 5 dropped ``warmup_ratio``: a
