@@ -146,8 +146,8 @@ PPO_CORE_ABOVE = ("ppo_core", "ppo_core.cli", "ppo_core.config_doc", "ppo_core.m
 # The task catalogue: the built-in tasks' names and build parameters, torch-free. A config is checked against it
 # (config.rules) and a run's models are resolved with it (models.paths), so it ranks with the config wing, whose
 # checks are all it imports; the tasks' builds, which train models, sit in the tasks wing proper.
-TASK_CATALOGUE = ("ppo_core.tasks.variants", "ppo_core.tasks.graph.params", "ppo_core.tasks.fortunes.params",
-                  "ppo_core.tasks.fortunes.extra")
+TASK_CATALOGUE = ("ppo_core.tasks.variants", "ppo_core.tasks.params", "ppo_core.tasks.graph.params",
+                  "ppo_core.tasks.fortunes.params", "ppo_core.tasks.fortunes.extra")
 
 
 def ppo_core_rank(module: str) -> int | None:

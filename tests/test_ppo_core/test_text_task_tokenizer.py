@@ -10,7 +10,8 @@ import pytest
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
 from ppo_core.tasks.fortunes import TextSplit, load_corpus, split_examples
-from ppo_core.tasks.fortunes.tokenizer import SPECIAL_TOKENS, UNK, build_word_tokenizer, pieces
+from ppo_core.tasks.fortunes.tokenizer import build_word_tokenizer, pieces
+from ppo_core.tasks.tokenizer import SPECIAL_TOKENS, UNK
 
 
 def round_trip(tokenizer: PreTrainedTokenizerFast, text: str, skip_special_tokens: bool = True) -> str:

@@ -13,47 +13,24 @@ import hashlib
 import json
 from dataclasses import asdict, dataclass
 
+from ppo_core.tasks.params import TrainingParams
+
 TEXT_BUILD_VERSION = 2
 """Bumped whenever the text build changes what a given set of parameters produces, so old cache entries are not
 silently reused."""
 
 
 @dataclass(frozen=True)
-class TextTaskParams:
-    """Everything a text (fortunes) task build depends on; the build is a pure function of this and the corpus."""
+class TextTaskParams(TrainingParams):
+    """Everything a text (fortunes) task build depends on, beside what every task's build reads
+    (:class:`TrainingParams`); the build is a pure function of this and the corpus."""
 
-    seed: int
-    """Seeds the prompt split, the weights, the SFT batches and the reward model's pairs."""
     num_heldout: int
     """Distinct prompts held out of every training stage: the task's evaluation prompts."""
     vocab_size: int
     """Tokens of the word-level tokenizer, the four special ones included; rarer words become ``<unk>``."""
-    n_layer: int
-    """GPT-2 blocks, shared by the policy and the reward model."""
-    n_embd: int
-    """GPT-2 width."""
-    n_head: int
-    """GPT-2 attention heads."""
-    n_positions: int
-    """Longest sequence in tokens; longer training texts are cut to it (and lose their EOS)."""
-    sft_steps: int
-    """Optimiser steps of the policy's training from scratch."""
-    sft_batch_size: int
-    """Texts per SFT step."""
-    sft_lr: float
-    """Peak SFT learning rate (warm-up, then cosine decay)."""
     response_length: int
     """Most new tokens per response, at build time and in PPO."""
-    rm_train_pairs: int
-    """Gold-labelled pairs the proxy reward model is trained on."""
-    rm_heldout_pairs: int
-    """Pairs, from other training prompts, the reward model's accuracy is measured on."""
-    rm_epochs: int
-    """Passes of Bradley-Terry training over the pairs."""
-    rm_batch_size: int
-    """Pairs per reward-model step."""
-    rm_lr: float
-    """Peak reward-model learning rate."""
     rm_responses_per_prompt: int
     """SFT samples per prompt for the pairs (paired first with second, third with fourth, ...)."""
     rm_reference_pairs: int = 0

@@ -20,13 +20,12 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
-from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
+from tokenizers import Regex, decoders, normalizers, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
 
 from ppo_core.tasks.fortunes.words import WORD_PATTERN
+from ppo_core.tasks.tokenizer import SPECIAL_TOKENS, word_level_tokenizer
 
-PAD, BOS, EOS, UNK = "<pad>", "<bos>", "<eos>", "<unk>"
-SPECIAL_TOKENS: tuple[str, ...] = (PAD, BOS, EOS, UNK)
 HYPHEN = "@-@"
 
 # A piece is the hyphen token, an ellipsis, a double dash, a word, a number, or any other single character.
@@ -95,29 +94,10 @@ def build_word_tokenizer(texts: Iterable[str], vocab_size: int = 4096, model_max
     """The text task's tokenizer: ``vocab_size`` tokens in all, the four special ones first, then the most frequent
     pieces of ``texts``.
 
-    ``<bos>`` is prepended to every encoded text, as the shortest-path task's tokenizer does. ``padding_side`` is
-    ``"left"`` for the policy (batched generation continues the prompts on the right) and ``"right"`` for a reward
-    model (which reads the last non-pad token).
+    Its special tokens, ``<bos>`` and padding are both tasks' (:func:`ppo_core.tasks.tokenizer.word_level_tokenizer`);
+    the decoder attaches the punctuation, so transformers' clean-up is off.
     """
     if vocab_size <= len(SPECIAL_TOKENS):
         raise ValueError(f"vocab_size must leave room for words beyond the {len(SPECIAL_TOKENS)} special tokens")
-    tokens = [*SPECIAL_TOKENS, *top_pieces(texts, vocab_size - len(SPECIAL_TOKENS))]
-    vocab = {token: index for index, token in enumerate(tokens)}
-    backend = Tokenizer(models.WordLevel(vocab=vocab, unk_token=UNK))
-    backend.normalizer = _normalizer()
-    backend.pre_tokenizer = _pre_tokenizer()
-    backend.decoder = _decoder()
-    backend.post_processor = processors.TemplateProcessing(
-        single=f"{BOS} $A", pair=f"{BOS} $A $B", special_tokens=[(BOS, vocab[BOS])]
-    )
-    return PreTrainedTokenizerFast(
-        tokenizer_object=backend,
-        bos_token=BOS,
-        eos_token=EOS,
-        pad_token=PAD,
-        unk_token=UNK,
-        padding_side=padding_side,
-        # The decoder attaches the punctuation; transformers' clean-up after it would only blur what it decided.
-        clean_up_tokenization_spaces=False,
-        model_max_length=model_max_length,
-    )
+    words = top_pieces(texts, vocab_size - len(SPECIAL_TOKENS))
+    return word_level_tokenizer(words, model_max_length, padding_side, _pre_tokenizer(), _normalizer(), _decoder())

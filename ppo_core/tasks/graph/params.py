@@ -6,16 +6,18 @@ import hashlib
 import json
 from dataclasses import asdict, dataclass
 
+from ppo_core.tasks.params import TrainingParams
+
 # Bump whenever the build code changes what a given set of parameters produces, so old
 # cache entries are not silently reused.
 BUILD_VERSION = 1
 
 
 @dataclass(frozen=True)
-class TaskParams:
-    """Everything a shortest-path task build depends on; the build is a pure function of this."""
+class TaskParams(TrainingParams):
+    """Everything a shortest-path task build depends on, beside what every task's build reads
+    (:class:`TrainingParams`); the build is a pure function of this."""
 
-    seed: int
     # Graph.
     num_nodes: int
     num_edges: int
@@ -25,21 +27,6 @@ class TaskParams:
     max_walk_len: int
     # Prompts.
     num_eval_prompts: int
-    # Model size (shared by policy and reward model).
-    n_layer: int
-    n_embd: int
-    n_head: int
-    n_positions: int
-    # SFT training.
-    sft_steps: int
-    sft_batch_size: int
-    sft_lr: float
-    # Reward model: finite preference data and Bradley-Terry training.
-    rm_train_pairs: int
-    rm_heldout_pairs: int
-    rm_epochs: int
-    rm_batch_size: int
-    rm_lr: float
     # Build-time evaluation of the SFT policy.
     eval_samples_per_prompt: int
     # The policy's own width where it differs from the reward model's (None: the shared n_embd). The reward model is
