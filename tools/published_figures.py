@@ -62,7 +62,7 @@ def figure_rows(document: str, text: str) -> dict[str, str]:
     for bullet in re.split(r"\n(?=- )", section):
         named = re.match(r"- \*\*(.+?)\*\*", bullet.strip())
         if named:
-            rows[named.group(1)] = " ".join(bullet.split())
+            rows[named.group(1)] = " ".join(bullet.strip()[named.end():].split())  # the name is not a figure
     return rows
 
 

@@ -1,5 +1,6 @@
-"""Which published figures describe code that has changed since: every row of benchmarks/README.md's table of
-measured figures, its commit, and the code files changed between that commit and HEAD.
+"""Which published figures describe code that has changed since: every row of the benchmarks index's table
+(benchmarks/README.md: what, command, measured at, figure, details), its commit, and the code files changed between
+that commit and HEAD.
 
     python -m tools.stale_figures [--page benchmarks/README.md] [--fresh]
 

@@ -21,9 +21,10 @@ def commit_all(root: Path, message: str) -> str:
 
 
 def page(rows: list[tuple[str, str, str]]) -> str:
-    body = "\n".join(f"| {what} | {command} | {measured} | a figure |" for what, command, measured in rows)
-    return f"# Benchmarks\n\n{TABLE_HEADING}\n\nText.\n\n| what | command | measured at | result |\n" \
-           f"|---|---|---|---|\n{body}\n\n## Next section\n\n| not | this | table |\n"
+    body = "\n".join(f"| {what} | {command} | {measured} | 0.5 [0.4, 0.6] | [data](results/x/x.json) |"
+                     for what, command, measured in rows)
+    return f"# Benchmarks\n\n{TABLE_HEADING}\n\nText.\n\n| what | command | measured at | figure | details |\n" \
+           f"|---|---|---|---|---|\n{body}\n\n## Next section\n\n| not | this | table |\n"
 
 
 def test_a_row_is_stale_when_the_code_it_runs_changed_after_its_commit(tmp_path: Path) -> None:
