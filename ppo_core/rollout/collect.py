@@ -14,6 +14,7 @@ from ppo_core.models.prompt_data import PromptSet
 from ppo_core.models.sequences import contains_stop, position_ids_from_mask, token_logprobs
 from ppo_core.rewards.base import RewardInputs
 from ppo_core.rollout.sampling_loop import sample_responses
+from ppo_core.rollout.shared_prompts import PromptMemo, can_share, shared_response_logits
 from ppo_core.rollout.static_decode import static_generate
 from ppo_core.setup.run_setup import RunSetup
 
@@ -176,11 +177,26 @@ def collect_samples(setup: RunSetup, batch: PromptSet, config: PPOConfig, device
                            _cat_right_padded(chunks["mask"], False))
 
 
+def scoring_logits(model: PreTrainedModel, shared: bool, queries: torch.Tensor, query_mask: torch.Tensor,
+                   responses: torch.Tensor, response_mask: torch.Tensor, memo: PromptMemo | None = None,
+                   ) -> torch.Tensor:
+    """:func:`response_logits`, with the prompts several rows share run once where ``shared`` and the model keeps a
+    KV cache (``ppo_core.shared_prompts``: the same logits up to float rounding), and kept in ``memo`` when given."""
+    if shared and can_share(model):
+        return shared_response_logits(model, queries, query_mask, responses, response_mask, memo)
+    return response_logits(model, queries, query_mask, responses, response_mask)
+
+
 @torch.no_grad()
 def collect_rollout(setup: RunSetup, batch: PromptSet, config: PPOConfig, device: torch.device,
-                    sampler: PreTrainedModel | None = None) -> Rollout:
+                    sampler: PreTrainedModel | None = None, for_update: bool = True,
+                    reference_memo: PromptMemo | None = None) -> Rollout:
     """Sample one response per prompt (from ``sampler``, a copy of the policy, when given) and record everything the
-    PPO update needs."""
+    PPO update needs. ``for_update`` False (a held-out evaluation) lets the scoring forwards share prompts: no update
+    divides by the policy's log-probabilities then. An update's rollout scores the policy and the reference with
+    the update's own whole forward, so that a policy equal to its reference is at KL 0 to the last bit (under bf16
+    a shared prompt's rounding alone is ~1e-4 nats). ``reference_memo`` keeps the reference's pass over prompts
+    that come again (the held-out ones)."""
     models, tokenizer = setup.models, setup.models.tokenizer
     forward_batch_size = config.local_rollout_forward_batch_size
     encoded = encode_prompts(tokenizer, batch, config.max_prompt_length)
@@ -194,10 +210,12 @@ def collect_rollout(setup: RunSetup, batch: PromptSet, config: PPOConfig, device
         # Each model's logits are reduced to log-probabilities before the next forward: with a large vocabulary
         # two [b, R, V] logits tensors alive at once would set the rollout's memory peak.
         inputs = (queries[rows], query_mask[rows], responses, response_mask)
-        chunks["logprobs"].append(token_logprobs(response_logits(models.policy, *inputs), responses,
+        shared = not for_update
+        chunks["logprobs"].append(token_logprobs(scoring_logits(models.policy, shared, *inputs), responses,
                                                  config.temperature))
         with models.reference_policy() as reference:
-            chunks["ref"].append(token_logprobs(response_logits(reference, *inputs), responses, config.temperature))
+            chunks["ref"].append(token_logprobs(scoring_logits(reference, shared, *inputs, memo=reference_memo),
+                                                responses, config.temperature))
         chunks["responses"].append(responses)
         chunks["mask"].append(response_mask)
         if models.value_model is not None:

@@ -1,5 +1,5 @@
-"""Sampling responses on a CPU: one prefill of the prompts, then one cached forward per token, each token drawn from
-exactly softmax(z / T) by inverse transform sampling.
+"""Sampling responses on a CPU: one prefill of the distinct prompts (``ppo_core.rollout.shared_prompts``), then one
+cached forward per token, each token drawn from exactly softmax(z / T) by inverse transform sampling.
 
 It samples what HF ``generate`` samples under :func:`ppo_core.models.generation.sampling_config` (the same distribution,
 other random draws), and stops as it does: at ``max_new_tokens``, or once every row has emitted its stop token.
@@ -21,13 +21,11 @@ by pad afterwards, as ``ppo_core.models.generation.generate`` does with HF's out
 
 from __future__ import annotations
 
-import inspect
-
 import torch
-from peft import PeftModel
-from transformers import DynamicCache, PreTrainedModel
+from transformers import PreTrainedModel
 
 from ppo_core.models.sequences import position_ids_from_mask, response_mask_after_stop
+from ppo_core.rollout.shared_prompts import prompt_pass
 
 
 def draw(logits: torch.Tensor, temperature: float) -> torch.Tensor:
@@ -44,13 +42,6 @@ def draw(logits: torch.Tensor, temperature: float) -> torch.Tensor:
     return torch.searchsorted(cumulative, threshold, right=True).squeeze(1).clamp_max(logits.shape[-1] - 1)
 
 
-def cache_keyword(model: PreTrainedModel) -> str:
-    """The forward's name for the KV cache: ``cache`` in newer transformers 5 releases, ``past_key_values`` before
-    (still accepted, with a deprecation warning, where ``cache`` exists)."""
-    inner = model.get_base_model() if isinstance(model, PeftModel) else model
-    return "cache" if "cache" in inspect.signature(inner.forward).parameters else "past_key_values"
-
-
 @torch.no_grad()
 def sample_responses(model: PreTrainedModel, queries: torch.Tensor, query_mask: torch.Tensor, max_new_tokens: int,
                      temperature: float, stop_token_id: int | None,
@@ -58,13 +49,11 @@ def sample_responses(model: PreTrainedModel, queries: torch.Tensor, query_mask: 
     """Sample up to ``max_new_tokens`` tokens after each left-padded prompt; returns ``(responses, response_mask)``
     as ``ppo_core.models.generation.generate`` does: pad after each response's stop token, and as many columns as the
     longest response took (fewer than ``max_new_tokens`` when every row stopped early)."""
-    rows, width = queries.shape
-    cache = {cache_keyword(model): DynamicCache(config=model.config)}
+    rows = queries.shape[0]
+    prompts = prompt_pass(model, queries, query_mask)  # a prompt several rows share is run once
+    cache, logits = prompts.cache(model), prompts.row_logits()
     mask = query_mask.long()
-    positions = position_ids_from_mask(mask)
-    logits = model(input_ids=queries, attention_mask=mask, position_ids=positions, use_cache=True,
-                   logits_to_keep=torch.tensor([width - 1], device=queries.device), **cache).logits[:, -1]
-    position = positions[:, -1:]
+    position = position_ids_from_mask(mask)[:, -1:]
     stopped = torch.zeros(rows, dtype=torch.bool, device=queries.device)
     tokens = []
     for index in range(max_new_tokens):
@@ -84,4 +73,4 @@ def sample_responses(model: PreTrainedModel, queries: torch.Tensor, query_mask: 
     return responses, response_mask
 
 
-__all__ = ["cache_keyword", "draw", "sample_responses"]
+__all__ = ["draw", "sample_responses"]

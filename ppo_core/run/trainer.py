@@ -28,6 +28,7 @@ from ppo_core.models.prompt_data import PromptSet
 from ppo_core.rollout.collect import Rollout, collect_rollout, collect_samples
 from ppo_core.rollout.generation_copy import generation_copy
 from ppo_core.rollout.sampling_copy import sampling_copy
+from ppo_core.rollout.shared_prompts import PromptMemo
 from ppo_core.run.callbacks import SampleGeneration, TrainerCallback
 from ppo_core.run.distributed import ProcessGroup, check_launch, rank_share
 from ppo_core.run.evaluation import (
@@ -127,6 +128,9 @@ class PPOTrainer:
         self.generation_copy = generation_copy(c, models.policy, self.accelerator.device)
         self.sampling_copy = sampling_copy(c, models.policy, self.accelerator.device) \
             if self.generation_copy is None else None
+        # The held-out prompts come again at every evaluation, and the reference is frozen: its pass over them
+        # is made once a run.
+        self._held_out_reference = PromptMemo()
 
     def train(self) -> TrainResult:
         """Run every PPO update, or until a callback asks to stop, evaluating on the held-out prompts where
@@ -233,7 +237,7 @@ class PPOTrainer:
         """The held-out evaluation's metrics (``eval/*``) for the policy as it is now, sampled on the stream
         ``update`` names; ``evaluate(0)`` before ``train()`` measures the starting (SFT) policy. The training RNG
         is untouched."""
-        return evaluate(self._rollout, self.setup, self.config, self.group, update)
+        return evaluate(self._held_out_rollout, self.setup, self.config, self.group, update)
 
     def save_model(self, path: str | Path) -> Path:
         """Save the policy and its tokenizer with ``save_pretrained``: a model AutoModelForCausalLM loads, or under
@@ -263,6 +267,11 @@ class PPOTrainer:
     def _rollout(self, batch: PromptSet) -> Rollout:
         with self.accelerator.autocast():
             return collect_rollout(self.setup, batch, self.config, self.accelerator.device, self._sampler())
+
+    def _held_out_rollout(self, batch: PromptSet) -> Rollout:
+        with self.accelerator.autocast():
+            return collect_rollout(self.setup, batch, self.config, self.accelerator.device, self._sampler(),
+                                   for_update=False, reference_memo=self._held_out_reference)
 
     def _next_prompts(self) -> PromptSet:
         """This rank's share of the next global batch: batch_size / G prompts, each repeated G times in a row (one
