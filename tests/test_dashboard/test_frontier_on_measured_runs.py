@@ -1,0 +1,59 @@
+"""The Frontier page's reading of a peak on measured SmolLM2 runs of the third text task, against the peak the
+seeded over-optimisation curve of that task shows (benchmarks/results/overoptimisation_curve/v3/).
+
+The curve's 5 seeds put gold's peak at 12.2-48.9 nats (the 95% interval of KL at the mean curve's highest
+evaluation). A table of 12 random configurations of the study's space, 2 seeds each, spans past it (to 81 nats):
+the reader must find the turn there, inside that interval. The study holds its trials within a 10-nat budget and
+reaches 12.7 nats: the reader must say gold is still rising, and suggest no KL.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+
+from dashboard.frontier_reading import headline, read_metrics_peak, read_peak
+from dashboard.study_reader import StudyRef, open_reader
+
+RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+CURVE = RESULTS / "overoptimisation_curve" / "v3" / "overoptimisation_curve_v3.json"
+TABLE = RESULTS / "curve_tables" / "curve_table_smollm2_v3.jsonl"
+STUDY = RESULTS / "real_model_study" / "real_model_study_v3" / "study.db"
+
+
+def curve_peak_interval() -> tuple[float, float]:
+    low, high = json.loads(CURVE.read_text())["kl_at_peak"][1:]
+    return float(low), float(high)
+
+
+def table_paths() -> pd.DataFrame:
+    """Each run of the table as one trial's path: its held-out evaluations' KL and gold."""
+    rows = [{"trial": number, "update": point["update"], "kl": point["eval/kl"], "gold": point["eval/gold_score"],
+             "proxy": point.get("eval/score")}
+            for number, line in enumerate(TABLE.read_text().splitlines())
+            for point in json.loads(line)["evals"] if "eval/kl" in point and "eval/gold_score" in point]
+    paths = pd.DataFrame(rows)
+    paths["sqrt_kl"] = paths["kl"].clip(lower=0) ** 0.5
+    return paths
+
+
+def test_a_space_past_the_peak_reads_the_peak_the_seeded_curve_shows() -> None:
+    low, high = curve_peak_interval()
+    reading = read_peak(table_paths())
+    assert reading.status == "peak", headline(reading).words
+    assert low <= reading.peak.kl <= high, (reading.peak.kl, low, high)
+    assert "kl_target" in headline(reading).words
+
+
+def test_a_study_held_below_the_peak_reads_gold_still_rising_and_suggests_no_kl(tmp_path: Path) -> None:
+    _, high = curve_peak_interval()
+    database = tmp_path / "study.db"  # the reader opens it read-write; the committed file stays as measured
+    shutil.copy(STUDY, database)
+    metrics = open_reader(StudyRef(f"sqlite:///{database}", "smollm2_v3")).metrics()
+    reading = read_metrics_peak(metrics)
+    assert reading is not None and reading.status == "rising", reading and headline(reading).words
+    assert reading.peak.kl <= high  # where it stopped rising lies within the curve's reach of the peak
+    assert "no kl_target" in headline(reading).words
