@@ -42,8 +42,9 @@ from typing import Any
 from ppo_core.tasks.fortunes import TextGoldScorer, build_gold_scorer, load_corpus, split_examples
 from ppo_core.tasks.fortunes.calibration import quantile
 from ppo_core.tasks.fortunes.gamed import BATTERY_PROMPTS, FLUENT, GAMED
+from ppo_core.tasks.fortunes.params import TextTaskParams
 from ppo_core.tasks.fortunes.task_data import text_task_data
-from ppo_core.tasks.variants import TextTaskParams, task_params_of
+from ppo_core.tasks.variants import task_params_of
 from tools.provenance import command_line, commit_at_start
 from tools.quick_mode import RESULTS, add_quick_argument, results_path
 

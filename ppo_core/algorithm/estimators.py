@@ -16,7 +16,6 @@ import torch
 
 from ppo_core.algorithm.advantages import add_scores, discounted_returns, gae, whiten_advantages, whiten_rewards
 from ppo_core.algorithm.group_advantages import (
-    GRPO_STD_EPSILON,
     ScaleRewards,
     group_mean_baseline,
     grpo_advantages,
@@ -24,6 +23,7 @@ from ppo_core.algorithm.group_advantages import (
 )
 from ppo_core.algorithm.masked import local, per_row_sum
 from ppo_core.config.estimator_traits import ESTIMATORS as TRAITS
+from ppo_core.config.ppo_config import GRPO_STD_EPSILON
 
 
 @dataclass(frozen=True)

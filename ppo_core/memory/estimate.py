@@ -241,8 +241,9 @@ def _task(config: PPOConfig) -> BuiltinTask | None:
 def _model_config(path: str, field_name: str, config: PPOConfig) -> PretrainedConfig:
     require_model(path, field_name)
     try:
-        return AutoConfig.from_pretrained(path, revision=config.model_revision,
-                                          trust_remote_code=config.trust_remote_code)
+        model_config: PretrainedConfig = AutoConfig.from_pretrained(path, revision=config.model_revision,
+                                                                    trust_remote_code=config.trust_remote_code)
+        return model_config
     except (OSError, ValueError) as error:
         raise ConfigError(f"{field_name}: cannot read a model config from {path!r} ({first_line(error)})") from None
 

@@ -94,7 +94,8 @@ def load_causal_lm(path: str, options: LoadOptions = LoadOptions(),
         model = AutoModelForCausalLM.from_pretrained(path, **options.from_pretrained_kwargs())
     except (OSError, ValueError) as error:
         raise ConfigError(f"{field_name}: cannot load a causal LM from {path!r} ({first_line(error)})") from None
-    return fuse_activations(model).eval()
+    loaded: PreTrainedModel = fuse_activations(model).eval()
+    return loaded
 
 
 def without_dropout(model: ModuleT) -> ModuleT:
@@ -135,7 +136,8 @@ class ValueModel(nn.Module):
         hidden = self.trunk(
             input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=False
         ).last_hidden_state
-        return self.head(hidden.to(self.head.weight.dtype)).squeeze(-1)
+        values: torch.Tensor = self.head(hidden.to(self.head.weight.dtype)).squeeze(-1)
+        return values
 
 
 def load_trunk(path: str, options: LoadOptions = LoadOptions(),
@@ -148,7 +150,8 @@ def load_trunk(path: str, options: LoadOptions = LoadOptions(),
             trunk = AutoModel.from_pretrained(path, **options.from_pretrained_kwargs())
     except (OSError, ValueError) as error:
         raise ConfigError(f"{field_name}: cannot load a model trunk from {path!r} ({first_line(error)})") from None
-    return fuse_activations(trunk)
+    fused: PreTrainedModel = fuse_activations(trunk)
+    return fused
 
 
 def load_value_model(path: str, options: LoadOptions = LoadOptions(),

@@ -52,7 +52,9 @@ def is_function_spec(spec: str) -> bool:
 def task_model_problem(name: str) -> str | None:
     """Why a run of this known task cannot start here, in one line: its pair policy is a packaged model that is not
     installed (or its file is missing); None when it can, or when the task samples no policy to build."""
-    from ppo_core.tasks.variants import VARIANTS, TextTaskParams  # the task catalogue reads the fortunes package
+    # Imported here: the task catalogue reads the fortunes package, which a command that only names a model skips.
+    from ppo_core.tasks.fortunes.params import TextTaskParams
+    from ppo_core.tasks.variants import VARIANTS
 
     params = VARIANTS.get(name)
     if isinstance(params, TextTaskParams) and params.pair_policy is not None:

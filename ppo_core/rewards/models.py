@@ -138,7 +138,8 @@ class SequenceClassifierReward:
         # ids are padded on both sides, and models whose pad token is EOS would otherwise be read one token early.
         head = getattr(self.model, "score", None)
         if head is None:
-            return self.model(input_ids=input_ids, attention_mask=attention_mask).logits[:, 0]  # encoders: no cache
+            scores: torch.Tensor = self.model(input_ids=input_ids, attention_mask=attention_mask).logits[:, 0]
+            return scores  # an encoder: no cache
         hidden = self.model.base_model(
             input_ids=input_ids,
             attention_mask=attention_mask,
@@ -146,4 +147,5 @@ class SequenceClassifierReward:
             use_cache=False,  # a decoder (it has a score head): one pass, nothing to cache
         ).last_hidden_state
         last = attention_mask.shape[1] - 1 - attention_mask.long().flip(dims=[1]).argmax(dim=1)
-        return head(hidden[torch.arange(hidden.shape[0], device=hidden.device), last])[:, 0]
+        last_scores: torch.Tensor = head(hidden[torch.arange(hidden.shape[0], device=hidden.device), last])[:, 0]
+        return last_scores

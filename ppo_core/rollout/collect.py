@@ -63,7 +63,8 @@ def response_logits(
         input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
         logits_to_keep=kept_positions(input_ids.shape[1], responses.shape[1] + 1, input_ids.device), use_cache=False,
     ).logits
-    return logits[:, :-1]
+    kept: torch.Tensor = logits[:, :-1]
+    return kept
 
 
 def kept_positions(length: int, kept: int, device: torch.device) -> torch.Tensor:
@@ -86,7 +87,8 @@ def response_values(
 ) -> torch.Tensor:
     """V(s_t) for the state before each response token."""
     input_ids, attention_mask, position_ids = joined_inputs(queries, query_mask, responses, response_mask)
-    return value_model(input_ids, attention_mask, position_ids)[:, queries.shape[1] - 1 : -1].float()
+    values: torch.Tensor = value_model(input_ids, attention_mask, position_ids)[:, queries.shape[1] - 1 : -1].float()
+    return values
 
 
 def response_token_ids(responses: torch.Tensor, response_mask: torch.Tensor) -> list[list[int]]:
@@ -106,10 +108,11 @@ def encode_prompts(
 
     A chat template already wrote the special tokens into the text, so they are added only to plain prompts.
     """
-    return tokenizer(
+    encoded: dict[str, torch.Tensor] = tokenizer(
         batch.texts, return_tensors="pt", padding=True, add_special_tokens=not batch.conversational,
         truncation=max_prompt_length is not None, max_length=max_prompt_length,
     )
+    return encoded
 
 
 def sample_chunk(setup: RunSetup, queries: torch.Tensor, query_mask: torch.Tensor, config: PPOConfig,

@@ -76,14 +76,16 @@ class ProcessGroup:
         """sum over ranks of ``value`` (a tensor of any shape)."""
         if self.world_size == 1:
             return value
-        return self.accelerator.reduce(value, reduction="sum")
+        total: torch.Tensor = self.accelerator.reduce(value, reduction="sum")
+        return total
 
     def maxima(self, *values: float) -> list[float]:
         """Each value's max over ranks (a peak, or the slowest rank's time), in one collective for all of them."""
         if self.world_size == 1:
             return list(values)
         tensor = torch.tensor([values], dtype=torch.float64, device=self.accelerator.device)
-        return self.accelerator.gather(tensor).amax(dim=0).tolist()
+        largest: list[float] = self.accelerator.gather(tensor).amax(dim=0).tolist()
+        return largest
 
     def from_main(self, value: str | None) -> str | None:
         """The main process's ``value`` on every rank, so that a stop decided there stops every rank together."""
@@ -121,5 +123,5 @@ class ProcessGroup:
             tensor = tensor.to(torch.uint8)
         if tensor.dim() > 1:
             tensor = self.accelerator.pad_across_processes(tensor, dim=1, pad_index=int(pad) if flags else pad)
-        gathered = self.accelerator.gather(tensor)
+        gathered: torch.Tensor = self.accelerator.gather(tensor)
         return gathered.bool() if flags else gathered

@@ -37,7 +37,8 @@ def shapes_model(path: str, trust_remote_code: bool = False) -> nn.Module:
     """The causal LM at ``path`` built on the meta device: its layers' shapes, no weights read or allocated."""
     model_config = AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code)
     with torch.device("meta"):
-        return AutoModelForCausalLM.from_config(model_config, trust_remote_code=trust_remote_code)
+        model: nn.Module = AutoModelForCausalLM.from_config(model_config, trust_remote_code=trust_remote_code)
+    return model
 
 
 def policy_path(config: PPOConfig) -> str:

@@ -24,11 +24,12 @@ from ppo_core.models.paths import resolve_model
 from ppo_core.tasks.base import BuiltinTask
 from ppo_core.tasks.build import BUILD_INFO, POLICY_DIR, REWARD_MODEL_DIR
 from ppo_core.tasks.fortunes.build import build_text_task
+from ppo_core.tasks.fortunes.params import TextTaskParams
 from ppo_core.tasks.fortunes.task_data import text_task_data
 from ppo_core.tasks.graph.build import build_task, task_graph, task_prompts
 from ppo_core.tasks.graph.gold import GoldScorer
 from ppo_core.tasks.reward_model import format_for_reward
-from ppo_core.tasks.variants import TASK_NAMES, VARIANTS, AnyTaskParams, TextTaskParams, task_params, task_params_of
+from ppo_core.tasks.variants import TASK_NAMES, VARIANTS, AnyTaskParams, task_params, task_params_of
 
 # The variants live in ppo_core.tasks.variants (torch-free, for the config's checks); they are named here too, beside
 # the builds, for the callers that read both.

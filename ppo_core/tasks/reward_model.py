@@ -97,7 +97,8 @@ def score_ids(model: GPT2ForSequenceClassification, rows: list[list[int]], pad_i
     # A text longer than the model's positions keeps its end, as the trainer's reward scoring cuts it (a pretrained
     # policy's symbols and newlines can take more word-level tokens than a response has).
     ids, mask = pad_right(keep_last(rows, max_positions(model)), pad_id)
-    return model(input_ids=ids, attention_mask=mask).logits.squeeze(-1)
+    scores: torch.Tensor = model(input_ids=ids, attention_mask=mask).logits.squeeze(-1)
+    return scores
 
 
 def train_reward_model(

@@ -14,10 +14,10 @@ import torch
 from ppo_core import PPOConfig, PPOTrainer, reported_metrics
 from ppo_core.algorithm.advantages import discounted_returns
 from ppo_core.algorithm.estimators import ESTIMATORS, AdvantageInputs, estimate_advantages
-from ppo_core.algorithm.group_advantages import GRPO_STD_EPSILON, batch_std
+from ppo_core.algorithm.group_advantages import batch_std
 from ppo_core.algorithm.losses import aggregate_loss, clipped_policy_loss
 from ppo_core.config.estimator_traits import estimator_names
-from ppo_core.config.ppo_config import ConfigError
+from ppo_core.config.ppo_config import GRPO_STD_EPSILON, ConfigError
 
 GROUP = 3
 SCORES = torch.tensor([0.2, 1.0, -0.5, 0.3, 0.3, 0.3])  # two prompts x three responses; the second group all equal

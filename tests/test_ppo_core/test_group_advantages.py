@@ -9,12 +9,12 @@ import pytest
 import torch
 
 from ppo_core.algorithm.group_advantages import (
-    GRPO_STD_EPSILON,
     group_mean_baseline,
     group_reward_stats,
     grpo_advantages,
     rloo_advantages,
 )
+from ppo_core.config.ppo_config import GRPO_STD_EPSILON
 
 SCORES = torch.tensor([0.1, 0.9, 0.4, 0.4, 1.0, 1.0, 1.0, 1.0, -0.5, 0.25, 2.0, 0.75])
 

@@ -17,7 +17,6 @@ import torch
 from ppo_core.algorithm.advantages import discounted_returns, gae, whiten_advantages, whiten_rewards
 from ppo_core.algorithm.estimators import AdvantageInputs, estimate_advantages
 from ppo_core.algorithm.group_advantages import (
-    GRPO_STD_EPSILON,
     ScaleRewards,
     batch_std,
     group_mean_baseline,
@@ -35,6 +34,7 @@ from ppo_core.algorithm.losses import (
     importance_log_ratio,
 )
 from ppo_core.algorithm.masked import masked_var, masked_whiten
+from ppo_core.config.ppo_config import GRPO_STD_EPSILON
 
 EPS = 1e-8  # masked_whiten's epsilon under the square root
 LENGTHS = [5, 2, 4, 1, 3]  # ragged responses, one of a single token

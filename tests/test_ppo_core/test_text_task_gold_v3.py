@@ -21,8 +21,9 @@ from ppo_core.tasks.fortunes import (
 )
 from ppo_core.tasks.fortunes.fluency import GOLD_VERSIONS, SHRINK, pair_shortfall
 from ppo_core.tasks.fortunes.gamed import BATTERY_PROMPTS, FLUENT, GAMED, ORDER_KINDS, UNCAUGHT
+from ppo_core.tasks.fortunes.params import TextTaskParams
 from ppo_core.tasks.fortunes.words import LeaveOneOut
-from ppo_core.tasks.variants import TextTaskParams, task_params_of
+from ppo_core.tasks.variants import task_params_of
 
 GAMED_CEILING = 0.1
 """The most gold any gamed response of the battery may score."""
