@@ -29,6 +29,7 @@ from ppo_core.tasks.build import BUILD_INFO, EVAL_TEMPERATURES, POLICY_DIR, REWA
 from ppo_core.tasks.fortunes.pairs import ScoredResponse, TextPreferencePair, all_pairs
 from ppo_core.tasks.fortunes.params import TEXT_BUILD_VERSION, TextTaskParams
 from ppo_core.tasks.fortunes.policy_samples import PolicySample, policy_chunks
+from ppo_core.tasks.fortunes.proxy import fresh_proxy_base, proxy_recipe
 from ppo_core.tasks.fortunes.proxy_fidelity import fidelity
 from ppo_core.tasks.fortunes.rm_pairs import fit_words, reference_pairs, sample_gold_pairs
 from ppo_core.tasks.fortunes.sft import continuation_loss, encode_examples, train_text_sft
@@ -224,15 +225,18 @@ def build_text_task(name: str, params: TextTaskParams, out_dir: Path, work_dir: 
             train_pairs, heldout_pairs, heldout_responses = _pair_policy_pairs(data, params, samples_dir)
         text_train, text_heldout = _reference_pairs(data, rm_tok, params)
         lap("rm_pairs")
+        recipe = proxy_recipe(params.proxy_version)
         rm_generator = torch.Generator().manual_seed(params.seed)
         # The two kinds interleaved in a seeded order, so that every step of the proxy's training sees both.
         mixed = train_pairs + text_train
         _stream(params, "rm-mix").shuffle(mixed)
-        reward_model, rm_losses = train_reward_model(policy, rm_tok, mixed, params, rm_generator)
+        base = policy if recipe.from_companion else fresh_proxy_base(recipe, params, rm_tok)
+        reward_model, rm_losses = train_reward_model(base, rm_tok, mixed, params, rm_generator)
         lap("reward_model")
         sft_report = _sft_report(policy, policy_tok, data, params)
         rm_report = {**_rm_report(reward_model, rm_tok, train_pairs, heldout_pairs, rm_losses),
-                     **_reference_report(reward_model, rm_tok, text_train, text_heldout)}
+                     **_reference_report(reward_model, rm_tok, text_train, text_heldout),
+                     "proxy_version": params.proxy_version}
         if heldout_responses:
             proxy = response_scores(reward_model, rm_tok, [r.prompt for r in heldout_responses],
                                     [r.response for r in heldout_responses])

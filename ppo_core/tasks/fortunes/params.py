@@ -48,6 +48,9 @@ class TextTaskParams(TrainingParams):
     """The model whose samples make the proxy's pairs, and which the task names as its policy: None for the
     companion trained here; else a model path or packaged name (``smollm2-135m-instruct``), so that the proxy
     learns gold on the text the policy PPO starts from actually writes."""
+    proxy_version: int = 1
+    """Where the proxy reward model's training on the pairs starts (``proxy.PROXY_VERSIONS``): 1 from the companion
+    policy's transformer, 2 from a fresh GPT-2 of the task's shape that shares no weights with any policy."""
 
     def cache_key(self) -> str:
         """A 12-hex-digit hash of the parameters, the text build's version and the task's kind."""
@@ -62,4 +65,4 @@ class TextTaskParams(TrainingParams):
         return hashlib.sha256(payload.encode()).hexdigest()[:12]
 
 
-_LATER_DEFAULTS = {"gold_version": 1, "pair_policy": None}
+_LATER_DEFAULTS = {"gold_version": 1, "pair_policy": None, "proxy_version": 1}
