@@ -23,13 +23,19 @@ from ppo_core.models.sequences import position_ids_from_mask
 
 
 def distinct_rows(queries: torch.Tensor, query_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(first, inverse)``: the first row of each distinct prompt (ids and mask alike), and for every row the index
-    into ``first`` of its prompt, so that ``queries[first][inverse]`` equals ``queries``."""
+    """``(first, inverse)``: the first row of each distinct prompt (ids and mask alike), in the order the rows give
+    them, and for every row the index into ``first`` of its prompt, so that ``queries[first][inverse]`` equals
+    ``queries``. Rows that are all distinct give ``first`` = 0 .. B-1: the prompts run in the batch's own order."""
     key = torch.cat([queries, query_mask.long()], dim=1)
     _, inverse = torch.unique(key, dim=0, return_inverse=True)
     rows = torch.arange(len(key), device=key.device)
     first = torch.full((int(inverse.max()) + 1,), len(key), device=key.device, dtype=torch.long)
-    return first.scatter_reduce(0, inverse, rows, reduce="amin"), inverse
+    first = first.scatter_reduce(0, inverse, rows, reduce="amin")
+    # torch.unique numbers the prompts in sorted order; renumber them by where each first appears.
+    first, order = first.sort()
+    rank = torch.empty_like(order)
+    rank[order] = torch.arange(len(order), device=key.device)
+    return first, rank[inverse]
 
 
 def cache_keyword(model: PreTrainedModel) -> str:

@@ -51,7 +51,9 @@ def test_distinct_rows_give_back_every_row() -> None:
     assert torch.equal(queries[first][inverse], queries) and torch.equal(mask[first][inverse], mask)
     # Rows 0 and 1 are one prompt; row 3 has the same ids as row 0 but attends to its first token: another prompt.
     assert len(first) == 4 and inverse[0] == inverse[1] and inverse[0] != inverse[3]
-    assert sorted(first.tolist()) == [0, 2, 3, 4]  # each prompt's first row
+    assert first.tolist() == [0, 2, 3, 4] and inverse.tolist() == [0, 0, 1, 2, 3]  # in the rows' own order
+    distinct = torch.tensor([[9, 9], [1, 1], [5, 5]])
+    assert distinct_rows(distinct, torch.ones_like(distinct))[0].tolist() == [0, 1, 2]
 
 
 @pytest.mark.parametrize("width", [1, 4])
