@@ -21,6 +21,7 @@ import plotly.graph_objects as go
 import sqlalchemy
 import streamlit as st
 
+from dashboard.advice import Advice, study_advice
 from dashboard.frames import health_contexts
 from dashboard.frontier_reading import PeakReading, read_metrics_peak
 from dashboard.health_rules import Finding, diagnose_trials
@@ -84,8 +85,8 @@ def refresh(ref: StudyRef) -> str:
 
 @st.cache_data(ttl=TTL_S, max_entries=MAX_STUDIES, show_spinner=False)
 def study_view(url: str, name: str, token: str) -> StudyView:
-    ref = StudyRef(url, name)
-    return build_study_view(ref, reader(url, name).current())
+    snapshot = reader(url, name).current()
+    return build_study_view(StudyRef(url, name), snapshot)
 
 
 @st.cache_data(ttl=TTL_S, max_entries=MAX_STUDIES, show_spinner=False)
@@ -108,6 +109,14 @@ def gold_peak(url: str, name: str, token: str) -> PeakReading | None:
     """Where the study's gold peaks in KL, read from every trial's evaluations as the Frontier page reads it
     (``dashboard.frontier_reading.read_metrics_peak``); None for a study without a gold score."""
     return read_metrics_peak(metrics(url, name, token))
+
+
+@st.cache_data(ttl=TTL_S, max_entries=MAX_STUDIES, show_spinner=False)
+def advice(url: str, name: str, token: str) -> list[Advice]:
+    """What to try next for the whole study (``dashboard.advice``), from its view, its trials' health and where its
+    gold peaks."""
+    view, findings, peak = study_view(url, name, token), health(url, name, token), gold_peak(url, name, token)
+    return study_advice(view, findings, view.constraint_values, peak)
 
 
 def _typed_arrays(figure: go.Figure) -> go.Figure:

@@ -326,34 +326,44 @@ def _kl_columns(trial: FrozenTrial) -> dict[str, Any]:
     }
 
 
+def _with_kl_columns(frame: pd.DataFrame, trials: Sequence[FrozenTrial]) -> pd.DataFrame:
+    """The trial table with each trial's KL summary and feasibility after its objective values, in place."""
+    if frame.empty:
+        return frame
+    by_number = {trial.number: trial for trial in trials}
+    extra = pd.DataFrame([_kl_columns(by_number[int(n)]) for n in frame["number"]], index=frame.index)
+    if f"{PARAM_PREFIX}kl_control" in frame.columns:  # searched, so the parameter column already says it
+        extra = extra.drop(columns="kl_control")
+    # Keep reports' column order and put the KL summary after the objective values.
+    insert_at = list(frame.columns).index("reason")
+    for offset, column in enumerate(extra.columns):
+        frame.insert(insert_at + offset, column, extra[column])
+    return frame
+
+
 def build_study_view(ref: StudyRef, snapshot: Snapshot) -> StudyView:
+    """The study as the pages see it: what the tuner reads of it first (its stored spec, who won, its trial table,
+    the ranges its best trials crowd), then what the pages add (KL columns, counts by state, the latest aim)."""
     study = snapshot.study
-    frame = trials_frame(study)
-    by_number = {trial.number: trial for trial in snapshot.trials}
-    if not frame.empty:
-        extra = pd.DataFrame([_kl_columns(by_number[int(n)]) for n in frame["number"]], index=frame.index)
-        if f"{PARAM_PREFIX}kl_control" in frame.columns:  # searched, so the parameter column already says it
-            extra = extra.drop(columns="kl_control")
-        # Keep reports' column order and put the KL summary after the objective values.
-        insert_at = list(frame.columns).index("reason")
-        for offset, column in enumerate(extra.columns):
-            frame.insert(insert_at + offset, column, extra[column])
-    counts = {state: int((frame["state"] == state).sum()) for state in STATE_ORDER} if not frame.empty else {}
-    counts = {state: count for state, count in counts.items() if count}
     attrs = snapshot.user_attrs
     if KL_GUARD_ATTR not in attrs and KL_GUARD_ATTR in snapshot.system_attrs:  # where the oldest studies kept it
         attrs = {**attrs, KL_GUARD_ATTR: snapshot.system_attrs[KL_GUARD_ATTR]}
     spec = read_stored_spec(attrs, len(study.directions))
+    winner = read_winner(study)
+    frame = trials_frame(study)
+    crowded = tuple(edge_findings(snapshot.trials, spec.search_space, study.directions))
+    frame = _with_kl_columns(frame, snapshot.trials)
+    counts = {state: int((frame["state"] == state).sum()) for state in STATE_ORDER} if not frame.empty else {}
     return StudyView(
         ref=ref,
         directions=tuple(d.name.lower() for d in study.directions),
         objective_names=objective_names(study),
         trials=frame,
         configs={trial.number: dict(trial.user_attrs.get(CONFIG_ATTR, {}) or {}) for trial in snapshot.trials},
-        winner=read_winner(study),
+        winner=winner,
         spec=spec,
-        counts=counts,
-        edge_findings=tuple(edge_findings(snapshot.trials, spec.search_space, study.directions)),
+        counts={state: count for state, count in counts.items() if count},
+        edge_findings=crowded,
         aim=latest_aim(snapshot.trials),
         constraint_values={trial.number: trial.constraints for trial in snapshot.trials if trial.constraints},
     )

@@ -6,7 +6,6 @@ from __future__ import annotations
 import streamlit as st
 
 from dashboard import session
-from dashboard.advice import Advice, study_advice
 from dashboard.charts import trial_label
 from dashboard.frames import health_summary
 from dashboard.health_rules import CRITICAL, SEVERITY_RANK, WARNING, Finding, worst
@@ -21,16 +20,9 @@ def _finding(finding: Finding) -> None:
     box(f"**{finding.sign}**: {finding.evidence}.\n\n**Try:** {finding.advice}")
 
 
-@st.cache_data(ttl=session.TTL_S, max_entries=session.MAX_STUDIES, show_spinner=False)
-def _advice(url: str, name: str, token: str) -> list[Advice]:
-    view = session.study_view(url, name, token)
-    return study_advice(view, session.health(url, name, token), view.constraint_values,
-                        session.gold_peak(url, name, token))
-
-
 def _what_to_try(context: PageContext) -> None:
     st.subheader("What to try next")
-    advice = _advice(context.ref.url, context.ref.name, context.token)
+    advice = session.advice(context.ref.url, context.ref.name, context.token)
     if not advice:
         st.success("Nothing to act on: no trial shows a warning sign, no constraint is broken, and the best trials "
                    "crowd no bound of the search space.")
