@@ -27,7 +27,8 @@ from ppo_core.models.quiet import quiet_hugging_face
 from tools.provenance import command_line
 from tools.quick_mode import add_quick_argument, results_path
 from tuner.store.database import open_read_only_storage
-from tuner.study.reports import best_trials, trial_config
+from tuner.study.reports import trial_config
+from tuner.study.winner import best_trials
 
 ROOT = Path(__file__).resolve().parent.parent
 LAST_K = 5
