@@ -211,10 +211,10 @@ def run_one_study(path: str, budget: int | None) -> dict[str, Any]:
     from tuner.store.attrs import RACE_OF_ATTR, WARM_START_ATTR
     from tuner.store.database import create_engine
     from tuner.store.records import create_tables
-    from tuner.study.study_file import load_study_spec
     from tuner.study.constraints import feasible
     from tuner.study.reports import trial_reason, updates_run
     from tuner.study.seed_policy import Racing
+    from tuner.study.study_file import load_study_spec
     from tuner.trial.launch import start_fork_server
     from tuner.trial.trial_function import make_trial_function, run_trials
 

@@ -12,7 +12,7 @@ from optuna.distributions import FloatDistribution
 from optuna.trial import FrozenTrial, TrialState, create_trial
 
 from benchmarks.horizon_transfer import winners
-from tuner.store.attrs import CONFIG_ATTR, SPEC_ATTR, RACE_OF_ATTR, SEED_ATTR
+from tuner.store.attrs import CONFIG_ATTR, RACE_OF_ATTR, SEED_ATTR, SPEC_ATTR
 from tuner.store.database import create_engine
 from tuner.store.records import TrialStore, create_tables
 

@@ -40,8 +40,8 @@ from benchmarks.replay.trial import guard_stop, replay_run
 from ppo_core.tasks.ranks import rank_correlation
 from tuner.search.frontier_sampler import FrontierSampler
 from tuner.search.space import ParamSpec, config_values, suggest_params
-from tuner.study.study_file import KLGuard, StudySpec, load_study_spec
 from tuner.study.seed_policy import SeedPolicy
+from tuner.study.study_file import KLGuard, StudySpec, load_study_spec
 from tuner.trial.kl_guard import least_squares_slope
 
 REPO = Path(__file__).resolve().parents[2]

@@ -3,6 +3,9 @@ release as the objects that replaced them."""
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
+
 import pytest
 
 import tuner
@@ -23,3 +26,16 @@ def test_a_renamed_public_name_is_the_object_that_replaced_it(former: str, curre
 def test_an_unknown_name_is_an_attribute_error() -> None:
     with pytest.raises(AttributeError, match="no attribute 'StudyConfig'"):
         _ = tuner.StudyConfig
+
+
+MODULE_FACES = ("production", "run", "search", "store", "study", "trial")
+"""The wings whose face lists their modules (the others' faces name the functions they offer)."""
+
+
+@pytest.mark.parametrize("wing", MODULE_FACES)
+def test_a_wing_s_face_lists_each_of_its_modules(wing: str) -> None:
+    # A module renamed or added must be named in its wing's __init__ too.
+    package = importlib.import_module(f"tuner.{wing}")
+    modules = {info.name for info in pkgutil.iter_modules(package.__path__) if not info.name.startswith("_")}
+    listed = set(package.__all__)
+    assert listed == modules, (sorted(listed - modules), sorted(modules - listed))
