@@ -96,6 +96,24 @@ class RunParts:
                         policy_path=self.policy_path)
 
 
+def build_setup(config: PPOConfig, device: torch.device) -> RunSetup:
+    """Load what ``config`` names: its run parts (:func:`load_run_parts`), the policy and its reference, and the
+    value network where the estimator reads one."""
+    parts = load_run_parts(config, device)
+    policy, reference = _policy_and_reference(config, parts.policy_path, parts.options)
+    # Only GAE reads values: the critic-free estimators never load, hold or step a value network.
+    value_model = _value_model(config, _value_trunk_path(parts.config, parts.rewards, parts.policy_path),
+                               parts.options) if config.uses_critic else None
+    return parts.setup(RolloutModels(
+        policy=policy,
+        reference=reference.to(device) if reference is not None else None,  # type: ignore[arg-type]
+        value_model=value_model,
+        rewards=parts.rewards,
+        gold_score=parts.gold_score,
+        tokenizer=parts.tokenizer,
+    ))
+
+
 def load_run_parts(config: PPOConfig, device: torch.device) -> RunParts:
     """Load what ``config`` names besides the trained models: explicit paths first, the built-in task's for the
     rest."""
@@ -114,24 +132,6 @@ def load_run_parts(config: PPOConfig, device: torch.device) -> RunParts:
         generation_config=sampling_config(response_length(config, task), config.temperature, tokenizer,
                                           stop_token_id),
     )
-
-
-def build_setup(config: PPOConfig, device: torch.device) -> RunSetup:
-    """Load what ``config`` names: its run parts (:func:`load_run_parts`), the policy and its reference, and the
-    value network where the estimator reads one."""
-    parts = load_run_parts(config, device)
-    policy, reference = _policy_and_reference(config, parts.policy_path, parts.options)
-    # Only GAE reads values: the critic-free estimators never load, hold or step a value network.
-    value_model = _value_model(config, _value_trunk_path(parts.config, parts.rewards, parts.policy_path),
-                               parts.options) if config.uses_critic else None
-    return parts.setup(RolloutModels(
-        policy=policy,
-        reference=reference.to(device) if reference is not None else None,  # type: ignore[arg-type]
-        value_model=value_model,
-        rewards=parts.rewards,
-        gold_score=parts.gold_score,
-        tokenizer=parts.tokenizer,
-    ))
 
 
 def load_task(config: PPOConfig) -> BuiltinTask | None:
