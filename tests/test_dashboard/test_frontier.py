@@ -15,7 +15,7 @@ from dashboard.frontier_reading import final_points, gold_peaks, group_peaks, he
 from tuner.search.frontier_peak import frontier_peak
 from tuner.search.frontier_points import FrontierSource, frontier_source, study_peak, trajectories
 
-CURVE_TABLE = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "curve_table.jsonl"
+CURVE_TABLE = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "curve_tables" / "curve_table.jsonl"
 ALPHA, BETA, R0 = 0.4, 0.2, 0.1  # Gao's R(d) = r0 + d (alpha - beta ln d) peaks at d = e, KL = e^2, gold 0.64
 
 

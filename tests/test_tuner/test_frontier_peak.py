@@ -22,7 +22,7 @@ from tuner.search.frontier_peak import (
     thin_paths,
 )
 
-CURVE_TABLE = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "curve_table.jsonl"
+CURVE_TABLE = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "curve_tables" / "curve_table.jsonl"
 
 
 def slow_local_linear(x: np.ndarray, y: np.ndarray, g: float, h: float) -> float:
