@@ -4,8 +4,8 @@ version.
 Version 1 starts the proxy from the companion policy's transformer, as RLHF starts a reward model from the SFT
 policy. On SmolLM2-135M-Instruct's own responses to held-out prompts it ordered 66% of gold-apart pairs as gold does
 (Spearman 0.46): the companion learned the corpus's text by heart, a start that the pairs do not undo. Version 2
-starts from a fresh GPT-2 of the task's shape, with dropout while it trains, and learns the same pairs: 69% and 0.54
-on the same responses (measured offline, one seed). It shares no weights with any policy.
+starts from a fresh GPT-2 of the task's shape, with dropout while it trains, and learns the same pairs: 68% and 0.52
+on the same responses (``fortunes_v4_smollm2``'s build). It shares no weights with any policy.
 
 The recipe of a version never changes, so that a task built with it keeps its proxy (the version is part of the
 task's parameters, and so of its cache key).
