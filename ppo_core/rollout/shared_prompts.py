@@ -47,8 +47,13 @@ def cache_keyword(model: PreTrainedModel) -> str:
 
 def can_share(model: PreTrainedModel) -> bool:
     """Whether ``model`` keeps a KV cache in its forward: not while gradient checkpointing in training mode, where
-    transformers turns ``use_cache`` off."""
-    return not (getattr(model, "is_gradient_checkpointing", False) and model.training)
+    transformers turns ``use_cache`` off. Read under transformers 5's name for it, where the model has it: the old
+    name still answers, with a deprecation warning every call."""
+    inner = model.get_base_model() if isinstance(model, PeftModel) else model
+    checkpointing = getattr(inner, "is_activation_checkpointing", None)
+    if checkpointing is None:
+        checkpointing = getattr(inner, "is_gradient_checkpointing", False)
+    return not (bool(checkpointing) and model.training)
 
 
 @dataclass(frozen=True)
