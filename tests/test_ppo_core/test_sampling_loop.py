@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers.tiny_architectures import WRITERS, load_left_padded
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from ppo_core.models.generation import generate, sampling_config
@@ -16,21 +17,14 @@ from ppo_core.models.sequences import token_logprobs
 from ppo_core.rollout import sampling_loop
 from ppo_core.rollout.collect import response_logits
 from ppo_core.rollout.sampling_loop import draw, sample_responses
-from tools import tiny_models
 
-WRITERS = {"gpt2": tiny_models.write_gpt2, "gpt_neox": tiny_models.write_gpt_neox,
-           "llama": tiny_models.write_llama, "qwen2": tiny_models.write_qwen2}
 PROMPTS = ["hello there", "a", "the quick brown fox jumps"]
 
 
 @pytest.fixture(scope="module", params=sorted(WRITERS))
 def model_and_tokenizer(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
                         ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    path = WRITERS[request.param](tmp_path_factory.mktemp(request.param) / "model", seed=1)
-    tokenizer = AutoTokenizer.from_pretrained(path, padding_side="left")
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
-    return AutoModelForCausalLM.from_pretrained(path).eval(), tokenizer
+    return load_left_padded(request.param, tmp_path_factory.mktemp(request.param))
 
 
 @pytest.mark.parametrize("temperature", [0.5, 1.0, 2.0])

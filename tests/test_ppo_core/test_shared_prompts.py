@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers.tiny_architectures import WRITERS, load_left_padded
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from ppo_core import PPOConfig, PPOTrainer
@@ -17,8 +18,6 @@ from ppo_core.rollout.sampling_loop import sample_responses
 from ppo_core.rollout.shared_prompts import MEMO_ENTRIES, PromptMemo, can_share, distinct_rows, shared_response_logits
 from tools import tiny_models
 
-WRITERS = {"gpt2": tiny_models.write_gpt2, "gpt_neox": tiny_models.write_gpt_neox,
-           "llama": tiny_models.write_llama, "qwen2": tiny_models.write_qwen2}
 # Two prompts asked twice and one once, of different lengths, so left padding differs between rows.
 PROMPTS = ["hello there", "hello there", "a", "the quick brown fox jumps", "a"]
 
@@ -26,11 +25,7 @@ PROMPTS = ["hello there", "hello there", "a", "the quick brown fox jumps", "a"]
 @pytest.fixture(scope="module", params=sorted(WRITERS))
 def model_and_tokenizer(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
                         ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    path = WRITERS[request.param](tmp_path_factory.mktemp(request.param) / "model", seed=1)
-    tokenizer = AutoTokenizer.from_pretrained(path, padding_side="left")
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
-    return AutoModelForCausalLM.from_pretrained(path).eval(), tokenizer
+    return load_left_padded(request.param, tmp_path_factory.mktemp(request.param))
 
 
 def batch(tokenizer: PreTrainedTokenizerBase, width: int = 4,
