@@ -48,6 +48,13 @@ def test_a_section_that_no_longer_parses_reads_as_its_default_and_the_rest_still
     assert stored.upper_limit("eval/kl") == 8.0 and set(stored.search_space) == {"cliprange", "learning_rate"}
 
 
+def test_a_spec_stored_under_the_key_definition_still_reads() -> None:
+    # Every study stored so far carries its spec under "definition" (tuner.store.attrs.SPEC_ATTR): a study read
+    # under any other key would look as if it stored none.
+    stored = read_stored_spec({"definition": DEFINITION}, 1)
+    assert stored.trainer == "trl-grpo" and set(stored.search_space) == {"cliprange", "learning_rate"}
+
+
 def test_a_study_stored_before_definitions_keeps_what_it_recorded_apart() -> None:
     recorded = {KL_GUARD_ATTR: {"threshold": 7.0, "metric": "eval/kl"},
                 OBJECTIVES_ATTR: [{"metric": "objective/scores", "direction": "maximize", "reduce": "last", "k": 1}]}

@@ -64,6 +64,7 @@ def test_a_changed_definition_exits_2_unless_allowed(
     error = capsys.readouterr().err.strip()
     assert len(error.splitlines()) == 1
     assert "objectives" in error and "objective/scores" in error and "--allow-changes" in error
+    assert "was created from a different study spec" in error
     assert len(load(path).get_trials()) == 1  # nothing ran
 
     _edit(path, objectives=[{"metric": "objective/scores"}], base={"seed": 3})
@@ -78,7 +79,7 @@ def test_allow_changes_resumes_and_records_the_new_definition(
     run_worker(load_study_spec(path), n_trials=1, timeout=None, threads=None)  # the stored study
     _edit(path, base={"num_ppo_epochs": 2}, n_trials=2)
     assert main(["run", str(path), "--allow-changes"]) == 0
-    assert "base.num_ppo_epochs 1 -> 2" in capsys.readouterr().err
+    assert "study spec changed (--allow-changes): base.num_ppo_epochs 1 -> 2" in capsys.readouterr().err
     assert len(load(path).get_trials(states=(TrialState.COMPLETE,))) == 2
     assert main(["run", str(path)]) == 0  # the changed definition is now the study's own
 

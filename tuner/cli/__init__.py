@@ -23,7 +23,7 @@ def add_study_commands(commands: Any) -> None:
                      help="Worker processes on this machine (default: one per GPU, else 1).")
     run.add_argument("--allow-changes", action="store_true",
                      help="Resume the study even though the file changed its objectives, base, search space, "
-                          "sampler, pruner, KL guard, constraints or warm starts (the new definition is kept).")
+                          "sampler, pruner, KL guard, constraints or warm starts (the new study spec is kept).")
     add_launcher_flags(run)
     run.set_defaults(handler=storage_errors_as_input(command_run))
 

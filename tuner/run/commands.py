@@ -84,7 +84,7 @@ def cpu_threads_per_worker(workers: int) -> int:
 def worker_commands(spec: StudySpec, n_trials: int | None, timeout: float | None, workers: int,
                     stored: bool = False, ray: RayCluster | None = None) -> list[tuple[list[str], dict[str, str]]]:
     """The command line and environment of each worker: its GPUs, or its share of the CPU threads. ``stored``:
-    the workers read the study's stored definition instead of a study file (a validation study has none). With
+    the workers read the study's stored spec instead of a study file (a validation study has none). With
     ``ray`` the workers run their trials on that cluster, which gives each its GPUs; the threads are a share of the
     cluster's CPUs."""
     threads: int | None

@@ -28,7 +28,7 @@ def run_study(spec: StudySpec, n_trials: int | None, timeout: float | None, work
     """Create or resume the study, run ``workers`` workers, and return an exit status (130 on Ctrl-C, 143 on
     SIGTERM: either stops every worker and its trial, and queues the running trials again). With ``ray`` the
     workers run their trials as tasks on that cluster (``tuner.trial.ray_launch``). ``validation``: the study is a
-    validation (``tuner.production.validation``): its workers run its queue from its stored definition (it has no file),
+    validation (``tuner.production.validation``): its workers run its queue from its stored spec (it has no file),
     and every run trains to the end, so there is no search to report on (the reach notice, pruning's savings) and a
     configuration failing on every seed is a result, not a reason to stop."""
     # soft_wrap: an event is one line however long, so that output piped to a file or a pager is not cut at 80

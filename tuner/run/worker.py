@@ -36,7 +36,7 @@ FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
 def open_study(spec: StudySpec, heartbeat: bool = True, worker_index: int = 0,
                allow_changes: bool = False) -> tuple[optuna.Study, list[str]]:
     """Create the study, or load it when it exists (the resume path), with the lines to tell the user: what changed
-    in its definition since (a resume with ``allow_changes``), and the warm starts queued (a new study).
+    in its study spec since (a resume with ``allow_changes``), and the warm starts queued (a new study).
 
     A resume whose study file changed what the trials run or how they are judged raises
     ``tuner.study.spec_record.StudyChangedError`` unless ``allow_changes``; a study of the same name that ppo-tune did
@@ -58,10 +58,10 @@ def open_study(spec: StudySpec, heartbeat: bool = True, worker_index: int = 0,
         study.sampler = make_sampler(spec, worker_index, trials_before=len(proposed))
     changes = record_spec(study, spec, allow_changes)
     if changes or not study.metric_names:
-        # Optuna's own views label the objectives with these; the rest is read from the definition alone
+        # Optuna's own views label the objectives with these; the rest is read from the stored spec alone
         # (tuner.study.stored_spec), which is stored once.
         study.set_metric_names([objective.metric for objective in spec.objectives])
-    messages = [f"study definition changed (--allow-changes): {change}" for change in changes]
+    messages = [f"study spec changed (--allow-changes): {change}" for change in changes]
     return study, messages + enqueue_warm_starts(study, spec.enqueue)
 
 
@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tuner.run.worker")
     parser.add_argument("study", help="A study file, or with --stored the name of a study in --storage.")
     parser.add_argument("--stored", action="store_true",
-                        help="Run the study as its stored definition says (a validation study has no file).")
+                        help="Run the study as its stored spec says (a validation study has no file).")
     parser.add_argument("--storage", default=None)
     parser.add_argument("--n-trials", type=int, default=None)
     parser.add_argument("--timeout", type=float, default=None)

@@ -62,7 +62,9 @@ OBJECTIVES_ATTR = "objectives"
 # it reruns.
 VALIDATION_OF_ATTR = "validation_of"
 # Study user attribute: the study spec's mapping (the study file as read) when the study was created, or last changed
-# with --allow-changes (tuner.study.spec_record). Its key is part of every stored study, so it keeps its name.
+# with --allow-changes (tuner.study.spec_record). The key keeps "definition", the spec's name when the first studies
+# were stored: every study already in a database carries it, and under a new key they would read as storing no spec
+# (validate could not rebuild them, and a resume would not check the file against them).
 SPEC_ATTR = "definition"
 
 # The seed guidance reads KL above 10-15, or 15-20, nats as divergence; the guard stops trials at the top of it.

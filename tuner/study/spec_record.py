@@ -62,7 +62,7 @@ def check_ours(study: optuna.Study, spec: StudySpec, grace_s: float = CREATION_G
                   f"{len(spec.directions)}, {', '.join(spec.directions)}"
             break
         if attrs or study.get_trials(deepcopy=False) or time.monotonic() > deadline:
-            why = "it carries no ppo-tune definition"
+            why = "it carries no ppo-tune study spec"
             break
         time.sleep(0.2)
     where = sqlalchemy.engine.make_url(spec.storage).render_as_string(hide_password=True)
@@ -133,7 +133,7 @@ def record_spec(study: optuna.Study, spec: StudySpec, allow_changes: bool) -> li
     changes = spec_changes(stored, current)
     if changes and not allow_changes:
         shown = "; ".join(changes[:3]) + (f"; and {len(changes) - 3} more" if len(changes) > 3 else "")
-        raise StudyChangedError(f"study {spec.name!r} in {spec.storage} was created from a different definition: "
+        raise StudyChangedError(f"study {spec.name!r} in {spec.storage} was created from a different study spec: "
                                 f"{shown}. Give the study a new name, or pass --allow-changes to resume it anyway")
     if changes:
         study.set_user_attr(SPEC_ATTR, current)
@@ -144,6 +144,6 @@ def rebuilt_spec(study: optuna.Study, storage: str) -> StudySpec:
     """The study's spec rebuilt from its stored mapping, on ``storage`` (no study file needed)."""
     mapping = stored_spec_mapping(study.user_attrs)
     if mapping is None:
-        raise StudySpecError(f"study {study.study_name!r} has no stored definition (it was created by an older "
+        raise StudySpecError(f"study {study.study_name!r} has no stored spec (it was created by an older "
                              "ppo-tune); run it once with its study file to store it")
     return parse_study(dict(mapping), Path(f"{study.study_name}.yaml"), storage)

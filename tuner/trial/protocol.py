@@ -2,7 +2,7 @@
 
 The worker hands the process a :class:`TrialJob` as command-line arguments (the same ones whether the process is
 forked, started with ``python -m tuner.trial.process`` or by ``accelerate launch``). Everything else the process
-needs is in the shared storage: the study's stored definition names the objectives, pruner and KL guard, and the
+needs is in the shared storage: the study's stored spec names the objectives, pruner and KL guard, and the
 trial's ``config`` user attribute holds the values the worker's sampler chose. The process reports its :class:`Outcome`
 back on the trial, as a system attribute; its exit status only matters when it died before it could.
 
@@ -36,7 +36,7 @@ class TrialJob:
     storage: str
     """The study's storage URL, as the worker opened it (a ``--storage`` flag may have overridden the file's)."""
     study_name: str
-    """The study: its stored definition names the objectives, pruner and KL guard, as it did for the worker."""
+    """The study: its stored spec names the objectives, pruner and KL guard, as it did for the worker."""
     trial_id: int
     """Optuna's trial id (unique in the storage), whose ``config`` user attribute holds the values to train with."""
     worker_pid: int
