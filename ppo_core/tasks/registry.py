@@ -25,6 +25,8 @@ from ppo_core.tasks.base import BuiltinTask
 from ppo_core.tasks.build import BUILD_INFO, POLICY_DIR, REWARD_MODEL_DIR
 from ppo_core.tasks.fortunes.build import build_text_task
 from ppo_core.tasks.fortunes.params import TextTaskParams
+from ppo_core.tasks.fortunes.probe_proxy import proxy_text
+from ppo_core.tasks.fortunes.proxy import proxy_recipe
 from ppo_core.tasks.fortunes.task_data import text_task_data
 from ppo_core.tasks.graph.build import build_task, task_graph, task_prompts
 from ppo_core.tasks.graph.gold import GoldScorer
@@ -116,8 +118,9 @@ def _text_task(name: str, params: TextTaskParams, target: Path, info: dict[str, 
         train_prompts=data.split.train_prompts,
         eval_prompts=data.split.heldout_prompts,
         gold_score=data.gold,
-        # The reward model was trained on this join (ppo_core.tasks.reward_model.encode_pairs).
-        reward_text=format_for_reward,
+        # The text the proxy was trained on: the prompt and response joined (ppo_core.tasks.reward_model.encode_pairs),
+        # or a probe's response alone.
+        reward_text=format_for_reward if proxy_recipe(params.proxy_version).reads_prompt else proxy_text,
         response_length=params.response_length,
         info=info,
     )

@@ -141,6 +141,10 @@ VARIANTS: dict[str, AnyTaskParams] = {
     # companion. On the 512 responses to the held-out prompts it orders 68% of the 1,438 gold-apart pairs as gold
     # does, Spearman 0.52 (the third task's proxy: 66% and 0.46). The build took 794 s on a shared 2-core machine.
     "fortunes_v4_smollm2": dataclasses.replace(_FORTUNES_SMOLLM2, gold_version=3, proxy_version=2),
+    # The third gold and SmolLM2-135M-Instruct with the third proxy (``probe_proxy.py``): a linear head on SmolLM2's
+    # own first three layers, fitted to the gold of the same responses, reading the response alone. The pairs are
+    # the fourth task's (the same samples), so the proxy alone differs.
+    "fortunes_v5_smollm2": dataclasses.replace(_FORTUNES_SMOLLM2, gold_version=3, proxy_version=3),
 }
 
 TASK_NAMES: tuple[str, ...] = tuple(VARIANTS)

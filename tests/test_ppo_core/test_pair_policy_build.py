@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import subprocess
 import sys
@@ -12,14 +13,18 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 from helpers.missing_packages import blocking
 from helpers.tiny_gguf import write_tiny_llama_gguf
+from helpers.tiny_runs import letter_run
+from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
 
 from ppo_core.tasks import registry
 from ppo_core.tasks.build import BUILD_INFO
 from ppo_core.tasks.fortunes import load_corpus, split_examples
 from ppo_core.tasks.fortunes.build import build_text_task
 from ppo_core.tasks.fortunes.params import TextTaskParams
+from ppo_core.tasks.fortunes.probe_proxy import proxy_text
 from ppo_core.tasks.variants import task_problem
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -140,3 +145,44 @@ def test_a_text_longer_than_the_reward_models_positions_is_scored_by_its_end() -
     long_row = [int(i) for i in torch.randint(1, 50, (40,))]
     with torch.no_grad():
         assert torch.allclose(score_ids(model, [long_row], 0), score_ids(model, [long_row[-16:]], 0))
+
+
+@pytest.fixture(scope="module")
+def probe_built(built: tuple[dict, Path, Path], params: TextTaskParams,
+                tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
+    # The third proxy on the same samples: the first build's work directory, so nothing is drawn again.
+    _, _, work = built
+    out = tmp_path_factory.mktemp("probe")
+    return build_text_task(NAME, dataclasses.replace(params, proxy_version=3), out, work), out
+
+
+def test_the_third_proxy_is_a_probe_on_the_pair_policy_fitted_to_the_same_pairs(
+    built: tuple[dict, Path, Path], probe_built: tuple[dict, Path], params: TextTaskParams
+) -> None:
+    info, out = probe_built
+    assert rm_pairs(out) == rm_pairs(built[1])
+    probe = info["reward_model"]["probe"]
+    assert probe["layers"] == 1 and probe["scale"] > 0  # the tiny companion has one layer
+    # Each text it reads once: a response that two prompts drew is one text to a probe that reads it alone.
+    assert probe["responses"] == len({proxy_text(p["prompt"], p[side]) for p in rm_pairs(out)
+                                      if p["split"] in ("train", "reference_train") for side in ("chosen", "rejected")})
+    assert 0.5 < info["reward_model"]["train_accuracy"] <= 1.0
+    assert info["reward_model"]["heldout_prompts_fidelity"]["pairs"] > 0
+    classifier = AutoModelForSequenceClassification.from_pretrained(out / "reward_model")
+    assert classifier.config.score_pooling == "mean" and classifier.config.num_hidden_layers == 1
+    companion = AutoModelForCausalLM.from_pretrained(params.pair_policy)
+    assert torch.equal(classifier.transformer.wte.weight, companion.transformer.wte.weight)
+
+
+def test_a_run_reads_the_probe_as_its_reward_model(probe_built: tuple[dict, Path], params: TextTaskParams,
+                                                    tmp_path: Path) -> None:
+    _, out = probe_built
+    config = {**letter_run(tmp_path, n_train=16), "sft_model_path": params.pair_policy, "reward_funcs": None,
+              "reward_model_path": str(out / "reward_model"), "per_device_train_batch_size": 4, "total_episodes": 8,
+              "num_ppo_epochs": 1, "response_length": 6, "seed": 0}
+    (tmp_path / "run.yaml").write_text(yaml.safe_dump(config))
+    done = subprocess.run([sys.executable, "-m", "ppo_tune", "train", str(tmp_path / "run.yaml"), "--output",
+                           str(tmp_path / "out"), "--quiet"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    metrics = [json.loads(line) for line in (tmp_path / "out" / "metrics.jsonl").read_text().splitlines()]
+    assert len(metrics) == 2 and all(math.isfinite(m["objective/scores"]) for m in metrics)

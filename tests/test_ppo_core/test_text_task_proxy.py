@@ -52,7 +52,7 @@ def test_the_second_proxy_task_is_the_third_gold_on_smollm2_with_a_key_of_its_ow
 
 
 def test_an_unknown_proxy_version_names_the_known_ones() -> None:
-    with pytest.raises(ValueError, match="known: 1, 2"):
+    with pytest.raises(ValueError, match="known: 1, 2, 3"):
         proxy_recipe(7)
 
 

@@ -9,19 +9,20 @@ RNG state.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import random
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import torch
 import transformers
-from transformers import GPT2ForSequenceClassification, GPT2LMHeadModel, PreTrainedTokenizerFast
+from transformers import GPT2LMHeadModel, PreTrainedModel, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
 from ppo_core.models.loading import load_causal_lm, load_tokenizer
 from ppo_core.models.paths import resolve_model
@@ -29,13 +30,14 @@ from ppo_core.tasks.build import BUILD_INFO, EVAL_TEMPERATURES, POLICY_DIR, REWA
 from ppo_core.tasks.fortunes.pairs import ScoredResponse, TextPreferencePair, all_pairs
 from ppo_core.tasks.fortunes.params import TEXT_BUILD_VERSION, TextTaskParams
 from ppo_core.tasks.fortunes.policy_samples import PolicySample, policy_chunks
+from ppo_core.tasks.fortunes.probe_proxy import probe_scores, train_probe
 from ppo_core.tasks.fortunes.proxy import fresh_proxy_base, proxy_recipe
 from ppo_core.tasks.fortunes.proxy_fidelity import fidelity
 from ppo_core.tasks.fortunes.rm_pairs import fit_words, reference_pairs, sample_gold_pairs
 from ppo_core.tasks.fortunes.sft import continuation_loss, encode_examples, train_text_sft
 from ppo_core.tasks.fortunes.task_data import TextTaskData, text_task_data
 from ppo_core.tasks.fortunes.tokenizer import build_word_tokenizer
-from ppo_core.tasks.reward_model import pairwise_accuracy, response_scores, train_reward_model
+from ppo_core.tasks.reward_model import response_scores, train_reward_model
 from ppo_core.tasks.sampling import mean_gold, sample_responses_cached
 
 REPORTED_SAMPLES = 5
@@ -161,32 +163,64 @@ def _reference_pairs(data: TextTaskData, tokenizer: PreTrainedTokenizerFast,
     return train, heldout
 
 
-def _reference_report(reward_model: GPT2ForSequenceClassification, tokenizer: PreTrainedTokenizerFast,
-                      train: list[TextPreferencePair], heldout: list[TextPreferencePair]) -> dict[str, Any]:
+Scorer = Callable[[Sequence[str], Sequence[str]], list[float]]
+"""A proxy's scores of responses to prompts, as a run reads them."""
+
+
+def _pair_accuracy(scorer: Scorer, pairs: Sequence[TextPreferencePair]) -> float:
+    """The share of ``pairs`` whose chosen response the proxy scores strictly higher (NaN for none)."""
+    prompts = [p.prompt for p in pairs]
+    chosen, rejected = scorer(prompts, [p.chosen for p in pairs]), scorer(prompts, [p.rejected for p in pairs])
+    return sum(c > r for c, r in zip(chosen, rejected, strict=True)) / len(pairs) if pairs else float("nan")
+
+
+def _reference_report(scorer: Scorer, train: list[TextPreferencePair],
+                      heldout: list[TextPreferencePair]) -> dict[str, Any]:
     """The proxy's pairwise accuracy on the human continuations' pairs; empty without them."""
     if not train:
         return {}
-    return {"reference_heldout_accuracy": pairwise_accuracy(reward_model, tokenizer, heldout),
-            "reference_train_accuracy": pairwise_accuracy(reward_model, tokenizer, train),
+    return {"reference_heldout_accuracy": _pair_accuracy(scorer, heldout),
+            "reference_train_accuracy": _pair_accuracy(scorer, train),
             "reference_train_pairs": len(train), "reference_heldout_pairs": len(heldout)}
 
 
-def _rm_report(reward_model: GPT2ForSequenceClassification, tokenizer: PreTrainedTokenizerFast,
-               train_pairs: list[TextPreferencePair], heldout_pairs: list[TextPreferencePair],
-               losses: list[float]) -> dict[str, Any]:
+def _rm_report(scorer: Scorer, train_pairs: list[TextPreferencePair], heldout_pairs: list[TextPreferencePair],
+               final_loss: float) -> dict[str, Any]:
     """Pairwise accuracies (the chosen side scored strictly higher) and the size of the pair sets."""
     return {
-        "heldout_accuracy": pairwise_accuracy(reward_model, tokenizer, heldout_pairs),
-        "train_accuracy": pairwise_accuracy(reward_model, tokenizer, train_pairs),
+        "heldout_accuracy": _pair_accuracy(scorer, heldout_pairs),
+        "train_accuracy": _pair_accuracy(scorer, train_pairs),
         "train_pairs": len(train_pairs),
         "heldout_pairs": len(heldout_pairs),
         "mean_gold_gap": sum(p.chosen_gold - p.rejected_gold for p in train_pairs) / max(len(train_pairs), 1),
-        "final_loss": sum(losses[-10:]) / max(len(losses[-10:]), 1),
+        "final_loss": final_loss,
     }
 
 
+def _proxy(params: TextTaskParams, policy: GPT2LMHeadModel, rm_tok: PreTrainedTokenizerFast,
+           pairs: list[TextPreferencePair]) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, Scorer,
+                                                     dict[str, Any]]:
+    """The proxy of the task's version trained on ``pairs``: the model, its tokenizer, its scorer and its fit (the
+    final loss, and a probe's own figures)."""
+    recipe = proxy_recipe(params.proxy_version)
+    if recipe.probe_layers:
+        if params.pair_policy is None:
+            raise ValueError(f"proxy version {params.proxy_version} is a probe on a pretrained policy's layers, and "
+                             "the task names no pair_policy")
+        path = resolve_model(params.pair_policy, "task")
+        pretrained, tokenizer = load_causal_lm(path, field_name="task"), load_tokenizer(path, field_name="task")
+        tokenizer.padding_side = "right"
+        with _every_core():
+            probe, fit = train_probe(pretrained, tokenizer, recipe.probe_layers, pairs)
+        return probe, tokenizer, functools.partial(probe_scores, probe, tokenizer), {"probe": fit, **fit}
+    base = policy if recipe.from_companion else fresh_proxy_base(recipe, params, rm_tok)
+    reward_model, losses = train_reward_model(base, rm_tok, pairs, params, torch.Generator().manual_seed(params.seed))
+    final_loss = sum(losses[-10:]) / max(len(losses[-10:]), 1)
+    return reward_model, rm_tok, functools.partial(response_scores, reward_model, rm_tok), {"final_loss": final_loss}
+
+
 def _save(out_dir: Path, policy: GPT2LMHeadModel, policy_tok: PreTrainedTokenizerFast,
-          reward_model: GPT2ForSequenceClassification, rm_tok: PreTrainedTokenizerFast,
+          reward_model: PreTrainedModel, rm_tok: PreTrainedTokenizerBase,
           pairs: dict[str, list[TextPreferencePair]]) -> None:
     policy.save_pretrained(out_dir / POLICY_DIR)
     policy_tok.save_pretrained(out_dir / POLICY_DIR)
@@ -225,26 +259,23 @@ def build_text_task(name: str, params: TextTaskParams, out_dir: Path, work_dir: 
             train_pairs, heldout_pairs, heldout_responses = _pair_policy_pairs(data, params, samples_dir)
         text_train, text_heldout = _reference_pairs(data, rm_tok, params)
         lap("rm_pairs")
-        recipe = proxy_recipe(params.proxy_version)
-        rm_generator = torch.Generator().manual_seed(params.seed)
         # The two kinds interleaved in a seeded order, so that every step of the proxy's training sees both.
         mixed = train_pairs + text_train
         _stream(params, "rm-mix").shuffle(mixed)
-        base = policy if recipe.from_companion else fresh_proxy_base(recipe, params, rm_tok)
-        reward_model, rm_losses = train_reward_model(base, rm_tok, mixed, params, rm_generator)
+        reward_model, proxy_tok, scorer, fit = _proxy(params, policy, rm_tok, mixed)
         lap("reward_model")
         sft_report = _sft_report(policy, policy_tok, data, params)
-        rm_report = {**_rm_report(reward_model, rm_tok, train_pairs, heldout_pairs, rm_losses),
-                     **_reference_report(reward_model, rm_tok, text_train, text_heldout),
-                     "proxy_version": params.proxy_version}
+        final_loss = fit.pop("final_loss")
+        rm_report = {**_rm_report(scorer, train_pairs, heldout_pairs, final_loss),
+                     **_reference_report(scorer, text_train, text_heldout),
+                     "proxy_version": params.proxy_version, **{k: v for k, v in fit.items() if k == "probe"}}
         if heldout_responses:
-            proxy = response_scores(reward_model, rm_tok, [r.prompt for r in heldout_responses],
-                                    [r.response for r in heldout_responses])
+            proxy = scorer([r.prompt for r in heldout_responses], [r.response for r in heldout_responses])
             rm_report["heldout_prompts_fidelity"] = fidelity(heldout_responses, proxy)
         lap("report")
-    _save(out_dir, policy, policy_tok, reward_model, rm_tok, {"train": train_pairs, "heldout": heldout_pairs,
-                                                              "reference_train": text_train,
-                                                              "reference_heldout": text_heldout})
+    _save(out_dir, policy, policy_tok, reward_model, proxy_tok, {"train": train_pairs, "heldout": heldout_pairs,
+                                                                 "reference_train": text_train,
+                                                                 "reference_heldout": text_heldout})
     lap("save")
     seconds["total"] = sum(seconds.values())
     info: dict[str, Any] = {
