@@ -109,18 +109,18 @@ def test_a_probe_learns_a_gold_its_states_carry_and_a_reload_reads_it_alike(tmp_
     tokenizer = AutoTokenizer.from_pretrained(path, padding_side="right")
     tokenizer.pad_token = tokenizer.eos_token
     rng = random.Random(0)
-    texts = list({" ".join(rng.choices(WORDS, k=rng.randint(2, 8))) for _ in range(400)})
+    texts = sorted({" ".join(rng.choices(WORDS, k=rng.randint(2, 8))) for _ in range(400)})
     # A gold the first layer's mean states carry linearly, plus a little noise: the probe must order it.
     direction = torch.randn(48, generator=torch.Generator().manual_seed(1))
     states = mean_states(truncated_classifier(policy, 1), tokenizer, texts)
     raw = (states @ direction).tolist()
     gold = {t: g + rng.gauss(0, 0.01 * float(np.std(raw))) for t, g in zip(texts, raw, strict=True)}
     pairs = _pairs(rng, gold)
-    probe, fit = train_probe(policy, tokenizer, 1, pairs)
+    probe, fit = train_probe(policy, tokenizer, 1, pairs, 0, torch.Generator().manual_seed(0))
     assert fit["layers"] == 1 and fit["responses"] == len({t for p in pairs for t in (p.chosen, p.rejected)})
     scores = probe_scores(probe, tokenizer, ["Say"] * len(texts), texts)
     right = sum(scores[texts.index(p.chosen)] > scores[texts.index(p.rejected)] for p in pairs)
-    assert right / len(pairs) > 0.95
+    assert right / len(pairs) > 0.9  # the penalty shrinks the fit a little
     probe.save_pretrained(tmp_path / "probe")
     reloaded = AutoModelForSequenceClassification.from_pretrained(tmp_path / "probe").eval()
     assert score_pooling(reloaded.config) == "mean"
@@ -130,5 +130,25 @@ def test_a_probe_learns_a_gold_its_states_carry_and_a_reload_reads_it_alike(tmp_
 def test_the_probe_reads_the_response_alone_and_the_third_version_is_a_probe() -> None:
     assert proxy_text("Love is", "  patient and kind ") == "patient and kind"
     assert proxy_text("Love is", "  ") == "Love is"
-    assert PROXY_VERSIONS[3].probe_layers == 3 and not PROXY_VERSIONS[3].reads_prompt
+    assert PROXY_VERSIONS[3].probe_layers == 3 and PROXY_VERSIONS[3].probe_epochs == 2
+    assert not PROXY_VERSIONS[3].reads_prompt
     assert PROXY_VERSIONS[2].reads_prompt
+
+
+def test_tuning_moves_the_layers_and_head_but_never_the_embeddings(tmp_path: Path) -> None:
+    path = tiny_models.write_llama(tmp_path / "policy", seed=5, size=tiny_models.TinySize(hidden_size=48))
+    policy = AutoModelForCausalLM.from_pretrained(path)
+    tokenizer = AutoTokenizer.from_pretrained(path, padding_side="right")
+    tokenizer.pad_token = tokenizer.eos_token
+    rng = random.Random(1)
+    texts = sorted({" ".join(rng.choices(WORDS, k=rng.randint(2, 8))) for _ in range(200)})
+    gold = {t: sum(w in ("good", "love", "kind", "bright") for w in t.split()) / 4 for t in texts}
+    pairs = _pairs(rng, gold)
+    untuned, _ = train_probe(policy, tokenizer, 2, pairs, 0, torch.Generator().manual_seed(0))
+    tuned, fit = train_probe(policy, tokenizer, 2, pairs, 3, torch.Generator().manual_seed(0))
+    before, after = untuned.state_dict(), tuned.state_dict()
+    embedding = "model.embed_tokens.weight"
+    assert torch.equal(after[embedding], policy.state_dict()[embedding])
+    moved = [name for name in after if name != embedding and not torch.equal(after[name], before[name])]
+    assert "score.weight" in moved and any(".layers.1." in name for name in moved)
+    assert fit["tune_epochs"] == 3 and fit["tune_mse"] >= 0

@@ -211,7 +211,8 @@ def _proxy(params: TextTaskParams, policy: GPT2LMHeadModel, rm_tok: PreTrainedTo
         pretrained, tokenizer = load_causal_lm(path, field_name="task"), load_tokenizer(path, field_name="task")
         tokenizer.padding_side = "right"
         with _every_core():
-            probe, fit = train_probe(pretrained, tokenizer, recipe.probe_layers, pairs)
+            probe, fit = train_probe(pretrained, tokenizer, recipe.probe_layers, pairs, recipe.probe_epochs,
+                                     torch.Generator().manual_seed(params.seed))
         return probe, tokenizer, functools.partial(probe_scores, probe, tokenizer), {"probe": fit, **fit}
     base = policy if recipe.from_companion else fresh_proxy_base(recipe, params, rm_tok)
     reward_model, losses = train_reward_model(base, rm_tok, pairs, params, torch.Generator().manual_seed(params.seed))

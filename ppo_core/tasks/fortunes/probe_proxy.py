@@ -6,11 +6,15 @@ a ridge regression of gold on their states, averaged over a response's tokens, o
 gold-apart pairs of SmolLM2's own held-out responses as gold does. Both learned proxies before it (the companion's
 transformer, a fresh GPT-2) learned the words of their pairs by heart and ordered two in three.
 
+The ridge head then starts a short regression of gold on the cut model's layers (its embeddings frozen), which
+orders a few pairs more: on two sets of 512 held-out responses, 73.5% and 74.3% of pairs with the ridge head alone,
+76.7% and 75.1% after two epochs (Spearman 0.67 and 0.62, then 0.72 and 0.65).
+
 The proxy is saved as an ordinary sequence classifier: the pair policy cut to its first ``layers`` layers, its
-score head the ridge weights, read as the mean over tokens (:mod:`ppo_core.rewards.pooling`), scaled so that the
-difference of two scores is the log-odds that gold prefers the first (:func:`bradley_terry_scale`), as a reward
-model trained on preference pairs reads. It reads the response alone, as gold does. Gold shares no weight with it;
-the policy starts from the model it was cut from, as in RLHF.
+score head read as the mean over tokens (:mod:`ppo_core.rewards.pooling`) and scaled so that the difference of two
+scores is the log-odds that gold prefers the first (:func:`bradley_terry_scale`), as a reward model trained on
+preference pairs reads. It reads the response alone, as gold does. Gold shares no weight with it; the policy starts
+from the model it was cut from, as in RLHF.
 """
 
 from __future__ import annotations
@@ -30,6 +34,10 @@ RIDGE_PENALTY_PER_RESPONSE = 0.15
 fourth task's pairs, where it ordered held-out pairs best between 0.08 and 0.4 (a penalty of 1,000 to 5,000)."""
 
 BATCH_SIZE = 64
+
+TUNE_BATCH_SIZE = 32
+TUNE_LR = 3e-5
+"""The regression's step size: its layers start pretrained and its head fitted, so small steps keep both."""
 
 
 def proxy_text(prompt: str, response: str) -> str:
@@ -113,15 +121,19 @@ def mean_states(classifier: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
 
 
 @torch.no_grad()
-def probe_scores(classifier: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, prompts: Sequence[str],
-                 responses: Sequence[str]) -> list[float]:
-    """The saved probe's score of each response, read as a run reads it (:func:`classifier_scores`)."""
+def text_scores(classifier: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, texts: Sequence[str]) -> list[float]:
+    """The probe's score of each text as a run reads it (:func:`classifier_scores`, mean pooling)."""
     scores: list[float] = []
-    texts = [proxy_text(p, r) for p, r in zip(prompts, responses, strict=True)]
     for start in range(0, len(texts), BATCH_SIZE):
-        batch = tokenizer(texts[start : start + BATCH_SIZE], return_tensors="pt", padding=True)
+        batch = tokenizer(list(texts[start : start + BATCH_SIZE]), return_tensors="pt", padding=True)
         scores.extend(classifier_scores(classifier, batch["input_ids"], batch["attention_mask"], "mean").tolist())
     return scores
+
+
+def probe_scores(classifier: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, prompts: Sequence[str],
+                 responses: Sequence[str]) -> list[float]:
+    """The probe's score of each response to its prompt: of :func:`proxy_text`, as a run reads it."""
+    return text_scores(classifier, tokenizer, [proxy_text(p, r) for p, r in zip(prompts, responses, strict=True)])
 
 
 def _distinct(pairs: Sequence[TextPreferencePair]) -> tuple[list[str], list[float]]:
@@ -133,22 +145,57 @@ def _distinct(pairs: Sequence[TextPreferencePair]) -> tuple[list[str], list[floa
     return list(gold), list(gold.values())
 
 
+def tune_probe(classifier: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, texts: Sequence[str],
+               gold: Sequence[float], bias: float, epochs: int, generator: torch.Generator) -> list[float]:
+    """Regress ``gold`` on the classifier's mean-pooled score plus ``bias`` (squared error, AdamW) for ``epochs``
+    passes over ``texts`` in orders drawn from ``generator``, its layers and head learning and its embeddings
+    frozen (most of the vocabulary never occurs in the texts); returns the loss of each step. The bias is not kept:
+    the saved score is gold's estimate less a constant, which no comparison of two scores sees."""
+    embeddings = classifier.get_input_embeddings()
+    trained = [p for p in classifier.parameters() if all(p is not q for q in embeddings.parameters())]
+    offset = torch.nn.Parameter(torch.tensor(float(bias)))
+    optimizer = torch.optim.AdamW([*trained, offset], lr=TUNE_LR, weight_decay=0.01)
+    target = torch.tensor(gold, dtype=torch.float32)
+    losses = []
+    classifier.train()
+    for _ in range(epochs):
+        order = torch.randperm(len(texts), generator=generator).tolist()
+        for start in range(0, len(order), TUNE_BATCH_SIZE):
+            rows = order[start : start + TUNE_BATCH_SIZE]
+            batch = tokenizer([texts[i] for i in rows], return_tensors="pt", padding=True)
+            predicted = classifier_scores(classifier, batch["input_ids"], batch["attention_mask"], "mean") + offset
+            loss = ((predicted - target[rows]) ** 2).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+    classifier.eval()
+    return losses
+
+
 def train_probe(policy: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, layers: int,
-                pairs: Sequence[TextPreferencePair]) -> tuple[PreTrainedModel, dict[str, float]]:
-    """The probe cut from ``policy`` and fitted to the gold of ``pairs``' responses; returns it and its fit (its
-    layers, the responses it learned from, the Bradley-Terry scale and the pairs' mean negative log-likelihood at
-    that scale)."""
+                pairs: Sequence[TextPreferencePair], epochs: int,
+                generator: torch.Generator) -> tuple[PreTrainedModel, dict[str, float]]:
+    """The probe cut from ``policy``, its head the ridge fit to the gold of ``pairs``' responses, then tuned for
+    ``epochs`` (:func:`tune_probe`); returns it and its fit (its layers, the responses it learned from, the last
+    tenth of the regression's mean squared error, the Bradley-Terry scale and the pairs' mean negative
+    log-likelihood at that scale)."""
     classifier = truncated_classifier(policy, layers)
     texts, gold = _distinct(pairs)
     states = mean_states(classifier, tokenizer, texts)
-    weight, _ = ridge_head(states, torch.tensor(gold), RIDGE_PENALTY_PER_RESPONSE * len(texts))
-    fitted = {text: float(value) for text, value in zip(texts, states.double() @ weight, strict=True)}
+    weight, bias = ridge_head(states, torch.tensor(gold), RIDGE_PENALTY_PER_RESPONSE * len(texts))
+    head = _score_head(classifier)
+    with torch.no_grad():
+        head.weight.copy_(weight.to(head.weight.dtype)[None])
+    losses = tune_probe(classifier, tokenizer, texts, gold, float(bias), epochs, generator)
+    fitted = dict(zip(texts, text_scores(classifier, tokenizer, texts), strict=True))
     differences = torch.tensor([fitted[proxy_text(p.prompt, p.chosen)] - fitted[proxy_text(p.prompt, p.rejected)]
                                 for p in pairs])
     scale = bradley_terry_scale(differences)
-    head = _score_head(classifier)
     with torch.no_grad():
-        head.weight.copy_((scale * weight).to(head.weight.dtype)[None])
+        head.weight.mul_(scale)
     loss = float(-torch.nn.functional.logsigmoid(scale * differences.double()).mean())
-    return classifier, {"layers": classifier.config.num_hidden_layers, "responses": len(texts), "scale": scale,
-                        "final_loss": loss}
+    tail = losses[-max(1, len(losses) // 10):]
+    return classifier, {"layers": classifier.config.num_hidden_layers, "responses": len(texts),
+                        "tune_epochs": epochs, "tune_mse": sum(tail) / len(tail) if losses else float("nan"),
+                        "scale": scale, "final_loss": loss}
