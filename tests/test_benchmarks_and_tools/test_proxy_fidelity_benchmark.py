@@ -1,0 +1,53 @@
+"""The fresh-draw proxy fidelity benchmark: its quick run end to end, and its figures on known scores."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from pathlib import Path
+
+import pytest
+
+from benchmarks import proxy_fidelity
+from ppo_core.tasks.fortunes.pairs import ScoredResponse
+
+
+def _scored(seed: int) -> list[ScoredResponse]:
+    rng = random.Random(seed)
+    return [ScoredResponse(f"prompt {p}", f"response {p}.{r}", rng.random()) for p in range(12) for r in range(4)]
+
+
+def test_a_proxy_that_is_gold_is_perfect_and_its_reverse_differs_by_all_pairs() -> None:
+    scored = _scored(0)
+    gold = [s.gold for s in scored]
+    out = proxy_fidelity.figures(scored, {"gold": gold, "reverse": [-g for g in gold]}, resamples=200, seed=1)
+    assert out["gold"]["pair_accuracy"] == 1.0 and out["gold"]["pair_accuracy_95"] == [1.0, 1.0]
+    assert out["reverse"]["pair_accuracy"] == 0.0 and out["reverse"]["spearman"] == pytest.approx(-1.0)
+    difference = out["reverse"]["minus_gold"]["pair_accuracy"]
+    assert difference["difference"] == -1.0 and difference["interval_95"] == [-1.0, -1.0]
+
+
+def test_the_bootstrap_interval_holds_the_estimate_and_narrows_with_more_prompts() -> None:
+    rng = random.Random(3)
+    wide = _scored(2)
+    noisy = [s.gold + rng.gauss(0, 0.3) for s in wide]
+    out = proxy_fidelity.figures(wide, {"noisy": noisy}, resamples=400, seed=0)["noisy"]
+    low, high = out["pair_accuracy_95"]
+    assert low < out["pair_accuracy"] < high and high - low > 0.05
+    many = [ScoredResponse(f"p{k}:{s.prompt}", s.response, s.gold) for k in range(8) for s in wide]
+    tight = proxy_fidelity.figures(many, {"noisy": noisy * 8}, resamples=400, seed=0)["noisy"]["pair_accuracy_95"]
+    assert tight[1] - tight[0] < (high - low) * 0.6
+
+
+@pytest.mark.heavy
+def test_the_quick_run_writes_each_figure(tmp_path: Path) -> None:
+    out = tmp_path / "fresh.json"
+    proxy_fidelity.main(["--quick", "--out", str(out), "--work-dir", str(tmp_path / "work")])
+    result = json.loads(out.read_text())
+    assert result["quick"] and result["seed"] == proxy_fidelity.SEED and "--quick" in result["command"]
+    (entry,) = result["policies"].values()
+    figure = entry["proxies"]["fortunes_v3_tiny"]
+    assert figure["pairs"] > 0 and 0.0 <= figure["pair_accuracy"] <= 1.0 and math.isfinite(figure["spearman"])
+    assert entry["responses"] == proxy_fidelity.QUICK_PROMPTS * proxy_fidelity.QUICK_SAMPLES
+    assert list((tmp_path / "work").iterdir())  # the draw was kept, for a resumed run
