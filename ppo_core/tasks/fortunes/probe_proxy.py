@@ -7,8 +7,9 @@ gold-apart pairs of SmolLM2's own held-out responses as gold does. Both learned 
 transformer, a fresh GPT-2) learned the words of their pairs by heart and ordered two in three.
 
 The ridge head then starts a short regression of gold on the cut model's layers (its embeddings frozen), which
-orders a few pairs more: on two sets of 512 held-out responses, 73.5% and 74.3% of pairs with the ridge head alone,
-76.7% and 75.1% after two epochs (Spearman 0.67 and 0.62, then 0.72 and 0.65).
+orders a few pairs more: on the build's 512 held-out responses, 74.1% of pairs with the ridge head alone and 76.6%
+after two epochs (Spearman 0.67, then 0.72); on a fresh draw no build saw, 73.1% and 0.65
+(``benchmarks/results/proxy_fidelity/``).
 
 The proxy is saved as an ordinary sequence classifier: the pair policy cut to its first ``layers`` layers, its
 score head read as the mean over tokens (:mod:`ppo_core.rewards.pooling`) and scaled so that the difference of two
