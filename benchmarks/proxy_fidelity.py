@@ -8,7 +8,9 @@ task, the share of gold-apart pairs of one prompt's responses that the proxy ord
 correlation of proxy and gold over all responses, each with a 95% bootstrap interval over prompts; and, for each
 task after the first, its difference from the first task's, paired by prompt.
 
-Tasks on the same policy share one draw: the difference between their proxies is the proxies alone.
+Tasks on the same policy share one draw: the difference between their proxies is the proxies alone. With
+``--moved RUN_DIR ...`` it also reads the held-out samples training runs stored, each with the proxy's score and
+gold as the run read them: the proxy's fidelity at each update, after the policy has moved.
 
     python -m benchmarks.proxy_fidelity       # the three SmolLM2 tasks; benchmarks/results/proxy_fidelity/fresh.json
     python -m benchmarks.proxy_fidelity --quick --out /tmp/proxy_fidelity.json
@@ -134,12 +136,31 @@ def figures(scored: Sequence[ScoredResponse], proxies: dict[str, list[float]], r
     return out
 
 
+def moved(runs: Sequence[Path], resamples: int, seed: int) -> dict[str, Any]:
+    """The proxy's fidelity after the policy has moved: the held-out samples that training runs stored
+    (``samples.jsonl``: each update's responses with the proxy's score and gold, as the run read them), per update,
+    pooled over the runs. Pairs join responses of different runs to one prompt at one update."""
+    by_update: dict[int, tuple[list[ScoredResponse], list[float]]] = {}
+    for run in runs:
+        for line in (run / "samples.jsonl").read_text().splitlines():
+            row = json.loads(line)
+            scored, proxy = by_update.setdefault(int(row["update"]), ([], []))
+            scored.append(ScoredResponse(row["prompt"], row["response"], float(row["gold_score"])))
+            proxy.append(float(row["score"]))
+    return {str(update): {"mean_gold": sum(s.gold for s in scored) / len(scored),
+                          **figures(scored, {"proxy": proxy}, resamples, seed)["proxy"]}
+            for update, (scored, proxy) in sorted(by_update.items())}
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tasks", nargs="+", default=None, help=f"text tasks (default: {' '.join(TASKS)})")
     parser.add_argument("--seed", type=int, default=SEED, help="the sampling seed of the fresh draw")
     parser.add_argument("--samples", type=int, default=None, help=f"responses per held-out prompt ({SAMPLES})")
     parser.add_argument("--work-dir", type=Path, default=None, help="where the draw is kept as it finishes")
+    parser.add_argument("--moved", nargs="+", type=Path, default=None, metavar="RUN_DIR",
+                        help="also read the held-out samples these training runs stored: the proxy's fidelity at "
+                             "each update, after the policy moved")
     parser.add_argument("--out", default=None)
     add_quick_argument(parser)
     args = parser.parse_args(argv)
@@ -173,6 +194,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         result["policies"][policy] = {"responses": len(scored), "prompts": len(by_prompt(scored)),
                                       "proxies": figures(scored, scores, RESAMPLES if not args.quick else 50,
                                                          args.seed)}
+    if args.moved:
+        result["moved"] = {"runs": [str(run) for run in args.moved],
+                           "updates": moved(args.moved, RESAMPLES if not args.quick else 50, args.seed)}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
     for policy, entry in result["policies"].items():
@@ -180,6 +204,10 @@ def main(argv: Sequence[str] | None = None) -> None:
             print(f"{name}: pair accuracy {figure['pair_accuracy']:.3f} {figure['pair_accuracy_95']}, "
                   f"Spearman {figure['spearman']:.3f} {figure['spearman_95']} ({figure['pairs']} pairs, "
                   f"{entry['responses']} responses of {policy})")
+    for update, figure in result.get("moved", {}).get("updates", {}).items():
+        print(f"after {update} updates: pair accuracy {figure['pair_accuracy']:.3f}, Spearman "
+              f"{figure['spearman']:.3f} ({figure['pairs']} pairs, {figure['responses']} responses, mean gold "
+              f"{figure['mean_gold']:.3f})")
     print(f"wrote {out}")
 
 

@@ -51,3 +51,21 @@ def test_the_quick_run_writes_each_figure(tmp_path: Path) -> None:
     assert figure["pairs"] > 0 and 0.0 <= figure["pair_accuracy"] <= 1.0 and math.isfinite(figure["spearman"])
     assert entry["responses"] == proxy_fidelity.QUICK_PROMPTS * proxy_fidelity.QUICK_SAMPLES
     assert list((tmp_path / "work").iterdir())  # the draw was kept, for a resumed run
+
+
+def test_the_moved_policys_fidelity_pairs_runs_by_prompt_and_update(tmp_path: Path) -> None:
+    runs = []
+    for seed in range(3):
+        run = tmp_path / f"seed_{seed}"
+        run.mkdir()
+        rows = [{"update": update, "prompt": f"p{p}", "response": f"r{seed}.{p}.{update}",
+                 "gold_score": (seed + p) / 10 + update, "score": float(seed if update == 0 else -seed)}
+                for update in (0, 8) for p in range(4)]
+        (run / "samples.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+        runs.append(run)
+    out = proxy_fidelity.moved(runs, resamples=50, seed=0)
+    assert list(out) == ["0", "8"]
+    # Gold rises with the run's seed at every prompt: the proxy agrees at update 0 and reverses at update 8.
+    assert out["0"]["pair_accuracy"] == 1.0 and out["8"]["pair_accuracy"] == 0.0
+    assert out["0"]["pairs"] == 4 * 3 and out["8"]["responses"] == 12
+    assert out["8"]["mean_gold"] == pytest.approx(8 + sum((s + p) / 10 for s in range(3) for p in range(4)) / 12)
