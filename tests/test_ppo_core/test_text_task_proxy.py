@@ -143,3 +143,10 @@ def test_the_proxy_version_changes_the_proxy_alone(tiny_builds: dict[int, Path])
 def test_the_first_proxy_still_starts_from_the_companion(tiny_builds: dict[int, Path]) -> None:
     config = AutoModelForSequenceClassification.from_pretrained(tiny_builds[1] / "reward_model").config
     assert config.resid_pdrop == 0.0
+
+
+def test_a_probe_proxy_without_a_pair_policy_is_refused_before_anything_trains(tmp_path: Path) -> None:
+    params = dataclasses.replace(registry.task_params_of(TextTaskParams, "fortunes_v3_tiny"), proxy_version=3)
+    with pytest.raises(ValueError, match=r"^proxy version 3 is a probe .* task 'fortunes_v3_tiny' names no pair_policy$"):
+        build_text_task("fortunes_v3_tiny", params, tmp_path)
+    assert not list(tmp_path.iterdir())

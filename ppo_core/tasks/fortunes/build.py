@@ -204,9 +204,7 @@ def _proxy(params: TextTaskParams, policy: GPT2LMHeadModel, rm_tok: PreTrainedTo
     final loss, and a probe's own figures)."""
     recipe = proxy_recipe(params.proxy_version)
     if recipe.probe_layers:
-        if params.pair_policy is None:
-            raise ValueError(f"proxy version {params.proxy_version} is a probe on a pretrained policy's layers, and "
-                             "the task names no pair_policy")
+        assert params.pair_policy is not None  # checked as the build starts
         path = resolve_model(params.pair_policy, "task")
         pretrained, tokenizer = load_causal_lm(path, field_name="task"), load_tokenizer(path, field_name="task")
         tokenizer.padding_side = "right"
@@ -239,6 +237,9 @@ def build_text_task(name: str, params: TextTaskParams, out_dir: Path, work_dir: 
     drawn, so that a build interrupted there resumes without drawing them again."""
     started, cpu_started = time.perf_counter(), time.process_time()
     seconds: dict[str, float] = {}
+    if proxy_recipe(params.proxy_version).probe_layers and params.pair_policy is None:
+        raise ValueError(f"proxy version {params.proxy_version} is a probe on a pretrained policy's layers, and the "
+                         f"task {name!r} names no pair_policy")
 
     def lap(stage: str) -> None:
         seconds[stage] = time.perf_counter() - started - sum(seconds.values())
