@@ -147,6 +147,7 @@ def test_the_first_proxy_still_starts_from_the_companion(tiny_builds: dict[int, 
 
 def test_a_probe_proxy_without_a_pair_policy_is_refused_before_anything_trains(tmp_path: Path) -> None:
     params = dataclasses.replace(registry.task_params_of(TextTaskParams, "fortunes_v3_tiny"), proxy_version=3)
-    with pytest.raises(ValueError, match=r"^proxy version 3 is a probe .* task 'fortunes_v3_tiny' names no pair_policy$"):
+    refused = r"^proxy version 3 is a probe .* task 'fortunes_v3_tiny' names no pair_policy$"
+    with pytest.raises(ValueError, match=refused):
         build_text_task("fortunes_v3_tiny", params, tmp_path)
     assert not list(tmp_path.iterdir())
