@@ -211,3 +211,29 @@ def test_a_count_below_one_is_one_line_exit_2_and_creates_nothing(flag: str, tmp
     error = capsys.readouterr().err.strip()
     assert error.count("\n") == 0 and f"{flag}: must be >= 1, got 0" in error
     assert not database.exists()
+
+
+def test_validate_says_when_the_winner_broke_the_studys_constraints_on_fresh_seeds(
+    tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A bound no run can keep: the tuned trials and their fresh-seed runs all break it.
+    bound = {"metric": "objective/scores", "reduce": "last", "min": 1.0e9}
+    path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=1, constraints=[bound])
+    run_worker(load_study_spec(path), n_trials=1, timeout=None, threads=None)
+    capsys.readouterr()
+    assert main(["validate", "tiny", "--storage", load_study_spec(path).storage, "--top-k", "1", "--seeds", "2"]) == 0
+    out, err = capsys.readouterr()
+    assert "within constraints" in out and "0/2" in out
+    assert "ppo-tune validate: trial 0 kept the study's constraints (objective/scores (last) >= 1e+09) on 0 of its 2 " \
+           "validated runs" in err
+
+
+def test_validate_names_no_constraint_where_the_study_has_none() -> None:
+    from tuner.cli.winner_commands import constraint_notices
+    from tuner.production.validation import ValidatedConfig
+
+    kept = ValidatedConfig(trial=3, tuning_value=0.5, values=(0.4, 0.6), failed=0, pending=0, feasible_runs=2)
+    broke = ValidatedConfig(trial=4, tuning_value=0.5, values=(0.4, 0.6, 0.7), failed=0, pending=0, feasible_runs=1)
+    assert constraint_notices([kept, broke], []) == []
+    assert constraint_notices([kept, broke], ["eval/kl (last) <= 10"]) == [
+        "trial 4 kept the study's constraints (eval/kl (last) <= 10) on 1 of its 3 validated runs"]

@@ -35,7 +35,8 @@ def command_validate(args: argparse.Namespace) -> int:
     found, url, _ = find_named_study(args.name, args.storage, args.command)
     carried = _carried(args, top_trials(found, args.top_k), url)  # checked before anything is written
     study = optuna.load_study(study_name=args.name, storage=open_storage(url))  # found read-only, written here
-    spec = validation_spec(rebuilt_spec(study, url))
+    stored = rebuilt_spec(study, url)
+    spec = validation_spec(stored)
     if not study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
         raise UsageError(f"study {args.name!r} has no completed trial to validate")
     unpiloted: dict[int, str] = {}
@@ -71,7 +72,10 @@ def command_validate(args: argparse.Namespace) -> int:
         on = "" if args.policy_model is None else f" on {args.policy_model}"
         rules = sorted({result.rule for result in results if result.rule})
         _print_validation(results, study.metric_names[0] if study.metric_names else "value",
-                          args.name + at + on + (f" (rule {', '.join(rules)})" if rules else ""))
+                          args.name + at + on + (f" (rule {', '.join(rules)})" if rules else ""),
+                          bool(stored.constraints))
+    for line in constraint_notices(results, [bound for c in stored.constraints for bound in bounds(c)]):
+        print(f"ppo-tune validate: {line}", file=sys.stderr)
     if status in (130, 143):  # interrupted or terminated: what finished is printed above, the rest is queued
         return status
     incomplete = [r for r in results if r.pending or r.n == 0]
@@ -84,16 +88,34 @@ def _say_queued(queued: list[tuple[int, int]], what: str) -> None:
               f"{', '.join(sorted({str(number) for number, _ in queued}, key=int))}", file=sys.stderr)
 
 
-def _print_validation(results: list[Any], metric: str, name: str) -> None:
+def _print_validation(results: list[Any], metric: str, name: str, constrained: bool = False) -> None:
     import pandas as pd
 
     rows = []
     for result in results:
         mean, low, high = result.interval
-        rows.append({"trial": result.trial, f"tuning {metric}": result.tuning_value, "n": result.n,
-                     "mean": mean, "95% CI low": low, "95% CI high": high, "failed": result.failed,
-                     "pending": result.pending})
+        row = {"trial": result.trial, f"tuning {metric}": result.tuning_value, "n": result.n,
+               "mean": mean, "95% CI low": low, "95% CI high": high, "failed": result.failed,
+               "pending": result.pending}
+        if constrained:  # a study's bounds, kept on its tuning seeds, may not hold on fresh ones
+            row["within constraints"] = f"{result.feasible_runs}/{result.n}"
+        rows.append(row)
     print_frame(pd.DataFrame(rows), f"{name}: validated on fresh seeds, best validated mean first")
+
+
+def bounds(constraint: Any) -> list[str]:
+    """A constraint's bounds as a study file writes them (``eval/kl (last) <= 10``)."""
+    return [f"{constraint.label} {sign} {value:g}" for sign, value in (("<=", constraint.max), (">=", constraint.min))
+            if value is not None]
+
+
+def constraint_notices(results: list[Any], bounds: list[str]) -> list[str]:
+    """One line for each validated configuration whose completed runs broke the study's constraints on some fresh
+    seeds: its mean is not a mean of runs the study would have accepted."""
+    if not bounds:
+        return []
+    return [f"trial {r.trial} kept the study's constraints ({'; '.join(bounds)}) on {r.feasible_runs} of its {r.n} "
+            f"validated runs" for r in results if r.n and r.feasible_runs < r.n]
 
 
 def command_best(args: argparse.Namespace) -> int:
