@@ -9,7 +9,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
+from transformers import (
+    AutoModelForCausalLM,
+    AutoModelForSequenceClassification,
+    AutoTokenizer,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+)
 
 from ppo_core.rewards.models import classifier_scores
 from ppo_core.rewards.pooling import pooled_scores, score_pooling
@@ -103,11 +109,16 @@ def _pairs(rng: random.Random, gold: dict[str, float]) -> list[TextPreferencePai
     return pairs
 
 
-def test_a_probe_learns_a_gold_its_states_carry_and_a_reload_reads_it_alike(tmp_path: Path) -> None:
+def _tiny_policy(tmp_path: Path) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """A tiny Llama of width 48 and its tokenizer, padding on the right with EOS."""
     path = tiny_models.write_llama(tmp_path / "policy", seed=5, size=tiny_models.TinySize(hidden_size=48))
-    policy = AutoModelForCausalLM.from_pretrained(path)
     tokenizer = AutoTokenizer.from_pretrained(path, padding_side="right")
     tokenizer.pad_token = tokenizer.eos_token
+    return AutoModelForCausalLM.from_pretrained(path), tokenizer
+
+
+def test_a_probe_learns_a_gold_its_states_carry_and_a_reload_reads_it_alike(tmp_path: Path) -> None:
+    policy, tokenizer = _tiny_policy(tmp_path)
     rng = random.Random(0)
     texts = sorted({" ".join(rng.choices(WORDS, k=rng.randint(2, 8))) for _ in range(400)})
     # A gold the first layer's mean states carry linearly, plus a little noise: the probe must order it.
@@ -136,10 +147,7 @@ def test_the_probe_reads_the_response_alone_and_the_third_version_is_a_probe() -
 
 
 def test_tuning_moves_the_layers_and_head_but_never_the_embeddings(tmp_path: Path) -> None:
-    path = tiny_models.write_llama(tmp_path / "policy", seed=5, size=tiny_models.TinySize(hidden_size=48))
-    policy = AutoModelForCausalLM.from_pretrained(path)
-    tokenizer = AutoTokenizer.from_pretrained(path, padding_side="right")
-    tokenizer.pad_token = tokenizer.eos_token
+    policy, tokenizer = _tiny_policy(tmp_path)
     rng = random.Random(1)
     texts = sorted({" ".join(rng.choices(WORDS, k=rng.randint(2, 8))) for _ in range(200)})
     gold = {t: sum(w in ("good", "love", "kind", "bright") for w in t.split()) / 4 for t in texts}
