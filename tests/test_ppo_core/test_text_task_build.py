@@ -206,3 +206,11 @@ def test_fit_words_keeps_the_most_whole_words_within_the_token_limit() -> None:
     assert fit_words("one two three four", lambda text: 2 * len(text.split()), 6) == "one two three"
     assert fit_words("  spaced   out  ", lambda text: len(text.split()), 5) == "spaced out"
     assert fit_words("toolongword", lambda text: 9, 5) == ""
+
+
+def test_a_process_derives_a_text_tasks_split_and_gold_once(task: BuiltinTask) -> None:
+    """A run loads its task twice (the precision check reads the policy's path first); the second load must not
+    rebuild the corpus, the split and the gold scorer's counts again."""
+    root = Path(task.policy_path).parent
+    again = get_task(TINY, cache_dir=str(root.parent.parent))
+    assert again.gold_score is task.gold_score
