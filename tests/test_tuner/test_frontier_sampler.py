@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 from ppo_core.metric_names import EVAL_GOLD_SCORE, EVAL_KL, EVAL_SCORE
-from tuner.search.frontier_aim import AIM_KINDS, Aim, within_budget
+from tuner.search.frontier_aim import AIM_KINDS, KEEP_BUDGET, Aim, budget_weights, keep_probability, within_budget
 from tuner.search.frontier_sampler import AIM_ATTR, FrontierSampler
 from tuner.search.kl_model import design_row
 from tuner.search.space import ParamSpec, choose_point, suggest_value
@@ -135,6 +135,43 @@ def test_a_peak_past_the_budget_keeps_the_aims_within_the_budget(tmp_path: Path)
         free.append(max(t.user_attrs[AIM_ATTR]["target"] for t in study.get_trials()))
     assert np.mean(held) >= 0.5, held
     assert min(free) > math.log(2.0), free
+
+
+def final_kl(study: optuna.Study, engine: Any, number: int) -> float:
+    """Trial ``number``'s held-out KL at its last evaluation, its seed's luck included."""
+    rows = read_metrics(engine, study.study_name).query(f"trial_number == {number}")
+    return float(rows[EVAL_KL].iloc[-1])
+
+
+def test_held_within_the_budget_most_steered_trials_keep_it_on_their_own_seed(tmp_path: Path) -> None:
+    """Gold peaks at 8 nats, past a budget of 2: held within it, a steered trial is a configuration the KL model
+    predicts keeps the budget on a fresh seed with probability KEEP_BUDGET, so most trials' final KL, their seed's
+    luck (SD 0.2 in ln KL) included, ends within it. Aimed at the budget's edge alone, about half did."""
+    kept = []
+    for seed in range(3):
+        study, engine = run_study(tmp_path, 8.0, seed, kl_budget=2.0, within_budget=True)
+        steered = [t.number for t in study.get_trials() if t.user_attrs[AIM_ATTR]["kind"] != "start"]
+        kept += [final_kl(study, engine, number) <= 2.0 for number in steered]
+    assert np.mean(kept) >= 0.7, np.mean(kept)
+
+
+def test_keep_probability_is_the_normal_cdf_of_the_budget_against_the_prediction() -> None:
+    rng = np.random.default_rng(0)
+    mean, sd, budget = np.array([math.log(5.0), 1.0, 2.5]), np.array([0.5, 0.3, 0.4]), 5.0
+    drawn = rng.normal(mean, sd, size=(200_000, 3))  # the slow reference: a fresh seed's ln KL, drawn
+    assert keep_probability(mean, sd, budget) == pytest.approx((drawn <= math.log(budget)).mean(axis=0), abs=0.005)
+    assert keep_probability(np.array([math.log(5.0) - 0.8416212 * 0.5]), np.array([0.5]), budget)[0] == \
+        pytest.approx(KEEP_BUDGET, abs=1e-6)
+
+
+def test_budget_weights_keep_the_likely_keepers_and_fall_back_to_the_likeliest() -> None:
+    weights = np.array([0.1, 0.2, 0.3, 0.4])
+    mean, sd = np.log([1.0, 3.0, 6.0, 9.0]), np.full(4, 0.3)
+    held = budget_weights(weights, mean, sd, 4.0)  # P = 1.0, 0.83, 0.09, 0.003
+    assert held == pytest.approx([0.1 / 0.3, 0.2 / 0.3, 0.0, 0.0])
+    assert budget_weights(weights, mean, sd, None) is weights
+    none_keeps = budget_weights(weights, mean, sd, 0.5)  # every P < 0.8: the likeliest takes it all
+    assert none_keeps == pytest.approx([1.0, 0.0, 0.0, 0.0])
 
 
 def test_a_study_of_two_objectives_is_aimed_alike(tmp_path: Path) -> None:
