@@ -17,6 +17,9 @@ prompt tokens (random ids: the cost of a dense transformer does not depend on wh
   what a rollout runs. Its decode step, (t(N new tokens) - t(1)) / (N - 1), is read against its memory bound: the bytes
   a step reads (every matmul weight once, the LM head's included) over the one-thread read bandwidth measured in the
   same process (the best ``sum`` of a 256 MB tensor).
+- **sample_packed**: the same loop from the copy a rollout samples from on a CPU
+  (``ppo_core.rollout.sampling_copy.SamplingCopy``: the weights in the phase's precision, each linear layer packed
+  for oneDNN at the batch's rows), against the same bound.
 - **forward**: one no-grad forward over prompt + response, as the reference and old log-probabilities take it.
 - **forward + backward**: the policy loss's pass over prompt + response, with every weight trained (``full``) and
   with LoRA adapters (r 16 on the attention and MLP projections; the base frozen).
@@ -130,6 +133,10 @@ def measure_precision(path: str, precision: str, args: argparse.Namespace) -> di
 
     generated = best_seconds(generate, args.repeats)
     decode = decode_step(model, prompts, args)
+    from ppo_core.rollout.sampling_copy import SamplingCopy
+
+    packed = decode_step(SamplingCopy(model, dtype, args.batch).model,
+                         prompts, args, weights_of=model)
     forward_s = best_seconds(forward, args.repeats)
     model.train()
     full_s = best_seconds(forward_backward(model), args.repeats)
@@ -147,6 +154,7 @@ def measure_precision(path: str, precision: str, args: argparse.Namespace) -> di
                      "seconds_per_new_token": generated / args.new_tokens,
                      "new_token_vs_forward": generated / args.new_tokens / forward_s},
         "sample": decode,
+        "sample_packed": packed,
         "forward": phase(forward_s, 2 * pass_weights, peak),
         "forward_backward_full": phase(full_s, 6 * pass_weights, peak),
         "forward_backward_lora": phase(lora_s, 4 * pass_weights, peak),
@@ -159,9 +167,11 @@ def read_bandwidth(size_bytes: int, repeats: int) -> float:
     return size_bytes / best_seconds(lambda: data.sum(), repeats)
 
 
-def decode_step(model: torch.nn.Module, prompts: torch.Tensor, args: argparse.Namespace) -> dict[str, float]:
+def decode_step(model: torch.nn.Module, prompts: torch.Tensor, args: argparse.Namespace,
+                weights_of: torch.nn.Module | None = None) -> dict[str, float]:
     """ppo_core's decode loop on ``prompts``: the whole sampling's seconds, one decode step's, and that step against
-    the bytes it reads over the measured bandwidth."""
+    the bytes it reads over the measured bandwidth (the bytes of ``weights_of``'s matmul weights, ``model``'s by
+    default: a packed copy holds the same weights in a layout the count does not read)."""
     from ppo_core.rollout.sampling_loop import sample_responses
 
     def sample(new_tokens: int) -> Callable[[], None]:
@@ -171,8 +181,9 @@ def decode_step(model: torch.nn.Module, prompts: torch.Tensor, args: argparse.Na
     first = best_seconds(sample(1), args.repeats)
     whole = best_seconds(sample(args.new_tokens), args.repeats)
     step = (whole - first) / max(args.new_tokens - 1, 1)
-    body, head = matmul_weights(model)
-    step_bytes = (body + head) * next(model.parameters()).element_size()
+    counted = weights_of if weights_of is not None else model
+    body, head = matmul_weights(counted)
+    step_bytes = (body + head) * next(counted.parameters()).element_size()
     bandwidth = read_bandwidth(BANDWIDTH_BYTES if not args.quick else 8 << 20, args.repeats)
     bound = step_bytes / bandwidth
     return {"seconds": whole, "step_seconds": step, "step_bytes": step_bytes, "read_bytes_per_s": bandwidth,
@@ -188,11 +199,12 @@ def quick_model(directory: Path) -> str:
 def markdown(result: dict[str, Any]) -> str:
     lines = ["| precision | phase | seconds | GFLOP/s | share of matmul peak |", "|---|---|---|---|---|"]
     for precision, figures in result["precisions"].items():
-        sample = figures["sample"]
-        lines.append(f"| {precision} | sample (ppo_core's loop) | {sample['seconds']:.3f} | "
-                     f"decode step {1000 * sample['step_seconds']:.1f} ms | {sample['step_over_bound']:.1f}x its "
-                     f"bound of {1000 * sample['step_bound_seconds']:.1f} ms ({sample['step_bytes'] / 1e6:.0f} MB "
-                     f"at {sample['read_bytes_per_s'] / 1e9:.1f} GB/s) |")
+        for key, what in (("sample", "sample (ppo_core's loop)"), ("sample_packed", "sample (the packed copy)")):
+            sample = figures[key]
+            lines.append(f"| {precision} | {what} | {sample['seconds']:.3f} | "
+                         f"decode step {1000 * sample['step_seconds']:.1f} ms | {sample['step_over_bound']:.1f}x its "
+                         f"bound of {1000 * sample['step_bound_seconds']:.1f} ms ({sample['step_bytes'] / 1e6:.0f} "
+                         f"MB at {sample['read_bytes_per_s'] / 1e9:.1f} GB/s) |")
         for name in ("generate", "forward", "forward_backward_full", "forward_backward_lora"):
             entry = figures[name]
             lines.append(f"| {precision} | {name} | {entry['seconds']:.3f} | {entry['gflops']:.1f} | "
