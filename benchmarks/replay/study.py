@@ -11,8 +11,9 @@ Seed policies, the tuner's own (``tuner.study.seed_policy``): ``single`` replays
 (``seed_policy: {name: racing, seeds: S, top_k: K, start: F}``) runs the tuner's ``Racing`` callback after each
 completed trial once F of the repeat's budget of updates is spent: each of the top K configurations by mean with
 fewer than S seeds is queued again on its next seed, as an ordinary trial (the pruner and the guard judge it, the
-sampler learns from it, it costs its updates), replayed on the next table seed; the winner is
-``tuner.study.seed_policy.best_raced``'s: the best mean among the feasible configurations on the most seeds.
+sampler learns from it, it costs its updates), replayed on the next table seed. The winner after each trial is the
+tuner's own answer, ``tuner.study.winner.read_winner``: the repeat's study carries its spec, with the strategy's seed
+policy, as a real study does, so the replay never works out a winner by rules of its own.
 """
 
 from __future__ import annotations
@@ -36,9 +37,11 @@ from tuner.search.frontier_sampler import FrontierSampler
 from tuner.search.space import suggest_params
 from tuner.search.warm_start import enqueue_warm_starts, warm_start_points
 from tuner.store.attrs import RACE_OF_ATTR, SEED_ATTR
-from tuner.study.constraints import feasible, upper_limit
-from tuner.study.seed_policy import Racing, best_raced
+from tuner.study.constraints import upper_limit
+from tuner.study.seed_policy import Racing
 from tuner.study.spec import StudySpec
+from tuner.study.spec_record import record_spec
+from tuner.study.winner import read_winner
 
 
 @dataclass(frozen=True)
@@ -87,16 +90,6 @@ class UpdateBudget:
         return None
 
 
-def best_single(trials: Sequence[FrozenTrial]) -> FrozenTrial | None:
-    """The best feasible completed trial by value, the earliest on a tie (``study.best_trial`` under constraints)."""
-    best: FrozenTrial | None = None
-    for trial in trials:
-        if trial.state == TrialState.COMPLETE and feasible(trial) and trial.value is not None \
-                and math.isfinite(trial.value) and (best is None or trial.value > best.value):  # type: ignore[operator]
-            best = trial
-    return best
-
-
 def tell(study: optuna.Study, trial: optuna.Trial, outcome: TrialOutcome) -> None:
     for key, value in outcome.constraints.items():
         trial.set_constraint(key, value)
@@ -131,10 +124,12 @@ def run_repeat(strategy: Strategy, context: Context, sampler_seed: int, repeat: 
         enqueue_warm_starts(study, warm_start_points(spec.search_space, WARM_STARTS, spec.base))
     seeds = seed_order(table, repeat)
     # Table seed k stands for the base's seed + k, as the tuner numbers a race's seeds.
-    policy = strategy.seed_policy
     budget = UpdateBudget(context.budget)
-    racing = Racing(dataclasses.replace(policy, seeds=min(policy.seeds, len(seeds))), base_seed=0, budget=budget) \
-        if policy.racing else None
+    policy = dataclasses.replace(strategy.seed_policy, seeds=min(strategy.seed_policy.seeds, len(seeds)))
+    racing = Racing(policy, base_seed=0, budget=budget) if policy.racing else None
+    # The spec the repeat's study carries, as ``ppo-tune run`` stores it: what the winner is read from.
+    record_spec(study, dataclasses.replace(spec, mapping={**spec.mapping, "seed_policy": dataclasses.asdict(policy)}),
+                allow_changes=False)
     guard = spec.kl_guard if strategy.guard else None
     objective, constraints = spec.objectives[0], spec.constraints
     log = RepeatLog(table_seed=seeds[0])
@@ -164,13 +159,9 @@ def run_repeat(strategy: Strategy, context: Context, sampler_seed: int, repeat: 
         log.states.append(outcome.state)
         log.trials.append((root, config.config_id, seed, outcome.state, outcome.value))
         tell(study, trial, outcome)
-        trials = study.get_trials(deepcopy=False)
         if racing is not None:
             # The trial just told: the queue's waiting trials (warm starts, reruns) may carry higher numbers.
-            racing(study, next(t for t in trials if t.number == trial.number))
-            best = best_raced(trials, study.direction)
-            log.timeline.append((log.spent, config_of[best[0].number] if best else None))
-        else:
-            chosen = best_single(trials)
-            log.timeline.append((log.spent, None if chosen is None else config_of[chosen.number]))
+            racing(study, next(t for t in study.get_trials(deepcopy=False) if t.number == trial.number))
+        winner = read_winner(study).best
+        log.timeline.append((log.spent, None if winner is None else config_of[winner.number]))
     return log

@@ -34,14 +34,16 @@ from benchmarks.replay.strategies import (
     make_pruner,
     make_sampler,
 )
-from benchmarks.replay.study import Context, best_single, run_repeat
+from benchmarks.replay.study import Context, run_repeat
 from benchmarks.replay.table import Config, Run, Table, estimate, run_value
 from benchmarks.replay.trial import guard_stop, replay_run
 from ppo_core.tasks.ranks import rank_correlation
 from tuner.search.frontier_sampler import FrontierSampler
 from tuner.search.space import ParamSpec, config_values, suggest_params
+from tuner.store.attrs import SPEC_ATTR
 from tuner.study.seed_policy import SeedPolicy
 from tuner.study.study_file import KLGuard, StudySpec, load_study_spec
+from tuner.study.winner import read_winner
 from tuner.trial.kl_guard import least_squares_slope
 
 REPO = Path(__file__).resolve().parents[2]
@@ -327,7 +329,9 @@ def test_a_runs_cost_spreads_its_measured_time_over_its_updates() -> None:
 
 
 def test_a_single_seed_study_is_won_by_its_best_feasible_completed_trial() -> None:
+    """The replay reads its winner as the tuner does (``read_winner``), from the spec its study carries."""
     study = optuna.create_study(direction="maximize")
+    study.set_user_attr(SPEC_ATTR, {"seed_policy": {"name": "single"}})
     for value, over, state in [(0.6, -1.0, "complete"), (0.9, 0.5, "complete"), (0.95, -1.0, "pruned"),
                                (0.7, -0.1, "complete"), (0.7, -2.0, "complete")]:
         trial = study.ask()
@@ -337,7 +341,7 @@ def test_a_single_seed_study_is_won_by_its_best_feasible_completed_trial() -> No
         else:
             trial.report(value, 1)
             study.tell(trial, state=optuna.trial.TrialState.PRUNED)
-    best = best_single(study.get_trials())
+    best = read_winner(study).best
     assert best is not None and best.number == 3  # 0.9 is over the KL budget, 0.95 was pruned; the earlier 0.7
 
 
