@@ -354,6 +354,8 @@ def main(argv: list[str] | None = None) -> None:
         "baseline_runs": read_lines(added.records),
         "tuned_minus": {arm: paired(arms.get("tuned", {}), values) for arm, values in arms.items()
                         if arm != "tuned"},
+        "runs": run_figures(name, f"sqlite:///{(work / 'study.db').resolve()}", int(validated["trial"]))
+        if args.winner_from is None else None,
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1, default=str))
@@ -397,6 +399,41 @@ def validated_runs(name: str, storage: str) -> tuple[dict[int, float], dict[str,
             if t.state == TrialState.COMPLETE and t.values and t.user_attrs.get(VALIDATES_ATTR) == winner.trial}
     config = trial_config(study.trials[winner.trial])
     return runs, {**winner.to_dict(), "config": config}
+
+
+def run_figures(name: str, storage: str, winner: int) -> dict[str, Any]:
+    """What the study's and the validation's trials measured beside their objective: the winner's held-out KL at
+    its last evaluation on each seed it raced and each fresh seed (against the study's KL budget), and each completed
+    trial's held-out evaluation seconds over its wall-clock seconds (loading and set-up included)."""
+    import optuna
+    from optuna.trial import TrialState
+
+    from ppo_core.metric_names import EVAL_KL, EVAL_SECONDS
+    from tuner.production.validation import validation_study_name
+    from tuner.store.attrs import RACE_OF_ATTR, SEED_ATTR, VALIDATES_ATTR
+    from tuner.store.database import create_engine, open_storage
+    from tuner.store.records import read_metrics
+
+    opened, engine = open_storage(storage), create_engine(storage)
+    figures: dict[str, Any] = {"winner_kl": {}, "eval_share": {}}
+    for part, study_name in (("study", name), ("validation", validation_study_name(name))):
+        metrics = read_metrics(engine, study_name)
+        evaluated = metrics.dropna(subset=[EVAL_KL]).groupby("trial_number")
+        last_kl, eval_seconds = evaluated[EVAL_KL].last(), evaluated[EVAL_SECONDS].sum()
+        shares, kls = [], {}
+        for trial in optuna.load_study(study_name=study_name, storage=opened).get_trials(deepcopy=False):
+            if trial.state != TrialState.COMPLETE or trial.number not in eval_seconds.index:
+                continue
+            assert trial.datetime_start is not None and trial.datetime_complete is not None
+            shares.append(float(eval_seconds[trial.number])
+                          / (trial.datetime_complete - trial.datetime_start).total_seconds())
+            ours = trial.user_attrs.get(VALIDATES_ATTR) if part == "validation" \
+                else int(trial.user_attrs.get(RACE_OF_ATTR, trial.number))
+            if ours == winner:
+                kls[str(trial.user_attrs.get(SEED_ATTR, 0))] = float(last_kl[trial.number])
+        figures["eval_share"][part] = shares
+        figures["winner_kl"]["raced" if part == "study" else "fresh"] = kls
+    return figures
 
 
 def print_report(result: dict[str, Any]) -> None:

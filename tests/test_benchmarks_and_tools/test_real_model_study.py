@@ -52,6 +52,12 @@ def test_quick_run_pairs_every_arm_on_the_validation_seed_and_resumes_without_re
     assert result["trl_grpo_defaults"] == {"learning_rate": 1e-6, "beta": 0.0}
     assert result["winner"]["n"] == 1 and result["winner"]["config"]["task"] == "fortunes_tiny"
     assert all(result["seconds"][step] > 0 for step in ("study", "validation", "baselines"))
+    # The winner's held-out KL on the seeds it raced and on the fresh one, and each run's evaluation share.
+    runs = result["runs"]
+    assert set(runs["winner_kl"]["fresh"]) == {str(s) for s in seeds} and runs["winner_kl"]["raced"]
+    assert all(math.isfinite(kl) for part in runs["winner_kl"].values() for kl in part.values())
+    assert runs["eval_share"]["study"] and len(runs["eval_share"]["validation"]) == 1
+    assert all(0 < share < 1 for part in runs["eval_share"].values() for share in part)
     # The untuned arm trains nothing: its runs report no update.
     untuned = [r for r in result["baseline_runs"] if r["arm"] == "untuned"]
     assert len(untuned) == 1 and untuned[0]["updates"] == 0
