@@ -28,11 +28,9 @@ def test_each_comparison_is_published_with_its_paired_interval() -> None:
 
 
 def test_the_winner_and_the_times_are_the_files() -> None:
-    index, readme = joined("benchmarks/results/real_model_study/README.md"), joined("README.md")
+    index = joined("benchmarks/results/real_model_study/README.md")
     winner, seconds = RESULT["winner"], RESULT["seconds"]
     assert f"held-out gold {winner['mean']:.4f}, 95% [{winner['ci_low']:.4f}, {winner['ci_high']:.4f}]" in index
-    assert f"study took {seconds['study'] / 60:.1f} minutes and a 5-seed validation " \
-           f"{seconds['validation'] / 60:.1f} more" in readme
     assert f"12 trials in {seconds['study']:.0f} s" in index
     for arm, values in RESULT["arms"].items():
         assert f"| {arm} | " + " | ".join(f"{value:.4f}" for value in values.values()) in index, arm
