@@ -160,12 +160,49 @@ def fitted_points(paths: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarr
 
 
 @dataclass(frozen=True)
+class OwnTurn:
+    """One trial whose own gold rose and then fell, each by more than :data:`CLEAR_MULTIPLE` times the runs' noise:
+    its peak's ``kl`` and ``gold``, the ``rise`` from its first evaluation and the ``fall`` to its last."""
+
+    trial: int
+    kl: float
+    gold: float
+    rise: float
+    fall: float
+
+
+def own_turns(paths: pd.DataFrame, noise: float) -> tuple[OwnTurn, ...]:
+    """The trials whose own path turns clearly: for trial t with gold g_1..g_n over its evaluations in update order
+    (the rows' order where ``paths`` has no update) and its highest g_p (the first such on ties),
+
+        rise = g_p - g_1 > CLEAR_MULTIPLE · noise   and   fall = g_p - g_n > CLEAR_MULTIPLE · noise   (1 < p < n)
+
+    Runs that hack their proxy at different KLs turn at different KLs: pooled in KL, one run's collapse lies beside
+    another's peak, and the study's curve can stay within a noise that this mix inflates, while each run turned. No
+    trial qualifies when ``noise`` is not finite."""
+    if not math.isfinite(noise):
+        return ()
+    order = ["trial", "update"] if "update" in paths.columns else ["trial"]  # else the rows' own order
+    rows = paths[paths["gold"].notna()].sort_values(order, kind="stable")
+    turns = []
+    for trial, path in rows.groupby("trial", sort=True):
+        gold = path["gold"].to_numpy(dtype=float)
+        at = int(np.argmax(gold))
+        rise, fall = float(gold[at] - gold[0]), float(gold[at] - gold[-1])
+        if 0 < at < len(gold) - 1 and rise > CLEAR_MULTIPLE * noise and fall > CLEAR_MULTIPLE * noise:
+            turns.append(OwnTurn(int(trial), float(path["kl"].iloc[at]), float(gold[at]), rise, fall))
+    return tuple(turns)
+
+
+@dataclass(frozen=True)
 class PeakReading:
     """The tuner's reading of where gold peaks (``peak``) and how clear of the runs' noise its curve's rise and fall
-    stand (``clearance``): what the Frontier page and Health's advice say about a peak."""
+    stand (``clearance``): what the Frontier page and Health's advice say about a peak; ``own``, the trials whose
+    own path turned clearly (:func:`own_turns`), for a study whose pooled curve shows no clear peak."""
 
     peak: FrontierPeak
     clearance: PeakClearance
+    own: tuple[OwnTurn, ...] = ()
 
     @property
     def status(self) -> str:
@@ -190,7 +227,8 @@ class PeakReading:
 def read_peak(paths: pd.DataFrame) -> PeakReading:
     """:func:`study_peak` over ``paths`` and the clearance of its curve over the same points."""
     peak = study_peak(paths)
-    return PeakReading(peak, peak_clearance(peak.curve_value, *fitted_points(paths)))
+    clearance = peak_clearance(peak.curve_value, *fitted_points(paths))
+    return PeakReading(peak, clearance, own_turns(paths, clearance.noise))
 
 
 def read_metrics_peak(metrics: pd.DataFrame) -> PeakReading | None:
@@ -210,9 +248,26 @@ class Headline:
     words: str
 
 
+def own_turn_words(reading: PeakReading) -> str:
+    """Where at least two trials, and at least half of the study's, turned on their own paths (:func:`own_turns`):
+    how many, and at what KL; else "". Half, because among many trials of flat gold a few pass the test by their
+    noise alone (2 of 13 in the flat study of tests/test_dashboard/test_frontier_clear_peak.py)."""
+    own = reading.own
+    if len(own) < max(2, reading.peak.trials / 2):
+        return ""
+    kls = sorted(turn.kl for turn in own)
+    return (f". On their own paths {len(own)} of {reading.peak.trials} trials rose and then fell by more than "
+            f"{CLEAR_MULTIPLE:g}x the noise, peaking at {kls[0]:.3g}-{kls[-1]:.3g} nats: gold turns within runs, "
+            "but not at one KL across them")
+
+
 def unclear_words(reading: PeakReading) -> str:
     """Why a curve that turns, or rises, or falls is no peak to aim at: which of its changes stays within the runs'
-    noise, with the numbers (no KL to aim at in it)."""
+    noise, with the numbers (no KL to aim at in it), and how many trials turned on their own paths."""
+    return _unclear_reason(reading) + own_turn_words(reading)
+
+
+def _unclear_reason(reading: PeakReading) -> str:
     peak, clearance = reading.peak, reading.clearance
     against = (f"{clearance.numbers()}, where a peak needs a rise and a fall of more than {CLEAR_MULTIPLE:g}x the "
                "noise each")

@@ -15,7 +15,16 @@ from helpers.frontier_paths import peaked_paths
 from optuna.distributions import FloatDistribution
 from streamlit.testing.v1 import AppTest
 
-from dashboard.frontier_reading import CLEAR_MULTIPLE, PeakClearance, PeakReading, headline, peak_clearance, run_noise
+from dashboard.frontier_reading import (
+    CLEAR_MULTIPLE,
+    PeakClearance,
+    PeakReading,
+    headline,
+    own_turns,
+    peak_clearance,
+    read_peak,
+    run_noise,
+)
 from dashboard.launch import STORAGE_ENV
 from tuner.search.frontier_peak import FrontierPeak
 from tuner.store.database import create_engine, open_storage
@@ -188,3 +197,57 @@ def test_a_peak_or_a_slope_is_named_only_where_it_clears_twice_the_runs_noise(
         assert f"noise ±{0.01:.2g} (run-to-run SD)" in lead.words
     else:
         assert lead.value == "3 nats"
+
+
+def own_turns_reference(paths: pd.DataFrame, noise: float) -> list[tuple[int, float]]:
+    """The slow reference: each trial's evaluations in update order, scanned by hand."""
+    found = []
+    for trial in sorted(set(paths["trial"])):
+        rows = sorted((u, k, g) for t, u, k, g in zip(paths["trial"], paths["update"], paths["kl"], paths["gold"],
+                                                       strict=True) if t == trial and not math.isnan(g))
+        best = 0
+        for i, (_, _, g) in enumerate(rows):
+            if g > rows[best][2]:
+                best = i
+        top = rows[best][2]
+        if 0 < best < len(rows) - 1 and top - rows[0][2] > CLEAR_MULTIPLE * noise \
+                and top - rows[-1][2] > CLEAR_MULTIPLE * noise:
+            found.append((trial, rows[best][1]))
+    return found
+
+
+def test_own_turns_match_a_scan_by_hand() -> None:
+    rng = np.random.default_rng(7)
+    paths = pd.DataFrame({"trial": np.repeat(np.arange(9), 6), "update": np.tile(np.arange(1, 7), 9),
+                          "kl": rng.uniform(0.1, 30, 54), "gold": rng.uniform(0, 1, 54)})
+    for noise in (0.02, 0.1, 0.3):
+        assert [(turn.trial, turn.kl) for turn in own_turns(paths, noise)] == own_turns_reference(paths, noise)
+    assert own_turns(paths, math.nan) == ()
+
+
+def hacked_runs() -> pd.DataFrame:
+    """Three runs as the fifth text task's curve drew them: each rises to a peak of gold at its own KL, 27-39 nats,
+    then hacks its proxy; the first parks at 39-50 nats with gold 0, where the others still peak."""
+    runs = {0: ([0, 3.5, 13.6, 27.4, 43.9, 39.4, 40.2, 40.5, 46.4], [0.34, 0.46, 0.65, 0.89, 0, 0, 0, 0, 0]),
+            1: ([0, 2.8, 4.4, 10.2, 20.3, 38.9, 54.1, 61.1, 56.5], [0.36, 0.44, 0.52, 0.59, 0.67, 0.70, 0.41, 0, 0]),
+            2: ([0, 1.0, 3.6, 8.1, 17.6, 37.4, 51.6, 62.8, 62.2], [0.36, 0.46, 0.41, 0.45, 0.69, 0.82, 0.24, 0.05, 0])}
+    return pd.DataFrame([{"trial": t, "update": 8 * i, "kl": k, "gold": g}
+                         for t, (kls, golds) in runs.items() for i, (k, g) in enumerate(zip(kls, golds, strict=True))])
+
+
+def test_runs_that_turn_at_their_own_kl_are_named_where_the_pooled_curve_shows_no_peak() -> None:
+    reading = read_peak(hacked_runs())
+    assert not reading.found  # pooled in KL, one run's collapse sits beside the others' peaks
+    words = headline(reading).words
+    assert "trials rose and then fell by more than 2x the noise" in words and "nats: gold turns within runs" in words
+    assert {turn.trial for turn in reading.own} >= {0, 2}
+    assert all(27 <= turn.kl <= 39 for turn in reading.own)
+
+
+def test_a_flat_study_names_no_trials_that_turned() -> None:
+    numbers, kls, golds = flat_gold()
+    paths = pd.DataFrame({"trial": numbers, "kl": kls, "gold": golds})
+    paths["update"] = paths.groupby("trial").cumcount() + 1
+    reading = read_peak(paths)
+    assert len(reading.own) < reading.peak.trials / 2  # a few pass by noise alone; too few to be named
+    assert "turns within runs" not in headline(reading).words
