@@ -4,7 +4,8 @@ It reads each study in each ``--study-db`` (an Optuna database the tuner wrote) 
 ``--runs`` (each a ``ppo-tune train`` output with its ``metrics.jsonl``, read as one trial each, all together as one
 study), through the dashboard's own reading (``dashboard.frontier_reading.read_metrics_peak``): the status ("peak",
 "rising", "falling", "unclear", "none"), the peak's KL and its interval over resampled trials, the curve's rise and
-fall against the runs' noise, the page's headline in words, the advice's title, and each trial's own gold peak.
+fall against the runs' noise, the page's headline in words, the advice's title, each trial's own gold peak, and the
+trials whose own path rose and fell clearly (``dashboard.frontier_reading.own_turns``).
 
     python -m benchmarks.peak_reading --study-db benchmarks/results/real_model_study/real_model_study_v5/study.db \\
         --runs benchmarks/results/overoptimisation_curve/v5/runs/seed_* \\
@@ -66,6 +67,8 @@ def reading_record(metrics: pd.DataFrame) -> dict[str, Any]:
         "kl_max": finite(peak.kl_max), "trials": peak.trials, "points": peak.points,
         "rise": finite(clearance.rise), "fall": finite(clearance.fall), "noise": finite(clearance.noise),
         "headline": headline(reading).words, "advice": [item.what for item in advice],
+        "own_turns": [{"trial": turn.trial, "kl": turn.kl, "gold": turn.gold, "rise": turn.rise, "fall": turn.fall}
+                      for turn in reading.own],
         "own_peaks": [{"trial": int(trial), "update": int(update), "kl": float(kl), "gold": float(gold)}
                       for trial, update, kl, gold in own[["trial", "update", "kl", "gold"]].to_numpy(dtype=float)],
     }

@@ -21,6 +21,7 @@ def test_the_quick_run_reads_the_peak_it_wrote(tmp_path: Path) -> None:
     assert reading["status"] == "peak" and 3.0 < reading["kl"] < 5.5
     assert reading["rise"] > 2 * reading["noise"] and reading["fall"] > 2 * reading["noise"]
     assert [p["trial"] for p in reading["own_peaks"]] == [0, 1, 2]
+    assert [turn["trial"] for turn in reading["own_turns"]] == [0, 1, 2]  # each quick run rises and falls
     assert all(3.0 < p["kl"] < 5.5 for p in reading["own_peaks"])
     assert reading["advice"] and reading["advice"][0].startswith("Gold peaks at")
     assert result["quick"] and "--quick" in result["command"]
