@@ -130,7 +130,7 @@ def _run(app: Any, page: str) -> float:
 
 def pages(url: str, name: str, slugs: list[str], cold_repeat: int, repeat: int) -> list[tuple[str, float]]:
     """Each page rendered by AppTest: opened with empty caches (the study read from scratch), then rerun."""
-    from dashboard.launch import STORAGE_ENV
+    from dashboard.serve import STORAGE_ENV
 
     os.environ[STORAGE_ENV] = url
     rows = []

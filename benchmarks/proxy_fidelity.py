@@ -37,7 +37,7 @@ from ppo_core.models.loading import load_causal_lm, load_tokenizer
 from ppo_core.rewards.models import classifier_scores, keep_last, max_positions
 from ppo_core.rewards.pooling import score_pooling
 from ppo_core.tasks import get_task
-from ppo_core.tasks.base import BuiltinTask
+from ppo_core.tasks.builtin_task import BuiltinTask
 from ppo_core.tasks.fortunes.pairs import ScoredResponse, comparable_pairs
 from ppo_core.tasks.fortunes.policy_samples import policy_chunks
 from ppo_core.tasks.fortunes.proxy_fidelity import fidelity, pair_agreement

@@ -11,6 +11,6 @@ study), ``frames`` (shape its data, pure pandas), ``charts`` and ``optuna_views`
 ``frontier_charts`` (reward against KL, where the study's gold peaks), ``sample_grid`` (one prompt's generations,
 trials as columns), ``health_rules`` (warning signs, pure), ``advice`` (what to try next for the whole study, pure),
 ``validation_view`` (validated results beside the tuning values), ``session`` (Streamlit caches and session
-state), ``ui`` (sidebar, page frame, widgets), ``app`` (the entry file), ``launch`` (``ppo-tune dashboard``). The
+state), ``ui`` (sidebar, page frame, widgets), ``app`` (the entry file), ``serve`` (``ppo-tune dashboard``). The
 pages in ``app_pages/`` import these; these never import a page.
 """

@@ -31,15 +31,15 @@ import pandas as pd
 import sqlalchemy
 from optuna.trial import FrozenTrial, TrialState
 
-from dashboard.launch import STORAGE_ENV
 from dashboard.optuna_tables import TrialCache, read_study, snapshot_study
 from dashboard.optuna_tables import study_names as table_study_names
+from dashboard.serve import STORAGE_ENV
 from tuner.search.frontier_aim import aim_words
 from tuner.search.frontier_sampler import AIM_ATTR
 from tuner.store.attrs import CONFIG_ATTR, KL_GUARD_ATTR, KL_HISTORY_ATTR
 from tuner.store.database import open_read_only_engine, sqlite_path
-from tuner.store.paths import DEFAULT_STUDIES_DIR
-from tuner.store.paths import storage_urls as tuner_storage_urls
+from tuner.store.default_storage import DEFAULT_STUDIES_DIR
+from tuner.store.default_storage import storage_urls as tuner_storage_urls
 from tuner.store.records import METRIC_KEYS, decode_metric_rows, metrics_table, samples_table
 from tuner.study.constraints import Constraint, feasible
 from tuner.study.edge_findings import EdgeFinding, edge_findings

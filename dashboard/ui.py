@@ -18,7 +18,7 @@ from dashboard.charts import CurveStyle, trial_label
 from dashboard.frames import MISSING, config_groups, grouping_options, objective_labels, partial_column
 from dashboard.health_rules import Finding
 from dashboard.study_reader import PARAM_PREFIX, StudyRef, StudyView, safe_url
-from tuner.store.paths import DEFAULT_STUDIES_DIR
+from tuner.store.default_storage import DEFAULT_STUDIES_DIR
 
 T = TypeVar("T")
 _MARKDOWN_SPECIALS = re.compile(r"([\\`*_{}\[\]()#+\-.!|>~<$])")

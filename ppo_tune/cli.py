@@ -12,7 +12,7 @@ import sys
 import tempfile
 import traceback
 
-from dashboard.launch import add_dashboard_arguments, dashboard_command
+from dashboard.serve import add_dashboard_arguments, dashboard_command
 from ppo_core.cli import add_train_command
 from ppo_core.errors import (
     InputError,

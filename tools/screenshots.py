@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dashboard.app import PAGES
-from dashboard.launch import STORAGE_ENV, stop, streamlit_command
+from dashboard.serve import STORAGE_ENV, stop, streamlit_command
 from tools.real_studies import HELDOUT, cached_set
 
 if TYPE_CHECKING:  # Playwright is a test dependency; only this tool uses it

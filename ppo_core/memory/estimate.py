@@ -58,7 +58,7 @@ from ppo_core.models.value_trunk import value_trunk
 from ppo_core.rewards.models import same_vocabulary
 from ppo_core.rollout.collect import encode_prompts
 from ppo_core.setup.run_setup import load_task, prompt_sets, response_length, task_part
-from ppo_core.tasks.base import BuiltinTask
+from ppo_core.tasks.builtin_task import BuiltinTask
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from ppo_core.rewards.base import Reward, WeightedRewards
 from ppo_core.rewards.functions import FunctionReward
 from ppo_core.rewards.models import SequenceClassifierReward
 from ppo_core.setup.reported_metrics import reward_names
-from ppo_core.tasks.base import BuiltinTask
+from ppo_core.tasks.builtin_task import BuiltinTask
 from ppo_core.tasks.variants import generated_length
 
 

@@ -13,12 +13,12 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ppo_core.tasks.base import BuiltinTask
+    from ppo_core.tasks.builtin_task import BuiltinTask
     from ppo_core.tasks.registry import get_task
     from ppo_core.tasks.variants import TASK_NAMES
 
 _LAZY = {
-    "BuiltinTask": "ppo_core.tasks.base",
+    "BuiltinTask": "ppo_core.tasks.builtin_task",
     "TASK_NAMES": "ppo_core.tasks.variants",
     "get_task": "ppo_core.tasks.registry",
 }

@@ -21,8 +21,8 @@ from filelock import FileLock
 
 from ppo_core.models.cache_root import default_cache_dir
 from ppo_core.models.paths import resolve_model
-from ppo_core.tasks.base import BuiltinTask
 from ppo_core.tasks.build import BUILD_INFO, POLICY_DIR, REWARD_MODEL_DIR
+from ppo_core.tasks.builtin_task import BuiltinTask
 from ppo_core.tasks.fortunes.build import build_text_task
 from ppo_core.tasks.fortunes.params import TextTaskParams
 from ppo_core.tasks.fortunes.probe_proxy import proxy_text

@@ -33,8 +33,8 @@ from streamlit.testing.v1 import AppTest
 
 from dashboard.frames import MISSING, PARTIAL, partial_column
 from dashboard.frames import number as shown_number
-from dashboard.launch import STORAGE_ENV
 from dashboard.optuna_views import available_views
+from dashboard.serve import STORAGE_ENV
 from dashboard.session import selection_from_table
 from tools.real_studies import CUSTOM_REWARD, ESTIMATORS, HELDOUT, VALIDATION_SEEDS
 from tuner.production.validation import load_validation, validation_results

@@ -17,7 +17,7 @@ import sqlalchemy
 
 from dashboard import charts, frames, optuna_views
 from dashboard.app import parse_app_args
-from dashboard.launch import STORAGE_ENV, add_dashboard_arguments, streamlit_command
+from dashboard.serve import STORAGE_ENV, add_dashboard_arguments, streamlit_command
 from dashboard.study_reader import (
     StudyRef,
     build_study_view,

@@ -16,7 +16,7 @@ from optuna.distributions import BaseDistribution, FloatDistribution
 from optuna.trial import TrialState, create_trial
 from streamlit.testing.v1 import AppTest
 
-from dashboard.launch import STORAGE_ENV
+from dashboard.serve import STORAGE_ENV
 from dashboard.validation_view import lengths_frame, validation_caption, validation_figure, validation_frame
 from tuner.production.confidence import mean_interval
 from tuner.production.validation import validation_study_name

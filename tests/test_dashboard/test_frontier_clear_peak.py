@@ -25,7 +25,7 @@ from dashboard.frontier_reading import (
     read_peak,
     run_noise,
 )
-from dashboard.launch import STORAGE_ENV
+from dashboard.serve import STORAGE_ENV
 from tuner.search.frontier_peak import FrontierPeak
 from tuner.store.database import create_engine, open_storage
 from tuner.store.records import TrialStore, create_tables

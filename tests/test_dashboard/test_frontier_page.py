@@ -11,7 +11,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from dashboard.frames import UNRECORDED, config_groups, grouping_options
-from dashboard.launch import STORAGE_ENV
+from dashboard.serve import STORAGE_ENV
 from dashboard.study_reader import StudyRef, build_study_view, open_reader
 from tools.demo_study import DemoSpec, build_demo_study
 

@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from dashboard.launch import STORAGE_ENV
 from dashboard.sample_grid import grid_html, prompt_rows, row_key, sample_grid, word_diff
+from dashboard.serve import STORAGE_ENV
 from tools.demo_study import DemoSpec, build_demo_study
 
 APP = Path(__file__).resolve().parents[2] / "dashboard" / "app.py"

@@ -9,7 +9,7 @@ from typing import Any
 from tuner.cli.common import add_launcher_flags, add_production_flags, storage_errors_as_input
 from tuner.cli.study_commands import command_list, command_run, command_show
 from tuner.cli.winner_commands import command_best, command_validate
-from tuner.store.paths import DEFAULT_STUDIES_DIR
+from tuner.store.default_storage import DEFAULT_STUDIES_DIR
 
 
 def add_study_commands(commands: Any) -> None:

@@ -11,8 +11,8 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from ppo_core.errors import InputError, first_line
+from tuner.store.default_storage import DEFAULT_STUDIES_DIR, storage_urls
 from tuner.store.messages import one_line
-from tuner.store.paths import DEFAULT_STUDIES_DIR, storage_urls
 
 if TYPE_CHECKING:  # optuna and pandas load only for the commands that use them
     import optuna

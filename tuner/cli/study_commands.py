@@ -9,7 +9,7 @@ from tuner.cli.common import UsageError, default_workers, find_named_study, laun
 
 
 def command_run(args: argparse.Namespace) -> int:
-    from tuner.study.checks import check_models
+    from tuner.study.cross_checks import check_models
     from tuner.study.sections import PPO_CORE
     from tuner.study.study_file import load_study_spec
 

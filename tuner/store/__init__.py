@@ -2,8 +2,8 @@
 
 The lowest wing of ``tuner``: it imports nothing of the other wings. ``attrs`` (the names of what is recorded on a
 study and its trials), ``database`` (storage URLs and the Optuna RDB storage, opened for writers and read-only
-readers), ``records`` (the project's own tables: per-update metrics and samples), ``paths`` (where studies live by
-default) and ``messages`` (one-line errors).
+readers), ``records`` (the project's own tables: per-update metrics and samples), ``default_storage`` (where studies
+live by default) and ``messages`` (one-line errors).
 """
 
 __all__ = ["attrs", "database", "messages", "paths", "records"]

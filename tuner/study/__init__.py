@@ -2,7 +2,7 @@
 study and read back from it, and who won it and the tables read from its trials.
 
 ``study_file`` (``load_study_spec``, ``parse_study``: the entry point) composes ``sections``, ``space_section``,
-``values`` (the value readers and ``StudySpecError``), ``checks``, ``metric_check``, ``target`` and
+``values`` (the value readers and ``StudySpecError``), ``cross_checks``, ``metric_check``, ``target`` and
 ``trainer_check``; ``spec_record`` records the spec with its study and rebuilds it from there, and ``stored_spec``
 reads the recorded spec leniently into typed parts; ``defaults``, ``seed_policy``, ``constraints`` and ``reduction``
 are what the sections parse into; ``winner`` reads who won a study and why (its seed policy, its constraints and its

@@ -4,7 +4,7 @@ Every problem raises :class:`StudySpecError` with one line naming the key; the C
 
 This module reads a study file and composes its parts: the spec it fills (``tuner.study.spec``), the value readers
 and the error (``tuner.study.values``), the ``search_space:`` parser (``tuner.study.space_section``), the other
-sections' parsers (``tuner.study.sections``) and the checks across them (``tuner.study.checks``). It also
+sections' parsers (``tuner.study.sections``) and the checks across them (``tuner.study.cross_checks``). It also
 re-exports the types a parsed study is made of (StudySpec, Objective, KLGuard, ParamSpec), the error and parse_param,
 which the study file's callers import from here.
 """
@@ -18,7 +18,7 @@ from ppo_core.config.io import build_config, read_mapping
 from ppo_core.config.ppo_config import ConfigError
 from tuner.search.space import ParamSpec
 from tuner.store.database import default_storage_url
-from tuner.study.checks import check_study
+from tuner.study.cross_checks import check_study
 from tuner.study.sections import (
     parse_constraints,
     parse_enqueue,

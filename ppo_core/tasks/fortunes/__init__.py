@@ -6,8 +6,8 @@
   thresholds read off the real corpus;
 - ``pairs.py``: gold-labelled preference pairs for a proxy reward model;
 - ``tokenizer.py``: a word-level tokenizer for a small policy (loaded lazily: it needs ``transformers``);
-- ``degenerate.py``: degenerate responses gold must score low; ``report.py`` prints the figures
-  (``python -m ppo_core.tasks.fortunes.report``);
+- ``degenerate.py``: degenerate responses gold must score low; ``data_report.py`` prints the figures
+  (``python -m ppo_core.tasks.fortunes.data_report``);
 - the built task, which the registry names ``fortunes`` and ``fortunes_tiny``: ``params.py`` (what a build depends
   on), ``task_data.py`` (its split and gold), ``sft.py`` (the companion policy), ``rm_pairs.py`` (the proxy's
   gold-labelled pairs) and ``build.py``; these need torch and are not imported here.

@@ -14,8 +14,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-# Only the standard library and tuner.store.paths: every ``ppo-tune`` command imports this module to build its parser.
-from tuner.store.paths import DEFAULT_STUDIES_DIR
+# Only the standard library and tuner.store.default_storage: every ``ppo-tune`` command imports this module to build
+# its parser.
+from tuner.store.default_storage import DEFAULT_STUDIES_DIR
 
 STORAGE_ENV = "PPO_TUNE_STORAGE"  # read by dashboard.study_reader.storage_urls
 APP_PATH = Path(__file__).resolve().parent / "app.py"
@@ -61,7 +62,7 @@ def check_storages(storage: str | None) -> None:
     # Here, not at the top: every ``ppo-tune`` command imports this module, and these load SQLAlchemy and Optuna.
     from ppo_core.errors import first_line
     from tuner.store.database import StorageError, check_readable
-    from tuner.store.paths import storage_urls
+    from tuner.store.default_storage import storage_urls
 
     for url in storage_urls(storage):
         try:

@@ -1,7 +1,7 @@
 """The text task's data figures: the corpus counts, the calibrated thresholds, gold on real and degenerate text, the
 scorer's speed and the tokenizer's unknown-word rate.
 
-``python -m ppo_core.tasks.fortunes.report [--heldout 1000] [--seed 0] [--vocab-size 4096]``
+``python -m ppo_core.tasks.fortunes.data_report [--heldout 1000] [--seed 0] [--vocab-size 4096]``
 
 The gold scorer and the tokenizer are built from the training texts; every real text scored here is held out, so
 the figures say how gold treats English it has never seen. The held-out split is larger than a task's (1,000
