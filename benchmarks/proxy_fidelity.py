@@ -42,6 +42,7 @@ from ppo_core.tasks.fortunes.pairs import ScoredResponse, comparable_pairs
 from ppo_core.tasks.fortunes.policy_samples import policy_chunks
 from ppo_core.tasks.fortunes.proxy_fidelity import fidelity, pair_agreement
 from ppo_core.tasks.ranks import rank_correlation
+from ppo_core.tasks.variants import TASK_NAMES
 from tools.provenance import command_line, commit_at_start
 from tools.quick_mode import RESULTS, add_quick_argument, results_path
 
@@ -165,6 +166,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     add_quick_argument(parser)
     args = parser.parse_args(argv)
     tasks = args.tasks or list(QUICK_TASKS if args.quick else TASKS)
+    unknown = [name for name in tasks if name not in TASK_NAMES]
+    if unknown:
+        parser.error(f"--tasks: no built-in task {unknown[0]!r} (one of {', '.join(TASK_NAMES)})")
+    for run in args.moved or []:
+        if not (run / "samples.jsonl").is_file():
+            parser.error(f"--moved: {run} has no samples.jsonl; expected a ppo-tune train output directory")
     samples = args.samples or (QUICK_SAMPLES if args.quick else SAMPLES)
     out = results_path(args.out, OUT, args.quick)
     work = args.work_dir or Path(tempfile.mkdtemp(prefix="proxy_fidelity."))

@@ -69,3 +69,15 @@ def test_the_moved_policys_fidelity_pairs_runs_by_prompt_and_update(tmp_path: Pa
     assert out["0"]["pair_accuracy"] == 1.0 and out["8"]["pair_accuracy"] == 0.0
     assert out["0"]["pairs"] == 4 * 3 and out["8"]["responses"] == 12
     assert out["8"]["mean_gold"] == pytest.approx(8 + sum((s + p) / 10 for s in range(3) for p in range(4)) / 12)
+
+
+@pytest.mark.parametrize(("argv", "says"), [
+    (["--moved", "no_such_run"], "--moved: no_such_run has no samples.jsonl"),
+    (["--tasks", "fortunes_v9"], "--tasks: no built-in task 'fortunes_v9'"),
+])
+def test_bad_input_is_one_line_and_exit_2(argv: list[str], says: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        proxy_fidelity.main(["--quick", *argv])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert says in err and "Traceback" not in err
