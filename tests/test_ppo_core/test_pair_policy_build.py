@@ -7,6 +7,7 @@ import dataclasses
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -187,3 +188,23 @@ def test_a_run_reads_the_probe_as_its_reward_model(probe_built: tuple[dict, Path
     assert done.returncode == 0, done.stderr
     metrics = [json.loads(line) for line in (tmp_path / "out" / "metrics.jsonl").read_text().splitlines()]
     assert len(metrics) == 2 and all(math.isfinite(m["objective/scores"]) for m in metrics)
+
+
+def test_a_reward_model_with_an_unknown_pooling_is_refused_in_one_line(
+    probe_built: tuple[dict, Path], params: TextTaskParams, tmp_path: Path,
+) -> None:
+    _, out = probe_built
+    model = tmp_path / "reward_model"
+    shutil.copytree(out / "reward_model", model)
+    config_file = model / "config.json"
+    config_file.write_text(json.dumps({**json.loads(config_file.read_text()), "score_pooling": "max"}))
+    config = {**letter_run(tmp_path, n_train=16), "sft_model_path": params.pair_policy, "reward_funcs": None,
+              "reward_model_path": str(model), "per_device_train_batch_size": 4, "total_episodes": 8,
+              "num_ppo_epochs": 1, "response_length": 6, "seed": 0}
+    (tmp_path / "run.yaml").write_text(yaml.safe_dump(config))
+    done = subprocess.run([sys.executable, "-m", "ppo_tune", "train", str(tmp_path / "run.yaml"), "--output",
+                           str(tmp_path / "out"), "--quiet"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "score_pooling 'max' is not one of" in lines[0] and "reward_model_path" in lines[0]
+    assert not (tmp_path / "out").exists()
