@@ -36,7 +36,8 @@ def validation_frame(study: optuna.Study, validation: optuna.Study | None) -> pd
     maximize = study.directions[0] == StudyDirection.MAXIMIZE
     # Ties share the better rank; a configuration whose tuning trial has no value ranks last.
     frame["tuning_rank"] = frame["tuning_value"].rank(ascending=not maximize, method="min", na_option="bottom")
-    # validation_results ranks by validated mean already, those without a completed run last.
+    # validation_results ranks already: those whose fresh runs mostly kept the constraints first, each group by
+    # validated mean, those without a completed run last.
     validated = frame["n"] > 0
     frame["validated_rank"] = pd.Series(range(1, len(frame) + 1), dtype="Int64").where(validated)
     frame["tuning_rank"] = frame["tuning_rank"].astype("Int64")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -15,8 +16,15 @@ from helpers.studies import TESTS_DIR, load, wait_for, write_study
 from optuna.trial import TrialState
 
 from ppo_tune.cli import main
+from tuner.cli.winner_commands import passed_over
 from tuner.production.confidence import mean_interval
-from tuner.production.validation import FIRST_VALIDATION_SEED, fresh_seeds, validation_study_name
+from tuner.production.validation import (
+    FIRST_VALIDATION_SEED,
+    ValidatedConfig,
+    fresh_seeds,
+    rank_validated,
+    validation_study_name,
+)
 from tuner.run.worker import run_worker
 from tuner.store.attrs import CONFIG_ATTR, FAIL_REASON_ATTR, SEED_ATTR, VALIDATES_ATTR
 from tuner.store.database import create_engine, open_storage
@@ -62,6 +70,27 @@ def test_mean_interval_of_one_or_no_value() -> None:
     mean, low, high = mean_interval([0.4])
     assert mean == 0.4 and math.isnan(low) and math.isnan(high)
     assert all(math.isnan(v) for v in mean_interval([]))
+
+
+def test_configurations_that_broke_the_constraints_on_most_fresh_seeds_rank_after_those_that_kept_them() -> None:
+    """A KL budget kept on the tuning seeds need not hold on fresh ones: the higher mean that passed the budget on 4
+    of 5 fresh seeds ranks after the lower one that kept it on all 5; without constraints every run is feasible and
+    the mean alone decides."""
+    broke = ValidatedConfig(trial=1, tuning_value=0.7, values=(0.70, 0.72, 0.71, 0.69, 0.73), failed=0, pending=0,
+                            feasible_runs=1)
+    kept = ValidatedConfig(trial=2, tuning_value=0.6, values=(0.60, 0.62, 0.61, 0.59, 0.63), failed=0, pending=0,
+                           feasible_runs=5)
+    assert not broke.held and kept.held
+    assert [r.trial for r in rank_validated([broke, kept], maximize=True)] == [2, 1]
+    unconstrained = dataclasses.replace(broke, feasible_runs=5)
+    assert [r.trial for r in rank_validated([unconstrained, kept], maximize=True)] == [1, 2]
+    # Half is not most: 2 of 4 fresh runs within the constraints is not held.
+    assert not dataclasses.replace(kept, values=kept.values[:4], feasible_runs=2).held
+    # best's header names the better mean it passed over, and why.
+    said = passed_over(rank_validated([broke, kept], maximize=True), maximize=True)
+    assert said == ("; trial 1's validated mean 0.7100 ranks after it, having kept the study's constraints on 1 of "
+                    "its 5 fresh seeds")
+    assert passed_over(rank_validated([unconstrained, kept], maximize=True), maximize=True) == ""
 
 
 def test_fresh_seeds_skip_the_used_ones() -> None:

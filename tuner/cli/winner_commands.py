@@ -109,6 +109,17 @@ def bounds(constraint: Any) -> list[str]:
             if value is not None]
 
 
+def passed_over(validated: list[Any], maximize: bool) -> str:
+    """Why the first of ``validated`` (``ValidatedConfig``s as ``rank_validated`` orders them) won over a better
+    validated mean: each configuration with one that broke the study's constraints on most of its fresh seeds, named;
+    "" when there is none."""
+    first = validated[0]
+    sign = 1.0 if maximize else -1.0
+    over = [r for r in validated[1:] if first.held and not r.held and sign * (r.interval[0] - first.interval[0]) > 0]
+    return "".join(f"; trial {r.trial}'s validated mean {r.interval[0]:.4f} ranks after it, having kept the study's "
+                   f"constraints on {r.feasible_runs} of its {r.n} fresh seeds" for r in over)
+
+
 def constraint_notices(results: list[Any], bounds: list[str]) -> list[str]:
     """One line for each validated configuration whose completed runs broke the study's constraints on some fresh
     seeds: its mean is not a mean of runs the study would have accepted."""
@@ -120,6 +131,7 @@ def constraint_notices(results: list[Any], bounds: list[str]) -> list[str]:
 
 def command_best(args: argparse.Namespace) -> int:
     import yaml
+    from optuna.study import StudyDirection
 
     from tuner.exports import FORMATS, exported
     from tuner.production.carry import change_comments, held_at_lengths, notice, pilot_notice, uncarried
@@ -146,6 +158,7 @@ def command_best(args: argparse.Namespace) -> int:
         mean, low, high = validation.interval
         header = (f"best trial {chosen.number} by validated mean (ppo-tune validate): {mean:.4f}, 95% CI "
                   f"{low:.4f} to {high:.4f} over {validation.n} fresh seeds; tuning value {chosen.values[0]:.4f}")
+        header += passed_over(validated, study.directions[0] == StudyDirection.MAXIMIZE)
     elif len(best) > 1:
         header += f" (first of {len(best)} Pareto-optimal trials, by the first objective)"
     config = trial_config(chosen)

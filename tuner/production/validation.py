@@ -168,6 +168,13 @@ class ValidatedConfig:
     def interval(self) -> tuple[float, float, float]:
         return mean_interval(self.values)
 
+    @property
+    def held(self) -> bool:
+        """Whether most of its completed fresh runs kept the study's constraints (2 x feasible_runs > n): a study
+        whose winner must keep a KL budget should not carry to production a configuration that kept it on its tuning
+        seeds only."""
+        return 2 * self.feasible_runs > self.n
+
     def to_dict(self) -> dict[str, Any]:
         mean, low, high = self.interval
         return {"trial": self.trial, "n": self.n, "mean": _json_number(mean), "ci_low": _json_number(low),
@@ -184,8 +191,9 @@ def _json_number(value: float) -> float | None:
 def validation_results(study: optuna.Study, validation: optuna.Study | None, total_episodes: int | None = None,
                        policy_model: str | None = None) -> list[ValidatedConfig]:
     """Each validated configuration of ``study`` at ``total_episodes`` (by default each tuned trial's own length) on
-    ``policy_model`` (by default each tuned trial's own policy), ranked by validated mean (best first, by the first
-    objective's direction); a configuration without a completed run comes last. Pilots are not validations."""
+    ``policy_model`` (by default each tuned trial's own policy), ranked by :func:`rank_validated` (those whose fresh
+    runs mostly kept the study's constraints first, each group by validated mean in the first objective's direction);
+    a configuration without a completed run comes last. Pilots are not validations."""
     if validation is None:
         return []
     source = {t.number: t for t in study.get_trials(deepcopy=False)}
@@ -230,9 +238,11 @@ def _runs_at(run: FrozenTrial, tuned: FrozenTrial | None, total_episodes: int | 
 
 
 def rank_validated(results: Sequence[ValidatedConfig], maximize: bool) -> list[ValidatedConfig]:
-    """Best validated mean first; configurations with no completed run last, in trial order."""
+    """Best validated mean first among the configurations whose fresh runs mostly kept the study's constraints
+    (:attr:`ValidatedConfig.held`), then the others by mean: as a study's constraints decide which trials may win,
+    before their values do. Configurations with no completed run last, in trial order."""
     sign = -1.0 if maximize else 1.0
-    return sorted(results, key=lambda r: (r.n == 0, sign * r.interval[0] if r.n else 0.0, r.trial))
+    return sorted(results, key=lambda r: (r.n == 0, not r.held, sign * r.interval[0] if r.n else 0.0, r.trial))
 
 
 def load_validation(study_name: str, storage: str | optuna.storages.BaseStorage) -> optuna.Study | None:
