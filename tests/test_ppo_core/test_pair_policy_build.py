@@ -27,6 +27,7 @@ from ppo_core.tasks.fortunes.build import build_text_task
 from ppo_core.tasks.fortunes.params import TextTaskParams
 from ppo_core.tasks.fortunes.probe_proxy import proxy_text
 from ppo_core.tasks.variants import task_problem
+from ppo_tune.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 NAME = "fortunes_v2_pair_policy_test"
@@ -191,7 +192,7 @@ def test_a_run_reads_the_probe_as_its_reward_model(probe_built: tuple[dict, Path
 
 
 def test_a_reward_model_with_an_unknown_pooling_is_refused_in_one_line(
-    probe_built: tuple[dict, Path], params: TextTaskParams, tmp_path: Path,
+    probe_built: tuple[dict, Path], params: TextTaskParams, tmp_path: Path, capsys: pytest.CaptureFixture[str],
 ) -> None:
     _, out = probe_built
     model = tmp_path / "reward_model"
@@ -202,9 +203,9 @@ def test_a_reward_model_with_an_unknown_pooling_is_refused_in_one_line(
               "reward_model_path": str(model), "per_device_train_batch_size": 4, "total_episodes": 8,
               "num_ppo_epochs": 1, "response_length": 6, "seed": 0}
     (tmp_path / "run.yaml").write_text(yaml.safe_dump(config))
-    done = subprocess.run([sys.executable, "-m", "ppo_tune", "train", str(tmp_path / "run.yaml"), "--output",
-                           str(tmp_path / "out"), "--quiet"], cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 2, done.stderr
-    lines = done.stderr.strip().splitlines()
+    capsys.readouterr()
+    # In this process: the refusal comes while the run's parts load, before any training.
+    assert main(["train", str(tmp_path / "run.yaml"), "--output", str(tmp_path / "out"), "--quiet"]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and "score_pooling 'max' is not one of" in lines[0] and "reward_model_path" in lines[0]
     assert not (tmp_path / "out").exists()

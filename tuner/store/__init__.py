@@ -6,4 +6,4 @@ readers), ``records`` (the project's own tables: per-update metrics and samples)
 live by default) and ``messages`` (one-line errors).
 """
 
-__all__ = ["attrs", "database", "messages", "paths", "records"]
+__all__ = ["attrs", "database", "default_storage", "messages", "records"]

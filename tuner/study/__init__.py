@@ -11,7 +11,7 @@ trial's arguments.
 """
 
 __all__ = [
-    "checks", "constraints", "defaults", "edge_findings", "metric_check", "reduction", "reports", "sections",
+    "constraints", "cross_checks", "defaults", "edge_findings", "metric_check", "reduction", "reports", "sections",
     "seed_policy", "space_section", "spec", "spec_record", "stored_spec", "study_file", "target", "trainer_check",
     "values", "winner",
 ]
