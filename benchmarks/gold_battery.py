@@ -33,7 +33,6 @@ import sqlite3
 import statistics
 import tarfile
 import tempfile
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +40,7 @@ from typing import Any
 
 from ppo_core.tasks.fortunes import TextGoldScorer, build_gold_scorer, load_corpus, split_examples
 from ppo_core.tasks.fortunes.calibration import quantile
+from ppo_core.tasks.fortunes.data_report import speed
 from ppo_core.tasks.fortunes.gamed import BATTERY_PROMPTS, FLUENT, GAMED
 from ppo_core.tasks.fortunes.params import TextTaskParams
 from ppo_core.tasks.fortunes.task_data import text_task_data
@@ -170,17 +170,6 @@ def distribution(golds: Sequence[float]) -> dict[str, float]:
 
 def group_of(sample: StoredSample) -> str:
     return f"{sample.policy}_{'untuned' if sample.update == 0 else 'later'}"
-
-
-def speed(gold: TextGoldScorer, responses: list[str]) -> float:
-    """Responses scored per second, best of three passes: the machine is shared, and the best pass is the least
-    disturbed."""
-    best = float("inf")
-    for _ in range(3):
-        started = time.perf_counter()
-        gold([""] * len(responses), responses)
-        best = min(best, time.perf_counter() - started)
-    return len(responses) / best
 
 
 def shown(sample: StoredSample, golds: dict[int, float]) -> dict[str, Any]:

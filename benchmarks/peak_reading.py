@@ -28,8 +28,9 @@ from typing import Any
 import pandas as pd
 import sqlalchemy
 
+from benchmarks.common.json_safe import json_safe
 from dashboard.advice import peak_advice
-from dashboard.frontier_reading import PeakReading, gold_peaks, headline, read_metrics_peak
+from dashboard.frontier_reading import gold_peaks, headline, read_peak
 from dashboard.study_reader import StudyRef, open_reader, study_names
 from ppo_core.metric_names import EVAL_GOLD_SCORE, EVAL_KL, EVAL_SCORE
 from tools.provenance import command_line, commit_at_start
@@ -48,30 +49,27 @@ def runs_metrics(run_dirs: Sequence[Path]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
-def finite(value: float) -> float | None:
-    return float(value) if math.isfinite(value) else None
-
-
 def reading_record(metrics: pd.DataFrame) -> dict[str, Any]:
-    """The dashboard's reading of one study's metrics, as numbers and the words the page and the advice show."""
-    reading: PeakReading | None = read_metrics_peak(metrics)
-    if reading is None:
+    """The dashboard's reading of one study's metrics (``read_metrics_peak``'s, its trajectories read once), as
+    numbers and the words the page and the advice show; NaN as null."""
+    source = frontier_source(metrics)
+    if not source.has_gold:
         return {"status": "no gold"}
+    paths = trajectories(metrics, source)
+    reading = read_peak(paths)
     peak, clearance = reading.peak, reading.clearance
-    paths = trajectories(metrics, frontier_source(metrics))
     own = gold_peaks(paths)
-    advice = peak_advice(reading)
-    return {
-        "status": reading.status, "tuner_status": peak.status, "kl": finite(peak.kl), "kl_low": finite(peak.kl_low),
-        "kl_high": finite(peak.kl_high), "inside": finite(peak.inside), "kl_min": finite(peak.kl_min),
-        "kl_max": finite(peak.kl_max), "trials": peak.trials, "points": peak.points,
-        "rise": finite(clearance.rise), "fall": finite(clearance.fall), "noise": finite(clearance.noise),
-        "headline": headline(reading).words, "advice": [item.what for item in advice],
+    return json_safe({
+        "status": reading.status, "tuner_status": peak.status, "kl": peak.kl, "kl_low": peak.kl_low,
+        "kl_high": peak.kl_high, "inside": peak.inside, "kl_min": peak.kl_min, "kl_max": peak.kl_max,
+        "trials": peak.trials, "points": peak.points,
+        "rise": clearance.rise, "fall": clearance.fall, "noise": clearance.noise,
+        "headline": headline(reading).words, "advice": [item.what for item in peak_advice(reading)],
         "own_turns": [{"trial": turn.trial, "kl": turn.kl, "gold": turn.gold, "rise": turn.rise, "fall": turn.fall}
                       for turn in reading.own],
         "own_peaks": [{"trial": int(trial), "update": int(update), "kl": float(kl), "gold": float(gold)}
                       for trial, update, kl, gold in own[["trial", "update", "kl", "gold"]].to_numpy(dtype=float)],
-    }
+    })
 
 
 def study_db_readings(path: Path) -> dict[str, dict[str, Any]]:
@@ -127,10 +125,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     out = results_path(args.out, OUT, args.quick)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1) + "\n")
-    for source, readings in [*result["studies"].items(), *([("runs", {"runs": result["runs"]["reading"]})]
-                                                            if runs else [])]:
-        for name, record in readings.items():
-            print(f"{source} {name}: {record['status']}; {record.get('headline', '')}")
+    read = [(f"{source} {name}", record) for source, readings in result["studies"].items()
+            for name, record in readings.items()]
+    read += [("runs", result["runs"]["reading"])] if runs else []
+    for what, record in read:
+        print(f"{what}: {record['status']}; {record.get('headline', '')}")
     print(f"wrote {out}")
     return result
 

@@ -74,7 +74,7 @@ def command_validate(args: argparse.Namespace) -> int:
         _print_validation(results, study.metric_names[0] if study.metric_names else "value",
                           args.name + at + on + (f" (rule {', '.join(rules)})" if rules else ""),
                           bool(stored.constraints))
-    for line in constraint_notices(results, [bound for c in stored.constraints for bound in bounds(c)]):
+    for line in constraint_notices(results, [text for c in stored.constraints for text, _, _ in c.bounds()]):
         print(f"ppo-tune validate: {line}", file=sys.stderr)
     if status in (130, 143):  # interrupted or terminated: what finished is printed above, the rest is queued
         return status
@@ -101,12 +101,6 @@ def _print_validation(results: list[Any], metric: str, name: str, constrained: b
             row["within constraints"] = f"{result.feasible_runs}/{result.n}"
         rows.append(row)
     print_frame(pd.DataFrame(rows), f"{name}: validated on fresh seeds, best validated mean first")
-
-
-def bounds(constraint: Any) -> list[str]:
-    """A constraint's bounds as a study file writes them (``eval/kl (last) <= 10``)."""
-    return [f"{constraint.label} {sign} {value:g}" for sign, value in (("<=", constraint.max), (">=", constraint.min))
-            if value is not None]
 
 
 def passed_over(validated: list[Any], maximize: bool) -> str:

@@ -182,11 +182,9 @@ class FrontierSampler(optuna.samplers.BaseSampler):
             rows = np.array([design_row(self._space, point, self._base) for point in candidates])
             mean, sd = model.predict(rows)
             aim = choose_aim(peak, mean, rng)
-            if self.within_budget:
-                aim = within_budget(aim, self._kl_budget)
-            weights = aim_weights(mean, sd, aim.target)
-            if self.within_budget:
-                weights = budget_weights(weights, mean, sd, self._kl_budget)
+            budget = self._kl_budget if self.within_budget else None
+            aim = within_budget(aim, budget)
+            weights = budget_weights(aim_weights(mean, sd, aim.target), mean, sd, budget)
             if gold is not None:  # among the candidates that hit the aim about as well, the best drawn residual
                 scores = np.array([knob_row(self._space, point, self._base) for point in candidates]) @ gold.draw(rng)
                 chosen = choose_near_aim(weights, scores)

@@ -45,6 +45,12 @@ class Constraint:
     def label(self) -> str:
         return reduction_label(self)
 
+    def bounds(self) -> list[tuple[str, float, bool]]:
+        """Each bound as a study file writes it, its limit and whether it is an upper one:
+        ``[("objective/kl (max) <= 8", 8.0, True)]``; a pair of bounds gives two."""
+        return [(f"{self.label} {sign} {limit:g}", limit, upper)
+                for sign, limit, upper in (("<=", self.max, True), (">=", self.min, False)) if limit is not None]
+
 
 def constraint_values(constraint: Constraint, reduced: float) -> dict[str, float]:
     """The value of each bound for a reduced metric r, by Optuna's convention (feasible when <= 0):
@@ -54,12 +60,7 @@ def constraint_values(constraint: Constraint, reduced: float) -> dict[str, float
 
     keyed by the bound as written (``"objective/kl (max) <= 8"``), the name ``trial.set_constraint`` stores it under.
     """
-    values = {}
-    if constraint.max is not None:
-        values[f"{constraint.label} <= {constraint.max:g}"] = reduced - constraint.max
-    if constraint.min is not None:
-        values[f"{constraint.label} >= {constraint.min:g}"] = constraint.min - reduced
-    return values
+    return {text: reduced - limit if upper else limit - reduced for text, limit, upper in constraint.bounds()}
 
 
 def feasible(trial: FrozenTrial) -> bool:

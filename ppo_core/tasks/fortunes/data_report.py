@@ -78,7 +78,8 @@ def gold_table(split: TextSplit, scorer: TextGoldScorer, rng: random.Random) -> 
 
 
 def speed(scorer: TextGoldScorer, responses: list[str]) -> float:
-    """Texts per second through ``scorer``, best of three passes."""
+    """Texts per second through ``scorer``, best of three passes: on a shared machine the best pass is the least
+    disturbed."""
     best = float("inf")
     for _ in range(3):
         start = time.perf_counter()
