@@ -4,10 +4,11 @@ samples responses from on a CPU (``sampling_dtype``).
 Decoding a few rows reads every weight once per token. Through an unmerged LoRA policy each adapted linear layer runs
 its base product plus two rank-r products and an add at every step; merged, one product, from a weight packed once
 for oneDNN's kernels (``ppo_core.models.packed_linear``). In bf16, where the CPU runs bf16 products faster
-(``ppo_core.models.sampling_precision``), each step also reads half the bytes. The copy is refreshed
-from the policy after each update, so every rollout samples from the policy as trained so far (rounded to the copy's
-dtype). Only the sampling moves to the copy: the rollout's log-probabilities still come from the policy's own scoring
-forward, so PPO's ratios are exact whatever the copy's dtype.
+(``ppo_core.models.sampling_precision``), each step also reads half the bytes. A decode step's attention runs as
+two products per key/value head (``ppo_core.models.decode_attention``), where SDPA's CPU flash kernel was slow. The
+copy is refreshed from the policy after each update, so every rollout samples from the policy as trained so far
+(rounded to the copy's dtype). Only the sampling moves to the copy: the rollout's log-probabilities still come from
+the policy's own scoring forward, so PPO's ratios are exact whatever the copy's dtype.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from torch import nn
 from transformers import PreTrainedModel
 
 from ppo_core.config.ppo_config import PPOConfig
+from ppo_core.models.decode_attention import use_decode_attention
 from ppo_core.models.packed_linear import PackedLinear, pack_linears
 from ppo_core.models.sampling_precision import DTYPES, measured_sampling_dtype
 
@@ -55,8 +57,9 @@ def mergeable(policy: PreTrainedModel) -> bool:
 
 class SamplingCopy:
     """``model``: the policy with its adapters merged, in ``dtype``, frozen, in eval mode, its linear layers packed
-    for products of about ``rows`` rows (``ppo_core.models.packed_linear``); :meth:`refresh` writes the policy's trained
-    weights in. ``policy`` must be :func:`mergeable`."""
+    for products of about ``rows`` rows (``ppo_core.models.packed_linear``), its decode steps' attention
+    ``ppo_core.models.decode_attention``'s where it was SDPA's (``decode_attention``); :meth:`refresh` writes the
+    policy's trained weights in. ``policy`` must be :func:`mergeable`."""
 
     def __init__(self, policy: PreTrainedModel, dtype: torch.dtype, rows: int) -> None:
         self._lora: list[tuple[nn.Module, LoraLinear]] = []
@@ -72,6 +75,7 @@ class SamplingCopy:
             parameter.data = parameter.data.to(dtype)
         self.model: PreTrainedModel = merged.eval().requires_grad_(False)
         self.dtype = dtype
+        self.decode_attention = use_decode_attention(self.model)
         self._packed = pack_linears(self.model, rows)
         if isinstance(policy, PeftModel):
             # Each adapted layer of the copy beside the policy's layer it follows: the same module paths.

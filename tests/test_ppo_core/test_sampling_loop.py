@@ -41,6 +41,44 @@ def test_draws_follow_the_softmax_at_the_temperature(temperature: float) -> None
     assert int((drawn == 4).sum()) == 0
 
 
+@pytest.mark.parametrize("block", [2, 4, 256])
+def test_draws_follow_the_softmax_whatever_the_block(block: int) -> None:
+    # 6 entries in blocks of 2 (three full blocks), of 4 (the second padded) and of 256 (one padded block).
+    logits = torch.tensor([2.0, 0.0, -1.0, 1.5, float("-inf"), -3.0])
+    rows = 200_000
+    torch.manual_seed(1)
+    drawn = draw(logits.expand(rows, -1), 1.0, block)
+    frequencies = torch.bincount(drawn, minlength=len(logits)).double() / rows
+    expected = torch.softmax(logits.double(), dim=-1)
+    tolerance = 5 * torch.sqrt(expected * (1 - expected) / rows) + 1e-12
+    assert bool(((frequencies - expected).abs() <= tolerance).all()), (frequencies, expected)
+    assert int((drawn == 4).sum()) == 0
+
+
+def _one_level_draw(logits: torch.Tensor, temperature: float) -> torch.Tensor:
+    """The slow reference: y = min{i : c_i > u c_V} over the whole vocabulary's cumulative sum, one u a row."""
+    weights = torch.softmax(logits.double() / temperature, dim=-1)
+    cumulative = weights.cumsum(dim=-1)
+    threshold = torch.rand((logits.shape[0], 1), dtype=torch.float64) * cumulative[:, -1:]
+    return torch.searchsorted(cumulative, threshold, right=True).squeeze(1).clamp_max(logits.shape[-1] - 1)
+
+
+@pytest.mark.parametrize(("vocab", "block", "dtype"), [(1000, 16, torch.float32), (999, 64, torch.bfloat16),
+                                                        (49_152, 256, torch.bfloat16)])
+def test_two_levels_draw_the_token_one_level_draws_for_the_same_uniform(vocab: int, block: int,
+                                                                       dtype: torch.dtype) -> None:
+    generator = torch.Generator().manual_seed(vocab)
+    logits = (3 * torch.randn(64, vocab, generator=generator)).to(dtype)
+    logits[:, ::7] = float("-inf")
+    for temperature in (0.7, 1.0):
+        torch.manual_seed(2)
+        fast = draw(logits, temperature, block)
+        torch.manual_seed(2)
+        slow = _one_level_draw(logits, temperature)
+        assert torch.equal(fast, slow)
+        assert not bool((fast % 7 == 0).any())
+
+
 def _greedy(logits: torch.Tensor, temperature: float) -> torch.Tensor:
     return logits.argmax(dim=-1)
 
