@@ -4,7 +4,8 @@ seeded over-optimisation curve of that task shows (benchmarks/results/overoptimi
 The curve's 5 seeds put gold's peak at 12.2-48.9 nats (the 95% interval of KL at the mean curve's highest
 evaluation). A table of 12 random configurations of the study's space, 2 seeds each, spans past it (to 81 nats):
 the reader must find the turn there, inside that interval. The study holds its trials within a 10-nat budget and
-reaches 12.7 nats: the reader must say gold is still rising, and suggest no KL.
+reaches 12.7 nats: the reader must say gold is still rising, and suggest no KL. On the fifth text task, a study with
+no budget runs past its curve's peak: the reader must find it there.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import pandas as pd
 
 from dashboard.frontier_reading import headline, read_metrics_peak, read_peak
 from dashboard.study_reader import StudyRef, open_reader
+from tools.published_figures import interval
 
 RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
 CURVE = RESULTS / "overoptimisation_curve" / "v3" / "overoptimisation_curve_v3.json"
@@ -57,3 +59,21 @@ def test_a_study_held_below_the_peak_reads_gold_still_rising_and_suggests_no_kl(
     assert reading is not None and reading.status == "rising", reading and headline(reading).words
     assert reading.peak.kl <= high  # where it stopped rising lies within the curve's reach of the peak
     assert "no kl_target" in headline(reading).words
+
+
+CURVE_V5 = RESULTS / "overoptimisation_curve" / "v5" / "overoptimisation_curve_v5.json"
+FRONTIER_V5 = RESULTS / "real_model_study" / "real_model_study_v5_frontier" / "study.db"
+
+
+def test_the_fifth_tasks_frontier_study_reads_a_peak_inside_the_seeded_curves_interval(tmp_path: Path) -> None:
+    # The fifth text task's study with no budget (studies/smollm2_v5_frontier.yaml) ran past gold's peak: the page
+    # and the advice must find the turn, inside the t interval of KL at the curve's 3 seeds' own peaks.
+    seeds = json.loads(CURVE_V5.read_text())["per_seed"].values()
+    _, low, high = interval([float(seed["peak_kl"]) for seed in seeds])
+    database = tmp_path / "study.db"
+    shutil.copy(FRONTIER_V5, database)
+    metrics = open_reader(StudyRef(f"sqlite:///{database}", "smollm2_v5_frontier")).metrics()
+    reading = read_metrics_peak(metrics)
+    assert reading is not None and reading.status == "peak", reading and headline(reading).words
+    assert low <= reading.peak.kl <= high, (reading.peak.kl, low, high)
+    assert "kl_target" in headline(reading).words and "no kl_target" not in headline(reading).words
