@@ -193,8 +193,8 @@ def test_the_shipped_files_are_the_studies_and_run_configs_known() -> None:
     # A file that lost its search space would silently move from the study checks to the run-config ones.
     assert set(RUN_CONFIGS) == {"train.yaml", "trl_defaults.yaml", "fortunes_train.yaml", "fortunes_smollm2_train.yaml"}
     assert {p.name for p in STUDY_FILES} == {"quickstart.yaml", "estimators.yaml", "pareto.yaml", "smollm2.yaml",
-                                              "smollm2_v3.yaml", "smollm2_v5.yaml", "smollm2_v5_frontier.yaml", "smollm2_v5_mapped.yaml",
-                                              "trl_grpo_fortunes.yaml"}
+                                              "smollm2_v3.yaml", "smollm2_v5.yaml", "smollm2_v5_frontier.yaml",
+                                              "smollm2_v5_mapped.yaml", "trl_grpo_fortunes.yaml"}
 
 
 @pytest.mark.parametrize(("model", "named"), [
