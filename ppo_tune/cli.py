@@ -24,6 +24,7 @@ from ppo_core.errors import (
     sigterm_as_interrupt,
 )
 from ppo_core.models.quiet import quiet_hugging_face
+from ppo_tune.show_frontier import show_with_frontier
 from tuner.cli import add_study_commands
 from tuner.trial.frozen_heap import run_as_process
 
@@ -42,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     add_train_command(commands)
     add_study_commands(commands)
+    commands.choices["show"].set_defaults(handler=show_with_frontier)  # the tuner's show, and the page's reading
     dashboard = commands.add_parser("dashboard", help="Explore studies in a browser (Streamlit).")
     add_dashboard_arguments(dashboard)
     dashboard.set_defaults(handler=dashboard_command)

@@ -29,8 +29,8 @@ def test_the_speed_row_is_the_files_median_and_range() -> None:
     assert len(RESULT["rounds"]) == 6 and RESULT["base"].startswith("eb62c2d")
 
 
-def test_readme_quotes_the_shared_prompts_run() -> None:
-    latest = json.loads((ROOT / "benchmarks/results/trial_speed/trial_speed_shared_prompts.json").read_text())
+def test_readme_quotes_the_latest_run() -> None:
+    latest = json.loads((ROOT / "benchmarks/results/trial_speed/trial_speed_decode_attention.json").read_text())
     assert f"{latest['summary']['B']['over_a']['median']:.2f}x as fast" in README
     assert latest["base"].startswith("eb62c2d") and len(latest["rounds"]) == 4
 

@@ -15,9 +15,11 @@ import shutil
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from dashboard.frontier_reading import headline, read_metrics_peak, read_peak
 from dashboard.study_reader import StudyRef, open_reader
+from ppo_tune.cli import main
 from tools.published_figures import interval
 
 RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
@@ -77,3 +79,18 @@ def test_the_fifth_tasks_frontier_study_reads_a_peak_inside_the_seeded_curves_in
     assert reading is not None and reading.status == "peak", reading and headline(reading).words
     assert low <= reading.peak.kl <= high, (reading.peak.kl, low, high)
     assert "kl_target" in headline(reading).words and "no kl_target" not in headline(reading).words
+
+
+STUDY_V5 = RESULTS / "real_model_study" / "real_model_study_v5" / "study.db"
+
+
+def test_show_prints_the_pages_reading_after_the_trial_table(tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    # `ppo-tune show` on a cluster without a browser: the Frontier page's words, from every trial of the study.
+    for stored, name, words in ((FRONTIER_V5, "smollm2_v5_frontier", "gold peaks at 25.6 nats of KL"),
+                                (STUDY_V5, "smollm2_v5", "no clear peak")):
+        database = tmp_path / f"{name}.db"
+        shutil.copy(stored, database)
+        assert main(["show", name, "--storage", f"sqlite:///{database}"]) == 0
+        last = capsys.readouterr().out.strip().splitlines()[-1]
+        assert last.startswith("frontier (") and words in last, last

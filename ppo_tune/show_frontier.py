@@ -1,0 +1,41 @@
+"""``ppo-tune show`` with the Frontier page's reading: where held-out gold peaks in KL over every trial of the study,
+or why no peak is named, in the page's own words (``dashboard.frontier_reading``).
+
+``show``'s table comes from the tuner, which knows nothing of the dashboard; the search's line there says where its
+latest proposal aimed, from the trials it had then. A user who tunes on a cluster without a browser, before choosing a
+KL budget from a study that mapped the frontier, needs the reading the Frontier page and the Health advice give, from
+all of the study's trials: the same function reads it here.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from tuner.cli.common import find_named_study
+from tuner.cli.study_commands import command_show
+
+
+def frontier_words(storage: str, name: str) -> str | None:
+    """The Frontier page's headline on study ``name`` in ``storage``; None for a study that records no held-out gold
+    and KL."""
+    # Imported here: the reading loads pandas, which a mistyped command line must not wait for.
+    from dashboard.frontier_reading import headline, read_metrics_peak
+    from dashboard.study_reader import StudyRef, open_reader
+
+    reading = read_metrics_peak(open_reader(StudyRef(storage, name)).metrics())
+    return None if reading is None else headline(reading).words
+
+
+def show_with_frontier(args: argparse.Namespace) -> int:
+    """``ppo-tune show``: the tuner's table and findings, then the Frontier reading of the study's gold in KL."""
+    status = command_show(args)
+    if status != 0:
+        return status
+    _, url, _ = find_named_study(args.name, args.storage, args.command)
+    words = frontier_words(url, args.name)
+    if words is not None:
+        print(f"frontier (the dashboard's reading of every trial's held-out gold in KL): {words}")
+    return status
+
+
+__all__ = ["frontier_words", "show_with_frontier"]
