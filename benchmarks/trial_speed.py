@@ -39,6 +39,8 @@ from typing import Any
 import yaml
 
 from benchmarks.common.machine import machine_facts
+from ppo_core import PPOConfig
+from ppo_core.errors import InputError, first_line
 from tools.provenance import REPO_ROOT, command_line, commit_at_start
 from tools.quick_mode import RESULTS, add_quick_argument, results_path
 from tuner.production.confidence import mean_interval
@@ -176,12 +178,19 @@ def main(argv: list[str] | None = None) -> None:
         config, args.pairs = quick_config(work), 1
     else:
         config = {**yaml.safe_load(args.study.read_text())["base"], **(parse_values(args.set) if args.set else POINT)}
-    base = subprocess.run(["git", "rev-parse", args.base], cwd=REPO_ROOT, capture_output=True, text=True,
-                          check=True).stdout.strip()
-    trees = {"A": base_tree(base, work / "base"), "B": REPO_ROOT}
     variants = {"A": {}, "B": {}, **{name: parse_values(values) for name, *values in args.variant}}
     if args.reference not in variants:
         parser.error(f"--reference: no variant named {args.reference!r}")
+    for name, changes in variants.items():
+        # Each trial's config as this tree reads it, before a base tree is built or a trial is started: a value of
+        # the wrong type ("1e-3" is a string to YAML) would otherwise end the first trial with a traceback.
+        try:
+            PPOConfig(**{**config, **changes, "seed": 0})
+        except InputError as error:
+            parser.error(f"{name}'s config: {first_line(error)}")
+    base = subprocess.run(["git", "rev-parse", args.base], cwd=REPO_ROOT, capture_output=True, text=True,
+                          check=True).stdout.strip()
+    trees = {"A": base_tree(base, work / "base"), "B": REPO_ROOT}
     out = results_path(args.out, OUT, args.quick)
     plan = {"base": base, "config": config, "variants": variants, "threads": args.threads, "quick": args.quick}
     rounds = earlier_rounds(out, plan)

@@ -1,13 +1,15 @@
 """Attention for the CPU sampling copy's decode steps: one query position, its heads grouped over the key/value heads
 (GQA) and read as two products and a softmax per key/value head, in place of SDPA's CPU flash kernel.
 
-With no padding to mask, transformers hands a decode step's grouped heads to SDPA with ``enable_gqa``. In bf16 the
-CPU's flash kernel then took about 4x as long as the two products (SmolLM2-135M's 9 query heads over 3 key/value
-heads, 8 rows, about 50 positions, one thread, an AMD EPYC with AVX-512 BF16: the figures are on
-``benchmarks/results/real_model_phases/README.md``). Every other call, a prompt's prefill among them, and any call
-with an argument the products do not read (dropout, soft-capping, attention sinks, a position bias), goes to
-transformers' own SDPA attention; the masks are SDPA's (:data:`NAME` is registered with ``sdpa_mask``), so both read
-the same mask.
+With no padding to mask (every row's prompt of one length: a GRPO rollout whose rows are one prompt's group),
+transformers hands a decode step's grouped heads to SDPA with ``enable_gqa``. In bf16 the CPU's flash kernel then
+took about 6x as long as the two products (SmolLM2-135M's 9 query heads over 3 key/value heads, 8 rows, about 50
+positions, one thread, an AMD EPYC with AVX-512 BF16: the figures are on
+``benchmarks/results/real_model_phases/README.md``). With padding, transformers folds the grouped heads into the
+query itself and SDPA's kernel is about as fast as the products. Every other call, a prompt's prefill among them,
+and any call with an argument the products do not read (dropout, soft-capping, attention sinks, a position bias),
+goes to transformers' own SDPA attention; the masks are SDPA's (:data:`NAME` is registered with ``sdpa_mask``), so
+both read the same mask.
 """
 
 from __future__ import annotations
