@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 
 from tuner.cli.common import find_named_study
-from tuner.cli.study_commands import command_show
+from tuner.cli.study_commands import show_study
 
 
 def frontier_words(storage: str, name: str) -> str | None:
@@ -27,11 +27,12 @@ def frontier_words(storage: str, name: str) -> str | None:
 
 
 def show_with_frontier(args: argparse.Namespace) -> int:
-    """``ppo-tune show``: the tuner's table and findings, then the Frontier reading of the study's gold in KL."""
-    status = command_show(args)
-    if status != 0:
+    """``ppo-tune show``: the tuner's table and findings, then the Frontier reading of the study's gold in KL. The
+    study is looked up once, so a storage that cannot be read is reported once."""
+    study, url, _ = find_named_study(args.name, args.storage, args.command)
+    status = show_study(study, args.name)
+    if status != 0 or not study.get_trials(deepcopy=False):
         return status
-    _, url, _ = find_named_study(args.name, args.storage, args.command)
     words = frontier_words(url, args.name)
     if words is not None:
         print(f"frontier (the dashboard's reading of every trial's held-out gold in KL): {words}")

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import argparse
 import math
+from typing import TYPE_CHECKING
 
 from tuner.cli.common import UsageError, default_workers, find_named_study, launcher, print_frame, readable_storages
+
+if TYPE_CHECKING:  # imported where a command runs: a mistyped command line must not wait for Optuna
+    import optuna
 
 
 def command_run(args: argparse.Namespace) -> int:
@@ -53,6 +57,12 @@ def command_list(args: argparse.Namespace) -> int:
 
 
 def command_show(args: argparse.Namespace) -> int:
+    study, _, _ = find_named_study(args.name, args.storage, args.command)
+    return show_study(study, args.name)
+
+
+def show_study(study: optuna.Study, name: str) -> int:
+    """``show``'s report of a study found already: its trial table, winner, savings, aim and edge findings."""
     from tuner.run.savings import update_savings
     from tuner.search.frontier_aim import aim_words
     from tuner.search.frontier_sampler import AIM_ATTR
@@ -61,14 +71,13 @@ def command_show(args: argparse.Namespace) -> int:
     from tuner.study.stored_spec import read_stored_spec
     from tuner.study.winner import read_winner
 
-    study, _, _ = find_named_study(args.name, args.storage, args.command)
     frame = trials_frame(study)
     if frame.empty:
-        print(f"study {args.name!r} has no trials yet")
+        print(f"study {name!r} has no trials yet")
         return 0
     savings = update_savings(frame)
     frame.columns = [c.removeprefix("param:") for c in frame.columns]
-    print_frame(frame, f"study {args.name}")
+    print_frame(frame, f"study {name}")
     figure = read_winner(study).figure
     if figure is not None:  # the figure the study chose its best on, as run, best and the dashboard give it
         print(f"best trial {figure.trial}: {figure.words()}")
