@@ -94,3 +94,14 @@ def test_show_prints_the_pages_reading_after_the_trial_table(tmp_path: Path,
         assert main(["show", name, "--storage", f"sqlite:///{database}"]) == 0
         last = capsys.readouterr().out.strip().splitlines()[-1]
         assert last.startswith("frontier (") and words in last, last
+
+
+def test_show_on_a_study_with_no_trials_says_so_and_reads_no_frontier(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    import optuna
+
+    url = f"sqlite:///{tmp_path / 'empty.db'}"
+    optuna.create_study(study_name="empty", storage=url)
+    assert main(["show", "empty", "--storage", url]) == 0
+    out = capsys.readouterr().out
+    assert "has no trials yet" in out and "frontier (" not in out, out
