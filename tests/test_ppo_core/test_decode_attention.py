@@ -32,10 +32,10 @@ def _head_by_head(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, m
             scores = []
             for j in range(key.shape[2]):
                 score = scaling * float(query[b, h, 0].double() @ key[b, g, j].double())
-                if mask is not None:
-                    m = mask[b, 0, 0, j]
-                    score = score if (bool(m) if mask.dtype == torch.bool else True) else -math.inf
-                    score += 0.0 if mask.dtype == torch.bool else float(m)
+                if mask is not None and mask.dtype == torch.bool:
+                    score = score if bool(mask[b, 0, 0, j]) else -math.inf
+                elif mask is not None:
+                    score += float(mask[b, 0, 0, j])
                 scores.append(score)
             top = max(scores)
             weights = [math.exp(s - top) for s in scores]

@@ -58,10 +58,11 @@ def command_list(args: argparse.Namespace) -> int:
 
 def command_show(args: argparse.Namespace) -> int:
     study, _, _ = find_named_study(args.name, args.storage, args.command)
-    return show_study(study, args.name)
+    show_study(study, args.name)
+    return 0
 
 
-def show_study(study: optuna.Study, name: str) -> int:
+def show_study(study: optuna.Study, name: str) -> None:
     """``show``'s report of a study found already: its trial table, winner, savings, aim and edge findings."""
     from tuner.run.savings import update_savings
     from tuner.search.frontier_aim import aim_words
@@ -74,7 +75,7 @@ def show_study(study: optuna.Study, name: str) -> int:
     frame = trials_frame(study)
     if frame.empty:
         print(f"study {name!r} has no trials yet")
-        return 0
+        return
     savings = update_savings(frame)
     frame.columns = [c.removeprefix("param:") for c in frame.columns]
     print_frame(frame, f"study {name}")
@@ -90,4 +91,3 @@ def show_study(study: optuna.Study, name: str) -> int:
     findings = edge_findings(study.get_trials(deepcopy=False), space, study.directions)
     if findings:
         print(format_edge_findings(findings))
-    return 0
