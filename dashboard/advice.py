@@ -41,6 +41,7 @@ from dashboard.health_rules import (
     Finding,
 )
 from dashboard.study_reader import PARAM_PREFIX, StudyView
+from tuner.search.frontier_peak import kl_range
 from tuner.study.edge_findings import EdgeFinding
 
 KL = "KL control"
@@ -316,7 +317,7 @@ def edge_advice(findings: Sequence[EdgeFinding]) -> list[Advice]:
 def peak_sentence(reading: PeakReading) -> str:
     """The study's own KL figure, where its evaluations show gold peaking: what replaces the guidance's generic one."""
     peak = reading.peak
-    return (f"This study's gold score peaks at {peak.kl:.3g} nats of KL ({peak.kl_low:.3g}-{peak.kl_high:.3g} over "
+    return (f"This study's gold score peaks at {peak.kl:.3g} nats of KL ({kl_range(peak.kl_low, peak.kl_high)} over "
             "resampled trials): keep KL near it.")
 
 
@@ -339,7 +340,7 @@ def peak_advice(reading: PeakReading | None) -> list[Advice]:
         return []
     return [Advice(
         KL, INFO, f"Gold peaks at {peak.kl:.3g} nats of KL",
-        f"{read_from}: {peak.kl_low:.3g}-{peak.kl_high:.3g} nats over resampled trials, {peak.inside:.0%} of which "
+        f"{read_from}: {kl_range(peak.kl_low, peak.kl_high)} nats over resampled trials, {peak.inside:.0%} of which "
         f"show the turn; {reading.clearance.numbers()} (the Frontier page draws it)",
         f"Aim kl_target (with the adaptive controller) near {peak.kl:.3g} nats, or keep the KL budget near "
         f"{peak.kl_high:.3g}: past the peak, more KL buys proxy score, not gold.",

@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 from dashboard.charts import STATE_WORD, group_colors
 from dashboard.frontier_reading import PeakReading
 from dashboard.palette import FIT_COLOR, FRONT_COLOR, OTHER_STATE_COLOR, STATE_COLORS, THRESHOLD_COLOR, trial_color
+from tuner.search.frontier_peak import kl_range
 
 # With points coloured by group, the state moves to the marker's shape.
 STATE_SYMBOLS = {"COMPLETE": "circle", "PRUNED": "x", "FAIL": "diamond", "RUNNING": "triangle-up"}
@@ -143,7 +144,7 @@ def frontier_figure(
             traces.append(go.Scatter(
                 x=[peak.kl_low, peak.kl_high, peak.kl_high, peak.kl_low, peak.kl_low],
                 y=[low_y, low_y, high_y, high_y, low_y], mode="lines", fill="toself", meta={"role": "kl_interval"},
-                name=f"peak's 80% interval: {peak.kl_low:.3g}-{peak.kl_high:.3g}", line={"width": 0},
+                name=f"peak's 80% interval: {kl_range(peak.kl_low, peak.kl_high)}", line={"width": 0},
                 fillcolor="rgba(128, 128, 128, 0.15)", hoverinfo="skip",
             ))
             traces.append(go.Scatter(

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from tuner.search.frontier_peak import KL_FLOOR, FrontierPeak, thin_paths
+from tuner.search.frontier_peak import KL_FLOOR, FrontierPeak, kl_range, thin_paths
 from tuner.search.frontier_points import frontier_source, study_peak, trajectories
 
 PEAK_COLUMNS = ["trial", "update", "kl", "sqrt_kl", "gold"]
@@ -257,7 +257,7 @@ def own_turn_words(reading: PeakReading) -> str:
         return ""
     kls = sorted(turn.kl for turn in own)
     return (f". On their own paths {len(own)} of {reading.peak.trials} trials rose and then fell by more than "
-            f"{CLEAR_MULTIPLE:g}x the noise, peaking at {kls[0]:.3g}-{kls[-1]:.3g} nats: gold turns within runs, "
+            f"{CLEAR_MULTIPLE:g}x the noise, peaking at {kl_range(kls[0], kls[-1])} nats: gold turns within runs, "
             "but not at one KL across them")
 
 
@@ -278,7 +278,7 @@ def _unclear_reason(reading: PeakReading) -> str:
     if peak.status == "peak" and clearance.fall_clear:
         return (f"gold varies by less than the runs' noise from {peak.kl_min:.3g} to about {peak.kl:.3g} nats, then "
                 f"falls: {against}. No KL below that stands out, so there is no kl_target to suggest")
-    return (f"gold varies by less than the runs' noise across {peak.kl_min:.3g}-{peak.kl_max:.3g} nats: {against}. "
+    return (f"gold varies by less than the runs' noise across {kl_range(peak.kl_min, peak.kl_max)} nats: {against}. "
             "The data single out no KL, so there is no kl_target to suggest")
 
 
@@ -286,7 +286,7 @@ def headline(reading: PeakReading) -> Headline:
     """The peak's KL where the data show a clear turn; else which way gold lies (still rising at the highest KL
     measured, or already falling at the lowest), that it shows no clear peak, or why nothing can be read yet."""
     peak = reading.peak
-    interval = f"{peak.kl_low:.3g}-{peak.kl_high:.3g}"
+    interval = kl_range(peak.kl_low, peak.kl_high)
     if reading.status == "peak":
         return Headline("Gold peaks at", f"{peak.kl:.3g} nats",
                         f"gold peaks at {peak.kl:.3g} nats of KL (from {peak.trials} trials' {peak.points} "

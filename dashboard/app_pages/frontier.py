@@ -23,6 +23,7 @@ from dashboard.frontier_reading import (
     read_peak,
 )
 from dashboard.ui import PageContext, color_by_picker, keep_valid, picked, run_page, show_table
+from tuner.search.frontier_peak import kl_range
 from tuner.search.frontier_points import FrontierSource, frontier_source, trajectories
 
 TRIALS_KEY, SCOPE_KEY = "frontier_trials", "frontier_fit_scope"
@@ -61,7 +62,7 @@ def _peak_summary(reading: PeakReading, source: FrontierSource, scope: str) -> N
                            f"measured KL range, and rises to it and falls after it by more than {CLEAR_MULTIPLE:g}x "
                            "the runs' noise each.")
     columns[1].metric("Smoothed gold there", number(peak.value) if found else MISSING)
-    columns[2].metric("80% interval", f"{peak.kl_low:.3g}-{peak.kl_high:.3g}" if found else MISSING,
+    columns[2].metric("80% interval", kl_range(peak.kl_low, peak.kl_high) if found else MISSING,
                       help="The peaks read from studies resampled from this one's trials, drawn with replacement.")
     columns[3].metric("Resamples that turn",
                       f"{peak.inside:.0%}" if reading.status in ("peak", "rising", "falling") else MISSING,

@@ -520,7 +520,7 @@ def test_study_page_says_where_a_frontier_guided_search_aims(tmp_path: Path, mon
     study.set_user_attr(SPEC_ATTR, {"name": "aim"})
     aims = [{**start_aim(0).to_dict(), "predicted_ln_kl": None, "predicted_sd": None, "trials_measured": 0},
             {"kind": "peak", "center": math.log(1.5), "spread": 0.2, "target": math.log(1.6),
-             "reason": "the objective peaks at 1.5 nats (1.3-1.7 in 80% of resampled studies; 6 trials' 24 "
+             "reason": "the objective peaks at 1.5 nats (1.3 to 1.7 in 80% of resampled studies; 6 trials' 24 "
                        "evaluations)", "predicted_ln_kl": math.log(1.55), "predicted_sd": 0.3, "trials_measured": 6}]
     for number, aim in enumerate(aims):
         study.add_trial(optuna.trial.create_trial(

@@ -190,7 +190,7 @@ def test_the_page_reads_the_peak_the_tuner_reads_and_draws_it() -> None:
     assert reading.peak == peak and reading.found, reading.clearance
     lead = headline(reading)
     assert (lead.label, lead.value) == ("Gold peaks at", f"{peak.kl:.3g} nats")
-    assert f"{peak.kl_low:.3g}-{peak.kl_high:.3g}" in lead.words
+    assert f"{peak.kl_low:.3g} to {peak.kl_high:.3g}" in lead.words
     points = final_points(paths, {n: "COMPLETE" for n in range(8)})
     figure = frontier_figure(points, pareto_front(points), reading)
     (curve,) = traces_with_role(figure, "fit")

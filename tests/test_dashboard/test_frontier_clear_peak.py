@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +16,7 @@ from helpers.frontier_paths import peaked_paths
 from optuna.distributions import FloatDistribution
 from streamlit.testing.v1 import AppTest
 
+from dashboard.advice import peak_advice
 from dashboard.frontier_reading import (
     CLEAR_MULTIPLE,
     PeakClearance,
@@ -107,7 +109,7 @@ def test_flat_gold_with_one_low_point_at_high_kl_is_no_clear_peak_and_no_kl_advi
     metrics = {m.label: m.value for m in frontier.metric}
     assert "Gold peaks at" not in metrics and "No clear peak" in metrics, metrics
     text = page_text(frontier)
-    assert "No clear peak" in text and "0.136-23.6 nats" in text, text
+    assert "No clear peak" in text and "0.136 to 23.6 nats" in text, text
     # The sizes the verdict rests on, in numbers: the rise, the fall and the runs' noise.
     assert all(word in text for word in ("rise +", "fall +", "noise ±", "run-to-run SD")), text
     assert not any(advice in text for advice in KL_ADVICE), text
@@ -251,3 +253,17 @@ def test_a_flat_study_names_no_trials_that_turned() -> None:
     reading = read_peak(paths)
     assert len(reading.own) < reading.peak.trials / 2  # a few pass by noise alone; too few to be named
     assert "turns within runs" not in headline(reading).words
+
+
+def test_a_kl_range_that_starts_below_zero_reads_as_a_range_not_a_subtraction() -> None:
+    # A held-out KL estimate near the start can dip below zero (an unbiased estimator's noise): the flat study with
+    # its first evaluation at -0.0552 nats, read as the Frontier page, `ppo-tune show` and Health's advice read it.
+    numbers, kls, golds = flat_gold()
+    paths = pd.DataFrame({"trial": numbers, "kl": [-0.0552, *kls[1:]], "gold": golds})
+    paths["update"] = paths.groupby("trial").cumcount() + 1
+    reading = read_peak(paths)
+    assert reading.status == "unclear" and reading.peak.kl_min == -0.0552
+    (advice,) = peak_advice(reading)
+    for text in (headline(reading).words, advice.evidence):
+        assert re.search(r"\d-[-\d]", text) is None, text  # "-0.0552-23.6" reads as a subtraction
+        assert "across -0.0552 to 23.6 nats" in text, text

@@ -93,7 +93,7 @@ def test_a_finding_names_the_final_kl_band_of_the_best_trials() -> None:
     (finding,) = edge_findings(trials, SPACE, MAXIMIZE)
     # The trial whose last KL is not finite counts by its last finite one (1.3).
     assert finding.kl_band == (1.1, 1.9)
-    assert finding.message.endswith("widen the range above it (the best trials end at 1.1-1.9 nats of KL)")
+    assert finding.message.endswith("widen the range above it (the best trials end at 1.1 to 1.9 nats of KL)")
 
 
 def test_lower_bounds_ints_and_minimizing() -> None:

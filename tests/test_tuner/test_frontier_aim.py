@@ -127,9 +127,9 @@ def test_a_stored_aim_reads_as_one_line_naming_where_why_and_the_prediction() ->
     stored = {**aim.to_dict(), "predicted_ln_kl": math.log(1.8), "predicted_sd": 0.2, "trials_measured": 12}
     line = aim_words(stored, 17)
     assert line.startswith(f"trial 17 aimed at {math.exp(aim.target):.3g} nats of held-out KL: the objective peaks "
-                           "at 2 nats (1.5-3 in 80% of resampled studies; 12 trials' 48 evaluations)")
+                           "at 2 nats (1.5 to 3 in 80% of resampled studies; 12 trials' 48 evaluations)")
     low, high = 1.8 * math.exp(-1.2815515655446004 * 0.2), 1.8 * math.exp(1.2815515655446004 * 0.2)
-    assert line.endswith(f"the KL model (12 trials) predicted 1.8 nats ({low:.3g}-{high:.3g})")
+    assert line.endswith(f"the KL model (12 trials) predicted 1.8 nats ({low:.3g} to {high:.3g})")
     start = {**start_aim(2).to_dict(), "predicted_ln_kl": None, "predicted_sd": None, "trials_measured": 0}
     assert aim_words(start, 2) == ("trial 2 was a start-up trial, at the 75% quantile of the step mass: no KL model "
                                    "yet, so the first trials spread over the step mass")

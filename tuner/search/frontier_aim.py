@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from tuner.search.frontier_peak import INTERVAL, FrontierPeak
+from tuner.search.frontier_peak import INTERVAL, FrontierPeak, kl_range
 from tuner.search.space import ParamSpec, choose_point
 
 STEP = 1.0
@@ -104,7 +104,7 @@ def choose_aim(peak: FrontierPeak | None, predicted: np.ndarray, rng: np.random.
     if peak.found:
         center, width = math.log(peak.kl), peak_spread(peak)
         return Aim("peak", center, width, float(center + width * rng.standard_normal()),
-                   f"the objective peaks at {peak.kl:.3g} nats ({peak.kl_low:.3g}-{peak.kl_high:.3g} in "
+                   f"the objective peaks at {peak.kl:.3g} nats ({kl_range(peak.kl_low, peak.kl_high)} in "
                    f"{INTERVAL:.0%} of resampled studies; {_support(peak)})")
     edge = math.log(max(peak.kl, 1e-12))
     if peak.status == "rising":
@@ -172,7 +172,7 @@ def aim_words(aim: Mapping[str, Any], number: int) -> str:
     if aim.get("predicted_ln_kl") is not None:
         low, high = (math.exp(aim["predicted_ln_kl"] + sign * _Z * aim["predicted_sd"]) for sign in (-1, 1))
         line += (f"; the KL model ({aim['trials_measured']} trials) predicted "
-                 f"{math.exp(aim['predicted_ln_kl']):.3g} nats ({low:.3g}-{high:.3g})")
+                 f"{math.exp(aim['predicted_ln_kl']):.3g} nats ({kl_range(low, high)})")
     return line
 
 

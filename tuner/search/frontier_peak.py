@@ -84,6 +84,17 @@ class FrontierPeak:
         return self.status == "peak"
 
 
+def kl_range(low: float, high: float) -> str:
+    """A range of KL in words, the unit left to the caller: ``f"{low:.3g} to {high:.3g}"``.
+
+    Every KL range the study's readings print (the Frontier page, ``ppo-tune show``, Health's advice, the frontier
+    sampler's aim, the edge findings) is written by this one function. "to", not a hyphen: a held-out KL
+    estimate can be slightly negative (an unbiased estimator's noise, see :data:`KL_FLOOR`), and
+    "-0.0552-49.9" reads as a subtraction where ``kl_range(-0.0552, 49.9)`` reads "-0.0552 to 49.9".
+    """
+    return f"{low:.3g} to {high:.3g}"
+
+
 def local_linear(x: np.ndarray, y: np.ndarray, grid: np.ndarray, bandwidth: float,
                  neighbours: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """The local-linear smoother of (x, y) at each grid point g, and the kernel weight behind it.
@@ -194,7 +205,7 @@ def frontier_peak(trials: Sequence[int], kl: Sequence[float], values: Sequence[f
                      f"least {MIN_POINTS} of {MIN_TRIALS}", len(ids), len(k), k)
     x = np.log(np.maximum(k, KL_FLOOR))
     if float(x.max() - x.min()) < min(BANDWIDTHS):
-        return _none(f"every evaluation is at about the same KL ({math.exp(x.min()):.3g}-{math.exp(x.max()):.3g} "
+        return _none(f"every evaluation is at about the same KL ({kl_range(math.exp(x.min()), math.exp(x.max()))} "
                      "nats): no curve to read yet", len(ids), len(k), k)
     y = v if maximize else -v
     t, x, y = thin_paths(t, x, y)  # in ln KL: a run of points is averaged where the smoother reads it

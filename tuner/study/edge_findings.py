@@ -9,7 +9,7 @@ Example::
     space = read_stored_spec(study.user_attrs, len(study.directions)).search_space  # tuner.study.stored_spec
     print(format_edge_findings(edge_findings(study.get_trials(), space, study.directions)))
     # learning_rate: the best 6 of 30 trials lie within 10% of the upper bound 5e-05; widen the range above it
-    # (the best trials end at 1.1-1.9 nats of KL)
+    # (the best trials end at 1.1 to 1.9 nats of KL)
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from typing import Literal
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial
 
+from tuner.search.frontier_peak import kl_range
 from tuner.search.space import ParamSpec
 from tuner.store.attrs import KL_HISTORY_ATTR
 from tuner.study.constraints import feasible
@@ -65,7 +66,7 @@ class EdgeFinding:
             else f"{self.near} of the best {self.top} of {self.ranked} trials lie"
         side = "upper" if self.bound == "high" else "lower"
         band = "" if self.kl_band is None else \
-            f" (the best trials end at {self.kl_band[0]:.3g}-{self.kl_band[1]:.3g} nats of KL)"
+            f" (the best trials end at {kl_range(*self.kl_band)} nats of KL)"
         return (f"{self.param}: {who} within {self.margin:.0%} of the {side} bound {self.value:g}; widen the range "
                 f"{'above' if self.bound == 'high' else 'below'} it{band}")
 
