@@ -20,6 +20,9 @@ prompt tokens (random ids: the cost of a dense transformer does not depend on wh
 - **sample_packed**: the same loop from the copy a rollout samples from on a CPU
   (``ppo_core.rollout.sampling_copy.SamplingCopy``: the weights in the phase's precision, each linear layer packed
   for oneDNN at the batch's rows), against the same bound.
+- **sample_fused**: the same copy decoding through its fused decode step (``ppo_core.models.fused_decode``, the
+  rollout's default for Llama-family models; ``sample_packed`` is the same copy with ``fused_decode`` off), against the
+  same bound.
 - **forward**: one no-grad forward over prompt + response, as the reference and old log-probabilities take it.
 - **forward + backward**: the policy loss's pass over prompt + response, with every weight trained (``full``) and
   with LoRA adapters (r 16 on the attention and MLP projections; the base frozen).
@@ -135,8 +138,8 @@ def measure_precision(path: str, precision: str, args: argparse.Namespace) -> di
     decode = decode_step(model, prompts, args)
     from ppo_core.rollout.sampling_copy import SamplingCopy
 
-    packed = decode_step(SamplingCopy(model, dtype, args.batch).model,
-                         prompts, args, weights_of=model)
+    packed = decode_step(SamplingCopy(model, dtype, args.batch, fused=False).model, prompts, args, weights_of=model)
+    fused = decode_step(SamplingCopy(model, dtype, args.batch).model, prompts, args, weights_of=model)
     forward_s = best_seconds(forward, args.repeats)
     model.train()
     full_s = best_seconds(forward_backward(model), args.repeats)
@@ -155,6 +158,7 @@ def measure_precision(path: str, precision: str, args: argparse.Namespace) -> di
                      "new_token_vs_forward": generated / args.new_tokens / forward_s},
         "sample": decode,
         "sample_packed": packed,
+        "sample_fused": fused,
         "forward": phase(forward_s, 2 * pass_weights, peak),
         "forward_backward_full": phase(full_s, 6 * pass_weights, peak),
         "forward_backward_lora": phase(lora_s, 4 * pass_weights, peak),
@@ -199,7 +203,8 @@ def quick_model(directory: Path) -> str:
 def markdown(result: dict[str, Any]) -> str:
     lines = ["| precision | phase | seconds | GFLOP/s | share of matmul peak |", "|---|---|---|---|---|"]
     for precision, figures in result["precisions"].items():
-        for key, what in (("sample", "sample (ppo_core's loop)"), ("sample_packed", "sample (the packed copy)")):
+        for key, what in (("sample", "sample (ppo_core's loop)"), ("sample_packed", "sample (the packed copy)"),
+                          ("sample_fused", "sample (the copy's fused decoder)")):
             sample = figures[key]
             lines.append(f"| {precision} | {what} | {sample['seconds']:.3f} | "
                          f"decode step {1000 * sample['step_seconds']:.1f} ms | {sample['step_over_bound']:.1f}x its "

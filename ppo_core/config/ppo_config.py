@@ -330,6 +330,13 @@ class PPOConfig(ScriptArguments, ModelConfig, ConfigReadings):
                             "at the model's shapes (ppo_core.models.sampling_precision), else float32. Reported as "
                             "precision/sampling_bf16."),
     )
+    fused_decode: bool = field(
+        default=True,
+        metadata=field_help("CPU only: the sampling copy's decode steps, for Llama and Qwen2 models, in few "
+                            "operations from joined and packed weights with a fixed-width KV cache "
+                            "(ppo_core.models.fused_decode); the model's forward up to float rounding. Off, or another "
+                            "architecture: the model's own forward."),
+    )
     fused_logits_head: bool = field(
         default=False,
         metadata=field_help("CUDA only: the update's log-probs and entropy in one compiled function over the logits "

@@ -5,7 +5,9 @@ Decoding a few rows reads every weight once per token. Through an unmerged LoRA 
 its base product plus two rank-r products and an add at every step; merged, one product, from a weight packed once
 for oneDNN's kernels (``ppo_core.models.packed_linear``). In bf16, where the CPU runs bf16 products faster
 (``ppo_core.models.sampling_precision``), each step also reads half the bytes. A decode step's attention runs as
-two products per key/value head (``ppo_core.models.decode_attention``), where SDPA's CPU flash kernel was slow. The
+two products per key/value head (``ppo_core.models.decode_attention``), where SDPA's CPU flash kernel was slow; for
+a Llama-family model the decode steps run in few operations from joined weights (``ppo_core.models.fused_decode``,
+``fused_decode``), the prompts' prefill through the model's own forward. The
 copy is refreshed from the policy after each update, so every rollout samples from the policy as trained so far
 (rounded to the copy's dtype). Only the sampling moves to the copy: the rollout's log-probabilities still come from
 the policy's own scoring forward, so PPO's ratios are exact whatever the copy's dtype.
@@ -24,6 +26,7 @@ from transformers import PreTrainedModel
 
 from ppo_core.config.ppo_config import PPOConfig
 from ppo_core.models.decode_attention import use_decode_attention
+from ppo_core.models.fused_decode import FusedDecoder, fused_decoder
 from ppo_core.models.packed_linear import PackedLinear, pack_linears
 from ppo_core.models.sampling_precision import DTYPES, measured_sampling_dtype
 
@@ -58,10 +61,12 @@ def mergeable(policy: PreTrainedModel) -> bool:
 class SamplingCopy:
     """``model``: the policy with its adapters merged, in ``dtype``, frozen, in eval mode, its linear layers packed
     for products of about ``rows`` rows (``ppo_core.models.packed_linear``), its decode steps' attention
-    ``ppo_core.models.decode_attention``'s where it was SDPA's (``decode_attention``); :meth:`refresh` writes the
-    policy's trained weights in. ``policy`` must be :func:`mergeable`."""
+    ``ppo_core.models.decode_attention``'s where it was SDPA's (``decode_attention``), and where ``fused`` and the
+    architecture allow, a :class:`ppo_core.models.fused_decode.FusedDecoder` of it (``decoder``) that the sampling
+    loop decodes with; :meth:`refresh` writes the policy's trained weights in. ``policy`` must be
+    :func:`mergeable`."""
 
-    def __init__(self, policy: PreTrainedModel, dtype: torch.dtype, rows: int) -> None:
+    def __init__(self, policy: PreTrainedModel, dtype: torch.dtype, rows: int, fused: bool = True) -> None:
         self._lora: list[tuple[nn.Module, LoraLinear]] = []
         self._trained: list[tuple[torch.Tensor, torch.Tensor]] = []
         if isinstance(policy, PeftModel):
@@ -77,12 +82,14 @@ class SamplingCopy:
         self.dtype = dtype
         self.decode_attention = use_decode_attention(self.model)
         self._packed = pack_linears(self.model, rows)
+        self.decoder: FusedDecoder | None = None
         if isinstance(policy, PeftModel):
             # Each adapted layer of the copy beside the policy's layer it follows: the same module paths.
             self._lora = [(self.model.get_submodule(name), module)
                           for name, module in policy.get_base_model().named_modules()
                           if isinstance(module, LoraLinear)]
         self.refresh()  # one rounding rule from the start: peft's own merge adds in the base's dtype
+        self.decoder = fused_decoder(self.model, rows) if fused else None  # joins the merged weights
 
     @torch.no_grad()
     def refresh(self) -> None:
@@ -100,6 +107,8 @@ class SamplingCopy:
         if self._trained:  # a fully trained policy: every layer may have moved
             for packed in self._packed:
                 packed.repack()
+        if self.decoder is not None:
+            self.decoder.refresh()
 
 
 def sampling_copy(config: PPOConfig, policy: PreTrainedModel, device: torch.device) -> SamplingCopy | None:
@@ -114,7 +123,7 @@ def sampling_copy(config: PPOConfig, policy: PreTrainedModel, device: torch.devi
         measured_sampling_dtype(policy, rows).torch_dtype
     if not isinstance(policy, PeftModel) and policy.dtype == dtype:
         return None
-    return SamplingCopy(policy, dtype, rows)
+    return SamplingCopy(policy, dtype, rows, config.fused_decode)
 
 
 __all__ = ["SamplingCopy", "is_plain_lora", "mergeable", "sampling_copy"]

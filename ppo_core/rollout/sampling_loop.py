@@ -21,12 +21,15 @@ by pad afterwards, as ``ppo_core.models.generation.generate`` does with HF's out
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import nn
 from transformers import PreTrainedModel
 
+from ppo_core.models.fused_decode import decoder_of
 from ppo_core.models.sequences import position_ids_from_mask, response_mask_after_stop
-from ppo_core.rollout.shared_prompts import prompt_pass
+from ppo_core.rollout.shared_prompts import PromptPass, prompt_pass
 
 BLOCK = 256
 """Vocabulary entries a draw's second level sums over: the first level sums V / BLOCK block totals."""
@@ -60,6 +63,29 @@ def draw(logits: torch.Tensor, temperature: float, block: int = BLOCK) -> torch.
     return (chosen * block + offset).squeeze(1).clamp_max(vocab - 1)
 
 
+Step = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+"""(token [B], position ids [B, 1], attention mask [B, L]) -> the next logits [B, V], the token appended."""
+
+
+def decode_step(model: PreTrainedModel, prompts: PromptPass, width: int) -> Step:
+    """One decode step after ``prompts``: the model's :class:`ppo_core.models.fused_decode.FusedDecoder` where the
+    sampling copy built one, over a cache ``width`` columns wide, else the model's own forward with its KV cache."""
+    decoder = decoder_of(model)
+    if decoder is not None and prompts.whole is None:
+        kept = decoder.new_cache(prompts.layers, prompts.inverse, width)
+
+        def fused(token: torch.Tensor, position: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+            return decoder.step(token, position, mask, kept, mask.shape[1] - 1)
+        return fused
+    cache = prompts.cache(model)
+
+    def forward(token: torch.Tensor, position: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        logits: torch.Tensor = model(input_ids=token.unsqueeze(1), attention_mask=mask, position_ids=position,
+                                     use_cache=True, **cache).logits
+        return logits[:, -1]
+    return forward
+
+
 @torch.no_grad()
 def sample_responses(model: PreTrainedModel, queries: torch.Tensor, query_mask: torch.Tensor, max_new_tokens: int,
                      temperature: float, stop_token_id: int | None,
@@ -69,7 +95,7 @@ def sample_responses(model: PreTrainedModel, queries: torch.Tensor, query_mask: 
     longest response took (fewer than ``max_new_tokens`` when every row stopped early)."""
     rows = queries.shape[0]
     prompts = prompt_pass(model, queries, query_mask)  # a prompt several rows share is run once
-    cache, logits = prompts.cache(model), prompts.row_logits()
+    logits, step = prompts.row_logits(), decode_step(model, prompts, queries.shape[1] + max_new_tokens)
     mask = query_mask.long()
     position = position_ids_from_mask(mask)[:, -1:]
     stopped = torch.zeros(rows, dtype=torch.bool, device=queries.device)
@@ -83,12 +109,11 @@ def sample_responses(model: PreTrainedModel, queries: torch.Tensor, query_mask: 
             break
         mask = torch.cat([mask, mask.new_ones((rows, 1))], dim=1)
         position = position + 1
-        logits = model(input_ids=token.unsqueeze(1), attention_mask=mask, position_ids=position, use_cache=True,
-                       **cache).logits[:, -1]
+        logits = step(token, position, mask)
     responses = torch.stack(tokens, dim=1)
     response_mask = response_mask_after_stop(responses, stop_token_id)
     responses = torch.where(response_mask, responses, torch.full_like(responses, pad_token_id))
     return responses, response_mask
 
 
-__all__ = ["BLOCK", "draw", "sample_responses"]
+__all__ = ["BLOCK", "Step", "decode_step", "draw", "sample_responses"]

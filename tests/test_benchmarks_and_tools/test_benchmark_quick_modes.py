@@ -522,10 +522,11 @@ def test_real_model_phases_quick_times_every_phase_in_both_precisions(tmp_path: 
         for name in ("generate", "forward", "forward_backward_full", "forward_backward_lora"):
             assert_finite(figures[name], ["seconds", "gflops", "share_of_peak"], f"{precision} {name}")
         assert_finite(figures["generate"], ["seconds_per_new_token", "new_token_vs_forward"], precision)
-        for sample in ("sample", "sample_packed"):
+        for sample in ("sample", "sample_packed", "sample_fused"):
             assert_finite(figures[sample], ["seconds", "step_seconds", "step_bytes", "read_bytes_per_s",
                                             "step_bound_seconds", "step_over_bound"], f"{precision} {sample}")
-        assert figures["sample_packed"]["step_bytes"] == figures["sample"]["step_bytes"]
+            assert figures[sample]["step_bytes"] == figures["sample"]["step_bytes"]
+        assert f"| {precision} | sample (the copy's fused decoder) |" in printed
         assert f"| {precision} | forward_backward_lora |" in printed
     assert result["code"] and result["machine"]
 
