@@ -98,7 +98,7 @@ def test_attend_equals_a_position_by_position_reference() -> None:
     kept = torch.randn(2, groups, length, dim, generator=generator)
     additive = torch.zeros(groups, group, length)
     additive[:2, :, :3] = -math.inf  # left padding of the first row's two key/value heads
-    ours = attend(queries, kept, additive, dim ** -0.5)
+    ours = attend(queries, kept[0].transpose(1, 2), kept[1], additive, dim ** -0.5)
     for g in range(groups):
         for h in range(group):
             scores = [dim ** -0.5 * float(queries[g, h].double() @ kept[0, g, j].double()) + float(additive[g, h, j])
