@@ -20,9 +20,10 @@ prompt tokens (random ids: the cost of a dense transformer does not depend on wh
 - **sample_packed**: the same loop from the copy a rollout samples from on a CPU
   (``ppo_core.rollout.sampling_copy.SamplingCopy``: the weights in the phase's precision, each linear layer packed
   for oneDNN at the batch's rows), against the same bound.
-- **sample_fused**: the same copy decoding through its fused decode step (``ppo_core.models.fused_decode``, the
+- **sample_fused**: the same copy sampling through its fused decoder (``ppo_core.rollout.fused_decode``, the
   rollout's default for Llama-family models; ``sample_packed`` is the same copy with ``fused_decode`` off), against the
-  same bound.
+  same bound, and the step's weight products alone (``products_seconds``), timed in the step's order: the part of the
+  step only faster products could shorten.
 - **forward**: one no-grad forward over prompt + response, as the reference and old log-probabilities take it.
 - **forward + backward**: the policy loss's pass over prompt + response, with every weight trained (``full``) and
   with LoRA adapters (r 16 on the attention and MLP projections; the base frozen).
@@ -46,7 +47,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -54,6 +55,9 @@ from benchmarks.common.machine import machine_facts
 from benchmarks.matmul_peak import best_flops_per_s
 from tools.provenance import commit_at_start
 from tools.quick_mode import RESULTS, add_quick_argument, results_path
+
+if TYPE_CHECKING:
+    from ppo_core.rollout.fused_decode import FusedDecoder
 
 OUT = RESULTS / "real_model_phases" / "real_model_phases.json"
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
@@ -176,6 +180,7 @@ def decode_step(model: torch.nn.Module, prompts: torch.Tensor, args: argparse.Na
     """ppo_core's decode loop on ``prompts``: the whole sampling's seconds, one decode step's, and that step against
     the bytes it reads over the measured bandwidth (the bytes of ``weights_of``'s matmul weights, ``model``'s by
     default: a packed copy holds the same weights in a layout the count does not read)."""
+    from ppo_core.rollout.fused_decode import decoder_of
     from ppo_core.rollout.sampling_loop import sample_responses
 
     def sample(new_tokens: int) -> Callable[[], None]:
@@ -190,8 +195,21 @@ def decode_step(model: torch.nn.Module, prompts: torch.Tensor, args: argparse.Na
     step_bytes = (body + head) * next(counted.parameters()).element_size()
     bandwidth = read_bandwidth(BANDWIDTH_BYTES if not args.quick else 8 << 20, args.repeats)
     bound = step_bytes / bandwidth
-    return {"seconds": whole, "step_seconds": step, "step_bytes": step_bytes, "read_bytes_per_s": bandwidth,
-            "step_bound_seconds": bound, "step_over_bound": step / bound}
+    result = {"seconds": whole, "step_seconds": step, "step_bytes": step_bytes, "read_bytes_per_s": bandwidth,
+              "step_bound_seconds": bound, "step_over_bound": step / bound}
+    decoder = decoder_of(model)  # type: ignore[arg-type]
+    if decoder is not None:
+        products = products_seconds(decoder, prompts.shape[0], args.repeats)
+        result.update(products_seconds=products, products_over_bound=products / bound)
+    return result
+
+
+def products_seconds(decoder: FusedDecoder, rows: int, repeats: int) -> float:
+    """One decode step's weight products alone, in the step's order (each layer's four, then the head), on ``rows``
+    rows: the part of a step no change outside the products can make faster."""
+    products = decoder.products()
+    inputs = [torch.randn(rows, product.in_features).to(product.dtype) for product in products]
+    return best_seconds(lambda: [product(x) for product, x in zip(products, inputs, strict=True)], repeats)
 
 
 def quick_model(directory: Path) -> str:
@@ -206,10 +224,12 @@ def markdown(result: dict[str, Any]) -> str:
         for key, what in (("sample", "sample (ppo_core's loop)"), ("sample_packed", "sample (the packed copy)"),
                           ("sample_fused", "sample (the copy's fused decoder)")):
             sample = figures[key]
+            products = "" if "products_seconds" not in sample else \
+                f"; its products alone {1000 * sample['products_seconds']:.1f} ms, {sample['products_over_bound']:.1f}x"
             lines.append(f"| {precision} | {what} | {sample['seconds']:.3f} | "
                          f"decode step {1000 * sample['step_seconds']:.1f} ms | {sample['step_over_bound']:.1f}x its "
                          f"bound of {1000 * sample['step_bound_seconds']:.1f} ms ({sample['step_bytes'] / 1e6:.0f} "
-                         f"MB at {sample['read_bytes_per_s'] / 1e9:.1f} GB/s) |")
+                         f"MB at {sample['read_bytes_per_s'] / 1e9:.1f} GB/s){products} |")
         for name in ("generate", "forward", "forward_backward_full", "forward_backward_lora"):
             entry = figures[name]
             lines.append(f"| {precision} | {name} | {entry['seconds']:.3f} | {entry['gflops']:.1f} | "

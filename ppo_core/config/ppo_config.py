@@ -332,10 +332,10 @@ class PPOConfig(ScriptArguments, ModelConfig, ConfigReadings):
     )
     fused_decode: bool = field(
         default=True,
-        metadata=field_help("CPU only: the sampling copy's decode steps, for Llama and Qwen2 models, in few "
-                            "operations from joined and packed weights with a fixed-width KV cache "
-                            "(ppo_core.models.fused_decode); the model's forward up to float rounding. Off, or another "
-                            "architecture: the model's own forward."),
+        metadata=field_help("CPU only: the sampling copy runs Llama and Qwen2 models, prompts and decode steps, in "
+                            "few operations from joined weights packed once per refresh, with a fixed-width KV cache "
+                            "(ppo_core.rollout.fused_decode); the model's forward up to float rounding. Off, or "
+                            "another architecture: the model's own forward."),
     )
     fused_logits_head: bool = field(
         default=False,

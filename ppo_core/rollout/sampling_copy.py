@@ -5,12 +5,12 @@ Decoding a few rows reads every weight once per token. Through an unmerged LoRA 
 its base product plus two rank-r products and an add at every step; merged, one product, from a weight packed once
 for oneDNN's kernels (``ppo_core.models.packed_linear``). In bf16, where the CPU runs bf16 products faster
 (``ppo_core.models.sampling_precision``), each step also reads half the bytes. A decode step's attention runs as
-two products per key/value head (``ppo_core.models.decode_attention``), where SDPA's CPU flash kernel was slow; for
-a Llama-family model the decode steps run in few operations from joined weights (``ppo_core.models.fused_decode``,
-``fused_decode``), the prompts' prefill through the model's own forward. The
-copy is refreshed from the policy after each update, so every rollout samples from the policy as trained so far
-(rounded to the copy's dtype). Only the sampling moves to the copy: the rollout's log-probabilities still come from
-the policy's own scoring forward, so PPO's ratios are exact whatever the copy's dtype.
+two products per key/value head (``ppo_core.models.decode_attention``), where SDPA's CPU flash kernel was slow. A
+Llama-family model instead samples through few operations from joined weights, packed once per refresh
+(``ppo_core.rollout.fused_decode``, ``fused_decode``), its prompts' prefill included; its own layers then stay
+unpacked. The copy is refreshed from the policy after each update, so every rollout samples from the policy as
+trained so far (rounded to the copy's dtype). Only the sampling moves to the copy: the rollout's log-probabilities
+still come from the policy's own scoring forward, so PPO's ratios are exact whatever the copy's dtype.
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from transformers import PreTrainedModel
 
 from ppo_core.config.ppo_config import PPOConfig
 from ppo_core.models.decode_attention import use_decode_attention
-from ppo_core.models.fused_decode import FusedDecoder, fused_decoder
 from ppo_core.models.packed_linear import PackedLinear, pack_linears
 from ppo_core.models.sampling_precision import DTYPES, measured_sampling_dtype
+from ppo_core.rollout.fused_decode import FusedDecoder, decodable, fused_decoder
 
 ADAPTER = "default"  # the one adapter ppo_core.models.lora adds
 LORA_WEIGHTS = ("lora_A", "lora_B")
@@ -59,12 +59,12 @@ def mergeable(policy: PreTrainedModel) -> bool:
 
 
 class SamplingCopy:
-    """``model``: the policy with its adapters merged, in ``dtype``, frozen, in eval mode, its linear layers packed
-    for products of about ``rows`` rows (``ppo_core.models.packed_linear``), its decode steps' attention
-    ``ppo_core.models.decode_attention``'s where it was SDPA's (``decode_attention``), and where ``fused`` and the
-    architecture allow, a :class:`ppo_core.models.fused_decode.FusedDecoder` of it (``decoder``) that the sampling
-    loop decodes with; :meth:`refresh` writes the policy's trained weights in. ``policy`` must be
-    :func:`mergeable`."""
+    """``model``: the policy with its adapters merged, in ``dtype``, frozen, in eval mode. Where ``fused`` and the
+    architecture allow (:func:`ppo_core.rollout.fused_decode.decodable`), a
+    :class:`ppo_core.rollout.fused_decode.FusedDecoder` of it (``decoder``) that the sampling loop runs; else its
+    linear layers packed for products of about ``rows`` rows (``ppo_core.models.packed_linear``) and its decode
+    steps' attention ``ppo_core.models.decode_attention``'s where it was SDPA's (``decode_attention``).
+    :meth:`refresh` writes the policy's trained weights in. ``policy`` must be :func:`mergeable`."""
 
     def __init__(self, policy: PreTrainedModel, dtype: torch.dtype, rows: int, fused: bool = True) -> None:
         self._lora: list[tuple[nn.Module, LoraLinear]] = []
@@ -81,7 +81,9 @@ class SamplingCopy:
         self.model: PreTrainedModel = merged.eval().requires_grad_(False)
         self.dtype = dtype
         self.decode_attention = use_decode_attention(self.model)
-        self._packed = pack_linears(self.model, rows)
+        # A model the fused decoder runs needs no packed layers of its own: the decoder packs the weights it joins.
+        fused = fused and decodable(self.model)
+        self._packed = [] if fused else pack_linears(self.model, rows)
         self.decoder: FusedDecoder | None = None
         if isinstance(policy, PeftModel):
             # Each adapted layer of the copy beside the policy's layer it follows: the same module paths.
@@ -89,12 +91,13 @@ class SamplingCopy:
                           for name, module in policy.get_base_model().named_modules()
                           if isinstance(module, LoraLinear)]
         self.refresh()  # one rounding rule from the start: peft's own merge adds in the base's dtype
-        self.decoder = fused_decoder(self.model, rows) if fused else None  # joins the merged weights
+        self.decoder = fused_decoder(self.model, rows) if fused else None  # joins and packs the merged weights
 
     @torch.no_grad()
     def refresh(self) -> None:
         """W_copy = round(W_base + s B A) for each adapted layer, summed in float32 and rounded once to the copy's
-        dtype; w_copy = round(w) for every other trained weight; then the changed layers packed again."""
+        dtype; w_copy = round(w) for every other trained weight; then the changed layers packed again (by the
+        decoder, where there is one)."""
         for mine, layer in self._lora:
             base = cast(torch.Tensor, layer.get_base_layer().weight)
             merged = base.float() + layer.get_delta_weight(ADAPTER).float()

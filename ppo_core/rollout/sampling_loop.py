@@ -27,9 +27,9 @@ import torch
 from torch import nn
 from transformers import PreTrainedModel
 
-from ppo_core.models.fused_decode import decoder_of
 from ppo_core.models.sequences import position_ids_from_mask, response_mask_after_stop
-from ppo_core.rollout.shared_prompts import PromptPass, prompt_pass
+from ppo_core.rollout.fused_decode import decoder_of
+from ppo_core.rollout.shared_prompts import prompt_pass
 
 BLOCK = 256
 """Vocabulary entries a draw's second level sums over: the first level sums V / BLOCK block totals."""
@@ -67,23 +67,26 @@ Step = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 """(token [B], position ids [B, 1], attention mask [B, L]) -> the next logits [B, V], the token appended."""
 
 
-def decode_step(model: PreTrainedModel, prompts: PromptPass, width: int) -> Step:
-    """One decode step after ``prompts``: the model's :class:`ppo_core.models.fused_decode.FusedDecoder` where the
-    sampling copy built one, over a cache ``width`` columns wide, else the model's own forward with its KV cache."""
+def prompts_then_steps(model: PreTrainedModel, queries: torch.Tensor, query_mask: torch.Tensor,
+                       max_new_tokens: int) -> tuple[torch.Tensor, Step]:
+    """The logits [B, V] that predict each row's first new token, and the decode step after them: through the
+    model's :class:`ppo_core.rollout.fused_decode.FusedDecoder` where the sampling copy built one, else the model's
+    own forward with its KV cache. Either way a prompt several rows share runs once."""
     decoder = decoder_of(model)
-    if decoder is not None and prompts.whole is None:
-        kept = decoder.new_cache(prompts.layers, prompts.inverse, width)
+    if decoder is not None:
+        kept, logits = decoder.prefill(queries, query_mask, queries.shape[1] + max_new_tokens)
 
         def fused(token: torch.Tensor, position: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
             return decoder.step(token, position, mask, kept, mask.shape[1] - 1)
-        return fused
+        return logits, fused
+    prompts = prompt_pass(model, queries, query_mask)
     cache = prompts.cache(model)
 
     def forward(token: torch.Tensor, position: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         logits: torch.Tensor = model(input_ids=token.unsqueeze(1), attention_mask=mask, position_ids=position,
                                      use_cache=True, **cache).logits
         return logits[:, -1]
-    return forward
+    return prompts.row_logits(), forward
 
 
 @torch.no_grad()
@@ -94,8 +97,7 @@ def sample_responses(model: PreTrainedModel, queries: torch.Tensor, query_mask: 
     as ``ppo_core.models.generation.generate`` does: pad after each response's stop token, and as many columns as the
     longest response took (fewer than ``max_new_tokens`` when every row stopped early)."""
     rows = queries.shape[0]
-    prompts = prompt_pass(model, queries, query_mask)  # a prompt several rows share is run once
-    logits, step = prompts.row_logits(), decode_step(model, prompts, queries.shape[1] + max_new_tokens)
+    logits, step = prompts_then_steps(model, queries, query_mask, max_new_tokens)
     mask = query_mask.long()
     position = position_ids_from_mask(mask)[:, -1:]
     stopped = torch.zeros(rows, dtype=torch.bool, device=queries.device)
@@ -116,4 +118,4 @@ def sample_responses(model: PreTrainedModel, queries: torch.Tensor, query_mask: 
     return responses, response_mask
 
 
-__all__ = ["BLOCK", "Step", "decode_step", "draw", "sample_responses"]
+__all__ = ["BLOCK", "Step", "draw", "prompts_then_steps", "sample_responses"]

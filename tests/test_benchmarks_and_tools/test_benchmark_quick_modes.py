@@ -527,6 +527,8 @@ def test_real_model_phases_quick_times_every_phase_in_both_precisions(tmp_path: 
                                             "step_bound_seconds", "step_over_bound"], f"{precision} {sample}")
             assert figures[sample]["step_bytes"] == figures["sample"]["step_bytes"]
         assert f"| {precision} | sample (the copy's fused decoder) |" in printed
+        fused = figures["sample_fused"]
+        assert fused["products_seconds"] > 0 and "products_seconds" not in figures["sample_packed"]
         assert f"| {precision} | forward_backward_lora |" in printed
     assert result["code"] and result["machine"]
 

@@ -1,4 +1,4 @@
-"""ppo_core.models.fused_decode, the sampling copy's decode step in few operations: its pieces equal transformers'
+"""ppo_core.rollout.fused_decode, the sampling copy's decode step in few operations: its pieces equal transformers'
 own functions or a slow reference; its logits are the model's forward's (float32) or as close to float32's as the
 model's own bf16 forward (bf16), on Llama and Qwen2 with left padding and shared prompts, grouped heads included; it
 follows the policy after a refresh; other architectures and modified layers decode through the model's forward."""
@@ -12,15 +12,15 @@ from pathlib import Path
 import pytest
 import torch
 from helpers.tiny_architectures import load_left_padded
+from peft import LoraConfig, get_peft_model
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedModel
 from transformers.models.llama.modeling_llama import LlamaAttention, LlamaRMSNorm, apply_rotary_pos_emb
 
 from ppo_core import PPOConfig
-from ppo_core.models.fused_decode import attend, decodable, decoder_of, rms_norm, rotate
 from ppo_core.models.sequences import position_ids_from_mask
+from ppo_core.rollout.fused_decode import attend, attention_mask, decodable, decoder_of, rms_norm, rotate
 from ppo_core.rollout.sampling_copy import SamplingCopy, sampling_copy
-from ppo_core.rollout.sampling_loop import sample_responses
-from ppo_core.rollout.shared_prompts import prompt_pass
+from ppo_core.rollout.sampling_loop import prompts_then_steps, sample_responses
 
 
 def _grouped_llama(seed: int = 3) -> PreTrainedModel:
@@ -45,22 +45,15 @@ FED = torch.tensor([[1, 2, 3, 4, 5], [6, 7, 8, 9, 10], [11, 12, 13, 14, 15], [16
 
 @torch.no_grad()
 def _decoded(model: PreTrainedModel, fused: bool) -> torch.Tensor:
-    """The logits [B, 5, V] after feeding FED one token a step after PROMPTS: by the model's forward with its cache,
-    or by the copy's fused decoder."""
-    decoder = decoder_of(model) if fused else None
-    assert (decoder is not None) == fused
-    prompts = prompt_pass(model, PROMPTS, PROMPT_MASK)
-    kept = decoder.new_cache(prompts.layers, prompts.inverse, 6 + 5) if decoder is not None else None
-    cache = prompts.cache(model)
-    mask, position, out = PROMPT_MASK, position_ids_from_mask(PROMPT_MASK)[:, -1:], []
-    for step in range(FED.shape[1]):
+    """The logits [B, 6, V]: after PROMPTS, then after each token of FED fed one a step, as the sampling loop reads
+    them (``prompts_then_steps``): through the copy's fused decoder, or the model's forward with its cache."""
+    assert (decoder_of(model) is not None) == fused
+    logits, step = prompts_then_steps(model, PROMPTS, PROMPT_MASK, FED.shape[1] + 1)
+    mask, position, out = PROMPT_MASK, position_ids_from_mask(PROMPT_MASK)[:, -1:], [logits]
+    for column in range(FED.shape[1]):
         mask = torch.cat([mask, mask.new_ones((4, 1))], dim=1)
         position = position + 1
-        if decoder is not None and kept is not None:
-            out.append(decoder.step(FED[:, step], position, mask, kept, mask.shape[1] - 1))
-        else:
-            out.append(model(input_ids=FED[:, step:step + 1], attention_mask=mask, position_ids=position,
-                             use_cache=True, **cache).logits[:, -1])
+        out.append(step(FED[:, column], position, mask))
     return torch.stack(out, dim=1).float()
 
 
@@ -109,6 +102,19 @@ def test_attend_equals_a_position_by_position_reference() -> None:
             torch.testing.assert_close(ours[g, h].double(), expected, atol=1e-5, rtol=1e-5)
 
 
+def test_the_attention_mask_is_causal_over_kept_columns_and_a_query_always_sees_itself() -> None:
+    mask = torch.tensor([[0, 0, 1, 1, 1], [1, 1, 1, 0, 1]])  # row 0 left-padded; row 1 masks column 3
+    for start in (0, 2, 4):
+        additive = attention_mask(mask, start)
+        assert additive.shape == (2, 5 - start, 5)
+        for b in range(2):
+            for t in range(5 - start):
+                for c in range(5):
+                    own = start + t
+                    open_ = c == own or (c <= own and bool(mask[b, c]))
+                    assert float(additive[b, t, c]) == (0.0 if open_ else -math.inf), (start, b, t, c)
+
+
 @pytest.mark.parametrize("name", ["grouped_llama", "llama", "qwen2"])
 def test_float32_decoding_is_the_models_forward(name: str, tmp_path: Path) -> None:
     model = _models(tmp_path)[name]
@@ -139,6 +145,24 @@ def test_the_decoder_follows_the_policy_once_refreshed(tmp_path: Path) -> None:
     after = _decoded(mirror.model, True)
     assert not torch.allclose(before, after, atol=1e-3)
     torch.testing.assert_close(after, _decoded(SamplingCopy(policy, torch.float32, 4, fused=False).model, False),
+                               atol=1e-5, rtol=1e-5)
+
+
+def test_a_lora_refresh_packs_again_only_what_moved(tmp_path: Path) -> None:
+    base = _grouped_llama().requires_grad_(False)
+    policy = get_peft_model(base, LoraConfig(r=2, lora_alpha=4, target_modules="all-linear", lora_dropout=0.0))
+    mirror = SamplingCopy(policy, torch.float32, rows=4)
+    assert mirror.decoder is not None
+    head, qkv = mirror.decoder.head.packed, mirror.decoder.layers[0].qkv.packed
+    with torch.no_grad():
+        for name, parameter in policy.named_parameters():
+            if "lora_B" in name:
+                parameter.add_(0.1)
+    mirror.refresh()
+    assert mirror.decoder.head.packed is head  # the tied head is no adapter's: left as packed
+    assert mirror.decoder.layers[0].qkv.packed is not qkv
+    torch.testing.assert_close(_decoded(mirror.model, True),
+                               _decoded(SamplingCopy(policy, torch.float32, 4, fused=False).model, False),
                                atol=1e-5, rtol=1e-5)
 
 

@@ -32,6 +32,8 @@ from transformers.models.llama.modeling_llama import LlamaAttention, LlamaMLP, L
 from transformers.models.qwen2.modeling_qwen2 import Qwen2Attention, Qwen2MLP, Qwen2RMSNorm
 
 from ppo_core.models.packed_linear import pack_weight, packed_product
+from ppo_core.models.sequences import position_ids_from_mask
+from ppo_core.rollout.shared_prompts import distinct_rows
 
 SUPPORTED = {"llama": (LlamaAttention, LlamaMLP, LlamaRMSNorm), "qwen2": (Qwen2Attention, Qwen2MLP, Qwen2RMSNorm)}
 """The model types decoded here, with the exact module classes their layers must have: a subclass or another
@@ -53,24 +55,38 @@ def rotate(states: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) ->
 
 
 class Product:
-    """x W^T + b, from W packed for oneDNN at about ``rows`` rows where this CPU can pack it, else plainly."""
+    """x W^T + b for the linear layers ``linears`` that read the same input, their weights (and biases) stacked:
+    one product, from the stacked weight packed for oneDNN at about ``rows`` rows where this CPU can pack it, else
+    plainly. :meth:`follow` stacks and packs again only when a layer's weight has changed since."""
 
-    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, rows: int) -> None:
-        self.weight, self.bias = weight, bias
-        self.packed = pack_weight(weight, rows)
+    def __init__(self, linears: list[nn.Linear], rows: int) -> None:
+        self.linears, self.rows = linears, rows
+        self.in_features = linears[0].in_features
+        self.seen: list[int] = []
+        self.follow()
+
+    def versions(self) -> list[int]:
+        # A tensor's version counter moves with every in-place write, as the sampling copy's refresh makes.
+        return [linear.weight._version for linear in self.linears] + \
+            [linear.bias._version for linear in self.linears if linear.bias is not None]
+
+    def follow(self) -> None:
+        """Stack and pack the layers' weights as they are now, if they changed since the last time."""
+        if self.seen == self.versions():
+            return
+        weight = torch.cat([linear.weight.detach() for linear in self.linears])
+        biases = [linear.bias.detach() for linear in self.linears if linear.bias is not None]
+        self.bias = torch.cat(biases) if biases else None
+        self.packed = pack_weight(weight, self.rows)
+        self.weight = weight if self.packed is None else None  # the packed layout alone, where there is one
+        self.dtype = weight.dtype
+        self.seen = self.versions()
 
     def __call__(self, inputs: torch.Tensor) -> torch.Tensor:
         if self.packed is None:
+            assert self.weight is not None
             return functional.linear(inputs, self.weight, self.bias)
         return packed_product(inputs, self.packed, self.bias)
-
-
-def joined(linears: list[nn.Linear], rows: int) -> Product:
-    """One product for several linear layers that read the same input: their weights (and biases) stacked."""
-    weight = torch.cat([linear.weight.detach() for linear in linears])
-    biases = [linear.bias for linear in linears]
-    bias = None if biases[0] is None else torch.cat([b.detach() for b in biases if b is not None])
-    return Product(weight, bias, rows)
 
 
 @dataclass(frozen=True)
@@ -92,10 +108,25 @@ class Layer:
     gate_up: Product
     down: Product
 
+    def products(self) -> tuple[Product, ...]:
+        return self.qkv, self.out, self.gate_up, self.down
+
+
+def attention_mask(mask: torch.Tensor, start: int) -> torch.Tensor:
+    """(B, T, C) additive mask, 0 or -inf, for T new positions at columns start .. start + T - 1 of C = start + T:
+    a query attends to the columns up to its own (causal) that ``mask`` (B, C; 1 attends) keeps, and always to its
+    own, so that a padding position of a prompt keeps a finite output that no real position reads."""
+    columns = mask.shape[1]
+    own = torch.arange(start, columns, device=mask.device)[:, None]
+    keys = torch.arange(columns, device=mask.device)[None, :]
+    allowed = ((keys <= own) & mask.bool()[:, None, :]) | (keys == own)
+    return torch.zeros(allowed.shape, dtype=torch.float32, device=mask.device).masked_fill_(~allowed, float("-inf"))
+
 
 class FusedDecoder:
-    """``model``'s decode step (:meth:`step`) from weights joined and packed at ``rows`` rows; :meth:`refresh` after
-    the model's weights change. Built by :func:`fused_decoder`."""
+    """``model``'s forward over new tokens with a KV cache (:meth:`prefill` for prompts, :meth:`step` for one token
+    a row) from weights joined and packed at ``rows`` rows; :meth:`refresh` after the model's weights change. Built by
+    :func:`fused_decoder`."""
 
     def __init__(self, model: PreTrainedModel, rows: int) -> None:
         self.model, self.rows = model, rows
@@ -104,65 +135,91 @@ class FusedDecoder:
         attention = model.model.layers[0].self_attn
         self.head_dim, self.scaling = attention.head_dim, attention.scaling
         self.eps = model.model.norm.variance_epsilon
-        self.refresh()
-
-    def refresh(self) -> None:
-        """Join and pack the model's weights as they are now."""
         self.layers = []
-        for layer in self.model.model.layers:
+        for layer in model.model.layers:
             attention, mlp = layer.self_attn, layer.mlp
             self.layers.append(Layer(
                 norm_in=layer.input_layernorm.weight.detach(), norm_post=layer.post_attention_layernorm.weight.detach(),
-                qkv=joined([plain(attention.q_proj), plain(attention.k_proj), plain(attention.v_proj)], self.rows),
-                out=joined([plain(attention.o_proj)], self.rows),
-                gate_up=joined([plain(mlp.gate_proj), plain(mlp.up_proj)], self.rows),
-                down=joined([plain(mlp.down_proj)], self.rows)))
-        self.head = joined([plain(self.model.get_output_embeddings())], self.rows)
+                qkv=Product([plain(attention.q_proj), plain(attention.k_proj), plain(attention.v_proj)], rows),
+                out=Product([plain(attention.o_proj)], rows),
+                gate_up=Product([plain(mlp.gate_proj), plain(mlp.up_proj)], rows),
+                down=Product([plain(mlp.down_proj)], rows)))
+        self.head = Product([plain(model.get_output_embeddings())], rows)
 
-    def new_cache(self, layers: list[tuple[torch.Tensor, torch.Tensor]], rows: torch.Tensor,
-                  width: int) -> list[Kept]:
-        """Per layer the float32 keys, transposed to (B H_kv, D, width), and values, (B H_kv, width, D): in their
-        first L columns the prompts' ``layers`` (each (P, H_kv, L, D), P prompts) at ``rows`` (B indices into P).
+    def products(self) -> list[Product]:
+        """Every product of a forward, in its order: each layer's four, then the head."""
+        return [product for layer in self.layers for product in layer.products()] + [self.head]
+
+    def refresh(self) -> None:
+        """Join and pack again the weights that changed (a LoRA policy's refresh leaves the head alone)."""
+        for product in self.products():
+            product.follow()
+
+    def new_cache(self, rows: int, width: int) -> list[Kept]:
+        """Per layer a float32 cache of ``rows`` rows and ``width`` columns: keys transposed, (B H_kv, D, width),
+        values (B H_kv, width, D).
 
         Float32, because a CPU's bf16 batched products of these shapes took 2-3x float32's time; the model's keys
         and values widen exactly. The keys transposed, because the scores' product then reads each key/value head's
         keys as plain rows: read from memory, as after a layer's weights have streamed through the caches, the
         product took 43 us instead of 76 (24 heads, 50 positions, one thread, an AMD EPYC with AVX-512 BF16)."""
-        cache = []
-        for keys, values in layers:
-            _, heads, length, dim = keys.shape
-            kept = Kept(torch.zeros((len(rows) * heads, dim, width), dtype=torch.float32, device=keys.device),
-                        torch.zeros((len(rows) * heads, width, dim), dtype=torch.float32, device=keys.device))
-            kept.keys[:, :, :length] = keys[rows].reshape(-1, length, dim).transpose(1, 2)
-            kept.values[:, :length] = values[rows].reshape(-1, length, dim)
-            cache.append(kept)
-        return cache
+        heads, dim = self.kv_heads, self.head_dim
+        return [Kept(torch.zeros((rows * heads, dim, width)), torch.zeros((rows * heads, width, dim)))
+                for _ in self.layers]
+
+    def prefill(self, queries: torch.Tensor, query_mask: torch.Tensor, width: int) -> tuple[list[Kept], torch.Tensor]:
+        """Left-padded prompts through the model: a cache ``width`` columns wide holding them in its first L, and the
+        logits [B, V] that predict each row's first new token. A prompt several rows share runs once
+        (``ppo_core.rollout.shared_prompts.distinct_rows``) and its cache is copied out to them."""
+        first, inverse = distinct_rows(queries, query_mask)
+        mask = query_mask.long()[first]
+        cache = self.new_cache(len(first), width)
+        logits = self.forward(queries[first], position_ids_from_mask(mask), mask, cache, 0)
+        return [kept_rows(kept, inverse, self.kv_heads) for kept in cache], logits[inverse]
 
     def step(self, tokens: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor, cache: list[Kept],
              column: int) -> torch.Tensor:
         """The logits [B, V] after one new token per row: ``tokens`` [B], ``positions`` [B, 1] their position ids,
         ``mask`` [B, column + 1] (1 attends, 0 is padding) over the cache's first ``column`` columns and the new
-        token, whose key and value are written into column ``column`` of ``cache`` (:meth:`new_cache`)."""
-        rows, group, dim = tokens.shape[0], self.heads // self.kv_heads, self.head_dim
-        hidden = self.model.get_input_embeddings()(tokens)
-        cos, sin = self.model.model.rotary_emb(hidden, positions)  # (B, 1, D) each, in the hidden states' dtype
-        sin = torch.cat([-sin[..., :dim // 2], sin[..., dim // 2:]], dim=-1)  # rotate_half's signs, once a step
-        additive = torch.zeros(mask.shape, dtype=torch.float32).masked_fill_(mask == 0, float("-inf"))
-        additive = additive[:, None, None, :].expand(rows, self.kv_heads, group, column + 1)
-        additive = additive.reshape(rows * self.kv_heads, group, column + 1)
-        rotated_heads = self.heads + self.kv_heads
+        token, whose key and value are written into column ``column`` of ``cache``."""
+        return self.forward(tokens[:, None], positions, mask, cache, column)
+
+    def forward(self, tokens: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor, cache: list[Kept],
+                start: int) -> torch.Tensor:
+        """The logits [B, V] of the last of T new tokens a row: ``tokens`` and ``positions`` [B, T], ``mask``
+        [B, start + T] over the cache's first ``start`` columns and the new tokens, whose keys and values are
+        written into columns ``start`` .. ``start + T - 1`` of ``cache``."""
+        (rows, new), group, dim = tokens.shape, self.heads // self.kv_heads, self.head_dim
+        heads, kv_heads, end = self.heads, self.kv_heads, start + tokens.shape[1]
+        hidden = self.model.get_input_embeddings()(tokens).reshape(rows * new, -1)
+        cos, sin = self.model.model.rotary_emb(hidden, positions)  # (B, T, D) each, in the hidden states' dtype
+        sin = torch.cat([-sin[..., :dim // 2], sin[..., dim // 2:]], dim=-1)  # rotate_half's signs, once a call
+        cos, sin = cos[:, :, None, :], sin[:, :, None, :]
+        additive = attention_mask(mask, start)[:, None, None].expand(rows, kv_heads, group, new, end)
+        additive = additive.reshape(rows * kv_heads, group * new, end)
+        rotated_heads = heads + kv_heads
         for layer, kept in zip(self.layers, cache, strict=True):
-            qkv = layer.qkv(rms_norm(hidden, layer.norm_in, self.eps))
-            rotated = rotate(qkv[:, :rotated_heads * dim].view(rows, rotated_heads, dim), cos, sin)
-            kept.keys[:, :, column] = rotated[:, self.heads:].reshape(rows * self.kv_heads, dim)
-            kept.values[:, column] = qkv[:, rotated_heads * dim:].reshape(rows * self.kv_heads, dim)
-            attended = attend(rotated[:, :self.heads].reshape(rows * self.kv_heads, group, dim),
-                              kept.keys[:, :, :column + 1], kept.values[:, :column + 1], additive, self.scaling)
-            hidden = hidden + layer.out(attended.view(rows, -1).to(hidden.dtype))
+            qkv = layer.qkv(rms_norm(hidden, layer.norm_in, self.eps)).view(rows, new, rotated_heads + kv_heads, dim)
+            rotated = rotate(qkv[:, :, :rotated_heads], cos, sin)
+            # (B, T, H_kv, D) -> keys (B H_kv, D, T) and values (B H_kv, T, D)
+            kept.keys[:, :, start:end] = rotated[:, :, heads:].permute(0, 2, 3, 1).reshape(rows * kv_heads, dim, new)
+            kept.values[:, start:end] = qkv[:, :, rotated_heads:].transpose(1, 2).reshape(rows * kv_heads, new, dim)
+            queries = rotated[:, :, :heads].reshape(rows, new, kv_heads, group, dim).permute(0, 2, 3, 1, 4)
+            attended = attend(queries.reshape(rows * kv_heads, group * new, dim), kept.keys[:, :, :end],
+                              kept.values[:, :end], additive, self.scaling)
+            attended = attended.view(rows, kv_heads, group, new, dim).permute(0, 3, 1, 2, 4)
+            hidden = hidden + layer.out(attended.reshape(rows * new, heads * dim).to(hidden.dtype))
             gate_up = layer.gate_up(rms_norm(hidden, layer.norm_post, self.eps))
             width = gate_up.shape[-1] // 2
             hidden = hidden + layer.down(functional.silu(gate_up[:, :width]) * gate_up[:, width:])
-        return self.head(rms_norm(hidden, self.model.model.norm.weight, self.eps))
+        last = hidden.view(rows, new, -1)[:, -1]
+        return self.head(rms_norm(last, self.model.model.norm.weight, self.eps))
+
+
+def kept_rows(kept: Kept, rows: torch.Tensor, heads: int) -> Kept:
+    """The cache of prompts (P H_kv, ...) copied out to B rows, row b holding prompt ``rows[b]``'s."""
+    keys = kept.keys.unflatten(0, (-1, heads))[rows].flatten(0, 1)
+    return Kept(keys, kept.values.unflatten(0, (-1, heads))[rows].flatten(0, 1))
 
 
 def attend(queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, additive: torch.Tensor,
