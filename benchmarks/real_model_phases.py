@@ -23,7 +23,9 @@ prompt tokens (random ids: the cost of a dense transformer does not depend on wh
 - **sample_fused**: the same copy sampling through its fused decoder (``ppo_core.rollout.fused_decode``, the
   rollout's default for Llama-family models; ``sample_packed`` is the same copy with ``fused_decode`` off), against the
   same bound, and the step's weight products alone (``products_seconds``), timed in the step's order: the part of the
-  step only faster products could shorten.
+  step only faster products could shorten. For both copies, their numerics: KL(float32 || copy) per token
+  (``token_kl_mean``, ``token_kl_max``) over responses a float32 copy of the same weights samples, each read
+  through the sampling loop's prefill and steps.
 - **forward**: one no-grad forward over prompt + response, as the reference and old log-probabilities take it.
 - **forward + backward**: the policy loss's pass over prompt + response, with every weight trained (``full``) and
   with LoRA adapters (r 16 on the attention and MLP projections; the base frozen).
@@ -142,8 +144,13 @@ def measure_precision(path: str, precision: str, args: argparse.Namespace) -> di
     decode = decode_step(model, prompts, args)
     from ppo_core.rollout.sampling_copy import SamplingCopy
 
-    packed = decode_step(SamplingCopy(model, dtype, args.batch, fused=False).model, prompts, args, weights_of=model)
-    fused = decode_step(SamplingCopy(model, dtype, args.batch).model, prompts, args, weights_of=model)
+    reference = SamplingCopy(model, torch.float32, args.batch, fused=False).model  # these weights, float32 compute
+    packed_copy = SamplingCopy(model, dtype, args.batch, fused=False).model
+    fused_copy = SamplingCopy(model, dtype, args.batch).model
+    packed = {**decode_step(packed_copy, prompts, args, weights_of=model),
+              **token_kl(packed_copy, reference, prompts, args.new_tokens)}
+    fused = {**decode_step(fused_copy, prompts, args, weights_of=model),
+             **token_kl(fused_copy, reference, prompts, args.new_tokens)}
     forward_s = best_seconds(forward, args.repeats)
     model.train()
     full_s = best_seconds(forward_backward(model), args.repeats)
@@ -204,6 +211,35 @@ def decode_step(model: torch.nn.Module, prompts: torch.Tensor, args: argparse.Na
     return result
 
 
+@torch.no_grad()
+def token_kl(model: torch.nn.Module, reference: torch.nn.Module, prompts: torch.Tensor,
+             new_tokens: int) -> dict[str, float]:
+    """How far ``model``'s sampling distribution lies from ``reference``'s (the same weights in float32 compute):
+    KL(p_ref || p_model) at each of ``new_tokens`` positions of responses the reference samples, both read through the
+    sampling loop's own prefill and steps (``prompts_then_steps``), teacher-forced; its mean and largest value."""
+    from ppo_core.models.sequences import position_ids_from_mask
+    from ppo_core.rollout.sampling_loop import prompts_then_steps, sample_responses
+
+    mask = torch.ones_like(prompts)
+    generator_state = torch.get_rng_state()
+    torch.manual_seed(0)
+    responses, _ = sample_responses(reference, prompts, mask, new_tokens, 1.0, None, 0)  # type: ignore[arg-type]
+    torch.set_rng_state(generator_state)
+
+    def read(scored: torch.nn.Module) -> torch.Tensor:
+        logits, step = prompts_then_steps(scored, prompts, mask, new_tokens)  # type: ignore[arg-type]
+        kept, position, out = mask, position_ids_from_mask(mask)[:, -1:], [logits.float()]
+        for column in range(new_tokens - 1):
+            kept = torch.cat([kept, kept.new_ones((len(kept), 1))], dim=1)
+            position = position + 1
+            out.append(step(responses[:, column], position, kept).float())
+        return torch.stack(out, dim=1).log_softmax(-1)
+
+    theirs, ours = read(reference), read(model)
+    kl = (theirs.exp() * (theirs - ours)).sum(-1)
+    return {"token_kl_mean": float(kl.mean()), "token_kl_max": float(kl.max())}
+
+
 def products_seconds(decoder: FusedDecoder, rows: int, repeats: int) -> float:
     """One decode step's weight products alone, in the step's order (each layer's four, then the head), on ``rows``
     rows: the part of a step no change outside the products can make faster."""
@@ -226,6 +262,9 @@ def markdown(result: dict[str, Any]) -> str:
             sample = figures[key]
             products = "" if "products_seconds" not in sample else \
                 f"; its products alone {1000 * sample['products_seconds']:.1f} ms, {sample['products_over_bound']:.1f}x"
+            if "token_kl_mean" in sample:
+                products += (f"; token KL to float32 compute {sample['token_kl_mean']:.1e} mean, "
+                             f"{sample['token_kl_max']:.1e} max")
             lines.append(f"| {precision} | {what} | {sample['seconds']:.3f} | "
                          f"decode step {1000 * sample['step_seconds']:.1f} ms | {sample['step_over_bound']:.1f}x its "
                          f"bound of {1000 * sample['step_bound_seconds']:.1f} ms ({sample['step_bytes'] / 1e6:.0f} "

@@ -529,6 +529,9 @@ def test_real_model_phases_quick_times_every_phase_in_both_precisions(tmp_path: 
         assert f"| {precision} | sample (the copy's fused decoder) |" in printed
         fused = figures["sample_fused"]
         assert fused["products_seconds"] > 0 and "products_seconds" not in figures["sample_packed"]
+        for sample in ("sample_packed", "sample_fused"):  # float32 compute on the same weights is the reference
+            kl = figures[sample]["token_kl_mean"]
+            assert (kl < 1e-6) if precision == "fp32" else (0 < kl < 0.1), (precision, sample, kl)
         assert f"| {precision} | forward_backward_lora |" in printed
     assert result["code"] and result["machine"]
 
