@@ -1,21 +1,22 @@
-"""A Llama-family decode step in few operations, for the CPU sampling copy (``ppo_core.rollout.sampling_copy``).
+"""A Llama-family forward over new tokens with a KV cache, in few operations: what the CPU sampling copy
+(``ppo_core.rollout.sampling_copy``) samples with, prompts and decode steps alike.
 
-A decode step of a small model at a few rows is mostly overhead, not arithmetic. Through transformers' modules a
-SmolLM2-135M step (30 layers, 8 rows, bf16, one thread, an AMD EPYC with AVX-512 BF16) ran about 1,650 operations,
-and a model of the same shape with tiny weights still took 10.7 ms a step against 28.9 ms with the real ones: the
-weights' products were half the step. Here one step is the same arithmetic in about 25 operations a layer:
+A decode step of a small model at a few rows is mostly fixed costs, not arithmetic: through transformers' modules a
+SmolLM2-135M step (30 layers) ran about 1,650 operations, whose dispatch was most of the step outside the weights'
+products. Here a layer is about 25 operations:
 
 - the query, key and value projections as one product, and the MLP's gate and up projections as one, each from a
-  weight concatenated and packed once for oneDNN (``ppo_core.models.packed_linear``); wider products also read
-  their weights closer to the memory's rate than three or two narrow ones;
+  weight concatenated and packed once per refresh for oneDNN (``ppo_core.models.packed_linear``);
 - rotary embeddings applied to the queries and keys together;
-- keys and values written in place into a cache of fixed width, not concatenated onto a growing one;
-- the RMS norms in three operations, and one additive mask per step shared by every layer.
+- keys and values written in place into a float32 cache of fixed width, not concatenated onto a growing one, and
+  attention over it in float32;
+- the RMS norms in three operations, and one additive mask per call shared by every layer.
 
-What it computes is the model's own forward for one new token, with the same roundings in the same dtype
-(``RMSNorm`` in float32, rotary tables from the model's own rotary module, scores normalised in float32 as
-``ppo_core.models.decode_attention``'s), up to the order of a product's sums. :func:`fused_decoder` builds one only
-for the module classes it reads (:data:`SUPPORTED`); any other model decodes through its own forward.
+What it computes is the model's own forward, with the same roundings in the same dtype (``RMSNorm`` in float32,
+rotary tables from the model's own rotary module) but for attention, computed in float32 from the same keys and
+values: float32 logits equal the model's; bf16 sampling lies no farther from float32's than the model's own bf16
+forward (``benchmarks.real_model_phases`` reads both). :func:`fused_decoder` builds one only for the module classes
+it reads (:data:`SUPPORTED`); any other model samples through its own forward.
 """
 
 from __future__ import annotations
@@ -159,10 +160,10 @@ class FusedDecoder:
         """Per layer a float32 cache of ``rows`` rows and ``width`` columns: keys transposed, (B H_kv, D, width),
         values (B H_kv, width, D).
 
-        Float32, because a CPU's bf16 batched products of these shapes took 2-3x float32's time; the model's keys
-        and values widen exactly. The keys transposed, because the scores' product then reads each key/value head's
-        keys as plain rows: read from memory, as after a layer's weights have streamed through the caches, the
-        product took 43 us instead of 76 (24 heads, 50 positions, one thread, an AMD EPYC with AVX-512 BF16)."""
+        Float32, because a CPU's bf16 batched products of these small shapes ran slower than float32's; the model's
+        keys and values widen exactly. The keys transposed, because the scores' product then reads each key/value
+        head's keys as plain rows, which ran faster from memory (where they are after a layer's weights have
+        streamed through the caches) than transposing them in the product."""
         heads, dim = self.kv_heads, self.head_dim
         return [Kept(torch.zeros((rows * heads, dim, width)), torch.zeros((rows * heads, width, dim)))
                 for _ in self.layers]
