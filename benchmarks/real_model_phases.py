@@ -217,8 +217,7 @@ def token_kl(model: torch.nn.Module, reference: torch.nn.Module, prompts: torch.
     """How far ``model``'s sampling distribution lies from ``reference``'s (the same weights in float32 compute):
     KL(p_ref || p_model) at each of ``new_tokens`` positions of responses the reference samples, both read through the
     sampling loop's own prefill and steps (``prompts_then_steps``), teacher-forced; its mean and largest value."""
-    from ppo_core.models.sequences import position_ids_from_mask
-    from ppo_core.rollout.sampling_loop import prompts_then_steps, sample_responses
+    from ppo_core.rollout.sampling_loop import loop_logits, sample_responses
 
     mask = torch.ones_like(prompts)
     generator_state = torch.get_rng_state()
@@ -227,13 +226,7 @@ def token_kl(model: torch.nn.Module, reference: torch.nn.Module, prompts: torch.
     torch.set_rng_state(generator_state)
 
     def read(scored: torch.nn.Module) -> torch.Tensor:
-        logits, step = prompts_then_steps(scored, prompts, mask, new_tokens)  # type: ignore[arg-type]
-        kept, position, out = mask, position_ids_from_mask(mask)[:, -1:], [logits.float()]
-        for column in range(new_tokens - 1):
-            kept = torch.cat([kept, kept.new_ones((len(kept), 1))], dim=1)
-            position = position + 1
-            out.append(step(responses[:, column], position, kept).float())
-        return torch.stack(out, dim=1).log_softmax(-1)
+        return loop_logits(scored, prompts, mask, responses).float().log_softmax(-1)  # type: ignore[arg-type]
 
     theirs, ours = read(reference), read(model)
     kl = (theirs.exp() * (theirs - ours)).sum(-1)

@@ -213,21 +213,14 @@ def logprob_gap(policy: PreTrainedModel, copy_model: PreTrainedModel, parts: Run
     from ppo_core.models.lora import adapters_disabled
     from ppo_core.models.sequences import token_logprobs
     from ppo_core.rollout.collect import response_logits
-    from ppo_core.rollout.sampling_loop import sample_responses
-    from ppo_core.rollout.shared_prompts import distinct_rows
+    from ppo_core.rollout.sampling_loop import loop_logits, sample_responses
 
-    steps: list[torch.Tensor] = []
-    handle = copy_model.register_forward_hook(lambda module, inputs, output: steps.append(output.logits[:, -1]))
-    try:
-        torch.manual_seed(SEED)
-        responses, mask = sample_responses(copy_model, batch.queries, batch.query_mask,
-                                           parts.generation_config.max_new_tokens, config.temperature,
-                                           parts.stop_token_id, parts.tokenizer.pad_token_id)
-    finally:
-        handle.remove()
-    # The prefill runs each distinct prompt once: its logits are copied out to the rows that share a prompt.
-    steps[0] = steps[0][distinct_rows(batch.queries, batch.query_mask)[1]]
-    loop = token_logprobs(torch.stack(steps[:responses.shape[1]], dim=1), responses, config.temperature)
+    torch.manual_seed(SEED)
+    responses, mask = sample_responses(copy_model, batch.queries, batch.query_mask,
+                                       parts.generation_config.max_new_tokens, config.temperature,
+                                       parts.stop_token_id, parts.tokenizer.pad_token_id)
+    loop = token_logprobs(loop_logits(copy_model, batch.queries, batch.query_mask, responses), responses,
+                          config.temperature)
     inputs = (batch.queries, batch.query_mask, responses, mask)
     with torch.no_grad():
         full = token_logprobs(response_logits(policy, *inputs), responses, config.temperature)

@@ -90,6 +90,21 @@ def prompts_then_steps(model: PreTrainedModel, queries: torch.Tensor, query_mask
 
 
 @torch.no_grad()
+def loop_logits(model: PreTrainedModel, queries: torch.Tensor, query_mask: torch.Tensor,
+                responses: torch.Tensor) -> torch.Tensor:
+    """[B, T, V]: the logits the sampling loop draws each of ``responses``' T tokens from, the loop's own prefill and
+    steps fed the responses (teacher-forced): what a check of the loop's numerics reads."""
+    logits, step = prompts_then_steps(model, queries, query_mask, responses.shape[1])
+    mask = query_mask.long()
+    position, read = position_ids_from_mask(mask)[:, -1:], [logits]
+    for column in range(responses.shape[1] - 1):
+        mask = torch.cat([mask, mask.new_ones((len(mask), 1))], dim=1)
+        position = position + 1
+        read.append(step(responses[:, column], position, mask))
+    return torch.stack(read, dim=1)
+
+
+@torch.no_grad()
 def sample_responses(model: PreTrainedModel, queries: torch.Tensor, query_mask: torch.Tensor, max_new_tokens: int,
                      temperature: float, stop_token_id: int | None,
                      pad_token_id: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -118,4 +133,4 @@ def sample_responses(model: PreTrainedModel, queries: torch.Tensor, query_mask: 
     return responses, response_mask
 
 
-__all__ = ["BLOCK", "Step", "draw", "prompts_then_steps", "sample_responses"]
+__all__ = ["BLOCK", "Step", "draw", "loop_logits", "prompts_then_steps", "sample_responses"]

@@ -17,10 +17,9 @@ from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedModel
 from transformers.models.llama.modeling_llama import LlamaAttention, LlamaRMSNorm, apply_rotary_pos_emb
 
 from ppo_core import PPOConfig
-from ppo_core.models.sequences import position_ids_from_mask
 from ppo_core.rollout.fused_decode import attend, attention_mask, decodable, decoder_of, rms_norm, rotate
 from ppo_core.rollout.sampling_copy import SamplingCopy, sampling_copy
-from ppo_core.rollout.sampling_loop import prompts_then_steps, sample_responses
+from ppo_core.rollout.sampling_loop import loop_logits, sample_responses
 
 
 def _grouped_llama(seed: int = 3) -> PreTrainedModel:
@@ -43,18 +42,11 @@ PROMPT_MASK = (torch.arange(6) >= torch.tensor([[3], [0], [3], [1]])).long()  # 
 FED = torch.tensor([[1, 2, 3, 4, 5], [6, 7, 8, 9, 10], [11, 12, 13, 14, 15], [16, 17, 18, 19, 20]])
 
 
-@torch.no_grad()
 def _decoded(model: PreTrainedModel, fused: bool) -> torch.Tensor:
     """The logits [B, 6, V]: after PROMPTS, then after each token of FED fed one a step, as the sampling loop reads
-    them (``prompts_then_steps``): through the copy's fused decoder, or the model's forward with its cache."""
+    them (``loop_logits``): through the copy's fused decoder, or the model's forward with its cache."""
     assert (decoder_of(model) is not None) == fused
-    logits, step = prompts_then_steps(model, PROMPTS, PROMPT_MASK, FED.shape[1] + 1)
-    mask, position, out = PROMPT_MASK, position_ids_from_mask(PROMPT_MASK)[:, -1:], [logits]
-    for column in range(FED.shape[1]):
-        mask = torch.cat([mask, mask.new_ones((4, 1))], dim=1)
-        position = position + 1
-        out.append(step(FED[:, column], position, mask))
-    return torch.stack(out, dim=1).float()
+    return loop_logits(model, PROMPTS, PROMPT_MASK, torch.cat([FED, FED[:, :1]], dim=1)).float()
 
 
 def _mean_kl(reference: torch.Tensor, other: torch.Tensor) -> float:
