@@ -51,7 +51,8 @@ def rms_norm(hidden: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Te
 def rotate(states: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> torch.Tensor:
     """x cos + rotate_half(x) sin, with rotate_half(x) = (-x2, x1) for the halves x1, x2 of the last dimension,
     computed as x cos + roll(x) (-s1, s2): the same products, since negating is exact. transformers'
-    ``apply_rotary_pos_emb`` for one tensor of heads ``states`` (B, heads, D); cos and the signed sin (B, 1, D)."""
+    ``apply_rotary_pos_emb`` for one tensor of heads ``states`` (..., heads, D); cos and the signed sin (..., 1, D)
+    broadcast over the heads."""
     return states * cos + torch.roll(states, states.shape[-1] // 2, dims=-1) * signed_sin
 
 
@@ -67,7 +68,8 @@ class Product:
         self.follow()
 
     def versions(self) -> list[int]:
-        # A tensor's version counter moves with every in-place write, as the sampling copy's refresh makes.
+        # A tensor's version counter moves with every in-place write, and the sampling copy's refresh writes its
+        # weights in place (a weight replaced by assignment would need a new decoder).
         return [linear.weight._version for linear in self.linears] + \
             [linear.bias._version for linear in self.linears if linear.bias is not None]
 
