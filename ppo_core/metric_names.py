@@ -22,7 +22,7 @@ UPDATE_METRICS = (
     "loss/policy_avg",
     "lr",
     "time/rollout_s", "time/update_s", "time/tokens_per_s", "precision/sampling_bf16", "precision/autocast_bf16",
-    "memory/peak_gib",
+    "precision/sampling_fused", "memory/peak_gib",
 )
 # Reported on every update by runs with a value network (advantage_estimator gae) only.
 CRITIC_METRICS = ("val/mean_value", "val/explained_variance", "val/clipfrac_avg", "loss/value_avg", "lr_value")

@@ -335,7 +335,7 @@ class PPOConfig(ScriptArguments, ModelConfig, ConfigReadings):
         metadata=field_help("CPU only: the sampling copy runs Llama and Qwen2 models, prompts and decode steps, in "
                             "few operations from joined weights packed once per refresh, with a fixed-width KV cache "
                             "(ppo_core.rollout.fused_decode); the model's forward up to float rounding. Off, or "
-                            "another architecture: the model's own forward."),
+                            "another architecture: the model's own forward. Reported as precision/sampling_fused."),
     )
     fused_logits_head: bool = field(
         default=False,

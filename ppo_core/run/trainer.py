@@ -230,6 +230,8 @@ class PPOTrainer:
             "time/tokens_per_s": seen.num_response_tokens / max(rollout_seconds + update_seconds, 1e-9),
             "precision/sampling_bf16": float(self._sampler().dtype == torch.bfloat16),
             "precision/autocast_bf16": float(self.accelerator.mixed_precision == "bf16"),
+            # Which code computed the sampled tokens' logits: the copy's fused decoder, or a model's own forward.
+            "precision/sampling_fused": float(getattr(self.sampling_copy, "decoder", None) is not None),
             "memory/peak_gib": peak_gib,
         }
 

@@ -90,16 +90,19 @@ def test_the_copy_is_made_on_a_cpu_where_it_differs_from_the_policy(tmp_path: Pa
     assert sampling_copy(bfloat16, _lora(path), gpu) is None  # a GPU keeps bf16_generation_copy's switch
 
 
-def test_a_run_sampling_from_a_bf16_copy_scores_with_the_policy(tmp_path: Path) -> None:
+@pytest.mark.parametrize("fused", [True, False])
+def test_a_run_sampling_from_a_bf16_copy_scores_with_the_policy(tmp_path: Path, fused: bool) -> None:
     values = letter_run(tmp_path, 32, response_length=6, per_device_train_batch_size=8, total_episodes=32,
-                        use_peft=True, lora_r=4, sampling_dtype="bfloat16", learning_rate=0.0)
+                        use_peft=True, lora_r=4, sampling_dtype="bfloat16", learning_rate=0.0, fused_decode=fused)
     trainer = PPOTrainer(PPOConfig(**values))
     assert trainer.sampling_copy is not None and trainer.sampling_copy.dtype == torch.bfloat16
+    assert (trainer.sampling_copy.decoder is not None) == fused  # a tiny Llama: the decoder runs it where asked
     metrics = trainer.train().metrics
     # The copy only samples; log-probs come from the policy's scoring forward, as the reference's do, so at
     # learning rate 0 the ratio is 1 and KL to the reference 0, to float32 rounding.
     for update in metrics:
         assert update["precision/sampling_bf16"] == 1.0
+        assert update["precision/sampling_fused"] == float(fused)
         assert update["objective/kl"] == pytest.approx(0.0, abs=1e-6)
         assert update["val/ratio"] == pytest.approx(1.0, abs=1e-6)
 
