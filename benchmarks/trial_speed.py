@@ -67,6 +67,7 @@ print("MARK" + json.dumps({
     "eval_gold": evaluated[-1].get("eval/gold_score") if evaluated else None,
     "eval_kl": evaluated[-1]["eval/kl"] if evaluated else None,
     "sampling_bf16": metrics[-1].get("precision/sampling_bf16"),
+    "sampling_fused": metrics[-1].get("precision/sampling_fused"),
 }))
 """.replace("MARK", MARK)
 
@@ -113,6 +114,7 @@ def summarise(rounds: list[dict[str, dict[str, Any]]]) -> dict[str, Any]:
                         for part in ("train_s", "rollout_s", "update_s", "eval_s", "other_s")},
             "eval_gold": [run["eval_gold"] for run in runs], "eval_kl": [run["eval_kl"] for run in runs],
             "sampling_bf16": runs[-1]["sampling_bf16"],
+            "sampling_fused": runs[-1].get("sampling_fused"),  # None from code older than the metric
         }
     return summary
 

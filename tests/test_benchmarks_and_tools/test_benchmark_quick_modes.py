@@ -546,6 +546,7 @@ def test_trial_speed_quick_times_both_trees_and_reads_each_ratio_within_its_roun
         assert f"| {name} |" in printed
     assert result["summary"]["A"]["over_a"]["median"] == 1.0
     assert result["summary"]["B_fp32"]["sampling_bf16"] == 0.0
+    assert result["summary"]["B"]["sampling_fused"] in (0.0, 1.0)  # recorded from the trial's own metric
     assert result["paired"]["reference"] == "B" and set(result["paired"]) == {"reference", "A", "B_fp32"}
     assert result["paired"]["A"]["eval_gold"] is None  # the letter reward has no gold
     assert len(result["paired"]["A"]["eval_kl"]) == 3  # mean difference and its interval (nan for one round)
