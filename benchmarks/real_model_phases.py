@@ -142,15 +142,7 @@ def measure_precision(path: str, precision: str, args: argparse.Namespace) -> di
 
     generated = best_seconds(generate, args.repeats)
     decode = decode_step(model, prompts, args)
-    from ppo_core.rollout.sampling_copy import SamplingCopy
-
-    reference = SamplingCopy(model, torch.float32, args.batch, fused=False).model  # these weights, float32 compute
-    packed_copy = SamplingCopy(model, dtype, args.batch, fused=False).model
-    fused_copy = SamplingCopy(model, dtype, args.batch).model
-    packed = {**decode_step(packed_copy, prompts, args, weights_of=model),
-              **token_kl(packed_copy, reference, prompts, args.new_tokens)}
-    fused = {**decode_step(fused_copy, prompts, args, weights_of=model),
-             **token_kl(fused_copy, reference, prompts, args.new_tokens)}
+    packed, fused = sampling_copies(model, dtype, prompts, args)
     forward_s = best_seconds(forward, args.repeats)
     model.train()
     full_s = best_seconds(forward_backward(model), args.repeats)
@@ -174,6 +166,21 @@ def measure_precision(path: str, precision: str, args: argparse.Namespace) -> di
         "forward_backward_full": phase(full_s, 6 * pass_weights, peak),
         "forward_backward_lora": phase(lora_s, 4 * pass_weights, peak),
     }
+
+
+def sampling_copies(model: torch.nn.Module, dtype: torch.dtype, prompts: torch.Tensor,
+                    args: argparse.Namespace) -> tuple[dict[str, float], dict[str, float]]:
+    """The sampling copy of ``model`` in ``dtype`` without and with its fused decoder: each one's decode step against
+    its bound (:func:`decode_step`) and its numerics against float32 compute on the same weights (:func:`token_kl`)."""
+    from ppo_core.rollout.sampling_copy import SamplingCopy
+
+    reference = SamplingCopy(model, torch.float32, args.batch, fused=False).model  # type: ignore[arg-type]
+    measured = []
+    for fused in (False, True):
+        copy = SamplingCopy(model, dtype, args.batch, fused=fused).model  # type: ignore[arg-type]
+        measured.append({**decode_step(copy, prompts, args, weights_of=model),
+                         **token_kl(copy, reference, prompts, args.new_tokens)})
+    return measured[0], measured[1]
 
 
 def read_bandwidth(size_bytes: int, repeats: int) -> float:

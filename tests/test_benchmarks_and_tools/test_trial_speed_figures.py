@@ -30,7 +30,7 @@ def test_the_speed_row_is_the_files_median_and_range() -> None:
 
 
 def test_readme_quotes_the_latest_run() -> None:
-    latest = json.loads((ROOT / "benchmarks/results/trial_speed/trial_speed_decode_attention.json").read_text())
+    latest = json.loads((ROOT / "benchmarks/results/trial_speed/trial_speed_fused_prefill.json").read_text())
     assert f"{latest['summary']['B']['over_a']['median']:.2f}x as fast" in README
     assert latest["base"].startswith("eb62c2d") and len(latest["rounds"]) == 4
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import math
 from pathlib import Path
+from typing import cast
 
 import pytest
 import torch
@@ -142,7 +143,8 @@ def test_the_decoder_follows_the_policy_once_refreshed(tmp_path: Path) -> None:
 
 def test_a_lora_refresh_packs_again_only_what_moved(tmp_path: Path) -> None:
     base = _grouped_llama().requires_grad_(False)
-    policy = get_peft_model(base, LoraConfig(r=2, lora_alpha=4, target_modules="all-linear", lora_dropout=0.0))
+    adapted = get_peft_model(base, LoraConfig(r=2, lora_alpha=4, target_modules="all-linear", lora_dropout=0.0))
+    policy = cast(PreTrainedModel, adapted)  # forwards as the model it wraps
     mirror = SamplingCopy(policy, torch.float32, rows=4)
     assert mirror.decoder is not None
     head, qkv = mirror.decoder.head.packed, mirror.decoder.layers[0].qkv.packed

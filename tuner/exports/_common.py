@@ -59,6 +59,7 @@ NOT_TRAINING = {
     "static_decode": "how ppo_core decodes on a GPU (the same distribution): speed, not results",
     "bf16_generation_copy": "which copy of the policy samples on a GPU in ppo_core: speed, not the trained math",
     "sampling_dtype": "which copy of the policy samples on a CPU in ppo_core: speed, not the trained math",
+    "fused_decode": "how ppo_core's CPU sampling copy computes its logits (the same forward): speed, not results",
     "update_forward_batch_size": "rows per forward pass in ppo_core's update (the same gradient): speed, not results",
 }
 
