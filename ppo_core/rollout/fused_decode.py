@@ -143,11 +143,11 @@ class FusedDecoder:
             attention, mlp = layer.self_attn, layer.mlp
             self.layers.append(Layer(
                 norm_in=layer.input_layernorm.weight.detach(), norm_post=layer.post_attention_layernorm.weight.detach(),
-                qkv=Product([plain(attention.q_proj), plain(attention.k_proj), plain(attention.v_proj)], rows),
-                out=Product([plain(attention.o_proj)], rows),
-                gate_up=Product([plain(mlp.gate_proj), plain(mlp.up_proj)], rows),
-                down=Product([plain(mlp.down_proj)], rows)))
-        self.head = Product([plain(model.get_output_embeddings())], rows)
+                qkv=Product([attention.q_proj, attention.k_proj, attention.v_proj], rows),
+                out=Product([attention.o_proj], rows),
+                gate_up=Product([mlp.gate_proj, mlp.up_proj], rows),
+                down=Product([mlp.down_proj], rows)))
+        self.head = Product([cast(nn.Linear, model.get_output_embeddings())], rows)
 
     def products(self) -> list[Product]:
         """Every product of a forward, in its order: each layer's four, then the head."""
@@ -232,11 +232,6 @@ def attend(queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, addi
     (0 or -inf)."""
     scores = torch.baddbmm(additive, queries.float(), keys, alpha=scaling)
     return torch.bmm(scores.softmax(dim=-1), values)
-
-
-def plain(layer: nn.Module) -> nn.Linear:
-    """The ``nn.Linear`` behind a layer, packed (``ppo_core.models.packed_linear.PackedLinear``) or not."""
-    return cast(nn.Linear, getattr(layer, "linear", layer))
 
 
 def decodable(model: PreTrainedModel) -> bool:
