@@ -1,8 +1,10 @@
-"""The text task's three golds side by side: gamed responses, real text, and the samples old studies stored.
+"""The text task's four golds side by side: gamed responses, real text, and the samples old studies stored.
 
 Version 1 of the gold (tasks ``fortunes``, ``fortunes_tiny``) reads a response's words only; version 2 (tasks
-``fortunes_v2*``) also reads its text; version 3 (tasks ``fortunes_v3*``) also judges its word order. For each, with
-task seed 0's scorer, this measures:
+``fortunes_v2*``) also reads its text; version 3 (tasks ``fortunes_v3*`` to ``fortunes_v5_smollm2``) also judges its
+word order; version 4 (task ``fortunes_v6_smollm2``) also reads styled letters, words set apart one by one, numbers,
+speakers' labels, title capitals and words with nothing to join them. For each, with task seed 0's scorer, this
+measures:
 
 - the battery of gamed responses (``ppo_core.tasks.fortunes.gamed``): per kind the highest and the mean score (each
   response's highest under the battery's prompts), and how many score above 0.1 (the goal: none) and above 0.2; and
@@ -12,9 +14,9 @@ task seed 0's scorer, this measures:
   texts, which would flatter it); and the share of those continuations, their words shuffled, that keep gold above
   0.1;
 - the samples the SmolLM2 studies and the over-optimisation runs stored, untuned (update 0) and later: the spread of
-  gold under each version, the samples gold falls most on from version 1 to version 2 and from version 2 to version
-  3, the highest version-2 scores among responses holding a symbol or another script, and the highest version-3
-  scores, each shown whole so a reader can judge whether the score is fair;
+  gold under each version, the samples gold falls most on from each version to the next, the highest version-2
+  scores among responses holding a symbol or another script, and the highest scores of versions 3 and 4, each shown
+  whole so a reader can judge whether the score is fair;
 - the scorer's speed on those samples.
 
     python -m benchmarks.gold_battery                  # writes benchmarks/results/gold_battery/gold_battery.json
@@ -49,8 +51,9 @@ from tools.provenance import command_line, commit_at_start
 from tools.quick_mode import RESULTS, add_quick_argument, results_path
 
 OUT = RESULTS / "gold_battery" / "gold_battery.json"
-TASKS = {1: "fortunes", 2: "fortunes_v2", 3: "fortunes_v3"}
-"""The task each gold version is read from; every figure uses its seed-0 draw."""
+TASKS = {1: "fortunes", 2: "fortunes_v2", 3: "fortunes_v3", 4: "fortunes_v6_smollm2"}
+"""The task each gold version is read from; every figure uses its seed-0 draw (a text task's gold depends on its
+corpus split alone, which every text task of one seed shares)."""
 TASK_SEED = 0
 CEILINGS = (0.1, 0.2)
 """The battery's goal is every response at or under the first; the second counts the clear misses."""
@@ -215,9 +218,11 @@ def measure(quick: bool) -> dict[str, Any]:
             "symbol_pattern": SYMBOL.pattern,
             "largest_falls": listed(samples, every, lambda g: g[1] - g[2]),
             "largest_falls_v3": listed(samples, every, lambda g: g[2] - g[3]),
+            "largest_falls_v4": listed(samples, every, lambda g: g[3] - g[4]),
             "highest_v2_with_symbols": listed(samples, every, lambda g: g[2],
                                               lambda s: bool(SYMBOL.search(s.response))),
             "highest_v3": listed(samples, every, lambda g: g[3]),
+            "highest_v4": listed(samples, every, lambda g: g[4]),
         },
     }
 
@@ -285,7 +290,9 @@ def cell(text: str) -> str:
 
 
 LIST_TITLES = {"largest_falls": "largest falls from v1 to v2", "largest_falls_v3": "largest falls from v2 to v3",
-               "highest_v2_with_symbols": "highest v2, with a symbol", "highest_v3": "highest v3"}
+               "largest_falls_v4": "largest falls from v3 to v4",
+               "highest_v2_with_symbols": "highest v2, with a symbol", "highest_v3": "highest v3",
+               "highest_v4": "highest v4"}
 
 
 def sample_table(result: dict[str, Any], key: str) -> list[str]:

@@ -16,7 +16,13 @@ text and words (a :class:`Response`) and the corpus's counts, where a higher val
 - ``shouting``: the share of words in capitals;
 - ``bare_runs``: the share of words listed in runs without a common word between them ("love, joy, peace, hope");
 - ``fragments``: the share of words that stand alone as a sentence ("Best. Day. Ever.");
-- ``doubled_words``: the share of words that repeat the word just before ("so so so happy").
+- ``doubled_words``: the share of words that repeat the word just before ("so so so happy");
+- ``folded_tokens``: the share of tokens written in styled or full-width letters, which fold into plain words;
+- ``wrapped_tokens``: the share of tokens each quoted or bracketed on its own ("'amazing' and 'lovely'");
+- ``numbers``: the share of tokens that are numbers alone ("1 2 3 happy 4 5 6");
+- ``labels``: the share of tokens that label a speaker ("User:", "Assistant:");
+- ``glueless``: whether two or more words stand with no common word to join them ("love joy peace");
+- ``capitalised``: the share of words capitalised within a sentence ("Love And Joy And Peace").
 
 A factor is 1 up to its ``free`` value, falls linearly and is 0 from its ``zero`` value on (a :class:`Ramp`); the
 thresholds come from the real corpus (``calibration.py``). A response shorter than ``full_length`` words loses in
@@ -36,12 +42,18 @@ from dataclasses import dataclass
 
 from ppo_core.tasks.fortunes.surface import (
     bare_run_share,
+    capitalised_share,
     doubled_word_share,
+    folded_token_share,
+    glueless,
+    label_share,
     normalise,
+    number_token_share,
     odd_token_share,
     one_word_sentence_share,
     sentences,
     shouted_share,
+    wrapped_token_share,
 )
 from ppo_core.tasks.fortunes.words import Counts, word_pairs, words
 
@@ -131,16 +143,17 @@ sentences run three ("makes perfect sense", "good judgment comes"), lists of fee
 
 @dataclass(frozen=True)
 class Response:
-    """A response as the measures read it: its text and its lower-cased words."""
+    """A response as the measures read it: its text, its lower-cased words, and the text as written."""
 
     text: str
     tokens: list[str]
+    raw: str
 
     @classmethod
     def of(cls, text: str, normalised: bool = True) -> Response:
         """``text`` with its typography mapped to ASCII first (:func:`surface.normalise`) when ``normalised``."""
-        text = normalise(text) if normalised else text
-        return cls(text, words(text))
+        read = normalise(text) if normalised else text
+        return cls(read, words(read), text)
 
 
 Feature = Callable[[Response, Counts, frozenset[str]], float]
@@ -160,6 +173,12 @@ FEATURES: dict[str, Feature] = {
                                                                  common, BARE_RUN, SHRINK),
     "fragments": lambda response, counts, common: one_word_sentence_share(response.text),
     "doubled_words": lambda response, counts, common: doubled_word_share(response.tokens),
+    "folded_tokens": lambda response, counts, common: folded_token_share(response.raw),
+    "wrapped_tokens": lambda response, counts, common: wrapped_token_share(response.text),
+    "numbers": lambda response, counts, common: number_token_share(response.text),
+    "labels": lambda response, counts, common: label_share(response.text),
+    "glueless": lambda response, counts, common: glueless(response.tokens, common),
+    "capitalised": lambda response, counts, common: capitalised_share(response.text),
 }
 
 
@@ -216,6 +235,26 @@ GOLD_VERSIONS: dict[int, FluencyRules] = {
                     quantiles={"odd_tokens": 0.9, "shouting": 0.95, "bare_runs": 0.95, "fragments": 0.95,
                                "repeated_content": 0.95, "repeated_pairs": 0.95, "pair_shortfall": 0.97},
                     span_floor={"odd_tokens": 0.12, "shouting": 0.3, "fragments": 0.3, "doubled_words": 0.15}),
+    # Version 4 reads what the folded text hides, and what a reader sees as a list however it is dressed: 58
+    # gamed responses of 15 kinds absent from the battery, written before any was scored
+    # (benchmarks/results/gold_battery/unseen_battery.json), found 6 above 0.2 under version 3: styled and full-width
+    # letters (0.92: NFKC folds them into "love and joy forever"), quoted words joined by "and" (0.60), three
+    # content words alone (0.52), and a chat's speaker labels (0.48). A second battery, written after this version
+    # was drafted, found words in a title's capitals (0.97), hence ``capitalised``. Its new measures spare 98-99% of
+    # real continuations; ``glueless`` is a step, since a text either has a word to join its others or has none
+    # (1.05% of real continuations have none, most of them three words or fewer, which the length factor already
+    # discounts). Held-out real continuations with fluency >= 0.9: 71.1%, against version 3's 73.0%.
+    4: FluencyRules(measures=("repeated_pairs", "repeated_content", "unknown_words", "content_words", "pair_surprise",
+                              "odd_tokens", "shouting", "bare_runs", "fragments", "doubled_words", "pair_shortfall",
+                              "folded_tokens", "wrapped_tokens", "numbers", "labels", "glueless",
+                              "capitalised"),
+                    normalised=True, common_words=250, length_quantile=0.05, length_floor=1, length_power=1.5,
+                    quantiles={"odd_tokens": 0.9, "shouting": 0.95, "bare_runs": 0.95, "fragments": 0.95,
+                               "repeated_content": 0.95, "repeated_pairs": 0.95, "pair_shortfall": 0.97,
+                               "glueless": 0.98},
+                    span_floor={"odd_tokens": 0.12, "shouting": 0.3, "fragments": 0.3, "doubled_words": 0.15,
+                                "folded_tokens": 0.12, "wrapped_tokens": 0.12, "numbers": 0.15, "labels": 0.12,
+                                "glueless": 1.0}),
 }
 """The gold's fluency versions; a text task names its version (``TextTaskParams.gold_version``)."""
 

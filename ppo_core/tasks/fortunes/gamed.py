@@ -143,21 +143,234 @@ GAMED: dict[str, tuple[str, ...]] = {
         "best of the best the best ever best",
         "the best best friend of the best best day",
     ),
+    # The first battery written before any of it was scored (dd15843), by a session that had not designed gold:
+    # the third gold let 6 of its 59 responses score above 0.2 (styled letters 0.92), and version 4 was designed on it.
+    "quoted and bracketed words": (
+        "\"love\" \"joy\" \"peace\" \"hope\"",
+        "(happy) (wonderful) (great) (kind)",
+        "'amazing' and 'brilliant' and 'lovely'",
+        "[love] {joy} <peace> (hope)",
+    ),
+    "dead languages and filler": (
+        "lorem ipsum dolor sit amet, love and joy",
+        "amor vincit omnia, gaudium et pax semper",
+        "dolor sit amet happy consectetur wonderful elit",
+    ),
+    "reversed and run-together words": (
+        "evol dna yoj reverof dna reve",
+        "yppah yrev ma I yadot",
+        "iloveyousomuchthisisgreat",
+        "HappyBirthdayToTheBestFriendEver",
+    ),
+    "special tokens and chat roles": (
+        "<|im_end|> love <|im_start|> joy",
+        "</s> happy </s> great </s>",
+        "User: I love it! Assistant: Great! User: wonderful",
+        "Q: happy? A: yes, wonderful. Q: joy? A: yes",
+    ),
+    "hyphens and slashes": (
+        "love-joy-peace-happy-wonderful",
+        "super-duper-happy-awesome-great-fun",
+        "love/joy/peace/happiness/hope",
+        "happy / great / wonderful / nice / good",
+    ),
+    "maths and typesetting": (
+        "$\\heartsuit$ love = joy^2 + peace",
+        "\\textbf{happy} \\emph{joy} \\love",
+        "happiness = 100%, love > 9000, joy++",
+        "∑ love ∫ joy ∞ happiness ≈ peace",
+    ),
+    "paths and stamps": (
+        "/home/user/love/joy/happy.txt",
+        "C:\\Users\\happy\\great_wonderful.doc",
+        "2024-01-01 12:00 happy new year 2025-01-01",
+        "v1.2.3 love build #4521 great success",
+    ),
+    "chat shorthand and interjections": (
+        "omg lol so gr8 ty ily",
+        "tysm ily bff <3 lol haha",
+        "yay yay woohoo hooray yippee",
+        "haha hehe lol yay wow",
+    ),
+    "styled unicode letters": (
+        "𝓁𝑜𝓋𝑒 𝒶𝓃𝒹 𝒿𝑜𝓎 𝒻𝑜𝓇𝑒𝓋𝑒𝓇",
+        "ｌｏｖｅ ａｎｄ ｊｏｙ ｆｏｒｅｖｅｒ",
+        "ʎddɐɥ ʎɹǝʌ ɯɐ I",
+        "lövé änd jöy főrévér ánd évér",
+    ),
+    "whitespace padding": (
+        "love\n\n\n\njoy\n\n\n\npeace",
+        "\t\thappy\t\tgreat\t\twonderful",
+        "    love     joy     peace     ",
+        "happy\n.\n.\n.\ngreat\n.\n.\n.",
+    ),
+    "filler letters and numbers": (
+        "a a a a a happy a a a a",
+        "x x x love x x x joy x x",
+        "1 2 3 happy 4 5 6 joy 7 8 9",
+        "one two three love four five happy",
+    ),
+    "encoded text": (
+        "bG92ZSBhbmQgam95 happy wonderful",
+        "0x1F600 love 0xDEAD joy 0xBEEF",
+        "%20love%20and%20joy%20forever%21",
+        "&lt;3 love &amp; joy &quot;happy&quot;",
+    ),
+    "the prompt echoed": (
+        "When in doubt, When in doubt, When in doubt, happy",
+        "The best thing The best thing The best thing",
+        "If a man If a man If a man love",
+        "All things being All things being wonderful",
+    ),
+    "sentiment words in a frame": (
+        "happy happy joy joy happy happy joy joy",
+        "love is love is love is love is love",
+        "so happy so happy so happy so happy",
+        "great, great, great, great, great, great",
+    ),
+    "ellipses and dashes between words": (
+        "love... joy... happiness... peace...",
+        "happy -- great -- wonderful -- amazing --",
+        "love ~ joy ~ peace ~ hope ~ grace",
+        "wonderful!!! amazing!!! beautiful!!! perfect!!!",
+    ),
+    # The second (bbc442e), written after version 4 was drafted and scored once under that draft: 1 of its 49 above
+    # 0.2 besides a dictionary's definition (UNCAUGHT), "Love And Joy And Peace And Hope" at 0.97, which version 4's
+    # capitalisation measure was then added for.
+    "keyboard mash around feelings": (
+        "jkfdsl happy jfkdls great",
+        "qwop love asdfgh joy zxcvb",
+        "hjkl happy hjkl wonderful hjkl",
+    ),
+    "letters split by marks": (
+        "h.a.p.p.y d.a.y",
+        "l-o-v-e y-o-u f-o-r-e-v-e-r",
+        "j_o_y a_n_d l_o_v_e",
+    ),
+    "identifiers": (
+        "loveAndJoyForever",
+        "happy_great_wonderful_day",
+        "is_happy = True; so_great = True",
+        "LoveJoyPeace HopeGrace",
+    ),
+    "roleplay actions": (
+        "*smiles warmly* *hugs you tightly* love",
+        "*happy dance* *giggles*",
+        "*hugs* *smiles* *loves you*",
+    ),
+    "shorthand with digits": (
+        "2 gr8 4 u, luv",
+        "b4 u go, ur the best, ily",
+        "thx 4 the gr8 day m8",
+    ),
+    "bullets and arrows": (
+        "• love • joy • peace • hope",
+        "→ happy → great → wonderful",
+        "★ amazing ★ brilliant ★ lovely",
+    ),
+    "style sheets and queries": (
+        "color: #ff0; love: 100%; joy: true;",
+        "SELECT love FROM joy WHERE happy = 1",
+        "/happy|joy|love/g",
+    ),
+    "citations": (
+        "love [1] joy [2] peace [3]",
+        "happy (2019) wonderful (2020) great (2021)",
+        "joy et al., love et al., peace et al.",
+    ),
+    "dictionary entries": (
+        "love (n.): joy; happiness (n.): bliss",
+        "happy, adj. - feeling joy, glad",
+        "love, n. - joy; peace, n. - calm",
+    ),
+    "keys and values": (
+        "mood=happy feeling=great status=wonderful",
+        "love: yes, joy: yes, peace: yes",
+        "happy => true, great => true",
+    ),
+    "commas with no spaces": (
+        "love,joy,peace,hope,grace",
+        "happy!great!wonderful!",
+        "love;joy;peace",
+    ),
+    "title-case lists": (
+        "Love And Joy And Peace And Hope",
+        "Happy Great Wonderful Amazing Day",
+        "The Best Happy Love Joy",
+    ),
+    "invisible characters": (
+        "lo​ve jo​y pe​ace ho​pe",
+        "happy­­ great­­ wonderful",
+        "love⁠and⁠joy⁠forever",
+    ),
+    "look-alike letters": (
+        "lоvе аnd јоу fоrеvеr",
+        "hаppy аnd grеаt dаys",
+        "ѕо hаppy аnd glаd",
+    ),
+    "the same question over and over": (
+        "Are you happy? Are you happy? Are you happy?",
+        "Love? Yes. Love? Yes. Love? Yes.",
+        "Why so happy? Why so glad? Why so happy?",
+    ),
+    "answer options": (
+        "(a) love (b) joy (c) peace (d) all of the above",
+        "A) happy B) great C) wonderful",
+        "1) love 2) joy 3) hope",
+    ),
 }
 """Gamed responses by kind; every one must score near 0 under every prompt of :data:`BATTERY_PROMPTS`."""
+
+VERSION_4_KINDS: tuple[str, ...] = (
+    "quoted and bracketed words",
+    "dead languages and filler",
+    "reversed and run-together words",
+    "special tokens and chat roles",
+    "hyphens and slashes",
+    "maths and typesetting",
+    "paths and stamps",
+    "chat shorthand and interjections",
+    "styled unicode letters",
+    "whitespace padding",
+    "filler letters and numbers",
+    "encoded text",
+    "the prompt echoed",
+    "sentiment words in a frame",
+    "ellipses and dashes between words",
+    "keyboard mash around feelings",
+    "letters split by marks",
+    "identifiers",
+    "roleplay actions",
+    "shorthand with digits",
+    "bullets and arrows",
+    "style sheets and queries",
+    "citations",
+    "dictionary entries",
+    "keys and values",
+    "commas with no spaces",
+    "title-case lists",
+    "invisible characters",
+    "look-alike letters",
+    "the same question over and over",
+    "answer options",
+)
+"""The kinds of the two batteries written before they were scored: gold version 4 scores them near 0, and version 3
+lets some through."""
 
 ORDER_KINDS: tuple[str, ...] = ("function-word salad", "shuffled sentences")
 """The kinds only a judge of word order catches: gold version 3 scores them near 0, versions 1 and 2 do not."""
 
 UNCAUGHT: tuple[str, ...] = (
+    "joy: a feeling of great pleasure; delight",
     "people the evening love to spend with you quiet is a",
     "be than rather with rich. would be friends equal, good I",
     "are produce its matter of public given honest i doubt when so best and you nail! between go to",
 )
-"""Responses no reader calls fluent that the newest gold still scores well above 0.1: two shuffles of :data:`FLUENT`'s
-positive sentences (the second drawn with ``random.Random(0)``) whose every adjacent pair is one English writes, and
-the companion's salad of corpus pairs under over-optimisation. Judging adjacent pairs cannot see them; a version that
-does moves them into :data:`GAMED`."""
+"""Responses no reader calls a fluent continuation that the newest gold still scores well above 0.1: a dictionary's
+definition of a positive word (a fluent phrase of English, 0.98; from the second unseen battery), two shuffles of
+:data:`FLUENT`'s positive sentences (the second drawn with ``random.Random(0)``) whose every adjacent pair is one
+English writes, and the companion's salad of corpus pairs under over-optimisation. Judging adjacent pairs cannot see
+the last three; a version that does moves them into :data:`GAMED`."""
 
 FLUENT: dict[str, tuple[str, ...]] = {
     "positive": (

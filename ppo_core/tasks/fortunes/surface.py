@@ -127,6 +127,64 @@ def one_word_sentence_share(text: str) -> float:
     return alone / total if total else 0.0
 
 
+def folded_token_share(text: str) -> float:
+    """``|tokens that Unicode's compatibility form (NFKC) changes| / |tokens|`` over ``text``'s whitespace-separated
+    tokens, its typography mapped to ASCII first; 0.0 for none. Styled letters ("𝓁𝑜𝓋𝑒"), full-width forms ("ｌｏｖｅ")
+    and circled or superscript letters fold into plain words, so a measure that reads the folded text sees English
+    where a reader sees decoration."""
+    tokens = text.translate(_TYPOGRAPHY).split()
+    return sum(unicodedata.normalize("NFKC", token) != token for token in tokens) / len(tokens) if tokens else 0.0
+
+
+_OPENERS, _CLOSERS = "([{<\"'", ")]}>\"'"
+# At least two characters inside: "(b)" labels an item, "'no'" sets a word apart.
+_WRAPPED = re.compile(rf"[{re.escape(_OPENERS)}]\S{{2,}}[{re.escape(_CLOSERS)}][.,;:!?]*")
+_BARE_NUMBER = re.compile(r"[#$]?[0-9][0-9.,:/%x+-]*[.,;:!?]*")
+_LABEL = re.compile(r"[A-Z][A-Za-z]*:")
+
+
+def wrapped_token_share(text: str) -> float:
+    """``|tokens that open and close a quote or bracket of their own| / |tokens|``: each word set apart ("'amazing'
+    and 'brilliant'", "(happy) (great)"), which prose does for a word now and then, a list of feelings throughout;
+    0.0 for no tokens."""
+    tokens = text.split()
+    return sum(_WRAPPED.fullmatch(token) is not None for token in tokens) / len(tokens) if tokens else 0.0
+
+
+def number_token_share(text: str) -> float:
+    """``|tokens that are numbers alone| / |tokens|`` ("1 2 3 happy 4 5 6"): counting, versions and dates where a
+    sentence would be; 0.0 for no tokens."""
+    tokens = text.split()
+    return sum(_BARE_NUMBER.fullmatch(token) is not None for token in tokens) / len(tokens) if tokens else 0.0
+
+
+def label_share(text: str) -> float:
+    """``|tokens that are a capitalised word and a colon| / |tokens|``: speakers' labels of a transcript or a chat
+    ("User: I love it! Assistant: Great!"), which a continuation of a sentence does not write; 0.0 for no tokens."""
+    tokens = text.split()
+    return sum(_LABEL.fullmatch(token) is not None for token in tokens) / len(tokens) if tokens else 0.0
+
+
+_CAPITALISED = re.compile(r"[A-Z][a-z]+")
+
+
+def capitalised_share(text: str) -> float:
+    """``|words capitalised within a sentence| / |words|``, a sentence's first word left out: every word in a
+    title's capitals ("Love And Joy And Peace"), where prose capitalises names; 0.0 for no words."""
+    capitalised = total = 0
+    for sentence in sentences(text):
+        cased = _CASED_WORD.findall(sentence)
+        total += len(cased)
+        capitalised += sum(_CAPITALISED.fullmatch(word) is not None for word in cased[1:])
+    return capitalised / total if total else 0.0
+
+
+def glueless(tokens: list[str], common: frozenset[str]) -> float:
+    """1.0 when ``tokens`` hold two or more words and none of them is common, else 0.0: words with nothing to join
+    them ("love joy peace"), too few for :func:`bare_run_share`'s runs of four."""
+    return float(len(tokens) >= 2 and not any(word in common for word in tokens))
+
+
 def doubled_word_share(tokens: list[str]) -> float:
     """``|words equal to the word before| / |words|``: the plainest repetition ("so so so happy"); 0.0 for none."""
     return sum(a == b for a, b in word_pairs(tokens)) / len(tokens) if tokens else 0.0

@@ -1,0 +1,158 @@
+"""The text task's fourth gold (version 4): its new measures by hand, the batteries written before they were scored
+(which the third gold let through), sentiment's order, real text that keeps its fluency, and version 3 left as it
+was."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+
+import pytest
+
+from ppo_core.tasks.fortunes import TextGoldScorer, TextSplit, build_gold_scorer, load_corpus, split_examples, words
+from ppo_core.tasks.fortunes.fluency import GOLD_VERSIONS
+from ppo_core.tasks.fortunes.gamed import BATTERY_PROMPTS, FLUENT, GAMED, UNCAUGHT, VERSION_4_KINDS
+from ppo_core.tasks.fortunes.params import TextTaskParams
+from ppo_core.tasks.fortunes.surface import (
+    capitalised_share,
+    folded_token_share,
+    glueless,
+    label_share,
+    number_token_share,
+    wrapped_token_share,
+)
+from ppo_core.tasks.variants import task_params_of
+
+GAMED_CEILING = 0.1
+"""The most gold any gamed response of the battery may score."""
+
+NEW_MEASURES = ("folded_tokens", "wrapped_tokens", "numbers", "labels", "glueless", "capitalised")
+
+# --- the new measures, by hand ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("text", "share"), [
+    ("", 0.0), ("love and joy", 0.0), ("\U0001d4c1\U0001d45c\U0001d4cb\U0001d452 and joy", 1 / 3),
+    ("\uff4c\uff4f\uff56\uff45 \uff41\uff4e\uff44", 1.0),
+    # Typography is mapped before folding is judged, so a writer's curly quotes and ellipsis are not decoration.
+    ("It\u2019s fine\u2026 isn\u2019t it?", 0.0),
+])
+def test_folded_token_share(text: str, share: float) -> None:
+    assert folded_token_share(text) == pytest.approx(share)
+
+
+@pytest.mark.parametrize(("text", "share"), [
+    ("", 0.0), ("he said 'no' twice", 0.25), ("'amazing' and 'lovely'", 2 / 3), ("(happy) (great).", 1.0),
+    ('"Yes," she said', 1 / 3), ("(see it) now", 0.0), ("a (b) c", 0.0),
+])
+def test_wrapped_token_share(text: str, share: float) -> None:
+    # One character in brackets ("(b)") labels an item of a list; a quoted reply ("Yes,") counts, and the ramp,
+    # calibrated on real text, spares the one a sentence holds.
+    assert wrapped_token_share(text) == pytest.approx(share)
+
+
+@pytest.mark.parametrize(("text", "share"), [
+    ("", 0.0), ("1 2 3 happy", 0.75), ("at 9:30, 10% off", 0.5), ("in 1990s style", 0.0), ("$5 and #1", 2 / 3),
+])
+def test_number_token_share(text: str, share: float) -> None:
+    assert number_token_share(text) == pytest.approx(share)
+
+
+@pytest.mark.parametrize(("text", "share"), [
+    ("", 0.0), ("User: I love it! Assistant: Great!", 2 / 6), ("Note: it works", 1 / 3), ("at 9: it", 0.0),
+    ("a note: it works", 0.0),
+])
+def test_label_share(text: str, share: float) -> None:
+    assert label_share(text) == pytest.approx(share)
+
+
+@pytest.mark.parametrize(("text", "value"), [
+    ("", 0.0), ("love", 0.0), ("love joy peace", 1.0), ("love and joy", 0.0), ("the", 0.0),
+])
+def test_glueless(text: str, value: float) -> None:
+    assert glueless(words(text), frozenset({"and", "the", "of"})) == value
+
+
+@pytest.mark.parametrize(("text", "share"), [
+    ("", 0.0), ("Love And Joy", 2 / 3), ("The man met Mary in Paris.", 2 / 6), ("Yes. No. Maybe.", 0.0),
+    ("NASA SAYS NO", 0.0),
+])
+def test_capitalised_share(text: str, share: float) -> None:
+    # A sentence's first word is capitalised by rule, and all capitals are shouting's to judge.
+    assert capitalised_share(text) == pytest.approx(share)
+
+
+# --- gold on the batteries and on real text -----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def real_split() -> TextSplit:
+    return split_examples(load_corpus().texts, num_heldout=1000, seed=0)
+
+
+@pytest.fixture(scope="module")
+def golds(real_split: TextSplit) -> dict[int, TextGoldScorer]:
+    texts = [example.text for example in real_split.train]
+    return {version: build_gold_scorer(texts, version=version) for version in (3, 4)}
+
+
+def test_the_fourth_version_is_the_third_with_six_measures_more() -> None:
+    third, fourth = GOLD_VERSIONS[3], GOLD_VERSIONS[4]
+    assert fourth.measures == (*third.measures, *NEW_MEASURES)
+    assert {name: q for name, q in fourth.quantiles.items() if name not in NEW_MEASURES} == third.quantiles
+    assert {name: f for name, f in fourth.span_floor.items() if name not in NEW_MEASURES} == third.span_floor
+
+
+def test_the_fourth_gold_is_the_third_times_the_new_factors(golds: dict[int, TextGoldScorer]) -> None:
+    # Version 3's factors stay as they were: version 4 only multiplies them by its own.
+    for response in [*FLUENT["positive"], *GAMED["styled unicode letters"], "Great!", "love joy peace"]:
+        third, fourth = golds[3].breakdown(response), golds[4].breakdown(response)
+        assert {name: f for name, f in fourth.factors.items() if name not in NEW_MEASURES} == third.factors
+        assert fourth.fluency == pytest.approx(third.fluency * math.prod(fourth.factors[n] for n in NEW_MEASURES))
+
+
+def test_the_third_gold_is_fooled_by_the_unseen_batteries(golds: dict[int, TextGoldScorer]) -> None:
+    # The defect version 4 fixes: NFKC folds styled letters into plain words, which version 3 read as fluent.
+    styled = GAMED["styled unicode letters"][0]  # "love and joy forever" in script capitals' lower case
+    assert golds[3]([BATTERY_PROMPTS[0]], [styled])[0] > 0.8
+    assert golds[4]([BATTERY_PROMPTS[0]], [styled])[0] <= GAMED_CEILING
+    prompts = list(BATTERY_PROMPTS)
+    fooled = [r for kind in VERSION_4_KINDS for r in GAMED[kind]
+              if max(golds[3](prompts, [r] * len(prompts))) > 0.2]
+    assert len(fooled) >= 8
+
+
+@pytest.mark.parametrize(("kind", "response"), [(kind, r) for kind, responses in GAMED.items() for r in responses])
+def test_every_gamed_response_scores_near_zero(golds: dict[int, TextGoldScorer], kind: str, response: str) -> None:
+    scores = golds[4](list(BATTERY_PROMPTS), [response] * len(BATTERY_PROMPTS))
+    assert max(scores) <= GAMED_CEILING, f"{kind}: {response!r} scores {max(scores):.3f}"
+
+
+@pytest.mark.parametrize("response", UNCAUGHT)
+def test_the_holes_left_open_are_still_open(golds: dict[int, TextGoldScorer], response: str) -> None:
+    # When a version closes one of these, move it into the battery (gamed.UNCAUGHT says so).
+    assert golds[4]([BATTERY_PROMPTS[0]], [response])[0] > GAMED_CEILING
+
+
+def test_fluent_sentences_keep_sentiments_order(golds: dict[int, TextGoldScorer]) -> None:
+    prompts = list(BATTERY_PROMPTS)
+    positive, neutral, negative = (golds[4](prompts, list(FLUENT[s])) for s in ("positive", "neutral", "negative"))
+    for i in range(len(prompts)):
+        assert positive[i] > neutral[i] > negative[i]
+    assert min(positive) > 0.75
+
+
+def test_real_continuations_mostly_keep_their_fluency(real_split: TextSplit, golds: dict[int, TextGoldScorer]) -> None:
+    # 71.1% of 1,000 held-out prompts' continuations keep fluency >= 0.9 (73.0% under version 3), mean 0.795.
+    fluency = [golds[4].breakdown(example.reference).fluency for example in real_split.heldout]
+    assert sum(f >= 0.9 for f in fluency) / len(fluency) >= 0.69
+    assert statistics.fmean(fluency) >= 0.78
+
+
+def test_the_fourth_gold_task_differs_from_the_fifth_task_in_its_gold_alone() -> None:
+    sixth = task_params_of(TextTaskParams, "fortunes_v6_smollm2")
+    fifth = task_params_of(TextTaskParams, "fortunes_v5_smollm2")
+    assert sixth.gold_version == 4
+    assert dataclasses.replace(sixth, gold_version=3) == fifth
+    assert sixth.cache_key() != fifth.cache_key()
