@@ -181,7 +181,8 @@ RUN_CONFIGS = [p.name for p in sorted((ROOT / "studies").glob("*.yaml")) if p no
 def test_shipped_study_files_are_valid(study_file: Path) -> None:
     spec = load_study_spec(study_file)
     assert spec.objectives and spec.search_space and \
-        spec.base["task"] in ("shortest_path", "fortunes", "fortunes_v3_smollm2", "fortunes_v5_smollm2")
+        spec.base["task"] in ("shortest_path", "fortunes", "fortunes_v3_smollm2", "fortunes_v5_smollm2",
+        "fortunes_v6_smollm2")
 
 
 @pytest.mark.parametrize("run_config", RUN_CONFIGS)
@@ -194,7 +195,8 @@ def test_the_shipped_files_are_the_studies_and_run_configs_known() -> None:
     assert set(RUN_CONFIGS) == {"train.yaml", "trl_defaults.yaml", "fortunes_train.yaml", "fortunes_smollm2_train.yaml"}
     assert {p.name for p in STUDY_FILES} == {"quickstart.yaml", "estimators.yaml", "pareto.yaml", "smollm2.yaml",
                                               "smollm2_v3.yaml", "smollm2_v5.yaml", "smollm2_v5_frontier.yaml",
-                                              "smollm2_v5_mapped.yaml", "trl_grpo_fortunes.yaml"}
+                                              "smollm2_v5_mapped.yaml", "smollm2_v6.yaml", "smollm2_v6_frontier.yaml",
+                                              "trl_grpo_fortunes.yaml"}
 
 
 @pytest.mark.parametrize(("model", "named"), [
