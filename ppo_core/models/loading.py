@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import torch
+from safetensors import SafetensorError
 from torch import nn
 from transformers import (
     AutoModel,
@@ -22,6 +23,10 @@ from ppo_core.errors import first_line
 from ppo_core.models.fused_activations import fuse_activations
 from ppo_core.models.paths import require_model
 from ppo_core.models.quiet import transformers_errors_only
+
+UNREADABLE = (OSError, ValueError, SafetensorError)
+"""What ``from_pretrained`` raises on a model directory it cannot read: files missing or unreadable, a config that is
+not JSON, or weights whose bytes are damaged (safetensors' own error, which is neither of the others)."""
 
 ModuleT = TypeVar("ModuleT", bound=nn.Module)
 DTYPES: dict[str, torch.dtype | str] = {
@@ -64,7 +69,7 @@ def load_tokenizer(path: str, options: LoadOptions = LoadOptions(),
         tokenizer = AutoTokenizer.from_pretrained(path, padding_side="left", truncation_side="left",
                                                   revision=options.revision,
                                                   trust_remote_code=options.trust_remote_code)
-    except (OSError, ValueError) as error:
+    except UNREADABLE as error:
         raise ConfigError(f"{field_name}: cannot load a tokenizer from {path!r} ({first_line(error)})") from None
     if tokenizer.pad_token_id is None:
         if tokenizer.eos_token_id is None:
@@ -92,7 +97,7 @@ def load_causal_lm(path: str, options: LoadOptions = LoadOptions(),
     require_model(path, field_name)
     try:
         model = AutoModelForCausalLM.from_pretrained(path, **options.from_pretrained_kwargs())
-    except (OSError, ValueError) as error:
+    except UNREADABLE as error:
         raise ConfigError(f"{field_name}: cannot load a causal LM from {path!r} ({first_line(error)})") from None
     loaded: PreTrainedModel = fuse_activations(model).eval()
     return loaded
@@ -148,7 +153,7 @@ def load_trunk(path: str, options: LoadOptions = LoadOptions(),
         # A reward model's own head is expected to be left behind; transformers would report it as unexpected.
         with transformers_errors_only():
             trunk = AutoModel.from_pretrained(path, **options.from_pretrained_kwargs())
-    except (OSError, ValueError) as error:
+    except UNREADABLE as error:
         raise ConfigError(f"{field_name}: cannot load a model trunk from {path!r} ({first_line(error)})") from None
     fused: PreTrainedModel = fuse_activations(trunk)
     return fused

@@ -24,7 +24,7 @@ from ppo_core.config.ppo_config import ConfigError
 from ppo_core.errors import first_line
 from ppo_core.metric_names import reward_name
 from ppo_core.models.fused_activations import fuse_activations
-from ppo_core.models.loading import LoadOptions
+from ppo_core.models.loading import UNREADABLE, LoadOptions
 from ppo_core.models.paths import require_model
 from ppo_core.models.sequences import position_ids_from_mask
 from ppo_core.rewards.base import RewardInputs, RewardScores
@@ -72,7 +72,7 @@ class SequenceClassifierReward:
             self.tokenizer = AutoTokenizer.from_pretrained(
                 path, padding_side="right", revision=options.revision, trust_remote_code=options.trust_remote_code
             )
-        except (OSError, ValueError) as error:
+        except UNREADABLE as error:
             raise ConfigError(f"reward_model_path: cannot load a reward model from {path!r} ({first_line(error)})") \
                 from None
         self.model.requires_grad_(False)

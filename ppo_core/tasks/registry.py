@@ -18,7 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from filelock import FileLock
+from safetensors import SafetensorError, safe_open
 
+from ppo_core.errors import first_line
 from ppo_core.models.cache_root import default_cache_dir
 from ppo_core.models.paths import resolve_model
 from ppo_core.tasks.build import BUILD_INFO, POLICY_DIR, REWARD_MODEL_DIR
@@ -88,7 +90,7 @@ def get_task(name: str, cache_dir: str | None = None, seed: int | None = None) -
         with FileLock(str(target) + ".lock"):
             if not _is_complete(target):
                 _build_atomically(name, params, target)
-    info = json.loads((target / BUILD_INFO).read_text())
+    info = check_build(name, target)
     if isinstance(params, TextTaskParams):
         return _text_task(name, params, target, info)
     graph = task_graph(params)
@@ -104,6 +106,33 @@ def get_task(name: str, cache_dir: str | None = None, seed: int | None = None) -
         response_length=params.response_length,
         info=info,
     )
+
+
+def _unreadable(path: Path) -> BaseException | None:
+    """Why ``path`` (a JSON record or safetensors weights) does not read back, or None: a JSON file is parsed, weights
+    only as far as their header."""
+    try:
+        if path.suffix == ".json":
+            json.loads(path.read_text())
+        else:
+            with safe_open(str(path), framework="pt") as opened:
+                opened.keys()
+    except (OSError, ValueError, SafetensorError) as error:
+        return error
+    return None
+
+
+def check_build(name: str, target: Path) -> dict[str, Any]:
+    """The build info of the cached task at ``target``, once every JSON file and weights header of it reads back;
+    ``ValueError`` naming the first damaged file and the remedy otherwise (a cache is derived, so deleting it loses
+    nothing but the build's time)."""
+    for path in [target / BUILD_INFO, *sorted(target.rglob("*.json")), *sorted(target.rglob("*.safetensors"))]:
+        error = _unreadable(path)
+        if error is not None:
+            raise ValueError(f"{name}'s cached build is damaged ({path.relative_to(target)}: {first_line(error)}); "
+                             f"delete {target} and it is built again on first use")
+    info: dict[str, Any] = json.loads((target / BUILD_INFO).read_text())
+    return info
 
 
 def _text_task(name: str, params: TextTaskParams, target: Path, info: dict[str, Any]) -> BuiltinTask:
