@@ -6,10 +6,11 @@ from __future__ import annotations
 import statistics
 
 import pytest
+from helpers.gold_checks import assert_sentiments_ordered
 
 from ppo_core.tasks.fortunes import TextGoldScorer, TextSplit, build_gold_scorer, load_corpus, split_examples
 from ppo_core.tasks.fortunes.fluency import GOLD_VERSIONS, length_factor
-from ppo_core.tasks.fortunes.gamed import BATTERY_PROMPTS, FLUENT, GAMED, ORDER_KINDS, VERSION_4_KINDS
+from ppo_core.tasks.fortunes.gamed import BATTERY_PROMPTS, GAMED, ORDER_KINDS, VERSION_4_KINDS
 from ppo_core.tasks.fortunes.surface import (
     bare_run_share,
     doubled_word_share,
@@ -153,11 +154,7 @@ def test_the_first_gold_is_gamed_by_the_battery(real_split: TextSplit) -> None:
 
 
 def test_fluent_sentences_keep_sentiments_order(gold: TextGoldScorer) -> None:
-    prompts = list(BATTERY_PROMPTS)
-    positive, neutral, negative = (gold(prompts, list(FLUENT[kind])) for kind in ("positive", "neutral", "negative"))
-    for i in range(len(prompts)):
-        assert positive[i] > neutral[i] > negative[i]
-    assert min(positive) > 0.75
+    assert_sentiments_ordered(gold)
 
 
 def test_real_continuations_mostly_keep_their_fluency(real_split: TextSplit, gold: TextGoldScorer) -> None:

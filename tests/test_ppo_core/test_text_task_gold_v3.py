@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import statistics
 
 import pytest
+from helpers.gold_checks import GAMED_CEILING, assert_sentiments_ordered, highest_score, real_fluency
 
 from ppo_core.tasks.fortunes import (
     CorpusCounts,
@@ -24,9 +24,6 @@ from ppo_core.tasks.fortunes.gamed import BATTERY_PROMPTS, FLUENT, GAMED, ORDER_
 from ppo_core.tasks.fortunes.params import TextTaskParams
 from ppo_core.tasks.fortunes.words import LeaveOneOut
 from ppo_core.tasks.variants import task_params_of
-
-GAMED_CEILING = 0.1
-"""The most gold any gamed response of the battery may score."""
 
 SALAD = "the day that I was I so the I loved the very when I love the"
 """What a policy wrote when over-optimised against the second gold's proxy, which that gold scored 0.93."""
@@ -127,8 +124,8 @@ def test_the_second_gold_is_fooled_by_function_words_in_no_order(golds: dict[int
 @pytest.mark.parametrize(("kind", "response"), [(kind, r) for kind, responses in GAMED.items() for r in responses
                                                 if kind not in VERSION_4_KINDS])
 def test_every_gamed_response_scores_near_zero(golds: dict[int, TextGoldScorer], kind: str, response: str) -> None:
-    scores = golds[3](list(BATTERY_PROMPTS), [response] * len(BATTERY_PROMPTS))
-    assert max(scores) <= GAMED_CEILING, f"{kind}: {response!r} scores {max(scores):.3f}"
+    score = highest_score(golds[3], response)
+    assert score <= GAMED_CEILING, f"{kind}: {response!r} scores {score:.3f}"
 
 
 @pytest.mark.parametrize("response", UNCAUGHT)
@@ -138,19 +135,14 @@ def test_the_holes_left_open_are_still_open(golds: dict[int, TextGoldScorer], re
 
 
 def test_fluent_sentences_keep_sentiments_order(golds: dict[int, TextGoldScorer]) -> None:
-    prompts = list(BATTERY_PROMPTS)
-    positive, neutral, negative = (golds[3](prompts, list(FLUENT[s])) for s in ("positive", "neutral", "negative"))
-    for i in range(len(prompts)):
-        assert positive[i] > neutral[i] > negative[i]
-    assert min(positive) > 0.75
+    assert_sentiments_ordered(golds[3])
 
 
 def test_real_continuations_mostly_keep_their_fluency(real_split: TextSplit, golds: dict[int, TextGoldScorer]) -> None:
     # Version 3 spares 97% of real text on word order: 73.0% of 1,000 held-out prompts' continuations keep fluency
     # >= 0.9 (74.5% under version 2), mean 0.807.
-    fluency = [golds[3].breakdown(example.reference).fluency for example in real_split.heldout]
-    assert sum(f >= 0.9 for f in fluency) / len(fluency) >= 0.7
-    assert statistics.fmean(fluency) >= 0.8
+    share, mean = real_fluency(golds[3], real_split)
+    assert share >= 0.7 and mean >= 0.8
 
 
 @pytest.mark.parametrize("name", ["fortunes_v3", "fortunes_v3_tiny", "fortunes_v3_smollm2"])

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import statistics
 
 import pytest
+from helpers.gold_checks import GAMED_CEILING, assert_sentiments_ordered, highest_score, real_fluency
 
 from ppo_core.tasks.fortunes import TextGoldScorer, TextSplit, build_gold_scorer, load_corpus, split_examples, words
 from ppo_core.tasks.fortunes.fluency import GOLD_VERSIONS
@@ -23,9 +23,6 @@ from ppo_core.tasks.fortunes.surface import (
     wrapped_token_share,
 )
 from ppo_core.tasks.variants import task_params_of
-
-GAMED_CEILING = 0.1
-"""The most gold any gamed response of the battery may score."""
 
 NEW_MEASURES = ("folded_tokens", "wrapped_tokens", "numbers", "labels", "glueless", "capitalised")
 
@@ -117,16 +114,14 @@ def test_the_third_gold_is_fooled_by_the_unseen_batteries(golds: dict[int, TextG
     styled = GAMED["styled unicode letters"][0]  # "love and joy forever" in script capitals' lower case
     assert golds[3]([BATTERY_PROMPTS[0]], [styled])[0] > 0.8
     assert golds[4]([BATTERY_PROMPTS[0]], [styled])[0] <= GAMED_CEILING
-    prompts = list(BATTERY_PROMPTS)
-    fooled = [r for kind in VERSION_4_KINDS for r in GAMED[kind]
-              if max(golds[3](prompts, [r] * len(prompts))) > 0.2]
+    fooled = [r for kind in VERSION_4_KINDS for r in GAMED[kind] if highest_score(golds[3], r) > 0.2]
     assert len(fooled) >= 8
 
 
 @pytest.mark.parametrize(("kind", "response"), [(kind, r) for kind, responses in GAMED.items() for r in responses])
 def test_every_gamed_response_scores_near_zero(golds: dict[int, TextGoldScorer], kind: str, response: str) -> None:
-    scores = golds[4](list(BATTERY_PROMPTS), [response] * len(BATTERY_PROMPTS))
-    assert max(scores) <= GAMED_CEILING, f"{kind}: {response!r} scores {max(scores):.3f}"
+    score = highest_score(golds[4], response)
+    assert score <= GAMED_CEILING, f"{kind}: {response!r} scores {score:.3f}"
 
 
 @pytest.mark.parametrize("response", UNCAUGHT)
@@ -136,18 +131,13 @@ def test_the_holes_left_open_are_still_open(golds: dict[int, TextGoldScorer], re
 
 
 def test_fluent_sentences_keep_sentiments_order(golds: dict[int, TextGoldScorer]) -> None:
-    prompts = list(BATTERY_PROMPTS)
-    positive, neutral, negative = (golds[4](prompts, list(FLUENT[s])) for s in ("positive", "neutral", "negative"))
-    for i in range(len(prompts)):
-        assert positive[i] > neutral[i] > negative[i]
-    assert min(positive) > 0.75
+    assert_sentiments_ordered(golds[4])
 
 
 def test_real_continuations_mostly_keep_their_fluency(real_split: TextSplit, golds: dict[int, TextGoldScorer]) -> None:
     # 71.1% of 1,000 held-out prompts' continuations keep fluency >= 0.9 (73.0% under version 3), mean 0.795.
-    fluency = [golds[4].breakdown(example.reference).fluency for example in real_split.heldout]
-    assert sum(f >= 0.9 for f in fluency) / len(fluency) >= 0.69
-    assert statistics.fmean(fluency) >= 0.78
+    share, mean = real_fluency(golds[4], real_split)
+    assert share >= 0.69 and mean >= 0.78
 
 
 def test_the_fourth_gold_task_differs_from_the_fifth_task_in_its_gold_alone() -> None:
