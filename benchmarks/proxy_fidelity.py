@@ -39,10 +39,11 @@ from ppo_core.rewards.pooling import score_pooling
 from ppo_core.tasks import get_task
 from ppo_core.tasks.builtin_task import BuiltinTask
 from ppo_core.tasks.fortunes.pairs import ScoredResponse, comparable_pairs
+from ppo_core.tasks.fortunes.params import TextTaskParams
 from ppo_core.tasks.fortunes.policy_samples import policy_chunks
 from ppo_core.tasks.fortunes.proxy_fidelity import fidelity, pair_agreement
 from ppo_core.tasks.ranks import rank_correlation
-from ppo_core.tasks.variants import TASK_NAMES
+from ppo_core.tasks.variants import TASK_NAMES, task_params
 from tools.provenance import command_line, commit_at_start
 from tools.quick_mode import RESULTS, add_quick_argument, results_path
 
@@ -153,6 +154,20 @@ def moved(runs: Sequence[Path], resamples: int, seed: int) -> dict[str, Any]:
             for update, (scored, proxy) in sorted(by_update.items())}
 
 
+def mixed_gold(tasks: Sequence[str]) -> tuple[str, str] | None:
+    """The first two of ``tasks`` that would share a draw (one pretrained pair policy) while reading different gold
+    versions, or None: the draw is scored by the first task's gold, so the second's proxy would be judged against a
+    gold it never learned."""
+    first: dict[str, tuple[str, int]] = {}
+    for name in tasks:
+        params = task_params(name)
+        if isinstance(params, TextTaskParams) and params.pair_policy is not None:
+            earlier, version = first.setdefault(params.pair_policy, (name, params.gold_version))
+            if version != params.gold_version:
+                return earlier, name
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tasks", nargs="+", default=None, help=f"text tasks (default: {' '.join(TASKS)})")
@@ -169,6 +184,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     unknown = [name for name in tasks if name not in TASK_NAMES]
     if unknown:
         parser.error(f"--tasks: no built-in task {unknown[0]!r} (one of {', '.join(TASK_NAMES)})")
+    mixed = mixed_gold(tasks)
+    if mixed:
+        parser.error(f"--tasks: {mixed[0]} and {mixed[1]} share a policy's draw but not a gold, and a draw is scored "
+                     "by one gold; run them apart")
     for run in args.moved or []:
         if not (run / "samples.jsonl").is_file():
             parser.error(f"--moved: {run} has no samples.jsonl; expected a ppo-tune train output directory")

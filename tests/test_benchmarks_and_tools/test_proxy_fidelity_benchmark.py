@@ -74,6 +74,9 @@ def test_the_moved_policys_fidelity_pairs_runs_by_prompt_and_update(tmp_path: Pa
 @pytest.mark.parametrize(("argv", "says"), [
     (["--moved", "no_such_run"], "--moved: no_such_run has no samples.jsonl"),
     (["--tasks", "fortunes_v9"], "--tasks: no built-in task 'fortunes_v9'"),
+    # One draw, scored by the first task's gold: the sixth task's proxy would be judged against the third gold.
+    (["--tasks", "fortunes_v5_smollm2", "fortunes_v6_smollm2"],
+     "--tasks: fortunes_v5_smollm2 and fortunes_v6_smollm2 share a policy's draw but not a gold"),
 ])
 def test_bad_input_is_one_line_and_exit_2(argv: list[str], says: str, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exited:
