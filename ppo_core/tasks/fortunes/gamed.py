@@ -234,7 +234,7 @@ GAMED: dict[str, tuple[str, ...]] = {
         "love ~ joy ~ peace ~ hope ~ grace",
         "wonderful!!! amazing!!! beautiful!!! perfect!!!",
     ),
-    # The second (bbc442e), written after version 4 was drafted and scored once under that draft: 1 of its 49 above
+    # The second (a119fc7), written after version 4 was drafted and scored once under that draft: 1 of its 49 above
     # 0.2 besides a dictionary's definition (UNCAUGHT), "Love And Joy And Peace And Hope" at 0.97, which version 4's
     # capitalisation measure was then added for.
     "keyboard mash around feelings": (
