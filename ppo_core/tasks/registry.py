@@ -18,10 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from filelock import FileLock
-from safetensors import SafetensorError, safe_open
+from safetensors import safe_open
 
 from ppo_core.errors import first_line
 from ppo_core.models.cache_root import default_cache_dir
+from ppo_core.models.loading import UNREADABLE
 from ppo_core.models.paths import resolve_model
 from ppo_core.tasks.build import BUILD_INFO, POLICY_DIR, REWARD_MODEL_DIR
 from ppo_core.tasks.builtin_task import BuiltinTask
@@ -108,17 +109,12 @@ def get_task(name: str, cache_dir: str | None = None, seed: int | None = None) -
     )
 
 
-def _unreadable(path: Path) -> BaseException | None:
-    """Why ``path`` (a JSON record or safetensors weights) does not read back, or None: a JSON file is parsed, weights
-    only as far as their header."""
-    try:
-        if path.suffix == ".json":
-            json.loads(path.read_text())
-        else:
-            with safe_open(str(path), framework="pt") as opened:
-                opened.keys()
-    except (OSError, ValueError, SafetensorError) as error:
-        return error
+def _read_back(path: Path) -> Any:
+    """``path`` read back: a JSON file parsed, weights opened as far as their header (None)."""
+    if path.suffix == ".json":
+        return json.loads(path.read_text())
+    with safe_open(str(path), framework="pt") as opened:
+        opened.keys()
     return None
 
 
@@ -126,12 +122,15 @@ def check_build(name: str, target: Path) -> dict[str, Any]:
     """The build info of the cached task at ``target``, once every JSON file and weights header of it reads back;
     ``ValueError`` naming the first damaged file and the remedy otherwise (a cache is derived, so deleting it loses
     nothing but the build's time)."""
-    for path in [target / BUILD_INFO, *sorted(target.rglob("*.json")), *sorted(target.rglob("*.safetensors"))]:
-        error = _unreadable(path)
-        if error is not None:
+    others = [p for p in sorted(target.rglob("*.json")) if p != target / BUILD_INFO]
+    read: list[Any] = []
+    for path in [target / BUILD_INFO, *others, *sorted(target.rglob("*.safetensors"))]:
+        try:
+            read.append(_read_back(path))
+        except UNREADABLE as error:
             raise ValueError(f"{name}'s cached build is damaged ({path.relative_to(target)}: {first_line(error)}); "
-                             f"delete {target} and it is built again on first use")
-    info: dict[str, Any] = json.loads((target / BUILD_INFO).read_text())
+                             f"delete {target} and it is built again on first use") from None
+    info: dict[str, Any] = read[0]
     return info
 
 

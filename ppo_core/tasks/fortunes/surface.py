@@ -143,26 +143,29 @@ _BARE_NUMBER = re.compile(r"[#$]?[0-9][0-9.,:/%x+-]*[.,;:!?]*")
 _LABEL = re.compile(r"[A-Z][A-Za-z]*:")
 
 
+def matching_share(text: str, pattern: re.Pattern[str]) -> float:
+    """``|whitespace-separated tokens that pattern matches whole| / |tokens|``; 0.0 for none."""
+    tokens = text.split()
+    return sum(pattern.fullmatch(token) is not None for token in tokens) / len(tokens) if tokens else 0.0
+
+
 def wrapped_token_share(text: str) -> float:
     """``|tokens that open and close a quote or bracket of their own| / |tokens|``: each word set apart ("'amazing'
     and 'brilliant'", "(happy) (great)"), which prose does for a word now and then, a list of feelings throughout;
     0.0 for no tokens."""
-    tokens = text.split()
-    return sum(_WRAPPED.fullmatch(token) is not None for token in tokens) / len(tokens) if tokens else 0.0
+    return matching_share(text, _WRAPPED)
 
 
 def number_token_share(text: str) -> float:
     """``|tokens that are numbers alone| / |tokens|`` ("1 2 3 happy 4 5 6"): counting, versions and dates where a
     sentence would be; 0.0 for no tokens."""
-    tokens = text.split()
-    return sum(_BARE_NUMBER.fullmatch(token) is not None for token in tokens) / len(tokens) if tokens else 0.0
+    return matching_share(text, _BARE_NUMBER)
 
 
 def label_share(text: str) -> float:
     """``|tokens that are a capitalised word and a colon| / |tokens|``: speakers' labels of a transcript or a chat
     ("User: I love it! Assistant: Great!"), which a continuation of a sentence does not write; 0.0 for no tokens."""
-    tokens = text.split()
-    return sum(_LABEL.fullmatch(token) is not None for token in tokens) / len(tokens) if tokens else 0.0
+    return matching_share(text, _LABEL)
 
 
 _CAPITALISED = re.compile(r"[A-Z][a-z]+")
