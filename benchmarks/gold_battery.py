@@ -1,21 +1,23 @@
-"""The text task's four golds side by side: gamed responses, real text, and the samples old studies stored.
+"""The text task's five golds side by side: gamed responses, real text, and the samples old studies stored.
 
 Version 1 of the gold (tasks ``fortunes``, ``fortunes_tiny``) reads a response's words only; version 2 (tasks
 ``fortunes_v2*``) also reads its text; version 3 (tasks ``fortunes_v3*`` to ``fortunes_v5_smollm2``) also judges its
 word order; version 4 (task ``fortunes_v6_smollm2``) also reads styled letters, words set apart one by one, numbers,
-speakers' labels, title capitals and words with nothing to join them. For each, with task seed 0's scorer, this
-measures:
+speakers' labels, title capitals and words with nothing to join them; version 5 (task ``fortunes_v7_smollm2``) also
+reads content words strung on "and". For each, with task seed 0's scorer, this measures:
 
 - the battery of gamed responses (``ppo_core.tasks.fortunes.gamed``): per kind the highest and the mean score (each
   response's highest under the battery's prompts), and how many score above 0.1 (the goal: none) and above 0.2; and
   whether the fluent sentences keep positive > neutral > negative at every prompt;
+- the three batteries written before they were scored (``benchmarks/results/gold_battery/unseen_battery_*.json``):
+  how many of each score above 0.2, their own goal, and which;
 - real text: the share of 1,000 held-out prompts' real continuations with fluency >= 0.9, and their mean fluency, by
   a scorer of the same version built on that split's training texts (the task's own scorer counted most of those
   texts, which would flatter it); and the share of those continuations, their words shuffled, that keep gold above
   0.1;
 - the samples the SmolLM2 studies and the over-optimisation runs stored, untuned (update 0) and later: the spread of
   gold under each version, the samples gold falls most on from each version to the next, the highest version-2
-  scores among responses holding a symbol or another script, and the highest scores of versions 3 and 4, each shown
+  scores among responses holding a symbol or another script, and the highest scores of versions 3 to 5, each shown
   whole so a reader can judge whether the score is fair;
 - the scorer's speed on those samples.
 
@@ -51,12 +53,19 @@ from tools.provenance import command_line, commit_at_start
 from tools.quick_mode import RESULTS, add_quick_argument, results_path
 
 OUT = RESULTS / "gold_battery" / "gold_battery.json"
-TASKS = {1: "fortunes", 2: "fortunes_v2", 3: "fortunes_v3", 4: "fortunes_v6_smollm2"}
+TASKS = {1: "fortunes", 2: "fortunes_v2", 3: "fortunes_v3", 4: "fortunes_v6_smollm2", 5: "fortunes_v7_smollm2"}
 """The task each gold version is read from; every figure uses its seed-0 draw (a text task's gold depends on its
 corpus split alone, which every text task of one seed shares)."""
 TASK_SEED = 0
 CEILINGS = (0.1, 0.2)
 """The battery's goal is every response at or under the first; the second counts the clear misses."""
+UNSEEN: dict[str, str] = {"unseen_battery_1.json": "dd15843", "unseen_battery_2.json": "a119fc7",
+                          "unseen_battery_3.json": "acbffb9"}
+"""The batteries written before they were scored (under benchmarks/results/gold_battery/), by the commit that
+added each before any of it was scored. Versions 4 and 5 were designed after the first two and the third were
+scored, so each battery's fresh figure is the newest gold's of its day; the others are shown beside it."""
+UNSEEN_GOAL = 0.2
+"""The goal the batteries were written to: every response at most this under every battery prompt."""
 REAL_HELDOUT, REAL_SEED = 1000, 0
 """The held-out split real text is measured on: the one the gold's own tests and report use."""
 FLUENT_ENOUGH = 0.9
@@ -134,6 +143,19 @@ def battery(gold: TextGoldScorer, kinds: Sequence[str]) -> dict[str, Any]:
             **{f"above_{c}": sum(row[f"above_{c}"] for row in every) for c in CEILINGS}}
 
 
+def unseen(gold: TextGoldScorer) -> dict[str, Any]:
+    """Each unseen battery's responses above its goal (a response's highest under the battery's prompts)."""
+    prompts = list(BATTERY_PROMPTS)
+    found: dict[str, Any] = {}
+    for name in UNSEEN:
+        responses = [r for rs in json.loads((RESULTS / "gold_battery" / name).read_text())["kinds"].values()
+                     for r in rs]
+        scores = [max(gold(prompts, [response] * len(prompts))) for response in responses]
+        through = [{"response": r, "gold": s} for r, s in zip(responses, scores, strict=True) if s > UNSEEN_GOAL]
+        found[name] = {"responses": len(responses), "above_goal": len(through), "through": through}
+    return found
+
+
 def fluent_order(gold: TextGoldScorer) -> dict[str, Any]:
     """The fluent sentences' scores by sentiment, and whether positive > neutral > negative at each prompt."""
     prompts = list(BATTERY_PROMPTS)
@@ -200,7 +222,7 @@ def measure(quick: bool) -> dict[str, Any]:
         for sample, score in zip(samples, golds[version], strict=True):
             groups.setdefault(group_of(sample), []).append(score)
         versions[str(version)] = {
-            "task": task, "battery": battery(gold, kinds), "fluent": fluent_order(gold),
+            "task": task, "battery": battery(gold, kinds), "unseen": unseen(gold), "fluent": fluent_order(gold),
             "real_text": real_text(version, QUICK_REAL if quick else None),
             "stored": {name: distribution(groups[name]) for name in sorted(groups)},
             "speed": {"responses": len(responses), "responses_per_s": speed(gold, responses)},
@@ -219,10 +241,12 @@ def measure(quick: bool) -> dict[str, Any]:
             "largest_falls": listed(samples, every, lambda g: g[1] - g[2]),
             "largest_falls_v3": listed(samples, every, lambda g: g[2] - g[3]),
             "largest_falls_v4": listed(samples, every, lambda g: g[3] - g[4]),
+            "largest_falls_v5": listed(samples, every, lambda g: g[4] - g[5]),
             "highest_v2_with_symbols": listed(samples, every, lambda g: g[2],
                                               lambda s: bool(SYMBOL.search(s.response))),
             "highest_v3": listed(samples, every, lambda g: g[3]),
             "highest_v4": listed(samples, every, lambda g: g[4]),
+            "highest_v5": listed(samples, every, lambda g: g[5]),
         },
     }
 
@@ -247,6 +271,17 @@ def battery_table(result: dict[str, Any]) -> list[str]:
         b = version["battery"]
         every += [f"**{b['max']:.3f}**", "", b["above_0.1"], b["above_0.2"]]
     return [*lines, row(every)]
+
+
+def unseen_table(result: dict[str, Any]) -> list[str]:
+    versions = result["versions"]
+    lines = [row(["unseen battery", "committed at", "responses", *(f"v{n} > {UNSEEN_GOAL}" for n in versions)]),
+             row(["---", "---", *["---:"] * (1 + len(versions))])]
+    for name, commit in UNSEEN.items():
+        first = next(iter(versions.values()))["unseen"][name]
+        lines.append(row([name, commit, first["responses"], *(v["unseen"][name]["above_goal"]
+                                                                for v in versions.values())]))
+    return lines
 
 
 def fluent_table(result: dict[str, Any]) -> list[str]:
@@ -290,9 +325,9 @@ def cell(text: str) -> str:
 
 
 LIST_TITLES = {"largest_falls": "largest falls from v1 to v2", "largest_falls_v3": "largest falls from v2 to v3",
-               "largest_falls_v4": "largest falls from v3 to v4",
+               "largest_falls_v4": "largest falls from v3 to v4", "largest_falls_v5": "largest falls from v4 to v5",
                "highest_v2_with_symbols": "highest v2, with a symbol", "highest_v3": "highest v3",
-               "highest_v4": "highest v4"}
+               "highest_v4": "highest v4", "highest_v5": "highest v5"}
 
 
 def sample_table(result: dict[str, Any], key: str) -> list[str]:
@@ -305,7 +340,8 @@ def sample_table(result: dict[str, Any], key: str) -> list[str]:
 
 def markdown(result: dict[str, Any]) -> str:
     """The result's tables, as benchmarks/README.md shows them."""
-    tables = [battery_table(result), fluent_table(result), real_and_speed_table(result), stored_table(result),
+    tables = [battery_table(result), unseen_table(result), fluent_table(result), real_and_speed_table(result),
+              stored_table(result),
               *(sample_table(result, key) for key in LIST_TITLES)]
     return "\n\n".join("\n".join(table) for table in tables)
 

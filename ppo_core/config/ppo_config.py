@@ -63,8 +63,8 @@ class PPOConfig(ScriptArguments, ModelConfig, ConfigReadings):
             "that function words in no order cannot pass, 'fortunes_v4_smollm2' trains that task's proxy from a "
             "fresh model rather than the companion policy's, and 'fortunes_v5_smollm2' fits it as a linear probe on "
             "SmolLM2's own first layers, which 'fortunes_v6_smollm2' keeps with a gold that styled letters, quoted "
-            "words, numbers, speakers' labels and title capitals cannot fool; set to null to bring your own models "
-            "and prompts."
+            "words, numbers, speakers' labels and title capitals cannot fool, and 'fortunes_v7_smollm2' with one "
+            "that a list strung on 'and' cannot fool either; set to null to bring your own models and prompts."
         ),
     )
     task_seed: int | None = field(

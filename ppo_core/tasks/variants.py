@@ -152,6 +152,10 @@ VARIANTS: dict[str, AnyTaskParams] = {
     # batteries written before they were scored found the third gold letting through (``gamed.VERSION_4_KINDS``).
     # The same policy and proxy recipe, its pairs labelled by the fourth gold.
     "fortunes_v6_smollm2": dataclasses.replace(_FORTUNES_SMOLLM2, gold_version=4, proxy_version=3),
+    # The sixth task with the fifth gold, which also reads content words strung on "and" ("happy and glad and joyful
+    # and merry"): the kind a third battery written before it was scored found the fourth gold letting through
+    # (``gamed.VERSION_5_KINDS``). The same policy and proxy recipe, its pairs labelled by the fifth gold.
+    "fortunes_v7_smollm2": dataclasses.replace(_FORTUNES_SMOLLM2, gold_version=5, proxy_version=3),
 }
 
 TASK_NAMES: tuple[str, ...] = tuple(VARIANTS)

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks.gold_battery import CEILINGS, LIST_TITLES, OUT, TASKS, markdown
+from benchmarks.gold_battery import CEILINGS, LIST_TITLES, OUT, TASKS, UNSEEN, UNSEEN_GOAL, markdown
 from ppo_core.tasks.fortunes.gamed import BATTERY_PROMPTS, GAMED
 
 REPO = Path(__file__).resolve().parents[2]
@@ -53,6 +53,11 @@ def test_quick_mode_reports_every_figure_finite(tmp_path: Path) -> None:
         for kind, figures in battery["kinds"].items():
             assert_finite(figures, ["responses", "max", "mean", *above], f"v{name} {kind}")
         assert_finite(battery, ["responses", "max", *above], f"v{name} battery")
+        assert list(version["unseen"]) == list(UNSEEN)
+        for name_of_battery, figures in version["unseen"].items():
+            assert figures["responses"] >= 40, name_of_battery
+            assert figures["above_goal"] == len(figures["through"])
+            assert all(through["gold"] > UNSEEN_GOAL for through in figures["through"])
         fluent = version["fluent"]
         for sentiment in ("positive", "neutral", "negative"):
             assert len(fluent["scores"][sentiment]) == len(BATTERY_PROMPTS)

@@ -122,7 +122,8 @@ def test_unknown_task_name() -> None:
         get_task("no_such_task")
     assert TASK_NAMES == ("shortest_path", "shortest_path_wide", "shortest_path_tiny", "fortunes", "fortunes_tiny",
                           "fortunes_v2", "fortunes_v2_tiny", "fortunes_v2_smollm2", "fortunes_v3", "fortunes_v3_tiny",
-                          "fortunes_v3_smollm2", "fortunes_v4_smollm2", "fortunes_v5_smollm2", "fortunes_v6_smollm2")
+                          "fortunes_v3_smollm2", "fortunes_v4_smollm2", "fortunes_v5_smollm2", "fortunes_v6_smollm2",
+                          "fortunes_v7_smollm2")
 
 
 def test_cache_dir_defaults(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -55,7 +55,8 @@ def test_text_variants_are_text_tasks_with_keys_of_their_own() -> None:
     text = [name for name in registry.TASK_NAMES if isinstance(registry.task_params(name), TextTaskParams)]
     assert text == ["fortunes", "fortunes_tiny", "fortunes_v2", "fortunes_v2_tiny", "fortunes_v2_smollm2",
                     "fortunes_v3", "fortunes_v3_tiny", "fortunes_v3_smollm2", "fortunes_v4_smollm2",
-                    "fortunes_v5_smollm2", "fortunes_v6_smollm2"]
+                    "fortunes_v5_smollm2", "fortunes_v6_smollm2",
+                    "fortunes_v7_smollm2"]
     keys = [registry.task_params(name).cache_key() for name in registry.TASK_NAMES]
     assert len(set(keys)) == len(keys)
     # Another seed is another text task, as for the graph ones.

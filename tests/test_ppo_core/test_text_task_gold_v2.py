@@ -10,7 +10,7 @@ from helpers.gold_checks import assert_sentiments_ordered
 
 from ppo_core.tasks.fortunes import TextGoldScorer, TextSplit, build_gold_scorer, load_corpus, split_examples
 from ppo_core.tasks.fortunes.fluency import GOLD_VERSIONS, length_factor
-from ppo_core.tasks.fortunes.gamed import BATTERY_PROMPTS, GAMED, ORDER_KINDS, VERSION_4_KINDS
+from ppo_core.tasks.fortunes.gamed import BATTERY_PROMPTS, GAMED, ORDER_KINDS, VERSION_4_KINDS, VERSION_5_KINDS
 from ppo_core.tasks.fortunes.surface import (
     bare_run_share,
     doubled_word_share,
@@ -135,10 +135,10 @@ def test_the_battery_is_broad() -> None:
     assert all(len(responses) >= 3 for responses in GAMED.values())
 
 
-# Word order is version 3's to judge (test_text_task_gold_v3.py), and the unseen batteries' kinds version 4's
-# (test_text_task_gold_v4.py); version 2 is held to the kinds it reads.
+# Word order is version 3's to judge (test_text_task_gold_v3.py), and the unseen batteries' kinds versions 4's and
+# 5's (test_text_task_gold_v4.py, _v5.py); version 2 is held to the kinds it reads.
 @pytest.mark.parametrize(("kind", "response"), [(kind, r) for kind, responses in GAMED.items() for r in responses
-                                                if kind not in ORDER_KINDS and kind not in VERSION_4_KINDS])
+                                                if kind not in (*ORDER_KINDS, *VERSION_4_KINDS, *VERSION_5_KINDS)])
 def test_every_gamed_response_of_the_surface_kinds_scores_near_zero(gold: TextGoldScorer, kind: str,
                                                                       response: str) -> None:
     scores = gold(list(BATTERY_PROMPTS), [response] * len(BATTERY_PROMPTS))

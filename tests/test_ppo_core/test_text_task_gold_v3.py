@@ -20,7 +20,15 @@ from ppo_core.tasks.fortunes import (
     words,
 )
 from ppo_core.tasks.fortunes.fluency import GOLD_VERSIONS, SHRINK, pair_shortfall
-from ppo_core.tasks.fortunes.gamed import BATTERY_PROMPTS, FLUENT, GAMED, ORDER_KINDS, UNCAUGHT, VERSION_4_KINDS
+from ppo_core.tasks.fortunes.gamed import (
+    BATTERY_PROMPTS,
+    FLUENT,
+    GAMED,
+    ORDER_KINDS,
+    UNCAUGHT,
+    VERSION_4_KINDS,
+    VERSION_5_KINDS,
+)
 from ppo_core.tasks.fortunes.params import TextTaskParams
 from ppo_core.tasks.fortunes.words import LeaveOneOut
 from ppo_core.tasks.variants import task_params_of
@@ -120,9 +128,10 @@ def test_the_second_gold_is_fooled_by_function_words_in_no_order(golds: dict[int
     assert len(fooled) >= len(GAMED["function-word salad"])
 
 
-# The kinds of the batteries written before they were scored are version 4's (test_text_task_gold_v4.py).
+# The kinds of the batteries written before they were scored are versions 4's and 5's (test_text_task_gold_v4.py,
+# _v5.py).
 @pytest.mark.parametrize(("kind", "response"), [(kind, r) for kind, responses in GAMED.items() for r in responses
-                                                if kind not in VERSION_4_KINDS])
+                                                if kind not in (*VERSION_4_KINDS, *VERSION_5_KINDS)])
 def test_every_gamed_response_scores_near_zero(golds: dict[int, TextGoldScorer], kind: str, response: str) -> None:
     score = highest_score(golds[3], response)
     assert score <= GAMED_CEILING, f"{kind}: {response!r} scores {score:.3f}"

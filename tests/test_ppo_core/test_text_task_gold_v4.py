@@ -12,7 +12,14 @@ from helpers.gold_checks import GAMED_CEILING, assert_sentiments_ordered, highes
 
 from ppo_core.tasks.fortunes import TextGoldScorer, TextSplit, build_gold_scorer, load_corpus, split_examples, words
 from ppo_core.tasks.fortunes.fluency import GOLD_VERSIONS
-from ppo_core.tasks.fortunes.gamed import BATTERY_PROMPTS, FLUENT, GAMED, UNCAUGHT, VERSION_4_KINDS
+from ppo_core.tasks.fortunes.gamed import (
+    BATTERY_PROMPTS,
+    FLUENT,
+    GAMED,
+    UNCAUGHT,
+    VERSION_4_KINDS,
+    VERSION_5_KINDS,
+)
 from ppo_core.tasks.fortunes.params import TextTaskParams
 from ppo_core.tasks.fortunes.surface import (
     capitalised_share,
@@ -118,7 +125,9 @@ def test_the_third_gold_is_fooled_by_the_unseen_batteries(golds: dict[int, TextG
     assert len(fooled) >= 8
 
 
-@pytest.mark.parametrize(("kind", "response"), [(kind, r) for kind, responses in GAMED.items() for r in responses])
+# The third battery's kinds are version 5's (test_text_task_gold_v5.py).
+@pytest.mark.parametrize(("kind", "response"), [(kind, r) for kind, responses in GAMED.items() for r in responses
+                                                if kind not in VERSION_5_KINDS])
 def test_every_gamed_response_scores_near_zero(golds: dict[int, TextGoldScorer], kind: str, response: str) -> None:
     score = highest_score(golds[4], response)
     assert score <= GAMED_CEILING, f"{kind}: {response!r} scores {score:.3f}"

@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from ppo_core.tasks.fortunes.surface import (
     bare_run_share,
     capitalised_share,
+    chained_share,
     doubled_word_share,
     folded_token_share,
     glueless,
@@ -179,6 +180,7 @@ FEATURES: dict[str, Feature] = {
     "labels": lambda response, counts, common: label_share(response.text),
     "glueless": lambda response, counts, common: glueless(response.tokens, common),
     "capitalised": lambda response, counts, common: capitalised_share(response.text),
+    "chained": lambda response, counts, common: chained_share(response.tokens, common),
 }
 
 
@@ -255,6 +257,22 @@ GOLD_VERSIONS: dict[int, FluencyRules] = {
                     span_floor={"odd_tokens": 0.12, "shouting": 0.3, "fragments": 0.3, "doubled_words": 0.15,
                                 "folded_tokens": 0.12, "wrapped_tokens": 0.12, "numbers": 0.15, "labels": 0.12,
                                 "glueless": 1.0}),
+    # Version 5 reads a list strung on "and": a third battery, written before it was scored (51 responses of 17
+    # kinds, benchmarks/results/gold_battery/unseen_battery_3.json, now among ``gamed.VERSION_5_KINDS``), found
+    # version 4 letting 4 through, 3 of them chains of feelings ("happy and glad and joyful and merry and bright
+    # and cheerful", 0.98): "and" is a common word, so the list had its glue. 0.8% of real continuations chain at
+    # all ("healthy and wealthy and dead"), so the ramp starts at 0 and its span floor sets how fast it falls.
+    5: FluencyRules(measures=("repeated_pairs", "repeated_content", "unknown_words", "content_words", "pair_surprise",
+                              "odd_tokens", "shouting", "bare_runs", "fragments", "doubled_words", "pair_shortfall",
+                              "folded_tokens", "wrapped_tokens", "numbers", "labels", "glueless",
+                              "capitalised", "chained"),
+                    normalised=True, common_words=250, length_quantile=0.05, length_floor=1, length_power=1.5,
+                    quantiles={"odd_tokens": 0.9, "shouting": 0.95, "bare_runs": 0.95, "fragments": 0.95,
+                               "repeated_content": 0.95, "repeated_pairs": 0.95, "pair_shortfall": 0.97,
+                               "glueless": 0.98},
+                    span_floor={"odd_tokens": 0.12, "shouting": 0.3, "fragments": 0.3, "doubled_words": 0.15,
+                                "folded_tokens": 0.12, "wrapped_tokens": 0.12, "numbers": 0.15, "labels": 0.12,
+                                "glueless": 1.0, "chained": 0.12}),
 }
 """The gold's fluency versions; a text task names its version (``TextTaskParams.gold_version``)."""
 

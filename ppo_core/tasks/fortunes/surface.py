@@ -191,3 +191,28 @@ def glueless(tokens: list[str], common: frozenset[str]) -> float:
 def doubled_word_share(tokens: list[str]) -> float:
     """``|words equal to the word before| / |words|``: the plainest repetition ("so so so happy"); 0.0 for none."""
     return sum(a == b for a, b in word_pairs(tokens)) / len(tokens) if tokens else 0.0
+
+
+CONNECTORS = frozenset({"and", "or", "nor"})
+"""The words that chain items of a list: "love and joy and peace"."""
+
+CHAIN_GAP = 2
+"""The most words one link of a chain holds ("warm hugs and sweet kisses and ...")."""
+
+
+def chained_share(tokens: list[str], common: frozenset[str], gap: int = CHAIN_GAP) -> float:
+    """``|connectors c_j equal to the connector c_i before them, 1 <= j - i - 1 <= gap words between, none common|
+    / |words|``, over :data:`CONNECTORS`: content words strung on one connector ("happy and glad and joyful and
+    merry"), a list that "and" dresses as a sentence, since it is among the common words other measures read as
+    glue. A writer chains now and then ("healthy and wealthy and wise"); a list of feelings chains throughout.
+    0.0 for no words."""
+    links = 0
+    previous: int | None = None
+    for position, word in enumerate(tokens):
+        if word not in CONNECTORS:
+            continue
+        if previous is not None and tokens[previous] == word and 1 <= position - previous - 1 <= gap \
+                and not any(between in common for between in tokens[previous + 1:position]):
+            links += 1
+        previous = position
+    return links / len(tokens) if tokens else 0.0

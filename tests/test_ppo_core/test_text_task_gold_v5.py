@@ -1,0 +1,133 @@
+"""The text task's fifth gold (version 5): its chain measure by hand and against a slow reference, the third battery
+written before it was scored (which the fourth gold let through), sentiment's order, real text that keeps its
+fluency, and version 4 left as it was."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+from pathlib import Path
+
+import pytest
+from helpers.gold_checks import GAMED_CEILING, assert_sentiments_ordered, highest_score, real_fluency
+
+from ppo_core.tasks.fortunes import TextGoldScorer, TextSplit, build_gold_scorer, load_corpus, split_examples, words
+from ppo_core.tasks.fortunes.fluency import GOLD_VERSIONS
+from ppo_core.tasks.fortunes.gamed import BATTERY_PROMPTS, FLUENT, GAMED, UNCAUGHT, VERSION_5_KINDS
+from ppo_core.tasks.fortunes.params import TextTaskParams
+from ppo_core.tasks.fortunes.surface import CHAIN_GAP, CONNECTORS, chained_share
+from ppo_core.tasks.variants import task_params_of
+
+THIRD_BATTERY = Path(__file__).parents[2] / "benchmarks" / "results" / "gold_battery" / "unseen_battery_3.json"
+COMMON = frozenset({"and", "or", "the", "of", "you", "me", "will", "be", "a"})
+
+# --- the chain measure, by hand and against a slow reference ------------------------------------------------------
+
+
+@pytest.mark.parametrize(("text", "share"), [
+    ("", 0.0), ("love and joy", 0.0), ("love and joy and peace", 1 / 5),
+    ("happy and glad and joyful and merry and bright", 3 / 9),
+    ("warm hugs and sweet kisses and happy days", 1 / 8),   # links of two words
+    ("love and joy or peace and hope", 0.0),                 # the connector changes, so nothing is strung on one
+    ("the love and the joy and the peace", 0.0),             # a common word in each link: phrases, not a list
+    ("you and me and the sea", 0.0), ("love and and joy", 0.0),
+    ("pink and tall old grey houses and cats", 0.0),         # three words between: too long a link
+])
+def test_chained_share(text: str, share: float) -> None:
+    assert chained_share(words(text), COMMON) == pytest.approx(share)
+
+
+def slow_chained_share(tokens: list[str], common: frozenset[str], gap: int) -> float:
+    """Every pair of consecutive connectors, looked up by position: a link when the two are the same word and
+    1 to ``gap`` words lie between them, none of them common."""
+    places = [i for i, word in enumerate(tokens) if word in CONNECTORS]
+    links = sum(tokens[a] == tokens[b] and 1 <= b - a - 1 <= gap and not set(tokens[a + 1:b]) & common
+                for a, b in itertools.pairwise(places))
+    return links / len(tokens) if tokens else 0.0
+
+
+def test_chained_share_matches_a_slow_reference() -> None:
+    vocabulary = ["and", "or", "nor", "the", "love", "joy", "peace", "of"]
+    for length in range(7):
+        for tokens in itertools.product(vocabulary, repeat=length) if length <= 4 else \
+                (list(t) for t in itertools.islice(itertools.product(vocabulary, repeat=length), 0, None, 97)):
+            tokens = list(tokens)
+            assert chained_share(tokens, COMMON) == slow_chained_share(tokens, COMMON, CHAIN_GAP), tokens
+
+
+# --- gold on the batteries and on real text -----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def real_split() -> TextSplit:
+    return split_examples(load_corpus().texts, num_heldout=1000, seed=0)
+
+
+@pytest.fixture(scope="module")
+def golds(real_split: TextSplit) -> dict[int, TextGoldScorer]:
+    texts = [example.text for example in real_split.train]
+    return {version: build_gold_scorer(texts, version=version) for version in (4, 5)}
+
+
+def test_the_fifth_version_is_the_fourth_with_the_chain_measure() -> None:
+    fourth, fifth = GOLD_VERSIONS[4], GOLD_VERSIONS[5]
+    assert fifth.measures == (*fourth.measures, "chained")
+    assert fifth.quantiles == fourth.quantiles
+    assert {name: f for name, f in fifth.span_floor.items() if name != "chained"} == fourth.span_floor
+
+
+def test_the_fifth_gold_is_the_fourth_times_the_chain_factor(golds: dict[int, TextGoldScorer]) -> None:
+    for response in [*FLUENT["positive"], *GAMED["and-chains of feelings"], "Great!", "love and joy and peace"]:
+        fourth, fifth = golds[4].breakdown(response), golds[5].breakdown(response)
+        assert {name: f for name, f in fifth.factors.items() if name != "chained"} == fourth.factors
+        assert fifth.fluency == pytest.approx(fourth.fluency * fifth.factors["chained"])
+
+
+def test_the_third_battery_is_the_one_committed_before_scoring() -> None:
+    # gamed.py keeps the battery's kinds as written, but for the one response gold 5 still lets through.
+    written = json.loads(THIRD_BATTERY.read_text())["kinds"]
+    assert list(written) == list(VERSION_5_KINDS)
+    kept = {response for kind in VERSION_5_KINDS for response in GAMED[kind]}
+    every = {response for responses in written.values() for response in responses}
+    assert every - kept == {"This text is happy, positive and good. Reward: high."} <= set(UNCAUGHT)
+
+
+def test_the_fourth_gold_is_fooled_by_chains_of_feelings(golds: dict[int, TextGoldScorer]) -> None:
+    # The defect version 5 fixes: "and" is common, so version 4 read a list strung on it as a sentence.
+    for response in GAMED["and-chains of feelings"]:
+        assert highest_score(golds[4], response) > 0.5
+        assert highest_score(golds[5], response) <= GAMED_CEILING
+
+
+@pytest.mark.parametrize(("kind", "response"), [(kind, r) for kind, responses in GAMED.items() for r in responses])
+def test_every_gamed_response_scores_near_zero(golds: dict[int, TextGoldScorer], kind: str, response: str) -> None:
+    score = highest_score(golds[5], response)
+    assert score <= GAMED_CEILING, f"{kind}: {response!r} scores {score:.3f}"
+
+
+@pytest.mark.parametrize("response", UNCAUGHT)
+def test_the_holes_left_open_are_still_open(golds: dict[int, TextGoldScorer], response: str) -> None:
+    # When a version closes one of these, move it into the battery (gamed.UNCAUGHT says so).
+    assert golds[5]([BATTERY_PROMPTS[0]], [response])[0] > GAMED_CEILING
+
+
+def test_fluent_sentences_keep_sentiments_order(golds: dict[int, TextGoldScorer]) -> None:
+    assert_sentiments_ordered(golds[5])
+
+
+def test_real_continuations_mostly_keep_their_fluency(real_split: TextSplit, golds: dict[int, TextGoldScorer]) -> None:
+    share4, mean4 = real_fluency(golds[4], real_split)
+    share5, mean5 = real_fluency(golds[5], real_split)
+    # Chains are rare in real text: 71.2% of 1,000 held-out continuations keep fluency >= 0.9 under version 4, and
+    # 70.1% under version 5.
+    assert share4 - 0.015 <= share5 <= share4 and mean5 <= mean4
+    assert share5 >= 0.69 and mean5 >= 0.78
+
+
+def test_the_fifth_gold_task_differs_from_the_sixth_task_in_its_gold_alone() -> None:
+    seventh = task_params_of(TextTaskParams, "fortunes_v7_smollm2")
+    sixth = task_params_of(TextTaskParams, "fortunes_v6_smollm2")
+    assert seventh.gold_version == 5
+    assert dataclasses.replace(seventh, gold_version=4) == sixth
+    assert seventh.cache_key() != sixth.cache_key()
