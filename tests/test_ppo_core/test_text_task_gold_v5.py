@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from helpers.gold_checks import GAMED_CEILING, assert_sentiments_ordered, highest_score, real_fluency
 
-from ppo_core.tasks.fortunes import TextGoldScorer, TextSplit, build_gold_scorer, load_corpus, split_examples, words
+from ppo_core.tasks.fortunes import TextGoldScorer, TextSplit, build_gold_scorer, load_corpus, split_examples
 from ppo_core.tasks.fortunes.fluency import GOLD_VERSIONS
 from ppo_core.tasks.fortunes.gamed import BATTERY_PROMPTS, FLUENT, GAMED, UNCAUGHT, VERSION_5_KINDS
 from ppo_core.tasks.fortunes.params import TextTaskParams
-from ppo_core.tasks.fortunes.surface import CHAIN_GAP, CONNECTORS, chained_share
+from ppo_core.tasks.fortunes.surface import CONNECTORS, chained_share
 from ppo_core.tasks.variants import task_params_of
 
 THIRD_BATTERY = Path(__file__).parents[2] / "benchmarks" / "results" / "gold_battery" / "unseen_battery_3.json"
@@ -28,32 +28,36 @@ COMMON = frozenset({"and", "or", "the", "of", "you", "me", "will", "be", "a"})
 @pytest.mark.parametrize(("text", "share"), [
     ("", 0.0), ("love and joy", 0.0), ("love and joy and peace", 1 / 5),
     ("happy and glad and joyful and merry and bright", 3 / 9),
-    ("warm hugs and sweet kisses and happy days", 1 / 8),   # links of two words
+    ("Love And Joy AND Peace", 1 / 5),                       # case does not hide a chain
+    ("love, joy and peace and hope", 1 / 6),                 # commas before the chain leave it a chain
+    ("our mission and vision, and improved", 0.0),           # a comma ends a link: two clauses, not a list
+    ("and creates noise and promotes", 0.0),                 # a link holds one word: verb phrases are prose
     ("love and joy or peace and hope", 0.0),                 # the connector changes, so nothing is strung on one
     ("the love and the joy and the peace", 0.0),             # a common word in each link: phrases, not a list
-    ("you and me and the sea", 0.0), ("love and and joy", 0.0),
-    ("pink and tall old grey houses and cats", 0.0),         # three words between: too long a link
+    ("you and me and the sea", 0.0),                         # "me" is common
 ])
 def test_chained_share(text: str, share: float) -> None:
-    assert chained_share(words(text), COMMON) == pytest.approx(share)
+    assert chained_share(text, COMMON) == pytest.approx(share)
 
 
-def slow_chained_share(tokens: list[str], common: frozenset[str], gap: int) -> float:
-    """Every pair of consecutive connectors, looked up by position: a link when the two are the same word and
-    1 to ``gap`` words lie between them, none of them common."""
-    places = [i for i, word in enumerate(tokens) if word in CONNECTORS]
-    links = sum(tokens[a] == tokens[b] and 1 <= b - a - 1 <= gap and not set(tokens[a + 1:b]) & common
-                for a, b in itertools.pairwise(places))
+def slow_chained_share(text: str, common: frozenset[str]) -> float:
+    """Every window of three tokens, checked one condition at a time."""
+    tokens = text.lower().split()
+    links = 0
+    for first, middle, last in zip(tokens, tokens[1:], tokens[2:], strict=False):  # windows end with the text
+        if first != last or last not in CONNECTORS:
+            continue
+        if all(c.isalpha() for c in middle) and middle and middle not in common:
+            links += 1
     return links / len(tokens) if tokens else 0.0
 
 
 def test_chained_share_matches_a_slow_reference() -> None:
-    vocabulary = ["and", "or", "nor", "the", "love", "joy", "peace", "of"]
+    vocabulary = ["and", "or", "nor", "the", "love", "joy,", "Peace", "of"]
     for length in range(7):
-        for tokens in itertools.product(vocabulary, repeat=length) if length <= 4 else \
-                (list(t) for t in itertools.islice(itertools.product(vocabulary, repeat=length), 0, None, 97)):
-            tokens = list(tokens)
-            assert chained_share(tokens, COMMON) == slow_chained_share(tokens, COMMON, CHAIN_GAP), tokens
+        for tokens in itertools.product(vocabulary, repeat=length):
+            text = " ".join(tokens)
+            assert chained_share(text, COMMON) == slow_chained_share(text, COMMON), text
 
 
 # --- gold on the batteries and on real text -----------------------------------------------------------------------
@@ -120,8 +124,8 @@ def test_real_continuations_mostly_keep_their_fluency(real_split: TextSplit, gol
     share4, mean4 = real_fluency(golds[4], real_split)
     share5, mean5 = real_fluency(golds[5], real_split)
     # Chains are rare in real text: 71.2% of 1,000 held-out continuations keep fluency >= 0.9 under version 4, and
-    # 70.1% under version 5.
-    assert share4 - 0.015 <= share5 <= share4 and mean5 <= mean4
+    # 70.7% under version 5.
+    assert share4 - 0.01 <= share5 <= share4 and mean5 <= mean4
     assert share5 >= 0.69 and mean5 >= 0.78
 
 

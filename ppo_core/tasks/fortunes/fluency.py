@@ -180,7 +180,7 @@ FEATURES: dict[str, Feature] = {
     "labels": lambda response, counts, common: label_share(response.text),
     "glueless": lambda response, counts, common: glueless(response.tokens, common),
     "capitalised": lambda response, counts, common: capitalised_share(response.text),
-    "chained": lambda response, counts, common: chained_share(response.tokens, common),
+    "chained": lambda response, counts, common: chained_share(response.text, common),
 }
 
 
@@ -260,8 +260,10 @@ GOLD_VERSIONS: dict[int, FluencyRules] = {
     # Version 5 reads a list strung on "and": a third battery, written before it was scored (51 responses of 17
     # kinds, benchmarks/results/gold_battery/unseen_battery_3.json, now among ``gamed.VERSION_5_KINDS``), found
     # version 4 letting 4 through, 3 of them chains of feelings ("happy and glad and joyful and merry and bright
-    # and cheerful", 0.98): "and" is a common word, so the list had its glue. 0.8% of real continuations chain at
-    # all ("healthy and wealthy and dead"), so the ramp starts at 0 and its span floor sets how fast it falls.
+    # and cheerful", 0.98): "and" is a common word, so the list had its glue. 0.3% of real continuations chain at
+    # all ("healthy and wealthy and dead"), and 2 of 1,725 distinct SmolLM2 samples the studies stored, so the ramp
+    # starts at 0 and its span floor sets how fast it falls. A first draft that let a link hold two words, or a
+    # comma, charged SmolLM2's prose ("our mission and vision, and improved ...", 0.90 to 0.36).
     5: FluencyRules(measures=("repeated_pairs", "repeated_content", "unknown_words", "content_words", "pair_surprise",
                               "odd_tokens", "shouting", "bare_runs", "fragments", "doubled_words", "pair_shortfall",
                               "folded_tokens", "wrapped_tokens", "numbers", "labels", "glueless",

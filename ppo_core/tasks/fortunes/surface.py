@@ -193,26 +193,19 @@ def doubled_word_share(tokens: list[str]) -> float:
     return sum(a == b for a, b in word_pairs(tokens)) / len(tokens) if tokens else 0.0
 
 
+
 CONNECTORS = frozenset({"and", "or", "nor"})
 """The words that chain items of a list: "love and joy and peace"."""
 
-CHAIN_GAP = 2
-"""The most words one link of a chain holds ("warm hugs and sweet kisses and ...")."""
 
-
-def chained_share(tokens: list[str], common: frozenset[str], gap: int = CHAIN_GAP) -> float:
-    """``|connectors c_j equal to the connector c_i before them, 1 <= j - i - 1 <= gap words between, none common|
-    / |words|``, over :data:`CONNECTORS`: content words strung on one connector ("happy and glad and joyful and
-    merry"), a list that "and" dresses as a sentence, since it is among the common words other measures read as
-    glue. A writer chains now and then ("healthy and wealthy and wise"); a list of feelings chains throughout.
-    0.0 for no words."""
-    links = 0
-    previous: int | None = None
-    for position, word in enumerate(tokens):
-        if word not in CONNECTORS:
-            continue
-        if previous is not None and tokens[previous] == word and 1 <= position - previous - 1 <= gap \
-                and not any(between in common for between in tokens[previous + 1:position]):
-            links += 1
-        previous = position
+def chained_share(text: str, common: frozenset[str]) -> float:
+    """``|tokens t_i in CONNECTORS with t_i = t_(i-2) and t_(i-1) a bare word, not common| / |tokens|`` over
+    ``text``'s lower-cased whitespace-separated tokens: content words strung one by one on one connector ("happy and
+    glad and joyful and merry"), a list that "and" dresses as a sentence, since it is among the common words other
+    measures read as glue. A word with punctuation on it ends a link ("our mission and vision, and improved" is two
+    clauses), and a link holds one word ("and creates noise and promotes" is prose). A writer chains now and then
+    ("healthy and wealthy and wise"); a list of feelings chains throughout. 0.0 for no tokens."""
+    tokens = text.lower().split()
+    links = sum(tokens[i] in CONNECTORS and tokens[i - 2] == tokens[i] and tokens[i - 1].isalpha()
+                and tokens[i - 1] not in common for i in range(2, len(tokens)))
     return links / len(tokens) if tokens else 0.0
