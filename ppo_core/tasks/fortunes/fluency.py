@@ -262,8 +262,10 @@ GOLD_VERSIONS: dict[int, FluencyRules] = {
     # version 4 letting 4 through, 3 of them chains of feelings ("happy and glad and joyful and merry and bright
     # and cheerful", 0.98): "and" is a common word, so the list had its glue. 0.3% of real continuations chain at
     # all ("healthy and wealthy and dead"), and 2 of 1,725 distinct SmolLM2 samples the studies stored, so the ramp
-    # starts at 0 and its span floor sets how fast it falls. A first draft that let a link hold two words, or a
-    # comma, charged SmolLM2's prose ("our mission and vision, and improved ...", 0.90 to 0.36).
+    # starts at 0 and its span floor sets how fast it falls: at 0.2, one link in 16 words ("a spread of love and
+    # kindness and reminding everyone", a clause after a pair) costs a third, and a five-word list all. A first
+    # draft that let a link hold two words, or a comma, charged SmolLM2's prose ("our mission and vision, and
+    # improved ...", 0.90 to 0.36).
     5: FluencyRules(measures=("repeated_pairs", "repeated_content", "unknown_words", "content_words", "pair_surprise",
                               "odd_tokens", "shouting", "bare_runs", "fragments", "doubled_words", "pair_shortfall",
                               "folded_tokens", "wrapped_tokens", "numbers", "labels", "glueless",
@@ -274,7 +276,7 @@ GOLD_VERSIONS: dict[int, FluencyRules] = {
                                "glueless": 0.98},
                     span_floor={"odd_tokens": 0.12, "shouting": 0.3, "fragments": 0.3, "doubled_words": 0.15,
                                 "folded_tokens": 0.12, "wrapped_tokens": 0.12, "numbers": 0.15, "labels": 0.12,
-                                "glueless": 1.0, "chained": 0.12}),
+                                "glueless": 1.0, "chained": 0.2}),
 }
 """The gold's fluency versions; a text task names its version (``TextTaskParams.gold_version``)."""
 
