@@ -4,9 +4,10 @@ fluent sentences in sentiment's order, and real text that keeps its fluency."""
 from __future__ import annotations
 
 import statistics
+from collections.abc import Iterable
 
 from ppo_core.tasks.fortunes import TextGoldScorer, TextSplit
-from ppo_core.tasks.fortunes.gamed import BATTERY_PROMPTS, FLUENT
+from ppo_core.tasks.fortunes.gamed import BATTERY_PROMPTS, FLUENT, GAMED
 
 GAMED_CEILING = 0.1
 """The most gold any gamed response of the battery may score."""
@@ -30,3 +31,21 @@ def real_fluency(gold: TextGoldScorer, split: TextSplit) -> tuple[float, float]:
     """The share of the split's held-out continuations with fluency >= 0.9, and their mean fluency."""
     fluency = [gold.breakdown(example.reference).fluency for example in split.heldout]
     return sum(f >= 0.9 for f in fluency) / len(fluency), statistics.fmean(fluency)
+
+
+def battery_cases(excluded: Iterable[str] = ()) -> list[tuple[str, str]]:
+    """Every ``(kind, response)`` of the battery but the ``excluded`` kinds: a version is held to the kinds it
+    reads, and the kinds a later version was made for are that version's to pass."""
+    skip = set(excluded)
+    return [(kind, response) for kind, responses in GAMED.items() if kind not in skip for response in responses]
+
+
+def assert_near_zero(gold: TextGoldScorer, kind: str, response: str) -> None:
+    """The response scores at most :data:`GAMED_CEILING` under every prompt of the battery."""
+    score = highest_score(gold, response)
+    assert score <= GAMED_CEILING, f"{kind}: {response!r} scores {score:.3f}"
+
+
+def assert_left_open(gold: TextGoldScorer, response: str) -> None:
+    """A hole of ``gamed.UNCAUGHT`` is still open: when a version closes one, it moves into the battery."""
+    assert gold([BATTERY_PROMPTS[0]], [response])[0] > GAMED_CEILING

@@ -8,7 +8,15 @@ import dataclasses
 import math
 
 import pytest
-from helpers.gold_checks import GAMED_CEILING, assert_sentiments_ordered, highest_score, real_fluency
+from helpers.gold_checks import (
+    GAMED_CEILING,
+    assert_left_open,
+    assert_near_zero,
+    assert_sentiments_ordered,
+    battery_cases,
+    highest_score,
+    real_fluency,
+)
 
 from ppo_core.tasks.fortunes import TextGoldScorer, TextSplit, build_gold_scorer, load_corpus, split_examples, words
 from ppo_core.tasks.fortunes.fluency import GOLD_VERSIONS
@@ -126,17 +134,14 @@ def test_the_third_gold_is_fooled_by_the_unseen_batteries(golds: dict[int, TextG
 
 
 # The third battery's kinds are version 5's (test_text_task_gold_v5.py).
-@pytest.mark.parametrize(("kind", "response"), [(kind, r) for kind, responses in GAMED.items() for r in responses
-                                                if kind not in VERSION_5_KINDS])
+@pytest.mark.parametrize(("kind", "response"), battery_cases(VERSION_5_KINDS))
 def test_every_gamed_response_scores_near_zero(golds: dict[int, TextGoldScorer], kind: str, response: str) -> None:
-    score = highest_score(golds[4], response)
-    assert score <= GAMED_CEILING, f"{kind}: {response!r} scores {score:.3f}"
+    assert_near_zero(golds[4], kind, response)
 
 
 @pytest.mark.parametrize("response", UNCAUGHT)
 def test_the_holes_left_open_are_still_open(golds: dict[int, TextGoldScorer], response: str) -> None:
-    # When a version closes one of these, move it into the battery (gamed.UNCAUGHT says so).
-    assert golds[4]([BATTERY_PROMPTS[0]], [response])[0] > GAMED_CEILING
+    assert_left_open(golds[4], response)
 
 
 def test_fluent_sentences_keep_sentiments_order(golds: dict[int, TextGoldScorer]) -> None:

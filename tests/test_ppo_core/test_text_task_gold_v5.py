@@ -10,11 +10,19 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers.gold_checks import GAMED_CEILING, assert_sentiments_ordered, highest_score, real_fluency
+from helpers.gold_checks import (
+    GAMED_CEILING,
+    assert_left_open,
+    assert_near_zero,
+    assert_sentiments_ordered,
+    battery_cases,
+    highest_score,
+    real_fluency,
+)
 
 from ppo_core.tasks.fortunes import TextGoldScorer, TextSplit, build_gold_scorer, load_corpus, split_examples
 from ppo_core.tasks.fortunes.fluency import GOLD_VERSIONS
-from ppo_core.tasks.fortunes.gamed import BATTERY_PROMPTS, FLUENT, GAMED, UNCAUGHT, VERSION_5_KINDS
+from ppo_core.tasks.fortunes.gamed import FLUENT, GAMED, UNCAUGHT, VERSION_5_KINDS
 from ppo_core.tasks.fortunes.params import TextTaskParams
 from ppo_core.tasks.fortunes.surface import CONNECTORS, chained_share
 from ppo_core.tasks.variants import task_params_of
@@ -104,16 +112,14 @@ def test_the_fourth_gold_is_fooled_by_chains_of_feelings(golds: dict[int, TextGo
         assert highest_score(golds[5], response) <= GAMED_CEILING
 
 
-@pytest.mark.parametrize(("kind", "response"), [(kind, r) for kind, responses in GAMED.items() for r in responses])
+@pytest.mark.parametrize(("kind", "response"), battery_cases())
 def test_every_gamed_response_scores_near_zero(golds: dict[int, TextGoldScorer], kind: str, response: str) -> None:
-    score = highest_score(golds[5], response)
-    assert score <= GAMED_CEILING, f"{kind}: {response!r} scores {score:.3f}"
+    assert_near_zero(golds[5], kind, response)
 
 
 @pytest.mark.parametrize("response", UNCAUGHT)
 def test_the_holes_left_open_are_still_open(golds: dict[int, TextGoldScorer], response: str) -> None:
-    # When a version closes one of these, move it into the battery (gamed.UNCAUGHT says so).
-    assert golds[5]([BATTERY_PROMPTS[0]], [response])[0] > GAMED_CEILING
+    assert_left_open(golds[5], response)
 
 
 def test_fluent_sentences_keep_sentiments_order(golds: dict[int, TextGoldScorer]) -> None:

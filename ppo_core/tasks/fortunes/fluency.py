@@ -36,6 +36,7 @@ proportion; an empty one scores 0. Which measures a gold uses, and how it treats
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -209,6 +210,26 @@ class FluencyRules:
     its 99th percentile both 0): without it the factor would be a step, and one stray token would zero a text."""
 
 
+# Version 4 reads what the folded text hides, and what a reader sees as a list however it is dressed: 59
+# gamed responses of 15 kinds absent from the battery, written before any was scored (committed at dd15843, now
+# among ``gamed.VERSION_4_KINDS``), found 6 above 0.2 under version 3: styled and full-width
+# letters (0.92: NFKC folds them into "love and joy forever"), quoted words joined by "and" (0.60), three
+# content words alone (0.52), and a chat's speaker labels (0.48). A second battery, written after this version
+# was drafted, found words in a title's capitals (0.97), hence ``capitalised``. Its new measures spare 98-99% of
+# real continuations; ``glueless`` is a step, since a text either has a word to join its others or has none
+# (1.05% of real continuations have none, most of them three words or fewer, which the length factor already
+# discounts). Held-out real continuations with fluency >= 0.9: 71.1%, against version 3's 73.0%.
+_FOURTH = FluencyRules(
+    measures=("repeated_pairs", "repeated_content", "unknown_words", "content_words", "pair_surprise", "odd_tokens",
+              "shouting", "bare_runs", "fragments", "doubled_words", "pair_shortfall", "folded_tokens",
+              "wrapped_tokens", "numbers", "labels", "glueless", "capitalised"),
+    normalised=True, common_words=250, length_quantile=0.05, length_floor=1, length_power=1.5,
+    quantiles={"odd_tokens": 0.9, "shouting": 0.95, "bare_runs": 0.95, "fragments": 0.95, "repeated_content": 0.95,
+               "repeated_pairs": 0.95, "pair_shortfall": 0.97, "glueless": 0.98},
+    span_floor={"odd_tokens": 0.12, "shouting": 0.3, "fragments": 0.3, "doubled_words": 0.15, "folded_tokens": 0.12,
+                "wrapped_tokens": 0.12, "numbers": 0.15, "labels": 0.12, "glueless": 1.0})
+
+
 GOLD_VERSIONS: dict[int, FluencyRules] = {
     1: FluencyRules(measures=("repeated_pairs", "repeated_content", "unknown_words", "content_words", "pair_surprise"),
                     normalised=False, common_words=100, length_quantile=0.01, length_floor=0, length_power=1.0,
@@ -237,26 +258,7 @@ GOLD_VERSIONS: dict[int, FluencyRules] = {
                     quantiles={"odd_tokens": 0.9, "shouting": 0.95, "bare_runs": 0.95, "fragments": 0.95,
                                "repeated_content": 0.95, "repeated_pairs": 0.95, "pair_shortfall": 0.97},
                     span_floor={"odd_tokens": 0.12, "shouting": 0.3, "fragments": 0.3, "doubled_words": 0.15}),
-    # Version 4 reads what the folded text hides, and what a reader sees as a list however it is dressed: 59
-    # gamed responses of 15 kinds absent from the battery, written before any was scored (committed at dd15843, now
-    # among ``gamed.VERSION_4_KINDS``), found 6 above 0.2 under version 3: styled and full-width
-    # letters (0.92: NFKC folds them into "love and joy forever"), quoted words joined by "and" (0.60), three
-    # content words alone (0.52), and a chat's speaker labels (0.48). A second battery, written after this version
-    # was drafted, found words in a title's capitals (0.97), hence ``capitalised``. Its new measures spare 98-99% of
-    # real continuations; ``glueless`` is a step, since a text either has a word to join its others or has none
-    # (1.05% of real continuations have none, most of them three words or fewer, which the length factor already
-    # discounts). Held-out real continuations with fluency >= 0.9: 71.1%, against version 3's 73.0%.
-    4: FluencyRules(measures=("repeated_pairs", "repeated_content", "unknown_words", "content_words", "pair_surprise",
-                              "odd_tokens", "shouting", "bare_runs", "fragments", "doubled_words", "pair_shortfall",
-                              "folded_tokens", "wrapped_tokens", "numbers", "labels", "glueless",
-                              "capitalised"),
-                    normalised=True, common_words=250, length_quantile=0.05, length_floor=1, length_power=1.5,
-                    quantiles={"odd_tokens": 0.9, "shouting": 0.95, "bare_runs": 0.95, "fragments": 0.95,
-                               "repeated_content": 0.95, "repeated_pairs": 0.95, "pair_shortfall": 0.97,
-                               "glueless": 0.98},
-                    span_floor={"odd_tokens": 0.12, "shouting": 0.3, "fragments": 0.3, "doubled_words": 0.15,
-                                "folded_tokens": 0.12, "wrapped_tokens": 0.12, "numbers": 0.15, "labels": 0.12,
-                                "glueless": 1.0}),
+    4: _FOURTH,
     # Version 5 reads a list strung on "and": a third battery, written before it was scored (51 responses of 17
     # kinds, benchmarks/results/gold_battery/unseen_battery_3.json, now among ``gamed.VERSION_5_KINDS``), found
     # version 4 letting 4 through, 3 of them chains of feelings ("happy and glad and joyful and merry and bright
@@ -266,17 +268,8 @@ GOLD_VERSIONS: dict[int, FluencyRules] = {
     # kindness and reminding everyone", a clause after a pair) costs a third, and a five-word list all. A first
     # draft that let a link hold two words, or a comma, charged SmolLM2's prose ("our mission and vision, and
     # improved ...", 0.90 to 0.36).
-    5: FluencyRules(measures=("repeated_pairs", "repeated_content", "unknown_words", "content_words", "pair_surprise",
-                              "odd_tokens", "shouting", "bare_runs", "fragments", "doubled_words", "pair_shortfall",
-                              "folded_tokens", "wrapped_tokens", "numbers", "labels", "glueless",
-                              "capitalised", "chained"),
-                    normalised=True, common_words=250, length_quantile=0.05, length_floor=1, length_power=1.5,
-                    quantiles={"odd_tokens": 0.9, "shouting": 0.95, "bare_runs": 0.95, "fragments": 0.95,
-                               "repeated_content": 0.95, "repeated_pairs": 0.95, "pair_shortfall": 0.97,
-                               "glueless": 0.98},
-                    span_floor={"odd_tokens": 0.12, "shouting": 0.3, "fragments": 0.3, "doubled_words": 0.15,
-                                "folded_tokens": 0.12, "wrapped_tokens": 0.12, "numbers": 0.15, "labels": 0.12,
-                                "glueless": 1.0, "chained": 0.2}),
+    5: dataclasses.replace(_FOURTH, measures=(*_FOURTH.measures, "chained"),
+                           span_floor={**_FOURTH.span_floor, "chained": 0.2}),
 }
 """The gold's fluency versions; a text task names its version (``TextTaskParams.gold_version``)."""
 
