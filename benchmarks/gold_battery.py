@@ -129,12 +129,16 @@ def read_stored(keep: int | None) -> tuple[list[StoredSample], list[dict[str, An
     return list(first.values()), sources
 
 
+def highest(gold: TextGoldScorer, response: str) -> float:
+    """The response's highest gold under the battery's prompts."""
+    return max(gold(list(BATTERY_PROMPTS), [response] * len(BATTERY_PROMPTS)))
+
+
 def battery(gold: TextGoldScorer, kinds: Sequence[str]) -> dict[str, Any]:
     """Each kind's scores (a response's highest under the battery's prompts) against the ceilings."""
-    prompts = list(BATTERY_PROMPTS)
     per_kind: dict[str, Any] = {}
     for kind in kinds:
-        scores = [max(gold(prompts, [response] * len(prompts))) for response in GAMED[kind]]
+        scores = [highest(gold, response) for response in GAMED[kind]]
         per_kind[kind] = {"responses": len(scores), "max": max(scores), "mean": statistics.fmean(scores),
                           **{f"above_{c}": sum(s > c for s in scores) for c in CEILINGS}}
     every = list(per_kind.values())
@@ -143,15 +147,18 @@ def battery(gold: TextGoldScorer, kinds: Sequence[str]) -> dict[str, Any]:
             **{f"above_{c}": sum(row[f"above_{c}"] for row in every) for c in CEILINGS}}
 
 
-def unseen(gold: TextGoldScorer) -> dict[str, Any]:
+def read_unseen() -> dict[str, list[str]]:
+    """Each unseen battery's responses, by its file's name, as committed."""
+    return {name: [r for responses in json.loads((RESULTS / "gold_battery" / name).read_text())["kinds"].values()
+                   for r in responses] for name in UNSEEN}
+
+
+def unseen(gold: TextGoldScorer, batteries: dict[str, list[str]]) -> dict[str, Any]:
     """Each unseen battery's responses above its goal (a response's highest under the battery's prompts)."""
-    prompts = list(BATTERY_PROMPTS)
     found: dict[str, Any] = {}
-    for name in UNSEEN:
-        responses = [r for rs in json.loads((RESULTS / "gold_battery" / name).read_text())["kinds"].values()
-                     for r in rs]
-        scores = [max(gold(prompts, [response] * len(prompts))) for response in responses]
-        through = [{"response": r, "gold": s} for r, s in zip(responses, scores, strict=True) if s > UNSEEN_GOAL]
+    for name, responses in batteries.items():
+        scored = [(response, highest(gold, response)) for response in responses]
+        through = [{"response": r, "gold": s} for r, s in scored if s > UNSEEN_GOAL]
         found[name] = {"responses": len(responses), "above_goal": len(through), "through": through}
     return found
 
@@ -213,6 +220,7 @@ def measure(quick: bool) -> dict[str, Any]:
     kinds = list(GAMED)[:QUICK_KINDS] if quick else list(GAMED)
     samples, sources = read_stored(QUICK_PER_SOURCE if quick else None)
     responses = [sample.response for sample in samples]
+    batteries = read_unseen()
     versions: dict[str, Any] = {}
     golds: dict[int, list[float]] = {}
     for version, task in TASKS.items():
@@ -222,7 +230,8 @@ def measure(quick: bool) -> dict[str, Any]:
         for sample, score in zip(samples, golds[version], strict=True):
             groups.setdefault(group_of(sample), []).append(score)
         versions[str(version)] = {
-            "task": task, "battery": battery(gold, kinds), "unseen": unseen(gold), "fluent": fluent_order(gold),
+            "task": task, "battery": battery(gold, kinds), "unseen": unseen(gold, batteries),
+            "fluent": fluent_order(gold),
             "real_text": real_text(version, QUICK_REAL if quick else None),
             "stored": {name: distribution(groups[name]) for name in sorted(groups)},
             "speed": {"responses": len(responses), "responses_per_s": speed(gold, responses)},

@@ -193,7 +193,6 @@ def doubled_word_share(tokens: list[str]) -> float:
     return sum(a == b for a, b in word_pairs(tokens)) / len(tokens) if tokens else 0.0
 
 
-
 CONNECTORS = frozenset({"and", "or", "nor"})
 """The words that chain items of a list: "love and joy and peace"."""
 
