@@ -12,7 +12,8 @@ a run in float32 on any CPU; ``dtype: bfloat16`` or ``bf16: true`` choose bf16 w
 Measured on SmolLM2-135M-Instruct with LoRA r 16, one thread (``python -m benchmarks.trial_speed``,
 benchmarks/README.md): on an AMD EPYC with AVX-512 BF16 the bf16 update takes about half the float32 one's time; on
 an AVX2-only EPYC bf16 products ran at a fiftieth of float32's, and the check keeps float32 there. Tiny models, whose
-products are too small for either dtype to matter, stay in float32 (the check needs bf16 1.25x faster).
+products are too small for either dtype to matter, stay in float32 unchecked
+(``sampling_precision.MIN_CHECKED_WEIGHTS``).
 """
 
 from __future__ import annotations

@@ -2,8 +2,9 @@
 CPU's bf16 products faster at the policy's shapes; explicit settings are never second-guessed; and the run reports what
 it ran in.
 
-The check's timings stand in for CPU kinds other than this machine's (one with fast bf16, one emulating it): the
-choice, the loading and the run are the real code."""
+The check's timings stand in for CPU kinds other than this machine's (one with fast bf16, one emulating it), and its
+size floor is lowered so that a tiny model stands in for a large one: the choice, the loading and the run are the real
+code."""
 
 from __future__ import annotations
 
@@ -33,8 +34,9 @@ def test_only_a_cpu_run_with_both_fields_at_their_defaults_is_left_to_the_check(
 
 def _cpu_where_bf16_is(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, bf16_seconds: float) -> list[int]:
     """The check's timings as a CPU with (0.02 s) or without (1.8 s) fast bf16 products gives them, against float32's
-    0.06 s; returns the rows of each check made."""
+    0.06 s, with a tiny model checked as a large one is; returns the rows of each check made."""
     monkeypatch.setenv("PPO_TUNE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(sampling_precision, "MIN_CHECKED_WEIGHTS", 0)
     calls: list[int] = []
 
     def timed(shapes: list[tuple[int, int]], rows: int) -> dict[str, float]:

@@ -6,12 +6,35 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 from peft import LoraConfig, get_peft_model
-from transformers import AutoModelForCausalLM
+from torch import nn
+from transformers import AutoModelForCausalLM, LlamaConfig
 
 from ppo_core.models import sampling_precision
-from ppo_core.models.sampling_precision import choose_sampling_dtype, measured_sampling_dtype, weight_shapes
+from ppo_core.models.sampling_precision import (
+    MIN_CHECKED_WEIGHTS,
+    choose_sampling_dtype,
+    measured_sampling_dtype,
+    weight_shapes,
+)
 from tools import tiny_models
+
+
+def _shapes_only_llama(vocab_size: int) -> nn.Module:
+    """A Llama on the meta device (its shapes, no weights), with about ``vocab_size`` x 256 head weights."""
+    config = LlamaConfig(vocab_size=vocab_size, hidden_size=256, intermediate_size=512, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=4)
+    with torch.device("meta"):
+        model: nn.Module = AutoModelForCausalLM.from_config(config)
+    return model
+
+
+def _bf16_always_faster(calls: list[int]) -> object:
+    def timed(shapes: list[tuple[int, int]], rows: int) -> dict[str, float]:
+        calls.append(rows)
+        return {"float32": 0.06, "bfloat16": 0.02}
+    return timed
 
 
 @pytest.mark.parametrize(("float32", "bfloat16", "chosen"), [
@@ -43,17 +66,28 @@ def test_gpt2s_conv1d_weights_are_timed_as_out_by_in(tmp_path: Path) -> None:
 
 
 def test_the_choice_is_measured_once_then_read_from_the_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    model = AutoModelForCausalLM.from_pretrained(tiny_models.write_llama(tmp_path / "llama", seed=1))
+    model = _shapes_only_llama(vocab_size=8192)
+    assert sum(o * i for o, i in weight_shapes(model)) >= MIN_CHECKED_WEIGHTS
     calls: list[int] = []
-
-    def timed(shapes: list[tuple[int, int]], rows: int) -> dict[str, float]:
-        calls.append(rows)
-        return {"float32": 0.06, "bfloat16": 0.02}
-
-    monkeypatch.setattr(sampling_precision, "product_seconds", timed)
+    monkeypatch.setattr(sampling_precision, "product_seconds", _bf16_always_faster(calls))
     first = measured_sampling_dtype(model, rows=8, cache_dir=tmp_path / "cache")
     again = measured_sampling_dtype(model, rows=8, cache_dir=tmp_path / "cache")
     assert first == again and first.dtype == "bfloat16" and calls == [8]
     other_rows = measured_sampling_dtype(model, rows=64, cache_dir=tmp_path / "cache")
     assert other_rows.dtype == "bfloat16" and calls == [8, 64]  # another shape is another check
     assert len(list((tmp_path / "cache" / "sampling_precision").glob("*.json"))) == 2
+
+
+def test_a_tiny_model_samples_in_float32_whatever_a_loaded_machine_times(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    # Regression: a test model's products take microseconds, and a check that timed bf16 past the margin under load
+    # ran float32-exact tests in bf16 (4 failed when this check is forced to bf16).
+    model = AutoModelForCausalLM.from_pretrained(tiny_models.write_llama(tmp_path / "llama", seed=1))
+    assert sum(o * i for o, i in weight_shapes(model)) < MIN_CHECKED_WEIGHTS
+    calls: list[int] = []
+    monkeypatch.setattr(sampling_precision, "product_seconds", _bf16_always_faster(calls))
+    choice = measured_sampling_dtype(model, rows=8, cache_dir=tmp_path / "cache")
+    assert choice.dtype == "float32" and choice.seconds == {} and calls == []  # not timed, not cached
+    assert not (tmp_path / "cache").exists()
+    assert measured_sampling_dtype(_shapes_only_llama(vocab_size=8192), rows=8,
+                                   cache_dir=tmp_path / "cache").dtype == "bfloat16"  # a larger one is checked
