@@ -22,7 +22,7 @@ from ppo_core.algorithm.token_head import select_head
 from ppo_core.config.ppo_config import PPOConfig
 from ppo_core.metric_names import KL_LOSS
 from ppo_core.models.loading import ValueModel
-from ppo_core.rollout.collect import Rollout, response_logits, response_values
+from ppo_core.rollout.collect import Rollout, response_values, scoring_logits, update_shares_prompts
 
 
 @dataclass
@@ -191,7 +191,9 @@ def _group_loss(
     rows = torch.cat(micro_batches)
     queries, query_mask = rollout.queries[rows], rollout.query_mask[rows]
     responses, mask = rollout.responses[rows], rollout.response_mask[rows]
-    logits = response_logits(optimisation.policy, queries, query_mask, responses, mask)
+    # Rows of one prompt (a GRPO group) run its tokens once, the gradient flowing back through the copies of its
+    # KV cache: at the SmolLM2 study's settings 2 prompts of 38 tokens instead of 8, about half the forward.
+    logits = scoring_logits(optimisation.policy, update_shares_prompts(config), queries, query_mask, responses, mask)
     values = None
     if optimisation.value_model is not None and targets.returns is not None and rollout.values is not None:
         values = response_values(optimisation.value_model, queries, query_mask, responses, mask)

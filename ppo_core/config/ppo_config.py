@@ -339,6 +339,15 @@ class PPOConfig(ScriptArguments, ModelConfig, ConfigReadings):
                             "(ppo_core.rollout.fused_decode); the model's forward up to float rounding. Off, or "
                             "another architecture: the model's own forward. Reported as precision/sampling_fused."),
     )
+    shared_prompt_forwards: bool = field(
+        default=True,
+        metadata=field_help("Rows that share a prompt (a GRPO or RLOO group) run its tokens once in the rollout's "
+                            "scoring forwards and in the update's forward, the prompt's KV cache copied to each row "
+                            "and only the responses run on top (ppo_core.rollout.shared_prompts): the same log-probs "
+                            "and gradient up to float rounding, for a forward over each prompt once. false: every "
+                            "row runs its whole sequence there. Held-out evaluation shares prompts either way; "
+                            "gradient checkpointing and the value network run whole sequences."),
+    )
     fused_logits_head: bool = field(
         default=False,
         metadata=field_help("CUDA only: the update's log-probs and entropy in one compiled function over the logits "

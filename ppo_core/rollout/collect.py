@@ -180,6 +180,13 @@ def collect_samples(setup: RunSetup, batch: PromptSet, config: PPOConfig, device
                            _cat_right_padded(chunks["mask"], False))
 
 
+def update_shares_prompts(config: PPOConfig) -> bool:
+    """Whether the update's forward runs each shared prompt once (``shared_prompt_forwards``, and no gradient
+    checkpointing, which keeps no KV cache in training); an update's rollout then scores the same way, so that the
+    first ratio divides like by like."""
+    return config.shared_prompt_forwards and not config.gradient_checkpointing
+
+
 def scoring_logits(model: PreTrainedModel, shared: bool, queries: torch.Tensor, query_mask: torch.Tensor,
                    responses: torch.Tensor, response_mask: torch.Tensor, memo: PromptMemo | None = None,
                    ) -> torch.Tensor:
@@ -197,9 +204,10 @@ def collect_rollout(setup: RunSetup, batch: PromptSet, config: PPOConfig, device
     """Sample one response per prompt (from ``sampler``, a copy of the policy, when given) and record everything the
     PPO update needs. ``for_update`` False (a held-out evaluation) lets the scoring forwards share prompts: no update
     divides by the policy's log-probabilities then. An update's rollout scores the policy and the reference with
-    the update's own whole forward, so that a policy equal to its reference is at KL 0 to the last bit (under bf16
-    a shared prompt's rounding alone is ~1e-4 nats). ``reference_memo`` keeps the reference's pass over prompts
-    that come again (the held-out ones)."""
+    the update's own kind of forward (prompts shared where :func:`update_shares_prompts`, else whole sequences),
+    the two alike, so that a policy equal to its reference is at KL 0 to the last bit (under bf16 a shared
+    prompt's rounding alone is ~1e-4 nats against a whole forward). ``reference_memo`` keeps the reference's pass
+    over prompts that come again (the held-out ones)."""
     models, tokenizer = setup.models, setup.models.tokenizer
     forward_batch_size = config.local_rollout_forward_batch_size
     encoded = encode_prompts(tokenizer, batch, config.max_prompt_length)
@@ -208,12 +216,12 @@ def collect_rollout(setup: RunSetup, batch: PromptSet, config: PPOConfig, device
     for start in range(0, len(batch), forward_batch_size):
         rows = slice(start, start + forward_batch_size)
         responses, response_mask = sample_chunk(setup, queries[rows], query_mask[rows], config, device, sampler)
-        # The same full forward pass as the update's and the reference's, not the sampler's cached logits:
+        # The same kind of forward pass as the update's and the reference's, not the sampler's cached logits:
         # under bf16 the two differ by a few hundredths of a nat per token, enough to move the first ratio.
         # Each model's logits are reduced to log-probabilities before the next forward: with a large vocabulary
         # two [b, R, V] logits tensors alive at once would set the rollout's memory peak.
         inputs = (queries[rows], query_mask[rows], responses, response_mask)
-        shared = not for_update
+        shared = not for_update or update_shares_prompts(config)
         chunks["logprobs"].append(token_logprobs(scoring_logits(models.policy, shared, *inputs), responses,
                                                  config.temperature))
         with models.reference_policy() as reference:

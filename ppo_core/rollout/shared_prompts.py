@@ -38,9 +38,18 @@ def distinct_rows(queries: torch.Tensor, query_mask: torch.Tensor) -> tuple[torc
     return first, rank[inverse]
 
 
+def unwrapped(model: PreTrainedModel) -> PreTrainedModel:
+    """The model inside a DistributedDataParallel wrapper (the update's policy on several processes), whose config
+    and forward signature the wrapper does not expose; ``model`` itself otherwise. Its forwards still go through
+    the wrapper, whose hooks average the gradients."""
+    inner: PreTrainedModel = model.module if isinstance(model, torch.nn.parallel.DistributedDataParallel) else model
+    return inner
+
+
 def cache_keyword(model: PreTrainedModel) -> str:
     """The forward's name for the KV cache: ``cache`` in newer transformers 5 releases, ``past_key_values`` before
     (still accepted, with a deprecation warning, where ``cache`` exists)."""
+    model = unwrapped(model)
     inner = model.get_base_model() if isinstance(model, PeftModel) else model
     return "cache" if "cache" in inspect.signature(inner.forward).parameters else "past_key_values"
 
@@ -49,6 +58,7 @@ def can_share(model: PreTrainedModel) -> bool:
     """Whether ``model`` keeps a KV cache in its forward: not while gradient checkpointing in training mode, where
     transformers turns ``use_cache`` off. Read under transformers 5's name for it, where the model has it: the old
     name still answers, with a deprecation warning every call."""
+    model = unwrapped(model)
     inner = model.get_base_model() if isinstance(model, PeftModel) else model
     checkpointing = getattr(inner, "is_activation_checkpointing", None)
     if checkpointing is None:
@@ -73,7 +83,7 @@ class PromptPass:
         if self.whole is not None:
             return self.whole
         rows = [(keys[self.inverse], values[self.inverse]) for keys, values in self.layers]
-        return {cache_keyword(model): DynamicCache(ddp_cache_data=rows, config=model.config)}
+        return {cache_keyword(model): DynamicCache(ddp_cache_data=rows, config=unwrapped(model).config)}
 
     def row_logits(self) -> torch.Tensor:
         """[B, V]: the logits that predict each row's first response token."""
@@ -94,7 +104,7 @@ def layer_states(cache: DynamicCache) -> list[tuple[torch.Tensor, torch.Tensor]]
 def run_prompts(model: PreTrainedModel, queries: torch.Tensor, query_mask: torch.Tensor,
                 ) -> tuple[DynamicCache, torch.Tensor]:
     """Left-padded prompts through ``model`` with a new KV cache: the cache and the last position's logits [N, V]."""
-    cache = DynamicCache(config=model.config)
+    cache = DynamicCache(config=unwrapped(model).config)
     mask = query_mask.long()
     width = queries.shape[1]
     logits = model(input_ids=queries, attention_mask=mask, position_ids=position_ids_from_mask(mask),
@@ -161,4 +171,4 @@ def shared_response_logits(model: PreTrainedModel, queries: torch.Tensor, query_
 
 
 __all__ = ["PromptMemo", "PromptPass", "cache_keyword", "can_share", "distinct_rows", "layer_states", "prompt_pass",
-           "shared_response_logits"]
+           "shared_response_logits", "unwrapped"]

@@ -157,8 +157,10 @@ def test_zero_learning_rate_under_lora_bf16_and_checkpointing_keeps_the_ratio_at
 @pytest.mark.parametrize("use_peft", [False, True])
 def test_gradient_checkpointing_recomputes_and_changes_nothing_else(assets: dict[str, Path], use_peft: bool) -> None:
     def run(checkpointing: bool) -> tuple[list[dict[str, float]], int]:
-        trainer = PPOTrainer(PPOConfig(**run_values(assets, use_peft=use_peft,
-                                                    gradient_checkpointing=checkpointing)))
+        # Whole-sequence forwards in both runs (checkpointing keeps no KV cache to share prompts through), so
+        # that the layer's calls differ by the recomputation alone.
+        trainer = PPOTrainer(PPOConfig(**run_values(assets, use_peft=use_peft, gradient_checkpointing=checkpointing,
+                                                    shared_prompt_forwards=False)))
         # transformers checkpoints a layer's forward, not its call, so the layer's own hooks see one pass; its
         # sub-modules are called again by the recomputation. A pre-hook, since the recomputation stops early
         # once it has what the backward needs.

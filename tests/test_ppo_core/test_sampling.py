@@ -15,7 +15,7 @@ from conftest import SAMPLING_DEFAULTS
 from ppo_core import PPOConfig, PPOTrainer
 from ppo_core.metric_names import run_metrics
 from ppo_core.models.sequences import token_logprobs
-from ppo_core.rollout.collect import collect_samples, response_logits
+from ppo_core.rollout.collect import collect_samples, scoring_logits, update_shares_prompts
 
 
 def small_config(lm: Path, prompts: Path, **overrides: object) -> PPOConfig:
@@ -73,8 +73,8 @@ def test_rollout_logprobs_match_the_update_under_bf16_autocast(wider_lm_dir: Pat
     assert trainer.accelerator.mixed_precision == "bf16"
     rollout = trainer._rollout(trainer.setup.train_prompts.select(range(8)))
     with torch.no_grad(), trainer.accelerator.autocast():
-        logits = response_logits(trainer.optimisation.policy, rollout.queries[:4], rollout.query_mask[:4],
-                                 rollout.responses[:4], rollout.response_mask[:4])
+        logits = scoring_logits(trainer.optimisation.policy, update_shares_prompts(config), rollout.queries[:4],
+                                rollout.query_mask[:4], rollout.responses[:4], rollout.response_mask[:4])
     update_logprobs = token_logprobs(logits, rollout.responses[:4], config.temperature)
     gap = (update_logprobs - rollout.logprobs[:4]).abs()[rollout.response_mask[:4]]
     assert float(gap.max()) < 1e-4, float(gap.max())

@@ -7,32 +7,11 @@ from typing import Any
 
 import pytest
 import torch
+from helpers.update_gradients import first_step_gradients
 
-from ppo_core import PPOConfig, PPOTrainer
+from ppo_core import PPOConfig
 from ppo_core.config.ppo_config import ConfigError
 from tools import tiny_data, tiny_models
-
-
-def _first_step_gradients(values: dict[str, Any]) -> tuple[list[list[torch.Tensor]], dict[str, float], list[int]]:
-    """Every trained parameter's gradient at the first optimizer step of one update, by optimizer; that update's
-    metrics; and the rows of each policy forward that built a graph (the update's)."""
-    trainer = PPOTrainer(PPOConfig(**values))
-    forwards: list[int] = []
-    trainer.optimisation.policy.register_forward_pre_hook(
-        lambda _, args, kwargs: forwards.append(kwargs["input_ids"].shape[0]) if torch.is_grad_enabled() else None,
-        with_kwargs=True)
-    seen: dict[int, list[torch.Tensor]] = {}  # by optimizer (the policy's, the value network's): its first step
-
-    def record(optimizer: torch.optim.Optimizer, *_: Any) -> None:
-        seen.setdefault(id(optimizer), [p.grad.detach().clone() for group in optimizer.param_groups
-                                        for p in group["params"] if p.grad is not None])
-
-    # accelerate wraps each optimizer; the hook goes on the torch optimizer inside.
-    inner = [getattr(optimizer, "optimizer", optimizer) for optimizer in trainer.optimisation.optimizers]
-    for optimizer in inner:
-        optimizer.register_step_pre_hook(record)
-    metrics = trainer.step(1)
-    return [seen[id(optimizer)] for optimizer in inner], metrics, forwards
 
 
 @pytest.fixture(scope="module")
@@ -43,13 +22,14 @@ def run_values(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return {"task": None, "sft_model_path": str(policy), "dataset_name": str(data),
             "reward_funcs": ["examples.bring_your_own.rewards:letter_reward"], "num_sample_generations": 0,
             "response_length": 6, "per_device_train_batch_size": 2, "gradient_accumulation_steps": 4,
-            "num_mini_batches": 1, "num_ppo_epochs": 1, "total_episodes": 8, "seed": 3, "use_cpu": True}
+            "num_mini_batches": 1, "num_ppo_epochs": 1, "total_episodes": 8, "seed": 3, "use_cpu": True,
+            "shared_prompt_forwards": False}  # one policy forward a pass, to count (the shared ones: their own test)
 
 
 @pytest.mark.parametrize("rows", [4, 8])
 def test_shared_forward_passes_give_the_per_micro_batch_gradient(run_values: dict[str, Any], rows: int) -> None:
-    alone, alone_metrics, alone_forwards = _first_step_gradients(run_values)
-    shared, shared_metrics, shared_forwards = _first_step_gradients({**run_values, "update_forward_batch_size": rows})
+    alone, alone_metrics, alone_forwards = first_step_gradients(run_values)
+    shared, shared_metrics, shared_forwards = first_step_gradients({**run_values, "update_forward_batch_size": rows})
     assert alone_forwards == [2, 2, 2, 2] and shared_forwards == [rows] * (8 // rows)  # the passes were shared
     assert len(alone) == len(shared) == 2  # the policy's optimizer and the value network's
     for ours, theirs in zip(shared, alone, strict=True):

@@ -1,0 +1,54 @@
+"""``shared_prompt_forwards``: the update's forward runs each prompt of a GRPO group once and the responses on copies
+of its KV cache, and gives the gradient and statistics of every row's whole forward (fp32); the rollout scores the
+same way, so the first ratio is 1 and a policy equal to its reference is at KL 0 to the last bit."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+from helpers.update_gradients import first_step_gradients
+
+from ppo_core import PPOConfig, PPOTrainer
+from tools import tiny_data, tiny_models
+
+
+@pytest.fixture(scope="module")
+def run_values(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    root = tmp_path_factory.mktemp("shared-update")
+    policy = tiny_models.write_llama(root / "llama", seed=1)
+    data = tiny_data.write_jsonl_splits(root / "data", "standard", n_train=32, n_test=8)
+    # Two prompts of four responses each per update: GRPO's groups.
+    return {"task": None, "sft_model_path": str(policy), "dataset_name": str(data),
+            "reward_funcs": ["examples.bring_your_own.rewards:letter_reward"], "num_sample_generations": 0,
+            "advantage_estimator": "grpo", "num_generations": 4, "response_length": 6,
+            "per_device_train_batch_size": 8, "num_mini_batches": 1, "num_ppo_epochs": 1, "total_episodes": 8,
+            "seed": 3, "use_cpu": True, "bf16": False}
+
+
+@pytest.mark.parametrize("use_peft", [False, True])
+def test_the_shared_forward_gives_the_whole_forwards_gradient(run_values: dict[str, Any], use_peft: bool) -> None:
+    values = {**run_values, "use_peft": use_peft, "lora_r": 4}
+    whole, whole_metrics, whole_forwards = first_step_gradients({**values, "shared_prompt_forwards": False})
+    shared, shared_metrics, shared_forwards = first_step_gradients({**values, "shared_prompt_forwards": True})
+    assert whole_forwards == [8] and shared_forwards == [2, 8]  # 2 distinct prompts once, then 8 responses
+    (ours,), (theirs,) = shared, whole  # GRPO: the policy's optimizer alone
+    assert len(ours) == len(theirs) > 0 and any(gradient.abs().max() > 0 for gradient in theirs)
+    for our_gradient, their_gradient in zip(ours, theirs, strict=True):
+        torch.testing.assert_close(our_gradient, their_gradient, rtol=1e-5, atol=1e-6)
+    for name in ("loss/policy_avg", "policy/approxkl_avg", "policy/entropy_avg", "val/ratio"):
+        assert shared_metrics[name] == pytest.approx(whole_metrics[name], abs=1e-6), name
+    assert shared_metrics["val/ratio"] == pytest.approx(1.0, abs=1e-6)  # the rollout scored as the update does
+
+
+def test_a_lora_policy_equal_to_its_reference_is_at_kl_zero_to_the_bit(run_values: dict[str, Any]) -> None:
+    trainer = PPOTrainer(PPOConfig(**{**run_values, "use_peft": True, "lora_r": 4}))
+    rollout = trainer._rollout(trainer.setup.train_prompts.select(range(8)))
+    assert torch.equal(rollout.logprobs, rollout.ref_logprobs)  # lora_B starts at zero: the same function
+
+
+def test_gradient_checkpointing_runs_whole_sequences_in_the_rollout_and_the_update(run_values: dict[str, Any]) -> None:
+    _, metrics, forwards = first_step_gradients({**run_values, "gradient_checkpointing": True})
+    assert forwards == [8]  # no KV cache in training under checkpointing: one whole forward
+    assert metrics["val/ratio"] == pytest.approx(1.0, abs=1e-6)
