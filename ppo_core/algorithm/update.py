@@ -115,6 +115,7 @@ def ppo_update(
     try:
         _optimise(rollout, targets, optimisation, config, generator, stats,
                   max_length or rollout.responses.shape[1], total)
+        rollout.logprobs_pending = False  # one epoch over every row has written them
     finally:
         for model in optimisation.models:
             model.eval()
@@ -225,6 +226,8 @@ def _micro_batch_loss(
     head = select_head(config.fused_logits_head, logits.device)
     logprobs, entropy = head(logits, responses, config.temperature, config.entropy_coef != 0)
 
+    if rollout.logprobs_pending:  # this forward is the policy the rows were sampled from: old = new
+        rollout.logprobs[rows] = logprobs.detach().to(rollout.logprobs.dtype)
     objective = policy_objective(logprobs, rollout.logprobs[rows], rollout.ref_logprobs[rows],
                                  targets.advantages[rows], mask, entropy, config, targets.kl_loss_coef, step,
                                  max_length)

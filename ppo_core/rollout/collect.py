@@ -36,6 +36,7 @@ class Rollout:
     scores: torch.Tensor  # [B] reward, after the missing-EOS penalty
     reward_scores: dict[str, torch.Tensor]  # [B] each reward's own score by name, NaN where it gave none
     gold_scores: torch.Tensor | None  # [B] a task's gold score, for monitoring only
+    logprobs_pending: bool = False  # logprobs are zeros until the update's own forward writes them
 
     @property
     def num_response_tokens(self) -> int:
@@ -187,6 +188,14 @@ def update_shares_prompts(config: PPOConfig) -> bool:
     return config.shared_prompt_forwards and not config.gradient_checkpointing
 
 
+def old_logprobs_from_update(config: PPOConfig) -> bool:
+    """Whether an update's rollout leaves the policy's log-probabilities to the update's forward: one epoch of one
+    mini-batch (num_ppo_epochs 1, num_mini_batches 1) makes one optimizer step after every row's forward, so each row
+    meets the policy it was sampled from, and KL outside the reward leaves nothing before the update to read them.
+    The first ratio is then exp(0) = 1 by construction, and the rollout saves a scoring forward of the policy."""
+    return config.num_ppo_epochs == 1 and config.num_mini_batches == 1 and not config.kl_penalty_in_reward
+
+
 def scoring_logits(model: PreTrainedModel, shared: bool, queries: torch.Tensor, query_mask: torch.Tensor,
                    responses: torch.Tensor, response_mask: torch.Tensor, memo: PromptMemo | None = None,
                    ) -> torch.Tensor:
@@ -212,6 +221,7 @@ def collect_rollout(setup: RunSetup, batch: PromptSet, config: PPOConfig, device
     forward_batch_size = config.local_rollout_forward_batch_size
     encoded = encode_prompts(tokenizer, batch, config.max_prompt_length)
     queries, query_mask = encoded["input_ids"].to(device), encoded["attention_mask"].to(device)
+    pending = for_update and old_logprobs_from_update(config)
     chunks: dict[str, list[torch.Tensor]] = {"responses": [], "mask": [], "logprobs": [], "ref": [], "values": []}
     for start in range(0, len(batch), forward_batch_size):
         rows = slice(start, start + forward_batch_size)
@@ -222,8 +232,9 @@ def collect_rollout(setup: RunSetup, batch: PromptSet, config: PPOConfig, device
         # two [b, R, V] logits tensors alive at once would set the rollout's memory peak.
         inputs = (queries[rows], query_mask[rows], responses, response_mask)
         shared = not for_update or update_shares_prompts(config)
-        chunks["logprobs"].append(token_logprobs(scoring_logits(models.policy, shared, *inputs), responses,
-                                                 config.temperature))
+        chunks["logprobs"].append(
+            torch.zeros(responses.shape, device=responses.device) if pending
+            else token_logprobs(scoring_logits(models.policy, shared, *inputs), responses, config.temperature))
         with models.reference_policy() as reference:
             chunks["ref"].append(token_logprobs(scoring_logits(reference, shared, *inputs, memo=reference_memo),
                                                 responses, config.temperature))
@@ -250,6 +261,7 @@ def collect_rollout(setup: RunSetup, batch: PromptSet, config: PPOConfig, device
         scores=scored.scores,
         reward_scores=scored.reward_scores,
         gold_scores=scored.gold_scores,
+        logprobs_pending=pending,
     )
 
 

@@ -6,8 +6,11 @@ tokens at the SmolLM2 study's settings). Here the distinct prompts are run once,
 last prompt position's logits are copied out to the rows that share each prompt; and only the responses run on top.
 
 The logits are those of one forward over the whole sequence, up to float rounding (the same products, in another
-order and batch shape). Where a result must match another forward bit for bit (the policy's log-probabilities
-that the update's first ratio divides by) the full forward stays: :func:`can_share` is the caller's switch too.
+order and batch shape). The update's forward shares prompts too, with gradients: the copies of a prompt's keys and
+values are an index into the prompt pass's, so each row's gradient flows back into the one pass. Where a result
+must match another forward bit for bit (the policy's log-probabilities that the update's first ratio divides by),
+both sides compute the same way: the rollout shares prompts for an update exactly where the update does
+(``ppo_core.rollout.collect.update_shares_prompts``); :func:`can_share` is the caller's switch too.
 """
 
 from __future__ import annotations

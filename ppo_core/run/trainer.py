@@ -180,8 +180,12 @@ class PPOTrainer:
         reset_peak_memory(self.accelerator.device)
         rollout = self._rollout(self._next_prompts())
         self._non_finite_rewards = list(self.setup.models.rewards.non_finite)  # before an evaluation scores again
-        # KL to the reference is measured whatever its placement, so a run with beta = 0 still reports it.
-        kl = kl_per_token(rollout.logprobs, rollout.ref_logprobs, c.kl_estimator)
+        # KL to the reference is measured whatever its placement, so a run with beta = 0 still reports it; where
+        # the update's forward supplies the policy's log-probabilities, once it has run (KL is then not in the
+        # reward, so nothing before the update reads it).
+        pending = rollout.logprobs_pending
+        kl = torch.zeros_like(rollout.ref_logprobs) if pending else \
+            kl_per_token(rollout.logprobs, rollout.ref_logprobs, c.kl_estimator)
         kl_coefficient = self.kl_controller.value  # in force: kl_coef in the reward, beta in the loss
         in_reward = c.kl_penalty_in_reward
         # -kl_coef KL_t per token when KL is in the reward (TRL's non_score_reward), else zeros.
@@ -199,6 +203,8 @@ class PPOTrainer:
         targets = UpdateTargets(advantages, returns, None if in_reward else kl_coefficient)
         update_stats = ppo_update(rollout, targets, self.optimisation, c, self.shuffle_generator, total,
                                   self.setup.generation_config.max_new_tokens)
+        if pending:
+            kl = kl_per_token(rollout.logprobs, rollout.ref_logprobs, c.kl_estimator)
         for copy in (self.generation_copy, self.sampling_copy):  # the next rollout samples the policy as it now is
             if copy is not None:
                 copy.refresh()

@@ -1,6 +1,8 @@
 """``shared_prompt_forwards``: the update's forward runs each prompt of a GRPO group once and the responses on copies
 of its KV cache, and gives the gradient and statistics of every row's whole forward (fp32); the rollout scores the
-same way, so the first ratio is 1 and a policy equal to its reference is at KL 0 to the last bit."""
+same way, so the first ratio is 1 and a policy equal to its reference is at KL 0 to the last bit; and where one epoch
+of one mini-batch meets each row once, the update's forward supplies the old log-probabilities, the same update as
+a rollout that scores them itself."""
 
 from __future__ import annotations
 
@@ -11,6 +13,8 @@ import torch
 from helpers.update_gradients import first_step_gradients
 
 from ppo_core import PPOConfig, PPOTrainer
+from ppo_core.rollout import collect
+from ppo_core.rollout.collect import old_logprobs_from_update
 from tools import tiny_data, tiny_models
 
 
@@ -43,9 +47,45 @@ def test_the_shared_forward_gives_the_whole_forwards_gradient(run_values: dict[s
 
 
 def test_a_lora_policy_equal_to_its_reference_is_at_kl_zero_to_the_bit(run_values: dict[str, Any]) -> None:
-    trainer = PPOTrainer(PPOConfig(**{**run_values, "use_peft": True, "lora_r": 4}))
+    # Two epochs: the rollout scores the policy itself (the update's forward cannot stand in for it).
+    trainer = PPOTrainer(PPOConfig(**{**run_values, "use_peft": True, "lora_r": 4, "num_ppo_epochs": 2}))
     rollout = trainer._rollout(trainer.setup.train_prompts.select(range(8)))
+    assert not rollout.logprobs_pending
     assert torch.equal(rollout.logprobs, rollout.ref_logprobs)  # lora_B starts at zero: the same function
+
+
+def test_one_epoch_of_one_mini_batch_takes_the_old_log_probs_from_the_updates_forward(
+        run_values: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    values = {**run_values, "use_peft": True, "lora_r": 4}
+    assert old_logprobs_from_update(PPOConfig(**values))
+    trainer = PPOTrainer(PPOConfig(**values))
+    scored: list[int] = []
+    trainer.setup.models.policy.register_forward_pre_hook(
+        lambda _, args, kwargs: scored.append(1) if not torch.is_grad_enabled() else None, with_kwargs=True)
+    rollout = trainer._rollout(trainer.setup.train_prompts.select(range(8)))
+    # A LoRA policy's reference is its base, the same module with the adapters off: its two passes (prompts, then
+    # responses) are the rollout's only ones; scoring the policy too would make four.
+    assert rollout.logprobs_pending and len(scored) == 2
+    deferred, deferred_metrics, _ = first_step_gradients(values)
+    monkeypatch.setattr(collect, "old_logprobs_from_update", lambda config: False)
+    scored_first, scored_metrics, _ = first_step_gradients(values)
+    for ours, theirs in zip(deferred[0], scored_first[0], strict=True):
+        torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-6)
+    for name in ("objective/kl", "objective/entropy", "loss/policy_avg", "val/ratio", "policy/approxkl_avg"):
+        assert deferred_metrics[name] == pytest.approx(scored_metrics[name], abs=1e-6), name
+    assert deferred_metrics["val/ratio"] == 1.0 and deferred_metrics["policy/approxkl_avg"] == 0.0
+
+
+@pytest.mark.parametrize(("changes", "deferred"), [
+    ({}, True),
+    ({"num_ppo_epochs": 2}, False),  # the second epoch's ratio divides by the sampling policy's log-probs
+    # The second mini-batch meets a policy one step on.
+    ({"num_mini_batches": 2, "per_device_train_batch_size": 4, "gradient_accumulation_steps": 2}, False),
+    ({"kl_in_reward": True}, False),  # the rewards need KL before the update
+])
+def test_the_old_log_probs_come_from_the_update_only_where_nothing_else_needs_them(
+        run_values: dict[str, Any], changes: dict[str, Any], deferred: bool) -> None:
+    assert old_logprobs_from_update(PPOConfig(**{**run_values, **changes})) is deferred
 
 
 def test_gradient_checkpointing_runs_whole_sequences_in_the_rollout_and_the_update(run_values: dict[str, Any]) -> None:
