@@ -341,7 +341,8 @@ class PPOConfig(ScriptArguments, ModelConfig, ConfigReadings):
     )
     shared_prompt_forwards: bool = field(
         default=True,
-        metadata=field_help("Rows that share a prompt (a GRPO or RLOO group) run its tokens once in the rollout's "
+        metadata=field_help("Rows that share a prompt (a group of num_generations > 1 responses, as GRPO and RLOO "
+                            "sample) run its tokens once in the rollout's "
                             "scoring forwards and in the update's forward, the prompt's KV cache copied to each row "
                             "and only the responses run on top (ppo_core.rollout.shared_prompts): the same log-probs "
                             "and gradient up to float rounding, for a forward over each prompt once. false: every "

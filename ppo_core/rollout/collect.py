@@ -182,10 +182,11 @@ def collect_samples(setup: RunSetup, batch: PromptSet, config: PPOConfig, device
 
 
 def update_shares_prompts(config: PPOConfig) -> bool:
-    """Whether the update's forward runs each shared prompt once (``shared_prompt_forwards``, and no gradient
-    checkpointing, which keeps no KV cache in training); an update's rollout then scores the same way, so that the
-    first ratio divides like by like."""
-    return config.shared_prompt_forwards and not config.gradient_checkpointing
+    """Whether the update's forward runs each shared prompt once: ``shared_prompt_forwards``, prompts that repeat
+    (several generations a prompt; with one, a prompt pass and a response pass would do one forward's work in two),
+    and no gradient checkpointing, which keeps no KV cache in training. An update's rollout then scores the same
+    way, so that the first ratio divides like by like."""
+    return config.shared_prompt_forwards and config.generations_per_prompt > 1 and not config.gradient_checkpointing
 
 
 def old_logprobs_from_update(config: PPOConfig) -> bool:

@@ -92,3 +92,9 @@ def test_gradient_checkpointing_runs_whole_sequences_in_the_rollout_and_the_upda
     _, metrics, forwards = first_step_gradients({**run_values, "gradient_checkpointing": True})
     assert forwards == [8]  # no KV cache in training under checkpointing: one whole forward
     assert metrics["val/ratio"] == pytest.approx(1.0, abs=1e-6)
+
+
+def test_prompts_asked_once_each_run_whole_sequences(run_values: dict[str, Any]) -> None:
+    # One response a prompt (PPO's default): a prompt pass and a response pass would do one forward's work in two.
+    _, _, forwards = first_step_gradients({**run_values, "advantage_estimator": "gae", "num_generations": 1})
+    assert forwards == [8]
