@@ -192,9 +192,10 @@ def _group_loss(
     rows = torch.cat(micro_batches)
     queries, query_mask = rollout.queries[rows], rollout.query_mask[rows]
     responses, mask = rollout.responses[rows], rollout.response_mask[rows]
-    # Rows of one prompt (a GRPO group) run its tokens once, the gradient flowing back through the copies of its
-    # KV cache: at the SmolLM2 study's settings 2 prompts of 38 tokens instead of 8, about half the forward.
-    logits = scoring_logits(optimisation.policy, update_shares_prompts(config), queries, query_mask, responses, mask)
+    # Rows of one prompt (a GRPO group) run its tokens once where prompts are long enough, the gradient flowing back
+    # through the copies of its KV cache.
+    shared = update_shares_prompts(config, queries.shape[1], max_length)
+    logits = scoring_logits(optimisation.policy, shared, queries, query_mask, responses, mask)
     values = None
     if optimisation.value_model is not None and targets.returns is not None and rollout.values is not None:
         values = response_values(optimisation.value_model, queries, query_mask, responses, mask)

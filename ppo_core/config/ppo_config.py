@@ -343,7 +343,9 @@ class PPOConfig(ScriptArguments, ModelConfig, ConfigReadings):
         default=True,
         metadata=field_help("Rows that share a prompt (a group of num_generations > 1 responses, as GRPO and RLOO "
                             "sample) run its tokens once in the rollout's "
-                            "scoring forwards and in the update's forward, the prompt's KV cache copied to each row "
+                            "scoring forwards and in the update's forward where prompts are long enough to pay for a "
+                            "second pass (ppo_core.rollout.collect.update_shares_prompts), the prompt's KV cache "
+                            "copied to each row "
                             "and only the responses run on top (ppo_core.rollout.shared_prompts): the same log-probs "
                             "and gradient up to float rounding, for a forward over each prompt once. false: every "
                             "row runs its whole sequence there. Held-out evaluation shares prompts either way; "

@@ -181,12 +181,24 @@ def collect_samples(setup: RunSetup, batch: PromptSet, config: PPOConfig, device
                            _cat_right_padded(chunks["mask"], False))
 
 
-def update_shares_prompts(config: PPOConfig) -> bool:
-    """Whether the update's forward runs each shared prompt once: ``shared_prompt_forwards``, prompts that repeat
-    (several generations a prompt; with one, a prompt pass and a response pass would do one forward's work in two),
-    and no gradient checkpointing, which keeps no KV cache in training. An update's rollout then scores the same
-    way, so that the first ratio divides like by like."""
-    return config.shared_prompt_forwards and config.generations_per_prompt > 1 and not config.gradient_checkpointing
+def update_shares_prompts(config: PPOConfig, prompt_width: int, response_length: int) -> bool:
+    """Whether the update's forward runs each shared prompt once: ``shared_prompt_forwards``, no gradient
+    checkpointing (which keeps no KV cache in training), and prompts long enough to pay for the second pass,
+    2 (G - 1) Q >= G R for G generations a prompt, prompts Q tokens wide and ``response_length`` R (the run's new
+    tokens at most): the copies' prompt tokens saved, (G - 1) / G Q a row, reach half a response. Below that the
+    prompt pass, which reads every weight once more, costs more than it saves. Measured on SmolLM2-135M-Instruct with
+    LoRA r 16 in bf16, G 4, R 16, 8 rows, one thread of an AMD EPYC (Zen 4): forward and backward ran at 0.91x whole
+    sequences' speed with 3-token prompts, and 1.11x, 1.45x and 2.29x with 16, 38 and 128 tokens. An update's
+    rollout decides the same way from the same widths, so that the first ratio divides like by like.
+
+    >>> from ppo_core import PPOConfig
+    >>> grpo = PPOConfig(advantage_estimator="grpo", num_generations=4)
+    >>> update_shares_prompts(grpo, 10, 16), update_shares_prompts(grpo, 11, 16)
+    (False, True)
+    """
+    generations = config.generations_per_prompt
+    return config.shared_prompt_forwards and not config.gradient_checkpointing and generations > 1 and \
+        2 * (generations - 1) * prompt_width >= generations * response_length
 
 
 def old_logprobs_from_update(config: PPOConfig) -> bool:
@@ -232,7 +244,8 @@ def collect_rollout(setup: RunSetup, batch: PromptSet, config: PPOConfig, device
         # Each model's logits are reduced to log-probabilities before the next forward: with a large vocabulary
         # two [b, R, V] logits tensors alive at once would set the rollout's memory peak.
         inputs = (queries[rows], query_mask[rows], responses, response_mask)
-        shared = not for_update or update_shares_prompts(config)
+        shared = not for_update or update_shares_prompts(config, queries.shape[1],
+                                                         setup.generation_config.max_new_tokens)
         chunks["logprobs"].append(
             torch.zeros(responses.shape, device=responses.device) if pending
             else token_logprobs(scoring_logits(models.policy, shared, *inputs), responses, config.temperature))

@@ -73,8 +73,9 @@ def test_rollout_logprobs_match_the_update_under_bf16_autocast(wider_lm_dir: Pat
     assert trainer.accelerator.mixed_precision == "bf16"
     rollout = trainer._rollout(trainer.setup.train_prompts.select(range(8)))
     with torch.no_grad(), trainer.accelerator.autocast():
-        logits = scoring_logits(trainer.optimisation.policy, update_shares_prompts(config), rollout.queries[:4],
-                                rollout.query_mask[:4], rollout.responses[:4], rollout.response_mask[:4])
+        shared = update_shares_prompts(config, rollout.queries.shape[1], 12)  # as the update decides
+        logits = scoring_logits(trainer.optimisation.policy, shared, rollout.queries[:4], rollout.query_mask[:4],
+                                rollout.responses[:4], rollout.response_mask[:4])
     update_logprobs = token_logprobs(logits, rollout.responses[:4], config.temperature)
     gap = (update_logprobs - rollout.logprobs[:4]).abs()[rollout.response_mask[:4]]
     assert float(gap.max()) < 1e-4, float(gap.max())

@@ -6,6 +6,7 @@ a rollout that scores them itself."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -14,7 +15,7 @@ from helpers.update_gradients import first_step_gradients
 
 from ppo_core import PPOConfig, PPOTrainer
 from ppo_core.rollout import collect
-from ppo_core.rollout.collect import old_logprobs_from_update
+from ppo_core.rollout.collect import old_logprobs_from_update, update_shares_prompts
 from tools import tiny_data, tiny_models
 
 
@@ -98,3 +99,18 @@ def test_prompts_asked_once_each_run_whole_sequences(run_values: dict[str, Any])
     # One response a prompt (PPO's default): a prompt pass and a response pass would do one forward's work in two.
     _, _, forwards = first_step_gradients({**run_values, "advantage_estimator": "gae", "num_generations": 1})
     assert forwards == [8]
+
+
+@pytest.mark.parametrize(("generations", "prompt_width", "response_length", "shared"), [
+    (4, 11, 16, True),  # 2 x 3 x 11 = 66 >= 64
+    (4, 10, 16, False),  # 60 < 64: the prompt pass would cost more than the copies save
+    (4, 3, 16, False),  # the SmolLM2 text tasks' fortune openings
+    (2, 16, 16, True),  # 2 x 1 x 16 = 32 >= 32
+    (1, 500, 16, False),  # one generation a prompt: nothing repeats
+])
+def test_prompts_are_shared_where_the_copies_save_half_a_response(
+        generations: int, prompt_width: int, response_length: int, shared: bool) -> None:
+    config = PPOConfig(advantage_estimator="grpo" if generations > 1 else "gae", num_generations=generations)
+    assert update_shares_prompts(config, prompt_width, response_length) is shared
+    assert not update_shares_prompts(dataclasses.replace(config, shared_prompt_forwards=False), prompt_width,
+                                     response_length)
