@@ -182,7 +182,7 @@ def test_shipped_study_files_are_valid(study_file: Path) -> None:
     spec = load_study_spec(study_file)
     assert spec.objectives and spec.search_space and \
         spec.base["task"] in ("shortest_path", "fortunes", "fortunes_v3_smollm2", "fortunes_v5_smollm2",
-        "fortunes_v6_smollm2")
+        "fortunes_v6_smollm2", "fortunes_v7_smollm2")
 
 
 @pytest.mark.parametrize("run_config", RUN_CONFIGS)
