@@ -78,7 +78,7 @@ DECODE_BOUND_BATCH = 64
 PHASES = {
     "decode": ((ppo_core.rollout.collect, "generate"), (ppo_core.rollout.collect, "static_generate"),
                (ppo_core.rollout.collect, "sample_responses")),
-    "scoring": ((ppo_core.rollout.collect, "response_logits"), (ppo_core.rollout.collect, "response_values"),
+    "scoring": ((ppo_core.rollout.collect, "scoring_logits"), (ppo_core.rollout.collect, "response_values"),
                 (ppo_core.rewards.models.SequenceClassifierReward, "__call__")),
     "update": ((ppo_core.run.trainer, "ppo_update"),),
 }

@@ -6,8 +6,8 @@ accumulates its own wall time. The run has three stretches: warmup updates (igno
 updates (wrappers timing, no profiler: low overhead) and profiled updates (torch.profiler on,
 whose per-op bookkeeping inflates small-op timings, so its table is read for ranking only).
 
-A wrapper sits on the name the caller looks up (``ppo_core.algorithm.update.response_logits``, not
-``ppo_core.rollout.collect.response_logits``, for the update's forwards). When ppo_core moves or renames a
+A wrapper sits on the name the caller looks up (``ppo_core.algorithm.update.scoring_logits``, not
+``ppo_core.rollout.collect.scoring_logits``, for the update's forwards). When ppo_core moves or renames a
 function, its name is missing here or no longer called: either one stops the run with the names
 (:class:`StaleWrappers`), so the breakdown never quietly loses a row.
 """
@@ -42,7 +42,7 @@ ROLLOUT_ADVANTAGES = "rollout/kl, rewards, advantages"
 MODULE_FUNCTIONS: tuple[tuple[Any, str, str], ...] = (
     (ppo_core.run.trainer, "ppo_update", "update (total)"),
     (ppo_core.rollout.collect, "sample_chunk", "rollout/generate (sampling)"),
-    (ppo_core.rollout.collect, "response_logits", "rollout/policy and reference scoring forwards"),
+    (ppo_core.rollout.collect, "scoring_logits", "rollout/policy and reference scoring forwards"),
     (ppo_core.rollout.collect, "token_logprobs", "rollout/logprobs"),
     (ppo_core.rollout.collect, "response_values", "rollout/value forward"),
     (ppo_core.rollout.collect, "decode_responses", "rollout/decode responses"),
@@ -50,7 +50,7 @@ MODULE_FUNCTIONS: tuple[tuple[Any, str, str], ...] = (
     (ppo_core.run.trainer, "kl_penalty", ROLLOUT_ADVANTAGES),
     (ppo_core.run.trainer, "estimate_advantages", ROLLOUT_ADVANTAGES),
     (ppo_core.run.trainer, "rollout_metrics", "update/rollout metrics"),
-    (ppo_core.algorithm.update, "response_logits", "update/policy forward"),
+    (ppo_core.algorithm.update, "scoring_logits", "update/policy forward"),
     (ppo_core.algorithm.update, "response_values", "update/value forward"),
     (ppo_core.algorithm.token_head, "log_softmax_head", "update/log-probs and entropy"),
     (ppo_core.algorithm.update, "policy_objective", "update/losses"),
