@@ -61,6 +61,7 @@ NOT_TRAINING = {
     "sampling_dtype": "which copy of the policy samples on a CPU in ppo_core: speed, not the trained math",
     "fused_decode": "how ppo_core's CPU sampling copy computes its logits (the same forward): speed, not results",
     "update_forward_batch_size": "rows per forward pass in ppo_core's update (the same gradient): speed, not results",
+    "shared_prompt_forwards": "whether ppo_core runs a group's prompt once (the same gradient): speed, not results",
 }
 
 # Fields only a value network (and GAE's use of it) reads, from the one table of estimators; the LoRA fields (TRL
