@@ -11,25 +11,20 @@ from typing import Any
 
 import pytest
 import torch
+from helpers.tiny_runs import letter_run
 from helpers.update_gradients import first_step_gradients
 
 from ppo_core import PPOConfig, PPOTrainer
 from ppo_core.rollout import collect
 from ppo_core.rollout.collect import old_logprobs_from_update, update_shares_prompts
-from tools import tiny_data, tiny_models
 
 
 @pytest.fixture(scope="module")
 def run_values(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    root = tmp_path_factory.mktemp("shared-update")
-    policy = tiny_models.write_llama(root / "llama", seed=1)
-    data = tiny_data.write_jsonl_splits(root / "data", "standard", n_train=32, n_test=8)
     # Two prompts of four responses each per update: GRPO's groups.
-    return {"task": None, "sft_model_path": str(policy), "dataset_name": str(data),
-            "reward_funcs": ["examples.bring_your_own.rewards:letter_reward"], "num_sample_generations": 0,
-            "advantage_estimator": "grpo", "num_generations": 4, "response_length": 6,
-            "per_device_train_batch_size": 8, "num_mini_batches": 1, "num_ppo_epochs": 1, "total_episodes": 8,
-            "seed": 3, "use_cpu": True, "bf16": False}
+    return letter_run(tmp_path_factory.mktemp("shared-update"), 32, advantage_estimator="grpo", num_generations=4,
+                      response_length=6, per_device_train_batch_size=8, num_mini_batches=1, num_ppo_epochs=1,
+                      total_episodes=8, seed=3, use_cpu=True, bf16=False)
 
 
 @pytest.mark.parametrize("use_peft", [False, True])

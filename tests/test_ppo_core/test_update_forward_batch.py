@@ -7,23 +7,19 @@ from typing import Any
 
 import pytest
 import torch
+from helpers.tiny_runs import letter_run
 from helpers.update_gradients import first_step_gradients
 
 from ppo_core import PPOConfig
 from ppo_core.config.ppo_config import ConfigError
-from tools import tiny_data, tiny_models
 
 
 @pytest.fixture(scope="module")
 def run_values(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    root = tmp_path_factory.mktemp("forward-batch")
-    policy = tiny_models.write_llama(root / "llama", seed=1)
-    data = tiny_data.write_jsonl_splits(root / "data", "standard", n_train=32, n_test=8)
-    return {"task": None, "sft_model_path": str(policy), "dataset_name": str(data),
-            "reward_funcs": ["examples.bring_your_own.rewards:letter_reward"], "num_sample_generations": 0,
-            "response_length": 6, "per_device_train_batch_size": 2, "gradient_accumulation_steps": 4,
-            "num_mini_batches": 1, "num_ppo_epochs": 1, "total_episodes": 8, "seed": 3, "use_cpu": True,
-            "shared_prompt_forwards": False}  # one policy forward a pass, to count (the shared ones: their own test)
+    # One policy forward a pass, to count (the shared ones: their own test).
+    return letter_run(tmp_path_factory.mktemp("forward-batch"), 32, response_length=6, per_device_train_batch_size=2,
+                      gradient_accumulation_steps=4, num_mini_batches=1, num_ppo_epochs=1, total_episodes=8, seed=3,
+                      use_cpu=True, shared_prompt_forwards=False)
 
 
 @pytest.mark.parametrize("rows", [4, 8])
