@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import math
 import pickle
 import random
 import threading
+import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -169,13 +171,15 @@ def test_a_wider_policy_is_trained_for_the_same_reward_model(tiny: BuiltinTask, 
 
 
 def _two_callers_race(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                      lock: Callable[[str], AbstractContextManager[object]]) -> list[BuiltinTask | None]:
+                      lock: Callable[[str], AbstractContextManager[object]],
+                      locks: bool = True) -> list[BuiltinTask | None]:
     """Two threads call get_task at once, with ``lock`` in FileLock's place; each caller's task, or None for a caller
     that raised (a task's build_id counts the builds run up to its own).
 
     Barriers, not sleeps, so that the race happens on every run, loaded machine or not: neither caller goes on until
     both have found the task missing, and the first build does not end until the other caller has reached the lock
-    (or, where nothing locks, has looked again or started a build of its own)."""
+    (or, where nothing ``locks``, has looked again or started a build of its own: reaching a lock that holds nobody
+    back does not count, or a slow second caller could find the first build done and load it)."""
     both_looked = threading.Barrier(2, timeout=60)
     caught_up = threading.Condition()
     arrived: set[int] = set()  # the callers that have reached the lock, looked again or started a build
@@ -198,7 +202,8 @@ def _two_callers_race(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         return complete
 
     def arriving_lock(path: str) -> AbstractContextManager[object]:
-        arrive()
+        if locks:
+            arrive()
         return lock(path)
 
     def fake_build(name: str, params: object, out_dir: Path) -> dict:
@@ -242,10 +247,29 @@ def test_concurrent_callers_share_one_build(tmp_path: Path, monkeypatch: pytest.
     assert not [p for p in stale.parent.iterdir() if p.name.startswith(".")]  # temp dir renamed away
 
 
-def test_without_the_lock_the_same_race_builds_twice(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def _late_nothing() -> Callable[[str], AbstractContextManager[object]]:
+    """No lock, which the second caller to reach it reaches late: a loaded machine's scheduling, under which the
+    first build once finished in between and the second caller loaded it."""
+    reached = itertools.count()
+
+    def late(path: str) -> AbstractContextManager[object]:
+        if next(reached):
+            time.sleep(0.5)
+        return contextlib.nullcontext()
+    return late
+
+
+def _prompt_nothing() -> Callable[[str], AbstractContextManager[object]]:
+    return lambda path: contextlib.nullcontext()
+
+
+@pytest.mark.parametrize("no_lock", [_prompt_nothing, _late_nothing], ids=["prompt", "late"])
+def test_without_the_lock_the_same_race_builds_twice(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        no_lock: Callable[[], Callable[[str], AbstractContextManager[object]]]) -> None:
     # The test above would pass with no lock at all if its two callers never overlapped: without the lock, the same
     # race must build twice (or fail one caller on the other's rename).
-    results = _two_callers_race(tmp_path, monkeypatch, lambda path: contextlib.nullcontext())
+    results = _two_callers_race(tmp_path, monkeypatch, no_lock(), locks=False)
     assert [r.info["build_id"] if r else None for r in results] != [1, 1]
 
 
