@@ -196,7 +196,7 @@ def test_the_shipped_files_are_the_studies_and_run_configs_known() -> None:
     assert {p.name for p in STUDY_FILES} == {"quickstart.yaml", "estimators.yaml", "pareto.yaml", "smollm2.yaml",
                                               "smollm2_v3.yaml", "smollm2_v5.yaml", "smollm2_v5_frontier.yaml",
                                               "smollm2_v5_mapped.yaml", "smollm2_v6.yaml", "smollm2_v6_frontier.yaml",
-                                              "smollm2_v7.yaml", "trl_grpo_fortunes.yaml"}
+                                              "smollm2_v7.yaml", "smollm2_v7_frontier.yaml", "trl_grpo_fortunes.yaml"}
 
 
 @pytest.mark.parametrize(("model", "named"), [
