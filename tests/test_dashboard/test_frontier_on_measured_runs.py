@@ -4,8 +4,8 @@ seeded over-optimisation curve of that task shows (benchmarks/results/overoptimi
 The curve's 5 seeds put gold's peak at 12.2-48.9 nats (the 95% interval of KL at the mean curve's highest
 evaluation). A table of 12 random configurations of the study's space, 2 seeds each, spans past it (to 81 nats):
 the reader must find the turn there, inside that interval. The study holds its trials within a 10-nat budget and
-reaches 12.7 nats: the reader must say gold is still rising, and suggest no KL. On the fifth text task, a study with
-no budget runs past its curve's peak: the reader must find it there.
+reaches 12.7 nats: the reader must say gold is still rising, and suggest no KL. On the fifth, sixth and seventh text
+tasks, a study with no budget runs past its curve's peak: the reader must find it there.
 """
 
 from __future__ import annotations
@@ -67,14 +67,18 @@ CURVE_V5 = RESULTS / "overoptimisation_curve" / "v5" / "overoptimisation_curve_v
 FRONTIER_V5 = RESULTS / "real_model_study" / "real_model_study_v5_frontier" / "study.db"
 
 
-def test_the_fifth_tasks_frontier_study_reads_a_peak_inside_the_seeded_curves_interval(tmp_path: Path) -> None:
-    # The fifth text task's study with no budget (studies/smollm2_v5_frontier.yaml) ran past gold's peak: the page
-    # and the advice must find the turn, inside the t interval of KL at the curve's 3 seeds' own peaks.
-    seeds = json.loads(CURVE_V5.read_text())["per_seed"].values()
+@pytest.mark.parametrize("version", [5, 6, 7])
+def test_each_text_tasks_frontier_study_reads_a_peak_inside_its_seeded_curves_interval(version: int,
+                                                                                      tmp_path: Path) -> None:
+    # Each text task's study with no budget (studies/smollm2_v{5,6,7}_frontier.yaml) ran past gold's peak: the page
+    # and the advice must find the turn, inside the t interval of KL at its curve's 3 seeds' own peaks.
+    curve = RESULTS / "overoptimisation_curve" / f"v{version}" / f"overoptimisation_curve_v{version}.json"
+    seeds = json.loads(curve.read_text())["per_seed"].values()
     _, low, high = interval([float(seed["peak_kl"]) for seed in seeds])
+    name = f"smollm2_v{version}_frontier"
     database = tmp_path / "study.db"
-    shutil.copy(FRONTIER_V5, database)
-    metrics = open_reader(StudyRef(f"sqlite:///{database}", "smollm2_v5_frontier")).metrics()
+    shutil.copy(RESULTS / "real_model_study" / f"real_model_study_v{version}_frontier" / "study.db", database)
+    metrics = open_reader(StudyRef(f"sqlite:///{database}", name)).metrics()
     reading = read_metrics_peak(metrics)
     assert reading is not None and reading.status == "peak", reading and headline(reading).words
     assert low <= reading.peak.kl <= high, (reading.peak.kl, low, high)
