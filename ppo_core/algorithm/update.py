@@ -21,6 +21,7 @@ from ppo_core.algorithm.objective import policy_objective
 from ppo_core.algorithm.token_head import select_head
 from ppo_core.config.ppo_config import PPOConfig
 from ppo_core.metric_names import KL_LOSS
+from ppo_core.models.attention_kernel import attention_dtype, ratio_attention
 from ppo_core.models.loading import ValueModel
 from ppo_core.rollout.collect import Rollout, response_values, scoring_logits, update_shares_prompts
 
@@ -131,6 +132,11 @@ def _optimise(rollout: Rollout, targets: UpdateTargets, optimisation: Optimisati
     batch_size = rollout.responses.shape[0]
     mini_batch, micro_batch = config.local_mini_batch_size, config.per_device_train_batch_size
     group = forward_group(config)
+    # The rollout's attention kernel, so the first ratio divides like by like; the backward too, where gradient
+    # checkpointing runs the forward again.
+    device = rollout.responses.device
+    dtype = attention_dtype(optimisation.policy, device, optimisation.accelerator.mixed_precision)
+    tokens = rollout.queries.shape[1] + max_length
     for _epoch in range(config.num_ppo_epochs):
         order = torch.randperm(batch_size, generator=generator).to(rollout.responses.device)
         for mini_start in range(0, batch_size, mini_batch):
@@ -142,7 +148,7 @@ def _optimise(rollout: Rollout, targets: UpdateTargets, optimisation: Optimisati
             for first in range(0, len(micro_batches), group):
                 last = first + group >= len(micro_batches)
                 # Several processes average their gradients once per optimizer step, not once per micro-batch.
-                with _gradient_sync(optimisation, last):
+                with _gradient_sync(optimisation, last), ratio_attention(dtype, device, tokens):
                     loss = _group_loss(rollout, targets, micro_batches[first : first + group], optimisation, config,
                                        stats, max_length, step)
                     optimisation.accelerator.backward(loss)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from ppo_core.config.ppo_config import PPOConfig
+from ppo_core.models.attention_kernel import attention_dtype, ratio_attention
 from ppo_core.models.generation import generate
 from ppo_core.models.loading import ValueModel
 from ppo_core.models.prompt_data import PromptSet
@@ -246,18 +248,23 @@ def collect_rollout(setup: RunSetup, batch: PromptSet, config: PPOConfig, device
         inputs = (queries[rows], query_mask[rows], responses, response_mask)
         shared = not for_update or update_shares_prompts(config, queries.shape[1],
                                                          setup.generation_config.max_new_tokens)
-        chunks["logprobs"].append(
-            torch.zeros(responses.shape, device=responses.device) if pending
-            else token_logprobs(scoring_logits(models.policy, shared, *inputs), responses, config.temperature))
-        with models.reference_policy() as reference:
-            chunks["ref"].append(token_logprobs(scoring_logits(reference, shared, *inputs, memo=reference_memo),
-                                                responses, config.temperature))
+        # The update's attention kernel where these log-probabilities meet its own in the ratio; an evaluation's,
+        # whose do not, is torch's choice.
+        kernel = ratio_attention(attention_dtype(models.policy, device), device, queries.shape[1] +
+                                 setup.generation_config.max_new_tokens) if for_update else contextlib.nullcontext()
+        with kernel:
+            chunks["logprobs"].append(
+                torch.zeros(responses.shape, device=responses.device) if pending
+                else token_logprobs(scoring_logits(models.policy, shared, *inputs), responses, config.temperature))
+            with models.reference_policy() as reference:
+                chunks["ref"].append(token_logprobs(scoring_logits(reference, shared, *inputs, memo=reference_memo),
+                                                    responses, config.temperature))
+            if models.value_model is not None:
+                chunks["values"].append(
+                    response_values(models.value_model, queries[rows], query_mask[rows], responses, response_mask)
+                )
         chunks["responses"].append(responses)
         chunks["mask"].append(response_mask)
-        if models.value_model is not None:
-            chunks["values"].append(
-                response_values(models.value_model, queries[rows], query_mask[rows], responses, response_mask)
-            )
     responses = _cat_right_padded(chunks["responses"], tokenizer.pad_token_id)
     response_mask = _cat_right_padded(chunks["mask"], False)
     scored = score_responses(setup, batch, config, queries, query_mask, responses, response_mask)

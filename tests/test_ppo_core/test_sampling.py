@@ -14,6 +14,7 @@ from conftest import SAMPLING_DEFAULTS
 
 from ppo_core import PPOConfig, PPOTrainer
 from ppo_core.metric_names import run_metrics
+from ppo_core.models.attention_kernel import attention_dtype, ratio_attention
 from ppo_core.models.sequences import token_logprobs
 from ppo_core.rollout.collect import collect_samples, scoring_logits, update_shares_prompts
 
@@ -72,8 +73,11 @@ def test_rollout_logprobs_match_the_update_under_bf16_autocast(wider_lm_dir: Pat
     trainer = PPOTrainer(config)
     assert trainer.accelerator.mixed_precision == "bf16"
     rollout = trainer._rollout(trainer.setup.train_prompts.select(range(8)))
-    with torch.no_grad(), trainer.accelerator.autocast():
-        shared = update_shares_prompts(config, rollout.queries.shape[1], 12)  # as the update decides
+    # As the update decides: prompts shared or not, and the attention kernel for its length and dtype.
+    kernel = ratio_attention(attention_dtype(trainer.optimisation.policy, rollout.queries.device, "bf16"),
+                             rollout.queries.device, rollout.queries.shape[1] + 12)
+    with torch.no_grad(), trainer.accelerator.autocast(), kernel:
+        shared = update_shares_prompts(config, rollout.queries.shape[1], 12)
         logits = scoring_logits(trainer.optimisation.policy, shared, rollout.queries[:4], rollout.query_mask[:4],
                                 rollout.responses[:4], rollout.response_mask[:4])
     update_logprobs = token_logprobs(logits, rollout.responses[:4], config.temperature)
