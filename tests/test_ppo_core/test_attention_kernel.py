@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 import torch
+from helpers.tiny_runs import letter_run
 from torch.profiler import ProfilerActivity, profile
 from transformers import AutoModelForCausalLM
 
 from ppo_core import PPOConfig, PPOTrainer
 from ppo_core.models.attention_kernel import MATH_MAX_TOKENS, attention_dtype, prefers_math_attention, ratio_attention
-from tests.helpers.tiny_runs import letter_run
 from tools import tiny_models
 
 FLASH = "aten::_scaled_dot_product_flash_attention_for_cpu"
