@@ -238,6 +238,8 @@ def collect_rollout(setup: RunSetup, batch: PromptSet, config: PPOConfig, device
     queries, query_mask = encoded["input_ids"].to(device), encoded["attention_mask"].to(device)
     pending = for_update and old_logprobs_from_update(config)
     chunks: dict[str, list[torch.Tensor]] = {"responses": [], "mask": [], "logprobs": [], "ref": [], "values": []}
+    kernel_dtype, tokens = attention_dtype(models.policy, device), queries.shape[1] + \
+        setup.generation_config.max_new_tokens
     for start in range(0, len(batch), forward_batch_size):
         rows = slice(start, start + forward_batch_size)
         responses, response_mask = sample_chunk(setup, queries[rows], query_mask[rows], config, device, sampler)
@@ -250,9 +252,7 @@ def collect_rollout(setup: RunSetup, batch: PromptSet, config: PPOConfig, device
                                                          setup.generation_config.max_new_tokens)
         # The update's attention kernel where these log-probabilities meet its own in the ratio; an evaluation's,
         # whose do not, is torch's choice.
-        kernel = ratio_attention(attention_dtype(models.policy, device), device, queries.shape[1] +
-                                 setup.generation_config.max_new_tokens) if for_update else contextlib.nullcontext()
-        with kernel:
+        with ratio_attention(kernel_dtype, device, tokens) if for_update else contextlib.nullcontext():
             chunks["logprobs"].append(
                 torch.zeros(responses.shape, device=responses.device) if pending
                 else token_logprobs(scoring_logits(models.policy, shared, *inputs), responses, config.temperature))

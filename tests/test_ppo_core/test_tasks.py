@@ -9,7 +9,6 @@ import math
 import pickle
 import random
 import threading
-import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -172,20 +171,24 @@ def test_a_wider_policy_is_trained_for_the_same_reward_model(tiny: BuiltinTask, 
 
 def _two_callers_race(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                       lock: Callable[[str], AbstractContextManager[object]],
-                      locks: bool = True) -> list[BuiltinTask | None]:
+                      locks: bool = True, late: bool = False) -> list[BuiltinTask | None]:
     """Two threads call get_task at once, with ``lock`` in FileLock's place; each caller's task, or None for a caller
     that raised (a task's build_id counts the builds run up to its own).
 
     Barriers, not sleeps, so that the race happens on every run, loaded machine or not: neither caller goes on until
     both have found the task missing, and the first build does not end until the other caller has reached the lock
     (or, where nothing ``locks``, has looked again or started a build of its own: reaching a lock that holds nobody
-    back does not count, or a slow second caller could find the first build done and load it)."""
+    back does not count, or a slow second caller could find the first build done and load it). ``late``: the second
+    caller to reach the lock goes on only once the first build has settled, waiting on the other caller or done, as
+    a loaded machine's scheduling once had it."""
     both_looked = threading.Barrier(2, timeout=60)
     caught_up = threading.Condition()
     arrived: set[int] = set()  # the callers that have reached the lock, looked again or started a build
     looks = threading.local()
     is_complete = registry._is_complete
     calls: list[Path] = []
+    settled = threading.Event()  # the first build waits on the other caller, or has finished
+    reached = itertools.count()
 
     def arrive() -> None:
         with caught_up:
@@ -204,16 +207,24 @@ def _two_callers_race(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     def arriving_lock(path: str) -> AbstractContextManager[object]:
         if locks:
             arrive()
+        if late and next(reached):
+            assert settled.wait(60), "the first build never settled"
         return lock(path)
 
     def fake_build(name: str, params: object, out_dir: Path) -> dict:
         calls.append(out_dir)
         arrive()
+        def others_arrived() -> bool:
+            if arrived - {threading.get_ident()}:
+                return True
+            settled.set()  # about to wait on the other caller
+            return False
+
         with caught_up:
-            assert caught_up.wait_for(lambda: arrived - {threading.get_ident()}, 60), \
-                "the other caller never reached the lock"
+            assert caught_up.wait_for(others_arrived, 60), "the other caller never reached the lock"
         info = {"build_id": len(calls), "seconds": {"total": 0.0}}
         (out_dir / BUILD_INFO).write_text(json.dumps(info))
+        settled.set()
         return info
 
     monkeypatch.setattr(registry, "build_task", fake_build)
@@ -247,29 +258,12 @@ def test_concurrent_callers_share_one_build(tmp_path: Path, monkeypatch: pytest.
     assert not [p for p in stale.parent.iterdir() if p.name.startswith(".")]  # temp dir renamed away
 
 
-def _late_nothing() -> Callable[[str], AbstractContextManager[object]]:
-    """No lock, which the second caller to reach it reaches late: a loaded machine's scheduling, under which the
-    first build once finished in between and the second caller loaded it."""
-    reached = itertools.count()
-
-    def late(path: str) -> AbstractContextManager[object]:
-        if next(reached):
-            time.sleep(0.5)
-        return contextlib.nullcontext()
-    return late
-
-
-def _prompt_nothing() -> Callable[[str], AbstractContextManager[object]]:
-    return lambda path: contextlib.nullcontext()
-
-
-@pytest.mark.parametrize("no_lock", [_prompt_nothing, _late_nothing], ids=["prompt", "late"])
-def test_without_the_lock_the_same_race_builds_twice(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-        no_lock: Callable[[], Callable[[str], AbstractContextManager[object]]]) -> None:
+@pytest.mark.parametrize("late", [False, True], ids=["prompt", "late"])
+def test_without_the_lock_the_same_race_builds_twice(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     late: bool) -> None:
     # The test above would pass with no lock at all if its two callers never overlapped: without the lock, the same
-    # race must build twice (or fail one caller on the other's rename).
-    results = _two_callers_race(tmp_path, monkeypatch, no_lock(), locks=False)
+    # race must build twice (or fail one caller on the other's rename), a late second caller too.
+    results = _two_callers_race(tmp_path, monkeypatch, lambda path: contextlib.nullcontext(), locks=False, late=late)
     assert [r.info["build_id"] if r else None for r in results] != [1, 1]
 
 
