@@ -339,6 +339,16 @@ class PPOConfig(ScriptArguments, ModelConfig, ConfigReadings):
                             "(ppo_core.rollout.fused_decode); the model's forward up to float rounding. Off, or "
                             "another architecture: the model's own forward. Reported as precision/sampling_fused."),
     )
+    eval_logprobs_from_sampling: bool = field(
+        default=True,
+        metadata=field_help("CPU only, with a sampling copy: a held-out evaluation reads each sampled token's "
+                            "log-prob from the copy's own decode steps, and the reference's from a copy of the "
+                            "reference made alike and stepped beside it (ppo_core.rollout.sampling_loop."
+                            "sample_beside), instead of two scoring forwards: eval/kl is then the KL of what was "
+                            "sampled, both sides in the sampling dtype, and 0 exactly while the policy equals its "
+                            "reference. false: the policy's and the reference's scoring forwards, as training "
+                            "scores. Training rollouts score with the policy either way."),
+    )
     shared_prompt_forwards: bool = field(
         default=True,
         metadata=field_help("Rows that share a prompt (a group of num_generations > 1 responses, as GRPO and RLOO "

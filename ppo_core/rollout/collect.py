@@ -15,7 +15,7 @@ from ppo_core.models.loading import ValueModel
 from ppo_core.models.prompt_data import PromptSet
 from ppo_core.models.sequences import contains_stop, position_ids_from_mask, token_logprobs
 from ppo_core.rewards.base import RewardInputs
-from ppo_core.rollout.sampling_loop import sample_responses
+from ppo_core.rollout.sampling_loop import sample_beside, sample_responses
 from ppo_core.rollout.shared_prompts import PromptMemo, can_share, shared_response_logits
 from ppo_core.rollout.static_decode import static_generate
 from ppo_core.setup.run_setup import RunSetup
@@ -224,14 +224,18 @@ def scoring_logits(model: PreTrainedModel, shared: bool, queries: torch.Tensor, 
 @torch.no_grad()
 def collect_rollout(setup: RunSetup, batch: PromptSet, config: PPOConfig, device: torch.device,
                     sampler: PreTrainedModel | None = None, for_update: bool = True,
-                    reference_memo: PromptMemo | None = None) -> Rollout:
+                    reference_memo: PromptMemo | None = None,
+                    reference_sampler: PreTrainedModel | None = None) -> Rollout:
     """Sample one response per prompt (from ``sampler``, a copy of the policy, when given) and record everything the
     PPO update needs. ``for_update`` False (a held-out evaluation) lets the scoring forwards share prompts: no update
     divides by the policy's log-probabilities then. An update's rollout scores the policy and the reference with
     the update's own kind of forward (prompts shared where :func:`update_shares_prompts`, else whole sequences),
     the two alike, so that a policy equal to its reference is at KL 0 to the last bit (under bf16 a shared
     prompt's rounding alone is ~1e-4 nats against a whole forward). ``reference_memo`` keeps the reference's pass
-    over prompts that come again (the held-out ones)."""
+    over prompts that come again (the held-out ones). A held-out evaluation given ``reference_sampler`` (a copy of
+    the reference made as ``sampler`` was: ``ppo_core.rollout.sampling_copy.reference_copy``) on a CPU reads both
+    log-probabilities from the decode steps instead (:func:`ppo_core.rollout.sampling_loop.sample_beside`), with
+    no scoring forward."""
     models, tokenizer = setup.models, setup.models.tokenizer
     forward_batch_size = config.local_rollout_forward_batch_size
     encoded = encode_prompts(tokenizer, batch, config.max_prompt_length)
@@ -240,8 +244,21 @@ def collect_rollout(setup: RunSetup, batch: PromptSet, config: PPOConfig, device
     chunks: dict[str, list[torch.Tensor]] = {"responses": [], "mask": [], "logprobs": [], "ref": [], "values": []}
     kernel_dtype, tokens = attention_dtype(models.policy, device), queries.shape[1] + \
         setup.generation_config.max_new_tokens
+    beside = not for_update and sampler is not None and reference_sampler is not None and device.type == "cpu"
     for start in range(0, len(batch), forward_batch_size):
         rows = slice(start, start + forward_batch_size)
+        if beside:
+            assert sampler is not None and reference_sampler is not None
+            stepped = sample_beside(sampler, reference_sampler, queries[rows], query_mask[rows],
+                                    setup.generation_config.max_new_tokens, config.temperature, setup.stop_token_id,
+                                    tokenizer.pad_token_id)
+            for name, part in (("responses", stepped.responses), ("mask", stepped.response_mask),
+                               ("logprobs", stepped.logprobs), ("ref", stepped.reference_logprobs)):
+                chunks[name].append(part)
+            if models.value_model is not None:
+                chunks["values"].append(response_values(models.value_model, queries[rows], query_mask[rows],
+                                                        stepped.responses, stepped.response_mask))
+            continue
         responses, response_mask = sample_chunk(setup, queries[rows], query_mask[rows], config, device, sampler)
         # The same kind of forward pass as the update's and the reference's, not the sampler's cached logits:
         # under bf16 the two differ by a few hundredths of a nat per token, enough to move the first ratio.

@@ -79,7 +79,7 @@ class SamplingCopy:
         for parameter in merged.parameters():
             parameter.data = parameter.data.to(dtype)
         self.model: PreTrainedModel = merged.eval().requires_grad_(False)
-        self.dtype = dtype
+        self.dtype, self.rows, self.fused = dtype, rows, fused
         self.decode_attention = use_decode_attention(self.model)
         # A model the fused decoder runs needs no packed layers of its own: the decoder packs the weights it joins.
         fused = fused and decodable(self.model)
@@ -129,4 +129,20 @@ def sampling_copy(config: PPOConfig, policy: PreTrainedModel, device: torch.devi
     return SamplingCopy(policy, dtype, rows, config.fused_decode)
 
 
-__all__ = ["SamplingCopy", "is_plain_lora", "mergeable", "sampling_copy"]
+def reference_copy(config: PPOConfig, policy: PreTrainedModel, reference: PreTrainedModel | None,
+                   sampler: SamplingCopy | None) -> SamplingCopy | None:
+    """The reference made as ``sampler`` was made from the policy (the same dtype, packing rows and decoder), for a
+    held-out evaluation to step beside the sampler (``eval_logprobs_from_sampling``): ``reference`` itself, or
+    where it is None (a LoRA policy's reference is its base) the policy with its adapters removed. Never refreshed:
+    the reference is frozen. None where there is no sampler to match, or the switch is off."""
+    if sampler is None or not config.eval_logprobs_from_sampling:
+        return None
+    base = reference
+    if base is None and isinstance(policy, PeftModel):
+        base = copy.deepcopy(policy).unload()
+    if base is None:
+        return None
+    return SamplingCopy(base, sampler.dtype, sampler.rows, sampler.fused)
+
+
+__all__ = ["SamplingCopy", "is_plain_lora", "mergeable", "reference_copy", "sampling_copy"]

@@ -27,7 +27,7 @@ from ppo_core.models.lora import ParameterCount, count_parameters, save_merged
 from ppo_core.models.prompt_data import PromptSet
 from ppo_core.rollout.collect import Rollout, collect_rollout, collect_samples
 from ppo_core.rollout.generation_copy import generation_copy
-from ppo_core.rollout.sampling_copy import sampling_copy
+from ppo_core.rollout.sampling_copy import reference_copy, sampling_copy
 from ppo_core.rollout.shared_prompts import PromptMemo
 from ppo_core.run.callbacks import SampleGeneration, TrainerCallback
 from ppo_core.run.distributed import ProcessGroup, check_launch, rank_share
@@ -128,6 +128,9 @@ class PPOTrainer:
         self.generation_copy = generation_copy(c, models.policy, self.accelerator.device)
         self.sampling_copy = sampling_copy(c, models.policy, self.accelerator.device) \
             if self.generation_copy is None else None
+        # A held-out evaluation steps the reference beside the sampling copy, both made alike (CPU only).
+        self.reference_copy = reference_copy(c, models.policy, models.reference, self.sampling_copy) \
+            if self.eval_interval is not None else None
         # The held-out prompts come again at every evaluation, and the reference is frozen: its pass over them
         # is made once a run.
         self._held_out_reference = PromptMemo()
@@ -279,7 +282,8 @@ class PPOTrainer:
     def _held_out_rollout(self, batch: PromptSet) -> Rollout:
         with self.accelerator.autocast():
             return collect_rollout(self.setup, batch, self.config, self.accelerator.device, self._sampler(),
-                                   for_update=False, reference_memo=self._held_out_reference)
+                                   for_update=False, reference_memo=self._held_out_reference,
+                                   reference_sampler=None if self.reference_copy is None else self.reference_copy.model)
 
     def _next_prompts(self) -> PromptSet:
         """This rank's share of the next global batch: batch_size / G prompts, each repeated G times in a row (one

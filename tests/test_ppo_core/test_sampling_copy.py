@@ -107,6 +107,41 @@ def test_a_run_sampling_from_a_bf16_copy_scores_with_the_policy(tmp_path: Path, 
         assert update["val/ratio"] == pytest.approx(1.0, abs=1e-6)
 
 
+@pytest.mark.parametrize(("use_peft", "fused"), [(True, True), (True, False), (False, True)])
+def test_an_evaluation_reading_the_decode_steps_finds_kl_zero_at_learning_rate_zero(tmp_path: Path, use_peft: bool,
+                                                                                    fused: bool) -> None:
+    # The reference copy is made as the sampling copy was (a LoRA policy's base, or the reference model, in bf16),
+    # so while the policy equals its reference the two copies' steps agree to the last bit: eval/kl is 0 exactly.
+    values = letter_run(tmp_path, 32, response_length=6, per_device_train_batch_size=8, total_episodes=16,
+                        use_peft=use_peft, lora_r=4, sampling_dtype="bfloat16", learning_rate=0.0,
+                        fused_decode=fused, eval_steps=1, num_eval_prompts=4, num_eval_samples=2)
+    trainer = PPOTrainer(PPOConfig(**values))
+    copy_ = trainer.reference_copy
+    assert copy_ is not None and trainer.sampling_copy is not None
+    assert (copy_.dtype, copy_.rows, copy_.decoder is not None) == \
+        (torch.bfloat16, trainer.sampling_copy.rows, fused)
+    assert not any(isinstance(module, LoraLinear) for module in copy_.model.modules())  # the base, not the adapter
+    evaluated = [update for update in trainer.train().metrics if "eval/kl" in update]
+    assert len(evaluated) == 2 and all(update["eval/kl"] == 0.0 for update in evaluated)
+
+
+def test_an_evaluation_reading_the_decode_steps_reads_the_scoring_forwards_kl(tmp_path: Path) -> None:
+    # A float32 copy's steps compute the policy's and the reference's forwards to float32 rounding: the same
+    # responses, scores and KL as the two scoring forwards, after the policy has moved.
+    runs = {}
+    for switch in (True, False):
+        values = letter_run(tmp_path / str(switch), 32, response_length=6, per_device_train_batch_size=8,
+                            total_episodes=32, use_peft=True, lora_r=4, sampling_dtype="float32", learning_rate=0.05,
+                            eval_steps=2, num_eval_prompts=4, num_eval_samples=2, eval_logprobs_from_sampling=switch)
+        trainer = PPOTrainer(PPOConfig(**values))
+        assert (trainer.reference_copy is not None) == switch
+        runs[switch] = [update for update in trainer.train().metrics if "eval/kl" in update]
+    on, off = runs[True], runs[False]
+    assert [u["eval/score"] for u in on] == [u["eval/score"] for u in off]
+    assert off[-1]["eval/kl"] > 0.01  # the policy moved
+    assert [u["eval/kl"] for u in on] == pytest.approx([u["eval/kl"] for u in off], abs=1e-4)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_packed_layers_compute_what_the_plain_ones_do(tmp_path: Path, dtype: torch.dtype) -> None:
     model = AutoModelForCausalLM.from_pretrained(tiny_models.write_llama(tmp_path / "llama", seed=2), dtype=dtype)

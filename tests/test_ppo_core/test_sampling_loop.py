@@ -16,7 +16,7 @@ from ppo_core.models.generation import generate, sampling_config
 from ppo_core.models.sequences import token_logprobs
 from ppo_core.rollout import sampling_loop
 from ppo_core.rollout.collect import response_logits
-from ppo_core.rollout.sampling_loop import draw, sample_responses
+from ppo_core.rollout.sampling_loop import draw, sample_beside, sample_responses
 
 PROMPTS = ["hello there", "a", "the quick brown fox jumps"]
 
@@ -143,3 +143,52 @@ def test_sampled_tokens_logprobs_equal_the_scoring_forwards(
         scored = token_logprobs(response_logits(model, encoded["input_ids"], encoded["attention_mask"], responses,
                                                 mask), responses, 0.7)
     assert float((sampled - scored).abs().max()) < tolerance
+
+
+def _perturbed(model: PreTrainedModel, scale: float) -> PreTrainedModel:
+    """A copy of ``model`` with every weight moved by ``scale`` x N(0, 1): another policy of the same shapes."""
+    other = AutoModelForCausalLM.from_pretrained(str(model.name_or_path)).eval()
+    generator = torch.Generator().manual_seed(11)
+    with torch.no_grad():
+        for parameter in other.parameters():
+            parameter.add_(scale * torch.randn(parameter.shape, generator=generator))
+    return other
+
+
+def test_a_reference_stepped_beside_reads_each_tokens_logprobs_as_the_scoring_forwards(
+        model_and_tokenizer: tuple[PreTrainedModel, PreTrainedTokenizerBase]) -> None:
+    # sample_beside draws what sample_responses draws from the same seed (the reference draws nothing), and reads
+    # each token's log-probability under the sampler and under the reference: the scoring forwards' to float32
+    # rounding, and 0 after a stop token.
+    model, tokenizer = model_and_tokenizer
+    reference = _perturbed(model, 0.02)
+    encoded = tokenizer(PROMPTS, return_tensors="pt", padding=True)
+    queries, query_mask = encoded["input_ids"], encoded["attention_mask"]
+    torch.manual_seed(4)
+    unstopped, _ = sample_responses(model, queries, query_mask, 8, 0.7, None, tokenizer.pad_token_id)
+    stop = int(unstopped[0, 2])  # the same draws stop the first row at its third token, or sooner
+    torch.manual_seed(4)
+    alone, alone_mask = sample_responses(model, queries, query_mask, 8, 0.7, stop, tokenizer.pad_token_id)
+    assert not bool(alone_mask[0].all())
+    torch.manual_seed(4)
+    stepped = sample_beside(model, reference, queries, query_mask, 8, 0.7, stop, tokenizer.pad_token_id)
+    assert torch.equal(stepped.responses, alone) and torch.equal(stepped.response_mask, alone_mask)
+    with torch.no_grad():
+        for side, logprobs in ((model, stepped.logprobs), (reference, stepped.reference_logprobs)):
+            scored = token_logprobs(response_logits(side, queries, query_mask, alone, alone_mask), alone, 0.7)
+            torch.testing.assert_close(logprobs, scored.masked_fill(~alone_mask, 0.0), atol=1e-4, rtol=0)
+    assert bool((stepped.logprobs - stepped.reference_logprobs).abs().amax() > 1e-3)  # the two models differ
+
+
+def test_a_model_stepped_beside_itself_reads_kl_zero_exactly(
+        model_and_tokenizer: tuple[PreTrainedModel, PreTrainedTokenizerBase]) -> None:
+    # Two copies computed alike give the same logits at every step, to the last bit: what lets an evaluation at
+    # learning rate 0 read KL 0 from the decode steps.
+    model, tokenizer = model_and_tokenizer
+    twin = _perturbed(model, 0.0)
+    encoded = tokenizer(PROMPTS, return_tensors="pt", padding=True)
+    torch.manual_seed(5)
+    stepped = sample_beside(model, twin, encoded["input_ids"], encoded["attention_mask"], 6, 1.0, None,
+                            tokenizer.pad_token_id)
+    assert torch.equal(stepped.logprobs, stepped.reference_logprobs)
+    assert bool((stepped.logprobs < 0).all())

@@ -62,6 +62,7 @@ NOT_TRAINING = {
     "fused_decode": "how ppo_core's CPU sampling copy computes its logits (the same forward): speed, not results",
     "update_forward_batch_size": "rows per forward pass in ppo_core's update (the same gradient): speed, not results",
     "shared_prompt_forwards": "whether ppo_core runs a group's prompt once (the same gradient): speed, not results",
+    "eval_logprobs_from_sampling": "how ppo_core's CPU evaluation reads log-probs (the same KL up to rounding): speed",
 }
 
 # Fields only a value network (and GAE's use of it) reads, from the one table of estimators; the LoRA fields (TRL
