@@ -25,7 +25,7 @@ from ppo_core.algorithm.masked import per_row_sum
 from ppo_core.config.ppo_config import PPOConfig
 from ppo_core.metric_names import EVAL_GOLD_SCORE, EVAL_KL, EVAL_RESPONSE_LENGTH, EVAL_SCORE, EVAL_SECONDS
 from ppo_core.models.prompt_data import PromptSet
-from ppo_core.rollout.collect import Rollout
+from ppo_core.rollout.collect import Rollout, Scored
 from ppo_core.run.distributed import ProcessGroup, rank_share
 from ppo_core.setup.run_setup import RunSetup
 
@@ -80,6 +80,18 @@ def separate_rng(device: torch.device, seed: int) -> Iterator[None]:
         yield
 
 
+def first_answers(rollout: Rollout, num_prompts: int, num_samples: int) -> Scored:
+    """What a sample recording shows of a one-process evaluation: the first of each prompt's ``num_samples``
+    answers, whose rows hold every held-out prompt in order, each ``num_samples`` times in a row
+    (:func:`held_out_rows` on one rank): rows 0, S, 2S, ..."""
+    rows = (torch.arange(num_prompts) * num_samples).to(rollout.scores.device)
+    gold = rollout.gold_scores
+    return Scored(response_texts=[rollout.response_texts[row] for row in rows.tolist()],
+                  has_stop=rollout.has_stop[rows], scores=rollout.scores[rows],
+                  reward_scores={name: part[rows] for name, part in rollout.reward_scores.items()},
+                  gold_scores=None if gold is None else gold[rows])
+
+
 def held_out_rows(num_prompts: int, num_samples: int, rank: int, world_size: int) -> list[int]:
     """This rank's share of the held-out prompts, by index, each prompt repeated ``num_samples`` times; together
     the ranks hold every sample of every prompt."""
@@ -118,16 +130,20 @@ def evaluation_means(sums: list[float], has_gold: bool) -> dict[str, float]:
 
 
 def evaluate(rollout: Callable[[PromptSet], Rollout], setup: RunSetup, config: PPOConfig, group: ProcessGroup,
-             update: int) -> dict[str, float]:
+             update: int, seen: Callable[[Rollout], None] | None = None) -> dict[str, float]:
     """The held-out metrics of the policy after ``update``: ``rollout`` (the run's own, with its sampling config and
-    autocast) answers this rank's share of the held-out samples, and the means are over every rank's."""
+    autocast) answers this rank's share of the held-out samples, and the means are over every rank's. ``seen``, when
+    given, is handed this rank's rollout."""
     started = time.perf_counter()
     device = group.accelerator.device
     rows = held_out_rows(len(setup.eval_prompts), config.num_eval_samples, group.rank, group.world_size)
     sums = torch.zeros(5, device=device)  # a rank with no share still joins the sum
     if rows:
         with separate_rng(device, evaluation_seed(config.seed, update, group.rank)):
-            sums = evaluation_sums(rollout(setup.eval_prompts.select(rows)), config.kl_estimator).to(device)
+            answered = rollout(setup.eval_prompts.select(rows))
+            sums = evaluation_sums(answered, config.kl_estimator).to(device)
+        if seen is not None:
+            seen(answered)
     means = evaluation_means(group.total(sums).cpu().tolist(), has_gold=setup.models.gold_score is not None)
     (seconds,) = group.maxima(time.perf_counter() - started)  # the slowest rank's
     return {**means, EVAL_SECONDS: seconds}

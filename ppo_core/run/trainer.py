@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Sequence
@@ -25,7 +26,7 @@ from ppo_core.metric_names import GUARDED_METRICS, reward_metric
 from ppo_core.models.loading import LoadOptions, copy_tokenizer
 from ppo_core.models.lora import ParameterCount, count_parameters, save_merged
 from ppo_core.models.prompt_data import PromptSet
-from ppo_core.rollout.collect import Rollout, collect_rollout, collect_samples
+from ppo_core.rollout.collect import Rollout, Scored, collect_rollout, collect_samples
 from ppo_core.rollout.generation_copy import generation_copy
 from ppo_core.rollout.sampling_copy import reference_copy, sampling_copy
 from ppo_core.rollout.shared_prompts import PromptMemo
@@ -35,6 +36,7 @@ from ppo_core.run.evaluation import (
     count_updates,
     evaluate,
     evaluation_interval,
+    first_answers,
     is_evaluation_update,
     sample_interval,
     separate_rng,
@@ -134,6 +136,7 @@ class PPOTrainer:
         # The held-out prompts come again at every evaluation, and the reference is frozen: its pass over them
         # is made once a run.
         self._held_out_reference = PromptMemo()
+        self._answers: tuple[int, Scored] | None = None  # the last evaluation's first answers, for a sample recording
 
     def train(self) -> TrainResult:
         """Run every PPO update, or until a callback asks to stop, evaluating on the held-out prompts where
@@ -152,7 +155,8 @@ class PPOTrainer:
         for update in range(1, self.num_updates + 1):
             metrics = self.step(update)
             if is_evaluation_update(update, self.num_updates, self.eval_interval):
-                metrics.update(self.evaluate(update))
+                metrics.update(evaluate(self._held_out_rollout, self.setup, self.config, self.group, update,
+                                        seen=functools.partial(self._keep_answers, update)))
             result.metrics.append(metrics)
             result.num_updates = update
             stop_reason = None
@@ -298,12 +302,24 @@ class PPOTrainer:
             rows.extend([self._prompt_order.pop()] * generations)
         return prompts.select(rank_share(rows, self.group.rank, self.group.world_size))
 
+    def _keep_answers(self, update: int, answered: Rollout) -> None:
+        """Keep what a sample recording at ``update`` would show, from the evaluation just made there: one process
+        holds every held-out prompt's answers (a rank's share does not)."""
+        if self.group.world_size == 1:
+            self._answers = (update, first_answers(answered, len(self.setup.eval_prompts),
+                                                   self.config.num_eval_samples))
+
     def _record_samples(self, update: int, result: TrainResult) -> None:
         prompts = self.setup.eval_prompts
-        # A separate seeded stream keeps the training RNG, and so the metrics, independent of sampling here.
-        with separate_rng(self.accelerator.device, self.config.seed + 7919 * (update + 1)), \
-                self.accelerator.autocast():
-            scored = collect_samples(self.setup, prompts, self.config, self.accelerator.device, self._sampler())
+        if self._answers is not None and self._answers[0] == update:
+            # The policy answered every held-out prompt at this update already: its first answers are the record,
+            # not a second pass over the same prompts.
+            scored = self._answers[1]
+        else:
+            # A separate seeded stream keeps the training RNG, and so the metrics, independent of sampling here.
+            with separate_rng(self.accelerator.device, self.config.seed + 7919 * (update + 1)), \
+                    self.accelerator.autocast():
+                scored = collect_samples(self.setup, prompts, self.config, self.accelerator.device, self._sampler())
         gold = scored.gold_scores.tolist() if scored.gold_scores is not None else [None] * len(prompts)
         samples = [
             SampleGeneration(update, self.episode, index, prompt, response, float(score), gold_value)

@@ -248,3 +248,30 @@ def test_evaluating_the_starting_policy_changes_no_training_metric(tiny_lm_dir: 
     assert set(start) == evaluation_metrics(config)
     trained = [run_metrics(m) for m in before.train().metrics]
     assert trained == [run_metrics(m) for m in PPOTrainer(config).train().metrics]
+
+
+def test_a_sample_recording_at_an_evaluated_update_shows_that_evaluations_first_answers(
+        task_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # At the last update a run both evaluates and records samples of the same held-out prompts: the record is the
+    # evaluation's first answer to each prompt, not a second pass. With one answer a prompt, the record's mean
+    # score and gold are the evaluation's; the record before training still samples on its own.
+    import ppo_core.run.trainer as trainer_module
+
+    passes: list[int] = []
+    own_pass = getattr(trainer_module, "collect_samples")  # noqa: B009 - the name the trainer calls, patched below
+
+    def counted(*args: object, **kwargs: object) -> object:
+        passes.append(1)
+        return own_pass(*args, **kwargs)
+
+    monkeypatch.setattr(trainer_module, "collect_samples", counted)
+    config = PPOConfig(task=TINY_TASK, task_cache_dir=str(task_cache), per_device_train_batch_size=8,
+                       total_episodes=24, num_ppo_epochs=1, num_sample_generations=1, num_eval_prompts=4,
+                       num_eval_samples=1, eval_steps=3, seed=3)  # records at 0 and 3; evaluates at 3
+    result = PPOTrainer(config).train()
+    assert len(passes) == 1  # the record before training
+    last = [sample for sample in result.samples if sample.update == 3]
+    assert len(last) == 4 and [sample.prompt_index for sample in last] == [0, 1, 2, 3]
+    evaluated = result.metrics[-1]
+    assert sum(sample.score for sample in last) / 4 == pytest.approx(evaluated["eval/score"], abs=1e-6)
+    assert sum(sample.gold_score for sample in last) / 4 == pytest.approx(evaluated["eval/gold_score"], abs=1e-6)
