@@ -17,6 +17,10 @@ AVX-512 BF16; ``python -m benchmarks.real_model_phases``):
 
 Rows that emitted their stop token keep sampling until every row has; what follows a stop token is masked and replaced
 by pad afterwards, as ``ppo_core.models.generation.generate`` does with HF's output.
+
+A held-out evaluation runs the same loop with the reference stepped beside the sampler (:func:`sample_beside`) and
+reads both log-probabilities of each sampled token from the steps' logits: on SmolLM2-135M at the evaluation's 64 rows
+(one thread, an AMD EPYC of family 25, bf16) that took 5.2 s where sampling and then two scoring forwards took 7.8.
 """
 
 from __future__ import annotations
