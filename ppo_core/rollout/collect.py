@@ -235,7 +235,7 @@ def collect_rollout(setup: RunSetup, batch: PromptSet, config: PPOConfig, device
     over prompts that come again (the held-out ones). A held-out evaluation given ``reference_sampler`` (a copy of
     the reference made as ``sampler`` was: ``ppo_core.rollout.sampling_copy.reference_copy``) on a CPU reads both
     log-probabilities from the decode steps instead (:func:`ppo_core.rollout.sampling_loop.sample_beside`), with
-    no scoring forward."""
+    no scoring forward; only a CPU has such a copy."""
     models, tokenizer = setup.models, setup.models.tokenizer
     forward_batch_size = config.local_rollout_forward_batch_size
     encoded = encode_prompts(tokenizer, batch, config.max_prompt_length)
@@ -244,42 +244,38 @@ def collect_rollout(setup: RunSetup, batch: PromptSet, config: PPOConfig, device
     chunks: dict[str, list[torch.Tensor]] = {"responses": [], "mask": [], "logprobs": [], "ref": [], "values": []}
     kernel_dtype, tokens = attention_dtype(models.policy, device), queries.shape[1] + \
         setup.generation_config.max_new_tokens
-    beside = not for_update and sampler is not None and reference_sampler is not None and device.type == "cpu"
+    beside = (sampler, reference_sampler) if not for_update and sampler is not None and reference_sampler is not None \
+        else None
     for start in range(0, len(batch), forward_batch_size):
         rows = slice(start, start + forward_batch_size)
-        if beside:
-            assert sampler is not None and reference_sampler is not None
-            stepped = sample_beside(sampler, reference_sampler, queries[rows], query_mask[rows],
+        if beside is not None:
+            stepped = sample_beside(*beside, queries[rows], query_mask[rows],
                                     setup.generation_config.max_new_tokens, config.temperature, setup.stop_token_id,
                                     tokenizer.pad_token_id)
-            for name, part in (("responses", stepped.responses), ("mask", stepped.response_mask),
-                               ("logprobs", stepped.logprobs), ("ref", stepped.reference_logprobs)):
-                chunks[name].append(part)
-            if models.value_model is not None:
-                chunks["values"].append(response_values(models.value_model, queries[rows], query_mask[rows],
-                                                        stepped.responses, stepped.response_mask))
-            continue
-        responses, response_mask = sample_chunk(setup, queries[rows], query_mask[rows], config, device, sampler)
-        # The same kind of forward pass as the update's and the reference's, not the sampler's cached logits:
-        # under bf16 the two differ by a few hundredths of a nat per token, enough to move the first ratio.
-        # Each model's logits are reduced to log-probabilities before the next forward: with a large vocabulary
-        # two [b, R, V] logits tensors alive at once would set the rollout's memory peak.
+            responses, response_mask = stepped.responses, stepped.response_mask
+            chunks["logprobs"].append(stepped.logprobs)
+            chunks["ref"].append(stepped.reference_logprobs)
+        else:
+            responses, response_mask = sample_chunk(setup, queries[rows], query_mask[rows], config, device, sampler)
         inputs = (queries[rows], query_mask[rows], responses, response_mask)
         shared = not for_update or update_shares_prompts(config, queries.shape[1],
                                                          setup.generation_config.max_new_tokens)
         # The update's attention kernel where these log-probabilities meet its own in the ratio; an evaluation's,
         # whose do not, is torch's choice.
         with ratio_attention(kernel_dtype, device, tokens) if for_update else contextlib.nullcontext():
-            chunks["logprobs"].append(
-                torch.zeros(responses.shape, device=responses.device) if pending
-                else token_logprobs(scoring_logits(models.policy, shared, *inputs), responses, config.temperature))
-            with models.reference_policy() as reference:
-                chunks["ref"].append(token_logprobs(scoring_logits(reference, shared, *inputs, memo=reference_memo),
-                                                    responses, config.temperature))
+            if beside is None:
+                # The same kind of forward pass as the update's and the reference's, not the sampler's cached
+                # logits: under bf16 the two differ by a few hundredths of a nat per token, enough to move the first
+                # ratio. Each model's logits are reduced to log-probabilities before the next forward: with a large
+                # vocabulary two [b, R, V] logits tensors alive at once would set the rollout's memory peak.
+                chunks["logprobs"].append(
+                    torch.zeros(responses.shape, device=responses.device) if pending
+                    else token_logprobs(scoring_logits(models.policy, shared, *inputs), responses, config.temperature))
+                with models.reference_policy() as reference:
+                    chunks["ref"].append(token_logprobs(
+                        scoring_logits(reference, shared, *inputs, memo=reference_memo), responses, config.temperature))
             if models.value_model is not None:
-                chunks["values"].append(
-                    response_values(models.value_model, queries[rows], query_mask[rows], responses, response_mask)
-                )
+                chunks["values"].append(response_values(models.value_model, *inputs))
         chunks["responses"].append(responses)
         chunks["mask"].append(response_mask)
     responses = _cat_right_padded(chunks["responses"], tokenizer.pad_token_id)

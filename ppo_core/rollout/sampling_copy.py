@@ -64,17 +64,21 @@ class SamplingCopy:
     :class:`ppo_core.rollout.fused_decode.FusedDecoder` of it (``decoder``) that the sampling loop runs; else its
     linear layers packed for products of about ``rows`` rows (``ppo_core.models.packed_linear``) and its decode
     steps' attention ``ppo_core.models.decode_attention``'s where it was SDPA's (``decode_attention``).
-    :meth:`refresh` writes the policy's trained weights in. ``policy`` must be :func:`mergeable`."""
+    :meth:`refresh` writes the policy's trained weights in. ``policy`` must be :func:`mergeable`. ``frozen``: a
+    copy that never follows ``policy`` (a reference): its adapters removed, not merged, and nothing to refresh."""
 
-    def __init__(self, policy: PreTrainedModel, dtype: torch.dtype, rows: int, fused: bool = True) -> None:
+    def __init__(self, policy: PreTrainedModel, dtype: torch.dtype, rows: int, fused: bool = True,
+                 frozen: bool = False) -> None:
         self._lora: list[tuple[nn.Module, LoraLinear]] = []
         self._trained: list[tuple[torch.Tensor, torch.Tensor]] = []
         if isinstance(policy, PeftModel):
-            merged = copy.deepcopy(policy).merge_and_unload()
+            merged = copy.deepcopy(policy)
+            merged = merged.unload() if frozen else merged.merge_and_unload()
         else:
             merged = copy.deepcopy(policy)
-            self._trained = [(mine, master) for mine, master in zip(merged.parameters(), policy.parameters(),
-                                                                     strict=True) if master.requires_grad]
+            self._trained = [] if frozen else [
+                (mine, master) for mine, master in zip(merged.parameters(), policy.parameters(), strict=True)
+                if master.requires_grad]
         # Parameters only: buffers such as rotary frequencies stay float32, as from_pretrained in bf16 keeps them.
         for parameter in merged.parameters():
             parameter.data = parameter.data.to(dtype)
@@ -85,7 +89,7 @@ class SamplingCopy:
         fused = fused and decodable(self.model)
         self._packed = [] if fused else pack_linears(self.model, rows)
         self.decoder: FusedDecoder | None = None
-        if isinstance(policy, PeftModel):
+        if isinstance(policy, PeftModel) and not frozen:
             # Each adapted layer of the copy beside the policy's layer it follows: the same module paths.
             self._lora = [(self.model.get_submodule(name), module)
                           for name, module in policy.get_base_model().named_modules()
@@ -137,12 +141,8 @@ def reference_copy(config: PPOConfig, policy: PreTrainedModel, reference: PreTra
     the reference is frozen. None where there is no sampler to match, or the switch is off."""
     if sampler is None or not config.eval_logprobs_from_sampling:
         return None
-    base = reference
-    if base is None and isinstance(policy, PeftModel):
-        base = copy.deepcopy(policy).unload()
-    if base is None:
-        return None
-    return SamplingCopy(base, sampler.dtype, sampler.rows, sampler.fused)
+    base = reference if reference is not None else policy if isinstance(policy, PeftModel) else None
+    return None if base is None else SamplingCopy(base, sampler.dtype, sampler.rows, sampler.fused, frozen=True)
 
 
 __all__ = ["SamplingCopy", "is_plain_lora", "mergeable", "reference_copy", "sampling_copy"]

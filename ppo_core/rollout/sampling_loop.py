@@ -116,14 +116,16 @@ def sample_responses(model: PreTrainedModel, queries: torch.Tensor, query_mask: 
     """Sample up to ``max_new_tokens`` tokens after each left-padded prompt; returns ``(responses, response_mask)``
     as ``ppo_core.models.generation.generate`` does: pad after each response's stop token, and as many columns as the
     longest response took (fewer than ``max_new_tokens`` when every row stopped early)."""
-    sampled = _sample(model, None, queries, query_mask, max_new_tokens, temperature, stop_token_id, pad_token_id)
+    sampled = sample_beside(model, None, queries, query_mask, max_new_tokens, temperature, stop_token_id,
+                            pad_token_id)
     return sampled.responses, sampled.response_mask
 
 
 @dataclass(frozen=True)
 class Stepped:
     """Responses sampled from one model with a second stepped beside it: [B, R] tensors, the log-probabilities at the
-    sampling temperature of each sampled token under each, 0 after a response's stop token."""
+    sampling temperature of each sampled token under each, 0 after a response's stop token ([B, 0] with no second
+    model)."""
 
     responses: torch.Tensor
     response_mask: torch.Tensor
@@ -132,24 +134,16 @@ class Stepped:
 
 
 @torch.no_grad()
-def sample_beside(model: PreTrainedModel, reference: PreTrainedModel, queries: torch.Tensor,
+def sample_beside(model: PreTrainedModel, reference: PreTrainedModel | None, queries: torch.Tensor,
                   query_mask: torch.Tensor, max_new_tokens: int, temperature: float, stop_token_id: int | None,
                   pad_token_id: int) -> Stepped:
-    """:func:`sample_responses` from ``model``, with ``reference`` fed the same tokens step by step: each sampled
-    token's log-probability log softmax(z / T)[y] under both, read from the logits the steps computed anyway. Two
-    models computed alike (the same code, dtype and weights' packing) give the same logits at every step where their
-    weights are equal, so a policy equal to its reference reads KL 0 exactly."""
-    return _sample(model, reference, queries, query_mask, max_new_tokens, temperature, stop_token_id, pad_token_id)
-
-
-def _sample(model: PreTrainedModel, reference: PreTrainedModel | None, queries: torch.Tensor,
-            query_mask: torch.Tensor, max_new_tokens: int, temperature: float, stop_token_id: int | None,
-            pad_token_id: int) -> Stepped:
-    """The decode loop both samplers run: with no ``reference``, no log-probability is read (two empty tensors)."""
+    """:func:`sample_responses` from ``model``, with ``reference`` (when given) fed the same tokens step by step:
+    each sampled token's log-probability log softmax(z / T)[y] under both, read from the logits the steps computed
+    anyway. Two models computed alike (the same code, dtype and weights' packing) give the same logits at every step
+    where their weights are equal, so a policy equal to its reference reads KL 0 exactly."""
     rows = queries.shape[0]
     logits, step = prompts_then_steps(model, queries, query_mask, max_new_tokens)
-    reference_logits, reference_step = prompts_then_steps(reference, queries, query_mask, max_new_tokens) \
-        if reference is not None else (None, None)
+    beside = prompts_then_steps(reference, queries, query_mask, max_new_tokens) if reference is not None else None
     mask = query_mask.long()
     position = position_ids_from_mask(mask)[:, -1:]
     stopped = torch.zeros(rows, dtype=torch.bool, device=queries.device)
@@ -158,9 +152,9 @@ def _sample(model: PreTrainedModel, reference: PreTrainedModel | None, queries: 
     for index in range(max_new_tokens):
         token = draw(logits, temperature)
         tokens.append(token)
-        if reference_logits is not None:
+        if beside is not None:
             read[0].append(token_logprobs(logits[:, None], token[:, None], temperature)[:, 0])
-            read[1].append(token_logprobs(reference_logits[:, None], token[:, None], temperature)[:, 0])
+            read[1].append(token_logprobs(beside[0][:, None], token[:, None], temperature)[:, 0])
         if stop_token_id is not None:
             stopped |= token == stop_token_id
         if index + 1 == max_new_tokens or bool(stopped.all()):
@@ -168,8 +162,8 @@ def _sample(model: PreTrainedModel, reference: PreTrainedModel | None, queries: 
         mask = torch.cat([mask, mask.new_ones((rows, 1))], dim=1)
         position = position + 1
         logits = step(token, position, mask)
-        if reference_step is not None:
-            reference_logits = reference_step(token, position, mask)
+        if beside is not None:
+            beside = beside[1](token, position, mask), beside[1]
     responses = torch.stack(tokens, dim=1)
     response_mask = response_mask_after_stop(responses, stop_token_id)
     responses = torch.where(response_mask, responses, torch.full_like(responses, pad_token_id))
