@@ -5,9 +5,10 @@ log-probs from the policy's scoring forward."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 import pytest
 import torch
@@ -18,6 +19,7 @@ from transformers import AutoModelForCausalLM, PreTrainedModel
 
 from ppo_core import PPOConfig, PPOTrainer
 from ppo_core.models.packed_linear import PackedLinear, pack_linears
+from ppo_core.rollout import collect
 from ppo_core.rollout.sampling_copy import SamplingCopy, mergeable, sampling_copy
 from tools import tiny_models
 
@@ -107,6 +109,21 @@ def test_a_run_sampling_from_a_bf16_copy_scores_with_the_policy(tmp_path: Path, 
         assert update["val/ratio"] == pytest.approx(1.0, abs=1e-6)
 
 
+def _scoring_forwards(run: Callable[[], object]) -> int:
+    """How many scoring forwards (``ppo_core.rollout.collect.scoring_logits``) ``run`` makes."""
+    calls: list[int] = []
+    scoring = collect.scoring_logits
+
+    def counted(*args: Any, **kwargs: Any) -> torch.Tensor:
+        calls.append(1)
+        return scoring(*args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(collect, "scoring_logits", counted)
+        run()
+    return len(calls)
+
+
 @pytest.mark.parametrize(("use_peft", "fused"), [(True, True), (True, False), (False, True)])
 def test_an_evaluation_reading_the_decode_steps_finds_kl_zero_at_learning_rate_zero(tmp_path: Path, use_peft: bool,
                                                                                     fused: bool) -> None:
@@ -123,6 +140,8 @@ def test_an_evaluation_reading_the_decode_steps_finds_kl_zero_at_learning_rate_z
     assert not any(isinstance(module, LoraLinear) for module in copy_.model.modules())  # the base, not the adapter
     evaluated = [update for update in trainer.train().metrics if "eval/kl" in update]
     assert len(evaluated) == 2 and all(update["eval/kl"] == 0.0 for update in evaluated)
+    # The log-probabilities came from the decode steps: an evaluation runs no scoring forward.
+    assert _scoring_forwards(lambda: trainer.evaluate(7)) == 0
 
 
 def test_an_evaluation_reading_the_decode_steps_reads_the_scoring_forwards_kl(tmp_path: Path) -> None:
@@ -136,6 +155,7 @@ def test_an_evaluation_reading_the_decode_steps_reads_the_scoring_forwards_kl(tm
         trainer = PPOTrainer(PPOConfig(**values))
         assert (trainer.reference_copy is not None) == switch
         runs[switch] = [update for update in trainer.train().metrics if "eval/kl" in update]
+        assert (_scoring_forwards(functools.partial(trainer.evaluate, 7)) == 0) == switch  # off: two forwards
     on, off = runs[True], runs[False]
     assert [u["eval/score"] for u in on] == [u["eval/score"] for u in off]
     assert off[-1]["eval/kl"] > 0.01  # the policy moved
