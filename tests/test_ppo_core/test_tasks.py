@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import itertools
 import json
 import math
 import pickle
@@ -16,7 +15,7 @@ from typing import cast
 
 import pytest
 import torch
-from filelock import FileLock
+from filelock import FileLock, Timeout
 from transformers import (
     AutoModelForCausalLM,
     AutoModelForSequenceClassification,
@@ -169,62 +168,40 @@ def test_a_wider_policy_is_trained_for_the_same_reward_model(tiny: BuiltinTask, 
 # --- cache locking, with a stand-in build so it costs nothing --------------------------------
 
 
-def _two_callers_race(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                      lock: Callable[[str], AbstractContextManager[object]],
-                      locks: bool = True, late: bool = False) -> list[BuiltinTask | None]:
-    """Two threads call get_task at once, with ``lock`` in FileLock's place; each caller's task, or None for a caller
-    that raised (a task's build_id counts the builds run up to its own).
+def _two_callers_race(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[BuiltinTask | None]:
+    """Two threads call get_task at once under the real FileLock; each caller's task, or None for a caller that
+    raised (a task's build_id counts the builds run up to its own).
 
     Barriers, not sleeps, so that the race happens on every run, loaded machine or not: neither caller goes on until
     both have found the task missing, and the first build does not end until the other caller has reached the lock
-    (or, where nothing ``locks``, has looked again or started a build of its own: reaching a lock that holds nobody
-    back does not count, or a slow second caller could find the first build done and load it). ``late``: the second
-    caller to reach the lock goes on only once the first build has settled, waiting on the other caller or done, as
-    a loaded machine's scheduling once had it."""
+    (it records its arrival before it asks for the lock, so the lock alone decides what it does next)."""
     both_looked = threading.Barrier(2, timeout=60)
     caught_up = threading.Condition()
-    arrived: set[int] = set()  # the callers that have reached the lock, looked again or started a build
+    arrived: set[int] = set()  # the callers that have reached the lock
     looks = threading.local()
     is_complete = registry._is_complete
     calls: list[Path] = []
-    settled = threading.Event()  # the first build waits on the other caller, or has finished
-    reached = itertools.count()
-
-    def arrive() -> None:
-        with caught_up:
-            arrived.add(threading.get_ident())
-            caught_up.notify_all()
 
     def counted_look(target: Path) -> bool:
         complete = is_complete(target)
         looks.count = getattr(looks, "count", 0) + 1
         if looks.count == 1:  # each caller's first look, before any lock
             both_looked.wait()
-        else:
-            arrive()
         return complete
 
     def arriving_lock(path: str) -> AbstractContextManager[object]:
-        if locks:
-            arrive()
-        if late and next(reached):
-            assert settled.wait(60), "the first build never settled"
-        return lock(path)
+        with caught_up:
+            arrived.add(threading.get_ident())
+            caught_up.notify_all()
+        return FileLock(path)
 
     def fake_build(name: str, params: object, out_dir: Path) -> dict:
         calls.append(out_dir)
-        arrive()
-        def others_arrived() -> bool:
-            if arrived - {threading.get_ident()}:
-                return True
-            settled.set()  # about to wait on the other caller
-            return False
-
         with caught_up:
-            assert caught_up.wait_for(others_arrived, 60), "the other caller never reached the lock"
+            assert caught_up.wait_for(lambda: arrived - {threading.get_ident()}, 60), \
+                "the other caller never reached the lock"
         info = {"build_id": len(calls), "seconds": {"total": 0.0}}
         (out_dir / BUILD_INFO).write_text(json.dumps(info))
-        settled.set()
         return info
 
     monkeypatch.setattr(registry, "build_task", fake_build)
@@ -237,7 +214,7 @@ def _two_callers_race(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     def call() -> None:
         try:
             results.append(get_task(TINY, str(tmp_path)))
-        except OSError:  # a build renaming onto the other's, without the lock
+        except OSError:
             results.append(None)
 
     threads = [threading.Thread(target=call) for _ in range(2)]
@@ -251,20 +228,58 @@ def _two_callers_race(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 
 
 def test_concurrent_callers_share_one_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    results = _two_callers_race(tmp_path, monkeypatch, FileLock)
+    results = _two_callers_race(tmp_path, monkeypatch)
     assert [r.info["build_id"] if r else None for r in results] == [1, 1]  # the other caller waited, then loaded
     assert results[0] and results[1] and results[0].policy_path == results[1].policy_path
     stale = registry.task_dir(TINY, tmp_path)
     assert not [p for p in stale.parent.iterdir() if p.name.startswith(".")]  # temp dir renamed away
 
 
-@pytest.mark.parametrize("late", [False, True], ids=["prompt", "late"])
-def test_without_the_lock_the_same_race_builds_twice(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                     late: bool) -> None:
-    # The test above would pass with no lock at all if its two callers never overlapped: without the lock, the same
-    # race must build twice (or fail one caller on the other's rename), a late second caller too.
-    results = _two_callers_race(tmp_path, monkeypatch, lambda path: contextlib.nullcontext(), locks=False, late=late)
-    assert [r.info["build_id"] if r else None for r in results] != [1, 1]
+def _caller_arriving_mid_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                               lock: Callable[[str], AbstractContextManager[object]]) -> tuple[int, object, object]:
+    """A second caller that asks for the task while the first build is under way, on the same thread, so that no
+    scheduler decides the order: the builds run, what the second caller got and what the first caller got (a task,
+    or the exception it raised)."""
+    calls: list[Path] = []
+    second: list[object] = []
+
+    def fake_build(name: str, params: object, out_dir: Path) -> dict:
+        calls.append(out_dir)
+        if len(calls) == 1:
+            try:
+                second.append(get_task(TINY, str(tmp_path)))
+            except (Timeout, OSError) as error:
+                second.append(error)
+        info = {"build_id": len(calls), "seconds": {"total": 0.0}}
+        (out_dir / BUILD_INFO).write_text(json.dumps(info))
+        return info
+
+    monkeypatch.setattr(registry, "build_task", fake_build)
+    monkeypatch.setattr(registry, "FileLock", lock)
+    first: object
+    try:
+        first = get_task(TINY, str(tmp_path))
+    except OSError as error:
+        first = error
+    return len(calls), second[0], first
+
+
+def test_a_caller_arriving_mid_build_waits_on_the_lock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The real lock, told not to wait long: the second caller is held back (it times out rather than build), and the
+    # first build completes and loads.
+    builds, second, first = _caller_arriving_mid_build(tmp_path, monkeypatch, lambda path: FileLock(path, timeout=0.05))
+    assert builds == 1 and isinstance(second, Timeout)
+    assert isinstance(first, BuiltinTask) and first.info["build_id"] == 1
+
+
+def test_without_the_lock_a_caller_arriving_mid_build_builds_again(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    # What the lock prevents: with none, the second caller builds its own copy and puts it in place, and the first
+    # build's rename then meets it.
+    builds, second, first = _caller_arriving_mid_build(tmp_path, monkeypatch, lambda path: contextlib.nullcontext())
+    assert builds == 2
+    assert isinstance(second, BuiltinTask) and second.info["build_id"] == 2
+    assert isinstance(first, OSError)
 
 
 # --- the real tiny build ---------------------------------------------------------------------

@@ -126,6 +126,20 @@ def test_kl_is_measured_at_each_evaluation_when_beta_is_zero(
     assert list(evaluated.index) == [4, 8] and evaluated.ne(0).all()  # ... the held-out evaluation does
 
 
+@pytest.mark.parametrize(("trainer", "kl"), [("trl-grpo", {"beta": 0.04}),
+                                             ("trl-rloo", {"advantage_estimator": "rloo", "kl_coef": 0.05})])
+def test_a_trl_trial_that_cannot_move_reads_a_held_out_kl_of_zero(
+        tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path, trainer: str, kl: dict[str, object]) -> None:
+    # At learning rate 0 the policy is its reference, so every held-out evaluation's KL is 0 to float precision. The
+    # evaluation once ran an update's rollout, which for one epoch of one mini-batch leaves the policy's
+    # log-probabilities to an update that never comes, and read 60-90 nats here.
+    path = trl_study(tmp_path, tiny_lm_dir, prompts_file, trainer=trainer, base={**kl, "learning_rate": 0.0})
+    assert main(["run", str(path)]) == 0
+    spec = load_study_spec(path)
+    evaluated = read_metrics(create_engine(spec.storage), spec.name).set_index("update")["eval/kl"].dropna()
+    assert list(evaluated.index) == [4, 8] and evaluated.abs().lt(1e-4).all(), evaluated.tolist()
+
+
 def test_the_kl_guard_stops_a_trl_trial_and_stores_it_as_pruned_with_its_reason(
         tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path) -> None:
     path = trl_study(tmp_path, tiny_lm_dir, prompts_file, base={"beta": 0.04},

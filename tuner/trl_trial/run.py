@@ -31,7 +31,7 @@ from ppo_core.models.loading import load_causal_lm
 from ppo_core.models.paths import is_function_spec
 from ppo_core.rewards.base import RewardInputs
 from ppo_core.rewards.functions import FunctionReward
-from ppo_core.rollout.collect import collect_rollout, decode_responses, encode_prompts
+from ppo_core.rollout.collect import collect_rollout, collect_samples, decode_responses, encode_prompts
 from ppo_core.run.callbacks import SampleGeneration
 from ppo_core.run.callbacks import TrainerCallback as UpdateCallback
 from ppo_core.run.distributed import ProcessGroup
@@ -205,17 +205,20 @@ class TrialEvaluation:
             setup.models.policy.train(was_training)
 
     def metrics(self, update: int) -> dict[str, float]:
+        # for_update=False: a held-out evaluation needs the policy's log-probabilities for its KL, which an update's
+        # rollout of one epoch of one mini-batch leaves to the update's forward (and so to nothing, here).
         return self._in_eval_mode(lambda setup: evaluate(
-            lambda batch: collect_rollout(setup, batch, self.config, self.device), setup, self.config, self.group,
-            update))
+            lambda batch: collect_rollout(setup, batch, self.config, self.device, for_update=False), setup,
+            self.config, self.group, update))
 
     def samples(self, update: int) -> list[SampleGeneration]:
         def record(setup: Any) -> list[SampleGeneration]:
             with separate_rng(self.device, self.config.seed + SAMPLE_SEED_STRIDE * (update + 1)):
-                rollout = collect_rollout(setup, self.parts.eval_prompts, self.config, self.device)
-            gold = rollout.gold_scores.tolist() if rollout.gold_scores is not None else [None] * len(rollout.prompts)
+                scored = collect_samples(setup, self.parts.eval_prompts, self.config, self.device)
+            prompts = self.parts.eval_prompts.texts
+            gold = scored.gold_scores.tolist() if scored.gold_scores is not None else [None] * len(prompts)
             episode = update * self.config.batch_size
             return [SampleGeneration(update, episode, index, prompt, response, float(score), gold_value)
                     for index, (prompt, response, score, gold_value) in enumerate(
-                        zip(rollout.prompts, rollout.response_texts, rollout.scores.tolist(), gold, strict=True))]
+                        zip(prompts, scored.response_texts, scored.scores.tolist(), gold, strict=True))]
         return self._in_eval_mode(record)
