@@ -137,12 +137,10 @@ def test_tuner_is_in_wings_whose_imports_point_down() -> None:
 
 
 # ppo_core's wings, lowest first: a module of one imports only its own wing and those before it here. Below them all sit
-# the names every wing shares (errors, metric names); above them all the package's face, the ``train`` command and the
-# old paths of moved modules, each a re-export kept for one release.
+# the names every wing shares (errors, metric names); above them all the package's face and the ``train`` command.
 PPO_CORE_WINGS = ("config", "models", "rewards", "tasks", "setup", "rollout", "algorithm", "memory", "run")
 PPO_CORE_SHARED = ("ppo_core.errors", "ppo_core.metric_names")
-PPO_CORE_ABOVE = ("ppo_core", "ppo_core.cli", "ppo_core.config_doc", "ppo_core.model_paths", "ppo_core.kl_reach",
-                  "ppo_core.gguf_models")
+PPO_CORE_ABOVE = ("ppo_core", "ppo_core.cli")
 # The task catalogue: the built-in tasks' names and build parameters, torch-free. A config is checked against it
 # (config.rules) and a run's models are resolved with it (models.paths), so it ranks with the config wing, whose
 # checks are all it imports; the tasks' builds, which train models, sit in the tasks wing proper.

@@ -48,58 +48,39 @@ _PUBLIC = {
     "warm_start_points": "tuner.search.warm_start",
 }
 
-__all__ = [
-    "KLGuard",
-    "KLGuardPruner",
-    "Objective",
-    "ParamSpec",
-    "StudySpec",
-    "StudySpecError",
-    "TrialReporter",
-    "TrialStore",
-    "best_trials",
-    "create_engine",
-    "edge_findings",
-    "load_study_spec",
-    "load_validation",
-    "make_pruner",
-    "make_sampler",
-    "make_trial_function",
-    "mean_interval",
-    "open_storage",
-    "open_study",
-    "read_metrics",
-    "read_samples",
-    "run_study",
-    "run_worker",
-    "suggest_params",
-    "trial_config",
-    "trials_frame",
-    "trl_arguments",
-    "validation_results",
-    "warm_start_points",
-]
+__all__ = sorted(_PUBLIC)  # the names, from their one list above
+# Below, the same names for type checkers ("import X as X": a re-export), which a test holds to _PUBLIC.
 
 if TYPE_CHECKING:
-    from tuner.exports.trl_ppo import trl_arguments
-    from tuner.production.confidence import mean_interval
-    from tuner.production.validation import load_validation, validation_results
-    from tuner.run.runner import run_study
-    from tuner.run.worker import open_study, run_worker
-    from tuner.search.space import ParamSpec, suggest_params
-    from tuner.search.warm_start import warm_start_points
-    from tuner.store.database import create_engine, open_storage
-    from tuner.store.records import TrialStore, read_metrics, read_samples
-    from tuner.study.edge_findings import edge_findings
-    from tuner.study.reports import trial_config, trials_frame
-    from tuner.study.spec import KLGuard, Objective, StudySpec
-    from tuner.study.study_file import load_study_spec
-    from tuner.study.values import StudySpecError
-    from tuner.study.winner import best_trials
-    from tuner.trial.factory import make_pruner, make_sampler
-    from tuner.trial.kl_guard import KLGuardPruner
-    from tuner.trial.reporter import TrialReporter
-    from tuner.trial.trial_function import make_trial_function
+    from tuner.exports.trl_ppo import trl_arguments as trl_arguments
+    from tuner.production.confidence import mean_interval as mean_interval
+    from tuner.production.validation import load_validation as load_validation
+    from tuner.production.validation import validation_results as validation_results
+    from tuner.run.runner import run_study as run_study
+    from tuner.run.worker import open_study as open_study
+    from tuner.run.worker import run_worker as run_worker
+    from tuner.search.space import ParamSpec as ParamSpec
+    from tuner.search.space import suggest_params as suggest_params
+    from tuner.search.warm_start import warm_start_points as warm_start_points
+    from tuner.store.database import create_engine as create_engine
+    from tuner.store.database import open_storage as open_storage
+    from tuner.store.records import TrialStore as TrialStore
+    from tuner.store.records import read_metrics as read_metrics
+    from tuner.store.records import read_samples as read_samples
+    from tuner.study.edge_findings import edge_findings as edge_findings
+    from tuner.study.reports import trial_config as trial_config
+    from tuner.study.reports import trials_frame as trials_frame
+    from tuner.study.spec import KLGuard as KLGuard
+    from tuner.study.spec import Objective as Objective
+    from tuner.study.spec import StudySpec as StudySpec
+    from tuner.study.study_file import load_study_spec as load_study_spec
+    from tuner.study.values import StudySpecError as StudySpecError
+    from tuner.study.winner import best_trials as best_trials
+    from tuner.trial.factory import make_pruner as make_pruner
+    from tuner.trial.factory import make_sampler as make_sampler
+    from tuner.trial.kl_guard import KLGuardPruner as KLGuardPruner
+    from tuner.trial.reporter import TrialReporter as TrialReporter
+    from tuner.trial.trial_function import make_trial_function as make_trial_function
 
 
 _RENAMED = {"StudyConfigError": "StudySpecError", "make_objective": "make_trial_function"}

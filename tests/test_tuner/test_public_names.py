@@ -39,3 +39,15 @@ def test_a_wing_s_face_lists_each_of_its_modules(wing: str) -> None:
     modules = {info.name for info in pkgutil.iter_modules(package.__path__) if not info.name.startswith("_")}
     listed = set(package.__all__)
     assert listed == modules, (sorted(listed - modules), sorted(modules - listed))
+
+
+def test_the_type_checkers_imports_are_the_public_names_from_their_modules() -> None:
+    # The names live in one list (_PUBLIC, which __all__ sorts); the imports a type checker reads must say the same.
+    import ast
+    from pathlib import Path
+
+    tree = ast.parse(Path(tuner.__file__).read_text())
+    guarded = next(node for node in tree.body if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING")
+    imported = {alias.name: node.module for node in guarded.body if isinstance(node, ast.ImportFrom)
+                for alias in node.names}
+    assert imported == tuner._PUBLIC
