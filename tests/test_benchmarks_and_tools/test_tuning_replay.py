@@ -42,6 +42,7 @@ from tuner.search.frontier_sampler import FrontierSampler
 from tuner.search.space import ParamSpec, config_values, suggest_params
 from tuner.store.attrs import SPEC_ATTR
 from tuner.study.seed_policy import SeedPolicy
+from tuner.study.shrinkage import shrunk_means
 from tuner.study.study_file import KLGuard, StudySpec, load_study_spec
 from tuner.study.winner import read_winner
 from tuner.trial.kl_guard import least_squares_slope
@@ -429,8 +430,11 @@ def test_a_race_reruns_leaders_on_the_next_seeds_and_picks_the_best_mean_on_the_
         # Each configuration keeps its table row, and runs on the repeat's seed, then the next ones in turn.
         assert len({config_id for config_id, _, _ in done}) == 1
         assert [seed for _, seed, _ in done] == [(0, 1), (0, 2), (0, 0)][:len(done)]
-    # The winner by hand: the most seeds first, then the best mean over them (every run here keeps the KL budget).
-    best = max(runs, key=lambda root: (len(runs[root]), float(np.mean([v for _, _, v in runs[root]])), -root))
+    # The winner by hand: configurations on two seeds or more first, then the mean shrunk by the seed noise (every run
+    # here keeps the KL budget).
+    roots = list(runs)
+    shrunk = dict(zip(roots, shrunk_means([[v for _, _, v in runs[root]] for root in roots]) or [], strict=True))
+    best = max(roots, key=lambda root: (len(runs[root]) > 1, shrunk[root], len(runs[root]), -root))
     assert log.timeline[-1][1] == runs[best][0][0]
     assert max(len(done) for done in runs.values()) == 3
 

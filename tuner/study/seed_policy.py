@@ -4,9 +4,11 @@
 partly by that seed's luck. ``racing`` (``{name: racing, seeds: 2, top_k: 2, start: 0.8}``, after SMAC's
 intensification): once ``start`` of the study's budget is spent, whenever a trial completes, each configuration among
 the ``top_k`` by mean value that has run on fewer than ``seeds`` seeds is queued again on the next seed (the base's
-seed + 1, + 2, ...), as long as the budget has room for it, and the winner is the best mean among the configurations
-that ran on the most seeds, so no single seed chooses it. A re-run is an ordinary trial of the study with the same
-parameters (the sampler learns from it too), marked with the trial it races.
+seed + 1, + 2, ...), as long as the budget has room for it, and the winner is the best mean shrunk by the seed noise
+the race measured among the configurations run on two seeds or more (:mod:`tuner.study.shrinkage`), so no single
+seed's luck chooses it and no clearly better configuration is dropped for the seed the budget ended before. A re-run
+is an ordinary trial of the study with the same parameters (the sampler learns from it too), marked with the trial it
+races.
 
 A single-objective study that names no seed policy races as ``tuner.study.defaults.SEED_POLICY`` says (a section
 without ``name`` gets it, its own keys on top); a study of several objectives has no one mean to race on and runs
@@ -30,6 +32,7 @@ from ppo_core.config.value_types import fits
 from tuner.store.attrs import RACE_OF_ATTR, SEED_ATTR
 from tuner.study.constraints import feasible
 from tuner.study.defaults import SEED_POLICY
+from tuner.study.shrinkage import shrunk_means
 
 POLICIES = ("single", "racing")
 QUEUED = (TrialState.WAITING, TrialState.RUNNING)
@@ -108,10 +111,16 @@ def raced_configs(trials: Sequence[FrozenTrial]) -> list[RacedConfig]:
 
 
 def ranked(configs: Sequence[RacedConfig], direction: StudyDirection) -> list[RacedConfig]:
-    """Best first: feasible before infeasible, more seeds before fewer, then by mean (a configuration is never
-    judged ahead of one that held up on more seeds)."""
+    """Best first: feasible before infeasible; then configurations run on two seeds or more before those run on one
+    (a single run's luck is unmeasured, and racing exists so that no single run chooses the winner); then by each mean
+    shrunk by the seed noise the race measured (:func:`tuner.study.shrinkage.shrunk_means`), so that a configuration
+    clearly better on two seeds is not ranked below a worse one on three. Before any configuration has run on two
+    seeds there is no noise to weigh by, and the raw mean decides."""
     sign = -1.0 if direction == StudyDirection.MAXIMIZE else 1.0
-    return sorted(configs, key=lambda c: (not c.feasible, -len(c.values), sign * c.mean, c.root.number))
+    shrunk = shrunk_means([config.values for config in configs]) or [config.mean for config in configs]
+    by_config = {id(config): value for config, value in zip(configs, shrunk, strict=True)}
+    return sorted(configs, key=lambda c: (not c.feasible, len(c.values) < 2, sign * by_config[id(c)],
+                                          -len(c.values), c.root.number))
 
 
 def leaders(configs: Sequence[RacedConfig], direction: StudyDirection, top_k: int) -> list[RacedConfig]:
@@ -216,7 +225,7 @@ def race_seed(user_attrs: dict[str, Any], config: dict[str, Any]) -> dict[str, A
 
 
 def best_raced(trials: Sequence[FrozenTrial], direction: StudyDirection) -> list[FrozenTrial]:
-    """The winning configuration's first trial under racing: the best mean among those on the most seeds."""
+    """The winning configuration's first trial under racing: the first of :func:`ranked`."""
     best = ranked(raced_configs(trials), direction)
     return [best[0].root] if best and best[0].feasible else []
 

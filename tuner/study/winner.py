@@ -60,8 +60,8 @@ class Winner:
     constraints: tuple[Constraint, ...]
     """The bounds the study's spec names; each trial's own values of them decide whether it may win."""
     race: tuple[RacedConfig, ...]
-    """Under racing, every configuration with a completed run, best first (every run feasible, more seeds, better
-    mean); empty for a study that does not race."""
+    """Under racing, every configuration with a completed run, best first (every run feasible, then the mean shrunk
+    by the seed noise: :func:`tuner.study.seed_policy.ranked`); empty for a study that does not race."""
     ranked: tuple[FrozenTrial, ...]
     """Every configuration best first as the study ranks them, each once, as its first trial: the race's order under
     racing, else completed runs by the first objective, feasible ones first."""
@@ -104,7 +104,7 @@ def best_trials(study: optuna.Study) -> list[FrozenTrial]:
 
 
 def _best(study: optuna.Study, trials: Sequence[FrozenTrial], racing: bool) -> list[FrozenTrial]:
-    """As Optuna chooses among feasible trials; under racing the best mean over the most seeds, not the luckiest
+    """As Optuna chooses among feasible trials; under racing the best mean shrunk by the seed noise, not the luckiest
     run."""
     if not any(feasible(t) for t in trials if t.state == TrialState.COMPLETE):
         return []  # study.best_trial would raise ValueError
