@@ -40,8 +40,9 @@ OUT = RESULTS / "overoptimisation_curve" / "overoptimisation_curve.json"
 WORK = RESULTS / "overoptimisation_curve" / "runs"
 METRICS = ("eval/gold_score", "eval/score", "eval/kl")
 
-# The SmolLM2 study's trial (studies/smollm2.yaml's base) pushed hard: the learning rate at which one run of the first
-# task's gold over-optimised (2e-3, gold turning near update 16) and no KL penalty, for 48 updates, evaluated every 4.
+# The SmolLM2 study's trial (benchmarks/studies/smollm2.yaml's base) pushed hard: the learning rate at which one run
+# of the first task's gold over-optimised (2e-3, gold turning near update 16) and no KL penalty, for 48 updates,
+# evaluated every 4.
 CONFIG: dict[str, Any] = {
     "task": "fortunes_v2_smollm2", "advantage_estimator": "grpo", "use_peft": True, "lora_r": 16,
     "num_ppo_epochs": 1, "per_device_train_batch_size": 8, "num_generations": 4, "response_length": 16,

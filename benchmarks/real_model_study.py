@@ -1,7 +1,7 @@
 """The real-model study, end to end: tune a study file with the CLI, validate its winner on fresh seeds, and set the
 winner beside the untuned model and TRL GRPOConfig's defaults on the same seeds, paired seed by seed.
 
-    python -m benchmarks.real_model_study --work-dir DIR                  # studies/smollm2.yaml: 2 workers, 3 seeds
+    python -m benchmarks.real_model_study --work-dir DIR      # benchmarks/studies/smollm2.yaml: 2 workers, 3 seeds
     python -m benchmarks.real_model_study --work-dir DIR                  # again: goes on where it stopped
     python -m benchmarks.real_model_study --quick --out /tmp/rms.json     # the companion policy, a few updates
 
@@ -61,7 +61,7 @@ from tools.provenance import commit_at_start
 from tools.quick_mode import RESULTS, add_quick_argument, results_path
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_STUDY = ROOT / "studies" / "smollm2.yaml"
+DEFAULT_STUDY = ROOT / "benchmarks" / "studies" / "smollm2.yaml"
 QUICK_STUDY: dict[str, Any] = {
     "n_trials": 2, "timeout": None,
     "base": {"task": "fortunes_tiny", "sft_model_path": None, "total_episodes": 16, "num_eval_prompts": 4,
@@ -214,7 +214,7 @@ def parse_arguments(argv: list[str] | None) -> tuple[argparse.ArgumentParser, ar
     parser = argparse.ArgumentParser(prog="python -m benchmarks.real_model_study",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--study", type=Path, default=DEFAULT_STUDY,
-                        help="The study file (default studies/smollm2.yaml).")
+                        help="The study file (default benchmarks/studies/smollm2.yaml).")
     parser.add_argument("--work-dir", type=Path, default=None,
                         help="Where the study, its validation and the baselines are kept; run again to resume.")
     parser.add_argument("--workers", type=int, default=2, help="Workers of the study and the baselines (default 2).")

@@ -1,8 +1,8 @@
 """ppo_core's CPU sampling against TRL GRPOTrainer's own generation: the same policy, prompts, batch and machine, in
 one run, the sides interleaved.
 
-    python -m benchmarks.sampling_peer [--study studies/smollm2.yaml] [--batches 8 64] [--repeats 5] [--threads 1]
-                                       [--prompts chat|plain] [--cb-num-blocks N] [--out FILE] [--quick]
+    python -m benchmarks.sampling_peer [--study benchmarks/studies/smollm2.yaml] [--batches 8 64] [--repeats 5]
+                                       [--threads 1] [--prompts chat|plain] [--cb-num-blocks N] [--out FILE] [--quick]
 
 The settings are the study's ``base`` at SmolLM2's point of its search space (``benchmarks.trial_speed.POINT``):
 SmolLM2-135M-Instruct through ppo_core's loading, LoRA r 16 on peft's default modules, 16 new tokens at temperature
@@ -325,7 +325,7 @@ def measure_batches(args: argparse.Namespace, config: Any, parts: Any, policy: P
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.sampling_peer", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--study", type=Path, default=REPO_ROOT / "studies" / "smollm2.yaml")
+    parser.add_argument("--study", type=Path, default=REPO_ROOT / "benchmarks" / "studies" / "smollm2.yaml")
     parser.add_argument("--batches", type=int, nargs="+", default=[8, 64])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=1)

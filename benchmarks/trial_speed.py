@@ -1,7 +1,7 @@
 """Episodes per second of a real-model trial at a study's settings: the code at a base commit (A) against the working
 tree (B, and variants of B's config), interleaved in one run on one machine.
 
-    python -m benchmarks.trial_speed [--study studies/smollm2.yaml] [--base HEAD] [--pairs 3] [--threads 1]
+    python -m benchmarks.trial_speed [--study benchmarks/studies/smollm2.yaml] [--base HEAD] [--pairs 3] [--threads 1]
                                      [--set KEY=VALUE ...] [--variant NAME KEY=VALUE ...] [--out FILE] [--quick]
 
 A trial is the study's ``base`` config at one point of its search space (``--set``, for the searched fields; without
@@ -164,7 +164,7 @@ def parse_values(pairs: list[str]) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.trial_speed", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--study", type=Path, default=REPO_ROOT / "studies" / "smollm2.yaml")
+    parser.add_argument("--study", type=Path, default=REPO_ROOT / "benchmarks" / "studies" / "smollm2.yaml")
     parser.add_argument("--base", default="HEAD", help="the commit A runs (default: HEAD)")
     parser.add_argument("--pairs", type=int, default=3, help="rounds of A, B and the variants")
     parser.add_argument("--threads", type=int, default=1)

@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> None:
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--study", default="quickstart")
     parser.add_argument("--storage", default=f"sqlite:///{ROOT / 'studies' / 'quickstart.db'}")
-    parser.add_argument("--baseline", default=str(ROOT / "studies" / "trl_defaults.yaml"))
+    parser.add_argument("--baseline", default=str(ROOT / "benchmarks" / "studies" / "trl_defaults.yaml"))
     parser.add_argument("--seeds", type=int, nargs="+", default=None, help="Default 1 2 3 (--quick 1).")
     parser.add_argument("--out", default=None, help="Write the results as JSON here too (--quick: always, by default "
                                                     "into a temporary directory).")

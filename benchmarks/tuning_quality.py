@@ -10,7 +10,8 @@ objective (the held-out ``eval/gold_score`` over the last two evaluations) and K
 - ``default``: the quickstart study as shipped (its sampler, pruner, seed policy, KL guard and ``enqueue`` warm
   starts: what a study gets by default, ``tuner.study.defaults``);
 - ``random``: random search, no pruner, no KL guard, no warm starts;
-- ``trl_defaults``: ``studies/trl_defaults.yaml`` (TRL 1.12's defaults) with the quickstart's evaluation settings;
+- ``trl_defaults``: ``benchmarks/studies/trl_defaults.yaml`` (TRL 1.12's defaults) with the quickstart's evaluation
+  settings;
 - ``guidance``: the seed guidance's starting point (``tuner.search.warm_start.guidance_values``) on the quickstart base;
 - ``frontier`` (with ``--frontier``): the quickstart study with ``sampler: {name: frontier}``
   (``tuner.search.frontier_sampler``) at half the budget of updates; ``paired_frontier`` holds, per seed, its validated
@@ -20,11 +21,11 @@ objective (the held-out ``eval/gold_score`` over the last two evaluations) and K
 without the default's and the fixed configs' studies, about 60% of the compute).
 
 ``--study FILE`` runs the searches on another study file instead of the quickstart (its base, space, objective,
-constraints, guard and evaluation), for example ``studies/smollm2.yaml``: the shipped default search at half random
-search's budget against random search at all of it, live on the real model::
+constraints, guard and evaluation), for example ``benchmarks/studies/smollm2.yaml``: the shipped default search at half
+random search's budget against random search at all of it, live on the real model::
 
-    python -m benchmarks.tuning_quality --study studies/smollm2.yaml --methods random frontier --sampler-seeds 3 \
-        --validation-seeds 3 --work-dir DIR [--resume]
+    python -m benchmarks.tuning_quality --study benchmarks/studies/smollm2.yaml --methods random frontier \
+        --sampler-seeds 3 --validation-seeds 3 --work-dir DIR [--resume]
 
 There the budget defaults to the study's own (its ``n_trials`` times its base's updates per trial), and only the
 searches run: the two fixed configurations are the quickstart's.
@@ -68,7 +69,7 @@ from tuner.production.confidence import mean_interval
 
 ROOT = Path(__file__).resolve().parent.parent
 QUICKSTART = ROOT / "studies" / "quickstart.yaml"
-TRL_DEFAULTS = ROOT / "studies" / "trl_defaults.yaml"
+TRL_DEFAULTS = ROOT / "benchmarks" / "studies" / "trl_defaults.yaml"
 RESULTS = ROOT / "benchmarks" / "results"
 T = TypeVar("T")
 SEARCHES = ("default", "random", "frontier")

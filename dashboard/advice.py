@@ -43,6 +43,7 @@ from dashboard.health_rules import (
 from dashboard.study_reader import PARAM_PREFIX, StudyView
 from tuner.search.frontier_peak import kl_range
 from tuner.study.edge_findings import EdgeFinding
+from tuner.study.inert_knobs import InertFinding
 
 KL = "KL control"
 LR_BATCH = "Learning rate and batch size"
@@ -314,6 +315,15 @@ def edge_advice(findings: Sequence[EdgeFinding]) -> list[Advice]:
             for f in findings]
 
 
+def inert_advice(findings: Sequence[InertFinding]) -> list[Advice]:
+    """One item per searched knob whose metric shows it never acted (tuner.study.inert_knobs)."""
+    return [Advice(GROUP_OF.get(f.param, OTHER), WARNING, f"{f.param} did nothing in any trial",
+                   f"{f.metric} was 0 in all {f.updates} updates of {f.trials} trials",
+                   f"Drop {f.param} from the search space, or search num_ppo_epochs or num_mini_batches so that an "
+                   "update takes more than one optimizer step per rollout.")
+            for f in findings]
+
+
 def peak_sentence(reading: PeakReading) -> str:
     """The study's own KL figure, where its evaluations show gold peaking: what replaces the guidance's generic one."""
     peak = reading.peak
@@ -354,10 +364,11 @@ def order(items: Sequence[Advice]) -> list[Advice]:
 
 def study_advice(
     view: StudyView, findings: Mapping[int, Sequence[Finding]], constraints: Mapping[int, Mapping[str, float]],
-    peak: PeakReading | None = None,
+    peak: PeakReading | None = None, inert: Sequence[InertFinding] = (),
 ) -> list[Advice]:
     """What to try next for the study: its health findings (trial number -> findings), its broken constraints
-    (trial number -> constraint values, as ``FrozenTrial.constraints``), its edge findings and, given where its
+    (trial number -> constraint values, as ``FrozenTrial.constraints``), its edge findings, the searched knobs that
+    never acted (``inert``) and, given where its
     gold peaks in KL (``peak``), that KL, ordered. Where the data show a clear peak, the advice on KL speaks of it
     instead of the guidance's generic 15–20 nats."""
     if view.trials.empty:
@@ -365,7 +376,7 @@ def study_advice(
     knobs = knob_frame(view)
     ran = [n for n, updates in zip(view.numbers, view.trials["updates"], strict=True) if updates > 0 or findings.get(n)]
     items = (finding_advice(findings, ran, knobs) + guard_advice(view, knobs) + constraint_advice(constraints, knobs)
-             + edge_advice(view.edge_findings) + peak_advice(peak))
+             + edge_advice(view.edge_findings) + inert_advice(inert) + peak_advice(peak))
     if peak is not None and peak.found:
         items = [replace(item, action=item.action.replace(KL_GUIDANCE, peak_sentence(peak))) for item in items]
     return order(items)

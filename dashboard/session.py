@@ -35,6 +35,7 @@ from dashboard.study_reader import (
 )
 from ppo_core.errors import first_line
 from tuner.store.database import open_read_only_engine
+from tuner.study.inert_knobs import InertFinding, inert_findings
 
 TTL_S = 120
 MAX_STUDIES = 8
@@ -116,7 +117,13 @@ def advice(url: str, name: str, token: str) -> list[Advice]:
     """What to try next for the whole study (``dashboard.advice``), from its view, its trials' health and where its
     gold peaks."""
     view, findings, peak = study_view(url, name, token), health(url, name, token), gold_peak(url, name, token)
-    return study_advice(view, findings, view.constraint_values, peak)
+    return study_advice(view, findings, view.constraint_values, peak, inert(url, name, token))
+
+
+@st.cache_data(ttl=TTL_S, max_entries=MAX_STUDIES, show_spinner=False)
+def inert(url: str, name: str, token: str) -> list[InertFinding]:
+    """The searched knobs whose metrics show they never acted in any trial (``tuner.study.inert_knobs``)."""
+    return inert_findings(metrics(url, name, token), study_view(url, name, token).spec.search_space)
 
 
 def _typed_arrays(figure: go.Figure) -> go.Figure:

@@ -30,7 +30,7 @@ def show_with_frontier(args: argparse.Namespace) -> int:
     """``ppo-tune show``: the tuner's table and findings, then the Frontier reading of the study's gold in KL. The
     study is looked up once, so a storage that cannot be read is reported once."""
     study, url, _ = find_named_study(args.name, args.storage, args.command)
-    show_study(study, args.name)
+    show_study(study, args.name, url)
     words = frontier_words(url, args.name)  # None for a study with no trials, as for one without gold
     if words is not None:
         print(f"frontier (the dashboard's reading of every trial's held-out gold in KL): {words}")

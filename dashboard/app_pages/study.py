@@ -113,6 +113,8 @@ def render(context: PageContext) -> None:
         st.markdown(f"**Frontier-guided search**: {escape_markdown(view.aim)}.")
     for finding in view.edge_findings:
         st.warning(f"**Edge of the search space**: {escape_markdown(finding.message)}")
+    for inert in session.inert(context.ref.url, context.ref.name, context.token):
+        st.warning(f"**A searched knob that did nothing**: {escape_markdown(inert.words())}")
     _validation(context)
 
     present = [s for s, count in view.counts.items() if count]

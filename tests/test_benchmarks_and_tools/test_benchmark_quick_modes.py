@@ -363,7 +363,7 @@ def test_tuning_quality_compares_the_searches_of_another_study_file(
     from benchmarks import tuning_quality
 
     # The real-model study's own budget: 12 trials of 128 episodes in rollouts of 8.
-    smollm2 = yaml.safe_load((tuning_quality.ROOT / "studies" / "smollm2.yaml").read_text())
+    smollm2 = yaml.safe_load((tuning_quality.ROOT / "benchmarks" / "studies" / "smollm2.yaml").read_text())
     assert tuning_quality.study_budget(smollm2) == 12 * 16
     # Another study runs only the searches: the fixed configurations are the quickstart's.
     other = tmp_path / "mine.yaml"

@@ -56,3 +56,25 @@ def test_outside_a_checkout_there_is_no_commit(tmp_path: Path) -> None:
 def test_the_command_is_the_module_and_its_arguments() -> None:
     assert command_line("benchmarks.x", ["--quick", "--out", "a.json"]) == "python -m benchmarks.x --quick --out a.json"
     assert command_line("benchmarks.x", []) == "python -m benchmarks.x"
+
+
+def test_a_registrations_stated_time_is_its_commits() -> None:
+    # A pre-registration proves its order by its commit: a time written by hand can be later than the commit holding it
+    # (one said 16:40 of a commit made at 16:12, before a result at 16:23). So a stated time is a commit's, checked.
+    import re
+
+    root = Path(__file__).resolve().parents[2]
+    listed = subprocess.run(["git", "ls-files", "*.md"], cwd=root, capture_output=True, text=True, check=True).stdout
+    pages = [root / name for name in listed.split() if "/history/" not in name]
+    handwritten = re.compile(r"(?:[Ww]ritten|Registered(?: before any run,)?) \d{4}-\d\d-\d\d \d\d:\d\d UTC")
+    stated = re.compile(r"(?:ommitted in|in) ([0-9a-f]{7,}) (?:at|\(committed) (\d{4}-\d\d-\d\d \d\d:\d\d) UTC")
+    checked = 0
+    for page in pages:
+        text = page.read_text()
+        assert not handwritten.search(text), f"{page.relative_to(root)}: {handwritten.search(text)}"
+        for commit, when in stated.findall(text):
+            shown = subprocess.run(["git", "show", "-s", "--format=%cd", "--date=format-local:%Y-%m-%d %H:%M", commit],
+                                   cwd=root, capture_output=True, text=True, check=True, env={"TZ": "UTC"}).stdout
+            assert shown.strip() == when, f"{page.relative_to(root)}: {commit} was committed at {shown.strip()}"
+            checked += 1
+    assert checked >= 15

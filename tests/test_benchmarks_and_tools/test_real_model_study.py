@@ -230,12 +230,12 @@ def test_the_transfer_s_small_study_is_the_real_model_study_on_the_companion_pol
     file: str, name: str, today_s: bool
 ) -> None:
     """The transfer's small studies (benchmarks/README.md, "The transfer moonshot" and "The transfer again") must stay
-    what their figures say they are: studies/smollm2.yaml with only the policy (the task's companion), the name and
-    the timeout changed; the first without what the real study gained after it was measured."""
+    what their figures say they are: benchmarks/studies/smollm2.yaml with only the policy (the task's companion), the
+    name and the timeout changed; the first without what the real study gained after it was measured."""
     import yaml
 
     root = Path(__file__).resolve().parents[2]
-    real = yaml.safe_load((root / "studies" / "smollm2.yaml").read_text())
+    real = yaml.safe_load((root / "benchmarks" / "studies" / "smollm2.yaml").read_text())
     small = yaml.safe_load((root / "benchmarks" / file).read_text())
     assert small["name"] == name and "timeout" not in small
     assert "sft_model_path" not in small["base"] and real["base"]["sft_model_path"] == "smollm2-135m-instruct"

@@ -24,7 +24,8 @@ def test_each_comparison_is_published_with_its_paired_interval() -> None:
         assert short in readme, arm
         assert full in index, arm
     untuned = RESULT["tuned_minus"]["untuned"]
-    assert f"+0.140, 95% [{untuned['ci_low']:+.3f}, {untuned['ci_high']:+.3f}]" in joined("studies/smollm2_v3.yaml")
+    figure = f"+0.140, 95% [{untuned['ci_low']:+.3f}, {untuned['ci_high']:+.3f}]"
+    assert figure in joined("benchmarks/studies/smollm2_v3.yaml")
 
 
 def test_the_winner_and_the_times_are_the_files() -> None:

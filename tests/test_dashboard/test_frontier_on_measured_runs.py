@@ -70,8 +70,8 @@ FRONTIER_V5 = RESULTS / "real_model_study" / "real_model_study_v5_frontier" / "s
 @pytest.mark.parametrize("version", [5, 6, 7])
 def test_each_text_tasks_frontier_study_reads_a_peak_inside_its_seeded_curves_interval(version: int,
                                                                                       tmp_path: Path) -> None:
-    # Each text task's study with no budget (studies/smollm2_v{5,6,7}_frontier.yaml) ran past gold's peak: the page
-    # and the advice must find the turn, inside the t interval of KL at its curve's 3 seeds' own peaks.
+    # Each text task's study with no budget (benchmarks/studies/smollm2_v{5,6,7}_frontier.yaml) ran past gold's peak:
+    # the page and the advice must find the turn, inside the t interval of KL at its curve's 3 seeds' own peaks.
     curve = RESULTS / "overoptimisation_curve" / f"v{version}" / f"overoptimisation_curve_v{version}.json"
     seeds = json.loads(curve.read_text())["per_seed"].values()
     _, low, high = interval([float(seed["peak_kl"]) for seed in seeds])

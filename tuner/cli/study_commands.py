@@ -57,17 +57,21 @@ def command_list(args: argparse.Namespace) -> int:
 
 
 def command_show(args: argparse.Namespace) -> int:
-    study, _, _ = find_named_study(args.name, args.storage, args.command)
-    show_study(study, args.name)
+    study, url, _ = find_named_study(args.name, args.storage, args.command)
+    show_study(study, args.name, url)
     return 0
 
 
-def show_study(study: optuna.Study, name: str) -> None:
-    """``show``'s report of a study found already: its trial table, winner, savings, aim and edge findings."""
+def show_study(study: optuna.Study, name: str, url: str | None = None) -> None:
+    """``show``'s report of a study found already: its trial table, winner, savings, aim, edge findings and, read
+    from the metrics in ``url`` when given, the searched knobs that never acted."""
     from tuner.run.savings import update_savings
     from tuner.search.frontier_aim import aim_words
     from tuner.search.frontier_sampler import AIM_ATTR
+    from tuner.store.database import open_read_only_engine
+    from tuner.store.records import read_stored_metrics
     from tuner.study.edge_findings import edge_findings, format_edge_findings
+    from tuner.study.inert_knobs import format_inert_findings, inert_findings
     from tuner.study.reports import trials_frame
     from tuner.study.stored_spec import read_stored_spec
     from tuner.study.winner import read_winner
@@ -91,3 +95,7 @@ def show_study(study: optuna.Study, name: str) -> None:
     findings = edge_findings(study.get_trials(deepcopy=False), space, study.directions)
     if findings:
         print(format_edge_findings(findings))
+    if url is not None:
+        inert = inert_findings(read_stored_metrics(open_read_only_engine(url), name), space)
+        if inert:
+            print(format_inert_findings(inert))

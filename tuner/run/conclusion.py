@@ -10,7 +10,10 @@ from rich.console import Console
 
 from tuner.run.failure_streak import SAME_FAILURES_TO_STOP, failure_streak
 from tuner.run.savings import update_savings
+from tuner.store.database import create_engine
+from tuner.store.records import read_stored_metrics
 from tuner.study.edge_findings import edge_findings, format_edge_findings
+from tuner.study.inert_knobs import format_inert_findings, inert_findings
 from tuner.study.reports import trial_reason, trials_frame
 from tuner.study.spec import StudySpec
 from tuner.trial.launch import describe_exit
@@ -20,7 +23,8 @@ def conclude(study: optuna.Study, spec: StudySpec, validation: bool, returncodes
              console: Console) -> int:
     """The end of a run whose workers all ended without a signal: each failed worker named, what the finished
     search says (the searched ranges whose best trials crowd a bound, and what pruning and the KL guard saved; a
-    validation runs every run to the end, so nothing), then why it failed if it did; its exit status."""
+    validation runs every run to the end, so nothing; and a searched knob whose metric shows it never acted), then why
+    it failed if it did; its exit status."""
     trials = study.get_trials(deepcopy=False)
     failed_workers = [(index, code) for index, code in enumerate(returncodes) if code not in (0, 130, 143)]
     status, why = _exit_status(trials, bool(failed_workers), validation)
@@ -28,8 +32,10 @@ def conclude(study: optuna.Study, spec: StudySpec, validation: bool, returncodes
         console.print(f"worker {index} was {describe_exit(code)}" if code < 0
                       else f"worker {index} ended with {describe_exit(code)}", soft_wrap=True)
     findings = format_edge_findings(edge_findings(trials, spec.search_space, study.directions))
+    inert = None if validation else format_inert_findings(inert_findings(
+        read_stored_metrics(create_engine(spec.storage), spec.name), spec.search_space))
     savings = None if validation else update_savings(trials_frame(study))
-    for line in (findings, savings.line() if savings is not None else None, why):
+    for line in (findings, inert, savings.line() if savings is not None else None, why):
         if line:
             console.print(line, soft_wrap=True, markup=False)
     return status

@@ -16,6 +16,7 @@ from tuner.run.conclusion import conclude
 from tuner.run.follow import recover_dead_trials, run_workers
 from tuner.run.worker import FINISHED, open_study
 from tuner.search.kl_target_notice import reach_notice
+from tuner.study.inert_knobs import inert_notice
 from tuner.study.spec import StudySpec
 
 if TYPE_CHECKING:  # only --launcher ray makes one
@@ -37,8 +38,10 @@ def run_study(spec: StudySpec, n_trials: int | None, timeout: float | None, work
     # First: too few GPUs creates no study.
     commands = worker_commands(spec, n_trials, timeout, workers, stored=validation, ray=ray)
     study, messages = open_study(spec, allow_changes=allow_changes)
-    notice = None if validation else reach_notice(spec.search_space, spec.base)  # a validation fixes each config
-    for message in [*messages, *([notice] if notice else [])]:
+    # A validation fixes each configuration: nothing is searched, so nothing is searched in vain.
+    notices = [] if validation else [reach_notice(spec.search_space, spec.base),
+                                     inert_notice(spec.search_space, spec.base)]
+    for message in [*messages, *[notice for notice in notices if notice]]:
         console.print(message, soft_wrap=True, markup=False)
     already = len(study.get_trials(deepcopy=False, states=FINISHED))
     if already:
