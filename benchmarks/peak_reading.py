@@ -2,10 +2,11 @@
 
 It reads each study in each ``--study-db`` (an Optuna database the tuner wrote) and the run directories given with
 ``--runs`` (each a ``ppo-tune train`` output with its ``metrics.jsonl``, read as one trial each, all together as one
-study), through the dashboard's own reading (``dashboard.frontier_reading.read_metrics_peak``): the status ("peak",
-"rising", "falling", "unclear", "none"), the peak's KL and its interval over resampled trials, the curve's rise and
-fall against the runs' noise, the page's headline in words, the advice's title, each trial's own gold peak, and the
-trials whose own path rose and fell clearly (``dashboard.frontier_reading.own_turns``).
+study), through the one reading of a peak (``tuner.search.peak_reading.read_metrics_peak``: the sampler aims by it, the
+page and the advice report it): the status ("peak", "rising", "falling", "unclear", "none"), the peak's KL and its
+interval over resampled trials, the curve's rise and fall against the runs' noise, the page's headline in words, the
+advice's title, each trial's own gold peak, and the trials whose own path rose and fell clearly
+(``tuner.search.peak_reading.own_turns``).
 
     python -m benchmarks.peak_reading --study-db benchmarks/results/real_model_study/real_model_study_v5/study.db \\
         --runs benchmarks/results/overoptimisation_curve/v5/runs/seed_* \\
@@ -30,12 +31,13 @@ import sqlalchemy
 
 from benchmarks.common.json_safe import json_safe
 from dashboard.advice import peak_advice
-from dashboard.frontier_reading import gold_peaks, headline, read_peak
+from dashboard.frontier_reading import gold_peaks, headline
 from dashboard.study_reader import StudyRef, open_reader, study_names
 from ppo_core.metric_names import EVAL_GOLD_SCORE, EVAL_KL, EVAL_SCORE
 from tools.provenance import command_line, commit_at_start
 from tools.quick_mode import RESULTS, add_quick_argument, results_path
 from tuner.search.frontier_points import frontier_source, trajectories
+from tuner.search.peak_reading import read_peak
 
 OUT = RESULTS / "overoptimisation_curve" / "peak_reading.json"
 

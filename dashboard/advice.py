@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dashboard.frontier_reading import PeakReading, unclear_words
+from dashboard.frontier_reading import unclear_words
 from dashboard.health_rules import (
     ADVICE_ENTROPY,
     ADVICE_KL_HIGH,
@@ -42,6 +42,7 @@ from dashboard.health_rules import (
 )
 from dashboard.study_reader import PARAM_PREFIX, StudyView
 from tuner.search.frontier_peak import kl_range
+from tuner.search.peak_reading import PeakReading
 from tuner.study.edge_findings import EdgeFinding
 from tuner.study.inert_knobs import InertFinding
 

@@ -12,9 +12,9 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from dashboard.charts import STATE_WORD, group_colors
-from dashboard.frontier_reading import PeakReading
 from dashboard.palette import FIT_COLOR, FRONT_COLOR, OTHER_STATE_COLOR, STATE_COLORS, THRESHOLD_COLOR, trial_color
 from tuner.search.frontier_peak import kl_range
+from tuner.search.peak_reading import PeakReading
 
 # With points coloured by group, the state moves to the marker's shape.
 STATE_SYMBOLS = {"COMPLETE": "circle", "PRUNED": "x", "FAIL": "diamond", "RUNNING": "triangle-up"}

@@ -23,7 +23,6 @@ import streamlit as st
 
 from dashboard.advice import Advice, study_advice
 from dashboard.frames import health_contexts
-from dashboard.frontier_reading import PeakReading, read_metrics_peak
 from dashboard.health_rules import Finding, diagnose_trials
 from dashboard.study_reader import (
     StudyReader,
@@ -34,6 +33,7 @@ from dashboard.study_reader import (
     study_names,
 )
 from ppo_core.errors import first_line
+from tuner.search.peak_reading import PeakReading, read_metrics_peak
 from tuner.store.database import open_read_only_engine
 from tuner.study.inert_knobs import InertFinding, inert_findings
 

@@ -19,8 +19,9 @@ def frontier_words(storage: str, name: str) -> str | None:
     """The Frontier page's headline on study ``name`` in ``storage``; None for a study that records no held-out gold
     and KL."""
     # Imported here: the reading loads pandas, which a mistyped command line must not wait for.
-    from dashboard.frontier_reading import headline, read_metrics_peak
+    from dashboard.frontier_reading import headline
     from dashboard.study_reader import StudyRef, open_reader
+    from tuner.search.peak_reading import read_metrics_peak
 
     reading = read_metrics_peak(open_reader(StudyRef(storage, name)).metrics())
     return None if reading is None else headline(reading).words

@@ -11,20 +11,18 @@ from dashboard.charts import trial_label
 from dashboard.frames import MISSING, number
 from dashboard.frontier_charts import frontier_figure, trajectory_figure
 from dashboard.frontier_reading import (
-    CLEAR_MULTIPLE,
     FIT_SCOPES,
-    PeakReading,
     final_points,
     fit_points,
     gold_peaks,
     group_peaks,
     headline,
     pareto_front,
-    read_peak,
 )
 from dashboard.ui import PageContext, color_by_picker, keep_valid, picked, run_page, show_table
 from tuner.search.frontier_peak import kl_range
 from tuner.search.frontier_points import FrontierSource, frontier_source, trajectories
+from tuner.search.peak_reading import CLEAR_MULTIPLE, PeakReading, read_peak
 
 TRIALS_KEY, SCOPE_KEY = "frontier_trials", "frontier_fit_scope"
 DEFAULT_PATHS = 4  # trials drawn along their run at first: more tangle into one another

@@ -26,9 +26,9 @@ from dashboard.advice import (
     separation_needed,
     study_advice,
 )
-from dashboard.frontier_reading import read_peak
 from dashboard.health_rules import ADVICE_KL_HIGH, ADVICE_STEP_SIZE, CRITICAL, HealthContext, diagnose_trials
 from dashboard.study_reader import Snapshot, StudyRef, StudyView, build_study_view
+from tuner.search.peak_reading import read_peak
 from tuner.store.attrs import CONFIG_ATTR, KL_GUARD_ATTR, KL_HISTORY_ATTR, PRUNE_REASON_ATTR, SPEC_ATTR
 from tuner.study.constraints import Constraint, constraint_values
 

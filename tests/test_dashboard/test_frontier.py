@@ -11,9 +11,10 @@ import pandas as pd
 import pytest
 
 from dashboard.frontier_charts import frontier_figure, traces_with_role, trajectory_figure
-from dashboard.frontier_reading import final_points, gold_peaks, group_peaks, headline, pareto_front, read_peak
+from dashboard.frontier_reading import final_points, gold_peaks, group_peaks, headline, pareto_front
 from tuner.search.frontier_peak import frontier_peak
 from tuner.search.frontier_points import FrontierSource, frontier_source, study_peak, trajectories
+from tuner.search.peak_reading import read_peak
 
 CURVE_TABLE = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "curve_tables" / "curve_table.jsonl"
 ALPHA, BETA, R0 = 0.4, 0.2, 0.1  # Gao's R(d) = r0 + d (alpha - beta ln d) peaks at d = e, KL = e^2, gold 0.64

@@ -17,18 +17,18 @@ from optuna.distributions import FloatDistribution
 from streamlit.testing.v1 import AppTest
 
 from dashboard.advice import peak_advice
-from dashboard.frontier_reading import (
+from dashboard.frontier_reading import headline
+from dashboard.serve import STORAGE_ENV
+from tuner.search.frontier_peak import FrontierPeak
+from tuner.search.peak_reading import (
     CLEAR_MULTIPLE,
     PeakClearance,
     PeakReading,
-    headline,
     own_turns,
     peak_clearance,
     read_peak,
     run_noise,
 )
-from dashboard.serve import STORAGE_ENV
-from tuner.search.frontier_peak import FrontierPeak
 from tuner.store.database import create_engine, open_storage
 from tuner.store.records import TrialStore, create_tables
 

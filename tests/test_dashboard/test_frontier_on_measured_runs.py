@@ -17,10 +17,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from dashboard.frontier_reading import headline, read_metrics_peak, read_peak
+from dashboard.frontier_reading import headline
 from dashboard.study_reader import StudyRef, open_reader
 from ppo_tune.cli import main
 from tools.published_figures import interval
+from tuner.search.peak_reading import read_metrics_peak, read_peak
 
 RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
 CURVE = RESULTS / "overoptimisation_curve" / "v3" / "overoptimisation_curve_v3.json"

@@ -4,6 +4,7 @@ ranking it gives a race: a configuration clearly better on two seeds ranks above
 from __future__ import annotations
 
 import random
+import shutil
 from pathlib import Path
 
 import optuna
@@ -54,10 +55,12 @@ def test_a_mean_on_more_seeds_moves_less() -> None:
     assert abs(many[0] - 0.85) < abs(few[0] - 0.85)
 
 
-def test_on_the_stored_seventh_task_study_the_configuration_better_on_two_seeds_wins() -> None:
+def test_on_the_stored_seventh_task_study_the_configuration_better_on_two_seeds_wins(tmp_path: Path) -> None:
     # Trial 7 scored 0.574 and 0.545; trial 2, the old winner, 0.505, 0.481 and 0.483. The budget ended before trial
     # 7's third seed, and "more seeds first" threw it away: it was never validated.
-    study = optuna.load_study(study_name="smollm2_v7", storage=f"sqlite:///{STORED_V7}")
+    copy = tmp_path / "study.db"  # a copy: opening the stored file would leave SQLite's side files beside it
+    shutil.copyfile(STORED_V7, copy)
+    study = optuna.load_study(study_name="smollm2_v7", storage=f"sqlite:///{copy}")
     winner = read_winner(study)
     assert winner.best is not None and winner.best.number == 7
     assert [config.root.number for config in winner.race][:2] == [7, 2]
