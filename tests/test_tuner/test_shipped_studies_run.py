@@ -16,6 +16,8 @@ import yaml
 from helpers.studies import shipped_study_files
 
 from ppo_tune.cli import main
+from tuner.store.database import create_engine
+from tuner.store.records import read_metrics
 
 pytestmark = pytest.mark.heavy  # starts studies: scheduled first
 
@@ -49,5 +51,12 @@ def test_a_shipped_study_shrunk_runs_and_best_names_a_winner(
     path.write_text(yaml.safe_dump(shrunk(study, storage)))
     assert main(["run", str(path)]) == 0, capsys.readouterr().err
     capsys.readouterr()
-    assert main(["best", study["name"], "--storage", storage]) == 0, capsys.readouterr().err
-    assert "trial" in capsys.readouterr().out.lower()
+    trainer = study.get("trainer")
+    formats = ["--format", trainer] if trainer else []  # a TRL study's winner as the flags its trials ran
+    assert main(["best", study["name"], "--storage", storage, *formats]) == 0, capsys.readouterr().err
+    printed = capsys.readouterr().out
+    assert ("--learning_rate" in printed) if trainer else ("trial" in printed.lower())
+    if trainer:  # where the policy has barely moved, the held-out KL says so
+        metrics = read_metrics(create_engine(storage), study["name"])
+        first = metrics[metrics["update"] == 1]["eval/kl"].dropna()
+        assert len(first) and first.abs().lt(1.0).all(), first.tolist()
