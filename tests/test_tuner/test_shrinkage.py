@@ -20,7 +20,7 @@ def slow_shrunk(groups: list[list[float]]) -> list[float]:
     """The module's formula, term by term, with plain loops."""
     squares, degrees = 0.0, 0
     for group in groups:
-        if len(group) > 1:
+        if len(group) > 1 and max(group) > min(group):
             centre = sum(group) / len(group)
             squares += sum((x - centre) ** 2 for x in group)
             degrees += len(group) - 1
@@ -45,7 +45,9 @@ def test_shrunk_means_match_the_formula_computed_slowly(seed: int) -> None:
 def test_nothing_is_shrunk_without_a_repeat_to_measure_the_noise_by() -> None:
     assert pooled_noise([[0.5], [0.7]]) is None and shrunk_means([[0.5], [0.7]]) is None
     assert shrunk_means([[0.5, 0.6]]) is None  # one configuration: nothing to shrink toward
-    assert shrunk_means([[0.5, 0.5], [0.7, 0.7]]) == [0.5, 0.7]  # repeats that agree exactly: no noise
+    assert shrunk_means([[0.5, 0.5], [0.7, 0.7]]) is None  # repeats that agree exactly: no noise measured
+    # A configuration stuck at the score's bound on every seed does not shrink the noise the others measured.
+    assert pooled_noise([[0.0, 0.0, 0.0], [0.5, 0.7]]) == pooled_noise([[0.5, 0.7]])
 
 
 def test_a_mean_on_more_seeds_moves_less() -> None:

@@ -8,7 +8,7 @@ toward the mean of all configurations by as much as its own seeds leave it uncer
 
     shrunk_i = mu + tau^2 / (tau^2 + sigma^2 / n_i) * (mean_i - mu)
 
-with sigma^2 the seed noise pooled over the configurations run on two seeds or more,
+with sigma^2 the seed noise pooled over the configurations run on two seeds or more whose runs differ,
 sigma^2 = sum_i (n_i - 1) s_i^2 / sum_i (n_i - 1), mu the mean of the configurations' means and tau^2 their spread
 beyond the noise, tau^2 = max(var(mean_i) - mean(sigma^2 / n_i), TAU2_FLOOR * sigma^2) (the method of moments).
 Without a configuration on two seeds there is no noise to shrink by, and :func:`shrunk_means` says so (None).
@@ -26,15 +26,19 @@ collapsing them all onto one value."""
 
 
 def pooled_noise(groups: Sequence[Sequence[float]]) -> float | None:
-    """sigma^2 = sum_i (n_i - 1) s_i^2 / sum_i (n_i - 1) over the groups of two values or more; None without one.
+    """sigma^2 = sum_i (n_i - 1) s_i^2 / sum_i (n_i - 1) over the groups of two values or more that differ; None
+    without one. A group whose values are all equal is left out: a bounded score stuck at its bound (a run that
+    learned nothing, or hacked gold to 0, on every seed) says nothing of the seeds' noise where runs differ, and
+    counted it would shrink the noise and with it the pull on a lucky mean.
 
-    >>> pooled_noise([[1.0, 3.0], [5.0]])
+    >>> pooled_noise([[1.0, 3.0], [5.0], [0.0, 0.0]])
     2.0
     """
-    degrees = sum(len(group) - 1 for group in groups if len(group) > 1)
+    varying = [group for group in groups if len(group) > 1 and len(set(group)) > 1]
+    degrees = sum(len(group) - 1 for group in varying)
     if degrees == 0:
         return None
-    return sum((len(group) - 1) * statistics.variance(group) for group in groups if len(group) > 1) / degrees
+    return sum((len(group) - 1) * statistics.variance(group) for group in varying) / degrees
 
 
 def shrunk_means(groups: Sequence[Sequence[float]]) -> list[float] | None:
@@ -51,6 +55,4 @@ def shrunk_means(groups: Sequence[Sequence[float]]) -> list[float] | None:
     mu = statistics.fmean(means)
     noise = statistics.fmean(sigma2 / len(group) for group in groups)
     tau2 = max(statistics.variance(means) - noise, TAU2_FLOOR * sigma2)
-    if sigma2 == 0.0:  # every repeat agreed to the last digit: nothing to shrink
-        return means
     return [mu + tau2 / (tau2 + sigma2 / len(group)) * (mean - mu) for group, mean in zip(groups, means, strict=True)]
