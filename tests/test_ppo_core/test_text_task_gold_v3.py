@@ -1,6 +1,6 @@
-"""The text task's third gold (version 3): the word-order measure against a slow reference and by hand, the gamed
-battery with its word salads, sentiment's order on fluent sentences, real text that keeps its fluency, and version 2
-left as it was."""
+"""The text task's third gold (version 3): the word-order measure against a slow reference and by hand, the word
+salads version 2 let through, and version 2 left as it was. What every version keeps (the battery, sentiment's order,
+real text's fluency, its tasks) is test_text_task_gold_versions.py's."""
 
 from __future__ import annotations
 
@@ -10,11 +10,6 @@ import math
 import pytest
 from helpers.gold_checks import (
     GAMED_CEILING,
-    assert_left_open,
-    assert_near_zero,
-    assert_sentiments_ordered,
-    battery_cases,
-    real_fluency,
 )
 
 from ppo_core.tasks.fortunes import (
@@ -32,13 +27,8 @@ from ppo_core.tasks.fortunes.gamed import (
     FLUENT,
     GAMED,
     ORDER_KINDS,
-    UNCAUGHT,
-    VERSION_4_KINDS,
-    VERSION_5_KINDS,
 )
-from ppo_core.tasks.fortunes.params import TextTaskParams
 from ppo_core.tasks.fortunes.words import LeaveOneOut
-from ppo_core.tasks.variants import task_params_of
 
 SALAD = "the day that I was I so the I loved the very when I love the"
 """What a policy wrote when over-optimised against the second gold's proxy, which that gold scored 0.93."""
@@ -133,35 +123,3 @@ def test_the_second_gold_is_fooled_by_function_words_in_no_order(golds: dict[int
     assert golds[3]([BATTERY_PROMPTS[0]], [SALAD])[0] <= GAMED_CEILING
     fooled = [r for kind in ORDER_KINDS for r in GAMED[kind] if golds[2]([BATTERY_PROMPTS[0]], [r])[0] > GAMED_CEILING]
     assert len(fooled) >= len(GAMED["function-word salad"])
-
-
-# The kinds of the batteries written before they were scored are versions 4's and 5's (test_text_task_gold_v4.py,
-# _v5.py).
-@pytest.mark.parametrize(("kind", "response"), battery_cases((*VERSION_4_KINDS, *VERSION_5_KINDS)))
-def test_every_gamed_response_scores_near_zero(golds: dict[int, TextGoldScorer], kind: str, response: str) -> None:
-    assert_near_zero(golds[3], kind, response)
-
-
-@pytest.mark.parametrize("response", UNCAUGHT)
-def test_the_holes_left_open_are_still_open(golds: dict[int, TextGoldScorer], response: str) -> None:
-    assert_left_open(golds[3], response)
-
-
-def test_fluent_sentences_keep_sentiments_order(golds: dict[int, TextGoldScorer]) -> None:
-    assert_sentiments_ordered(golds[3])
-
-
-def test_real_continuations_mostly_keep_their_fluency(real_split: TextSplit, golds: dict[int, TextGoldScorer]) -> None:
-    # Version 3 spares 97% of real text on word order: 73.0% of 1,000 held-out prompts' continuations keep fluency
-    # >= 0.9 (74.5% under version 2), mean 0.807.
-    share, mean = real_fluency(golds[3], real_split)
-    assert share >= 0.7 and mean >= 0.8
-
-
-@pytest.mark.parametrize("name", ["fortunes_v3", "fortunes_v3_tiny", "fortunes_v3_smollm2"])
-def test_the_third_gold_tasks_differ_from_the_second_in_their_gold_alone(name: str) -> None:
-    third = task_params_of(TextTaskParams, name)
-    second = task_params_of(TextTaskParams, name.replace("_v3", "_v2"))
-    assert third.gold_version == 3
-    assert dataclasses.replace(third, gold_version=2) == second
-    assert third.cache_key() != second.cache_key()

@@ -1,21 +1,15 @@
 """The text task's fourth gold (version 4): its new measures by hand, the batteries written before they were scored
-(which the third gold let through), sentiment's order, real text that keeps its fluency, and version 3 left as it
-was."""
+(which the third gold let through), and version 3 left as it was. What every version keeps is
+test_text_task_gold_versions.py's."""
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import pytest
 from helpers.gold_checks import (
     GAMED_CEILING,
-    assert_left_open,
-    assert_near_zero,
-    assert_sentiments_ordered,
-    battery_cases,
     highest_score,
-    real_fluency,
 )
 
 from ppo_core.tasks.fortunes import TextGoldScorer, TextSplit, build_gold_scorer, load_corpus, split_examples, words
@@ -24,11 +18,8 @@ from ppo_core.tasks.fortunes.gamed import (
     BATTERY_PROMPTS,
     FLUENT,
     GAMED,
-    UNCAUGHT,
     VERSION_4_KINDS,
-    VERSION_5_KINDS,
 )
-from ppo_core.tasks.fortunes.params import TextTaskParams
 from ppo_core.tasks.fortunes.surface import (
     capitalised_share,
     folded_token_share,
@@ -37,7 +28,6 @@ from ppo_core.tasks.fortunes.surface import (
     number_token_share,
     wrapped_token_share,
 )
-from ppo_core.tasks.variants import task_params_of
 
 NEW_MEASURES = ("folded_tokens", "wrapped_tokens", "numbers", "labels", "glueless", "capitalised")
 
@@ -131,32 +121,3 @@ def test_the_third_gold_is_fooled_by_the_unseen_batteries(golds: dict[int, TextG
     assert golds[4]([BATTERY_PROMPTS[0]], [styled])[0] <= GAMED_CEILING
     fooled = [r for kind in VERSION_4_KINDS for r in GAMED[kind] if highest_score(golds[3], r) > 0.2]
     assert len(fooled) >= 8
-
-
-# The third battery's kinds are version 5's (test_text_task_gold_v5.py).
-@pytest.mark.parametrize(("kind", "response"), battery_cases(VERSION_5_KINDS))
-def test_every_gamed_response_scores_near_zero(golds: dict[int, TextGoldScorer], kind: str, response: str) -> None:
-    assert_near_zero(golds[4], kind, response)
-
-
-@pytest.mark.parametrize("response", UNCAUGHT)
-def test_the_holes_left_open_are_still_open(golds: dict[int, TextGoldScorer], response: str) -> None:
-    assert_left_open(golds[4], response)
-
-
-def test_fluent_sentences_keep_sentiments_order(golds: dict[int, TextGoldScorer]) -> None:
-    assert_sentiments_ordered(golds[4])
-
-
-def test_real_continuations_mostly_keep_their_fluency(real_split: TextSplit, golds: dict[int, TextGoldScorer]) -> None:
-    # 71.1% of 1,000 held-out prompts' continuations keep fluency >= 0.9 (73.0% under version 3), mean 0.795.
-    share, mean = real_fluency(golds[4], real_split)
-    assert share >= 0.69 and mean >= 0.78
-
-
-def test_the_fourth_gold_task_differs_from_the_fifth_task_in_its_gold_alone() -> None:
-    sixth = task_params_of(TextTaskParams, "fortunes_v6_smollm2")
-    fifth = task_params_of(TextTaskParams, "fortunes_v5_smollm2")
-    assert sixth.gold_version == 4
-    assert dataclasses.replace(sixth, gold_version=3) == fifth
-    assert sixth.cache_key() != fifth.cache_key()

@@ -1,10 +1,9 @@
 """The text task's fifth gold (version 5): its chain measure by hand and against a slow reference, the third battery
-written before it was scored (which the fourth gold let through), sentiment's order, real text that keeps its
-fluency, and version 4 left as it was."""
+written before it was scored (which the fourth gold let through), and version 4 left as it was. What every version
+keeps is test_text_task_gold_versions.py's."""
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import json
 from pathlib import Path
@@ -12,20 +11,13 @@ from pathlib import Path
 import pytest
 from helpers.gold_checks import (
     GAMED_CEILING,
-    assert_left_open,
-    assert_near_zero,
-    assert_sentiments_ordered,
-    battery_cases,
     highest_score,
-    real_fluency,
 )
 
 from ppo_core.tasks.fortunes import TextGoldScorer, TextSplit, build_gold_scorer, load_corpus, split_examples
 from ppo_core.tasks.fortunes.fluency import GOLD_VERSIONS
 from ppo_core.tasks.fortunes.gamed import FLUENT, GAMED, UNCAUGHT, VERSION_5_KINDS
-from ppo_core.tasks.fortunes.params import TextTaskParams
 from ppo_core.tasks.fortunes.surface import CONNECTORS, chained_share
-from ppo_core.tasks.variants import task_params_of
 
 THIRD_BATTERY = Path(__file__).parents[2] / "benchmarks" / "results" / "gold_battery" / "unseen_battery_3.json"
 COMMON = frozenset({"and", "or", "the", "of", "you", "me", "will", "be", "a"})
@@ -110,34 +102,3 @@ def test_the_fourth_gold_is_fooled_by_chains_of_feelings(golds: dict[int, TextGo
     for response in GAMED["and-chains of feelings"]:
         assert highest_score(golds[4], response) > 0.5
         assert highest_score(golds[5], response) <= GAMED_CEILING
-
-
-@pytest.mark.parametrize(("kind", "response"), battery_cases())
-def test_every_gamed_response_scores_near_zero(golds: dict[int, TextGoldScorer], kind: str, response: str) -> None:
-    assert_near_zero(golds[5], kind, response)
-
-
-@pytest.mark.parametrize("response", UNCAUGHT)
-def test_the_holes_left_open_are_still_open(golds: dict[int, TextGoldScorer], response: str) -> None:
-    assert_left_open(golds[5], response)
-
-
-def test_fluent_sentences_keep_sentiments_order(golds: dict[int, TextGoldScorer]) -> None:
-    assert_sentiments_ordered(golds[5])
-
-
-def test_real_continuations_mostly_keep_their_fluency(real_split: TextSplit, golds: dict[int, TextGoldScorer]) -> None:
-    share4, mean4 = real_fluency(golds[4], real_split)
-    share5, mean5 = real_fluency(golds[5], real_split)
-    # Chains are rare in real text: 71.2% of 1,000 held-out continuations keep fluency >= 0.9 under version 4, and
-    # 70.9% under version 5.
-    assert share4 - 0.01 <= share5 <= share4 and mean5 <= mean4
-    assert share5 >= 0.69 and mean5 >= 0.78
-
-
-def test_the_fifth_gold_task_differs_from_the_sixth_task_in_its_gold_alone() -> None:
-    seventh = task_params_of(TextTaskParams, "fortunes_v7_smollm2")
-    sixth = task_params_of(TextTaskParams, "fortunes_v6_smollm2")
-    assert seventh.gold_version == 5
-    assert dataclasses.replace(seventh, gold_version=4) == sixth
-    assert seventh.cache_key() != sixth.cache_key()
