@@ -10,7 +10,6 @@ import torch
 
 POLICY_DIR = "policy"
 REWARD_MODEL_DIR = "reward_model"
-BUILD_INFO = "build_info.json"
 EVAL_TEMPERATURES = (1.0, 0.7)
 
 

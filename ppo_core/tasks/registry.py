@@ -24,8 +24,9 @@ from ppo_core.errors import first_line
 from ppo_core.models.cache_root import default_cache_dir
 from ppo_core.models.loading import UNREADABLE
 from ppo_core.models.paths import resolve_model
-from ppo_core.tasks.build import BUILD_INFO, POLICY_DIR, REWARD_MODEL_DIR
+from ppo_core.tasks.build import POLICY_DIR, REWARD_MODEL_DIR
 from ppo_core.tasks.builtin_task import BuiltinTask
+from ppo_core.tasks.cache_dirs import BUILD_INFO, is_built, task_dir
 from ppo_core.tasks.fortunes.build import build_text_task
 from ppo_core.tasks.fortunes.params import TextTaskParams
 from ppo_core.tasks.fortunes.probe_proxy import proxy_text
@@ -38,15 +39,10 @@ from ppo_core.tasks.variants import TASK_NAMES, VARIANTS, AnyTaskParams, task_pa
 
 # The variants live in ppo_core.tasks.variants (torch-free, for the config's checks); they are named here too, beside
 # the builds, for the callers that read both.
-__all__ = ["TASK_NAMES", "VARIANTS", "default_cache_dir", "get_task", "task_dir", "task_params", "task_params_of"]
+__all__ = ["TASK_NAMES", "VARIANTS", "default_cache_dir", "get_task", "is_built", "task_dir", "task_params",
+           "task_params_of"]
 
 logger = logging.getLogger(__name__)
-
-def task_dir(name: str, cache_dir: str | os.PathLike[str] | None = None, seed: int | None = None) -> Path:
-    """Where the named task (of ``seed``) is or will be cached: its parameters' hash names it."""
-    root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    return root / "tasks" / f"{name}-{task_params(name, seed).cache_key()}"
-
 
 def _is_complete(directory: Path) -> bool:
     return (directory / BUILD_INFO).is_file()

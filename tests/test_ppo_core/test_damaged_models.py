@@ -15,7 +15,8 @@ from ppo_core.config.checks import ConfigError
 from ppo_core.models.loading import LoadOptions, load_causal_lm
 from ppo_core.rewards.models import SequenceClassifierReward
 from ppo_core.tasks import get_task
-from ppo_core.tasks.build import BUILD_INFO, REWARD_MODEL_DIR
+from ppo_core.tasks.build import REWARD_MODEL_DIR
+from ppo_core.tasks.cache_dirs import BUILD_INFO
 from ppo_core.tasks.registry import task_dir
 from tools import tiny_models
 

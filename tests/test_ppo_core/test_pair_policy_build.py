@@ -21,7 +21,7 @@ from helpers.tiny_runs import letter_run
 from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
 
 from ppo_core.tasks import registry
-from ppo_core.tasks.build import BUILD_INFO
+from ppo_core.tasks.cache_dirs import BUILD_INFO
 from ppo_core.tasks.fortunes import load_corpus, split_examples
 from ppo_core.tasks.fortunes.build import build_text_task
 from ppo_core.tasks.fortunes.params import TextTaskParams

@@ -24,7 +24,7 @@ from transformers import (
 )
 
 from ppo_core.tasks import TASK_NAMES, BuiltinTask, get_task, registry
-from ppo_core.tasks.build import BUILD_INFO
+from ppo_core.tasks.cache_dirs import BUILD_INFO
 from ppo_core.tasks.graph.build import task_graph
 from ppo_core.tasks.graph.gold import PARTIAL_MAX, GoldScorer, score_walk
 from ppo_core.tasks.graph.graph import Graph, goal_walk, shortest_path

@@ -16,7 +16,7 @@ import yaml
 from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
 
 from ppo_core.tasks import BuiltinTask, get_task, registry
-from ppo_core.tasks.build import BUILD_INFO
+from ppo_core.tasks.cache_dirs import BUILD_INFO
 from ppo_core.tasks.fortunes import TextGoldScorer, build_gold_scorer, load_corpus, split_examples
 from ppo_core.tasks.fortunes.pairs import DEFAULT_MARGIN
 from ppo_core.tasks.fortunes.params import TextTaskParams

@@ -14,6 +14,7 @@ from rich.console import Console
 from tuner.run.commands import worker_commands
 from tuner.run.conclusion import conclude
 from tuner.run.follow import recover_dead_trials, run_workers
+from tuner.run.task_build import build_task_first
 from tuner.run.worker import FINISHED, open_study
 from tuner.search.kl_target_notice import reach_notice
 from tuner.study.inert_knobs import inert_notice
@@ -48,6 +49,8 @@ def run_study(spec: StudySpec, n_trials: int | None, timeout: float | None, work
         console.print(f"resuming study {spec.name!r}: {already} trials already finished")
     # The study's tables are made by each worker as it opens the study (tuner.run.worker.run_worker).
     recover_dead_trials(study, spec.heartbeat_interval, console)
+    if ray is None:  # a Ray cluster's nodes build on their own disks
+        build_task_first(spec.base, spec.search_space, console)
     stopped, returncodes = run_workers(commands, ray, study, spec, n_trials, already, console)
     if stopped is not None:
         how = "terminated (SIGTERM)" if stopped == 143 else "interrupted"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import logging
 import os
 import random
 import time
@@ -26,7 +27,8 @@ from transformers import GPT2LMHeadModel, PreTrainedModel, PreTrainedTokenizerBa
 
 from ppo_core.models.loading import load_causal_lm, load_tokenizer
 from ppo_core.models.paths import resolve_model
-from ppo_core.tasks.build import BUILD_INFO, EVAL_TEMPERATURES, POLICY_DIR, REWARD_MODEL_DIR, torch_build_state
+from ppo_core.tasks.build import EVAL_TEMPERATURES, POLICY_DIR, REWARD_MODEL_DIR, torch_build_state
+from ppo_core.tasks.cache_dirs import BUILD_INFO
 from ppo_core.tasks.fortunes.pairs import ScoredResponse, TextPreferencePair, all_pairs
 from ppo_core.tasks.fortunes.params import TEXT_BUILD_VERSION, TextTaskParams
 from ppo_core.tasks.fortunes.policy_samples import PolicySample, policy_chunks
@@ -39,6 +41,12 @@ from ppo_core.tasks.fortunes.task_data import TextTaskData, text_task_data
 from ppo_core.tasks.fortunes.tokenizer import build_word_tokenizer
 from ppo_core.tasks.reward_model import response_scores, train_reward_model
 from ppo_core.tasks.sampling import mean_gold, sample_responses_cached
+
+logger = logging.getLogger(__name__)
+STAGE_WORDS = {"data": "the corpus, its split and the tokenizers", "sft": "the companion policy's fine-tuning",
+               "rm_pairs": "the proxy's preference pairs", "reward_model": "the proxy", "report": "the build's report",
+               "save": "saving"}
+"""What each stage a text task's build logs did, in words."""
 
 REPORTED_SAMPLES = 5
 """Held-out prompts whose SFT samples (at temperature 1.0) the build info shows, with their gold."""
@@ -231,6 +239,14 @@ def _save(out_dir: Path, policy: GPT2LMHeadModel, policy_tok: PreTrainedTokenize
                 f.write(json.dumps({"split": split, **asdict(pair)}) + "\n")
 
 
+def _say_done(name: str, stage: str, so_far: float, before: float) -> float:
+    """Log that ``stage`` of task ``name``'s build is done, ``so_far`` seconds in, the stages before it having taken
+    ``before``; the seconds it took."""
+    took = so_far - before
+    logger.info("task %s: %s done in %.0f s (%.0f s so far)", name, STAGE_WORDS.get(stage, stage), took, so_far)
+    return took
+
+
 def build_text_task(name: str, params: TextTaskParams, out_dir: Path, work_dir: Path | None = None) -> dict[str, Any]:
     """Build the task into ``out_dir`` (which must exist) and return the build info written there. A task with a
     ``pair_policy`` keeps that policy's samples in ``work_dir`` (made if missing; ``out_dir`` when None) as they are
@@ -242,7 +258,7 @@ def build_text_task(name: str, params: TextTaskParams, out_dir: Path, work_dir: 
                          f"task {name!r} names no pair_policy")
 
     def lap(stage: str) -> None:
-        seconds[stage] = time.perf_counter() - started - sum(seconds.values())
+        seconds[stage] = _say_done(name, stage, time.perf_counter() - started, sum(seconds.values()))
 
     data = text_task_data(params)
     policy_tok = build_word_tokenizer(data.train_texts, params.vocab_size, params.n_positions, padding_side="left")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,6 +75,7 @@ def policy_chunks(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, pr
     staged = path.with_name(path.name + ".tmp")
     staged.write_text("".join(_line(index, samples) for index, samples in sorted(done.items())))
     staged.replace(path)
+    started, drawn, report_every = time.perf_counter(), 0, max(1, len(chunks) // 20)
     with path.open("a") as out:
         for index, chunk in enumerate(chunks):
             if index not in done:
@@ -83,4 +85,10 @@ def policy_chunks(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, pr
                 done[index] = [PolicySample(p, r) for p, r in zip(batch, responses, strict=True)]
                 out.write(_line(index, done[index]))
                 out.flush()
+                drawn += 1
+                if drawn % report_every == 0:  # about twenty lines over the draw, each with the time it has left
+                    left = sum(1 for later in range(index + 1, len(chunks)) if later not in done)
+                    per_chunk = (time.perf_counter() - started) / drawn
+                    logger.info("sampling the pair policy's responses: chunk %d of %d, about %.0f s left at most",
+                                index + 1, len(chunks), left * per_chunk)
             yield done[index]

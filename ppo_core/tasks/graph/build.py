@@ -7,6 +7,7 @@ The build is a pure function of ``TaskParams``: every random choice comes from a
 from __future__ import annotations
 
 import json
+import logging
 import random
 import time
 import uuid
@@ -19,7 +20,8 @@ import torch
 import transformers
 from transformers import GPT2ForSequenceClassification, GPT2LMHeadModel, PreTrainedTokenizerFast
 
-from ppo_core.tasks.build import BUILD_INFO, EVAL_TEMPERATURES, POLICY_DIR, REWARD_MODEL_DIR, torch_build_state
+from ppo_core.tasks.build import EVAL_TEMPERATURES, POLICY_DIR, REWARD_MODEL_DIR, torch_build_state
+from ppo_core.tasks.cache_dirs import BUILD_INFO
 from ppo_core.tasks.graph.gold import GoldScorer
 from ppo_core.tasks.graph.graph import Graph, random_connected_graph
 from ppo_core.tasks.graph.pairs import PreferencePair, sample_pairs
@@ -29,6 +31,8 @@ from ppo_core.tasks.graph.sft import sample_sft_batch, train_sft
 from ppo_core.tasks.graph.tokenizer import build_tokenizer
 from ppo_core.tasks.reward_model import format_for_reward, pairwise_accuracy, score_ids, train_reward_model
 from ppo_core.tasks.sampling import mean_gold, sample_responses
+
+logger = logging.getLogger(__name__)
 
 
 def _stream(params: TaskParams, purpose: str) -> random.Random:
@@ -129,6 +133,7 @@ def build_task(name: str, params: TaskParams, out_dir: Path) -> dict[str, Any]:
     with torch_build_state(params.seed):
         policy, sft_losses = train_sft(graph, policy_tok, params, _stream(params, "sft"))
         sft_seconds = time.perf_counter() - started
+        logger.info("task %s: the SFT policy done in %.0f s; the reward model next", name, sft_seconds)
 
         pair_rng = _stream(params, "pairs")
         train_pairs = sample_pairs(graph, params, params.rm_train_pairs, pair_rng)
@@ -136,6 +141,8 @@ def build_task(name: str, params: TaskParams, out_dir: Path) -> dict[str, Any]:
         rm_generator = torch.Generator().manual_seed(params.seed)
         reward_model, rm_losses = train_reward_model(policy, rm_tok, train_pairs, params, rm_generator)
         rm_seconds = time.perf_counter() - started - sft_seconds
+        logger.info("task %s: the reward model done in %.0f s (%.0f s so far)", name, rm_seconds,
+                    time.perf_counter() - started)
         if params.policy_n_embd is not None:  # a policy of its own width, trained on the same walks
             torch.manual_seed(params.seed)
             policy, sft_losses = train_sft(graph, policy_tok, params, _stream(params, "sft"), params.policy_n_embd)
