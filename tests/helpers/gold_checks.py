@@ -3,14 +3,27 @@ fluent sentences in sentiment's order, and real text that keeps its fluency."""
 
 from __future__ import annotations
 
+import functools
 import statistics
 from collections.abc import Iterable
 
-from ppo_core.tasks.fortunes import TextGoldScorer, TextSplit
+from ppo_core.tasks.fortunes import TextGoldScorer, TextSplit, build_gold_scorer, load_corpus, split_examples
 from ppo_core.tasks.fortunes.gamed import BATTERY_PROMPTS, FLUENT, GAMED
 
 GAMED_CEILING = 0.1
 """The most gold any gamed response of the battery may score."""
+
+
+@functools.cache
+def real_split() -> TextSplit:
+    """The split the golds' checks read real text from: 1,000 held-out prompts, seed 0 (built once a process)."""
+    return split_examples(load_corpus().texts, num_heldout=1000, seed=0)
+
+
+@functools.cache
+def gold_of(version: int) -> TextGoldScorer:
+    """Gold of ``version`` built on :func:`real_split`'s training texts, once a process for every test file."""
+    return build_gold_scorer([example.text for example in real_split().train], version=version)
 
 
 def highest_score(gold: TextGoldScorer, response: str) -> float:

@@ -10,15 +10,12 @@ import math
 import pytest
 from helpers.gold_checks import (
     GAMED_CEILING,
+    gold_of,
 )
 
 from ppo_core.tasks.fortunes import (
     CorpusCounts,
     TextGoldScorer,
-    TextSplit,
-    build_gold_scorer,
-    load_corpus,
-    split_examples,
     words,
 )
 from ppo_core.tasks.fortunes.fluency import GOLD_VERSIONS, SHRINK, pair_shortfall
@@ -92,14 +89,8 @@ def test_pair_shortfall_reads_the_counts_it_is_given() -> None:
 
 
 @pytest.fixture(scope="module")
-def real_split() -> TextSplit:
-    return split_examples(load_corpus().texts, num_heldout=1000, seed=0)
-
-
-@pytest.fixture(scope="module")
-def golds(real_split: TextSplit) -> dict[int, TextGoldScorer]:
-    texts = [example.text for example in real_split.train]
-    return {version: build_gold_scorer(texts, version=version) for version in (2, 3)}
+def golds() -> dict[int, TextGoldScorer]:
+    return {version: gold_of(version) for version in (2, 3)}
 
 
 def test_the_third_version_is_the_second_with_a_judge_of_word_order() -> None:

@@ -9,10 +9,11 @@ import math
 import pytest
 from helpers.gold_checks import (
     GAMED_CEILING,
+    gold_of,
     highest_score,
 )
 
-from ppo_core.tasks.fortunes import TextGoldScorer, TextSplit, build_gold_scorer, load_corpus, split_examples, words
+from ppo_core.tasks.fortunes import TextGoldScorer, words
 from ppo_core.tasks.fortunes.fluency import GOLD_VERSIONS
 from ppo_core.tasks.fortunes.gamed import (
     BATTERY_PROMPTS,
@@ -89,14 +90,8 @@ def test_capitalised_share(text: str, share: float) -> None:
 
 
 @pytest.fixture(scope="module")
-def real_split() -> TextSplit:
-    return split_examples(load_corpus().texts, num_heldout=1000, seed=0)
-
-
-@pytest.fixture(scope="module")
-def golds(real_split: TextSplit) -> dict[int, TextGoldScorer]:
-    texts = [example.text for example in real_split.train]
-    return {version: build_gold_scorer(texts, version=version) for version in (3, 4)}
+def golds() -> dict[int, TextGoldScorer]:
+    return {version: gold_of(version) for version in (3, 4)}
 
 
 def test_the_fourth_version_is_the_third_with_six_measures_more() -> None:

@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 from helpers.gold_checks import (
     GAMED_CEILING,
+    gold_of,
     highest_score,
 )
 
-from ppo_core.tasks.fortunes import TextGoldScorer, TextSplit, build_gold_scorer, load_corpus, split_examples
+from ppo_core.tasks.fortunes import TextGoldScorer
 from ppo_core.tasks.fortunes.fluency import GOLD_VERSIONS
 from ppo_core.tasks.fortunes.gamed import FLUENT, GAMED, UNCAUGHT, VERSION_5_KINDS
 from ppo_core.tasks.fortunes.surface import CONNECTORS, chained_share
@@ -64,14 +65,8 @@ def test_chained_share_matches_a_slow_reference() -> None:
 
 
 @pytest.fixture(scope="module")
-def real_split() -> TextSplit:
-    return split_examples(load_corpus().texts, num_heldout=1000, seed=0)
-
-
-@pytest.fixture(scope="module")
-def golds(real_split: TextSplit) -> dict[int, TextGoldScorer]:
-    texts = [example.text for example in real_split.train]
-    return {version: build_gold_scorer(texts, version=version) for version in (4, 5)}
+def golds() -> dict[int, TextGoldScorer]:
+    return {version: gold_of(version) for version in (4, 5)}
 
 
 def test_the_fifth_version_is_the_fourth_with_the_chain_measure() -> None:

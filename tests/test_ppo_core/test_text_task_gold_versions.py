@@ -13,10 +13,12 @@ from helpers.gold_checks import (
     assert_near_zero,
     assert_sentiments_ordered,
     battery_cases,
+    gold_of,
     real_fluency,
+    real_split,
 )
 
-from ppo_core.tasks.fortunes import TextGoldScorer, TextSplit, build_gold_scorer, load_corpus, split_examples
+from ppo_core.tasks.fortunes import TextGoldScorer
 from ppo_core.tasks.fortunes.gamed import UNCAUGHT, VERSION_4_KINDS, VERSION_5_KINDS
 from ppo_core.tasks.fortunes.params import TextTaskParams
 from ppo_core.tasks.variants import task_params_of
@@ -33,14 +35,8 @@ TASK_PAIRS = [("fortunes_v3", "fortunes_v2", 3), ("fortunes_v3_tiny", "fortunes_
 
 
 @pytest.fixture(scope="module")
-def real_split() -> TextSplit:
-    return split_examples(load_corpus().texts, num_heldout=1000, seed=0)
-
-
-@pytest.fixture(scope="module")
-def golds(real_split: TextSplit) -> dict[int, TextGoldScorer]:
-    texts = [example.text for example in real_split.train]
-    return {version: build_gold_scorer(texts, version=version) for version in (3, 4, 5)}
+def golds() -> dict[int, TextGoldScorer]:
+    return {version: gold_of(version) for version in (3, 4, 5)}
 
 
 @pytest.mark.parametrize(("version", "kind", "response"),
@@ -62,8 +58,8 @@ def test_fluent_sentences_keep_sentiments_order(golds: dict[int, TextGoldScorer]
     assert_sentiments_ordered(golds[version])
 
 
-def test_real_continuations_mostly_keep_their_fluency(real_split: TextSplit, golds: dict[int, TextGoldScorer]) -> None:
-    measured = {version: real_fluency(golds[version], real_split) for version in REAL_FLUENCY}
+def test_real_continuations_mostly_keep_their_fluency(golds: dict[int, TextGoldScorer]) -> None:
+    measured = {version: real_fluency(golds[version], real_split()) for version in REAL_FLUENCY}
     for version, (least_share, least_mean) in REAL_FLUENCY.items():
         share, mean = measured[version]
         assert share >= least_share and mean >= least_mean, version

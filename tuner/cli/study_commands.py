@@ -10,6 +10,7 @@ from tuner.cli.common import UsageError, default_workers, find_named_study, laun
 
 if TYPE_CHECKING:  # imported where a command runs: a mistyped command line must not wait for Optuna
     import optuna
+    import pandas as pd
 
 
 def command_run(args: argparse.Namespace) -> int:
@@ -57,19 +58,21 @@ def command_list(args: argparse.Namespace) -> int:
 
 
 def command_show(args: argparse.Namespace) -> int:
+    from tuner.store.database import open_read_only_engine
+    from tuner.store.records import read_stored_metrics
+
     study, url, _ = find_named_study(args.name, args.storage, args.command)
-    show_study(study, args.name, url)
+    show_study(study, args.name, read_stored_metrics(open_read_only_engine(url), args.name))
     return 0
 
 
-def show_study(study: optuna.Study, name: str, url: str | None = None) -> None:
-    """``show``'s report of a study found already: its trial table, winner, savings, aim, edge findings and, read
-    from the metrics in ``url`` when given, the searched knobs that never acted."""
+def show_study(study: optuna.Study, name: str, metrics: pd.DataFrame | None = None) -> None:
+    """``show``'s report of a study found already: its trial table, winner, savings, aim, edge findings and, from its
+    ``metrics`` frame when given (read once by the caller, who may read it for more), the searched knobs that never
+    acted."""
     from tuner.run.savings import update_savings
     from tuner.search.frontier_aim import aim_words
     from tuner.search.frontier_sampler import AIM_ATTR
-    from tuner.store.database import open_read_only_engine
-    from tuner.store.records import read_stored_metrics
     from tuner.study.edge_findings import edge_findings, format_edge_findings
     from tuner.study.inert_knobs import format_inert_findings, inert_findings
     from tuner.study.reports import trials_frame
@@ -95,7 +98,6 @@ def show_study(study: optuna.Study, name: str, url: str | None = None) -> None:
     findings = edge_findings(study.get_trials(deepcopy=False), space, study.directions)
     if findings:
         print(format_edge_findings(findings))
-    if url is not None:
-        inert = inert_findings(read_stored_metrics(open_read_only_engine(url), name), space)
-        if inert:
-            print(format_inert_findings(inert))
+    inert = [] if metrics is None else inert_findings(metrics, space)
+    if inert:
+        print(format_inert_findings(inert))
