@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ppo_core.metric_names import EVAL_METRICS, EVAL_PREFIX, GUARDED_METRICS
+from ppo_core.metric_names import EVAL_METRICS, EVAL_PREFIX, EVAL_SCORE, GUARDED_METRICS, HELD_OUT_JUDGE_METRICS
 from tuner.store.attrs import DEFAULT_KL_METRIC, DEFAULT_KL_THRESHOLD
 from tuner.store.records import METRIC_KEYS
 
@@ -301,9 +301,37 @@ def over_optimisation(metrics: pd.DataFrame, context: HealthContext) -> Finding 
     )
 
 
+def judge_turned(metrics: pd.DataFrame, context: HealthContext) -> Finding | None:
+    """The held-out proxy score (``eval/score``) kept rising after the held-out judge peaked and fell back by at
+    least :data:`GOLD_GIVE_BACK` of its gain: the policy games what it trains on, where a judge it never trains on can
+    see it. Read on the evaluations alone (a run evaluates a handful of times, too few to measure their noise), so
+    it is a sign to read the samples by, not a verdict."""
+    judge = next((m for m in HELD_OUT_JUDGE_METRICS if m in metrics.columns and metrics[m].notna().any()), None)
+    if judge is None or EVAL_SCORE not in metrics.columns:
+        return None
+    values = _floats(metrics, ["update", EVAL_SCORE, judge])
+    values = values[np.isfinite(values).all(axis=1)]
+    if len(values) < 3:
+        return None
+    proxy, verdict = values[:, 1], values[:, 2]
+    peak_at = int(np.argmax(verdict))
+    gain, given_back = float(verdict[peak_at] - verdict[0]), float(verdict[peak_at] - verdict[-1])
+    if peak_at >= len(verdict) - 1 or gain <= 0 or given_back < GOLD_GIVE_BACK * gain or proxy[-1] <= proxy[peak_at]:
+        return None
+    update = int(values[peak_at, 0])
+    return Finding(
+        "judge_turned", WARNING, f"Proxy up, held-out judge down ({judge})",
+        f"after the evaluation at update {update} eval/score rose {proxy[peak_at]:.3g} → {proxy[-1]:.3g} while "
+        f"{judge} fell {verdict[peak_at]:.3g} → {verdict[-1]:.3g}, giving back {given_back / gain:.0%} of its gain "
+        f"({len(values)} evaluations: too few to measure their noise; read the samples)",
+        f"The policy is gaming its reward: prefer the policy from around update {update}. "
+        f"{ADVICE_OVER_OPTIMISATION}", update,
+    )
+
+
 RULES: tuple[Callable[[pd.DataFrame, HealthContext], Finding | None], ...] = (
     non_finite, kl_blow_up, kl_high, kl_collapse, value_loss_diverging, entropy_collapse, clipfrac_high,
-    approxkl_high, over_optimisation,
+    approxkl_high, over_optimisation, judge_turned,
 )
 
 

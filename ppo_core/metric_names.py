@@ -45,6 +45,31 @@ EVAL_RESPONSE_LENGTH = "eval/response_length"
 EVAL_SECONDS = "time/eval_s"
 EVAL_METRICS = (EVAL_SCORE, EVAL_KL, EVAL_RESPONSE_LENGTH, EVAL_SECONDS)
 
+# The held-out judges' metrics (ppo_core.judges), reported on evaluation updates of a run that has a judge: a built-in
+# task's gold is its judge unless the config names others. Judges score held-out answers only, never a training
+# rollout. ``eval/judge_score`` is the judges' weighted sum, what a study tunes where it trusts the judge; each judge's
+# own mean is ``eval/judge/<name>`` when there are several; ``eval/judge_win_rate`` is a pairwise judge's share of
+# held-out prompts on which it prefers the policy's answer to the reference policy's.
+EVAL_JUDGE_SCORE = "eval/judge_score"
+GOLD_JUDGE = "gold"  # a built-in task's gold, as a judge
+EVAL_JUDGE_WIN_RATE = "eval/judge_win_rate"
+HELD_OUT_JUDGE_METRICS = (EVAL_JUDGE_SCORE, EVAL_JUDGE_WIN_RATE, EVAL_GOLD_SCORE)
+"""Metrics that are a held-out judge's verdict, in the order a reader that needs one takes the first recorded:
+``eval/gold_score`` last, the name studies recorded before the judge channel existed."""
+
+# Signals of reward hacking that need no judge (ppo_core.run.hacking_signals), reported on every evaluation update:
+# what a policy that games its reward tends to do to its held-out answers.
+EVAL_DISTINCT_2 = "eval/distinct_2grams"  # distinct word pairs / all word pairs, pooled over the answers
+EVAL_REPEATED_3 = "eval/repeated_3grams"  # share of an answer's word triples that repeat one earlier in it
+EVAL_AT_LIMIT = "eval/at_length_limit"  # share of answers that ran to response_length without a stop
+EVAL_ENTROPY = "eval/entropy"  # mean per-token -log pi of the sampled answers: a sample estimate of entropy
+HACKING_SIGNALS = (EVAL_DISTINCT_2, EVAL_REPEATED_3, EVAL_AT_LIMIT, EVAL_ENTROPY)
+
+
+def judge_metric(name: str) -> str:
+    """The metric of one judge's own mean held-out score, reported when a run has several judges."""
+    return f"eval/judge/{name}"
+
 # Groups that measure the machine rather than the run: two identical runs (same seed, same config) differ in them.
 MACHINE_METRIC_GROUPS = ("time/", "memory/")
 

@@ -16,6 +16,7 @@ from dashboard.ui import PageContext, escape_markdown, keep_valid, run_page, sho
 from dashboard.validation_view import lengths_frame, validation_caption, validation_figure, validation_frame
 from tuner.production.horizon import HELD_WITHIN
 from tuner.production.validation import validation_study_name
+from tuner.study.judge_notice import no_judge_notice
 
 TABLE_KEY = "trial_table"
 SHOWN_KEY = "_trial_table_numbers"  # the trial number of each table row, for the selection callback
@@ -113,6 +114,9 @@ def render(context: PageContext) -> None:
         st.markdown(f"**Frontier-guided search**: {escape_markdown(view.aim)}.")
     for finding in view.edge_findings:
         st.warning(f"**Edge of the search space**: {escape_markdown(finding.message)}")
+    judgeless = no_judge_notice(view.spec.objectives, view.spec.base) if view.spec.mapping is not None else None
+    if judgeless is not None:
+        st.warning(f"**No held-out judge**: {escape_markdown(judgeless.split(': ', 1)[1])}")
     for inert in session.inert(context.ref.url, context.ref.name, context.token):
         st.warning(f"**A searched knob that did nothing**: {escape_markdown(inert.words())}")
     _validation(context)

@@ -298,6 +298,34 @@ class PPOConfig(ScriptArguments, ModelConfig, ConfigReadings):
                             "untuned policy's held-out gold and proxy, for each run to be read against "
                             "(TrainingArguments' name). Needs eval_steps."),
     )
+    judge_model_path: str | None = field(
+        default=None,
+        metadata=field_help(
+            "A held-out judge: a sequence-classification model directory or hub name, or 'module:function' with "
+            "TRL GRPOTrainer's reward signature. It scores the held-out evaluations only, never a training rollout, "
+            "and the trained reward never sees it; its mean is eval/judge_score, what a study should tune where the "
+            "reward can be gamed. null: a built-in task's gold is the judge, and a run of your own has none. Needs "
+            "eval_steps."),
+    )
+    judge_funcs: list[str] | None = field(
+        default=None,
+        metadata=field_help("More held-out judges, each 'module:function' or a reward model, scored after "
+                            "judge_model_path and summed with judge_weights into eval/judge_score; each judge's own "
+                            "mean is eval/judge/<name>."),
+    )
+    judge_weights: list[float] | None = field(
+        default=None,
+        metadata=field_help("Weight of each judge, in that order; null weighs each 1.0."),
+    )
+    pairwise_judge: str | None = field(
+        default=None,
+        metadata=field_help(
+            "A pairwise judge, 'module:name' of an object with TRL's BasePairwiseJudge.judge(prompts, completions, "
+            "shuffle_order) (an instance, or a class built with no arguments): at each evaluation it compares the "
+            "policy's answer to each held-out prompt with the reference policy's answer to the same prompt, and "
+            "eval/judge_win_rate is the share of pairs it gives the policy (an answer of -1 counts as half). Needs "
+            "eval_steps."),
+    )
 
     # --- memory ---
     gradient_checkpointing: bool = field(

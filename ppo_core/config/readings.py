@@ -25,6 +25,8 @@ class ConfigReadings:
     cliprange_high: float | None
     reward_model_path: str | None
     reward_funcs: list[str] | None
+    judge_model_path: str | None
+    judge_funcs: list[str] | None
     bf16: bool | None
     dtype: Literal["auto", "bfloat16", "float16", "float32"]
     learning_rate: float
@@ -93,6 +95,13 @@ class ConfigReadings:
     @property
     def reward_specs(self) -> list[str]:
         return [spec for _, spec in self.named_rewards]
+
+    @property
+    def named_judges(self) -> list[tuple[str, str]]:
+        """(field, spec) of each held-out judge this config names, in scoring order: judge_model_path, then
+        judge_funcs (a built-in task's gold, the judge when none is named, is not among them)."""
+        first = [("judge_model_path", self.judge_model_path)] if self.judge_model_path else []
+        return first + [("judge_funcs", spec) for spec in self.judge_funcs or []]
 
     def uses_bf16(self, gpu_supports_bf16: bool) -> bool:
         """bf16 autocast: as ``bf16`` says, else on where the GPU supports it or the frozen weights are bfloat16

@@ -23,6 +23,8 @@ class RuledConfig(Protocol):
     task: str | None
     task_seed: int | None
     reward_weights: list[float] | None
+    judge_weights: list[float] | None
+    pairwise_judge: str | None
     max_prompt_length: int | None
     value_learning_rate: float | None
     warmup_ratio: float
@@ -65,6 +67,9 @@ class RuledConfig(Protocol):
     @property
     def reward_specs(self) -> list[str]: ...
 
+    @property
+    def named_judges(self) -> list[tuple[str, str]]: ...
+
 
 def check_values(c: RuledConfig) -> None:
     """Each value against its field's range and the rules between fields, after
@@ -76,6 +81,7 @@ def check_values(c: RuledConfig) -> None:
     _check_estimator(c)
     _check_batches(c)
     _check_models_and_rewards(c)
+    _check_judges(c)
 
 
 def _check_optimisation(c: RuledConfig) -> None:
@@ -211,3 +217,19 @@ def _check_models_and_rewards(c: RuledConfig) -> None:
         if len(c.reward_weights) != rewards:
             raise ConfigError(f"reward_weights: {len(c.reward_weights)} weights for {rewards} rewards "
                               f"({', '.join(c.reward_specs) or 'the task reward model'})")
+
+
+def _check_judges(c: RuledConfig) -> None:
+    """Judges score held-out evaluations only: one without eval_steps would never score anything."""
+    named = [field_name for field_name, _ in c.named_judges] + (["pairwise_judge"] if c.pairwise_judge else [])
+    if named and c.eval_steps is None:
+        raise ConfigError(f"{named[0]}: needs eval_steps (a judge scores the held-out evaluations only)")
+    if c.pairwise_judge is not None:
+        module_name, sep, name = c.pairwise_judge.partition(":")
+        if not (sep and module_name and name.isidentifier()):
+            raise ConfigError(f"pairwise_judge: expected 'module:name' of a pairwise judge, got {c.pairwise_judge!r}")
+    if c.judge_weights is not None:
+        judges = len(c.named_judges) or (1 if c.task is not None else 0)  # none named: a built-in task's gold
+        if len(c.judge_weights) != judges:
+            specs = ", ".join(spec for _, spec in c.named_judges) or ("the task's gold" if judges else "none")
+            raise ConfigError(f"judge_weights: {len(c.judge_weights)} weights for {judges} judges ({specs})")

@@ -88,4 +88,8 @@ def resolve_models(config: PPOConfig) -> PPOConfig:
         else config.reward_model_path,
         reward_funcs=None if config.reward_funcs is None
         else [reward("reward_funcs", spec) for spec in config.reward_funcs],
+        judge_model_path=reward("judge_model_path", config.judge_model_path) if config.judge_model_path
+        else config.judge_model_path,
+        judge_funcs=None if config.judge_funcs is None
+        else [reward("judge_funcs", spec) for spec in config.judge_funcs],
     )

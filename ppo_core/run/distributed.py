@@ -7,10 +7,11 @@ from __future__ import annotations
 import atexit
 import dataclasses
 import functools
+from typing import Any
 
 import torch
 from accelerate import Accelerator
-from accelerate.utils import DistributedType, broadcast_object_list
+from accelerate.utils import DistributedType, broadcast_object_list, gather_object
 
 from ppo_core.config.ppo_config import ConfigError
 from ppo_core.rollout.collect import Rollout
@@ -86,6 +87,14 @@ class ProcessGroup:
         tensor = torch.tensor([values], dtype=torch.float64, device=self.accelerator.device)
         largest: list[float] = self.accelerator.gather(tensor).amax(dim=0).tolist()
         return largest
+
+    def gathered(self, items: list[Any]) -> list[Any]:
+        """Every rank's ``items``, concatenated in rank order, on every rank: what a statistic that does not add
+        across ranks (distinct n-grams over all answers) is computed from."""
+        if self.world_size == 1:
+            return list(items)
+        everything: list[Any] = gather_object(items)
+        return everything
 
     def from_main(self, value: str | None) -> str | None:
         """The main process's ``value`` on every rank, so that a stop decided there stops every rank together."""

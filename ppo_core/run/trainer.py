@@ -41,6 +41,7 @@ from ppo_core.run.evaluation import (
     sample_interval,
     separate_rng,
 )
+from ppo_core.run.judging import held_out_judging
 from ppo_core.run.rollout_metrics import first_non_finite, rollout_metrics
 from ppo_core.run.trackers import TrackerCallback, tracker_dir
 from ppo_core.setup.run_precision import with_run_precision
@@ -138,6 +139,8 @@ class PPOTrainer:
         self._held_out_reference = PromptMemo()
         self._answers: tuple[int, Scored] | None = None  # the last evaluation's first answers, for a sample recording
 
+        self.judging = held_out_judging(self.setup.judges, c, self.accelerator.device, self.group.rank,
+                                        lambda: self.setup)
     def train(self) -> TrainResult:
         """Run every PPO update, or until a callback asks to stop, evaluating on the held-out prompts where
         ``eval_steps`` says; raises NonFiniteError on divergence."""
@@ -156,7 +159,7 @@ class PPOTrainer:
             metrics = self.step(update)
             if is_evaluation_update(update, self.num_updates, self.eval_interval):
                 metrics.update(evaluate(self._held_out_rollout, self.setup, self.config, self.group, update,
-                                        seen=functools.partial(self._keep_answers, update)))
+                                        seen=functools.partial(self._keep_answers, update), judging=self.judging))
             result.metrics.append(metrics)
             result.num_updates = update
             stop_reason = None
@@ -252,7 +255,7 @@ class PPOTrainer:
         """The held-out evaluation's metrics (``eval/*``) for the policy as it is now, sampled on the stream
         ``update`` names; ``evaluate(0)`` before ``train()`` measures the starting (SFT) policy. The training RNG
         is untouched."""
-        return evaluate(self._held_out_rollout, self.setup, self.config, self.group, update)
+        return evaluate(self._held_out_rollout, self.setup, self.config, self.group, update, judging=self.judging)
 
     def save_model(self, path: str | Path) -> Path:
         """Save the policy and its tokenizer with ``save_pretrained``: a model AutoModelForCausalLM loads, or under

@@ -13,12 +13,17 @@ from ppo_core.config.ppo_config import PPOConfig
 from ppo_core.metric_names import (
     CRITIC_METRICS,
     EVAL_GOLD_SCORE,
+    EVAL_JUDGE_SCORE,
+    EVAL_JUDGE_WIN_RATE,
     EVAL_METRICS,
+    GOLD_JUDGE,
     GOLD_SCORE,
     GROUP_METRICS,
+    HACKING_SIGNALS,
     KL_LOSS,
     UPDATE_METRICS,
     distinct_names,
+    judge_metric,
     reward_metric,
     reward_name,
 )
@@ -47,7 +52,25 @@ def evaluation_metrics(config: PPOConfig) -> frozenset[str]:
     ``eval_steps``."""
     if config.eval_steps is None:
         return frozenset()
-    return frozenset((*EVAL_METRICS, EVAL_GOLD_SCORE) if has_gold_score(config) else EVAL_METRICS)
+    names = {*EVAL_METRICS, *HACKING_SIGNALS}
+    if has_gold_score(config):
+        names.add(EVAL_GOLD_SCORE)
+    judges = judge_names(config)
+    if judges:
+        names.add(EVAL_JUDGE_SCORE)
+    if len(judges) > 1:
+        names.update(judge_metric(name) for name in judges)
+    if config.pairwise_judge is not None:
+        names.add(EVAL_JUDGE_WIN_RATE)
+    return frozenset(names)
+
+
+def judge_names(config: PPOConfig) -> list[str]:
+    """The name of each pointwise judge of a run of ``config``, as its metrics name them: the named judges, or a
+    built-in task's gold."""
+    if config.named_judges:
+        return distinct_names([reward_name(spec, is_function_spec(spec)) for _, spec in config.named_judges])
+    return [GOLD_JUDGE] if has_gold_score(config) else []
 
 
 def has_gold_score(config: PPOConfig) -> bool:

@@ -26,8 +26,9 @@ from ppo_core.models.prompt_data import PromptSet, load_prompt_sets, text_prompt
 from ppo_core.models.value_trunk import value_trunk
 from ppo_core.rewards.base import Reward, WeightedRewards
 from ppo_core.rewards.functions import FunctionReward
+from ppo_core.rewards.judges import Judges, load_judges
 from ppo_core.rewards.models import SequenceClassifierReward
-from ppo_core.setup.reported_metrics import reward_names
+from ppo_core.setup.reported_metrics import judge_names, reward_names
 from ppo_core.tasks.builtin_task import BuiltinTask
 from ppo_core.tasks.variants import generated_length
 
@@ -63,6 +64,7 @@ class RunSetup:
     stop_token_id: int | None
     generation_config: GenerationConfig  # its max_new_tokens is the response length
     policy_path: str  # where the policy and its tokenizer came from
+    judges: Judges | None = None  # what scores the held-out evaluations, and nothing else
 
     @property
     def tokenizer(self) -> PreTrainedTokenizerBase:
@@ -85,6 +87,7 @@ class RunParts:
     eval_prompts: PromptSet
     stop_token_id: int | None
     generation_config: GenerationConfig
+    judges: Judges | None
 
     @property
     def gold_score(self) -> Callable[[list[str], list[str]], list[float]] | None:
@@ -93,7 +96,7 @@ class RunParts:
     def setup(self, models: RolloutModels) -> RunSetup:
         return RunSetup(models=models, train_prompts=self.train_prompts, eval_prompts=self.eval_prompts,
                         stop_token_id=self.stop_token_id, generation_config=self.generation_config,
-                        policy_path=self.policy_path)
+                        policy_path=self.policy_path, judges=self.judges)
 
 
 def build_setup(config: PPOConfig, device: torch.device) -> RunSetup:
@@ -125,10 +128,14 @@ def load_run_parts(config: PPOConfig, device: torch.device) -> RunParts:
     train_prompts, eval_prompts = prompt_sets(config, task, tokenizer)
     rewards = _load_rewards(resolved, task, options, tokenizer, reward_names(config))
     stop_token_id = _stop_token_id(config, tokenizer)
+    judges = load_judges(resolved, task.gold_score if task is not None else None, options, tokenizer,
+                         judge_names(config))
+    if judges is not None and judges.pointwise is not None:
+        judges.pointwise.to(device)
     return RunParts(
         config=resolved, task=task, options=options, policy_path=sft_path, tokenizer=tokenizer,
         rewards=rewards.to(device), train_prompts=train_prompts, eval_prompts=eval_prompts,
-        stop_token_id=stop_token_id,
+        stop_token_id=stop_token_id, judges=judges,
         generation_config=sampling_config(response_length(config, task), config.temperature, tokenizer,
                                           stop_token_id),
     )

@@ -123,6 +123,26 @@ def test_proxy_up_gold_down_is_over_optimisation() -> None:
     assert "over_optimisation" not in rules_found(frame.drop(columns="objective/gold_score"))
 
 
+@pytest.mark.parametrize("judge", ["eval/judge_score", "eval/judge_win_rate", "eval/gold_score"])
+def test_proxy_up_judge_down_on_the_evaluations_is_a_warning(judge: str) -> None:
+    # Evaluations at updates 10, 20, 30 only; NaN elsewhere, as a run's evaluation metrics are.
+    def every_tenth(values: list[float]) -> np.ndarray:
+        column = np.full(N, math.nan)
+        column[[9, 19, 29]] = values
+        return column
+
+    turned = healthy().assign(**{"eval/score": every_tenth([0.2, 0.5, 0.9]), judge: every_tenth([0.3, 0.6, 0.4])})
+    (finding,) = diagnose(turned, CONTEXT)
+    assert finding.rule == "judge_turned" and finding.update == 20 and judge in finding.sign
+    assert "0.6 → 0.4" in finding.evidence and "67% of its gain" in finding.evidence
+    # Held (a fall under a fifth of the gain), both rising, or the proxy falling too: no finding.
+    for proxy, verdict in (([0.2, 0.5, 0.9], [0.3, 0.6, 0.55]), ([0.2, 0.5, 0.9], [0.3, 0.6, 0.7]),
+                           ([0.2, 0.5, 0.4], [0.3, 0.6, 0.4])):
+        calm = healthy().assign(**{"eval/score": every_tenth(proxy), judge: every_tenth(verdict)})
+        assert "judge_turned" not in rules_found(calm)
+    assert "judge_turned" not in rules_found(turned.drop(columns=judge))  # no judge: nothing to read
+
+
 def test_non_finite_metrics_are_critical() -> None:
     values = healthy()["loss/value_avg"].to_numpy().copy()
     values[-1] = math.inf

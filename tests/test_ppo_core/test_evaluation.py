@@ -143,7 +143,10 @@ def test_means_over_ranks_are_the_means_over_every_response(gold: bool) -> None:
     means = evaluation_means(sums.tolist(), has_gold=gold)
     lengths = rollout.response_mask.sum(dim=1).float()
     kl = (kl_per_token(rollout.logprobs, rollout.ref_logprobs, "k3") * rollout.response_mask).sum(dim=1)
-    expected = {"eval/score": rollout.scores.mean(), "eval/kl": kl.mean(), "eval/response_length": lengths.mean()}
+    # The entropy estimate pools tokens: sum of -log pi over every response's tokens / their number.
+    surprisal = -(rollout.logprobs * rollout.response_mask).sum() / rollout.response_mask.sum()
+    expected = {"eval/score": rollout.scores.mean(), "eval/kl": kl.mean(), "eval/response_length": lengths.mean(),
+                "eval/entropy": surprisal}
     if gold:
         assert rollout.gold_scores is not None
         expected["eval/gold_score"] = rollout.gold_scores.mean()
@@ -186,12 +189,16 @@ def test_training_metrics_are_the_same_with_and_without_evaluation(letter_runs: 
 def test_evaluation_is_reported_on_the_evaluation_updates_only(letter_runs: dict) -> None:
     config, metrics = letter_runs["evaluated"]
     expected = evaluation_metrics(config)
-    assert expected == {"eval/score", "eval/kl", "eval/response_length", "time/eval_s"}
+    assert expected == {"eval/score", "eval/kl", "eval/response_length", "time/eval_s", "eval/entropy",
+                        "eval/distinct_2grams", "eval/repeated_3grams", "eval/at_length_limit"}
     assert [sorted(expected & set(m)) for m in metrics] == [[], sorted(expected), sorted(expected)]
     for m in metrics[1:]:
         assert all(math.isfinite(m[name]) for name in expected)
         assert 1 <= m["eval/response_length"] <= config.response_length
         assert m["time/eval_s"] > 0
+        assert m["eval/entropy"] > 0  # a sampled token's surprisal under a temperature-1 policy
+        assert 0 < m["eval/distinct_2grams"] <= 1 and 0 <= m["eval/repeated_3grams"] < 1
+        assert 0 <= m["eval/at_length_limit"] <= 1
 
 
 def test_eval_on_start_evaluates_the_untuned_policy_as_update_0(tiny_lm_dir: Path, prompts_file: Path) -> None:

@@ -35,6 +35,9 @@ trl_version = importlib.metadata.version("trl")
 GRPO_BASE = {"advantage_estimator": "grpo", "num_generations": 4, "eval_steps": 0.5, "num_eval_samples": 2,
              "learning_rate": 3e-3, "stop_token": "eos"}  # TRL stops at EOS: a run to the full length it cannot do
 
+JUDGES = {"judge_funcs": ["judge_functions:count_letter_b"], "pairwise_judge": "judge_functions:LongerWins"}
+"""Held-out judges (tests/judge_functions.py): a pointwise one and a pairwise one."""
+
 
 @pytest.fixture(autouse=True)
 def reward_functions_importable(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -133,11 +136,17 @@ def test_a_trl_trial_that_cannot_move_reads_a_held_out_kl_of_zero(
     # At learning rate 0 the policy is its reference, so every held-out evaluation's KL is 0 to float precision. The
     # evaluation once ran an update's rollout, which for one epoch of one mini-batch leaves the policy's
     # log-probabilities to an update that never comes, and read 60-90 nats here.
-    path = trl_study(tmp_path, tiny_lm_dir, prompts_file, trainer=trainer, base={**kl, "learning_rate": 0.0})
+    # The trial's judges score each evaluation's answers as a ppo_core run's do.
+    path = trl_study(tmp_path, tiny_lm_dir, prompts_file, trainer=trainer, base={**kl, "learning_rate": 0.0,
+                                                                                 **JUDGES})
     assert main(["run", str(path)]) == 0
     spec = load_study_spec(path)
-    evaluated = read_metrics(create_engine(spec.storage), spec.name).set_index("update")["eval/kl"].dropna()
+    metrics = read_metrics(create_engine(spec.storage), spec.name).set_index("update")
+    evaluated = metrics["eval/kl"].dropna()
     assert list(evaluated.index) == [4, 8] and evaluated.abs().lt(1e-4).all(), evaluated.tolist()
+    for judged in ("eval/judge_score", "eval/judge_win_rate"):
+        assert list(metrics[judged].dropna().index) == [4, 8]
+    assert metrics["eval/judge_win_rate"].dropna().between(0, 1).all()
 
 
 def test_the_kl_guard_stops_a_trl_trial_and_stores_it_as_pruned_with_its_reason(
@@ -157,7 +166,8 @@ def test_a_trl_trial_of_two_processes_runs_through_accelerate_as_trl_does(
         tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path) -> None:
     # processes_per_trial 2: the trial is launched by accelerate (gloo on the CPU), TRL's trainer runs in both
     # processes on its own share of each generation, and the main process alone stores the updates.
-    path = trl_study(tmp_path, tiny_lm_dir, prompts_file, base={"beta": 0.04}, processes_per_trial=2)
+    # Its judges add their verdicts over both processes' answers.
+    path = trl_study(tmp_path, tiny_lm_dir, prompts_file, base={"beta": 0.04, **JUDGES}, processes_per_trial=2)
     spec = load_study_spec(path)
     run_worker(spec, n_trials=1, timeout=None, threads=2)
     (trial,) = load(path).get_trials()
@@ -166,6 +176,8 @@ def test_a_trl_trial_of_two_processes_runs_through_accelerate_as_trl_does(
     # 64 episodes, 8 from each process an update: 4 updates of 16, each stored once.
     assert metrics["update"].tolist() == [1, 2, 3, 4] and metrics["episode"].tolist() == [16, 32, 48, 64]
     assert metrics["trl/reward"].notna().all() and metrics["eval/kl"].dropna().size == 2
+    for judged in ("eval/judge_score", "eval/judge_win_rate", "eval/distinct_2grams"):
+        assert metrics[judged].dropna().size == 2
 
 
 def test_a_killed_or_exiting_trl_trial_fails_with_its_reason_and_the_study_goes_on(

@@ -153,6 +153,14 @@ def test_validate_reruns_the_top_configs_on_fresh_seeds_and_best_ranks_by_them(
     assert all(run.user_attrs[CONFIG_ATTR].get("num_eval_samples") != 3 for run in runs)
     assert {r["trial"]: r["n"] for r in json.loads(capsys.readouterr().out)}[top] == 3
 
+    # --trials validates the configurations it names, whatever their rank: what another choice would have given.
+    last = ranked[-1].number
+    assert main(["validate", "tiny", "--storage", load_study_spec(path).storage, "--trials", str(last), "--seeds",
+                 "2", "--format", "json"]) == 0
+    assert {r["trial"]: r["n"] for r in json.loads(capsys.readouterr().out)}[last] == 2
+    assert main(["validate", "tiny", "--storage", load_study_spec(path).storage, "--trials", "99"]) == 2
+    assert "--trials: study 'tiny' has no completed trial 99" in capsys.readouterr().err
+
 
 def test_an_interrupted_validation_resumes(tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path) -> None:
     path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=1)

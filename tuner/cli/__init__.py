@@ -33,6 +33,9 @@ def add_study_commands(commands: Any) -> None:
         "validate", help="Rerun a study's best configurations on seeds it never used; mean and 95%% CI of each.")
     validate.add_argument("name", help="Study name.")
     validate.add_argument("--top-k", type=int, default=3, help="Configurations to rerun, best first (default 3).")
+    validate.add_argument("--trials", type=int, nargs="+", default=None, metavar="N",
+                          help="Rerun these trials' configurations instead of the best: what another choice (the "
+                               "proxy's pick, a runner-up) would have given.")
     validate.add_argument("--seeds", type=int, default=5, help="Fresh seeds per configuration (default 5).")
     validate.add_argument("--storage", default=None,
                           help=f"Storage URL (default: every {DEFAULT_STUDIES_DIR}/*.db).")

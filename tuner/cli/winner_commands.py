@@ -22,7 +22,13 @@ def command_validate(args: argparse.Namespace) -> int:
 
     from tuner.production.horizon import PILOT_SEEDS
     from tuner.production.pilot import piloted
-    from tuner.production.validation import load_validation, queue_runs, top_trials, validation_results, validation_spec
+    from tuner.production.validation import (
+        chosen_trials,
+        load_validation,
+        queue_runs,
+        validation_results,
+        validation_spec,
+    )
     from tuner.run.runner import run_study
     from tuner.run.worker import open_study
     from tuner.store.database import open_storage
@@ -33,7 +39,11 @@ def command_validate(args: argparse.Namespace) -> int:
         if value is not None and value < 1:
             raise UsageError(f"{flag}: must be >= 1, got {value}")
     found, url, _ = find_named_study(args.name, args.storage, args.command)
-    carried = _carried(args, top_trials(found, args.top_k), url)  # checked before anything is written
+    try:
+        chosen = chosen_trials(found, args.top_k, args.trials)
+    except ValueError as error:
+        raise UsageError(f"--trials: {error}") from None
+    carried = _carried(args, chosen, url)  # checked before anything is written
     study = optuna.load_study(study_name=args.name, storage=open_storage(url))  # found read-only, written here
     stored = rebuilt_spec(study, url)
     spec = validation_spec(stored)
@@ -49,7 +59,7 @@ def command_validate(args: argparse.Namespace) -> int:
             # rescale (tuner.production.pilot).
             pilots = carried
             _say_queued(queue_runs(study, validation, args.top_k, PILOT_SEEDS, lambda trial: pilots[trial.number],
-                                   pilot=True), "pilot")
+                                   pilot=True, trials=args.trials), "pilot")
             status = run_study(spec, None, None, workers, validation=True, ray=ray)
             if status not in (130, 143):  # interrupted: the rest is queued for the rerun
                 rescaled = piloted(study, validation, url, pilots)
@@ -58,7 +68,7 @@ def command_validate(args: argparse.Namespace) -> int:
             runs = carried
             _say_queued(queue_runs(study, validation, args.top_k, args.seeds,
                                    None if runs is None else lambda trial: runs.get(trial.number),
-                                   eval_samples=args.eval_samples), "validation")
+                                   eval_samples=args.eval_samples, trials=args.trials), "validation")
             validated = run_study(spec, None, None, workers, validation=True, ray=ray)
             status = validated if validated in (130, 143) or status == 0 else status
     episodes = None if args.total_episodes is None else int(args.total_episodes)

@@ -74,7 +74,7 @@ def validation_spec(spec: StudySpec) -> StudySpec:
     mapping.update(name=validation_study_name(spec.name), storage=spec.storage, search_space={},
                    sampler={"name": "random"}, pruner={"name": "none"},
                    kl_guard={**mapping.get("kl_guard", {}), "enabled": False})
-    for key in ("enqueue", "n_trials", "timeout"):
+    for key in ("enqueue", "n_trials", "timeout", "hacking_guard"):  # a fresh seed's hack must show, as its KL's
         mapping.pop(key, None)
     # Imported here: the study file's module loads transformers (for PPOConfig's parser), which the dashboard, reading
     # validation results through this module, must not load.
@@ -83,15 +83,30 @@ def validation_spec(spec: StudySpec) -> StudySpec:
     return parse_study(mapping, spec.path)
 
 
+def chosen_trials(study: optuna.Study, top_k: int, numbers: Sequence[int] | None = None) -> list[FrozenTrial]:
+    """The configurations to validate: the trials ``numbers`` names, in that order (``validate --trials``: what
+    another rule, such as the proxy's, would have picked), else the ``top_k`` best (:func:`top_trials`). A number the
+    study has no finished trial of raises ValueError, naming it."""
+    if numbers is None:
+        return top_trials(study, top_k)
+    by_number = {trial.number: trial for trial in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))}
+    missing = [number for number in numbers if number not in by_number]
+    if missing:
+        raise ValueError(f"study {study.study_name!r} has no completed trial {missing[0]}")
+    return [by_number[number] for number in numbers]
+
+
 def queue_runs(study: optuna.Study, validation: optuna.Study, top_k: int, seeds: int,
                carry: Callable[[FrozenTrial], Carried | None] | None = None,
-               pilot: bool = False, eval_samples: int | None = None) -> list[tuple[int, int]]:
+               pilot: bool = False, eval_samples: int | None = None,
+               trials: Sequence[int] | None = None) -> list[tuple[int, int]]:
     """Queue a run for every (top configuration, fresh seed) pair that has none yet at its length and on its policy;
     returns the pairs queued. With ``carry``, each configuration runs as ``carry`` carries it to a production run
     (``validate --total-episodes`` / ``--policy-model``: ``tuner.production.horizon``), and its runs are told apart from
     the tuned length's and policy's by their own; a configuration ``carry`` returns None for is left out. ``pilot``
     queues pilots (``tuner.production.pilot``), which are kept apart from the validation runs of the same length and
-    policy. ``eval_samples`` (``validate --eval-samples``) sets the new runs' ``num_eval_samples``. Their
+    policy. ``trials`` names the configurations instead of the top ``top_k`` (:func:`chosen_trials`).
+    ``eval_samples`` (``validate --eval-samples``) sets the new runs' ``num_eval_samples``. Their
     runs are not kept apart from the others: drawing more responses for the same prompts changes the noise of a
     run's score, not what it estimates."""
     validation.set_user_attr(VALIDATION_OF_ATTR, study.study_name)
@@ -102,7 +117,7 @@ def queue_runs(study: optuna.Study, validation: optuna.Study, top_k: int, seeds:
                 is_pilot(t)) for t in validation.get_trials(deepcopy=False)}
     evaluation = {} if eval_samples is None else {"num_eval_samples": eval_samples}
     queued = []
-    for trial in top_trials(study, top_k):
+    for trial in chosen_trials(study, top_k, trials):
         carried = carry(trial) if carry is not None else None
         if carry is not None and carried is None:
             continue

@@ -18,6 +18,7 @@ from tuner.run.task_build import build_task_first
 from tuner.run.worker import FINISHED, open_study
 from tuner.search.kl_target_notice import reach_notice
 from tuner.study.inert_knobs import inert_notice
+from tuner.study.judge_notice import no_judge_notice
 from tuner.study.spec import StudySpec
 
 if TYPE_CHECKING:  # only --launcher ray makes one
@@ -41,7 +42,8 @@ def run_study(spec: StudySpec, n_trials: int | None, timeout: float | None, work
     study, messages = open_study(spec, allow_changes=allow_changes)
     # A validation fixes each configuration: nothing is searched, so nothing is searched in vain.
     notices = [] if validation else [reach_notice(spec.search_space, spec.base),
-                                     inert_notice(spec.search_space, spec.base)]
+                                     inert_notice(spec.search_space, spec.base),
+                                     no_judge_notice(spec.objectives, spec.base)]
     for message in [*messages, *[notice for notice in notices if notice]]:
         console.print(message, soft_wrap=True, markup=False)
     already = len(study.get_trials(deepcopy=False, states=FINISHED))

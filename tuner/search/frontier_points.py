@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ppo_core.metric_names import EVAL_GOLD_SCORE, EVAL_KL, EVAL_SCORE, GOLD_SCORE
+from ppo_core.metric_names import EVAL_GOLD_SCORE, EVAL_KL, EVAL_SCORE, GOLD_SCORE, HELD_OUT_JUDGE_METRICS
 from tuner.search.frontier_peak import FrontierPeak, frontier_peak
 
 TRAIN_KL = "objective/kl"
@@ -44,26 +44,31 @@ class FrontierSource:
         return self.gold is not None
 
 
-def frontier_source(metrics: pd.DataFrame) -> FrontierSource:
-    """Held-out metrics (``eval/kl``, ``eval/score``, ``eval/gold_score``) where the study records them, else the
-    training ones (``objective/kl``, ``objective/scores``, ``objective/gold_score``).
+def frontier_source(metrics: pd.DataFrame, judge: str | None = None) -> FrontierSource:
+    """Held-out metrics (``eval/kl``, ``eval/score``, and the held-out judge: the first recorded of
+    ``eval/judge_score``, ``eval/judge_win_rate`` and ``eval/gold_score``, the name older studies recorded a built-in
+    task's gold by) where the study records them, else the training ones (``objective/kl``, ``objective/scores``,
+    ``objective/gold_score``). "Gold" below is that judge: a built-in task's gold is its judge unless the run names
+    others. ``judge`` names the held-out judge metric to read instead (a study's objective).
 
     Held-out first: they are measured on prompts the policy did not train on, with one fixed sampling setting, so
     trials compare fairly; training metrics are the fallback for studies run without evaluation. Gold is taken from
     the same kind as KL, never mixed: eval and training rows are different samples at different updates.
     """
     if _has_values(metrics, EVAL_KL) and _has_values(metrics, EVAL_SCORE):
-        kind, kl, proxy, gold = "eval", EVAL_KL, EVAL_SCORE, EVAL_GOLD_SCORE
+        judged = [metric for metric in ((judge,) if judge else HELD_OUT_JUDGE_METRICS) if _has_values(metrics, metric)]
+        kind, kl, proxy, gold = "eval", EVAL_KL, EVAL_SCORE, judged[0] if judged else EVAL_GOLD_SCORE
         where = "held-out evaluation"
     else:
         kind, kl, proxy, gold = "train", TRAIN_KL, TRAIN_SCORE, GOLD_SCORE
         where = "training rollouts (the study records no held-out evaluation)"
     if _has_values(metrics, gold):
-        return FrontierSource(kind, kl, proxy, gold, f"KL and scores from the {where}.")
+        judged_by = "" if gold in (EVAL_GOLD_SCORE, GOLD_SCORE) else f", judged by {gold}"
+        return FrontierSource(kind, kl, proxy, gold, f"KL and scores from the {where}{judged_by}.")
     return FrontierSource(
         kind, kl, proxy, None,
-        f"KL and scores from the {where}; no gold score ({gold}) is recorded, so the proxy score stands in "
-        "and overoptimisation cannot be seen.",
+        f"KL and scores from the {where}; no gold score or judge ({gold}) is recorded, so the proxy score stands "
+        "in and overoptimisation cannot be seen.",
     )
 
 
@@ -99,8 +104,8 @@ def study_peak(paths: pd.DataFrame) -> FrontierPeak:
                          rows["gold"].to_numpy(dtype=float))
 
 
-def metrics_peak(metrics: pd.DataFrame) -> FrontierPeak | None:
-    """:func:`study_peak` over a study's metrics frame (``tuner.store.records.read_metrics``); None when it records
-    no gold score, so there is no peak to read."""
-    source = frontier_source(metrics)
+def metrics_peak(metrics: pd.DataFrame, judge: str | None = None) -> FrontierPeak | None:
+    """:func:`study_peak` over a study's metrics frame (``tuner.store.records.read_metrics``), read on ``judge`` as
+    :func:`frontier_source` reads it; None when it records no gold score, so there is no peak to read."""
+    source = frontier_source(metrics, judge)
     return study_peak(trajectories(metrics, source)) if source.has_gold else None

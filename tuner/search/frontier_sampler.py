@@ -24,7 +24,7 @@ from optuna.distributions import BaseDistribution
 from optuna.trial import FrozenTrial, TrialState
 
 from ppo_core.errors import first_line
-from ppo_core.metric_names import EVAL_GOLD_SCORE, EVAL_KL
+from ppo_core.metric_names import EVAL_JUDGE_SCORE, EVAL_KL
 from tuner.search.frontier_aim import (
     CANDIDATES,
     Aim,
@@ -46,9 +46,10 @@ if TYPE_CHECKING:  # pandas is imported when a proposal reads the study: a study
 
 FRONTIER_SAMPLER = "frontier"
 """The sampler's name in a study file (``sampler: {name: frontier}``)."""
-FRONTIER_METRICS = (EVAL_KL, EVAL_GOLD_SCORE)
-"""What it reads: where the held-out gold score peaks in held-out KL. A study whose runs report neither is refused as
-its file is read."""
+FRONTIER_METRICS = (EVAL_KL, EVAL_JUDGE_SCORE)
+"""What it reads: where the held-out judge's score (a built-in task's gold, unless the run names other judges) peaks
+in held-out KL. A study whose runs report neither is refused as its file is read; one that maximises another held-out
+judge's metric (``eval/judge_win_rate``, or ``eval/gold_score`` as older studies named gold) reads that one."""
 AIM_ATTR = "frontier_aim"
 """A proposed trial's aim: kind, center, spread, target and reason (``tuner.search.frontier_aim.Aim``), and the chosen
 configuration's predicted ln KL and its sd (None before the KL model exists)."""
@@ -113,13 +114,14 @@ class FrontierSampler(optuna.samplers.BaseSampler):
         self._space: Mapping[str, ParamSpec] = {}
         self._base: Mapping[str, Any] = {}
         self._read: MetricsReader | None = None
+        self._judge: str | None = None
         self._chosen: dict[int, dict[str, Any]] = {}
 
     def attach(self, space: Mapping[str, ParamSpec], base: Mapping[str, Any], read_metrics: MetricsReader,
-               kl_budget: float | None = None) -> FrontierSampler:
-        """The study's search space, base, metrics reader and KL budget (the tightest bound its constraints put on
-        held-out KL; None: no budget)."""
-        self._space, self._base, self._read = space, base, read_metrics
+               kl_budget: float | None = None, judge: str | None = None) -> FrontierSampler:
+        """The study's search space, base, metrics reader, KL budget (the tightest bound its constraints put on
+        held-out KL; None: no budget) and the held-out judge metric it maximises (None: the first recorded)."""
+        self._space, self._base, self._read, self._judge = space, base, read_metrics, judge
         self._kl_budget = kl_budget
         return self
 
@@ -208,10 +210,10 @@ class FrontierSampler(optuna.samplers.BaseSampler):
         params = {t.number: t.params for t in study.get_trials(deepcopy=False) if t.params}
         points = kl_points(metrics, params)
         model = study_kl_model(self._space, self._base, points, KL_FLOOR)
-        peak = metrics_peak(metrics) if not metrics.empty else None
+        peak = metrics_peak(metrics, self._judge) if not metrics.empty else None
         finals: list[tuple[Mapping[str, Any], float, float]] = []
         if self.prefer_gold and not metrics.empty:
-            paths = trajectories(metrics, frontier_source(metrics)).dropna(subset=["kl", "gold"])
+            paths = trajectories(metrics, frontier_source(metrics, self._judge)).dropna(subset=["kl", "gold"])
             last = paths.groupby("trial").tail(1)
             finals = [(params[int(t)], float(k), float(g)) for t, k, g in zip(last["trial"], last["kl"], last["gold"],
                                                                              strict=True) if int(t) in params]

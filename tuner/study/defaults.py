@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ppo_core.metric_names import EVAL_GOLD_SCORE
+from ppo_core.metric_names import HELD_OUT_JUDGE_METRICS
 from tuner.search.frontier_sampler import FRONTIER_SAMPLER
 
 SEED_POLICY: dict[str, Any] = {"name": "racing", "seeds": 2, "top_k": 2, "start": 0.8}
@@ -48,9 +48,10 @@ The replays' ``tpe_multivariate_race_late``, and the default of a study the fron
 
 def reads_frontier(objectives: Sequence[tuple[str, str]]) -> bool:
     """Whether the frontier search can serve a study of these objectives, each (metric, direction): one objective,
-    held-out gold maximised, which is what it aims at. The KL it reads, ``eval/kl``, is reported by every run that
-    reports held-out gold. (Pairs, not the spec's Objective: the spec's seed policy reads this module.)"""
-    return list(objectives) == [(EVAL_GOLD_SCORE, "maximize")]
+    a held-out judge maximised (a built-in task's gold, or the judges a run names), which is what it aims at. The KL
+    it reads, ``eval/kl``, is reported by every run that evaluates. (Pairs, not the spec's Objective: the spec's
+    seed policy reads this module.)"""
+    return len(objectives) == 1 and objectives[0][0] in HELD_OUT_JUDGE_METRICS and objectives[0][1] == "maximize"
 
 
 def default_sampler(objectives: Sequence[tuple[str, str]]) -> dict[str, Any]:

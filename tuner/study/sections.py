@@ -159,6 +159,26 @@ def parse_constraints(raw: Any) -> list[Constraint]:
     return constraints
 
 
+def parse_hacking_guard(raw: Any) -> list[Constraint]:
+    """``hacking_guard``: bounds a held-out signal of hacking may not cross at any evaluation, [{metric, max and/or
+    min}]; a trial whose evaluation crosses one stops there, pruned with the reason (``tuner.trial.reporter``)."""
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise fail("hacking_guard: expected a list of {metric, max and/or min}, e.g. "
+                   "[{metric: eval/repeated_3grams, max: 0.05}]")
+    bounds: list[Constraint] = []
+    for index, item in enumerate(raw):
+        key = f"hacking_guard[{index}]"
+        spec = as_mapping(item, key)
+        check_keys(spec, ("metric", "max", "min"), f"{key}.")
+        if not isinstance(spec.get("metric"), str):
+            raise fail(f"{key}.metric: expected a metric name such as eval/repeated_3grams")
+        limits = _constraint_bounds(spec, key)
+        bounds.append(Constraint(spec["metric"], "last", 1, limits["max"], limits["min"]))
+    return bounds
+
+
 def parse_enqueue(raw: Any, space: dict[str, ParamSpec], base: dict[str, Any]) -> list[WarmStart]:
     if raw is None:
         return []

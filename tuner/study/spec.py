@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from ppo_core.metric_names import HELD_OUT_JUDGE_METRICS
 from tuner.search.frontier_sampler import FRONTIER_METRICS, FRONTIER_SAMPLER
 from tuner.search.space import ParamSpec
 from tuner.search.warm_start import WarmStart
@@ -79,6 +80,9 @@ class StudySpec:
     ``tuner.search.warm_start.enqueue_warm_starts`` queues them on a new study."""
     constraints: list[Constraint] = field(default_factory=list)
     """Bounds on reduced metrics (e.g. a KL budget) that a feasible trial keeps; set on each trial for Optuna."""
+    hacking_guard: list[Constraint] = field(default_factory=list)
+    """Bounds a held-out signal of hacking (``eval/repeated_3grams``, ...) may not cross at any evaluation: the trial
+    stops there, pruned."""
     seed_policy: SeedPolicy = field(default_factory=SeedPolicy)
     """Which seeds trials train on, and so what chooses the winner (tuner.study.seed_policy)."""
     trainer: str = "ppo_core"
@@ -96,8 +100,11 @@ class StudySpec:
         named = [(f"objectives[{index}].metric", objective.metric) for index, objective in enumerate(self.objectives)]
         named += [(f"constraints[{index}].metric", constraint.metric)
                   for index, constraint in enumerate(self.constraints)]
-        if self.sampler["name"] == FRONTIER_SAMPLER:  # it reads where held-out gold peaks in held-out KL
-            named += [(f"sampler.name {FRONTIER_SAMPLER}", metric) for metric in FRONTIER_METRICS]
+        named += [(f"hacking_guard[{index}].metric", bound.metric) for index, bound in enumerate(self.hacking_guard)]
+        if self.sampler["name"] == FRONTIER_SAMPLER:  # it reads where a held-out judge peaks in held-out KL
+            judged = [objective.metric for objective in self.objectives if objective.metric in HELD_OUT_JUDGE_METRICS]
+            named += [(f"sampler.name {FRONTIER_SAMPLER}", metric)
+                      for metric in (FRONTIER_METRICS if not judged else (FRONTIER_METRICS[0], judged[0]))]
         return named + ([("kl_guard.metric", self.kl_guard.metric)] if self.kl_guard.enabled else [])
 
     @property

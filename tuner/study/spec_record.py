@@ -26,7 +26,7 @@ from tuner.study.values import StudySpecError
 # The parts of a study file that decide which trials run and how they are judged. The rest (n_trials, timeout,
 # storage, heartbeat_interval, trial_timeout, description, processes_per_trial) may change between runs.
 FINGERPRINTED = ("objectives", "base", "search_space", "pruner", "sampler", "kl_guard", "constraints", "enqueue",
-                 "target", "seed_policy", "trainer")
+                 "target", "seed_policy", "trainer", "hacking_guard")
 
 
 PPO_TUNE_MARKS = (SPEC_ATTR, KL_GUARD_ATTR, OBJECTIVES_ATTR)

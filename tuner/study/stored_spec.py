@@ -54,6 +54,12 @@ class StoredSpec:
     """None for a study stored without a spec (it raced nothing)."""
 
     @property
+    def base(self) -> Mapping[str, Any]:
+        """The study file's base config as stored; empty for a study that stored no spec."""
+        base = (self.mapping or {}).get("base")
+        return base if isinstance(base, Mapping) else {}
+
+    @property
     def racing(self) -> bool:
         """Whether the study races configurations on seeds (its winner is a mean over seeds)."""
         return self.seed_policy is not None and self.seed_policy.racing

@@ -22,6 +22,7 @@ from tuner.study.cross_checks import check_study
 from tuner.study.sections import (
     parse_constraints,
     parse_enqueue,
+    parse_hacking_guard,
     parse_kl_guard,
     parse_objectives,
     parse_pruner,
@@ -52,7 +53,7 @@ _field_values = field_values  # read here by tests/test_ppo_core/test_estimator_
 
 TOP_LEVEL_KEYS = ("name", "storage", "n_trials", "timeout", "sampler", "pruner", "objectives", "kl_guard", "base",
                   "search_space", "heartbeat_interval", "description", "trial_timeout", "processes_per_trial",
-                  "enqueue", "constraints", "target", "seed_policy", "trainer")
+                  "enqueue", "constraints", "target", "seed_policy", "trainer", "hacking_guard")
 
 
 def parse_study(data: dict[str, Any], path: Path, storage: str | None = None) -> StudySpec:
@@ -84,6 +85,7 @@ def parse_study(data: dict[str, Any], path: Path, storage: str | None = None) ->
         processes_per_trial=run.processes_per_trial,
         enqueue=parse_enqueue(data.get("enqueue"), search_space, base),
         constraints=parse_constraints(data.get("constraints")),
+        hacking_guard=parse_hacking_guard(data.get("hacking_guard")),
         seed_policy=seed_policy,
         trainer=trainer,
         target=target,

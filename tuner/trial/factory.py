@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import optuna
 
+from ppo_core.metric_names import HELD_OUT_JUDGE_METRICS
 from tuner.search.frontier_sampler import FRONTIER_SAMPLER, FrontierSampler, MetricsReader
 from tuner.search.options import PRUNER_CLASSES, SAMPLER_CLASSES
 from tuner.search.space import ParamSpec
@@ -99,7 +100,9 @@ def make_sampler(spec: StudySpec, worker_index: int = 0, trials_before: int = 0)
                 return optuna.samplers.GridSampler(_grid(spec.search_space), **options)
             if name == FRONTIER_SAMPLER:
                 read, budget = _metrics_reader(spec.storage), upper_limit(spec.constraints)
-                return FrontierSampler(**options).attach(spec.search_space, spec.base, read, budget)
+                judge = spec.objectives[0].metric if len(spec.objectives) == 1 else None
+                return FrontierSampler(**options).attach(spec.search_space, spec.base, read, budget,
+                                                         judge if judge in HELD_OUT_JUDGE_METRICS else None)
             return SAMPLER_CLASSES[name](**options)
     except (TypeError, ValueError) as error:
         raise StudySpecError(f"sampler: {error}") from None

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import optuna
@@ -24,10 +25,24 @@ from ppo_core.run.callbacks import SampleGeneration, TrainerCallback
 from ppo_core.run.rollout_metrics import first_non_finite
 from tuner.store.attrs import BUDGET_ATTR, KL_HISTORY_ATTR, NON_FINITE_ATTR, PRUNE_REASON_ATTR, PRUNED_AT_ATTR
 from tuner.store.records import TrialStore
-from tuner.study.constraints import constraint_values
+from tuner.study.constraints import Constraint, constraint_values
 from tuner.study.reduction import reduce_history
 from tuner.study.spec import StudySpec
 from tuner.trial.kl_guard import KLGuardPruner, blowup_reason
+
+
+def guard_crossed(bounds: Sequence[Constraint], metrics: Mapping[str, float], update: int) -> str | None:
+    """The prune reason of the first hacking-guard bound this update's metrics cross, None when none does (or the
+    update reports none of their metrics)."""
+    for bound in bounds:
+        value = metrics.get(bound.metric)
+        if value is None:
+            continue
+        if bound.max is not None and value > bound.max:
+            return f"hacking guard: {bound.metric} {value:.4g} above {bound.max:g} at update {update}"
+        if bound.min is not None and value < bound.min:
+            return f"hacking guard: {bound.metric} {value:.4g} below {bound.min:g} at update {update}"
+    return None
 
 
 class MissingMetricError(LookupError):
@@ -90,6 +105,8 @@ class TrialReporter(TrainerCallback):
             every_update = len(self.kl_history) == self.updates
             reason = blowup_reason(self.kl_history, self.budget_updates,
                                    guard if every_update else dataclasses.replace(guard, predict=False), update)
+        if reason is None:
+            reason = guard_crossed(self.spec.hacking_guard, metrics, update)
         first = self.spec.objectives[0]
         if reason is None and not self.spec.multi_objective and first.metric in metrics:
             value = reduce_history(self.histories[first.metric], first)

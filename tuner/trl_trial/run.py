@@ -36,6 +36,7 @@ from ppo_core.run.callbacks import SampleGeneration
 from ppo_core.run.callbacks import TrainerCallback as UpdateCallback
 from ppo_core.run.distributed import ProcessGroup
 from ppo_core.run.evaluation import count_updates, evaluate, separate_rng
+from ppo_core.run.judging import held_out_judging
 from ppo_core.setup.run_setup import RolloutModels, RunParts, load_run_parts
 from tuner.exports._common import optimizer_steps_per_update
 from tuner.trl_trial.arguments import TRL_TRAINERS, TrialArguments, trial_arguments
@@ -178,6 +179,7 @@ class TrialEvaluation:
         self.trainer, self.parts, self.config, self.device = trainer, parts, config, device
         self.group = ProcessGroup(trainer.accelerator)
         self._reference: torch.nn.Module | None = None
+        self.judging = held_out_judging(parts.judges, config, device, self.group.rank, self._setup)
 
     def _setup(self) -> Any:
         policy = self.trainer.accelerator.unwrap_model(self.trainer.model)
@@ -209,7 +211,7 @@ class TrialEvaluation:
         # rollout of one epoch of one mini-batch leaves to the update's forward (and so to nothing, here).
         return self._in_eval_mode(lambda setup: evaluate(
             lambda batch: collect_rollout(setup, batch, self.config, self.device, for_update=False), setup,
-            self.config, self.group, update))
+            self.config, self.group, update, judging=self.judging))
 
     def samples(self, update: int) -> list[SampleGeneration]:
         def record(setup: Any) -> list[SampleGeneration]:
