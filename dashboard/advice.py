@@ -28,6 +28,7 @@ import pandas as pd
 from dashboard.frontier_reading import unclear_words
 from dashboard.health_rules import (
     ADVICE_ENTROPY,
+    ADVICE_HACKING,
     ADVICE_KL_HIGH,
     ADVICE_KL_ZERO,
     ADVICE_NON_FINITE,
@@ -57,7 +58,7 @@ GROUPS = (KL, LR_BATCH, EPOCHS_CLIP, VALUE, NUMERICS, OTHER)  # the guidance's o
 # Every health rule (dashboard.health_rules), searched parameter and constrained metric, by the group it advises on.
 GROUP_OF: dict[str, str] = {
     "kl_blow_up": KL, "kl_guard_trend": KL, "kl_high": KL, "kl_collapse": KL, "over_optimisation": KL,
-    "judge_turned": KL,
+    "judge_turned": KL, "hacking_signs": KL,
     "kl_coef": KL, "beta": KL, "kl_target": KL, "kl_control": KL, "kl_in_reward": KL, "kl_estimator": KL,
     "kl_loss_estimator": KL, "kl_horizon": KL, "objective/kl": KL, "eval/kl": KL,
     "entropy_collapse": LR_BATCH,
@@ -83,6 +84,7 @@ ADVICE_OF: dict[str, tuple[tuple[str, ...], str]] = {
     "kl_collapse": (_KL_KNOBS, ADVICE_KL_ZERO),
     "over_optimisation": (("kl_coef", "beta", "kl_target", "kl_control"), ADVICE_OVER_OPTIMISATION),
     "judge_turned": (("kl_coef", "beta", "kl_target", "kl_control"), ADVICE_OVER_OPTIMISATION),
+    "hacking_signs": (("kl_coef", "beta", "kl_target", "learning_rate"), ADVICE_HACKING),
     # A broken KL budget is KL too high.
     "objective/kl": (_KL_KNOBS, ADVICE_KL_HIGH),
     "eval/kl": (_KL_KNOBS, ADVICE_KL_HIGH),

@@ -20,7 +20,15 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ppo_core.metric_names import EVAL_METRICS, EVAL_PREFIX, EVAL_SCORE, GUARDED_METRICS, HELD_OUT_JUDGE_METRICS
+from ppo_core.metric_names import (
+    EVAL_DISTINCT_2,
+    EVAL_METRICS,
+    EVAL_PREFIX,
+    EVAL_REPEATED_3,
+    EVAL_SCORE,
+    GUARDED_METRICS,
+    HELD_OUT_JUDGE_METRICS,
+)
 from tuner.store.attrs import DEFAULT_KL_METRIC, DEFAULT_KL_THRESHOLD
 from tuner.store.records import METRIC_KEYS
 
@@ -36,6 +44,10 @@ CLIPFRAC_HIGH = 0.3  # PPO typically clips 5–20% of tokens
 APPROXKL_HIGH = 0.1  # per-update KL between old and new policy; PPO's trust region wants a few hundredths
 GOLD_GIVE_BACK = 0.2  # gold gave back this much of its gain while the proxy kept rising
 NOISE_MULTIPLE = 3.0  # a trend is a finding only when it exceeds this many standard errors of the run's own noise
+# Signs of hacking in the held-out answers, each against the run's own first evaluation: what a reader sees as answers
+# that say the same words to every prompt, or loop on one phrase (benchmarks/results/hacking_signals/).
+DISTINCT_KEPT_FRACTION = 0.5  # distinct word pairs fell to under half their first evaluation's share
+REPEATS_RISE = 0.1  # a tenth more of the answers' word triples repeat one earlier in the same answer
 
 KL_GUIDANCE = "Keep KL under about 15–20 nats."  # the guidance's generic figure: a study's own peak replaces it
 ADVICE_KL_HIGH = ("Lower the learning rate or raise β (kl_coef); with the adaptive controller, lower kl_target. "
@@ -50,6 +62,9 @@ ADVICE_STEP_SIZE = ("Use fewer PPO epochs (num_ppo_epochs) or a tighter clip ran
                     "or lower the learning rate: each update moves the policy too far from the one that sampled.")
 ADVICE_OVER_OPTIMISATION = ("Raise β (kl_coef) or, with the adaptive controller, lower kl_target to stay closer to "
                             "the SFT model, or train for fewer updates.")
+ADVICE_HACKING = ("Read the samples: where they repeat themselves, prefer an earlier evaluation's policy, raise β "
+                  "(kl_coef) or lower the learning rate, and bound the signal in the study's hacking_guard or "
+                  "constraints.")
 ADVICE_NON_FINITE = ("Lower the learning rate(s), keep gradient clipping (max_grad_norm) on, "
                      "and check that the reward never returns NaN or infinity.")
 
@@ -329,9 +344,28 @@ def judge_turned(metrics: pd.DataFrame, context: HealthContext) -> Finding | Non
     )
 
 
+def hacking_signs(metrics: pd.DataFrame, context: HealthContext) -> Finding | None:
+    """The held-out answers lost their variety since the run's first evaluation: distinct word pairs fell under
+    :data:`DISTINCT_KEPT_FRACTION` of their first share, or repeated word triples rose by :data:`REPEATS_RISE` or
+    more. Needs no judge: what a policy that games its reward does to its answers."""
+    distinct, repeats = _series(metrics, EVAL_DISTINCT_2), _series(metrics, EVAL_REPEATED_3)
+    signs = []
+    if len(distinct) >= 2 and distinct.values[-1] < DISTINCT_KEPT_FRACTION * distinct.values[0]:
+        signs.append(f"distinct word pairs fell {distinct.values[0]:.2f} → {distinct.values[-1]:.2f} "
+                     f"({EVAL_DISTINCT_2})")
+    if len(repeats) >= 2 and repeats.values[-1] - repeats.values[0] >= REPEATS_RISE:
+        signs.append(f"repeated word triples rose {repeats.values[0]:.2f} → {repeats.values[-1]:.2f} "
+                     f"({EVAL_REPEATED_3})")
+    if not signs:
+        return None
+    last = max(series.last_update() for series in (distinct, repeats) if len(series))
+    return Finding("hacking_signs", WARNING, "Held-out answers repeat themselves",
+                   f"from the first evaluation to the one at update {last}: {'; '.join(signs)}", ADVICE_HACKING, last)
+
+
 RULES: tuple[Callable[[pd.DataFrame, HealthContext], Finding | None], ...] = (
     non_finite, kl_blow_up, kl_high, kl_collapse, value_loss_diverging, entropy_collapse, clipfrac_high,
-    approxkl_high, over_optimisation, judge_turned,
+    approxkl_high, over_optimisation, judge_turned, hacking_signs,
 )
 
 

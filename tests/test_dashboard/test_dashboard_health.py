@@ -143,6 +143,27 @@ def test_proxy_up_judge_down_on_the_evaluations_is_a_warning(judge: str) -> None
     assert "judge_turned" not in rules_found(turned.drop(columns=judge))  # no judge: nothing to read
 
 
+@pytest.mark.parametrize(("distinct", "repeats", "named"), [
+    ([0.95, 0.8, 0.4], [0.0, 0.01, 0.02], "distinct word pairs fell 0.95 → 0.40"),
+    ([0.95, 0.9, 0.9], [0.01, 0.05, 0.13], "repeated word triples rose 0.01 → 0.13"),
+])
+def test_answers_that_lose_their_variety_are_a_sign_of_hacking(distinct: list[float], repeats: list[float],
+                                                                named: str) -> None:
+    def every_tenth(values: list[float]) -> np.ndarray:
+        column = np.full(N, math.nan)
+        column[[9, 19, 29]] = values
+        return column
+
+    signs = healthy().assign(**{"eval/distinct_2grams": every_tenth(distinct),
+                                "eval/repeated_3grams": every_tenth(repeats)})
+    (finding,) = diagnose(signs, CONTEXT)
+    assert finding.rule == "hacking_signs" and finding.update == 30 and named in finding.evidence
+    assert "hacking_guard" in finding.advice
+    kept = healthy().assign(**{"eval/distinct_2grams": every_tenth([0.95, 0.9, 0.6]),
+                               "eval/repeated_3grams": every_tenth([0.01, 0.05, 0.1])})
+    assert "hacking_signs" not in rules_found(kept)  # above half its share, and under a tenth more repeats
+
+
 def test_non_finite_metrics_are_critical() -> None:
     values = healthy()["loss/value_avg"].to_numpy().copy()
     values[-1] = math.inf
