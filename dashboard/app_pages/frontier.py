@@ -98,7 +98,7 @@ def _across_the_study(context: PageContext, source: FrontierSource, paths: pd.Da
         url_state.keep(SCOPE_KEY, "all")
         reading, by_group = _peaks(context.ref.url, context.ref.name, context.token, scope, groups,
                                    fit_points(paths, states, scope))
-    y_title = "gold score" if source.has_gold else "proxy score"
+    y_title = source.gold_label if source.has_gold else "proxy score"
     figure = frontier_figure(points, front, reading, y_title, groups,
                              context.view.upper_limit(source.kl))
     st.plotly_chart(figure, key="chart_frontier")

@@ -49,6 +49,9 @@ def test_run_warns_before_and_says_after_that_the_clip_did_nothing(
     printed = capsys.readouterr().err  # run reports on stderr, as it goes
     assert "warning: this study searches cliprange, which cannot act here" in printed
     assert "cliprange did nothing: policy/clipfrac_avg was 0 in all 16 updates of 2 trials" in printed
+    # It tunes its own reward with no held-out judge, and run says what that was measured to cost.
+    assert "warning: this study tunes objective/scores with no held-out judge" in printed
+    assert "benchmarks/results/proxy_regret/README.md" in printed
 
 
 def test_show_on_the_stored_seventh_task_study_says_its_clip_did_nothing(capsys: pytest.CaptureFixture[str]) -> None:

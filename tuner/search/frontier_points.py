@@ -43,6 +43,11 @@ class FrontierSource:
     def has_gold(self) -> bool:
         return self.gold is not None
 
+    @property
+    def gold_label(self) -> str:
+        """What a page calls the gold column: "gold score" for a built-in task's gold, else the judge's metric."""
+        return "gold score" if self.gold in (None, EVAL_GOLD_SCORE, GOLD_SCORE) else f"judge score ({self.gold})"
+
 
 def frontier_source(metrics: pd.DataFrame, judge: str | None = None) -> FrontierSource:
     """Held-out metrics (``eval/kl``, ``eval/score``, and the held-out judge: the first recorded of
