@@ -425,6 +425,29 @@ class PPOConfig(ScriptArguments, ModelConfig, ConfigReadings):
                        "trackio, mlflow, ... (TrainingArguments' name)."),
     )
 
+    # --- checkpoints: a run that stops part way continues from its last one (ppo_core.run.checkpoint) ---
+    save_steps: float | None = field(
+        default=None,
+        metadata=field_help("Write a checkpoint (trained weights, optimizers, schedulers, KL coefficient, data order "
+                            "and random streams) every this many PPO updates and after the last, to "
+                            "output_dir/checkpoints/checkpoint-N; below 1 a fraction of the run's updates "
+                            "(TrainingArguments' meaning). ppo-tune train, run again after an interruption, "
+                            "continues from the last one: the same run as one never interrupted. null: none "
+                            "(TrainingArguments' default is 500)."),
+    )
+    save_total_limit: int | None = field(
+        default=1,
+        metadata=field_help("Checkpoints kept: the older ones are removed once a newer one is complete. null keeps "
+                            "every one (TrainingArguments' default; a resume reads only the last)."),
+    )
+    resume_from_checkpoint: str | None = field(
+        default=None,
+        metadata=field_help("A checkpoint directory (output_dir/checkpoints/checkpoint-N) to continue from, whose "
+                            "run had this config but for where it writes, what it records and its memory settings "
+                            "(TrainingArguments' name). null: start afresh, or in ppo-tune train continue the "
+                            "interrupted run of the output directory."),
+    )
+
     # --- derived (TRL's batch hierarchy): filled in once, by __post_init__, and written by nothing else ---
     world_size: int = field(default=1, init=False, metadata=field_help("Processes (derived)."))
     micro_batch_size: int = field(default=0, init=False, metadata=field_help("per_device x world_size (derived)."))

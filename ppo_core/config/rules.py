@@ -54,6 +54,8 @@ class RuledConfig(Protocol):
     eval_on_start: bool
     update_forward_batch_size: int | None
     report_to: list[str]
+    save_steps: float | None
+    save_total_limit: int | None
 
     @property
     def kl_penalty_in_reward(self) -> bool: ...
@@ -82,6 +84,7 @@ def check_values(c: RuledConfig) -> None:
     _check_batches(c)
     _check_models_and_rewards(c)
     _check_judges(c)
+    _check_checkpoints(c)
 
 
 def _check_optimisation(c: RuledConfig) -> None:
@@ -217,6 +220,18 @@ def _check_models_and_rewards(c: RuledConfig) -> None:
         if len(c.reward_weights) != rewards:
             raise ConfigError(f"reward_weights: {len(c.reward_weights)} weights for {rewards} rewards "
                               f"({', '.join(c.reward_specs) or 'the task reward model'})")
+
+
+def _check_checkpoints(c: RuledConfig) -> None:
+    """save_steps follows eval_steps' rule: whole updates from 1, a fraction of the run below 1. (It needs an
+    output_dir too, which ppo-tune train sets after reading the file: the trainer checks that.)"""
+    if c.save_steps is not None:
+        require(c.save_steps > 0, "save_steps", "> 0", c.save_steps)
+        require(c.save_steps < 1 or float(c.save_steps).is_integer(), "save_steps",
+                "a whole number of updates when >= 1 (below 1, a fraction of the run's updates)", c.save_steps)
+    if c.save_total_limit is not None:
+        require(c.save_total_limit >= 1, "save_total_limit", ">= 1 (null keeps every checkpoint)",
+                c.save_total_limit)
 
 
 def _check_judges(c: RuledConfig) -> None:

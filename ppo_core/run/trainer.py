@@ -31,6 +31,7 @@ from ppo_core.rollout.generation_copy import generation_copy
 from ppo_core.rollout.sampling_copy import reference_copy, sampling_copy
 from ppo_core.rollout.shared_prompts import PromptMemo
 from ppo_core.run.callbacks import SampleGeneration, TrainerCallback
+from ppo_core.run.checkpoint import is_save_update, restore_checkpoint, save_checkpoint, save_interval
 from ppo_core.run.distributed import ProcessGroup, check_launch, rank_share
 from ppo_core.run.evaluation import (
     count_updates,
@@ -54,6 +55,7 @@ class TrainResult:
     samples: list[SampleGeneration] = field(default_factory=list)
     num_updates: int = 0
     stop_reason: str | None = None
+    resumed_at: int = 0  # the update of the checkpoint the run continued from (0: it ran from the start)
 
 
 class PPOTrainer:
@@ -100,7 +102,7 @@ class PPOTrainer:
         self.kl_controller = make_kl_controller(config.kl_coefficient, config.kl_target, config.kl_horizon)
         self.prompt_generator = torch.Generator().manual_seed(config.seed)
         self.shuffle_generator = torch.Generator().manual_seed(config.seed + 1)
-        self._prompt_order: list[int] = []
+        self.prompt_order: list[int] = []
         self._non_finite_rewards: list[str] = []  # the latest rollout's rewards that returned NaN or infinity
         self.episode = 0
 
@@ -137,25 +139,29 @@ class PPOTrainer:
         # The held-out prompts come again at every evaluation, and the reference is frozen: its pass over them
         # is made once a run.
         self._held_out_reference = PromptMemo()
-        self._answers: tuple[int, Scored] | None = None  # the last evaluation's first answers, for a sample recording
-
         self.judging = held_out_judging(self.setup.judges, c, self.accelerator.device, self.group.rank,
                                         lambda: self.setup)
-    def train(self) -> TrainResult:
+        self._answers: tuple[int, Scored] | None = None  # the last evaluation's first answers, for a sample recording
+
+    def train(self, resume_from_checkpoint: str | Path | None = None) -> TrainResult:
         """Run every PPO update, or until a callback asks to stop, evaluating on the held-out prompts where
-        ``eval_steps`` says; raises NonFiniteError on divergence."""
+        ``eval_steps`` says and writing a checkpoint where ``save_steps`` says; raises NonFiniteError on divergence.
+        From a checkpoint (``resume_from_checkpoint``, else the config's) it makes the updates after the
+        checkpoint's, as the run that wrote it would have made them (ppo_core.run.checkpoint)."""
         result = TrainResult()
+        result.resumed_at = resumed_at = self._resume(resume_from_checkpoint or self.config.resume_from_checkpoint)
         for callback in self.callbacks:
             callback.on_train_begin(self.config, self.num_updates)
         sample_every = sample_interval(self.num_updates, self.config.num_sample_generations)
-        if sample_every and self.group.is_main:
+        if sample_every and self.group.is_main and not resumed_at:
             self._record_samples(0, result)
-        if self.config.eval_on_start and self.eval_interval is not None:
+        if self.config.eval_on_start and self.eval_interval is not None and not resumed_at:
             # To the callbacks (the metrics file, trackers, a tuner trial's store), not among the updates' metrics.
             start = {"update": 0.0, "episode": 0.0, **self.evaluate(0)}
             for callback in self.callbacks:
                 callback.on_update(0, start)  # the untuned policy: nothing to stop yet
-        for update in range(1, self.num_updates + 1):
+        save_every = save_interval(self.config, self.num_updates)
+        for update in range(resumed_at + 1, self.num_updates + 1):
             metrics = self.step(update)
             if is_evaluation_update(update, self.num_updates, self.eval_interval):
                 metrics.update(evaluate(self._held_out_rollout, self.setup, self.config, self.group, update,
@@ -175,6 +181,8 @@ class PPOTrainer:
             if sample_every and self.group.is_main and \
                     (update % sample_every == 0 or update == self.num_updates or stop_reason):
                 self._record_samples(update, result)
+            if is_save_update(update, self.num_updates, save_every):  # once the update's records are written
+                save_checkpoint(self, update)
             if stop_reason:
                 result.stop_reason = stop_reason
                 break
@@ -251,6 +259,12 @@ class PPOTrainer:
             "memory/peak_gib": peak_gib,
         }
 
+    def _resume(self, checkpoint: str | Path | None) -> int:
+        """The update the run continues after: the checkpoint's, once restored into this trainer, or 0 without one.
+        The main process's checkpoint holds on every rank."""
+        chosen = self.group.from_main(str(checkpoint) if checkpoint else None)
+        return restore_checkpoint(self, Path(chosen)) if chosen else 0
+
     def evaluate(self, update: int) -> dict[str, float]:
         """The held-out evaluation's metrics (``eval/*``) for the policy as it is now, sampled on the stream
         ``update`` names; ``evaluate(0)`` before ``train()`` measures the starting (SFT) policy. The training RNG
@@ -300,9 +314,9 @@ class PPOTrainer:
         generations = self.config.generations_per_prompt
         rows: list[int] = []
         while len(rows) < self.config.batch_size:
-            if not self._prompt_order:
-                self._prompt_order = torch.randperm(len(prompts), generator=self.prompt_generator).tolist()
-            rows.extend([self._prompt_order.pop()] * generations)
+            if not self.prompt_order:
+                self.prompt_order = torch.randperm(len(prompts), generator=self.prompt_generator).tolist()
+            rows.extend([self.prompt_order.pop()] * generations)
         return prompts.select(rank_share(rows, self.group.rank, self.group.world_size))
 
     def _keep_answers(self, update: int, answered: Rollout) -> None:

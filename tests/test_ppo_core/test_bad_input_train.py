@@ -8,18 +8,17 @@ three updates against a reward function written into the test's directory.
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import subprocess
 import sys
 import tempfile
-import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from helpers.train_cli import one_line, private_mount, snapshot, write_module
 
 from ppo_tune.cli import build_parser, main
 
@@ -79,29 +78,13 @@ def interrupted_at_second_update(prompts, completions, **kwargs):
 
 
 def reward_module(directory: Path, source: str = REWARDS) -> str:
-    """Write ``source`` as a module of a fresh name into ``directory`` (the run's working directory, where reward
-    modules are looked for), so that no test reuses another's imported module or its call counter."""
-    name = f"rewards_{uuid.uuid4().hex[:12]}"
-    (directory / f"{name}.py").write_text(source)
-    importlib.invalidate_caches()
-    return name
+    """Write ``source`` (these tests' rewards) as a module of a fresh name into ``directory``."""
+    return write_module(directory, source)
 
 
 def write_config(path: Path, **values: Any) -> Path:
     path.write_text(yaml.safe_dump({**BASE, **values}))
     return path
-
-
-def snapshot(directory: Path) -> dict[str, bytes]:
-    """Every file under ``directory`` and its bytes: what "unchanged" means for a run directory."""
-    return {str(file.relative_to(directory)): file.read_bytes() for file in sorted(directory.rglob("*"))
-            if file.is_file()}
-
-
-def one_line(text: str) -> str:
-    line = text.strip()
-    assert line and "\n" not in line and "Traceback" not in line, text
-    return line
 
 
 @pytest.fixture
@@ -268,16 +251,6 @@ def test_output_with_a_5000_character_name_exits_2(run_dir: Path, tiny_lm_dir: P
     assert line.startswith("ppo-tune train: error: --output: ") and "too long" in line, line
     assert len(line) < 400  # the name is not echoed in full
     assert sorted(os.listdir(run_dir)) == before
-
-
-def private_mount(script: str, *arguments: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """Run the shell ``script`` in a mount namespace of its own, so that what it mounts (a tmpfs: a real full or
-    read-only file system) is gone when it ends. Root may mount there; another user maps itself to root first."""
-    unshare = ["unshare", "--mount"] + ([] if os.geteuid() == 0 else ["--map-root-user"])
-    environment = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1",
-                   "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    return subprocess.run([*unshare, "sh", "-c", script, "sh", *arguments], cwd=cwd, env=environment,
-                          capture_output=True, text=True, timeout=300)
 
 
 def test_output_on_a_read_only_file_system_exits_2(run_dir: Path, tiny_lm_dir: Path, prompts_file: Path) -> None:

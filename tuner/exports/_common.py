@@ -47,6 +47,9 @@ class Differs:
 NOT_TRAINING = {
     "output_dir": "where ppo-tune wrote the run",
     "report_to": "ppo-tune's trackers",
+    "save_steps": "ppo-tune's checkpoints, to resume an interrupted run",
+    "save_total_limit": "ppo-tune's checkpoints, to resume an interrupted run",
+    "resume_from_checkpoint": "the ppo-tune checkpoint a run continued from",
     "task_cache_dir": "where ppo-tune caches its built-in tasks",
     "num_sample_generations": "ppo-tune's sample log",
     "num_eval_prompts": "ppo-tune's held-out evaluation",
