@@ -92,6 +92,24 @@ class TrialStore:
         with self.engine.begin() as connection:
             connection.execute(metrics_table.insert(), [row])
 
+    def copy_from(self, trial_id: int, last_update: int) -> list[tuple[int, dict[str, float]]]:
+        """Copy trial ``trial_id``'s metric and sample rows up to ``last_update`` (none later) to this trial, as a
+        retry that continues that trial from its checkpoint at ``last_update`` would have written them; the copied
+        metrics, by update, oldest first."""
+        rows = []
+        with self.engine.begin() as connection:
+            for table in (metrics_table, samples_table):
+                columns = [c for c in table.c if c.name not in ("id", *self.keys)]
+                query = sqlalchemy.select(*columns).where(
+                    (table.c.trial_id == trial_id) & (table.c.update <= last_update)).order_by(table.c.update)
+                copied = [{**row._asdict(), **self.keys} for row in connection.execute(query)]
+                if copied:
+                    connection.execute(table.insert(), copied)
+                if table is metrics_table:
+                    rows = [(row["update"], {k: float(v) for k, v in json_loads(row["metrics"]).items()})
+                            for row in copied]
+        return rows
+
     def write_samples(self, samples: Iterable[Any]) -> None:
         rows = [
             {

@@ -27,6 +27,9 @@ from tuner.study.values import StudySpecError
 # storage, heartbeat_interval, trial_timeout, description, processes_per_trial) may change between runs.
 FINGERPRINTED = ("objectives", "base", "search_space", "pruner", "sampler", "kl_guard", "constraints", "enqueue",
                  "target", "seed_policy", "trainer", "hacking_guard")
+# base fields that say how often a trial saves its checkpoints (tuner.trial.checkpoints), not what it computes: a
+# study resumed with another interval runs and judges the same trials.
+UNFINGERPRINTED_BASE = ("save_steps", "save_total_limit")
 
 
 PPO_TUNE_MARKS = (SPEC_ATTR, KL_GUARD_ATTR, OBJECTIVES_ATTR)
@@ -111,6 +114,8 @@ def spec_changes(stored: dict[str, Any], current: dict[str, Any]) -> list[str]:
     changes = []
     for part in FINGERPRINTED:
         old, new = _canonical(stored.get(part)), _canonical(current.get(part))
+        if part == "base" and isinstance(old, dict) and isinstance(new, dict):
+            old, new = ({k: v for k, v in base.items() if k not in UNFINGERPRINTED_BASE} for base in (old, new))
         if old == new:
             continue
         if isinstance(old, dict) and isinstance(new, dict):

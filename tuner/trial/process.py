@@ -19,21 +19,26 @@ import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 
 import optuna
 import torch
 import tqdm.std  # type: ignore[import-untyped]
+from optuna.trial import FrozenTrial
 
 from ppo_core.config.io import build_config
 from ppo_core.config.launch_env import launched_rank
+from ppo_core.config.ppo_config import PPOConfig
 from ppo_core.errors import first_line
 from ppo_core.models.quiet import quiet_hugging_face
+from ppo_core.run.checkpoint_files import checkpoints_dir, complete_checkpoints
 from ppo_core.run.trainer import PPOTrainer
-from tuner.store.attrs import CONFIG_ATTR, CPU_THREADS_ATTR, TRAINED_BY_ATTR, TRL_SECONDS_ATTR
+from tuner.store.attrs import CONFIG_ATTR, CPU_THREADS_ATTR, RETRY_OF_ATTR, TRAINED_BY_ATTR, TRL_SECONDS_ATTR
 from tuner.store.database import create_engine, open_storage
 from tuner.store.records import TrialStore
 from tuner.study.sections import PPO_CORE
 from tuner.study.spec_record import rebuilt_spec
+from tuner.trial.checkpoints import first_of_chain, remove_trial_checkpoints, trial_checkpoints
 from tuner.trial.factory import make_pruner
 from tuner.trial.lifetime import die_with_parent, end_now
 from tuner.trial.protocol import Outcome, TrialJob, record_outcome
@@ -106,6 +111,22 @@ def _thread_lock_for_progress_bars() -> None:
     tqdm.std.tqdm.set_lock(threading.RLock())
 
 
+def _checkpointing(config: PPOConfig, study: optuna.Study, frozen: FrozenTrial,
+                   storage_url: str) -> tuple[PPOConfig, tuple[int, Path] | None]:
+    """The trial's config with its checkpoint directory (``tuner.trial.checkpoints``) as output_dir when it saves
+    checkpoints (``save_steps``), and the last checkpoint (its update and path) that a retry continues from; the
+    first trial of a chain starts afresh, in an emptied directory."""
+    if config.save_steps is None:
+        return config, None
+    first = first_of_chain(study._storage, study._study_id, frozen.number, frozen.user_attrs)
+    directory = trial_checkpoints(storage_url, study.study_name, first)
+    if first == frozen.number and launched_rank() == 0:  # a study made again under the same name left its own
+        remove_trial_checkpoints(directory)
+    config = build_config({**frozen.user_attrs[CONFIG_ATTR], "output_dir": str(directory)})
+    found = complete_checkpoints(checkpoints_dir(directory)) if first != frozen.number else []
+    return config, found[-1] if found else None
+
+
 def run_trial(job: TrialJob) -> Outcome:
     """Train the trial ``job`` names, reporting through the storage, and record how it ended."""
     storage = open_storage(job.storage)
@@ -123,7 +144,12 @@ def run_trial(job: TrialJob) -> Outcome:
         if launched_rank() == 0 and (config.use_cpu or not torch.cuda.is_available()):
             trial.set_user_attr(CPU_THREADS_ATTR, torch.get_num_threads())
         if spec.trainer == PPO_CORE:
-            PPOTrainer(config, [reporter]).train()
+            config, checkpoint = _checkpointing(config, study, frozen, spec.storage)
+            if checkpoint is not None and launched_rank() == 0:
+                retried = storage.get_trial_id_from_study_id_trial_number(study._study_id,
+                                                                          frozen.user_attrs[RETRY_OF_ATTR])
+                reporter.restore(store.copy_from(retried, checkpoint[0]))
+            PPOTrainer(config, [reporter]).train(checkpoint[1] if checkpoint else None)
         else:
             from tuner.trl_trial.run import run_trl_trial  # imports TRL, which a ppo_core trial never needs
 

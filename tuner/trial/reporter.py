@@ -81,15 +81,41 @@ class TrialReporter(TrainerCallback):
     def on_samples(self, update: int, samples: list[SampleGeneration]) -> None:
         self.store.write_samples(samples)
 
-    def on_update(self, update: int, metrics: dict[str, float]) -> str | None:
-        self.store.write_metrics(update, metrics)
+    def restore(self, rows: Sequence[tuple[int, dict[str, float]]]) -> None:
+        """Take up the state of the trial this one continues from its checkpoint, whose stored updates up to the
+        checkpoint's are ``rows`` (``TrialStore.copy_from``): the histories, the KL history and the update count, and
+        the intermediate values reported again, so that the pruner judges the later updates as it would have judged
+        them in one run. Nothing is judged again: the trial ran on past these updates."""
+        for update, metrics in rows:
+            self._record(metrics)
+            self._report(update, metrics)
+        if self.kl_history:
+            self.trial.set_user_attr(KL_HISTORY_ATTR, self.kl_history)
+
+    def _record(self, metrics: dict[str, float]) -> None:
         self.updates += 1
         for metric, history in self.histories.items():
             if metric in metrics:
                 history.append(metrics[metric])
+        if self.pruner.guard.metric in metrics:  # a metric of the evaluations (eval/kl) comes on evaluation updates
+            self.kl_history.append(metrics[self.pruner.guard.metric])
+
+    def _report(self, update: int, metrics: dict[str, float]) -> float | None:
+        """Report the first objective's value so far to Optuna, on the updates that report its metric; the value."""
+        first = self.spec.objectives[0]
+        if self.spec.multi_objective or first.metric not in metrics:
+            return None
+        value = reduce_history(self.histories[first.metric], first)
+        if not math.isfinite(value):
+            return None
+        self.trial.report(value, update)
+        return value
+
+    def on_update(self, update: int, metrics: dict[str, float]) -> str | None:
+        self.store.write_metrics(update, metrics)
+        self._record(metrics)
         guard = self.pruner.guard
-        if guard.metric in metrics:  # a metric of the evaluations (eval/kl) comes on evaluation updates only
-            self.kl_history.append(metrics[guard.metric])
+        if guard.metric in metrics:
             self.trial.set_user_attr(KL_HISTORY_ATTR, self.kl_history)
         # The root cause first (score, KL, losses), then whatever else went non-finite.
         non_finite = first_non_finite(metrics, GUARDED_METRICS) or first_non_finite(metrics, tuple(metrics))
@@ -107,13 +133,9 @@ class TrialReporter(TrainerCallback):
                                    guard if every_update else dataclasses.replace(guard, predict=False), update)
         if reason is None:
             reason = guard_crossed(self.spec.hacking_guard, metrics, update)
-        first = self.spec.objectives[0]
-        if reason is None and not self.spec.multi_objective and first.metric in metrics:
-            value = reduce_history(self.histories[first.metric], first)
-            if math.isfinite(value):
-                self.trial.report(value, update)
-                if self.trial.should_prune():
-                    reason = f"{self.spec.pruner['name']} pruner: {first.label} {value:.4f} at update {update}"
+        if reason is None and (value := self._report(update, metrics)) is not None and self.trial.should_prune():
+            label = self.spec.objectives[0].label
+            reason = f"{self.spec.pruner['name']} pruner: {label} {value:.4f} at update {update}"
         if reason is not None:
             self.trial.set_user_attr(PRUNE_REASON_ATTR, reason)
             self.trial.set_user_attr(PRUNED_AT_ATTR, update)

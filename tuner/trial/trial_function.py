@@ -23,6 +23,7 @@ from tuner.store.database import RetryStaleTrial
 from tuner.study.seed_policy import race_seed
 from tuner.study.spec import StudySpec
 from tuner.study.target import target_problem
+from tuner.trial.checkpoints import first_of_chain, remove_trial_checkpoints, trial_checkpoints
 from tuner.trial.interrupts import interruptible, interrupts_held, raise_held
 from tuner.trial.launch import run_trial_process
 from tuner.trial.protocol import Outcome, TrialJob
@@ -88,6 +89,8 @@ def make_trial_function(spec: StudySpec, threads: int | None = None, queue_only:
             trial.study.enqueue_trial(trial.params, user_attrs=retry_user_attrs(trial.user_attrs, trial.number),
                                       skip_if_exists=False)
             raise
+        if outcome.state != "fail" or not lost:  # over for good: nothing will continue from its checkpoints
+            _remove_checkpoints(spec, trial)
         if outcome.state == "pruned":
             raise optuna.TrialPruned(outcome.reason)
         if outcome.state == "fail":
@@ -109,6 +112,15 @@ def run_trials(study: optuna.Study, trial_function: Callable[[optuna.Trial], flo
     with interrupts_held():
         study.optimize(trial_function, n_trials=n_trials, timeout=timeout, catch=(Exception,),
                        callbacks=[*callbacks, raise_held])
+
+
+def _remove_checkpoints(spec: StudySpec, trial: optuna.Trial) -> None:
+    """Remove the checkpoints of the trial's chain of retries (``tuner.trial.checkpoints``), if it saved any."""
+    user_attrs = trial.user_attrs
+    config = user_attrs.get(CONFIG_ATTR)
+    if isinstance(config, dict) and config.get("save_steps") is not None:
+        first = first_of_chain(trial.storage, trial.study._study_id, trial.number, user_attrs)
+        remove_trial_checkpoints(trial_checkpoints(spec.storage, spec.name, first))
 
 
 def _failed(trial: optuna.Trial, reason: str) -> TrialFailed:

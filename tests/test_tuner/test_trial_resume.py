@@ -1,0 +1,99 @@
+"""A study's trial interrupted after a checkpoint is queued again and continues from that checkpoint: its stored
+updates, its intermediate values and its KL history are those of the trial never interrupted."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import sqlalchemy
+import torch
+from helpers.ctrl_c import default_sigint
+from helpers.studies import TESTS_DIR, Gate, descendants, load, still_running, wait_for, write_study
+from optuna.trial import TrialState
+
+from ppo_core.config.io import build_config
+from ppo_core.metric_names import run_metrics
+from ppo_core.run.checkpoint_files import checkpoints_dir, complete_checkpoints
+from ppo_core.run.trainer import PPOTrainer
+from ppo_tune.cli import main
+from tuner.store.attrs import CONFIG_ATTR, CPU_THREADS_ATTR, KL_HISTORY_ATTR, RETRY_OF_ATTR
+from tuner.store.database import create_engine
+from tuner.store.records import metrics_table
+from tuner.study.spec_record import spec_changes
+from tuner.study.study_file import load_study_spec
+from tuner.trial.checkpoints import trial_checkpoints
+
+pytestmark = pytest.mark.heavy  # starts processes and studies: scheduled first
+
+
+@pytest.fixture(autouse=True)
+def reward_functions_importable(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The trials import the test reward functions by name, as users' own modules would be.
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS_DIR), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.syspath_prepend(str(TESTS_DIR))
+
+
+def stored_rows(storage: str, trial_number: int) -> list[dict[str, float]]:
+    """The metrics a trial stored, update by update, as written."""
+    query = sqlalchemy.select(metrics_table.c.metrics).where(metrics_table.c.trial_number == trial_number) \
+        .order_by(metrics_table.c.update)
+    with create_engine(storage).connect() as connection:
+        return [json.loads(row) for row in connection.scalars(query)]
+
+
+def test_a_sigterm_interrupted_trial_resumes_from_its_checkpoint_as_the_trial_never_interrupted(
+    tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path, gate: Gate,
+) -> None:
+    # The held reward holds the trial at its second call: update 2's rollout (no samples or evaluations call it
+    # before), after update 1's checkpoint. SIGTERM to ppo-tune run then interrupts the trial there.
+    base = {"reward_model_path": Gate.REWARD, "num_sample_generations": 0, "save_steps": 1}
+    path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=1, base=base)
+    spec = load_study_spec(path)
+    directory = trial_checkpoints(spec.storage, spec.name, 0)
+    process = subprocess.Popen([sys.executable, "-m", "ppo_tune", "run", str(path)], stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=default_sigint)
+    held = gate.held_process()
+    study_processes = descendants(process.pid)
+    assert held in study_processes
+    assert [update for update, _ in complete_checkpoints(checkpoints_dir(directory))] == [1]
+    process.send_signal(signal.SIGTERM)
+    output = process.communicate(timeout=60)[0].decode()
+    gate.open()
+    assert process.returncode == 143, output
+    wait_for(lambda: not still_running(study_processes), 30, "the stopped study's processes to end")
+    assert complete_checkpoints(checkpoints_dir(directory))  # kept for the retry
+
+    assert main(["run", str(path)]) == 0
+    interrupted, retry = load(path).get_trials()
+    assert interrupted.state == TrialState.FAIL and retry.state == TrialState.COMPLETE
+    assert retry.user_attrs[RETRY_OF_ATTR] == interrupted.number
+    assert not directory.exists()  # the chain ended for good: its checkpoints are gone
+
+    config = build_config({**retry.user_attrs[CONFIG_ATTR], "output_dir": str(tmp_path / "uninterrupted")})
+    threads = torch.get_num_threads()
+    torch.set_num_threads(retry.user_attrs[CPU_THREADS_ATTR])  # the sums' order, hence the numbers, depend on it
+    try:
+        whole = PPOTrainer(config).train().metrics
+    finally:
+        torch.set_num_threads(threads)
+    first, resumed = stored_rows(spec.storage, interrupted.number), stored_rows(spec.storage, retry.number)
+    assert [run_metrics(row) for row in resumed] == [run_metrics(row) for row in whole]
+    # Update 1 is the interrupted trial's own row, timings and all, copied: the retry did not train it again.
+    assert resumed[0] == first[0] and len(first) == 1
+    # Optuna's pruner and the KL guard see every update, the copied one too.
+    assert retry.intermediate_values == {u: retry.intermediate_values[u] for u in range(1, len(whole) + 1)}
+    assert retry.intermediate_values[1] == interrupted.intermediate_values[1]
+    assert retry.user_attrs[KL_HISTORY_ATTR] == [m["objective/kl"] for m in whole]
+
+
+def test_how_often_trials_save_is_no_change_to_the_study() -> None:
+    stored = {"base": {"learning_rate": 1e-3}}
+    assert spec_changes(stored, {"base": {"learning_rate": 1e-3, "save_steps": 2, "save_total_limit": 2}}) == []
+    assert spec_changes(stored, {"base": {"learning_rate": 2e-3, "save_steps": 2}}) == \
+        ["base.learning_rate 0.001 -> 0.002"]
