@@ -41,7 +41,10 @@ def show_with_frontier(args: argparse.Namespace) -> int:
     show_study(study, args.name, metrics)
     words = frontier_words(metrics)  # None for a study with no trials, as for one without gold
     if words is not None:
-        print(f"frontier (the dashboard's reading of every trial's held-out gold in KL): {words}")
+        from tuner.search.frontier_points import frontier_source
+
+        judge = frontier_source(metrics).judge_name
+        print(f"frontier (the dashboard's reading of every trial's held-out {judge} in KL): {words}")
     return 0
 
 

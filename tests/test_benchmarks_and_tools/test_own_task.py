@@ -49,3 +49,12 @@ def test_the_stored_report_is_what_the_stored_studies_give(tmp_path: Path) -> No
     provenance = ("command", "commit", "date_utc", "machine", "quick")
     assert {k: v for k, v in now.items() if k not in provenance} == \
         {k: v for k, v in stored.items() if k not in provenance}
+
+
+def test_show_reads_the_judge_studys_frontier_on_its_judge(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from ppo_tune.cli import main
+
+    copy = tmp_path / "study.db"
+    copy.write_bytes((own_task.RESULTS / "study.db").read_bytes())
+    assert main(["show", "own_task", "--storage", f"sqlite:///{copy}"]) == 0
+    assert "reading of every trial's held-out judge (eval/judge_score) in KL" in capsys.readouterr().out

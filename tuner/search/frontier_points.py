@@ -44,9 +44,14 @@ class FrontierSource:
         return self.gold is not None
 
     @property
+    def judge_name(self) -> str:
+        """What a page calls the gold column's judge: "gold" for a built-in task's gold, else the judge's metric."""
+        return "gold" if self.gold in (None, EVAL_GOLD_SCORE, GOLD_SCORE) else f"judge ({self.gold})"
+
+    @property
     def gold_label(self) -> str:
-        """What a page calls the gold column: "gold score" for a built-in task's gold, else the judge's metric."""
-        return "gold score" if self.gold in (None, EVAL_GOLD_SCORE, GOLD_SCORE) else f"judge score ({self.gold})"
+        """An axis title for the gold column: "gold score", or "judge (eval/judge_score) score"."""
+        return f"{self.judge_name} score"
 
 
 def frontier_source(metrics: pd.DataFrame, judge: str | None = None) -> FrontierSource:
