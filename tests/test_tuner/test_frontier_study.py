@@ -30,7 +30,7 @@ def reward_functions_importable(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.parametrize(("base", "missing"), [
     ({}, "sampler.name frontier: 'eval/kl' is reported only by runs that evaluate on held-out prompts; set "
          "base.eval_steps"),
-    ({"eval_steps": 0.5}, "sampler.name frontier: 'eval/gold_score' is not a metric this study's runs report"),
+    ({"eval_steps": 0.5}, "sampler.name frontier: 'eval/judge_score' is not a metric this study's runs report"),
 ])
 def test_a_frontier_study_whose_runs_lack_what_it_reads_exits_2_naming_it_and_creates_nothing(
         tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path, capsys: pytest.CaptureFixture[str],

@@ -77,8 +77,8 @@ def frontier_source(metrics: pd.DataFrame, judge: str | None = None) -> Frontier
         return FrontierSource(kind, kl, proxy, gold, f"KL and scores from the {where}{judged_by}.")
     return FrontierSource(
         kind, kl, proxy, None,
-        f"KL and scores from the {where}; no gold score or judge ({gold}) is recorded, so the proxy score stands "
-        "in and overoptimisation cannot be seen.",
+        f"KL and scores from the {where}; no gold score ({gold}) is recorded, nor any held-out judge's, so the proxy "
+        "score stands in and overoptimisation cannot be seen.",
     )
 
 

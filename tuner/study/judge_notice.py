@@ -53,8 +53,8 @@ def reported_judges(base: Mapping[str, Any]) -> list[str]:
 
 def no_judge_notice(objectives: Sequence[Objective], base: Mapping[str, Any]) -> str | None:
     """One line where a study tunes no held-out judge: what it tunes instead, the judge its runs report if they do,
-    and what tuning without one was measured to cost. None for a study that tunes a judge."""
-    if tuned_judge(objectives) is not None:
+    and what tuning without one was measured to cost. None for a study that tunes a judge, or names no objective."""
+    if not objectives or tuned_judge(objectives) is not None:  # no objectives: a study that stored none
         return None
     tuned = ", ".join(sorted({o.metric for o in objectives}))
     judges = reported_judges(base)
