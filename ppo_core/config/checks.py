@@ -98,12 +98,20 @@ def check_types(config: DataclassInstance) -> None:
             raise ConfigError(f"{name}: expected {describe_field(type(config), name)}, got {value!r}{hint}")
         if isinstance(value, float) and not math.isfinite(value):
             raise ConfigError(f"{name}: must be a finite number, got {value!r}")
-        if isinstance(value, list) and any(isinstance(v, float) and not math.isfinite(v) for v in value):
+        if isinstance(value, list) and any(isinstance(v, float) and not math.isfinite(v) for v in _flat(value)):
             raise ConfigError(f"{name}: must be finite numbers, got {value!r}")
         if annotation in (float, float | None) and isinstance(value, int):
             setattr(config, name, float(value))
-        if isinstance(value, list) and _list_item_type(annotation) is float:
+        item_type = _list_item_type(annotation)
+        if isinstance(value, list) and item_type is float:
             setattr(config, name, [float(v) for v in value])
+        elif isinstance(value, list) and item_type == list[float]:  # pairs such as a schedule's [update, value]
+            setattr(config, name, [[float(v) for v in item] for item in value])
+
+
+def _flat(values: list[Any]) -> list[Any]:
+    """A list's items, and the items of the lists it holds."""
+    return [v for item in values for v in (item if isinstance(item, list) else [item])]
 
 
 def require(condition: bool, name: str, rule: str, value: Any) -> None:

@@ -116,7 +116,14 @@ def _coerce_float_text(values: dict[str, Any]) -> dict[str, Any]:
         if isinstance(value, str) and float in (*typing.get_args(hints[key]), hints[key]) \
                 and _FLOAT_TEXT.match(value.strip()):
             coerced[key] = float(value)
+        elif isinstance(value, list) and "list[list[float]]" in str(hints[key]):  # a schedule's [update, value]
+            coerced[key] = [[_float_text(item) for item in pair] if isinstance(pair, list) else pair
+                            for pair in value]
     return coerced
+
+
+def _float_text(value: Any) -> Any:
+    return float(value) if isinstance(value, str) and _FLOAT_TEXT.match(value.strip()) else value
 
 
 def build_config(values: dict[str, Any]) -> PPOConfig:

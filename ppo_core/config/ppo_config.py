@@ -127,6 +127,16 @@ class PPOConfig(ScriptArguments, ModelConfig, ConfigReadings):
         metadata=field_help("Learning-rate schedule for both optimizers, stepped once per PPO "
                             "update."),
     )
+    learning_rate_schedule: list[list[float]] | None = field(
+        default=None,
+        metadata=field_help("Piecewise peak learning rate: pairs [update, learning_rate], the updates whole numbers "
+                            ">= 1 in ascending order; from update u on the peak is the last pair's whose update is "
+                            "<= u (before the first, learning_rate), and lr_scheduler_type's warmup and decay "
+                            "multiply it as they do learning_rate. The value network follows it while "
+                            "value_learning_rate is null. A run resumed from a checkpoint may change the pairs "
+                            "after the checkpoint's update (population-based training). null: learning_rate "
+                            "throughout."),
+    )
     warmup_ratio: float = field(default=0.0, metadata=field_help("Fraction of PPO updates spent in linear warmup."))
     warmup_steps: int = field(default=0, metadata=field_help("Warmup PPO updates; overrides warmup_ratio when > 0."))
     weight_decay: float = field(default=0.0, metadata=field_help("AdamW weight decay."))
@@ -251,6 +261,15 @@ class PPOConfig(ScriptArguments, ModelConfig, ConfigReadings):
         metadata=field_help("Coefficient of the KL loss term when kl_in_reward is false (TRL GRPOConfig's name; "
                             "0.04 is the GRPO paper's, TRL's default is 0.0); the initial value when kl_target is "
                             "set."),
+    )
+    kl_coef_schedule: list[list[float]] | None = field(
+        default=None,
+        metadata=field_help("Piecewise KL coefficient: pairs [update, coefficient], the updates whole numbers >= 1 "
+                            "in ascending order; from update u on the coefficient in force (kl_coef in the reward, "
+                            "beta in the loss) is the last pair's whose update is <= u (before the first, that "
+                            "field's). Not with kl_target, whose controller moves the coefficient itself. A run "
+                            "resumed from a checkpoint may change the pairs after the checkpoint's update. null: the "
+                            "coefficient stays as kl_coef or beta (or kl_target) sets it."),
     )
     kl_loss_estimator: KLEstimator = field(
         default="k3",

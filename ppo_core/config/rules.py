@@ -8,6 +8,7 @@ from typing import Literal, Protocol
 
 from ppo_core.config.checks import REPORT_TO, ConfigError, require
 from ppo_core.config.estimator_traits import ESTIMATORS
+from ppo_core.config.schedules import check_schedule
 
 
 class RuledConfig(Protocol):
@@ -27,6 +28,7 @@ class RuledConfig(Protocol):
     pairwise_judge: str | None
     max_prompt_length: int | None
     value_learning_rate: float | None
+    learning_rate_schedule: list[list[float]] | None
     warmup_ratio: float
     adam_epsilon: float
     per_device_train_batch_size: int
@@ -44,6 +46,7 @@ class RuledConfig(Protocol):
     num_generations: int | None
     scale_rewards_epsilon: float
     kl_target: float | None
+    kl_coef_schedule: list[list[float]] | None
     response_length: int | None
     temperature: float
     stop_token: Literal["eos"] | None
@@ -93,6 +96,7 @@ def _check_optimisation(c: RuledConfig) -> None:
     if c.value_learning_rate is not None:
         require(c.value_learning_rate >= 0, "value_learning_rate", ">= 0", c.value_learning_rate)
     require(c.adam_epsilon > 0, "adam_epsilon", "> 0", c.adam_epsilon)
+    check_schedule("learning_rate_schedule", c.learning_rate_schedule, zero_allowed=False)
     require(0.0 <= c.warmup_ratio < 1.0, "warmup_ratio", "in [0, 1)", c.warmup_ratio)
     require(0.0 <= c.lam <= 1.0, "lam", "in [0, 1]", c.lam)
     require(0.0 <= c.gamma <= 1.0, "gamma", "in [0, 1]", c.gamma)
@@ -152,6 +156,10 @@ def _check_run_length(c: RuledConfig) -> None:
 def _check_kl(c: RuledConfig) -> None:
     for name in ("kl_coef", "beta"):
         require(getattr(c, name) >= 0, name, ">= 0", getattr(c, name))
+    check_schedule("kl_coef_schedule", c.kl_coef_schedule, zero_allowed=True)
+    if c.kl_target is not None and c.kl_coef_schedule is not None:
+        raise ConfigError("kl_coef_schedule: cannot be set together with kl_target (its adaptive controller moves "
+                          "the coefficient itself); set one of them to null")
     if c.kl_target is not None:
         require(c.kl_target > 0, "kl_target", "> 0 nats", c.kl_target)
         coefficient = "kl_coef" if c.kl_penalty_in_reward else "beta"

@@ -131,7 +131,9 @@ def restore_checkpoint(trainer: Resumable, path: Path) -> int:
     continue it (:func:`ppo_core.run.checkpoint_match.check_resumable`); the update it was written after.
     CheckpointError (one line) when it is damaged or was made by another config or version."""
     manifest = read_manifest(path)
-    check_resumable(manifest, path, _record(trainer))
+    config = trainer.config
+    check_resumable(manifest, path, _record(trainer),
+                    {"learning_rate_schedule": config.learning_rate, "kl_coef_schedule": config.kl_coefficient})
     verify_files(path, manifest)
     models = _trained_models(trainer)
     for name, model in models.items():

@@ -9,23 +9,27 @@ What a checkpoint records and a resume compares:
   transformers, peft, accelerate), each to equal this process's: another version may compute the same update with
   other rounding, and a resumed run would then not be the run that stopped;
 - ``config``: every settable field of the run's config as it ran (its precision resolved), all but
-  :data:`RESUME_MAY_CHANGE` to equal;
+  :data:`RESUME_MAY_CHANGE` to equal, and the schedules of :data:`SCHEDULES` to give the same value at every update
+  up to the checkpoint's (a population-based training's child continues its parent with other values after it);
 - ``run``: what the config alone does not fix: the run's length in updates, the processes, the dtype the rollout
   sampled in (``sampling_dtype: auto`` is measured per machine), and a digest of the training prompts, whose order
   the checkpoint continues.
 
 Example::
 
-    check_resumable(read_manifest(path), path, current_record(config.to_dict(), run_facts))
+    check_resumable(read_manifest(path), path, current_record(config.to_dict(), run_facts),
+                    {"learning_rate_schedule": config.learning_rate, "kl_coef_schedule": config.kl_coefficient})
 """
 
 from __future__ import annotations
 
 import importlib.metadata
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ppo_core.config.schedules import first_difference, value_at
 from ppo_core.run.checkpoint_files import CheckpointError
 
 FORMAT = 1
@@ -46,6 +50,11 @@ RESUME_MAY_CHANGE = frozenset({
 })
 """Config fields a resumed run may set otherwise than the run that wrote the checkpoint: none of them changes what
 is trained (a smaller forward batch after running out of memory, another place to write, evaluations more often)."""
+
+
+SCHEDULES = ("learning_rate_schedule", "kl_coef_schedule")
+"""Config fields a resumed run may set otherwise after the checkpoint's update only: piecewise schedules
+(ppo_core.config.schedules), compared by the values they put in force up to it."""
 
 
 def code_versions() -> dict[str, str]:
@@ -69,9 +78,12 @@ def current_record(config: dict[str, Any], run: dict[str, Any]) -> dict[str, Any
     return {"format": FORMAT, "versions": code_versions(), "config": as_json(config), "run": as_json(run)}
 
 
-def check_resumable(manifest: dict[str, Any], checkpoint: Path, current: dict[str, Any]) -> None:
+def check_resumable(manifest: dict[str, Any], checkpoint: Path, current: dict[str, Any],
+                    schedule_defaults: Mapping[str, float]) -> None:
     """Raise CheckpointError, one line naming the checkpoint and the first difference, unless the checkpoint whose
-    manifest is ``manifest`` was written by this code for this run's math (``current``: :func:`current_record`)."""
+    manifest is ``manifest`` was written by this code for this run's math (``current``: :func:`current_record`).
+    ``schedule_defaults``: the value in force before each of :data:`SCHEDULES`'s first pair, in this run's config
+    (learning_rate, the KL coefficient in force; the checkpoint's are the same, or the fields differ)."""
     where = f"checkpoint {str(checkpoint)!r}"
     if manifest.get("format") != FORMAT:
         raise CheckpointError(f"{where} has file format {manifest.get('format')!r}; this ppo-tune reads format "
@@ -82,7 +94,9 @@ def check_resumable(manifest: dict[str, Any], checkpoint: Path, current: dict[st
             raise CheckpointError(f"{where} was written with {name} {theirs}, this is {name} {version}: resumed, the "
                                   "run would not continue as it ran; resume it with that version")
     # The fields a user sets first; then what follows from them and the machine.
-    differences = _differences(manifest.get("config", {}), current["config"], ignored=RESUME_MAY_CHANGE)
+    recorded = manifest.get("config", {})
+    differences = _differences(recorded, current["config"], ignored=RESUME_MAY_CHANGE | set(SCHEDULES))
+    differences += _schedule_differences(recorded, current["config"], schedule_defaults, int(manifest["update"]))
     differences += _differences(manifest.get("run", {}), current["run"], ignored=frozenset())
     if differences:
         more = f" (and {len(differences) - 1} more: {', '.join(name for name, _ in differences[1:4])}" \
@@ -103,9 +117,25 @@ def _differences(recorded: dict[str, Any], current: dict[str, Any],
     return found
 
 
+def _schedule_differences(recorded: dict[str, Any], current: dict[str, Any], defaults: Mapping[str, float],
+                          update: int) -> list[tuple[str, str]]:
+    """Each schedule whose values in force differ at an update up to the checkpoint's ``update``, with a phrase
+    naming the first such update."""
+    found = []
+    for name in SCHEDULES:
+        there, here, default = recorded.get(name), current.get(name), defaults[name]
+        differs_at = first_difference(there, here, default, update)
+        if differs_at is not None:
+            found.append((name, f"{name} gives {value_at(there, default, differs_at)!r} there, "
+                                f"{value_at(here, default, differs_at)!r} here from update {differs_at}, at or "
+                                f"before the checkpoint's update {update}"))
+    return found
+
+
 def _shown(value: Any) -> str:
     text = json.dumps(value)
     return text if len(text) <= 60 else f"{text[:45]}...{text[-10:]}"
 
 
-__all__ = ["FORMAT", "RESUME_MAY_CHANGE", "VERSIONED", "check_resumable", "code_versions", "current_record"]
+__all__ = ["FORMAT", "RESUME_MAY_CHANGE", "SCHEDULES", "VERSIONED", "check_resumable", "code_versions",
+           "current_record"]

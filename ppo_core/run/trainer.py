@@ -44,6 +44,7 @@ from ppo_core.run.evaluation import (
 )
 from ppo_core.run.judging import held_out_judging
 from ppo_core.run.rollout_metrics import first_non_finite, rollout_metrics
+from ppo_core.run.scheduled_values import apply_schedules
 from ppo_core.run.trackers import TrackerCallback, tracker_dir
 from ppo_core.setup.run_precision import with_run_precision
 from ppo_core.setup.run_setup import RunSetup, build_setup
@@ -143,13 +144,23 @@ class PPOTrainer:
                                         lambda: self.setup)
         self._answers: tuple[int, Scored] | None = None  # the last evaluation's first answers, for a sample recording
 
-    def train(self, resume_from_checkpoint: str | Path | None = None) -> TrainResult:
+    def train(self, resume_from_checkpoint: str | Path | None = None, stop_after: int | None = None) -> TrainResult:
         """Run every PPO update, or until a callback asks to stop, evaluating on the held-out prompts where
         ``eval_steps`` says and writing a checkpoint where ``save_steps`` says; raises NonFiniteError on divergence.
         From a checkpoint (``resume_from_checkpoint``, else the config's) it makes the updates after the
-        checkpoint's, as the run that wrote it would have made them (ppo_core.run.checkpoint)."""
+        checkpoint's, as the run that wrote it would have made them (ppo_core.run.checkpoint).
+
+        ``stop_after``: make the updates up to that one only, as a segment of the whole run (its horizon, schedulers
+        and evaluations stay the whole run's), with a checkpoint after it where ``save_steps`` is set and the samples
+        recorded there; another trainer continues from that checkpoint. ValueError unless 1 <= stop_after <=
+        num_updates and past the checkpoint resumed."""
+        if stop_after is not None and not 1 <= stop_after <= self.num_updates:
+            raise ValueError(f"stop_after: must be in [1, {self.num_updates}] (the run's updates), got {stop_after}")
         result = TrainResult()
         result.resumed_at = resumed_at = self._resume(resume_from_checkpoint or self.config.resume_from_checkpoint)
+        last = self.num_updates if stop_after is None else stop_after
+        if stop_after is not None and stop_after <= resumed_at:
+            raise ValueError(f"stop_after: must be past the checkpoint's update {resumed_at}, got {stop_after}")
         for callback in self.callbacks:
             callback.on_train_begin(self.config, self.num_updates)
         sample_every = sample_interval(self.num_updates, self.config.num_sample_generations)
@@ -161,7 +172,7 @@ class PPOTrainer:
             for callback in self.callbacks:
                 callback.on_update(0, start)  # the untuned policy: nothing to stop yet
         save_every = save_interval(self.config, self.num_updates)
-        for update in range(resumed_at + 1, self.num_updates + 1):
+        for update in range(resumed_at + 1, last + 1):
             metrics = self.step(update)
             if is_evaluation_update(update, self.num_updates, self.eval_interval):
                 metrics.update(evaluate(self._held_out_rollout, self.setup, self.config, self.group, update,
@@ -179,9 +190,10 @@ class PPOTrainer:
                     if bad_metric == "objective/scores" and self._non_finite_rewards else ""
                 raise NonFiniteError(f"{bad_metric} is {metrics[bad_metric]} at update {update}{culprits}")
             if sample_every and self.group.is_main and \
-                    (update % sample_every == 0 or update == self.num_updates or stop_reason):
+                    (update % sample_every == 0 or update == last or stop_reason):
                 self._record_samples(update, result)
-            if is_save_update(update, self.num_updates, save_every):  # once the update's records are written
+            # Once the update's records are written; a segment's end too, for the next segment to continue from.
+            if is_save_update(update, self.num_updates, save_every) or (update == last and save_every is not None):
                 save_checkpoint(self, update)
             if stop_reason:
                 result.stop_reason = stop_reason
@@ -194,6 +206,8 @@ class PPOTrainer:
         """One PPO update: rollout, the KL penalty where it goes, advantages by the config's estimator, then the
         clipped-objective optimisation."""
         c = self.config
+        # The schedules' values for this update, before its rollout: the KL penalty of this update uses them.
+        apply_schedules(c, self.schedulers, self.kl_controller, update)
         started = time.perf_counter()
         reset_peak_memory(self.accelerator.device)
         rollout = self._rollout(self._next_prompts())

@@ -332,6 +332,7 @@ NON_DEFAULT: dict[str, tuple[Any, dict[str, Any]]] = {
     "reward_model_path": ("org/rm", {}), "reward_funcs": (["reward_functions:count_letter_a"], {}),
     "reward_weights": ([0.5], {}), "value_model_path": ("org/value", {}), "max_prompt_length": (32, {}),
     "learning_rate": (1e-5, {}), "value_learning_rate": (1e-5, {}), "lr_scheduler_type": ("cosine", {}),
+    "learning_rate_schedule": ([[3, 2e-6]], {}), "kl_coef_schedule": ([[3, 0.2]], {}),
     "warmup_ratio": (0.1, {}), "warmup_steps": (3, {}), "weight_decay": (0.01, {}), "adam_epsilon": (1e-6, {}),
     "max_grad_norm": (0.5, {}), "per_device_train_batch_size": (4, {}), "gradient_accumulation_steps": (2, {}),
     "num_mini_batches": (2, {"gradient_accumulation_steps": 2}), "num_ppo_epochs": (2, {}),
@@ -389,6 +390,20 @@ def test_every_trained_field_set_becomes_a_setting_or_a_comment(name: str) -> No
             set_ = [line for line in changed if not line.startswith("#")]
             assert said or set_ or any(field in line for line in changed), \
                 f"{name}: {field}={after[field]} on the {base_name} config changed nothing in the export"
+
+
+@pytest.mark.parametrize("name", sorted(TARGETS))
+def test_a_schedule_is_said_with_its_pairs_and_its_absence_changes_nothing(name: str) -> None:
+    target = TARGETS[name]
+    base: dict[str, Any] = {"advantage_estimator": "grpo"} if name in ("trl-grpo", "trl-rloo") else {}
+    plain = export(target, PPOConfig(**base).to_dict()).render(target.layout)
+    scheduled = export(target, PPOConfig(**base, learning_rate_schedule=[[13, 2e-5], [19, 1.6e-5]],
+                                         kl_coef_schedule=[[5, 0.0]]).to_dict()).render(target.layout)
+    added = set(scheduled.splitlines()) - set(plain.splitlines())
+    assert set(plain.splitlines()) <= set(scheduled.splitlines())
+    assert {line.split(":")[0] for line in added} == {"# learning_rate_schedule=[[13, 2e-05], [19, 1.6e-05]]",
+                                                      "# kl_coef_schedule=[[5, 0.0]]"}
+    assert all("takes no piecewise schedule as a config value" in line for line in added)
 
 
 def test_fields_a_stored_config_has_and_this_version_lacks_are_said() -> None:

@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 from ppo_core.config.estimator_traits import critic_only_fields, estimator_fields, readers
 from ppo_core.config.ppo_config import PPOConfig, settable_fields
+from ppo_core.config.schedules import shown_schedule
 from ppo_core.models.paths import is_function_spec
 
 Why = str | Callable[[PPOConfig], str | None]
@@ -157,7 +158,28 @@ def shown_value(c: PPOConfig, name: str) -> Any:
         return c.generations_per_prompt
     if name == "kl_in_reward":
         return c.kl_penalty_in_reward
+    if name in SCHEDULE_FIELDS and getattr(c, name):
+        return shown_schedule(getattr(c, name))
     return getattr(c, name)
+
+
+SCHEDULE_FIELDS = {"learning_rate_schedule": "learning rate", "kl_coef_schedule": "KL coefficient"}
+
+
+def piecewise_schedules(trainer: str) -> dict[str, Why]:
+    """The schedules' comments for a trainer whose config takes one learning rate and one KL coefficient for a run:
+    the pairs, which no config value of the trainer carries, and what was exported instead."""
+    def why(name: str, what: str) -> Why:
+        def said(c: PPOConfig) -> str | None:
+            schedule = getattr(c, name)
+            if not schedule:
+                return None
+            return (f"{trainer} takes no piecewise schedule as a config value; the {what} exported is the one before "
+                    f"update {int(schedule[0][0])}, and ppo-tune put each pair's {what} in force from its update on: "
+                    "train in segments to follow it")
+        return said
+
+    return {name: why(name, what) for name, what in SCHEDULE_FIELDS.items()}
 
 
 def unused_fields(c: PPOConfig) -> dict[str, str]:

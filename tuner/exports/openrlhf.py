@@ -29,6 +29,7 @@ from tuner.exports._common import (
     lora_lacks,
     one_process_remark,
     per_token_kl_target,
+    piecewise_schedules,
     rendered,
     rollout_batch,
     schedule_remark,
@@ -171,6 +172,7 @@ VALUES: dict[str, Callable[[PPOConfig], Any]] = {
 }
 
 WHY_NOT: dict[str, Why] = {
+    **piecewise_schedules("OpenRLHF"),
     "task": TASK_WHY,
     "task_seed": TASK_WHY,
     "dataset_config": "name the configuration in --data.prompt_dataset's path",

@@ -31,6 +31,7 @@ from tuner.exports._common import (
     generated_length_of,
     is_model,
     optimizer_steps_per_update,
+    piecewise_schedules,
     rendered,
     schedule_remark,
     scheduler_with_warmup,
@@ -165,6 +166,7 @@ def _estimator(trainer: str, own: str, what: str) -> Why:
 
 
 WHY_NOT: dict[str, Why] = {
+    **piecewise_schedules("TRL"),
     "task": TASK_WHY,
     "task_seed": TASK_WHY,
     "max_prompt_length": "truncate the prompts when you build the dataset",

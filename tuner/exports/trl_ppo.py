@@ -22,6 +22,7 @@ from tuner.exports._common import (
     Why,
     generated_length_of,
     is_model,
+    piecewise_schedules,
     rendered,
     scheduler_with_warmup,
 )
@@ -60,6 +61,7 @@ VALUES: dict[str, Callable[[PPOConfig], Any]] = {
 }
 
 WHY_NOT: dict[str, Why] = {
+    **piecewise_schedules("TRL"),
     "task": TASK_WHY,
     "task_seed": TASK_WHY,
     "trust_remote_code": "TRL 1.12's PPO script has no such flag: load the models with trust_remote_code=True",

@@ -25,6 +25,7 @@ from tuner.exports._common import (
     lora_lacks,
     one_process_remark,
     per_token_kl_target,
+    piecewise_schedules,
     rendered,
     rollout_batch,
     unknown_estimator,
@@ -192,6 +193,7 @@ VALUES: dict[str, Callable[[PPOConfig], Any]] = {
 }
 
 WHY_NOT: dict[str, Why] = {
+    **piecewise_schedules("verl"),
     "task": TASK_WHY,
     "task_seed": TASK_WHY,
     "dataset_name": "verl reads parquet files: convert the prompts and set data.train_files (see verl's "
