@@ -6,6 +6,7 @@ read configs without loading torch.
 - ``checks``, ``value_types``: a field's type and choices, checked; ConfigError
 - ``rules``: the rules across fields; ``readings``: what the fields mean together
 - ``estimator_traits``: the advantage estimators by name and what each reads
+- ``schedules``: piecewise values over the updates (learning_rate_schedule, kl_coef_schedule), read and checked
 - ``trl_config``: TRL's ModelConfig and ScriptArguments, for TRL's argument names
 - ``launch_env``: the world size and rank a launcher sets
 - ``io``: reading a config from YAML or JSON, writing it back
