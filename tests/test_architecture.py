@@ -115,7 +115,7 @@ def test_no_import_loops_inside_a_part(layer: str) -> None:
 
 # tuner's wings, lowest first: a module of one imports only its own wing and those before it here. tuner.cli (the
 # commands, a package) and tuner's __init__ (its public names) sit above them all.
-TUNER_WINGS = ("store", "exports", "search", "trl_trial", "study", "trial", "run", "production")
+TUNER_WINGS = ("store", "exports", "search", "trl_trial", "study", "trial", "population", "run", "production")
 
 
 def tuner_wing(module: str) -> str | None:

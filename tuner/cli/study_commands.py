@@ -31,7 +31,10 @@ def command_run(args: argparse.Namespace) -> int:
         raise UsageError(f"--timeout: must be > 0 seconds, got {args.timeout:g}")
     n_trials = args.n_trials if args.n_trials is not None else spec.n_trials
     timeout = args.timeout if args.timeout is not None else spec.timeout
-    if n_trials is None and timeout is None:
+    if spec.population is not None and args.n_trials is not None:
+        raise UsageError("--n-trials: a population study trains its members to the run's horizon; it has no count of "
+                         "trials to stop at (--timeout still stops it)")
+    if n_trials is None and timeout is None and spec.population is None:
         raise UsageError("n_trials: the study needs n_trials or timeout (in the file or as flags)")
     # Imported once the study and the flags are checked: the run's modules bring in SciPy and pandas (1.5-2 s of
     # CPU), which a mistyped path or flag should not wait for.

@@ -138,7 +138,8 @@ def command_best(args: argparse.Namespace) -> int:
     from optuna.study import StudyDirection
 
     from tuner.exports import FORMATS, exported
-    from tuner.production.carry import change_comments, held_at_lengths, notice, pilot_notice, uncarried
+    from tuner.population.lineage import lineage_lines
+    from tuner.production.carry import held_at_lengths, notice, pilot_notice, uncarried
     from tuner.production.pilot import piloted
     from tuner.production.validation import load_validation, validation_results
     from tuner.study.reports import trial_config
@@ -178,8 +179,7 @@ def command_best(args: argparse.Namespace) -> int:
                                      None if args.total_episodes is None else int(args.total_episodes),
                                      rescaled.missing[chosen.number])
     held = held_at_lengths(study, validations, chosen)
-    comments = [f"# {line}" for line in held] + ([] if carried is None else change_comments(carried)) + \
-        ([] if unpiloted is None else [f"# {unpiloted}"])
+    comments = _comments([*held, *lineage_lines(study.get_trials(deepcopy=False), chosen)], carried, unpiloted)
     if carried is not None:
         config = carried.config
     if args.format == "json":
@@ -213,6 +213,15 @@ def command_best(args: argparse.Namespace) -> int:
         if told:
             print(f"ppo-tune best: {told}", file=sys.stderr)
     return 0
+
+
+def _comments(lines: list[str], carried: Carried | None, unpiloted: str | None) -> list[str]:
+    """The ``#`` lines above the printed config: what it held at other lengths and its lineage, the changes a carry
+    made, and a missing pilot."""
+    from tuner.production.carry import change_comments
+
+    return [f"# {line}" for line in lines] + ([] if carried is None else change_comments(carried)) + \
+        ([] if unpiloted is None else [f"# {unpiloted}"])
 
 
 def _carried(args: argparse.Namespace, trials: list[optuna.trial.FrozenTrial], url: str) -> dict[int, Carried] | None:

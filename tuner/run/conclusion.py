@@ -8,6 +8,8 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 from rich.console import Console
 
+from tuner.population.controller import EXTINCT
+from tuner.population.lineage import population_line
 from tuner.run.failure_streak import SAME_FAILURES_TO_STOP, failure_streak
 from tuner.run.savings import update_savings
 from tuner.store.database import create_engine
@@ -34,8 +36,11 @@ def conclude(study: optuna.Study, spec: StudySpec, validation: bool, returncodes
     findings = format_edge_findings(edge_findings(trials, spec.search_space, study.directions))
     inert = None if validation else format_inert_findings(inert_findings(
         read_stored_metrics(create_engine(spec.storage), spec.name), spec.search_space))
-    savings = None if validation else update_savings(trials_frame(study))
-    for line in (findings, inert, savings.line() if savings is not None else None, why):
+    # A population's segments are not runs stopped early: what it did is said in its own words.
+    savings = None if validation or spec.population is not None else update_savings(trials_frame(study))
+    population = None if spec.population is None else \
+        population_line(trials, spec.population.size, study.user_attrs.get(EXTINCT))
+    for line in (population, findings, inert, savings.line() if savings is not None else None, why):
         if line:
             console.print(line, soft_wrap=True, markup=False)
     return status

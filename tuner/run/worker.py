@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 
 import optuna
-from optuna.trial import TrialState
+from optuna.trial import FrozenTrial, TrialState
 
 from ppo_core.config.ppo_config import PPOConfig
 from ppo_core.errors import InputError, Terminated, sigterm_as_interrupt
 from ppo_core.models.quiet import quiet_hugging_face
+from tuner.population.controller import PopulationController, population_over, queue_first_generation
 from tuner.run.failure_streak import failure_streak
 from tuner.search.warm_start import enqueue_warm_starts
 from tuner.store.attrs import VALIDATION_OF_ATTR
@@ -62,7 +64,10 @@ def open_study(spec: StudySpec, heartbeat: bool = True, worker_index: int = 0,
         # (tuner.study.stored_spec), which is stored once.
         study.set_metric_names([objective.metric for objective in spec.objectives])
     messages = [f"study spec changed (--allow-changes): {change}" for change in changes]
-    return study, messages + enqueue_warm_starts(study, spec.enqueue)
+    messages += enqueue_warm_starts(study, spec.enqueue)
+    if spec.population is not None:
+        messages += queue_first_generation(study, spec.population)
+    return study, messages
 
 
 class StopWhenTargetReached:
@@ -118,11 +123,18 @@ def run_worker(
     elif spec.processes_per_trial == 1:
         start_fork_server()  # now, so that its imports overlap with the first trial's sampling
     stopper = StopWhenTargetReached(n_trials, max_failures=max(5, n_trials or 0), queue_only=queue_only)
-    # Racing queues before the stopper counts, so a leader's next seed is waiting when the next trial is asked for.
-    racing = None if queue_only else Racing(spec.seed_policy, int(spec.base.get("seed", PPOConfig.seed)),
-                                            TrialBudget(n_trials, timeout))
+    # Racing (or the population) queues before the stopper counts, so the next run is waiting when the next trial
+    # is asked for.
+    queuer: Callable[[optuna.Study, FrozenTrial], None] | None = None
+    if spec.population is not None and not queue_only:
+        if population_over(study):
+            return
+        queuer = PopulationController(spec.population, spec.search_space, spec.directions[0] == "maximize",
+                                      spec.storage)
+    elif not queue_only:
+        queuer = Racing(spec.seed_policy, int(spec.base.get("seed", PPOConfig.seed)), TrialBudget(n_trials, timeout))
     run_trials(study, make_trial_function(spec, threads, queue_only, launch), timeout=timeout,
-               callbacks=[*([racing] if racing else []), stopper])
+               callbacks=[*([queuer] if queuer else []), stopper])
 
 
 def main(argv: list[str] | None = None) -> int:

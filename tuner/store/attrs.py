@@ -38,10 +38,17 @@ TRAINED_BY_ATTR = "trained_by"
 # "samples" and "callbacks" (storing each update, pruning, the KL guard): the tuner's share of the trial.
 TRL_SECONDS_ATTR = "trl_seconds"
 
+# A population study's segment (tuner.population.segments): which member, generation and updates the trial trains,
+# and the segment it continues or copies.
+POPULATION_ATTR = "population"
+# A population segment queued twice (two workers saw its generation end at once): the trial it repeats. It stopped at
+# its start and counts for nothing.
+DUPLICATE_OF_ATTR = "duplicate_of"
+
 # What a failed trial's retry must keep: the attributes that say what to run (a validation run's fixed config and
 # its source). The rest (KL history, reasons) describes the failed attempt and stays with it.
 RETRY_CARRIES = (CONFIG_ATTR, VALIDATES_ATTR, SEED_ATTR, WARM_START_ATTR, RACE_OF_ATTR, CARRIED_BY_ATTR,
-                 PILOT_ATTR)
+                 PILOT_ATTR, POPULATION_ATTR)
 STALE_REASON = "worker stopped sending heartbeats"
 
 # Trial system attribute (Optuna's internal kind, kept out of the user attributes readers list): how the trial's own

@@ -16,6 +16,7 @@ from tuner.search.space import ParamSpec
 from tuner.search.warm_start import WarmStart
 from tuner.store.attrs import DEFAULT_KL_METRIC, DEFAULT_KL_THRESHOLD
 from tuner.study.constraints import Constraint
+from tuner.study.population_section import Population
 from tuner.study.reduction import reduction_label
 from tuner.study.seed_policy import SeedPolicy
 
@@ -91,6 +92,8 @@ class StudySpec:
     target: str | None = None
     """The trainer the winner will run in (an export format: trl-grpo, verl, ...): its profile fills the base, and
     no trial may compute what it does not (tuner.study.target)."""
+    population: Population | None = None
+    """Population-based training instead of a search of whole runs (tuner.study.population_section); None: none."""
     mapping: dict[str, Any] = field(default_factory=dict)
     """The study file's mapping as read: stored on the study (``tuner.study.spec_record``), so that a resume can tell
     what changed and ``ppo-tune validate`` can rebuild the spec from the storage alone."""

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 from tuner.search.space import ParamSpec
 from tuner.store.attrs import KL_GUARD_ATTR, OBJECTIVES_ATTR, SPEC_ATTR
 from tuner.study.constraints import Constraint, upper_limit
+from tuner.study.population_section import Population, parse_population
 from tuner.study.sections import (
     PPO_CORE,
     parse_constraints,
@@ -52,6 +53,8 @@ class StoredSpec:
     search_space: Mapping[str, ParamSpec] = field(default_factory=dict)
     seed_policy: SeedPolicy | None = None
     """None for a study stored without a spec (it raced nothing)."""
+    population: Population | None = None
+    """A population study's settings; None for a search of whole runs."""
 
     @property
     def base(self) -> Mapping[str, Any]:
@@ -105,7 +108,17 @@ def read_stored_spec(user_attrs: Mapping[str, Any], n_objectives: int) -> Stored
         kl_guard=_lenient(lambda: parse_kl_guard(mapping.get("kl_guard")), KLGuard()),
         search_space=_search_space(raw_space),
         seed_policy=_lenient(lambda: parse_study_seed_policy(mapping.get("seed_policy"), n_objectives), None),
+        population=_population(mapping, raw_space),
     )
+
+
+def _population(mapping: Mapping[str, Any], raw_space: Any) -> Population | None:
+    """The stored population section, or None (none, or one that no longer parses)."""
+    objectives: list[Objective] = _lenient(lambda: parse_objectives(mapping.get("objectives")), [])
+    if mapping.get("population") is None or not objectives:
+        return None
+    return _lenient(lambda: parse_population(mapping.get("population"), _search_space(raw_space),
+                                             objectives[0].metric), None)
 
 
 def _search_space(raw: Any) -> dict[str, ParamSpec]:

@@ -19,6 +19,7 @@ from ppo_core.config.ppo_config import ConfigError
 from tuner.search.space import ParamSpec
 from tuner.store.database import default_storage_url
 from tuner.study.cross_checks import check_study
+from tuner.study.population_section import check_population, parse_population, population_seed_policy
 from tuner.study.sections import (
     parse_constraints,
     parse_enqueue,
@@ -53,7 +54,7 @@ _field_values = field_values  # read here by tests/test_ppo_core/test_estimator_
 
 TOP_LEVEL_KEYS = ("name", "storage", "n_trials", "timeout", "sampler", "pruner", "objectives", "kl_guard", "base",
                   "search_space", "heartbeat_interval", "description", "trial_timeout", "processes_per_trial",
-                  "enqueue", "constraints", "target", "seed_policy", "trainer", "hacking_guard")
+                  "enqueue", "constraints", "target", "seed_policy", "trainer", "hacking_guard", "population")
 
 
 def parse_study(data: dict[str, Any], path: Path, storage: str | None = None) -> StudySpec:
@@ -66,7 +67,9 @@ def parse_study(data: dict[str, Any], path: Path, storage: str | None = None) ->
     base = as_mapping(raw_base, "base")
     search_space = parse_search_space(raw_space)
     objectives = parse_objectives(data.get("objectives"))
-    seed_policy = parse_study_seed_policy(data.get("seed_policy"), len(objectives))
+    population = parse_population(data.get("population"), search_space, objectives[0].metric)
+    seed_policy = parse_study_seed_policy(data.get("seed_policy"), len(objectives)) if population is None \
+        else population_seed_policy(data, trainer)
     base = target_filled_base(target, base, search_space)
     spec = StudySpec(
         name=run.name,
@@ -89,11 +92,14 @@ def parse_study(data: dict[str, Any], path: Path, storage: str | None = None) ->
         seed_policy=seed_policy,
         trainer=trainer,
         target=target,
+        population=population,
         mapping=data,
     )
     # build_config is looked up here at each parse, so a caller that replaces this module's (a test recording the
     # configs the checks build) sees every build.
     check_study(spec, build_config)
+    if population is not None:
+        check_population(spec, population, build_config)
     return spec
 
 

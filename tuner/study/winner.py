@@ -24,6 +24,7 @@ from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.store.attrs import CONFIG_ATTR
+from tuner.store.segments import ENDED, generation_slots, last_generation
 from tuner.study.constraints import Constraint, feasible
 from tuner.study.seed_policy import RacedConfig, SeedPolicy, best_raced, raced_configs, ranked
 from tuner.study.stored_spec import read_stored_spec
@@ -86,7 +87,12 @@ def read_winner(study: optuna.Study) -> Winner:
     trials = study.get_trials(deepcopy=False)
     racing = spec.racing
     race = tuple(ranked(raced_configs(trials), study.directions[0])) if racing else ()
-    best = _best(study, trials, racing)
+    if spec.population is not None:  # a member's last segment is its whole run; earlier ones are part-runs
+        trials = finalists(trials)
+        best = rank_completed(trials, study.directions)[:1]
+        best = [trial for trial in best if feasible(trial)]
+    else:
+        best = _best(study, trials, racing)
     return Winner(
         trials=tuple(best),
         seed_policy=spec.seed_policy,
@@ -96,6 +102,16 @@ def read_winner(study: optuna.Study) -> Winner:
                                                                                                   study.directions))),
         figure=_figure(best, race, len(study.directions)),
     )
+
+
+def finalists(trials: Sequence[FrozenTrial]) -> list[FrozenTrial]:
+    """A population's members as the latest generation whose segments have all ended left them: each member's run
+    so far, of which only the last generation's are whole runs."""
+    for generation in range(last_generation(trials), -1, -1):
+        slots = generation_slots(trials, generation)
+        if slots and all(trial.state in ENDED for trial in slots.values()):
+            return sorted(slots.values(), key=lambda trial: trial.number)
+    return []
 
 
 def best_trials(study: optuna.Study) -> list[FrozenTrial]:

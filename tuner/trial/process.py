@@ -36,6 +36,7 @@ from ppo_core.run.trainer import PPOTrainer
 from tuner.store.attrs import CONFIG_ATTR, CPU_THREADS_ATTR, RETRY_OF_ATTR, TRAINED_BY_ATTR, TRL_SECONDS_ATTR
 from tuner.store.database import create_engine, open_storage
 from tuner.store.records import TrialStore
+from tuner.store.segments import segment_of
 from tuner.study.sections import PPO_CORE
 from tuner.study.spec_record import rebuilt_spec
 from tuner.trial.checkpoints import first_of_chain, remove_trial_checkpoints, trial_checkpoints
@@ -43,6 +44,7 @@ from tuner.trial.factory import make_pruner
 from tuner.trial.lifetime import die_with_parent, end_now
 from tuner.trial.protocol import Outcome, TrialJob, record_outcome
 from tuner.trial.reporter import TrialReporter
+from tuner.trial.segment_run import run_segment
 
 
 def _watch_worker(worker_pid: int) -> None:
@@ -143,7 +145,10 @@ def run_trial(job: TrialJob) -> Outcome:
         config = build_config(frozen.user_attrs[CONFIG_ATTR])
         if launched_rank() == 0 and (config.use_cpu or not torch.cuda.is_available()):
             trial.set_user_attr(CPU_THREADS_ATTR, torch.get_num_threads())
-        if spec.trainer == PPO_CORE:
+        segment = segment_of(frozen) if spec.population is not None else None
+        if segment is not None:
+            run_segment(study, spec.storage, frozen, segment, reporter, store)
+        elif spec.trainer == PPO_CORE:
             config, checkpoint = _checkpointing(config, study, frozen, spec.storage)
             if checkpoint is not None and launched_rank() == 0:
                 retried = storage.get_trial_id_from_study_id_trial_number(study._study_id,

@@ -18,8 +18,9 @@ from optuna.trial import FrozenTrial
 from ppo_core.config.io import build_config
 from ppo_core.errors import first_line
 from tuner.search.space import suggest_params
-from tuner.store.attrs import CONFIG_ATTR, FAIL_REASON_ATTR, VALIDATES_ATTR, retry_user_attrs
+from tuner.store.attrs import CONFIG_ATTR, DUPLICATE_OF_ATTR, FAIL_REASON_ATTR, VALIDATES_ATTR, retry_user_attrs
 from tuner.store.database import RetryStaleTrial
+from tuner.store.segments import duplicate_of, segment_of
 from tuner.study.seed_policy import race_seed
 from tuner.study.spec import StudySpec
 from tuner.study.target import target_problem
@@ -67,9 +68,13 @@ def make_trial_function(spec: StudySpec, threads: int | None = None, queue_only:
         if queue_only and VALIDATES_ATTR not in trial.user_attrs:
             trial.study.stop()
             raise optuna.TrialPruned(NOTHING_QUEUED)
+        if spec.population is not None:
+            _check_segment(trial)
         try:
             with interruptible():  # Ctrl-C stops the trial here; elsewhere it waits (tuner.trial.interrupts)
-                if VALIDATES_ATTR not in trial.user_attrs:  # a validation run's config was fixed when it was queued
+                if _planned_segment(spec, trial):  # a later segment's config (its schedule) was fixed when queued
+                    suggest_params(trial, spec.search_space, spec.base)  # the knobs in force, recorded as queued
+                elif VALIDATES_ATTR not in trial.user_attrs:  # a validation run's config was fixed when it was queued
                     try:
                         # A racing re-run trains its configuration on the seed it was queued with.
                         values = race_seed(trial.user_attrs,
@@ -89,7 +94,9 @@ def make_trial_function(spec: StudySpec, threads: int | None = None, queue_only:
             trial.study.enqueue_trial(trial.params, user_attrs=retry_user_attrs(trial.user_attrs, trial.number),
                                       skip_if_exists=False)
             raise
-        if outcome.state != "fail" or not lost:  # over for good: nothing will continue from its checkpoints
+        # Over for good, nothing will continue from its checkpoints; but a population's later segments do, and the
+        # population removes them once nothing can (tuner.population.checkpoints).
+        if (outcome.state != "fail" or not lost) and spec.population is None:
             _remove_checkpoints(spec, trial)
         if outcome.state == "pruned":
             raise optuna.TrialPruned(outcome.reason)
@@ -112,6 +119,25 @@ def run_trials(study: optuna.Study, trial_function: Callable[[optuna.Trial], flo
     with interrupts_held():
         study.optimize(trial_function, n_trials=n_trials, timeout=timeout, catch=(Exception,),
                        callbacks=[*callbacks, raise_held])
+
+
+def _check_segment(trial: optuna.Trial) -> None:
+    """In a population study, prune a trial that is no queued segment (a worker found nothing queued: the population
+    waits for a generation to end) or that repeats one queued twice (``tuner.store.segments.duplicate_of``); the
+    study goes on."""
+    frozen = trial.storage.get_trial(trial._trial_id)
+    if segment_of(frozen) is None:
+        raise optuna.TrialPruned(NOTHING_QUEUED)
+    repeated = duplicate_of(trial.study.get_trials(deepcopy=False), frozen)
+    if repeated is not None:
+        trial.set_user_attr(DUPLICATE_OF_ATTR, repeated)
+        raise optuna.TrialPruned(f"not run: the same segment as trial {repeated}, queued twice")
+
+
+def _planned_segment(spec: StudySpec, trial: optuna.Trial) -> bool:
+    """Whether ``trial`` is a population segment after the first, whose config the population planned."""
+    segment = segment_of(trial.storage.get_trial(trial._trial_id)) if spec.population is not None else None
+    return segment is not None and segment.generation > 0
 
 
 def _remove_checkpoints(spec: StudySpec, trial: optuna.Trial) -> None:

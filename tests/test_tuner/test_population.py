@@ -1,0 +1,133 @@
+"""A population study end to end on the tiny model: members trained in segments, the weakest copying the strongest
+and perturbing the learning rate and KL coefficient, the lineage in the study's database, each member's curve whole
+from update 0, and the winner's config a schedule that, replayed from scratch, is the run the population made."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy
+import torch
+from helpers.studies import TESTS_DIR, load, write_study
+from optuna.trial import TrialState
+
+from ppo_core.config.io import build_config
+from ppo_core.config.schedules import value_at
+from ppo_core.metric_names import run_metrics
+from ppo_core.run.trainer import PPOTrainer
+from ppo_tune.cli import main
+from tuner.store.attrs import CONFIG_ATTR, CPU_THREADS_ATTR
+from tuner.store.database import create_engine
+from tuner.store.records import metrics_table
+from tuner.store.segments import generation_slots, lineage, segment_of
+from tuner.study.study_file import load_study_spec
+from tuner.study.winner import read_winner
+from tuner.trial.checkpoints import study_checkpoints
+
+pytestmark = pytest.mark.heavy  # starts processes and studies: scheduled first
+
+SPACE = {"learning_rate": {"type": "float", "low": 1e-4, "high": 3e-3, "log": True},
+         "kl_coef": {"type": "float", "low": 0.01, "high": 0.5, "log": True}}
+
+
+@pytest.fixture(autouse=True)
+def functions_importable(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The trials import the test reward and judge functions by name, as users' own modules would be.
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS_DIR), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.syspath_prepend(str(TESTS_DIR))
+
+
+def stored_rows(storage: str, trial_number: int) -> list[dict[str, float]]:
+    """The metrics a trial stored, update by update, as written."""
+    query = sqlalchemy.select(metrics_table.c.metrics).where(metrics_table.c.trial_number == trial_number) \
+        .order_by(metrics_table.c.update)
+    with create_engine(storage).connect() as connection:
+        return [json.loads(row) for row in connection.scalars(query)]
+
+
+def population_study(tmp_path: Path, lm_dir: Path, prompts: Path, **population: Any) -> Path:
+    """6 updates a member (48 episodes of 8), ranked every 2 on a held-out judge: 3 generations."""
+    return write_study(
+        tmp_path, lm_dir, prompts, name="population", n_trials=None,
+        objectives=[{"metric": "eval/judge_score", "direction": "maximize", "reduce": "last"}],
+        base={"total_episodes": 48, "eval_steps": 2, "judge_funcs": ["reward_functions:count_letter_a"],
+              "num_eval_samples": 4,
+              "num_sample_generations": 0, "kl_in_reward": True},
+        search_space=SPACE,
+        population={"size": 3, "segment": 2, "quantile": 0.25, "mutate": ["learning_rate", "kl_coef"],
+                    "resample": 0.0, **population},
+    )
+
+
+def test_a_population_trains_in_segments_copies_its_best_and_its_winner_replays_as_a_schedule(
+    tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    path = population_study(tmp_path, tiny_lm_dir, prompts_file)
+    spec = load_study_spec(path)
+    assert main(["run", str(path), "--workers", "1"]) == 0
+    study = load(path)
+    trials = [t for t in study.get_trials() if segment_of(t) is not None]
+    # 3 members x 3 generations, each segment a trial of its own, none failed.
+    assert sorted((s.generation, s.member) for t in trials if (s := segment_of(t))) == \
+        [(g, m) for g in range(3) for m in range(3)]
+    assert all(t.state == TrialState.COMPLETE for t in trials), [t.user_attrs for t in trials]
+
+    exploits = 0
+    for generation in (1, 2):
+        before, now = generation_slots(trials, generation - 1), generation_slots(trials, generation)
+        copies = 0
+        for member, trial in now.items():
+            segment = segment_of(trial)
+            assert segment is not None and (segment.start, segment.stop) == (2 * generation, 2 * generation + 2)
+            parent = next(t for t in before.values() if t.number == segment.parent)
+            if segment.origin == "continue":
+                assert parent is before[member] and not segment.mutated
+                assert trial.user_attrs[CONFIG_ATTR] == parent.user_attrs[CONFIG_ATTR]
+            else:
+                copies += 1
+                assert segment.origin == "exploit" and parent.values[0] >= before[member].values[0]
+                config = trial.user_attrs[CONFIG_ATTR]
+                for name, schedule in (("learning_rate", "learning_rate_schedule"), ("kl_coef", "kl_coef_schedule")):
+                    old, new = segment.mutated[name]
+                    assert old == value_at(parent.user_attrs[CONFIG_ATTR].get(schedule), config[name], segment.start)
+                    assert config[schedule][-1] == [segment.start + 1, new] and new == trial.params[name]
+                    assert new / old in (pytest.approx(0.8), pytest.approx(1.25)) or new in (
+                        SPACE[name]["low"], SPACE[name]["high"])
+            # The segment's rows begin with its parent's, copied: its trial holds its lineage's whole curve.
+            rows = stored_rows(spec.storage, trial.number)
+            assert [int(row["update"]) for row in rows] == list(range(1, segment.stop + 1))
+            assert rows[:segment.start] == stored_rows(spec.storage, parent.number)[:segment.start]
+        # The bottom member copies a top one (cut: one of 3), unless it ties with every donor.
+        assert copies <= 1
+        exploits += copies
+    assert exploits >= 1
+
+    # Only the last generation's checkpoints are kept: nothing can reach the others.
+    kept = sorted(p.name for p in study_checkpoints(spec.storage, spec.name).iterdir())
+    assert kept == sorted(f"trial-{t.number}" for t in generation_slots(trials, 2).values())
+
+    winner = read_winner(study).best
+    last = segment_of(winner) if winner is not None else None
+    assert winner is not None and last is not None and last.generation == 2
+    capsys.readouterr()
+    assert main(["best", spec.name, "--storage", spec.storage, "--format", "yaml"]) == 0
+    printed = capsys.readouterr().out
+    assert f"# lineage of trial {winner.number}" in printed and "updates 5-6" in printed
+
+    # Replayed from scratch, a config the population made (the winner's, or a member's that copied another and so
+    # holds a schedule) is the run its lineage made, update for update.
+    finals = sorted(generation_slots(trials, 2).values(), key=lambda t: t.number != winner.number)
+    replayed = next(t for t in finals if any(s.origin == "exploit" for _, s in lineage(trials, t)))
+    config = build_config({**replayed.user_attrs[CONFIG_ATTR], "output_dir": str(tmp_path / "replay")})
+    assert config.learning_rate_schedule and config.kl_coef_schedule
+    threads = torch.get_num_threads()
+    torch.set_num_threads(replayed.user_attrs[CPU_THREADS_ATTR])  # the sums' order, hence the numbers, depend on it
+    try:
+        whole = PPOTrainer(config).train().metrics
+    finally:
+        torch.set_num_threads(threads)
+    assert [run_metrics(row) for row in stored_rows(spec.storage, replayed.number)] == [run_metrics(m) for m in whole]

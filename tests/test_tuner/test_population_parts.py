@@ -1,0 +1,249 @@
+"""The population's parts without a run: explore against a slow reference, truncation selection, the plan of a
+generation from stored trials, and the study file's population section with its one-line refusals."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import random
+from pathlib import Path
+from typing import Any
+
+import optuna
+import pytest
+from optuna.distributions import FloatDistribution
+from optuna.trial import FrozenTrial, TrialState, create_trial
+
+from tuner.population.explore import drawn, perturbed
+from tuner.population.lineage import lineage_lines
+from tuner.population.plan import plan_generation
+from tuner.population.select import Standing, exploit_plan, ranked
+from tuner.search.space import ParamSpec
+from tuner.store.attrs import BUDGET_ATTR, CONFIG_ATTR, DUPLICATE_OF_ATTR, POPULATION_ATTR
+from tuner.store.segments import Segment, duplicate_of, generation_ended, generation_slots, horizon, lineage
+from tuner.study.population_section import Population, parse_population
+from tuner.study.study_file import StudySpecError, parse_study
+
+LR = ParamSpec("learning_rate", "float", 1e-5, 1e-3, log=True)
+BETA = ParamSpec("kl_coef", "float", 0.01, 0.5, log=True)
+
+
+# --- explore ---------------------------------------------------------------------------------------------------
+
+def test_a_perturbation_multiplies_by_one_of_the_factors_and_stays_in_the_range() -> None:
+    rng = random.Random(0)
+    seen = {perturbed(1e-4, LR, (0.8, 1.25), 0.0, rng) for _ in range(200)}
+    assert sorted(seen) == [pytest.approx(8e-5), pytest.approx(1.25e-4)]
+    assert perturbed(9e-4, LR, (1.25,), 0.0, rng) == 1e-3  # clipped at the top
+    assert perturbed(1.1e-5, LR, (0.8,), 0.0, rng) == 1e-5  # and at the bottom
+
+
+def test_a_resample_is_log_uniform_over_the_range_as_a_slow_reference_draws_it() -> None:
+    rng, reference = random.Random(3), random.Random(3)
+    for _ in range(50):
+        value = perturbed(1e-4, LR, (0.8, 1.25), 1.0, rng)
+        reference.random()  # the coin that chose to resample
+        expected = 10 ** reference.uniform(-5, -3)
+        assert value == pytest.approx(expected, rel=1e-12)
+    draws = [math.log10(drawn(LR, random.Random(i))) for i in range(2000)]
+    assert min(draws) >= -5 and max(draws) <= -3 and abs(sum(draws) / len(draws) + 4) < 0.05
+
+
+# --- select ----------------------------------------------------------------------------------------------------
+
+def test_members_rank_feasible_completed_first_then_over_a_constraint_then_stopped() -> None:
+    standings = [Standing(0, 0.5, True), Standing(1, None, False), Standing(2, 0.9, False), Standing(3, 0.7, True)]
+    assert [s.member for s in ranked(standings, maximize=True)] == [3, 0, 2, 1]
+    assert [s.member for s in ranked(standings, maximize=False)] == [0, 3, 2, 1]
+
+
+def test_the_bottom_copy_the_top_and_every_stopped_or_infeasible_member_is_replaced() -> None:
+    standings = [Standing(0, 0.9, True), Standing(1, 0.8, True), Standing(2, 0.7, True), Standing(3, 0.6, True),
+                 Standing(4, 0.99, False), Standing(5, None, False)]
+    plan = exploit_plan(standings, cut=2, margin=0.0, maximize=True, rng=random.Random(0))
+    assert plan is not None and set(plan) == {4, 5} and set(plan.values()) <= {0, 1}  # the 2 lowest are 4 and 5
+    plan = exploit_plan(standings[:4], cut=1, margin=0.0, maximize=True, rng=random.Random(0))
+    assert plan == {3: 0}
+    # A donor ahead by no more than the margin is not copied: the member continues.
+    assert exploit_plan(standings[:4], cut=1, margin=0.5, maximize=True, rng=random.Random(0)) == {}
+    # Nobody feasible and complete: nothing to copy.
+    assert exploit_plan([Standing(0, None, False), Standing(1, 0.5, False)], 1, 0.0, True, random.Random(0)) is None
+
+
+def test_the_cut_is_the_quantile_rounded_up_within_half_the_population() -> None:
+    assert [Population(size, 2, quantile).cut for size, quantile in ((8, 0.25), (4, 0.25), (2, 0.5), (10, 0.5),
+                                                                       (3, 0.0))] == [2, 1, 1, 5, 1]
+
+
+# --- plan ------------------------------------------------------------------------------------------------------
+
+def segment_trial(number: int, segment: Segment, value: float | None, config: dict[str, Any],
+                  state: TrialState = TrialState.COMPLETE, **attrs: Any) -> FrozenTrial:
+    trial = create_trial(state=state, value=value if state == TrialState.COMPLETE else None,
+                         params={"learning_rate": config["learning_rate"], "kl_coef": config["kl_coef"]},
+                         distributions={"learning_rate": FloatDistribution(1e-5, 1e-3, log=True),
+                                        "kl_coef": FloatDistribution(0.01, 0.5, log=True)},
+                         user_attrs={POPULATION_ATTR: segment.as_attr(), CONFIG_ATTR: config, BUDGET_ATTR: 6,
+                                     **attrs})
+    trial.number = number
+    return trial
+
+
+def first_generation() -> list[FrozenTrial]:
+    configs = [{"learning_rate": lr, "kl_coef": 0.1} for lr in (1e-4, 2e-4, 3e-4, 4e-4)]
+    return [segment_trial(m, Segment(m, 0, 0, 2), value, configs[m],
+                          state=TrialState.PRUNED if value is None else TrialState.COMPLETE)
+            for m, value in enumerate((0.5, 0.9, None, 0.7))]
+
+
+def test_a_generation_is_planned_from_how_the_last_one_ended() -> None:
+    trials = first_generation()  # member 2 was pruned
+    population = Population(size=4, segment=2, quantile=0.5, mutate=("learning_rate", "kl_coef"), resample=0.0)
+    assert generation_ended(trials, 0, 4) and horizon(trials) == 6
+    planned = plan_generation(trials, 0, population, {"learning_rate": LR, "kl_coef": BETA}, 6, maximize=True)
+    assert planned is not None
+    by_member = {p.segment.member: p for p in planned}
+    # Member 2 (pruned) and member 0 (the lowest of the rest) copy one of the cut of two at the top, 1 and 3.
+    for member in (0, 2):
+        p = by_member[member]
+        assert p.segment.origin == "exploit" and p.segment.parent in (1, 3)
+        assert (p.segment.start, p.segment.stop) == (2, 4)
+        donor = trials[p.segment.parent].user_attrs[CONFIG_ATTR]
+        old, new = p.segment.mutated["learning_rate"]
+        assert old == donor["learning_rate"] and p.config["learning_rate"] == old  # the donor's config, extended
+        assert p.config["learning_rate_schedule"] == [[3, new]] and p.params["learning_rate"] == new
+        assert new in (pytest.approx(0.8 * old), pytest.approx(1.25 * old))
+        assert p.config["kl_coef_schedule"] == [[3, p.segment.mutated["kl_coef"][1]]]
+    # Two copies of one donor are given different values.
+    if by_member[0].segment.parent == by_member[2].segment.parent:
+        assert by_member[0].segment.mutated != by_member[2].segment.mutated
+    for member in (1, 3):
+        assert by_member[member].segment.origin == "continue" and by_member[member].config == trials[member] \
+            .user_attrs[CONFIG_ATTR]
+    # Any worker plans the same generation.
+    assert plan_generation(trials, 0, population, {"learning_rate": LR, "kl_coef": BETA}, 6, True) == planned
+
+
+def test_two_copies_of_one_donor_are_never_given_the_same_values() -> None:
+    population = Population(size=4, segment=2, quantile=0.25, mutate=("learning_rate",), resample=0.0)
+    trials = first_generation()
+    trials[3] = segment_trial(3, Segment(3, 0, 0, 2), None, {"learning_rate": 4e-4, "kl_coef": 0.1},
+                              state=TrialState.FAIL)
+    for seed in range(10):  # the pruned (member 2) and the failed (member 3) both copy the one donor, member 1
+        planned = plan_generation(trials, 0, dataclasses.replace(population, seed=seed),
+                                  {"learning_rate": LR}, 6, maximize=True)
+        assert planned is not None
+        copies = [p for p in planned if p.segment.origin == "exploit"]
+        assert [p.segment.parent for p in copies] == [1, 1]
+        assert sorted(p.params["learning_rate"] for p in copies) == [pytest.approx(1.6e-4), pytest.approx(2.5e-4)]
+
+
+def test_a_copy_reads_the_value_in_force_from_the_donors_schedule_and_keeps_its_earlier_pairs() -> None:
+    config = {"learning_rate": 1e-4, "kl_coef": 0.1, "learning_rate_schedule": [[3, 2e-4]]}
+    trials = [segment_trial(m, Segment(m, 1, 2, 4, "continue", parent=m), value, dict(config))
+              for m, value in enumerate((0.9, 0.1))]
+    population = Population(size=2, segment=2, mutate=("learning_rate",), perturb=(0.5,), resample=0.0)
+    planned = plan_generation(trials, 1, population, {"learning_rate": LR}, 6, maximize=True)
+    assert planned is not None
+    copy = next(p for p in planned if p.segment.member == 1)
+    assert copy.segment.mutated == {"learning_rate": (2e-4, 1e-4)}
+    assert copy.config["learning_rate_schedule"] == [[3, 2e-4], [5, 1e-4]]
+
+
+def test_the_latest_attempt_fills_a_slot_and_a_duplicate_counts_for_nothing() -> None:
+    trials = first_generation()
+    config = {"learning_rate": 1e-4, "kl_coef": 0.1}
+    retry = segment_trial(7, Segment(0, 0, 0, 2), 0.6, config)
+    twin = segment_trial(8, Segment(1, 0, 0, 2), 0.1, config, TrialState.COMPLETE, **{DUPLICATE_OF_ATTR: 1})
+    assert generation_slots([*trials, retry, twin], 0)[0].number == 7
+    assert generation_slots([*trials, retry, twin], 0)[1].number == 1
+    fresh = segment_trial(9, Segment(3, 0, 0, 2), None, config, state=TrialState.WAITING)
+    assert duplicate_of([*trials, fresh], fresh) == 3
+    failed = segment_trial(3, Segment(3, 0, 0, 2), None, config, state=TrialState.FAIL)
+    assert duplicate_of([*trials[:3], failed, fresh], fresh) is None  # a failed attempt's retry repeats nothing
+
+
+def test_a_lineage_reads_back_from_the_last_segment_and_is_said_in_words() -> None:
+    config = {"learning_rate": 1e-4, "kl_coef": 0.1}
+    first = segment_trial(0, Segment(0, 0, 0, 2), 0.5, config)
+    copy = segment_trial(5, Segment(1, 1, 2, 4, "exploit", parent=0, mutated={"learning_rate": (1e-4, 8e-5)}),
+                         0.6, config)
+    last = segment_trial(9, Segment(1, 2, 4, 6, "continue", parent=5), 0.7, config)
+    assert [t.number for t, _ in lineage([first, copy, last], last)] == [0, 5, 9]
+    assert lineage_lines([first, copy, last], last) == [
+        "lineage of trial 9 (member 1):", "  updates 1-2 trial 0, started by the sampler",
+        "  updates 3-4 trial 5, copied trial 0 at update 2: learning_rate 0.0001 -> 8e-05",
+        "  updates 5-6 trial 9, its own line"]
+
+
+# --- the study file ---------------------------------------------------------------------------------------------
+
+def study(**changes: Any) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "name": "pbt", "objectives": [{"metric": "eval/judge_score", "reduce": "last"}],
+        "base": {"task": "shortest_path_tiny", "eval_steps": 2, "judge_funcs": ["judge_functions:word_count"]},
+        "search_space": {"learning_rate": {"type": "float", "low": 1e-5, "high": 1e-3, "log": True},
+                         "kl_coef": {"type": "float", "low": 0.01, "high": 0.5, "log": True}},
+        "population": {"size": 4, "segment": 2},
+    }
+    for key, value in changes.items():
+        if value is None:
+            data.pop(key, None)
+        else:
+            data[key] = value
+    return data
+
+
+def test_a_population_section_defaults_to_perturbing_every_searched_knob_a_schedule_can_change() -> None:
+    population = parse_population({"size": 8, "segment": 6}, {"learning_rate": LR, "kl_coef": BETA},
+                                  "eval/gold_score")
+    assert population == Population(8, 6, mutate=("learning_rate", "kl_coef"))
+    assert parse_population(None, {}, "objective/scores") is None
+
+
+@pytest.mark.parametrize(("section", "message"), [
+    ({"size": 1, "segment": 2}, "population.size: expected a whole number >= 2, got 1"),
+    ({"segment": 2}, "population.size: expected a whole number >= 2, got null"),
+    ({"size": 4, "segment": 0}, "population.segment: expected a whole number >= 1, got 0"),
+    ({"size": 4, "segment": 2, "quantile": 0.7}, "population.quantile: expected a number in [0, 0.5], got 0.7"),
+    ({"size": 4, "segment": 2, "mutate": ["cliprange"]}, "population.mutate: cliprange cannot change mid-run"),
+    ({"size": 4, "segment": 2, "mutate": ["beta"]}, "population.mutate: beta must be searched as a float range"),
+    ({"size": 4, "segment": 2, "perturb": [0.8, -1]}, "population.perturb: expected a list of positive factors"),
+    ({"size": 4, "segment": 2, "speed": 1}, "population.speed: unknown key"),
+])
+def test_a_wrong_population_section_is_refused_in_one_line(section: dict[str, Any], message: str) -> None:
+    with pytest.raises(StudySpecError) as raised:
+        parse_population(section, {"learning_rate": LR, "kl_coef": BETA}, "eval/judge_score")
+    assert str(raised.value).startswith(message) and "\n" not in str(raised.value)
+
+
+@pytest.mark.parametrize(("changes", "message"), [
+    ({"objectives": [{"metric": "objective/scores"}]}, "population: members are ranked on the first objective, "
+                                                       "which must be a held-out judge"),
+    ({"seed_policy": {"name": "racing"}}, "seed_policy: a population ranks its members at every segment"),
+    ({"n_trials": 12}, "n_trials: a population study trains its members to the run's horizon"),
+    ({"population": {"size": 4, "segment": 3}}, "population.segment: every segment's end must be evaluated"),
+    ({"population": {"size": 4, "segment": 2, "mutate": ["kl_coef"]},
+      "search_space": {"kl_coef": {"type": "float", "low": 0.01, "high": 0.5},
+                       "kl_in_reward": {"type": "categorical", "choices": [True, False]}}},
+     "population.mutate: kl_coef cannot be perturbed where the KL placement or an adaptive KL controller is"),
+    ({"population": {"size": 2, "segment": 2},
+      "enqueue": [{"learning_rate": 1e-4 * i, "kl_coef": 0.1} for i in (1, 2, 3)]},
+     "population.size: 2 members cannot start from 3 warm starts"),
+])
+def test_a_population_that_cannot_work_with_the_rest_of_the_study_is_refused_in_one_line(
+    changes: dict[str, Any], message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.syspath_prepend(str(Path(__file__).parent.parent))  # the judge functions' module
+    with pytest.raises(StudySpecError) as raised:
+        parse_study(study(**changes), tmp_path / "pbt.yaml")
+    assert str(raised.value).startswith(message), str(raised.value)
+    assert "\n" not in str(raised.value)
+
+
+def test_a_population_study_parses_and_keeps_its_section(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(Path(__file__).parent.parent))
+    spec = parse_study(study(), tmp_path / "pbt.yaml")
+    assert spec.population == Population(4, 2, mutate=("learning_rate", "kl_coef"))
+    assert spec.seed_policy.name == "single" and spec.n_trials is None
+    assert optuna  # the module's storage types are what the plan reads

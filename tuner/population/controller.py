@@ -1,0 +1,130 @@
+"""The population's clock: it queues each generation once the one before it has ended, and keeps workers that have
+nothing to run waiting for it, on the study's own storage (no scheduler of its own, no Ray Tune).
+
+- A new population study queues its first generation: one trial per member, its parameters left to the sampler (a
+  warm start's where the study file gives some), as :func:`queue_first_generation` does from ``open_study``.
+- :class:`PopulationController` is an ``optimize`` callback. When a segment ends and with it the last of its
+  generation, it queues the next generation (:mod:`tuner.population.plan`) for every member that has no trial of it
+  yet, removes the checkpoints nothing can reach any more, and stops the study once the last generation has ended or
+  no member is left to copy. Generations are synchronous: every member is ranked at the same update.
+- Then, where nothing is queued, it waits: a worker whose segment ended first would otherwise start a trial of its
+  own. While it waits it fails the trials of workers that died (their heartbeats stopped), so that their segments are
+  queued again rather than waited for.
+
+Two workers can see a generation end at the same moment and both queue the next; the second copy of a segment finds
+the first at its start and stops, marked a duplicate (``tuner.store.segments.duplicate_of``), and is never counted.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from tuner.population.checkpoints import remove_generation_checkpoints
+from tuner.population.plan import plan_generation
+from tuner.search.space import ParamSpec
+from tuner.store.attrs import CONFIG_ATTR, POPULATION_ATTR, WARM_START_ATTR
+from tuner.store.segments import (
+    ENDED,
+    Segment,
+    generation_ended,
+    generation_slots,
+    horizon,
+    last_generation,
+    segment_of,
+)
+from tuner.study.population_section import Population
+from tuner.trial.interrupts import interruptible
+
+POLL_SECONDS = 1.0
+EXTINCT = "population_extinct"
+"""Study user attribute set when a generation left no member to copy: the generation it happened at."""
+
+
+def queue_first_generation(study: optuna.Study, population: Population) -> list[str]:
+    """Queue generation 0 on a new study: the warm starts already queued become its first members, and one trial
+    with no parameters fixed (the sampler chooses them) is queued for each other member. Lines to print."""
+    waiting = sorted(study.get_trials(deepcopy=False, states=(TrialState.WAITING,)), key=lambda t: t.number)
+    if len(waiting) > population.size or any(segment_of(t) is not None for t in study.get_trials(deepcopy=False)):
+        return []
+    first = population.segment
+    for member, trial in enumerate(waiting):  # a warm start's trial is WAITING, and takes attributes until it runs
+        study._storage.set_trial_user_attr(trial._trial_id, POPULATION_ATTR, Segment(member, 0, 0, first).as_attr())
+    for member in range(len(waiting), population.size):
+        study.enqueue_trial({}, user_attrs={POPULATION_ATTR: Segment(member, 0, 0, first).as_attr()},
+                            skip_if_exists=False)
+    starts = sum(WARM_START_ATTR in t.user_attrs for t in waiting)
+    return [f"population: {population.size} members, ranked every {population.segment} updates on the first "
+            f"objective" + (f"; {starts} of them start from the warm starts" if starts else "")]
+
+
+def _over(study: optuna.Study, trials: Sequence[FrozenTrial]) -> bool:
+    """Whether the population has ended: no member was left to copy, or every member's last segment ended at the
+    run's horizon."""
+    if EXTINCT in study.user_attrs:
+        return True
+    generation = last_generation(trials)
+    slots = generation_slots(trials, generation) if generation >= 0 else {}
+    length = horizon(trials)
+    return bool(slots) and length is not None and all(t.state in ENDED for t in slots.values()) and \
+        all(segment.stop >= length for t in slots.values() if (segment := segment_of(t)) is not None)
+
+
+def population_over(study: optuna.Study) -> bool:
+    """Whether the population study ``study`` has ended (a worker that joins it then has nothing to run)."""
+    return _over(study, study.get_trials(deepcopy=False))
+
+
+class PopulationController:
+    """An ``optimize`` callback: queue each generation when the one before has ended; wait while nothing is queued
+    (see the module's docstring). ``maximize``: the first objective's direction."""
+
+    def __init__(self, population: Population, space: Mapping[str, ParamSpec], maximize: bool,
+                 storage_url: str, poll_seconds: float = POLL_SECONDS,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.population = population
+        self.space = space
+        self.maximize = maximize
+        self.storage_url = storage_url
+        self.poll_seconds = poll_seconds
+        self.sleep = sleep
+
+    def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        while True:
+            trials = study.get_trials(deepcopy=False)
+            if self._advance(study, trials):
+                study.stop()
+                return
+            if any(t.state == TrialState.WAITING for t in trials):
+                return
+            with interruptible():  # Ctrl-C ends a worker that waits as it ends one that trains
+                self.sleep(self.poll_seconds)
+            optuna.storages.fail_stale_trials(study)
+
+    def _advance(self, study: optuna.Study, trials: Sequence[FrozenTrial]) -> bool:
+        """Queue what the ended generations call for; whether the population is over (its last generation ended, or
+        no member is left to copy)."""
+        generation = last_generation(trials)
+        if _over(study, trials):
+            remove_generation_checkpoints(self.storage_url, study.study_name, trials, generation - 1)
+            return True
+        length = horizon(trials)
+        if length is None or not generation_ended(trials, generation, self.population.size):
+            return False
+        planned = plan_generation(trials, generation, self.population, self.space, length, self.maximize)
+        if planned is None:
+            study.set_user_attr(EXTINCT, generation)
+            return True
+        have = set(generation_slots(trials, generation + 1))
+        for member in planned:
+            if member.segment.member not in have:
+                study.enqueue_trial(member.params, user_attrs={POPULATION_ATTR: member.segment.as_attr(),
+                                                               CONFIG_ATTR: member.config}, skip_if_exists=False)
+        remove_generation_checkpoints(self.storage_url, study.study_name, trials, generation - 1)
+        return False
+
+
+__all__ = ["EXTINCT", "PopulationController", "population_over", "queue_first_generation"]

@@ -1,0 +1,101 @@
+"""The next generation of a population, planned from how the last one ended: for each member, the segment it trains
+next, the config it trains it with and the parameters it records.
+
+A member that continues keeps its own config. A member that copies a donor takes the donor's config and adds, for
+each knob in ``mutate``, a pair ``[start + 1, new value]`` to the knob's schedule (``learning_rate_schedule``,
+``kl_coef_schedule``), the new value perturbed from the one in force at the donor's last update
+(:mod:`tuner.population.explore`). Its recorded parameters are the donor's with the perturbed knobs' new values: the
+knobs in force during the segment. Two recipients of one donor are never given the same values (a copy trained on
+the same data and streams would be the same run twice): a repeat is drawn again.
+
+The plan is drawn from a stream seeded by the population's seed and the generation, so any worker that plans a
+generation plans the same one.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from optuna.trial import FrozenTrial, TrialState
+
+from ppo_core.config.schedules import value_at
+from tuner.population.explore import perturbed
+from tuner.population.select import Standing, exploit_plan
+from tuner.search.space import ParamSpec
+from tuner.store.attrs import CONFIG_ATTR
+from tuner.store.segments import Segment, generation_slots, segment_of
+from tuner.study.constraints import feasible
+from tuner.study.population_section import SCHEDULED, Population
+
+REDRAWS = 20
+"""Draws a recipient gets for values no other recipient of its donor has, before it takes a repeat."""
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One member's next segment: what to queue."""
+
+    segment: Segment
+    params: dict[str, Any]
+    config: dict[str, Any]
+
+
+def standing(member: int, trial: FrozenTrial) -> Standing:
+    """How ``trial``'s segment ended, for ranking."""
+    complete = trial.state == TrialState.COMPLETE and bool(trial.values)
+    return Standing(member, trial.values[0] if complete else None, complete and feasible(trial))
+
+
+def _perturb_config(config: Mapping[str, Any], params: Mapping[str, Any], population: Population,
+                    space: Mapping[str, ParamSpec], start: int,
+                    rng: random.Random) -> tuple[dict[str, Any], dict[str, Any], dict[str, tuple[float, float]]]:
+    """The donor's config and params with each mutated knob perturbed from update ``start + 1`` on."""
+    config, params = dict(config), dict(params)
+    mutated: dict[str, tuple[float, float]] = {}
+    for name in population.mutate:
+        schedule_field = SCHEDULED[name]
+        in_force = value_at(config.get(schedule_field), float(config[name]), start)
+        new = perturbed(in_force, space[name], population.perturb, population.resample, rng)
+        pairs = [list(pair) for pair in config.get(schedule_field) or () if pair[0] <= start]
+        config[schedule_field] = [*pairs, [start + 1, new]]
+        params[name] = new
+        mutated[name] = (in_force, new)
+    return config, params, mutated
+
+
+def plan_generation(trials: Sequence[FrozenTrial], generation: int, population: Population,
+                    space: Mapping[str, ParamSpec], horizon: int, maximize: bool) -> list[Planned] | None:
+    """Generation ``generation + 1`` of the population, planned from ``generation``'s ended segments; None when no
+    member may donate. ``horizon``: the run's length in updates."""
+    slots = generation_slots(trials, generation)
+    rng = random.Random(f"{population.seed}-{generation}")
+    plan = exploit_plan([standing(member, trial) for member, trial in sorted(slots.items())], population.cut,
+                        population.margin, maximize, rng)
+    if plan is None:
+        return None
+    start = next(segment.stop for t in slots.values() if (segment := segment_of(t)) is not None)
+    stop = min(start + population.segment, horizon)
+    planned: list[Planned] = []
+    taken: set[tuple[int, tuple[float, ...]]] = set()
+    for member, trial in sorted(slots.items()):
+        donor = slots[plan[member]] if member in plan else trial
+        config, params = donor.user_attrs[CONFIG_ATTR], dict(donor.params)
+        mutated: dict[str, tuple[float, float]] = {}
+        if member in plan:
+            for _ in range(REDRAWS):
+                new_config, new_params, mutated = _perturb_config(config, params, population, space, start, rng)
+                values = tuple(new for _, new in mutated.values())
+                if (donor.number, values) not in taken:
+                    break
+            taken.add((donor.number, values))
+            config, params = new_config, new_params
+        segment = Segment(member, generation + 1, start, stop, "exploit" if member in plan else "continue",
+                          donor.number, mutated)
+        planned.append(Planned(segment, params, dict(config)))
+    return planned
+
+
+__all__ = ["Planned", "plan_generation", "standing"]
