@@ -6,13 +6,18 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
+import optuna
 import pytest
 import sqlalchemy
 import torch
-from helpers.studies import TESTS_DIR, load, write_study
+from helpers.ctrl_c import default_sigint
+from helpers.studies import TESTS_DIR, Gate, descendants, load, still_running, wait_for, write_study
 from optuna.trial import TrialState
 
 from ppo_core.config.io import build_config
@@ -20,8 +25,10 @@ from ppo_core.config.schedules import value_at
 from ppo_core.metric_names import run_metrics
 from ppo_core.run.trainer import PPOTrainer
 from ppo_tune.cli import main
-from tuner.store.attrs import CONFIG_ATTR, CPU_THREADS_ATTR
-from tuner.store.database import create_engine
+from tuner.population.controller import EXTINCT
+from tuner.store.attrs import CONFIG_ATTR, CPU_THREADS_ATTR, RETRY_OF_ATTR
+from tuner.production.validation import validation_study_name
+from tuner.store.database import create_engine, open_storage
 from tuner.store.records import metrics_table
 from tuner.store.segments import generation_slots, lineage, segment_of
 from tuner.study.study_file import load_study_spec
@@ -49,17 +56,18 @@ def stored_rows(storage: str, trial_number: int) -> list[dict[str, float]]:
         return [json.loads(row) for row in connection.scalars(query)]
 
 
-def population_study(tmp_path: Path, lm_dir: Path, prompts: Path, **population: Any) -> Path:
-    """6 updates a member (48 episodes of 8), ranked every 2 on a held-out judge: 3 generations."""
+def population_study(tmp_path: Path, lm_dir: Path, prompts: Path, population: dict[str, Any] | None = None,
+                     base: dict[str, Any] | None = None, **overrides: Any) -> Path:
+    """6 updates a member (48 episodes of 8), ranked every 2 on a held-out judge: 3 generations of 3 members."""
     return write_study(
         tmp_path, lm_dir, prompts, name="population", n_trials=None,
         objectives=[{"metric": "eval/judge_score", "direction": "maximize", "reduce": "last"}],
         base={"total_episodes": 48, "eval_steps": 2, "judge_funcs": ["reward_functions:count_letter_a"],
-              "num_eval_samples": 4,
-              "num_sample_generations": 0, "kl_in_reward": True},
+              "num_eval_samples": 4, "num_sample_generations": 0, "kl_in_reward": True, **(base or {})},
         search_space=SPACE,
         population={"size": 3, "segment": 2, "quantile": 0.25, "mutate": ["learning_rate", "kl_coef"],
-                    "resample": 0.0, **population},
+                    "resample": 0.0, **(population or {})},
+        **overrides,
     )
 
 
@@ -118,6 +126,15 @@ def test_a_population_trains_in_segments_copies_its_best_and_its_winner_replays_
     printed = capsys.readouterr().out
     assert f"# lineage of trial {winner.number}" in printed and "updates 5-6" in printed
 
+    # validate replays the winner's schedule from scratch on a fresh seed: a run of its config, not a population.
+    assert main(["validate", spec.name, "--storage", spec.storage, "--top-k", "1", "--seeds", "1",
+                 "--workers", "1"]) == 0
+    (replay,) = optuna.load_study(study_name=validation_study_name(spec.name),
+                                  storage=open_storage(spec.storage)).get_trials()
+    assert replay.state == TrialState.COMPLETE and segment_of(replay) is None
+    assert {**replay.user_attrs[CONFIG_ATTR], "seed": 0} == {**winner.user_attrs[CONFIG_ATTR], "seed": 0}
+    assert replay.user_attrs[CONFIG_ATTR]["seed"] != winner.user_attrs[CONFIG_ATTR]["seed"]
+
     # Replayed from scratch, a config the population made (the winner's, or a member's that copied another and so
     # holds a schedule) is the run its lineage made, update for update.
     finals = sorted(generation_slots(trials, 2).values(), key=lambda t: t.number != winner.number)
@@ -131,3 +148,50 @@ def test_a_population_trains_in_segments_copies_its_best_and_its_winner_replays_
     finally:
         torch.set_num_threads(threads)
     assert [run_metrics(row) for row in stored_rows(spec.storage, replayed.number)] == [run_metrics(m) for m in whole]
+
+
+def test_a_population_whose_members_are_all_stopped_ends_and_names_no_winner(
+    tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    path = population_study(tmp_path, tiny_lm_dir, prompts_file,
+                            hacking_guard=[{"metric": "eval/judge_score", "max": -1.0}])  # crossed at update 2
+    spec = load_study_spec(path)
+    assert main(["run", str(path), "--workers", "1"]) == 1  # no trial completed
+    trials = load(path).get_trials()
+    assert [t.state for t in trials] == [TrialState.PRUNED] * 3  # the first generation, and nothing after it
+    assert load(path).user_attrs[EXTINCT] == 0
+    assert "stopped after generation 0: no member completed it inside the study's constraints" in \
+        capsys.readouterr().err
+    assert main(["best", spec.name, "--storage", spec.storage]) == 2
+
+
+def test_an_interrupted_population_resumes_its_segment_from_the_parents_checkpoint(
+    tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path, gate: Gate,
+) -> None:
+    # 2 members, 2 generations of 2 updates: the last segment is held in its second rollout (update 4) and the study
+    # terminated there; run again, the segment starts again from its parent's checkpoint at update 2.
+    path = population_study(tmp_path, tiny_lm_dir, prompts_file, population={"size": 2},
+                            base={"total_episodes": 32, "reward_model_path": Gate.REWARD})
+    spec = load_study_spec(path)
+    assert spec.base["reward_model_path"] == Gate.REWARD
+    gate.let_pass(3)
+    process = subprocess.Popen([sys.executable, "-m", "ppo_tune", "run", str(path), "--workers", "1"],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+                               preexec_fn=default_sigint)
+    held = gate.held_process()
+    study_processes = descendants(process.pid)
+    assert held in study_processes
+    process.send_signal(signal.SIGTERM)
+    output = process.communicate(timeout=60)[0].decode()
+    gate.open()
+    assert process.returncode == 143, output
+    wait_for(lambda: not still_running(study_processes), 30, "the stopped study's processes to end")
+
+    assert main(["run", str(path), "--workers", "1"]) == 0
+    trials = load(path).get_trials()
+    interrupted = [t for t in trials if t.state == TrialState.FAIL]
+    assert len(interrupted) == 1 and segment_of(interrupted[0]) == segment_of(trials[-1])
+    assert trials[-1].user_attrs[RETRY_OF_ATTR] == interrupted[0].number
+    slots = generation_slots(trials, 1)
+    assert sorted(slots) == [0, 1] and all(t.state == TrialState.COMPLETE for t in slots.values())
+    assert [int(row["update"]) for row in stored_rows(spec.storage, trials[-1].number)] == [1, 2, 3, 4]

@@ -74,7 +74,8 @@ def validation_spec(spec: StudySpec) -> StudySpec:
     mapping.update(name=validation_study_name(spec.name), storage=spec.storage, search_space={},
                    sampler={"name": "random"}, pruner={"name": "none"},
                    kl_guard={**mapping.get("kl_guard", {}), "enabled": False})
-    for key in ("enqueue", "n_trials", "timeout", "hacking_guard"):  # a fresh seed's hack must show, as its KL's
+    # A fresh seed's hack must show, as its KL's; a population's winner replays its schedule from scratch, a run.
+    for key in ("enqueue", "n_trials", "timeout", "hacking_guard", "population"):
         mapping.pop(key, None)
     # Imported here: the study file's module loads transformers (for PPOConfig's parser), which the dashboard, reading
     # validation results through this module, must not load.
