@@ -26,8 +26,8 @@ from ppo_core.metric_names import run_metrics
 from ppo_core.run.trainer import PPOTrainer
 from ppo_tune.cli import main
 from tuner.population.controller import EXTINCT
-from tuner.store.attrs import CONFIG_ATTR, CPU_THREADS_ATTR, RETRY_OF_ATTR
 from tuner.production.validation import validation_study_name
+from tuner.store.attrs import CONFIG_ATTR, CPU_THREADS_ATTR, RETRY_OF_ATTR
 from tuner.store.database import create_engine, open_storage
 from tuner.store.records import metrics_table
 from tuner.store.segments import generation_slots, lineage, segment_of
