@@ -141,6 +141,22 @@ def population_seed_policy(data: Mapping[str, Any], trainer: str) -> SeedPolicy:
     return SeedPolicy()
 
 
+def _horizon_knob(space: Mapping[str, ParamSpec], base: Mapping[str, Any]) -> str | None:
+    """The first searched knob that gives runs of different lengths in updates: the run's episodes or epochs, or a
+    knob whose values (its choices, or its range's ends) change the episodes per update, the others at their first
+    values; None when every run is as long."""
+    from tuner.search.kl_model import rollout_episodes
+
+    def per_update(name: str, value: Any) -> int:
+        return rollout_episodes(choose_point(space, lambda p: value if p.name == name else first_value(p), base), base)
+
+    for name, param in space.items():
+        ends = param.choices if param.type == "categorical" else (param.low, param.high)
+        if name in ("total_episodes", "num_train_epochs") or len({per_update(name, value) for value in ends}) > 1:
+            return name
+    return None
+
+
 def check_population(spec: Any, population: Population, build: Callable[[dict[str, Any]], Any]) -> None:
     """The population's checks against the rest of the study (``spec``: a StudySpec), or StudySpecError: every
     segment's end is evaluated (``eval_steps`` a whole number of updates dividing ``segment``), no adaptive
@@ -157,6 +173,10 @@ def check_population(spec: Any, population: Population, build: Callable[[dict[st
     if kl_knobs and moved:
         raise fail(f"population.mutate: {kl_knobs[0]} cannot be perturbed where the KL placement or an adaptive "
                    "KL controller is searched or set: the coefficient in force would not be the one perturbed")
+    varying = _horizon_knob(spec.search_space, spec.base)
+    if varying is not None:
+        raise fail(f"population: searched {varying} changes how many updates a run makes, and a population ranks its "
+                   "members at the same update; fix it in base")
     if len(spec.enqueue) > population.size:
         raise fail(f"population.size: {population.size} members cannot start from {len(spec.enqueue)} warm starts")
 
