@@ -1,0 +1,218 @@
+"""Does a population beat the default search at equal compute? Four arms on the graph task, each judged by its winner
+replayed from scratch on fresh seeds, paired by sampler seed.
+
+    python -m benchmarks.population_quality [--sampler-seeds 17] [--validation-seeds 5] [--task-seed T]
+                                            [--workers 2] [--work-dir DIR] [--resume] [--quick]
+
+The arms share the quickstart's base, objective (held-out ``eval/gold_score``, the mean of the last two evaluations),
+KL budget and search space (``studies/quickstart.yaml``), with two changes a population needs and every arm gets, so
+that the arms differ in how they search and nothing else: the rollout is fixed at 32 episodes (48 updates a run: a
+population ranks its members at the same update) and the evaluations come every 12 updates (the quickstart's
+quarters, as a whole number of updates):
+
+- ``population``: 8 members ranked every 12 updates (4 generations), perturbing the learning rate and the KL
+  coefficient (``population: {size: 8, segment: 12}``), its first generation from the default sampler;
+- ``select_only``: the same population with its perturbations off (``perturb: [1.0], resample: 0``): what copying
+  alone buys, the control that tells a schedule from picking a lucky run;
+- ``default``: the quickstart's search as shipped, with its seed policy and KL guard;
+- ``random``: random search, no pruner, no KL guard, one seed per configuration.
+
+Equal compute: every arm trains 8 runs' worth of updates (384), and each evaluates at the same updates with the same
+responses, so updates, evaluation responses and (at one thread a trial) seconds match; the searches stop once their
+trials have run 384 updates (``benchmarks.tuning_quality.BudgetStop``). Each arm's winner (``ppo-tune validate
+--top-k 1``: for a population, its winning member's schedule, replayed from update 0) is retrained on the same fresh
+seeds, and the arms are compared by sampler seed: per seed, the difference of validated means, their mean and its 95%
+t interval.
+
+The power of each comparison is computed before the run from the number of pairs (:func:`power`), for a difference of
+0.02 gold and the paired standard deviation of 0.027 that ``benchmarks.tuning_quality`` measured between two searches
+of this task: 17 pairs give 80%. The rule registered in advance (benchmarks/results/population_quality/README.md) is
+that a population becomes the default only where its paired interval against the default lies above zero at a design
+with that power, on task seeds it was not designed on.
+
+``--resume`` goes on with an interrupted run in its ``--work-dir``: finished studies are read, an unfinished one
+continues, and finished validation runs are kept. ``--quick`` is a smoke run of every step: 2 members of 2 updates,
+1 sampler seed, 1 validation seed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import math
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from benchmarks.common.json_safe import json_safe
+from benchmarks.common.machine import machine_facts
+from benchmarks.tuning_quality import QUICKSTART, RESULTS, run_jobs, tune_and_validate, validate
+from tools.provenance import command_line
+from tools.quick_mode import add_quick_argument, results_path
+from tuner.production.confidence import mean_interval
+
+ARMS = ("population", "select_only", "default", "random")
+MEMBERS, SEGMENT, UPDATES = 8, 12, 48
+SIGMA_D, DELTA = 0.027, 0.02
+"""The paired standard deviation of two searches' validated means that tuning_quality measured on this task, and
+the difference the design must see."""
+FULL = {"sampler_seeds": 17, "validation_seeds": 5, "workers": 2}
+QUICK = {"sampler_seeds": 1, "validation_seeds": 1, "workers": 1}
+QUICK_BASE = {"total_episodes": 64, "eval_steps": 1}
+"""--quick: 2 updates a run (rollouts of 32), an evaluation at each."""
+
+
+def power(pairs: int, delta: float = DELTA, sigma: float = SIGMA_D, alpha: float = 0.05) -> float:
+    """The power of a two-sided paired t-test on ``pairs`` pairs at level ``alpha`` for a mean difference ``delta``
+    with standard deviation ``sigma``: P(|T| > t_{1-alpha/2, n-1}) for T noncentral t with n - 1 degrees of freedom
+    and noncentrality delta sqrt(n) / sigma."""
+    from scipy import stats
+
+    if pairs < 2:
+        return float("nan")
+    freedom, shift = pairs - 1, delta * math.sqrt(pairs) / sigma
+    critical = stats.t.ppf(1 - alpha / 2, freedom)
+    return float(stats.nct.sf(critical, freedom, shift) + stats.nct.cdf(-critical, freedom, shift))
+
+
+def arm_studies(quickstart: dict[str, Any], work_dir: Path, seed: int, task_seed: int | None,
+                quick: bool) -> dict[str, dict[str, Any]]:
+    """Each arm's study file for sampler seed ``seed`` (see the module's docstring), each in its own SQLite file."""
+    base = {**quickstart["base"], "gradient_accumulation_steps": 2, "eval_steps": SEGMENT,
+            **(QUICK_BASE if quick else {}), **({} if task_seed is None else {"task_seed": task_seed})}
+    space = {name: spec for name, spec in quickstart["search_space"].items() if name != "rollout_batch_size"}
+    shared = {**copy.deepcopy(quickstart), "base": base, "search_space": space}
+    for key in ("n_trials", "timeout"):
+        shared.pop(key)
+    population = {"size": 2 if quick else MEMBERS, "segment": 1 if quick else SEGMENT, "seed": seed}
+    studies = {
+        "population": {**shared, "sampler": {"seed": seed}, "population": population,
+                       "seed_policy": {"name": "single"}},
+        "select_only": {**shared, "sampler": {"seed": seed}, "seed_policy": {"name": "single"},
+                        "population": {**population, "perturb": [1.0], "resample": 0.0}},
+        "default": {**shared, "sampler": {"seed": seed}},
+        "random": {**shared, "sampler": {"name": "random", "seed": seed}, "pruner": {"name": "none"},
+                   "seed_policy": {"name": "single"},
+                   "kl_guard": {**quickstart.get("kl_guard", {}), "enabled": False}},
+    }
+    for arm, study in studies.items():
+        study["name"] = f"pq-{arm}-s{seed}"
+        study["storage"] = f"sqlite:///{work_dir / study['name']}.db"
+    return studies
+
+
+def run_population(path: str, name: str, storage: str, validation_seeds: int) -> dict[str, Any]:
+    """A population study run to its end in this process (one thread a trial; a finished one is only read), then its
+    winner validated."""
+    import optuna
+
+    from ppo_core.models.quiet import quiet_hugging_face
+    from tuner.run.worker import run_worker
+    from tuner.study.reports import updates_run
+    from tuner.study.study_file import load_study_spec
+
+    quiet_hugging_face()
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    spec = load_study_spec(path)
+    started = time.perf_counter()
+    run_worker(spec, None, None, threads=1)
+    trials = optuna.load_study(study_name=name, storage=storage).get_trials(deepcopy=False)
+    # A segment's rows include its lineage's copied ones: the updates it trained are its own segment's.
+    trained = sum(updates_run(t) - int(t.user_attrs.get("population", {}).get("start", 0)) for t in trials)
+    return {"wall_s": round(time.perf_counter() - started, 1), "updates_spent": trained,
+            "run_s": round(sum(t.duration.total_seconds() for t in trials if t.duration), 1),
+            "validation": validate(name, storage, validation_seeds)}
+
+
+def run_arm(arm: str, path: str, name: str, storage: str, budget: int, validation_seeds: int) -> dict[str, Any]:
+    """One arm's study, tuned (or trained, for a population) and then validated, in this process."""
+    if arm in ("population", "select_only"):
+        return run_population(path, name, storage, validation_seeds)
+    result = tune_and_validate(path, name, storage, budget, validation_seeds)
+    return {**result, "updates_spent": sum(t["updates"] for t in result["trials"])}
+
+
+def validated_mean(result: dict[str, Any]) -> float | None:
+    values = [run["value"] for run in result["validation"].get("runs", [])
+              if run["state"] == "COMPLETE" and run["value"] is not None]
+    return statistics.fmean(values) if values else None
+
+
+def compared(results: dict[str, dict[int, dict[str, Any]]], ours: str, theirs: str) -> dict[str, Any]:
+    """``ours`` against ``theirs`` by sampler seed: per seed the difference of validated means; their mean with its
+    95% t interval, and the power the design had (:func:`power`) at that many pairs."""
+    seeds = sorted(set(results.get(ours, {})) & set(results.get(theirs, {})))
+    differences = []
+    for seed in seeds:
+        mine, other = validated_mean(results[ours][seed]), validated_mean(results[theirs][seed])
+        if mine is not None and other is not None:
+            differences.append(mine - other)
+    mean, low, high = mean_interval(differences)
+    return {"pairs": len(differences), "differences": differences, "mean": mean, "ci_low": low, "ci_high": high,
+            "power_for_0.02": power(len(differences))}
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.population_quality", description=__doc__.split("\n")[0])
+    parser.add_argument("--sampler-seeds", type=int, default=None, help="Pairs: sampler seeds (default 17).")
+    parser.add_argument("--validation-seeds", type=int, default=None, help="Fresh seeds per winner (default 5).")
+    parser.add_argument("--task-seed", type=int, default=None, help="Another draw of the graph task (task_seed).")
+    parser.add_argument("--workers", type=int, default=None, help="Studies at a time (default 2).")
+    parser.add_argument("--work-dir", default=None, help="The studies' files and databases (kept for --resume).")
+    parser.add_argument("--resume", action="store_true", help="Go on with an interrupted run in --work-dir.")
+    parser.add_argument("--out", default=None, help="Results file (default "
+                        "benchmarks/results/population_quality/population_quality.json).")
+    add_quick_argument(parser)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    args = _parser().parse_args(argv)
+    sizes = {**(QUICK if args.quick else FULL), **{key: value for key, value in (
+        ("sampler_seeds", args.sampler_seeds), ("validation_seeds", args.validation_seeds),
+        ("workers", args.workers)) if value is not None}}
+    out = results_path(args.out, RESULTS / "population_quality" / "population_quality.json", args.quick)
+    work_dir = Path(args.work_dir) if args.work_dir else out.parent / "work"
+    if work_dir.exists() and any(work_dir.iterdir()) and not args.resume:
+        raise SystemExit(f"--work-dir: {work_dir} holds an earlier run; add --resume to go on with it")
+    work_dir.mkdir(parents=True, exist_ok=True)
+    quickstart = yaml.safe_load(QUICKSTART.read_text())
+    budget = (2 if args.quick else MEMBERS) * (2 if args.quick else UPDATES)
+    jobs, keys = [], []
+    for seed in range(sizes["sampler_seeds"]):
+        for arm, study in arm_studies(quickstart, work_dir, seed, args.task_seed, args.quick).items():
+            path = work_dir / f"{study['name']}.yaml"
+            path.write_text(yaml.safe_dump(study, sort_keys=False))
+            jobs.append((arm, str(path), study["name"], study["storage"], budget, sizes["validation_seeds"]))
+            keys.append((arm, seed))
+    started = time.perf_counter()
+    done = run_jobs(run_arm, jobs, sizes["workers"])
+    results: dict[str, dict[int, dict[str, Any]]] = {}
+    for (arm, seed), result in zip(keys, done, strict=True):
+        results.setdefault(arm, {})[seed] = {**result, "validated_mean": validated_mean(result)}
+    report = {
+        "command": command_line("benchmarks.population_quality", argv), "machine": machine_facts("cpu"),
+        "settings": {**sizes, "budget_updates": budget, "task_seed": args.task_seed, "quick": args.quick,
+                     "members": MEMBERS, "segment": SEGMENT, "sigma_d": SIGMA_D, "delta": DELTA,
+                     "power_planned": power(sizes["sampler_seeds"])},
+        "wall_s": round(time.perf_counter() - started, 1),
+        "comparisons": {f"{ours}-{theirs}": compared(results, ours, theirs) for ours, theirs in (
+            ("population", "default"), ("population", "random"), ("population", "select_only"),
+            ("default", "random"))},
+        "arms": {arm: {str(seed): result for seed, result in by_seed.items()} for arm, by_seed in results.items()},
+    }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(json_safe(report), indent=2) + "\n")
+    for name, comparison in report["comparisons"].items():
+        print(f"{name}: {comparison['mean']:+.4f} [{comparison['ci_low']:+.4f}, {comparison['ci_high']:+.4f}] over "
+              f"{comparison['pairs']} pairs (power for 0.02: {comparison['power_for_0.02']:.2f})")
+    print(f"results: {out}")
+    return report
+
+
+if __name__ == "__main__":
+    main()
