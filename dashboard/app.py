@@ -27,6 +27,7 @@ PAGES = (
     ("compare", "Compare", ":material/compare_arrows:"),
     ("analysis", "Analysis", ":material/insights:"),
     ("health", "Health", ":material/health_and_safety:"),
+    ("population", "Population", ":material/account_tree:"),
 )
 
 

@@ -14,6 +14,8 @@ import optuna
 import pytest
 from helpers.dashboard_fixtures import real_studies_url
 from optuna.trial import TrialState
+from population_study import NAME as POPULATION
+from population_study import WINNER, build_population_study
 
 from dashboard.app import PAGES
 from tools.real_studies import (
@@ -44,6 +46,7 @@ EXPECTED_TEXT = {
     "compare": ["Parameters", "Curves", "Final metrics", "Generations", "Prompt 0: "],
     "analysis": ["Optimization history", "Parameter importances", "Timeline"],
     "health": ["Critical", "Warnings", "No signs"],
+    "population": ["has no population"],  # none of the real studies is one: the page says so and draws nothing
 }
 MIN_CHARTS = {"curves": 2, "frontier": 2, "compare": 2, "analysis": 1}
 NO_GOLD = "No gold score"  # the Curves page's note, for a study whose runs have no gold scorer
@@ -116,6 +119,21 @@ def test_every_page_renders_in_headless_chromium(dashboard: Served, name: str, t
     validated = validation_results(study, load_validation(name, dashboard.storage))
     assert bool(validated) == (name == HELDOUT) == ("fresh seeds" in text["study"])
     assert all(f"#{result.trial}" in text["study"] and result.n == VALIDATION_SEEDS for result in validated)
+
+
+def test_the_population_page_draws_a_population_studys_three_figures(tmp_path: Path) -> None:
+    # Only that page, on a small population study written as the tuner writes one: its own server, one page load.
+    storage = build_population_study(tmp_path / "pbt.db")
+    log = tmp_path / "streamlit.log"
+    page = next(p for p in PAGES if p[0] == "population")
+    with serve(storage, log=log) as base_url:
+        (capture,) = capture_pages(base_url, tmp_path / "shots", study=POPULATION, pages=[page], tall=False)
+    text = " ".join(capture.text.split())
+    assert capture.exceptions == 0 and "Traceback" not in log.read_text(), log.read_text()
+    assert capture.charts == 3, text  # the lineage tree, the schedule, the stitched curves
+    for words in ("Lineage tree", "Learning rate and β along the lineage", "Stitched curves",
+                  f"From trial #{WINNER}'s config"):  # the winner's lineage first
+        assert words in text, words
 
 
 def test_the_dashboard_page_shows_a_screenshot_of_every_page() -> None:
