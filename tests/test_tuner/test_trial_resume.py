@@ -14,7 +14,16 @@ import pytest
 import sqlalchemy
 import torch
 from helpers.ctrl_c import default_sigint
-from helpers.studies import TESTS_DIR, Gate, descendants, load, still_running, wait_for, write_study
+from helpers.studies import (
+    TESTS_DIR,
+    Gate,
+    descendants,
+    kill_worker_mid_trial,
+    load,
+    still_running,
+    wait_for,
+    write_study,
+)
 from optuna.trial import TrialState
 
 from ppo_core.config.io import build_config
@@ -97,3 +106,24 @@ def test_how_often_trials_save_is_no_change_to_the_study() -> None:
     assert spec_changes(stored, {"base": {"learning_rate": 1e-3, "save_steps": 2, "save_total_limit": 2}}) == []
     assert spec_changes(stored, {"base": {"learning_rate": 2e-3, "save_steps": 2}}) == \
         ["base.learning_rate 0.001 -> 0.002"]
+
+
+def test_a_killed_workers_trial_resumes_from_its_checkpoint(
+    tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path, gate: Gate,
+) -> None:
+    # SIGKILL gives no worker a chance to queue its trial again: the run that follows finds it RUNNING with no
+    # heartbeat, fails it and queues its retry (tuner.store.database.RetryStaleTrial), which must continue from the
+    # checkpoint the dead trial wrote after update 1, not train update 1 again.
+    base = {"reward_model_path": Gate.REWARD, "num_sample_generations": 0, "save_steps": 1}
+    path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=1, base=base)
+    spec = load_study_spec(path)
+    kill_worker_mid_trial(path, gate)
+    assert [update for update, _ in complete_checkpoints(checkpoints_dir(trial_checkpoints(spec.storage, spec.name,
+                                                                                           0)))] == [1]
+    assert main(["run", str(path)]) == 0
+    dead, retry = load(path).get_trials()
+    assert dead.state == TrialState.FAIL and retry.state == TrialState.COMPLETE
+    assert retry.user_attrs[RETRY_OF_ATTR] == dead.number
+    first, resumed = stored_rows(spec.storage, dead.number), stored_rows(spec.storage, retry.number)
+    # Update 1 is the dead trial's own row, timings and all, copied: the retry did not train it again.
+    assert len(first) == 1 and resumed[0] == first[0] and len(resumed) == retry.user_attrs["budget_updates"]
