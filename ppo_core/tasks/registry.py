@@ -35,7 +35,14 @@ from ppo_core.tasks.fortunes.task_data import text_task_data
 from ppo_core.tasks.graph.build import build_task, task_graph, task_prompts
 from ppo_core.tasks.graph.gold import GoldScorer
 from ppo_core.tasks.reward_model import format_for_reward
-from ppo_core.tasks.variants import TASK_NAMES, VARIANTS, AnyTaskParams, task_params, task_params_of
+from ppo_core.tasks.variants import (
+    TASK_NAMES,
+    VARIANTS,
+    AnyTaskParams,
+    canonical_task,
+    task_params,
+    task_params_of,
+)
 
 # The variants live in ppo_core.tasks.variants (torch-free, for the config's checks); they are named here too, beside
 # the builds, for the callers that read both.
@@ -86,7 +93,8 @@ def get_task(name: str, cache_dir: str | None = None, seed: int | None = None) -
         target.parent.mkdir(parents=True, exist_ok=True)
         with FileLock(str(target) + ".lock"):
             if not _is_complete(target):
-                _build_atomically(name, params, target)
+                # Built under the variant's name, whichever of its names asked: its build info says which it is.
+                _build_atomically(canonical_task(name), params, target)
     info = check_build(name, target)
     if isinstance(params, TextTaskParams):
         return _text_task(name, params, target, info)

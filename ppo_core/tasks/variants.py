@@ -8,6 +8,7 @@ builds themselves, which need torch, live in ``ppo_core.tasks.registry``.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import importlib.metadata
 import importlib.util
 from typing import TypeVar
@@ -158,15 +159,43 @@ VARIANTS: dict[str, AnyTaskParams] = {
     "fortunes_v7_smollm2": dataclasses.replace(_FORTUNES_SMOLLM2, gold_version=5, proxy_version=3),
 }
 
-TASK_NAMES: tuple[str, ...] = tuple(VARIANTS)
+ALIASES: dict[str, str] = {
+    # The shipped text task (studies/text.yaml): SmolLM2-135M-Instruct as the policy, the probe proxy on its own first
+    # layers, and the newest gold; now the seventh text task, gold version 5 and proxy version 3.
+    "smollm2_text": "fortunes_v7_smollm2",
+}
+"""Plain names a user picks, each standing for the versioned variant it builds now. An alias is its variant: the same
+parameters, one build, one cache directory (under the variant's name), while a config keeps the name its user wrote.
+The versioned names stay loadable, so published results re-run under theirs; their history is in the benchmarks'
+pages (``benchmarks/README.md``)."""
+
+TASK_NAMES: tuple[str, ...] = (*VARIANTS, *ALIASES)
+"""Every name a config may give as its task: the variants, then the plain names."""
+
+
+def canonical_task(name: str) -> str:
+    """The variant a task name builds: an alias's variant, any other name itself.
+
+    >>> canonical_task("smollm2_text"), canonical_task("fortunes")
+    ('fortunes_v7_smollm2', 'fortunes')
+    """
+    return ALIASES.get(name, name)
+
+
+def unknown_task(name: str) -> str:
+    """Why ``name`` is no task, in one line: the nearest valid name, if one is near, and every valid one."""
+    close = difflib.get_close_matches(name, TASK_NAMES, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return f"unknown task {name!r}{hint}; valid tasks: {', '.join(TASK_NAMES)}"
 
 
 def task_params(name: str, seed: int | None = None) -> AnyTaskParams:
-    """The parameters of a named variant, drawn from ``seed`` when given (None: the variant's own); ``ValueError``
-    naming the valid ones otherwise."""
-    if name not in VARIANTS:
-        raise ValueError(f"unknown task {name!r}; valid tasks: {', '.join(TASK_NAMES)}")
-    return VARIANTS[name] if seed is None else dataclasses.replace(VARIANTS[name], seed=seed)
+    """The parameters of a named variant (or of an alias's variant), drawn from ``seed`` when given (None: the
+    variant's own); ``ValueError`` naming the valid ones otherwise."""
+    if name not in TASK_NAMES:
+        raise ValueError(unknown_task(name))
+    params = VARIANTS[canonical_task(name)]
+    return params if seed is None else dataclasses.replace(params, seed=seed)
 
 
 def task_params_of(kind: type[P], name: str, seed: int | None = None) -> P:
@@ -190,9 +219,9 @@ def task_problem(name: str) -> str | None:
     extra: VADER and the fortunes corpus) are not installed; None when it may. Whether its pair policy's packaged model
     is installed is asked where a run starts (``ppo_core.models.paths.task_model_problem``): a study file naming the
     task still reads on a machine that never trains it (``show``, ``best``, the exports)."""
-    if name not in VARIANTS:
-        return f"task: unknown task {name!r}; valid tasks: {', '.join(TASK_NAMES)}"
-    if isinstance(VARIANTS[name], TextTaskParams):
+    if name not in TASK_NAMES:
+        return f"task: {unknown_task(name)}"
+    if isinstance(task_params(name), TextTaskParams):
         try:
             importlib.metadata.distribution(TEXT_EXTRA_DISTRIBUTION)
             found = importlib.util.find_spec(TEXT_EXTRA_MODULE) is not None

@@ -14,18 +14,47 @@ from helpers.missing_packages import blocking
 
 from ppo_core.config.checks import ConfigError
 from ppo_core.config.io import build_config
+from ppo_core.models.paths import task_model_problem
+from ppo_core.tasks.cache_dirs import task_dir
 from ppo_core.tasks.fortunes.extra import TEXT_EXTRA_MISSING
-from ppo_core.tasks.variants import TASK_NAMES, task_problem
+from ppo_core.tasks.fortunes.params import TextTaskParams
+from ppo_core.tasks.variants import ALIASES, TASK_NAMES, VARIANTS, task_params, task_params_of, task_problem
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_an_unknown_task_is_refused_naming_the_valid_ones() -> None:
-    with pytest.raises(ConfigError, match=r"^task: unknown task 'shortest_paths'; valid tasks: shortest_path, "):
+    with pytest.raises(ConfigError, match=r"^task: unknown task 'shortest_paths' \(did you mean 'shortest_path'\?\); "
+                                          r"valid tasks: shortest_path, [^\n]*smollm2_text$"):
         build_config({"task": "shortest_paths"})
+    with pytest.raises(ConfigError, match=r"^task: unknown task 'smollm2_txt' \(did you mean 'smollm2_text'\?\); "):
+        build_config({"task": "smollm2_txt"})
+    with pytest.raises(ValueError, match=r"^unknown task 'atari'; valid tasks: [^\n]*$"):
+        task_params("atari")
     # The text extra is installed for the tests.
     assert all(task_problem(name) is None for name in TASK_NAMES)  # a pair policy is asked for where a run starts
-    assert {"shortest_path", "fortunes", "fortunes_tiny"} <= set(TASK_NAMES)
+    assert {"shortest_path", "fortunes", "fortunes_tiny", "smollm2_text"} <= set(TASK_NAMES)
+
+
+@pytest.mark.parametrize(("alias", "variant"), ALIASES.items())
+def test_a_plain_name_is_its_variant_with_one_build(alias: str, variant: str, tmp_path: Path) -> None:
+    assert alias in TASK_NAMES and variant in VARIANTS and alias not in VARIANTS
+    assert task_params(alias) == task_params(variant) and task_params(alias, 3) == task_params(variant, 3)
+    # One cache directory, under the variant's name: a build made under either name serves both.
+    assert task_dir(alias, tmp_path) == task_dir(variant, tmp_path)
+    assert task_dir(alias, tmp_path).name.startswith(f"{variant}-")
+    assert task_dir(alias, tmp_path, 3) == task_dir(variant, tmp_path, 3)
+    assert task_problem(alias) == task_problem(variant) and task_model_problem(alias) == task_model_problem(variant)
+    # A config keeps the name its user wrote.
+    assert build_config({"task": alias}).task == alias
+
+
+def test_the_shipped_text_task_is_the_seventh_text_task() -> None:
+    # What studies/text.yaml trains on now: SmolLM2 with the probe proxy (version 3) and gold version 5.
+    shipped = task_params_of(TextTaskParams, "smollm2_text")
+    assert shipped == task_params("fortunes_v7_smollm2")
+    assert (shipped.pair_policy, shipped.gold_version, shipped.proxy_version) == ("smollm2-135m-instruct", 5, 3)
+    assert yaml.safe_load((ROOT / "studies" / "text.yaml").read_text())["base"]["task"] == "smollm2_text"
 
 
 def ppo_tune(tmp_path: Path, env: dict[str, str], *arguments: str) -> subprocess.CompletedProcess[str]:

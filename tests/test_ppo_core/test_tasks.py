@@ -123,7 +123,7 @@ def test_unknown_task_name() -> None:
     assert TASK_NAMES == ("shortest_path", "shortest_path_wide", "shortest_path_tiny", "fortunes", "fortunes_tiny",
                           "fortunes_v2", "fortunes_v2_tiny", "fortunes_v2_smollm2", "fortunes_v3", "fortunes_v3_tiny",
                           "fortunes_v3_smollm2", "fortunes_v4_smollm2", "fortunes_v5_smollm2", "fortunes_v6_smollm2",
-                          "fortunes_v7_smollm2")
+                          "fortunes_v7_smollm2", "smollm2_text")
 
 
 def test_cache_dir_defaults(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -134,10 +134,10 @@ def test_cache_dir_defaults(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> 
 
 
 def test_cache_keys_are_stable_and_distinct() -> None:
-    keys = {name: registry.task_params(name).cache_key() for name in TASK_NAMES}
+    keys = {name: registry.task_params(name).cache_key() for name in registry.VARIANTS}  # an alias is its variant
     assert len(set(keys.values())) == len(keys)
     assert all(len(k) == 12 for k in keys.values())
-    assert keys == {name: registry.task_params(name).cache_key() for name in TASK_NAMES}
+    assert keys == {name: registry.task_params(name).cache_key() for name in registry.VARIANTS}
     # A field added with a None default leaves the keys of the tasks that do not set it as they were: their cached
     # builds, and every table measured on them, stay the ones in use (the keys before the policy's width existed).
     assert (keys["shortest_path"], keys[TINY]) == ("ce6e6bcaa7d3", "759dc22e74bf")

@@ -52,12 +52,12 @@ def test_graph_variants_keep_their_cache_directories(tmp_path: Path) -> None:
 
 
 def test_text_variants_are_text_tasks_with_keys_of_their_own() -> None:
-    text = [name for name in registry.TASK_NAMES if isinstance(registry.task_params(name), TextTaskParams)]
+    text = [name for name in registry.VARIANTS if isinstance(registry.task_params(name), TextTaskParams)]
     assert text == ["fortunes", "fortunes_tiny", "fortunes_v2", "fortunes_v2_tiny", "fortunes_v2_smollm2",
                     "fortunes_v3", "fortunes_v3_tiny", "fortunes_v3_smollm2", "fortunes_v4_smollm2",
                     "fortunes_v5_smollm2", "fortunes_v6_smollm2",
                     "fortunes_v7_smollm2"]
-    keys = [registry.task_params(name).cache_key() for name in registry.TASK_NAMES]
+    keys = [registry.task_params(name).cache_key() for name in registry.VARIANTS]  # an alias is its variant
     assert len(set(keys)) == len(keys)
     # Another seed is another text task, as for the graph ones.
     assert registry.task_params(TINY, 1).cache_key() != PARAMS.cache_key()

@@ -182,7 +182,7 @@ def test_shipped_study_files_are_valid(study_file: Path) -> None:
     spec = load_study_spec(study_file)
     # A built-in task, or (task null) a user's own model, prompts and reward, as the worked example brings.
     assert spec.objectives and spec.search_space and spec.base["task"] in ("shortest_path", "fortunes",
-                                                                           "fortunes_v7_smollm2", None)
+                                                                           "smollm2_text", None)
 
 
 @pytest.mark.parametrize("run_config", RUN_CONFIGS)

@@ -2,7 +2,7 @@
 
     judge_funcs: [ppo_core.tasks.fortunes.judge:text_gold]
 
-It is the gold of the shipped text task (``fortunes_v7_smollm2``: version 5, built on that task's training texts):
+It is the gold of the shipped text task (``smollm2_text``: now version 5, built on that task's training texts):
 VADER's positivity times a fluency read against the BSD fortunes, which word lists, symbols, repeats and lists strung on
 "and" cannot pass. It judges whether a continuation of an English prompt is positive, fluent English. Read blind
 against a careful reader it agrees only in part (Spearman 0.59 on the rated set's held-out half,
@@ -18,7 +18,7 @@ from typing import Any
 
 from ppo_core.tasks.fortunes.gold import TextGoldScorer
 
-JUDGED_TASK = "fortunes_v7_smollm2"
+JUDGED_TASK = "smollm2_text"
 """The text task whose gold this judge is."""
 
 
