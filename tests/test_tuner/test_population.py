@@ -65,6 +65,8 @@ def population_study(tmp_path: Path, lm_dir: Path, prompts: Path, population: di
         base={"total_episodes": 48, "eval_steps": 2, "judge_funcs": ["reward_functions:count_letter_a"],
               "num_eval_samples": 4, "num_sample_generations": 0, "kl_in_reward": True, **(base or {})},
         search_space=SPACE,
+        # A budget no run nears: each ranking forecasts every member's held-out KL against it, and none is held back.
+        constraints=[{"metric": "eval/kl", "reduce": "last", "max": 1000.0}],
         population={"size": 3, "segment": 2, "quantile": 0.25, "mutate": ["learning_rate", "kl_coef"],
                     "resample": 0.0, **(population or {})},
         **overrides,

@@ -9,12 +9,14 @@ import random
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import optuna
 import pytest
 from optuna.distributions import FloatDistribution
 from optuna.trial import FrozenTrial, TrialState, create_trial
 
 from tuner.population.explore import drawn, perturbed
+from tuner.population.heading import forecast_at, heading_past
 from tuner.population.lineage import lineage_lines
 from tuner.population.plan import plan_generation
 from tuner.population.select import Standing, exploit_plan, ranked
@@ -73,6 +75,37 @@ def test_the_bottom_copy_the_top_and_every_stopped_or_infeasible_member_is_repla
 def test_the_cut_is_the_quantile_rounded_up_within_half_the_population() -> None:
     assert [Population(size, 2, quantile).cut for size, quantile in ((8, 0.25), (4, 0.25), (2, 0.5), (10, 0.5),
                                                                        (3, 0.0))] == [2, 1, 1, 5, 1]
+
+
+# --- heading past the KL budget -----------------------------------------------------------------------------------
+
+def slow_forecast(points: list[tuple[float, float]], horizon: float) -> float:
+    """The same line, by numpy's least squares."""
+    chosen = ([(0.0, 0.0), *points])[-3:]
+    u, k = np.array([p[0] for p in chosen]), np.array([p[1] for p in chosen])
+    if np.ptp(u) == 0:
+        return float(k.mean())
+    slope, intercept = np.polyfit(u, k, 1)
+    return float(slope * horizon + intercept)
+
+
+def test_the_kl_forecast_is_the_least_squares_line_through_the_last_evaluations_and_the_start() -> None:
+    rng = random.Random(5)
+    for _ in range(100):
+        points = sorted((float(rng.randint(1, 40)), rng.uniform(0, 5)) for _ in range(rng.randint(1, 5)))
+        assert forecast_at(points, 48) == pytest.approx(slow_forecast(points, 48), abs=1e-9)
+    assert forecast_at([(12, 1.0)], 48) == pytest.approx(4.0)  # from the origin through update 12's KL
+    assert heading_past([(12, 1.5)], 48, 5.0) and not heading_past([(12, 1.0)], 48, 5.0)
+    assert not heading_past([(12, 1.0), (24, 2.0), (36, 2.2)], 48, 5.0)  # a trend that flattens
+
+
+def test_a_member_heading_past_the_budget_is_replaced_and_never_copied() -> None:
+    trials = first_generation()  # values 0.5, 0.9, pruned, 0.7: member 1 leads
+    population = Population(size=4, segment=2, quantile=0.25, mutate=("learning_rate",), resample=0.0)
+    planned = plan_generation(trials, 0, population, {"learning_rate": LR}, 6, maximize=True, heading={1})
+    assert planned is not None
+    copies = {p.segment.member: p.segment.parent for p in planned if p.segment.origin == "exploit"}
+    assert copies[1] == 3 and 1 not in copies.values()  # the leader, forecast over the budget, copies the next best
 
 
 # --- plan ------------------------------------------------------------------------------------------------------

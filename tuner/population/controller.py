@@ -23,10 +23,14 @@ from collections.abc import Callable, Mapping, Sequence
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from ppo_core.metric_names import EVAL_KL
 from tuner.population.checkpoints import remove_generation_checkpoints
+from tuner.population.heading import heading_past
 from tuner.population.plan import plan_generation
 from tuner.search.space import ParamSpec
 from tuner.store.attrs import CONFIG_ATTR, POPULATION_ATTR, WARM_START_ATTR
+from tuner.store.database import create_engine
+from tuner.store.records import read_metrics
 from tuner.store.segments import (
     ENDED,
     Segment,
@@ -83,9 +87,10 @@ class PopulationController:
     (see the module's docstring). ``maximize``: the first objective's direction."""
 
     def __init__(self, population: Population, space: Mapping[str, ParamSpec], maximize: bool,
-                 storage_url: str, poll_seconds: float = POLL_SECONDS,
+                 storage_url: str, kl_budget: float | None = None, poll_seconds: float = POLL_SECONDS,
                  sleep: Callable[[float], None] = time.sleep) -> None:
         self.population = population
+        self.kl_budget = kl_budget
         self.space = space
         self.maximize = maximize
         self.storage_url = storage_url
@@ -114,7 +119,8 @@ class PopulationController:
         length = horizon(trials)
         if length is None or not generation_ended(trials, generation, self.population.size):
             return False
-        planned = plan_generation(trials, generation, self.population, self.space, length, self.maximize)
+        planned = plan_generation(trials, generation, self.population, self.space, length, self.maximize,
+                                  self._heading(study.study_name, trials, generation, length))
         if planned is None:
             study.set_user_attr(EXTINCT, generation)
             return True
@@ -125,6 +131,22 @@ class PopulationController:
                                                                CONFIG_ATTR: member.config}, skip_if_exists=False)
         remove_generation_checkpoints(self.storage_url, study.study_name, trials, generation - 1)
         return False
+
+    def _heading(self, study_name: str, trials: Sequence[FrozenTrial], generation: int, length: int) -> set[int]:
+        """The members of ``generation`` whose held-out KL is forecast to end past the study's KL budget
+        (:mod:`tuner.population.heading`); none without a budget."""
+        if self.kl_budget is None:
+            return set()
+        slots = generation_slots(trials, generation)
+        frame = read_metrics(create_engine(self.storage_url), study_name, [t.number for t in slots.values()])
+        heading = set()
+        for member, trial in slots.items():
+            rows = frame[frame["trial_number"] == trial.number]
+            points = [(float(u), float(k)) for u, k in zip(rows["update"], rows.get(EVAL_KL, []), strict=False)
+                      if k == k] if EVAL_KL in rows else []
+            if points and heading_past(points, length, self.kl_budget):
+                heading.add(member)
+        return heading
 
 
 __all__ = ["EXTINCT", "PopulationController", "population_over", "queue_first_generation"]

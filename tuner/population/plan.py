@@ -15,7 +15,7 @@ generation plans the same one.
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,10 +43,11 @@ class Planned:
     config: dict[str, Any]
 
 
-def standing(member: int, trial: FrozenTrial) -> Standing:
-    """How ``trial``'s segment ended, for ranking."""
+def standing(member: int, trial: FrozenTrial, heading: bool = False) -> Standing:
+    """How ``trial``'s segment ended, for ranking; ``heading``: it keeps the KL budget now but is forecast to end
+    past it (:mod:`tuner.population.heading`), and ranks as if over it."""
     complete = trial.state == TrialState.COMPLETE and bool(trial.values)
-    return Standing(member, trial.values[0] if complete else None, complete and feasible(trial))
+    return Standing(member, trial.values[0] if complete else None, complete and feasible(trial) and not heading)
 
 
 def _perturb_config(config: Mapping[str, Any], params: Mapping[str, Any], population: Population,
@@ -67,13 +68,15 @@ def _perturb_config(config: Mapping[str, Any], params: Mapping[str, Any], popula
 
 
 def plan_generation(trials: Sequence[FrozenTrial], generation: int, population: Population,
-                    space: Mapping[str, ParamSpec], horizon: int, maximize: bool) -> list[Planned] | None:
+                    space: Mapping[str, ParamSpec], horizon: int, maximize: bool,
+                    heading: Collection[int] = ()) -> list[Planned] | None:
     """Generation ``generation + 1`` of the population, planned from ``generation``'s ended segments; None when no
-    member may donate. ``horizon``: the run's length in updates."""
+    member may donate. ``horizon``: the run's length in updates; ``heading``: the members forecast to end past the
+    study's KL budget."""
     slots = generation_slots(trials, generation)
     rng = random.Random(f"{population.seed}-{generation}")
-    plan = exploit_plan([standing(member, trial) for member, trial in sorted(slots.items())], population.cut,
-                        population.margin, maximize, rng)
+    plan = exploit_plan([standing(member, trial, member in heading) for member, trial in sorted(slots.items())],
+                        population.cut, population.margin, maximize, rng)
     if plan is None:
         return None
     start = next(segment.stop for t in slots.values() if (segment := segment_of(t)) is not None)

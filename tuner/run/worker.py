@@ -24,6 +24,7 @@ from tuner.search.warm_start import enqueue_warm_starts
 from tuner.store.attrs import VALIDATION_OF_ATTR
 from tuner.store.database import create_engine, open_storage
 from tuner.store.records import create_tables
+from tuner.study.constraints import upper_limit
 from tuner.study.seed_policy import Racing, TrialBudget
 from tuner.study.spec import StudySpec
 from tuner.study.spec_record import check_existing_is_ours, check_ours, rebuilt_spec, record_spec
@@ -130,7 +131,7 @@ def run_worker(
         if population_over(study):
             return
         queuer = PopulationController(spec.population, spec.search_space, spec.directions[0] == "maximize",
-                                      spec.storage)
+                                      spec.storage, upper_limit(spec.constraints))
     elif not queue_only:
         queuer = Racing(spec.seed_policy, int(spec.base.get("seed", PPOConfig.seed)), TrialBudget(n_trials, timeout))
     run_trials(study, make_trial_function(spec, threads, queue_only, launch), timeout=timeout,
