@@ -14,6 +14,7 @@ import yaml
 from helpers.studies import TESTS_DIR, load, write_study
 from optuna.trial import TrialState
 
+from ppo_core.config.checks import ConfigError
 from ppo_core.config.io import build_config
 from ppo_tune.cli import main
 from tuner.exports import exported
@@ -287,3 +288,47 @@ def test_a_built_in_task_reports_the_training_responses_gold_each_update() -> No
     run_trl_trial("trl-grpo", config, [recorder])
     golds = [metrics["objective/gold_score"] for metrics in recorder.metrics]
     assert len(golds) == 2 and all(0.0 <= gold <= 1.0 for gold in golds)
+
+
+def test_a_trl_trial_runs_its_configs_schedule_update_by_update_and_one_without_is_unchanged() -> None:
+    # Two optimizer steps an update (two mini-batches): the schedule counts updates, as a ppo_core trial does.
+    # A constant scheduler, so TRL's logged learning rate is the peak in force.
+    from ppo_core.run.callbacks import TrainerCallback
+    from tuner.trl_trial.run import run_trl_trial
+
+    class Recorder(TrainerCallback):
+        def __init__(self) -> None:
+            self.metrics: list[dict[str, float]] = []
+
+        def on_update(self, update: int, metrics: dict[str, float]) -> str | None:
+            self.metrics.append(metrics)
+            return None
+
+    base = {**GRPO_BASE, "task": "shortest_path_tiny", "total_episodes": 64, "per_device_train_batch_size": 8,
+            "gradient_accumulation_steps": 2, "num_mini_batches": 2, "lr_scheduler_type": "constant",
+            "num_sample_generations": 0, "beta": 0.04}
+    schedules = {"learning_rate_schedule": [[2, 1e-3], [4, 5e-3]], "kl_coef_schedule": [[2, 0.0], [3, 0.1]]}
+    runs = {}
+    for name, config in (("plain", base), ("scheduled", {**base, **schedules})):
+        recorder = Recorder()
+        run_trl_trial("trl-grpo", build_config(config), [recorder])
+        runs[name] = recorder.metrics
+    scheduled, plain = runs["scheduled"], runs["plain"]
+    assert [m["update"] for m in scheduled] == [1, 2, 3, 4]
+    assert [m["lr"] for m in scheduled] == [3e-3, 1e-3, 1e-3, 5e-3]  # TRL's own log of the rate its optimizer ran
+    assert [m["objective/kl_coef"] for m in scheduled] == [0.04, 0.0, 0.1, 0.1]
+    assert ["trl/kl" in m for m in scheduled] == [True, False, True, True]  # TRL measures KL while beta > 0
+    assert [m["lr"] for m in plain] == [3e-3] * 4 and [m["objective/kl_coef"] for m in plain] == [0.04] * 4
+    # Before its first pair the schedule changes nothing: the first update is the unscheduled run's, to the bit.
+    assert scheduled[0]["trl/loss"] == plain[0]["trl/loss"] and scheduled[0]["trl/reward"] == plain[0]["trl/reward"]
+    assert scheduled[1]["trl/loss"] != plain[1]["trl/loss"]
+
+
+def test_a_kl_schedule_from_beta_zero_is_refused_before_the_trial_runs() -> None:
+    # TRL loads no reference model at beta 0, so a later coefficient above 0 would have nothing to measure KL to;
+    # under LoRA the policy with its adapter off is the reference, and the schedule runs.
+    config = {**GRPO_BASE, "task": "shortest_path_tiny", "beta": 0.0, "kl_coef_schedule": [[3, 0.1]]}
+    with pytest.raises(ConfigError, match=r"^kl_coef_schedule: TRL's trainer starts at beta 0 and so loads no "
+                                          r"reference model"):
+        trial_arguments("trl-grpo", build_config(config))
+    assert trial_arguments("trl-grpo", build_config({**config, "use_peft": True})).config["beta"] == 0.0

@@ -19,9 +19,11 @@ from collections.abc import Callable
 from typing import Any
 
 from ppo_core.config.ppo_config import PPOConfig
+from ppo_core.config.schedules import shown_schedule
 from tuner.exports._common import (
     CRITIC_FIELDS,
     LORA_FIELDS,
+    SCHEDULE_FIELDS,
     TASK_WHY,
     Differs,
     Lacks,
@@ -31,7 +33,6 @@ from tuner.exports._common import (
     generated_length_of,
     is_model,
     optimizer_steps_per_update,
-    piecewise_schedules,
     rendered,
     schedule_remark,
     scheduler_with_warmup,
@@ -166,7 +167,7 @@ def _estimator(trainer: str, own: str, what: str) -> Why:
 
 
 WHY_NOT: dict[str, Why] = {
-    **piecewise_schedules("TRL"),
+    **dict.fromkeys(SCHEDULE_FIELDS, lambda c: None),  # carried by the callback the remarks print (_schedule_callback)
     "task": TASK_WHY,
     "task_seed": TASK_WHY,
     "max_prompt_length": "truncate the prompts when you build the dataset",
@@ -187,8 +188,24 @@ CARRIED = {
 }
 
 
+# Where the callback that runs a schedule in TRL's trainer lives (the trl_trial wing, above the exports: named, not
+# imported; a test runs the printed line against TRL's trainer).
+SCHEDULE_CALLBACK = "tuner.trl_trial.schedule_callback"
+CALLBACK_REMARK = "the schedules run as a callback: "
+
+
+def _schedule_callback(c: PPOConfig) -> list[str]:
+    """The Python line that adds ppo-tune's schedules to a TRL trainer built from these arguments, where the config
+    has one: TRL's configs take one learning rate and one beta for a run."""
+    schedules = [f"{name}={shown_schedule(getattr(c, name))}" for name in SCHEDULE_FIELDS if getattr(c, name)]
+    if not schedules:
+        return []
+    return [f"{CALLBACK_REMARK}from {SCHEDULE_CALLBACK} import ScheduleCallback; "
+            f"trainer.add_callback(ScheduleCallback(trainer, {', '.join(schedules)}))  # before trainer.train()"]
+
+
 def _remarks(c: PPOConfig) -> list[str]:
-    return schedule_remark(c, "TRL")
+    return schedule_remark(c, "TRL") + _schedule_callback(c)
 
 
 def _grpo_beta(c: PPOConfig) -> float | Differs:

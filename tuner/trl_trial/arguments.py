@@ -68,7 +68,9 @@ def trial_arguments(trainer: str, config: PPOConfig) -> TrialArguments:
     The export's settings are sorted by class: TRL's trainer config takes its own fields, ModelConfig the model's,
     and the script the rest. A setting none of them knows is a ConfigError: the export and the installed TRL
     disagree, and the run would not be the one the export prints. So is a field the export can only comment on
-    (an adaptive KL target, one response per prompt, ...): the trial would run without it.
+    (an adaptive KL target, one response per prompt, ...): the trial would run without it, and a KL schedule that
+    leaves a beta of 0 (TRL then loads no reference model). The schedules themselves run as a callback
+    (:mod:`tuner.trl_trial.schedule_callback`).
     """
     if trainer not in TRL_TRAINERS:
         raise ConfigError(f"trainer: {trainer!r} is not a TRL trainer (choose from {', '.join(TRL_TRAINERS)})")
@@ -88,6 +90,9 @@ def trial_arguments(trainer: str, config: PPOConfig) -> TrialArguments:
             raise ConfigError(f"{key}: the {trainer} export sets it, but the installed TRL's "
                               f"{TRL_TRAINERS[trainer][0]}, ModelConfig and ScriptArguments have no such field")
     _refuse_what_trl_lacks(trainer, export)
+    from tuner.trl_trial.schedule_callback import refuse_kl_without_reference  # transformers, as trl_fields' TRL
+
+    refuse_kl_without_reference(config.kl_coef_schedule, float(parts["config"].get("beta", 0.0)), config.use_peft)
     parts["config"].update(TRIAL_OWNED)
     comments = tuple(line for _, line in export.comments) + tuple(f"# not exact: {line}"
                                                                   for line in export.differences)

@@ -16,6 +16,7 @@ from typing import Any
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
 from ppo_core.config.ppo_config import PPOConfig
+from ppo_core.config.schedules import value_at
 from ppo_core.metric_names import GOLD_SCORE
 from ppo_core.run.callbacks import SampleGeneration
 from ppo_core.run.callbacks import TrainerCallback as UpdateCallback
@@ -33,7 +34,8 @@ class UpdateBridge(TrainerCallback):
 
     ``evaluate(update)`` returns the held-out metrics, ``samples(update)`` the sample responses; both are the
     trial's (:mod:`tuner.trl_trial.run`); ``training_gold()`` the gold score of the update's training responses,
-    where the task has a gold scorer and scores them, else None.
+    where the task has a gold scorer and scores them, else None. ``beta`` is TRL's KL coefficient before
+    kl_coef_schedule's first pair: each update reports the one in force as objective/kl_coef.
 
     Under ``accelerate launch`` every process runs the bridge (the evaluation and the training gold are collective),
     but as in ppo_core's trainer the callbacks and the sample recordings run on the main process alone, and a stop
@@ -82,7 +84,8 @@ class UpdateBridge(TrainerCallback):
         if not logs or SUMMARY_KEY in logs or state.global_step % self.steps_per_update:
             return
         update = state.global_step // self.steps_per_update
-        metrics = ppo_tune_metrics(logs, update, update * self.config.batch_size, self.beta)
+        metrics = ppo_tune_metrics(logs, update, update * self.config.batch_size,
+                                   value_at(self.config.kl_coef_schedule, self.beta, update))
         gold = self.training_gold()
         if gold is not None:
             metrics[GOLD_SCORE] = gold

@@ -1,6 +1,8 @@
 """One trial in TRL's own trainer: the model, prompts and rewards a ppo_core trial of the same config loads, TRL's
 GRPOTrainer or RLOOTrainer built from the trial's export (:mod:`tuner.trl_trial.arguments`), and ppo-tune's
-callbacks fed once per PPO update (:mod:`tuner.trl_trial.bridge`).
+callbacks fed once per PPO update (:mod:`tuner.trl_trial.bridge`). A config's learning-rate and KL-coefficient
+schedules run in TRL's trainer as a callback (:mod:`tuner.trl_trial.schedule_callback`), counting updates as the
+bridge does: one generation each.
 
 KL to the reference is measured at each held-out evaluation whatever beta is: under LoRA against the policy with its
 adapter off (no copy), else against a frozen copy of the starting model that the trial loads for the evaluation
@@ -41,6 +43,7 @@ from ppo_core.setup.run_setup import RolloutModels, RunParts, load_run_parts
 from tuner.exports._common import optimizer_steps_per_update
 from tuner.trl_trial.arguments import TRL_TRAINERS, TrialArguments, trial_arguments
 from tuner.trl_trial.bridge import UpdateBridge
+from tuner.trl_trial.schedule_callback import ScheduleCallback
 
 # The dataset column that carries each prompt's row, so a reward knows which prompts TRL handed it.
 ROW_COLUMN = "ppo_tune_row"
@@ -163,6 +166,8 @@ def run_trl_trial(trainer_name: str, config: PPOConfig, callbacks: Sequence[Upda
                               evaluation.metrics, evaluation.samples, golds[0] if golds else lambda: None,
                               evaluation.group)
         bridge.trained_by = f"TRL {trl.__version__} {type(trainer).__name__}"
+        if config.learning_rate_schedule is not None or config.kl_coef_schedule is not None:
+            trainer.add_callback(scheduled(trainer, config, steps))
         trainer.add_callback(bridge)
         for printer in (PrinterCallback, ProgressCallback):  # the study's database is the record, not stdout
             trainer.remove_callback(printer)
@@ -170,6 +175,17 @@ def run_trl_trial(trainer_name: str, config: PPOConfig, callbacks: Sequence[Upda
         trainer.train()
         bridge.seconds["train"] = time.perf_counter() - started  # TRL's loop, with the bridge's seconds inside it
     return bridge
+
+
+def scheduled(trainer: Any, config: PPOConfig, steps_per_update: int) -> ScheduleCallback:
+    """The callback that puts ``config``'s schedules in force in ``trainer``, whose updates are the trial's: one
+    generation of ``steps_per_update`` optimizer steps each."""
+    callback = ScheduleCallback(trainer, learning_rate_schedule=config.learning_rate_schedule,
+                                kl_coef_schedule=config.kl_coef_schedule)
+    if callback.steps_per_update != steps_per_update:  # the export's batch mapping and TRL's count disagree
+        raise RuntimeError(f"TRL's trainer makes {callback.steps_per_update} optimizer steps a generation, the trial "
+                           f"counts {steps_per_update} an update")
+    return callback
 
 
 class TrialEvaluation:
