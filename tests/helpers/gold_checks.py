@@ -12,6 +12,8 @@ from ppo_core.tasks.fortunes.gamed import BATTERY_PROMPTS, FLUENT, GAMED
 
 GAMED_CEILING = 0.1
 """The most gold any gamed response of the battery may score."""
+SALAD = "the day that I was I so the I loved the very when I love the"
+"""What a policy wrote when over-optimised against the second gold's proxy, which that gold scored 0.93."""
 
 
 @functools.cache

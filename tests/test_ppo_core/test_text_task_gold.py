@@ -11,6 +11,7 @@ import random
 import statistics
 
 import pytest
+from helpers import gold_checks
 
 from ppo_core.errors import NonFiniteError
 from ppo_core.tasks.fortunes import (
@@ -24,8 +25,6 @@ from ppo_core.tasks.fortunes import (
     calibrate,
     fluency,
     fluency_factors,
-    load_corpus,
-    split_examples,
     vader_compound,
     words,
 )
@@ -279,13 +278,13 @@ def test_prompts_and_responses_must_pair_up() -> None:
 
 @pytest.fixture(scope="module")
 def real_split() -> TextSplit:
-    # 1,000 held-out prompts: enough real text the scorer never saw to measure it on.
-    return split_examples(load_corpus().texts, num_heldout=1000, seed=0)
+    # 1,000 held-out prompts: enough real text the scorer never saw to measure it on (shared with the later golds).
+    return gold_checks.real_split()
 
 
 @pytest.fixture(scope="module")
-def real_scorer(real_split: TextSplit) -> TextGoldScorer:
-    return build_gold_scorer([example.text for example in real_split.train])
+def real_scorer() -> TextGoldScorer:
+    return gold_checks.gold_of(1)
 
 
 def test_real_continuations_keep_their_fluency(real_split: TextSplit, real_scorer: TextGoldScorer) -> None:

@@ -1,16 +1,14 @@
-"""The text task's second gold (version 2): the surface measures against slow references, the gamed battery, sentiment's
-order on fluent sentences, and real text that keeps its fluency."""
+"""The text task's second gold (version 2): the surface measures against slow references, the battery's breadth, and
+the first gold that the battery games. What every version keeps (the battery near zero, sentiment's order, real
+text's fluency) is test_text_task_gold_versions.py's."""
 
 from __future__ import annotations
 
-import statistics
-
 import pytest
-from helpers.gold_checks import assert_sentiments_ordered
+from helpers.gold_checks import GAMED_CEILING, gold_of
 
-from ppo_core.tasks.fortunes import TextGoldScorer, TextSplit, build_gold_scorer, load_corpus, split_examples
 from ppo_core.tasks.fortunes.fluency import GOLD_VERSIONS, length_factor
-from ppo_core.tasks.fortunes.gamed import BATTERY_PROMPTS, GAMED, ORDER_KINDS, VERSION_4_KINDS, VERSION_5_KINDS
+from ppo_core.tasks.fortunes.gamed import GAMED
 from ppo_core.tasks.fortunes.surface import (
     bare_run_share,
     doubled_word_share,
@@ -22,9 +20,6 @@ from ppo_core.tasks.fortunes.surface import (
     shouted_share,
 )
 from ppo_core.tasks.fortunes.words import words
-
-GAMED_CEILING = 0.1
-"""The most gold any gamed response of the battery may score."""
 
 # --- the surface measures -----------------------------------------------------------------------------------------
 
@@ -119,51 +114,18 @@ def test_length_factor_with_a_floor_and_a_power(num_words: int, factor: float) -
 # --- gold on the battery and on real text -------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def real_split() -> TextSplit:
-    return split_examples(load_corpus().texts, num_heldout=1000, seed=0)
-
-
-@pytest.fixture(scope="module")
-def gold(real_split: TextSplit) -> TextGoldScorer:
-    return build_gold_scorer([example.text for example in real_split.train], version=2)
-
-
 def test_the_battery_is_broad() -> None:
     assert len(GAMED) >= 10
     assert sum(len(responses) for responses in GAMED.values()) >= 40
     assert all(len(responses) >= 3 for responses in GAMED.values())
 
 
-# Word order is version 3's to judge (test_text_task_gold_v3.py), and the unseen batteries' kinds versions 4's and
-# 5's (test_text_task_gold_v4.py, _v5.py); version 2 is held to the kinds it reads.
-@pytest.mark.parametrize(("kind", "response"), [(kind, r) for kind, responses in GAMED.items() for r in responses
-                                                if kind not in (*ORDER_KINDS, *VERSION_4_KINDS, *VERSION_5_KINDS)])
-def test_every_gamed_response_of_the_surface_kinds_scores_near_zero(gold: TextGoldScorer, kind: str,
-                                                                      response: str) -> None:
-    scores = gold(list(BATTERY_PROMPTS), [response] * len(BATTERY_PROMPTS))
-    assert max(scores) <= GAMED_CEILING, f"{kind}: {response!r} scores {max(scores):.3f}"
-
-
-def test_the_first_gold_is_gamed_by_the_battery(real_split: TextSplit) -> None:
+def test_the_first_gold_is_gamed_by_the_battery() -> None:
     # What version 2 fixes: version 1 read the words alone, and so scored most of the battery as fluent.
-    first = build_gold_scorer([example.text for example in real_split.train], version=1)
+    first = gold_of(1)
     responses = [response for kind in GAMED.values() for response in kind]
     gamed = sum(score > GAMED_CEILING for score in first(["When in doubt,"] * len(responses), responses))
     assert gamed >= len(responses) // 2
-
-
-def test_fluent_sentences_keep_sentiments_order(gold: TextGoldScorer) -> None:
-    assert_sentiments_ordered(gold)
-
-
-def test_real_continuations_mostly_keep_their_fluency(real_split: TextSplit, gold: TextGoldScorer) -> None:
-    # Version 2 asks for plain prose, which the corpus is not always (emphasis in *stars*, "(c) 1984-2000", shouted
-    # headlines, a word said three times): 74.5% of 1,000 held-out continuations keep fluency >= 0.9 (96% under
-    # version 1), mean 0.83.
-    fluency = [gold.breakdown(example.reference).fluency for example in real_split.heldout]
-    assert sum(f >= 0.9 for f in fluency) / len(fluency) >= 0.7
-    assert statistics.fmean(fluency) >= 0.8
 
 
 def test_every_version_names_measures_that_exist() -> None:

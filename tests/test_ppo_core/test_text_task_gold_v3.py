@@ -1,34 +1,26 @@
-"""The text task's third gold (version 3): the word-order measure against a slow reference and by hand, the word
-salads version 2 let through, and version 2 left as it was. What every version keeps (the battery, sentiment's order,
-real text's fluency, its tasks) is test_text_task_gold_versions.py's."""
+"""The text task's third gold (version 3): the word-order measure against a slow reference and by hand, and the word
+salads version 2 let through. What every version keeps, and how each extends the one before, is
+test_text_task_gold_versions.py's."""
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import pytest
-from helpers.gold_checks import (
-    GAMED_CEILING,
-    gold_of,
-)
+from helpers.gold_checks import GAMED_CEILING, SALAD, gold_of
 
 from ppo_core.tasks.fortunes import (
     CorpusCounts,
     TextGoldScorer,
     words,
 )
-from ppo_core.tasks.fortunes.fluency import GOLD_VERSIONS, SHRINK, pair_shortfall
+from ppo_core.tasks.fortunes.fluency import SHRINK, pair_shortfall
 from ppo_core.tasks.fortunes.gamed import (
     BATTERY_PROMPTS,
-    FLUENT,
     GAMED,
     ORDER_KINDS,
 )
 from ppo_core.tasks.fortunes.words import LeaveOneOut
-
-SALAD = "the day that I was I so the I loved the very when I love the"
-"""What a policy wrote when over-optimised against the second gold's proxy, which that gold scored 0.93."""
 
 HAND_CORPUS = [
     "The cat sat on the mat.",
@@ -91,21 +83,6 @@ def test_pair_shortfall_reads_the_counts_it_is_given() -> None:
 @pytest.fixture(scope="module")
 def golds() -> dict[int, TextGoldScorer]:
     return {version: gold_of(version) for version in (2, 3)}
-
-
-def test_the_third_version_is_the_second_with_a_judge_of_word_order() -> None:
-    second, third = GOLD_VERSIONS[2], GOLD_VERSIONS[3]
-    assert third.measures == (*second.measures, "pair_shortfall")
-    assert dataclasses.replace(third, measures=second.measures, quantiles=second.quantiles) == second
-    assert {name: q for name, q in third.quantiles.items() if name != "pair_shortfall"} == second.quantiles
-
-
-def test_the_third_gold_is_the_second_times_the_word_order_factor(golds: dict[int, TextGoldScorer]) -> None:
-    # Version 2's factors and scores stay as they were: version 3 only multiplies them by one factor more.
-    for response in [SALAD, *FLUENT["positive"], *GAMED["shuffled sentences"], "Great!", "love joy peace hope"]:
-        second, third = golds[2].breakdown(response), golds[3].breakdown(response)
-        assert {name: f for name, f in third.factors.items() if name != "pair_shortfall"} == second.factors
-        assert third.fluency == pytest.approx(second.fluency * third.factors["pair_shortfall"])
 
 
 def test_the_second_gold_is_fooled_by_function_words_in_no_order(golds: dict[int, TextGoldScorer]) -> None:

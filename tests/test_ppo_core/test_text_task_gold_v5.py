@@ -1,6 +1,6 @@
-"""The text task's fifth gold (version 5): its chain measure by hand and against a slow reference, the third battery
-written before it was scored (which the fourth gold let through), and version 4 left as it was. What every version
-keeps is test_text_task_gold_versions.py's."""
+"""The text task's fifth gold (version 5): its chain measure by hand and against a slow reference, and the third
+battery written before it was scored (which the fourth gold let through). What every version keeps, and how each
+extends the one before, is test_text_task_gold_versions.py's."""
 
 from __future__ import annotations
 
@@ -16,8 +16,7 @@ from helpers.gold_checks import (
 )
 
 from ppo_core.tasks.fortunes import TextGoldScorer
-from ppo_core.tasks.fortunes.fluency import GOLD_VERSIONS
-from ppo_core.tasks.fortunes.gamed import FLUENT, GAMED, UNCAUGHT, VERSION_5_KINDS
+from ppo_core.tasks.fortunes.gamed import GAMED, UNCAUGHT, VERSION_5_KINDS
 from ppo_core.tasks.fortunes.surface import CONNECTORS, chained_share
 
 THIRD_BATTERY = Path(__file__).parents[2] / "benchmarks" / "results" / "gold_battery" / "unseen_battery_3.json"
@@ -67,20 +66,6 @@ def test_chained_share_matches_a_slow_reference() -> None:
 @pytest.fixture(scope="module")
 def golds() -> dict[int, TextGoldScorer]:
     return {version: gold_of(version) for version in (4, 5)}
-
-
-def test_the_fifth_version_is_the_fourth_with_the_chain_measure() -> None:
-    fourth, fifth = GOLD_VERSIONS[4], GOLD_VERSIONS[5]
-    assert fifth.measures == (*fourth.measures, "chained")
-    assert fifth.quantiles == fourth.quantiles
-    assert {name: f for name, f in fifth.span_floor.items() if name != "chained"} == fourth.span_floor
-
-
-def test_the_fifth_gold_is_the_fourth_times_the_chain_factor(golds: dict[int, TextGoldScorer]) -> None:
-    for response in [*FLUENT["positive"], *GAMED["and-chains of feelings"], "Great!", "love and joy and peace"]:
-        fourth, fifth = golds[4].breakdown(response), golds[5].breakdown(response)
-        assert {name: f for name, f in fifth.factors.items() if name != "chained"} == fourth.factors
-        assert fifth.fluency == pytest.approx(fourth.fluency * fifth.factors["chained"])
 
 
 def test_the_third_battery_is_the_one_committed_before_scoring() -> None:
