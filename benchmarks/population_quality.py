@@ -70,7 +70,7 @@ def power(pairs: int, delta: float = DELTA, sigma: float = SIGMA_D, alpha: float
     """The power of a two-sided paired t-test on ``pairs`` pairs at level ``alpha`` for a mean difference ``delta``
     with standard deviation ``sigma``: P(|T| > t_{1-alpha/2, n-1}) for T noncentral t with n - 1 degrees of freedom
     and noncentrality delta sqrt(n) / sigma."""
-    from scipy import stats
+    from scipy import stats  # type: ignore[import-untyped]
 
     if pairs < 2:
         return float("nan")
@@ -194,20 +194,20 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     results: dict[str, dict[int, dict[str, Any]]] = {}
     for (arm, seed), result in zip(keys, done, strict=True):
         results.setdefault(arm, {})[seed] = {**result, "validated_mean": validated_mean(result)}
+    comparisons = {f"{ours}-{theirs}": compared(results, ours, theirs) for ours, theirs in (
+        ("population", "default"), ("population", "random"), ("population", "select_only"), ("default", "random"))}
     report = {
         "command": command_line("benchmarks.population_quality", argv), "machine": machine_facts("cpu"),
         "settings": {**sizes, "budget_updates": budget, "task_seed": args.task_seed, "quick": args.quick,
                      "members": MEMBERS, "segment": SEGMENT, "sigma_d": SIGMA_D, "delta": DELTA,
                      "power_planned": power(sizes["sampler_seeds"])},
         "wall_s": round(time.perf_counter() - started, 1),
-        "comparisons": {f"{ours}-{theirs}": compared(results, ours, theirs) for ours, theirs in (
-            ("population", "default"), ("population", "random"), ("population", "select_only"),
-            ("default", "random"))},
+        "comparisons": comparisons,
         "arms": {arm: {str(seed): result for seed, result in by_seed.items()} for arm, by_seed in results.items()},
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(json_safe(report), indent=2) + "\n")
-    for name, comparison in report["comparisons"].items():
+    for name, comparison in comparisons.items():
         print(f"{name}: {comparison['mean']:+.4f} [{comparison['ci_low']:+.4f}, {comparison['ci_high']:+.4f}] over "
               f"{comparison['pairs']} pairs (power for 0.02: {comparison['power_for_0.02']:.2f})")
     print(f"results: {out}")
