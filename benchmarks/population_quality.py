@@ -30,7 +30,8 @@ of this task: 17 pairs give 80%. The rule registered in advance (benchmarks/resu
 that a population becomes the default only where its paired interval against the default lies above zero at a design
 with that power, on task seeds it was not designed on.
 
-``--resume`` goes on with an interrupted run in its ``--work-dir``: finished studies are read, an unfinished one
+``--arms`` runs some of the arms only (``--arms population default``: the primary comparison, at half the compute a
+pair). ``--resume`` goes on with an interrupted run in its ``--work-dir``: finished studies are read, an unfinished one
 continues, and finished validation runs are kept. ``--quick`` is a smoke run of every step: 2 members of 2 updates,
 1 sampler seed, 1 validation seed.
 """
@@ -164,6 +165,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--workers", type=int, default=None, help="Studies at a time (default 2).")
     parser.add_argument("--work-dir", default=None, help="The studies' files and databases (kept for --resume).")
     parser.add_argument("--resume", action="store_true", help="Go on with an interrupted run in --work-dir.")
+    parser.add_argument("--arms", nargs="+", choices=ARMS, default=list(ARMS), metavar="ARM",
+                        help="Run only these arms (default all four); comparisons need both of their arms.")
     parser.add_argument("--out", default=None, help="Results file (default "
                         "benchmarks/results/population_quality/population_quality.json).")
     add_quick_argument(parser)
@@ -185,6 +188,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     jobs, keys = [], []
     for seed in range(sizes["sampler_seeds"]):
         for arm, study in arm_studies(quickstart, work_dir, seed, args.task_seed, args.quick).items():
+            if arm not in args.arms:
+                continue
             path = work_dir / f"{study['name']}.yaml"
             path.write_text(yaml.safe_dump(study, sort_keys=False))
             jobs.append((arm, str(path), study["name"], study["storage"], budget, sizes["validation_seeds"]))
@@ -195,11 +200,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     for (arm, seed), result in zip(keys, done, strict=True):
         results.setdefault(arm, {})[seed] = {**result, "validated_mean": validated_mean(result)}
     comparisons = {f"{ours}-{theirs}": compared(results, ours, theirs) for ours, theirs in (
-        ("population", "default"), ("population", "random"), ("population", "select_only"), ("default", "random"))}
+        ("population", "default"), ("population", "random"), ("population", "select_only"), ("default", "random"))
+        if ours in results and theirs in results}
     report = {
         "command": command_line("benchmarks.population_quality", argv), "machine": machine_facts("cpu"),
-        "settings": {**sizes, "budget_updates": budget, "task_seed": args.task_seed, "quick": args.quick,
-                     "members": MEMBERS, "segment": SEGMENT, "sigma_d": SIGMA_D, "delta": DELTA,
+        "settings": {**sizes, "arms": list(args.arms), "budget_updates": budget, "task_seed": args.task_seed,
+                     "quick": args.quick, "members": MEMBERS, "segment": SEGMENT, "sigma_d": SIGMA_D, "delta": DELTA,
                      "power_planned": power(sizes["sampler_seeds"])},
         "wall_s": round(time.perf_counter() - started, 1),
         "comparisons": comparisons,
