@@ -46,6 +46,8 @@ def run(tmp_path: Path, name: str, processes: int, config: Path,
         completed = subprocess.run([*launcher, *arguments], cwd=ROOT, env=env, capture_output=True, text=True,
                                    timeout=600)
         assert completed.returncode == 0, completed.stderr[-3000:]
+        # No rank aborted at its exit, after a run that succeeded (test_data_parallel.py's launches check the same).
+        assert "terminate called" not in completed.stderr, completed.stderr[-3000:]
     metrics = [json.loads(line) for line in (output / "metrics.jsonl").read_text().splitlines()]
     logs = {int(path.stem.removeprefix("rank")): [json.loads(line) for line in path.read_text().splitlines()]
             for path in log_dir.glob("rank*.jsonl")}

@@ -17,11 +17,15 @@ import optuna
 import psutil
 import pytest
 import yaml
+from optuna.trial import TrialState
 from reward_functions import GATE_ENV
 from sqlalchemy.engine import make_url
 
 from ppo_core.errors import first_line
-from tuner.store.database import open_storage
+from tuner.store.attrs import RACE_OF_ATTR
+from tuner.store.database import create_engine, open_storage
+from tuner.store.records import count_rows, read_metrics, read_samples
+from tuner.study.reports import updates_run
 from tuner.study.study_file import load_study_spec
 
 TESTS_DIR = Path(__file__).parent.parent  # tests/: the reward modules' directory, for the trials' path
@@ -231,6 +235,30 @@ class SignalWhenHeld(threading.Thread):
         self.join()
         if self.error is not None:
             raise AssertionError(self.error)
+
+
+def check_nothing_lost_or_duplicated(path: Path, n_trials: int) -> None:
+    """The study of ``path``, run by several workers or commands at once, finished at least ``n_trials`` trials,
+    failed none, and stored every update of every trial, and its samples, exactly once."""
+    spec = load_study_spec(path)
+    trials = load(path).get_trials()
+    finished = [t for t in trials if t.state in (TrialState.COMPLETE, TrialState.PRUNED)]
+    assert len(finished) >= n_trials
+    assert all(t.state != TrialState.FAIL for t in trials), [t.user_attrs for t in trials]
+    # A racing re-run queued as the last trials ended stays queued for a later run (one of two runs of a parallel
+    # study left one): it never started and has nothing stored. Nothing else may be left waiting.
+    waiting = [t for t in trials if t.state == TrialState.WAITING]
+    assert all(RACE_OF_ATTR in t.user_attrs for t in waiting), [t.user_attrs for t in waiting]
+    trials = [t for t in trials if t.state != TrialState.WAITING]
+    engine = create_engine(spec.storage)
+    metrics = read_metrics(engine, spec.name)
+    # Every update of every trial is stored exactly once, and every trial's samples are there.
+    assert metrics.groupby("trial_number").size().to_dict() == {t.number: updates_run(t) for t in trials}
+    assert not metrics.duplicated(["trial_id", "update"]).any()
+    samples = read_samples(engine, spec.name)
+    assert set(samples["trial_number"]) == {t.number for t in trials}
+    metric_rows, sample_rows = count_rows(engine, spec.name)
+    assert metric_rows == len(metrics) and sample_rows == len(samples)
 
 
 def kill_worker_mid_trial(path: Path, gate: Gate) -> None:

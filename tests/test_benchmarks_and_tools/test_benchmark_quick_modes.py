@@ -181,7 +181,7 @@ def test_child_process_quick_runs_one_side_on_its_own_fixture(tmp_path: Path) ->
 def test_estimators_quick_reports_every_column(tmp_path: Path) -> None:
     from benchmarks.estimators import MACHINE_KEYS, RATIO_KEYS
 
-    result, _ = run_quick("estimators", tmp_path / "estimators.json")
+    result, _ = run_quick_here("estimators", tmp_path / "estimators.json")  # each run is a worker process of its own
     assert result["settings"]["quick"] and result["settings"]["estimators"] == ["gae", "grpo"]
     rows = result["summary"]["estimators"]
     for estimator, row in rows.items():
@@ -501,8 +501,9 @@ def test_horizon_transfer_quick_carries_the_winner_by_every_rule(tmp_path: Path,
 
 
 def test_ray_overhead_quick_reports_every_figure(tmp_path: Path) -> None:
-    # A real local Ray cluster started by the command itself (the ray extra is part of the test install).
-    result, _ = run_quick("ray_overhead", tmp_path / "ray.json")
+    # A real local Ray cluster started by the benchmark itself (the ray extra is part of the test install); each
+    # trial is a process of its own (a Ray task's, or the local launcher's).
+    result, _ = run_quick_here("ray_overhead", tmp_path / "ray.json")
     assert set(result["launchers"]) == {"local", "ray"}
     common = ["trials", "workers", "wall_s", "trials_per_min", "overhead_s_mean", "overhead_s_median",
               "trained_s_mean"]
@@ -537,7 +538,9 @@ def test_real_model_phases_quick_times_every_phase_in_both_precisions(tmp_path: 
 
 
 def test_trial_speed_quick_times_both_trees_and_reads_each_ratio_within_its_round(tmp_path: Path) -> None:
-    result, printed = run_quick("trial_speed", tmp_path / "speed.json", "--variant", "B_fp32", "sampling_dtype=float32")
+    # Each trial is a process of its own, A's importing ppo_core from the base commit's tree.
+    result, printed = run_quick_here("trial_speed", tmp_path / "speed.json", "--variant", "B_fp32",
+                                     "sampling_dtype=float32")
     assert set(result["summary"]) == {"A", "B", "B_fp32"} and len(result["rounds"]) == 1
     for name, row in result["summary"].items():
         assert_finite(row["episodes_per_s"], ["median", "min", "max"], name)

@@ -20,6 +20,8 @@ import yaml
 from scipy import stats  # type: ignore[import-untyped]
 
 from benchmarks.curve_table import QUICKSTART, TABLE_SPACE
+from benchmarks.curve_table import main as curve_table_main
+from benchmarks.replay.__main__ import main as replay_main
 from benchmarks.replay.mapping import STEP_MASS, TableIndex, point_distance, step_mass
 from benchmarks.replay.measures import final_regret, judge, updates_to_target
 from benchmarks.replay.metric import fit_weights, held_out_rank_correlation, nearest_rank_correlation, pair_costs
@@ -71,7 +73,8 @@ def finite(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def test_curve_table_quick_keeps_every_evaluation_and_resumes(curve_table: Path) -> None:
+def test_curve_table_quick_keeps_every_evaluation_and_resumes(curve_table: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
     # curve_table's own quick mode: the table the replay below reads.
     rows = [json.loads(line) for line in curve_table.read_text().splitlines()]
     assert sorted(row["config_id"] for row in rows) == [0, 1]
@@ -84,10 +87,12 @@ def test_curve_table_quick_keeps_every_evaluation_and_resumes(curve_table: Path)
         assert row["evals"] and row["evals"][-1]["update"] == row["updates"], context  # the last update evaluates
         for point in row["evals"]:
             assert all(finite(point[key]) for key in ("eval/gold_score", "eval/kl", "eval/score")), context
-    # A second run finds every run in the table and trains nothing: an interrupted build resumes, not restarts.
-    again = subprocess.run([sys.executable, "-m", "benchmarks.curve_table", "--quick", "--out", str(curve_table)],
-                           cwd=REPO, capture_output=True, text=True, check=False)
-    assert again.returncode == 0 and "0 runs to go" in again.stderr, again.stderr[-3000:]
+    # A second run finds every run in the table and trains nothing: an interrupted build resumes, not restarts. (In
+    # this process: the command line ran above, and a second start would spend seconds importing.)
+    capsys.readouterr()
+    curve_table_main(["--quick", "--out", str(curve_table)])
+    again = capsys.readouterr().err
+    assert "0 runs to go" in again, again[-3000:]
     assert curve_table.read_text().splitlines() == [json.dumps(row) for row in rows]
 
 
@@ -396,13 +401,16 @@ def test_replay_with_two_workers_runs_and_matches_one_worker(curve_table: Path, 
     assert one == two
 
 
-def test_replay_refuses_a_missing_space_or_a_malformed_only_in_one_line(tmp_path: Path) -> None:
+def test_replay_refuses_a_missing_space_or_a_malformed_only_in_one_line(tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    # In this process: a refusal comes before any work starts.
     for arguments, named in ((["--space", str(tmp_path / "none.yaml")], "--space: no such study file"),
                              (["--only", "kl_control"], "expected NAME=VALUE")):
-        done = subprocess.run([sys.executable, "-m", "benchmarks.replay", "--quick", *arguments], cwd=REPO,
-                              capture_output=True, text=True, check=False)
-        last = done.stderr.strip().splitlines()[-1]
-        assert done.returncode == 2 and named in last, done.stderr[-2000:]
+        with pytest.raises(SystemExit) as exited:
+            replay_main(["--quick", *arguments])
+        stderr = capsys.readouterr().err
+        last = stderr.strip().splitlines()[-1]
+        assert exited.value.code == 2 and named in last and "Traceback" not in stderr, stderr[-2000:]
 
 
 def table_context(spec: StudySpec, table: Table, budget: int, fidelity: Fidelity) -> Context:

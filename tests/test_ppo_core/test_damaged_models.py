@@ -4,12 +4,11 @@ directory whose weights' bytes are damaged, each give one line naming the file a
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from helpers.built_tasks import task_cache as built_task_cache
 
 from ppo_core.config.checks import ConfigError
 from ppo_core.models.loading import LoadOptions, load_causal_lm
@@ -18,24 +17,18 @@ from ppo_core.tasks import get_task
 from ppo_core.tasks.build import REWARD_MODEL_DIR
 from ppo_core.tasks.cache_dirs import BUILD_INFO
 from ppo_core.tasks.registry import task_dir
+from ppo_tune.cli import main
 from tools import tiny_models
 
 TINY = "shortest_path_tiny"
-REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A cache holding the tiny graph task, built once; each test damages its own copy."""
-    cache = tmp_path_factory.mktemp("built")
-    get_task(TINY, cache_dir=str(cache))
-    return cache
 
 
 @pytest.fixture
-def cache(built: Path, tmp_path: Path) -> Path:
+def cache(tmp_path: Path) -> Path:
+    """A cache holding a copy of the tiny graph task's build (the suite's own, built once), for the test to damage."""
+    built = task_dir(TINY, built_task_cache(TINY))
     copy = tmp_path / "cache"
-    shutil.copytree(built, copy)
+    shutil.copytree(built, task_dir(TINY, copy))
     return copy
 
 
@@ -57,17 +50,18 @@ def test_a_damaged_cached_task_names_the_file_and_the_remedy(cache: Path, damage
     assert sorted(p.relative_to(target) for p in target.rglob("*")) == before
 
 
-def test_ppo_tune_train_on_a_damaged_task_is_one_line_and_exit_2(cache: Path, tmp_path: Path) -> None:
+def test_ppo_tune_train_on_a_damaged_task_is_one_line_and_exit_2(cache: Path, tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
     truncate(task_dir(TINY, cache) / REWARD_MODEL_DIR / "model.safetensors")
     config = tmp_path / "run.yaml"
     config.write_text(yaml.safe_dump({"task": TINY, "task_cache_dir": str(cache), "total_episodes": 8,
                                       "per_device_train_batch_size": 4}))
-    completed = subprocess.run([sys.executable, "-m", "ppo_tune", "train", str(config), "--output",
-                                str(tmp_path / "out"), "--quiet"], cwd=REPO, capture_output=True, text=True,
-                               check=False, timeout=300)
-    assert completed.returncode == 2, completed.stderr[-2000:]
-    lines = completed.stderr.strip().splitlines()
-    assert len(lines) == 1 and "cached build is damaged" in lines[0], completed.stderr[-2000:]
+    capsys.readouterr()
+    # In this process: the refusal comes as the run's parts load, and a new process would spend seconds importing.
+    assert main(["train", str(config), "--output", str(tmp_path / "out"), "--quiet"]) == 2
+    error = capsys.readouterr().err
+    lines = error.strip().splitlines()
+    assert len(lines) == 1 and "cached build is damaged" in lines[0], error[-2000:]
     assert not (tmp_path / "out").exists()
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers.built_tasks import task_cache as built_task_cache
 
 from ppo_core import PPOConfig, PPOTrainer, evaluation_metrics, reported_metrics
 from ppo_core.algorithm.kl import kl_per_token
@@ -25,7 +26,6 @@ from ppo_core.run.evaluation import (
     is_evaluation_update,
     sequence_kl,
 )
-from ppo_core.tasks import get_task
 
 TINY_TASK = "shortest_path_tiny"
 
@@ -231,10 +231,8 @@ def test_a_run_reports_exactly_the_metrics_known_before_it(letter_runs: dict, na
 
 
 @pytest.fixture(scope="module")
-def task_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    cache = tmp_path_factory.mktemp("task_cache")
-    get_task(TINY_TASK, str(cache))  # built once for this module's runs
-    return cache
+def task_cache() -> Path:
+    return built_task_cache(TINY_TASK)
 
 
 def test_the_tiny_task_run_reports_gold_scores_and_exactly_the_metrics_known_before_it(task_cache: Path) -> None:

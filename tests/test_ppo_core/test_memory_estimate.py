@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +30,6 @@ from ppo_core.setup.run_setup import build_setup
 from ppo_tune.cli import main
 from tools.tiny_models import chatml_tokenizer, write_gpt2, write_llama, write_qwen2, write_reward_model
 
-ROOT = Path(__file__).resolve().parents[2]
 ARCHITECTURES = ["gpt2", "llama", "qwen2"]
 RESPONSE_LENGTH = 8
 
@@ -236,18 +232,19 @@ def test_checkpointing_shrinks_the_update_not_the_weights(models: dict[str, Path
 
 
 def test_cli_estimate_prints_a_table_and_writes_nothing(
-    models: dict[str, Path], prompts_file: Path, tmp_path: Path
+    models: dict[str, Path], prompts_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     config_file = tmp_path / "run.yaml"
     output = tmp_path / "out"
     config_file.write_text(yaml.safe_dump({**run_config(models, prompts_file).to_dict(), "output_dir": str(output)}))
     work = tmp_path / "work"
     work.mkdir()
-    done = subprocess.run([sys.executable, "-m", "ppo_tune", "train", str(config_file), "--estimate"], cwd=work,
-                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=300)
-    assert done.returncode == 0, done.stderr
+    monkeypatch.chdir(work)  # in this process (a new one would spend seconds importing), from an empty directory
+    assert main(["train", str(config_file), "--estimate"]) == 0
+    printed = capsys.readouterr().out
     for text in ("policy", "reference", "value", "reward", "peak", "tokens per update"):
-        assert text in done.stdout, done.stdout
+        assert text in printed, printed
     assert not output.exists() and list(work.iterdir()) == []
 
 

@@ -23,7 +23,15 @@ from typing import Any, Literal
 import optuna
 import psutil
 import pytest
-from helpers.studies import TESTS_DIR, load, postgres_url, still_running, wait_for, write_study
+from helpers.studies import (
+    TESTS_DIR,
+    check_nothing_lost_or_duplicated,
+    load,
+    postgres_url,
+    still_running,
+    wait_for,
+    write_study,
+)
 from optuna.distributions import FloatDistribution
 from optuna.trial import TrialState
 
@@ -33,7 +41,6 @@ from tuner.run.worker import open_study
 from tuner.search.space import suggest_params
 from tuner.store.attrs import CONFIG_ATTR, SPEC_ATTR
 from tuner.store.database import StorageError, open_read_only_storage, open_storage, sqlite_path
-from tuner.store.records import count_rows
 from tuner.study.study_file import load_study_spec
 
 pytestmark = pytest.mark.heavy  # starts processes or studies: scheduled first
@@ -266,6 +273,9 @@ def test_run_refuses_an_outside_study_on_postgresql_before_writing_to_it(
 def test_runs_of_one_study_started_at_the_same_moment_on_a_new_sqlite_file_all_end_well(
     tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path,
 ) -> None:
+    # Two commands racing to create the file and its tables, then two workers running one SQLite study at once: they
+    # lose and duplicate nothing. (Several workers of one command run a study on PostgreSQL in
+    # tests/test_tuner/test_tuner_runs.py, and on SQLite under one worker killed there.)
     commands = 2  # two racing to create the file and its tables are the race; a third only costs a process
     path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=3,
                        base={"total_episodes": 16, "num_sample_generations": 1})
@@ -280,11 +290,8 @@ def test_runs_of_one_study_started_at_the_same_moment_on_a_new_sqlite_file_all_e
     assert sum(t.state == TrialState.COMPLETE for t in trials) >= 3
     assert all(t.state in (TrialState.COMPLETE, TrialState.PRUNED) for t in trials), \
         [(t.number, t.state.name, {k: v for k, v in t.user_attrs.items() if k != "config"}) for t in trials]
-    # Every trial's metrics were kept.
-    from tuner.store.database import create_engine
-
-    metric_rows, _ = count_rows(create_engine(load_study_spec(path).storage), "tiny")
-    assert metric_rows >= len(trials)
+    # Every trial's metrics and samples were kept, each update's once.
+    check_nothing_lost_or_duplicated(path, n_trials=3)
 
 
 # --- checked before anything is created ---------------------------------------------------------------------------

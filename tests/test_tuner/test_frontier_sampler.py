@@ -121,13 +121,22 @@ def test_an_aim_past_the_study_s_kl_budget_is_drawn_back_to_it(aim: Aim, budget:
         assert held.reason.startswith("rising; drawn back from 30 to the study's KL budget of 10 nats")
 
 
-def test_a_peak_past_the_budget_keeps_the_aims_within_the_budget(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def held_within_budget(tmp_path_factory: pytest.TempPathFactory) -> dict[int, tuple[optuna.Study, Any]]:
+    """Gold peaking at 8 nats, past the study's KL budget of 2, searched held within the budget (``within_budget``):
+    the study and its engine by seed, run once for the two tests below that read them."""
+    directory = tmp_path_factory.mktemp("held_within_budget")
+    return {seed: run_study(directory, 8.0, seed, kl_budget=2.0, within_budget=True) for seed in range(3)}
+
+
+def test_a_peak_past_the_budget_keeps_the_aims_within_the_budget(
+        tmp_path: Path, held_within_budget: dict[int, tuple[optuna.Study, Any]]) -> None:
     """Gold peaks at 8 nats, the study's budget is 2: held within the budget (``within_budget``), the steered trials aim
     at most at 2 nats and most end within a factor 1.65 of it; aimed at the peak (off, the default), they aim past
     it."""
     held, free = [], []
     for seed in range(2):
-        study, _ = run_study(tmp_path, 8.0, seed, kl_budget=2.0, within_budget=True)
+        study, _ = held_within_budget[seed]
         aims = [t.user_attrs[AIM_ATTR] for t in study.get_trials() if t.user_attrs[AIM_ATTR]["kind"] != "start"]
         assert aims and all(aim["target"] <= math.log(2.0) + 1e-9 for aim in aims), aims
         held.append(near_peak_share(study, 2.0, 8))
@@ -143,13 +152,14 @@ def final_kl(study: optuna.Study, engine: Any, number: int) -> float:
     return float(rows[EVAL_KL].iloc[-1])
 
 
-def test_held_within_the_budget_most_steered_trials_keep_it_on_their_own_seed(tmp_path: Path) -> None:
+def test_held_within_the_budget_most_steered_trials_keep_it_on_their_own_seed(
+        held_within_budget: dict[int, tuple[optuna.Study, Any]]) -> None:
     """Gold peaks at 8 nats, past a budget of 2: held within it, a steered trial is a configuration the KL model
     predicts keeps the budget on a fresh seed with probability KEEP_BUDGET, so most trials' final KL, their seed's
     luck (SD 0.2 in ln KL) included, ends within it. Aimed at the budget's edge alone, about half did."""
     kept = []
     for seed in range(3):
-        study, engine = run_study(tmp_path, 8.0, seed, kl_budget=2.0, within_budget=True)
+        study, engine = held_within_budget[seed]
         steered = [t.number for t in study.get_trials() if t.user_attrs[AIM_ATTR]["kind"] != "start"]
         kept += [final_kl(study, engine, number) <= 2.0 for number in steered]
     assert np.mean(kept) >= 0.7, np.mean(kept)

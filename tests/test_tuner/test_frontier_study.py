@@ -10,10 +10,10 @@ from typing import Any
 import optuna
 import pytest
 import yaml
+from helpers.built_tasks import task_cache as built_task_cache
 from helpers.studies import TESTS_DIR, write_study
 from optuna.trial import TrialState
 
-from ppo_core.tasks import get_task
 from ppo_tune.cli import main
 from tuner.search.frontier_sampler import AIM_ATTR
 from tuner.store.attrs import RACE_OF_ATTR
@@ -44,10 +44,8 @@ def test_a_frontier_study_whose_runs_lack_what_it_reads_exits_2_naming_it_and_cr
 
 
 @pytest.fixture(scope="module")
-def task_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    cache = tmp_path_factory.mktemp("task_cache")
-    get_task("shortest_path_tiny", str(cache))
-    return cache
+def task_cache() -> Path:
+    return built_task_cache("shortest_path_tiny")
 
 
 def gold_study(tmp_path: Path, task_cache: Path, **sampler: Any) -> Path:

@@ -272,14 +272,16 @@ def test_trials_of_two_gpus_run_two_at_a_time_on_four(
     assert tasks[last]["started"] - asked > 1.0, (asked, tasks)
 
 
-def test_a_trial_whose_process_or_ray_worker_is_killed_fails_with_the_reason_and_is_retried(
+def test_a_killed_trial_process_or_ray_worker_fails_its_trial_with_the_reason_and_sigterm_requeues_the_retry(
     ray_head: str, tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path, gate: Gate
 ) -> None:
-    # Two faults in one study, one chain of retries: the trial's own process is killed, then its retry's Ray worker
-    # (the task's process, the trial process's parent), each as the kernel's OOM killer or a node's shutdown would.
+    # Three faults in one study, one chain of retries: the trial's own process is killed, then its retry's Ray worker
+    # (the task's process, the trial process's parent), each as the kernel's OOM killer or a node's shutdown would;
+    # then the command itself is stopped with SIGTERM while the second retry runs, and a rerun finishes the study.
     path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=1, base={"reward_model_path": Gate.REWARD})
-    runner = subprocess.Popen([sys.executable, "-m", "ppo_tune", "run", str(path), "--launcher", "ray",
-                               "--ray-address", ray_head, "--workers", "1"], stdout=subprocess.PIPE,
+    storage = load_study_spec(path).storage
+    arguments = ["run", str(path), "--launcher", "ray", "--ray-address", ray_head, "--workers", "1"]
+    runner = subprocess.Popen([sys.executable, "-m", "ppo_tune", *arguments], stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, start_new_session=True)
     killed = []
     for victim in ("trial process", "Ray worker"):
@@ -291,16 +293,28 @@ def test_a_trial_whose_process_or_ray_worker_is_killed_fails_with_the_reason_and
         killed.append(trial_process)
         wait_for(lambda: len(load(path).get_trials(states=(TrialState.FAIL,))) == len(killed), 60,
                  f"the trial whose {victim} was killed to fail")
-    gate.open()  # for the second retry, which completes the study
-    output = runner.communicate(timeout=300)[0].decode()
-    assert runner.returncode == 0, output
+    trial_process = gate.held_process()  # the second retry, run by the same command after both faults
+    study_processes = [*descendants(runner.pid), trial_process]
+    runner.send_signal(signal.SIGTERM)  # to the command alone, as a scheduler, timeout or kill sends it
+    output = runner.communicate(timeout=60)[0].decode()
+    assert runner.returncode == 143, output
+    assert "rerun the same command to resume" in output
+    wait_for(lambda: not still_running(study_processes) and not _trial_processes(storage), 30,
+             "the stopped study's processes to end")
     assert not still_running(killed)  # a Ray worker's death ends its trial's process
     trials = load(path).get_trials()
-    assert [t.state for t in trials] == [TrialState.FAIL, TrialState.FAIL, TrialState.COMPLETE]
+    assert [t.state for t in trials] == [TrialState.FAIL, TrialState.FAIL, TrialState.FAIL, TrialState.WAITING]
     assert [t.user_attrs[FAIL_REASON_ATTR] for t in trials[:2]] == [
         "killed by signal SIGKILL", "Ray task lost: the Ray worker running it died (WorkerCrashedError)"]
-    assert [t.user_attrs.get(RETRY_OF_ATTR) for t in trials] == [None, 0, 1]  # each the retry of the one before
-    assert trials[0].params == trials[1].params == trials[2].params
+    assert "interrupted" in trials[2].user_attrs[FAIL_REASON_ATTR]
+    assert [t.user_attrs.get(RETRY_OF_ATTR) for t in trials] == [None, 0, 1, 2]  # each the retry of the one before
+
+    gate.open()
+    assert main(arguments) == 0
+    trials = load(path).get_trials()
+    # No trial lost: the interrupted one's retry completed, and nothing else failed.
+    assert [t.state for t in trials] == [TrialState.FAIL] * 3 + [TrialState.COMPLETE]
+    assert all(t.params == trials[0].params for t in trials)
 
 
 def _check_failed_then_retried(trials: list[FrozenTrial], reason: str) -> FrozenTrial:
@@ -311,37 +325,6 @@ def _check_failed_then_retried(trials: list[FrozenTrial], reason: str) -> Frozen
     assert retry.state == TrialState.COMPLETE and retry.params == failed.params
     assert [t.state for t in trials] == [TrialState.FAIL, TrialState.COMPLETE]  # nothing else ran, nothing lost
     return retry
-
-
-def test_sigterm_stops_the_study_requeues_its_trial_and_a_rerun_finishes_it(
-    ray_head: str, tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path, gate: Gate
-) -> None:
-    path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=1, base={"reward_model_path": Gate.REWARD})
-    storage = load_study_spec(path).storage
-    arguments = ["run", str(path), "--launcher", "ray", "--ray-address", ray_head, "--workers", "1"]
-    process = subprocess.Popen([sys.executable, "-m", "ppo_tune", *arguments], stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, start_new_session=True)
-    trial_process = gate.held_process()
-    study_processes = [*descendants(process.pid), trial_process]
-    process.send_signal(signal.SIGTERM)  # to the command alone, as a scheduler, timeout or kill sends it
-    output = process.communicate(timeout=60)[0].decode()
-    assert process.returncode == 143, output
-    assert "rerun the same command to resume" in output
-    wait_for(lambda: not still_running(study_processes) and not _trial_processes(storage), 30,
-             "the stopped study's processes to end")
-    trials = load(path).get_trials()
-    [interrupted] = [t for t in trials if t.state == TrialState.FAIL]
-    assert "interrupted" in interrupted.user_attrs[FAIL_REASON_ATTR]
-    assert [t.state for t in trials if t.user_attrs.get(RETRY_OF_ATTR) == interrupted.number] == [TrialState.WAITING]
-
-    gate.open()
-    assert main(arguments) == 0
-    trials = load(path).get_trials()
-    assert sum(t.state == TrialState.COMPLETE for t in trials) == 1
-    # No trial lost: the interrupted one's retry completed, and nothing else failed.
-    assert [t.state for t in trials if t.user_attrs.get(RETRY_OF_ATTR) == interrupted.number] == \
-        [TrialState.COMPLETE]
-    assert [t.number for t in trials if t.state == TrialState.FAIL] == [interrupted.number]
 
 
 def test_sqlite_on_a_cluster_of_several_nodes_is_refused_in_one_line(

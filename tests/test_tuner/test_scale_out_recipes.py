@@ -1,7 +1,7 @@
 """The scale-out recipes of docs/scale_out.md: the SLURM and Kubernetes recipes run one worker command, which is read
 from the page and run as the SLURM script runs it, two jobs on one PostgreSQL study, one of them stopped
-as ``scancel``, a time limit or an eviction stops it (SIGTERM); the Ray recipe's command is the one
-tests/test_tuner/test_ray_launcher.py runs."""
+as ``scancel``, a time limit or an eviction stops it (SIGTERM): it ends every process it started, and the other job
+runs its trial again; the Ray recipe's command is the one tests/test_tuner/test_ray_launcher.py runs."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 import yaml
-from helpers.studies import Gate, load, postgres_url, write_study
+from helpers.studies import Gate, descendants, load, postgres_url, still_running, wait_for, write_study
 from optuna.trial import TrialState
 
 from tuner.store.attrs import FAIL_REASON_ATTR, RETRY_OF_ATTR
@@ -86,11 +86,14 @@ def test_jobs_share_a_study_and_a_stopped_jobs_trial_is_run_by_another(
                        n_trials=2, storage=url, base={"reward_model_path": Gate.REWARD})
     line = _slurm_line(DOCS.read_text())
     first = _job(line, path, url)
-    gate.held_process()  # the first job's trial
+    held = gate.held_process()  # the first job's trial
+    first_processes = [*descendants(first.pid), held]  # its fork server and the trial's process
     second = _job(line, path, url)
     first.send_signal(signal.SIGTERM)  # to the job's process, which exec made ppo-tune itself
     output = first.communicate(timeout=60)[0].decode()
     assert first.returncode == 143, output
+    assert "rerun the same command to resume" in output
+    wait_for(lambda: not still_running(first_processes), 30, "the stopped job's processes to end")  # none outlives it
     [interrupted] = [t for t in load(path).get_trials() if t.state == TrialState.FAIL]
     assert interrupted.user_attrs[FAIL_REASON_ATTR].startswith("interrupted"), interrupted.user_attrs
     gate.open()

@@ -4,8 +4,10 @@ A shell without job control starts a background command with SIGINT ignored (``p
 script), so that the Ctrl-C meant for the foreground command, which reaches every process of the terminal's group,
 leaves it alone. Python keeps a SIGINT that was ignored at its start ignored, raising no KeyboardInterrupt, and
 ``ppo-tune`` keeps to that convention: its workers and trials inherit the ignored SIGINT, and the study runs to its
-end. A command given SIGINT's default action back (``helpers.ctrl_c.start_in_terminal``, as the interrupt tests start
-theirs) stops cleanly at Ctrl-C, whatever ignores SIGINT above it.
+end. A command given SIGINT's default action back (``helpers.ctrl_c.default_sigint``, as an interactive shell gives
+every command it starts) stops cleanly at Ctrl-C, whatever ignores SIGINT above it, and a rerun resumes the study.
+(SIGTERM, which nothing ignores, stops a study started with SIGINT ignored: tests/test_tuner/test_tuner_runs.py starts
+its SIGTERM test's ``ppo-tune run`` so, and its tests that interrupt their own process start from SIGINT ignored.)
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from helpers.ctrl_c import ctrl_c, ignore_sigint
 from helpers.studies import TESTS_DIR, Gate, descendants, load, still_running, wait_for, write_study
 from optuna.trial import TrialState
 
-from tuner.store.attrs import FAIL_REASON_ATTR
+from ppo_tune.cli import main
+from tuner.store.attrs import FAIL_REASON_ATTR, RETRY_OF_ATTR
 
 pytestmark = pytest.mark.heavy  # starts processes or studies: scheduled first
 
@@ -40,71 +43,69 @@ def reward_functions_importable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS_DIR), os.environ.get("PYTHONPATH", "")]))
 
 
-@pytest.mark.parametrize("restore", [True, False], ids=["sigint-restored", "sigint-inherited"])
-def test_ctrl_c_below_a_parent_that_ignores_sigint(
-    restore: bool, tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path, gate: Gate
+def _run_below_a_parent_ignoring_sigint(path: Path, restore: bool) -> subprocess.Popen[bytes]:
+    """``ppo-tune run <path> --workers 1`` started by :data:`PARENT`, which ignores SIGINT and leads the process group
+    a Ctrl-C reaches; the parent's exit status is the command's."""
+    command = [sys.executable, "-m", "ppo_tune", "run", str(path), "--workers", "1"]
+    return subprocess.Popen([sys.executable, "-c", PARENT, "restore" if restore else "inherit", *command],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+                            preexec_fn=ignore_sigint)
+
+
+def _running(path: Path) -> int:
+    [running] = [t.number for t in load(path).get_trials(deepcopy=False, states=(TrialState.RUNNING,))]
+    return running
+
+
+def test_ctrl_c_ends_cleanly_whatever_ignores_sigint_above_and_a_rerun_resumes(
+    tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path, gate: Gate
+) -> None:
+    path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=3, base={"reward_model_path": Gate.REWARD})
+    gate.let_pass(1)  # the first trial finishes; the second is held mid-run, where the Ctrl-C finds it
+    parent = _run_below_a_parent_ignoring_sigint(path, restore=True)
+    held = gate.held_process()
+    assert [t.state for t in load(path).get_trials()] == [TrialState.COMPLETE, TrialState.RUNNING]
+    running = _running(path)
+    finished_before = {t.number: t.values for t in load(path).get_trials() if t.state == TrialState.COMPLETE}
+    study_processes = descendants(parent.pid)  # ppo-tune, its fork server and the running trial's process
+    assert held in study_processes
+    ctrl_c(parent)  # the parent ignores it; ppo-tune, which passes it on to its workers, and its trial get it too
+    output = parent.communicate(timeout=60)[0].decode()
+    gate.open()  # for the rerun
+    assert parent.returncode == 130, output
+    assert "rerun the same command to resume" in output
+    wait_for(lambda: not still_running(study_processes), 30, "the interrupted study's processes to end")
+    interrupted = [t for t in load(path).get_trials() if t.state == TrialState.FAIL]
+    assert [t.number for t in interrupted] == [running]
+    assert "interrupted" in interrupted[0].user_attrs[FAIL_REASON_ATTR]
+
+    assert main(["run", str(path)]) == 0
+    trials = load(path).get_trials()
+    completed = {t.number: t.values for t in trials if t.state == TrialState.COMPLETE}
+    assert len(completed) == 3
+    assert all(completed[number] == values for number, values in finished_before.items())
+    retried = [t for t in trials if t.user_attrs.get(RETRY_OF_ATTR) == running]
+    assert retried and retried[0].params == interrupted[0].params
+
+
+def test_a_study_started_with_sigint_ignored_runs_on_through_ctrl_c_its_worker_in_ppo_tune_s_own_process(
+    tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path, gate: Gate
 ) -> None:
     path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=2, base={"reward_model_path": Gate.REWARD})
-    command = [sys.executable, "-m", "ppo_tune", "run", str(path)]
-    parent = subprocess.Popen([sys.executable, "-c", PARENT, "restore" if restore else "inherit", *command],
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
-                              preexec_fn=ignore_sigint)
-    gate.held_process()
-    [running] = [t.number for t in load(path).get_trials(deepcopy=False, states=(TrialState.RUNNING,))]
-    study_processes = descendants(parent.pid)  # ppo-tune, its worker, the fork server and the trial's process
-    ctrl_c(parent)  # the parent ignores it; ppo-tune and everything below it get it too
-    if not restore:
-        gate.open()  # for the trials to end, as they should, SIGINT changing nothing
+    parent = _run_below_a_parent_ignoring_sigint(path, restore=False)
+    held = gate.held_process()
+    study_processes = descendants(parent.pid)  # ppo-tune, its fork server and the trial's process
+    ppo_tune = next(process for process in study_processes if process.ppid() == parent.pid)
+    # One worker has no process of its own (it paid its imports and a fork server a second time): its trials are
+    # forked from ppo-tune's fork server. (Two have a process each: tests/test_tuner/test_tuner_runs.py kills one.)
+    ancestors = held.parents()
+    assert ppo_tune.pid in [p.pid for p in ancestors]
+    assert not [p for p in ancestors if "tuner.run.worker" in " ".join(p.cmdline())], [p.cmdline() for p in ancestors]
+    ctrl_c(parent)  # the parent ignores it, and so, inheriting the ignored SIGINT, does everything below it
+    gate.open()  # for the trials to end, as they should, SIGINT changing nothing
     output = parent.communicate(timeout=300)[0].decode()
     wait_for(lambda: not still_running(study_processes), 30, "the study's processes to end")
-    trials = {t.number: t for t in load(path).get_trials()}
-
-    if restore:
-        assert parent.returncode == 130, output
-        assert "rerun the same command to resume" in output
-        assert trials[running].state == TrialState.FAIL
-        assert "interrupted" in trials[running].user_attrs[FAIL_REASON_ATTR]
-    else:
-        # The SIGINT arrived mid-trial and changed nothing: that trial, and the study, went on to their end.
-        assert parent.returncode == 0, output
-        assert [trial.state for trial in trials.values()] == [TrialState.COMPLETE] * 2
-
-
-def test_sigterm_stops_a_study_whose_workers_ignore_sigint(tmp_path: Path, tiny_lm_dir: Path,
-                                                           prompts_file: Path, gate: Gate) -> None:
-    # Started in the background (SIGINT ignored, inherited by every worker), ppo-tune run still stops everything at
-    # SIGTERM: it passes SIGTERM on, which nothing ignores.
-    path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=2, base={"reward_model_path": Gate.REWARD})
-    command = [sys.executable, "-m", "ppo_tune", "run", str(path)]
-    parent = subprocess.Popen([sys.executable, "-c", PARENT, "inherit", *command], stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=ignore_sigint)
-    gate.held_process()
-    study_processes = descendants(parent.pid)
-    ppo_tune = next(process for process in study_processes if process.ppid() == parent.pid)
-    ppo_tune.terminate()  # SIGTERM to the command alone
-    output = parent.communicate(timeout=120)[0].decode()
-    assert parent.returncode == 143, output
-    wait_for(lambda: not still_running(study_processes), 30, "the study's processes to end")
-    states = [t.state for t in load(path).get_trials()]
-    assert TrialState.RUNNING not in states and TrialState.WAITING in states  # the running trial is queued again
-
-
-# The tests that send SIGINT to the test process itself, while a worker in it waits on a held trial.
-IN_PROCESS_SIGINT_TESTS = [
-    "tests/test_tuner/test_tuner_runs.py::test_a_second_interrupt_as_optuna_records_the_first_leaves_the_trial_failed_and_queued_"
-    "again[sigint]",
-    "tests/test_tuner/test_tuner_runs.py::test_an_interrupt_taken_by_another_thread_still_ends_the_wait_on_the_trial",
-]
-
-
-def test_the_in_process_sigint_tests_hold_when_the_suite_starts_with_sigint_ignored(tmp_path: Path) -> None:
-    # pytest started in the background by a script (or nohup, or a CI runner that does so) ignores SIGINT, and
-    # Python then raises no KeyboardInterrupt: a test that interrupts its own process must give SIGINT Python's
-    # handler itself, or its signal is lost and the worker waits on the held trial.
-    root = TESTS_DIR.parent
-    completed = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0",
-         f"--basetemp={tmp_path / 'inner'}", *IN_PROCESS_SIGINT_TESTS],
-        cwd=root, preexec_fn=ignore_sigint, capture_output=True, text=True, timeout=400)
-    assert completed.returncode == 0, completed.stdout[-3000:]
-    assert "2 passed" in completed.stdout, completed.stdout[-3000:]
+    # The SIGINT arrived mid-trial and changed nothing: that trial, and the study, went on to their end.
+    assert parent.returncode == 0, output
+    assert [trial.state for trial in load(path).get_trials()] == [TrialState.COMPLETE] * 2
+    assert "trial   0 COMPLETE" in output, output

@@ -104,12 +104,14 @@ def test_a_resume_right_after_a_killed_worker_fails_its_trial_with_a_reason_and_
     # it, with an empty reason.
     path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=2, base={"reward_model_path": Gate.REWARD})
     kill_worker_mid_trial(path, gate)
+    assert [t.state for t in load(path).get_trials()] == [TrialState.RUNNING]  # nobody has noticed yet
     assert main(["run", str(path)]) == 0  # at once: within the heartbeat grace period
     trials = load(path).get_trials()
     assert trials[0].state == TrialState.FAIL
     assert trials[0].user_attrs[FAIL_REASON_ATTR] == "worker stopped sending heartbeats"
     retries = [t for t in trials if t.user_attrs.get(RETRY_OF_ATTR) == 0]
     assert len(retries) == 1 and retries[0].params == trials[0].params
+    assert retries[0].state == TrialState.COMPLETE and retries[0].system_attrs["failed_trial"] == 0
     assert FAIL_REASON_ATTR not in retries[0].user_attrs  # the dead trial's reason stays with it
     assert sum(t.state == TrialState.COMPLETE for t in trials) == 2  # not one short
 

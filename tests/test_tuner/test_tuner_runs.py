@@ -10,19 +10,20 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import optuna
 import pytest
-from helpers.ctrl_c import ctrl_c, start_in_terminal
+from helpers.ctrl_c import default_sigint, ignore_sigint
 from helpers.studies import (
     TESTS_DIR,
     Gate,
     SignalWhenHeld,
+    check_nothing_lost_or_duplicated,
     descendants,
-    kill_worker_mid_trial,
     load,
     postgres_url,
     still_running,
@@ -33,6 +34,7 @@ from optuna.trial import TrialState
 
 from ppo_core.errors import sigterm_as_interrupt
 from ppo_tune.cli import main
+from tuner.production.validation import fresh_seeds
 from tuner.run.worker import run_worker
 from tuner.store.attrs import (
     BUDGET_ATTR,
@@ -40,11 +42,11 @@ from tuner.store.attrs import (
     FAIL_REASON_ATTR,
     PRUNE_REASON_ATTR,
     PRUNED_AT_ATTR,
-    RACE_OF_ATTR,
+    SEED_ATTR,
 )
 from tuner.store.database import create_engine, open_storage
-from tuner.store.records import count_rows, read_metrics, read_samples
-from tuner.study.reports import trials_frame, updates_run
+from tuner.store.records import read_metrics
+from tuner.study.reports import trials_frame
 from tuner.study.study_file import KLGuard, load_study_spec
 from tuner.trial.kl_guard import KLGuardPruner, blowup_reason, forecast_lower_bound
 
@@ -224,70 +226,22 @@ def test_a_dead_worker_is_named_with_how_it_died(tmp_path: Path, tiny_lm_dir: Pa
     assert f"worker {index} was killed by signal SIGKILL" in error, error
 
 
-def test_a_single_local_worker_runs_in_ppo_tune_s_own_process(tmp_path: Path, tiny_lm_dir: Path,
-                                                              prompts_file: Path, gate: Gate) -> None:
-    # One worker has no process of its own (it paid its imports and a fork server a second time): its trials are
-    # forked from ppo-tune's fork server. (Two have a process each: the dead-worker test above kills one.)
-    path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=1, base={"reward_model_path": Gate.REWARD})
-    runner = subprocess.Popen([sys.executable, "-m", "ppo_tune", "run", str(path), "--workers", "1"],
-                              stderr=subprocess.PIPE, text=True)
-    held = gate.held_process()
-    ancestors = held.parents()
-    assert runner.pid in [p.pid for p in ancestors]
-    assert not [p for p in ancestors if "tuner.run.worker" in " ".join(p.cmdline())], [p.cmdline() for p in ancestors]
-    gate.open()
-    _, error = runner.communicate(timeout=120)
-    assert runner.returncode == 0, error
-    assert "trial   0 COMPLETE" in error, error
-
-
-def _states(path: Path) -> list[TrialState]:
-    try:
-        return [t.state for t in load(path).get_trials(deepcopy=False)]
-    except KeyError:
-        return []
-
-
-def test_ctrl_c_ends_cleanly_and_rerun_resumes(tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path,
-                                              gate: Gate) -> None:
-    path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=3, base={"reward_model_path": Gate.REWARD})
-    gate.let_pass(1)  # the first trial finishes; the second is held mid-run, where the Ctrl-C finds it
-    process = start_in_terminal([sys.executable, "-m", "ppo_tune", "run", str(path)])
-    held = gate.held_process()
-    assert _states(path) == [TrialState.COMPLETE, TrialState.RUNNING]
-    finished_before = {t.number: t.values for t in load(path).get_trials() if t.state == TrialState.COMPLETE}
-    study_processes = descendants(process.pid)  # the worker, its fork server and the running trial's process
-    assert held in study_processes
-    ctrl_c(process)  # to the whole group, and ppo-tune passes it on to its workers as well
-    output = process.communicate(timeout=60)[0].decode()
-    gate.open()  # for the rerun
-    assert process.returncode == 130, output
-    assert "rerun the same command to resume" in output
-    wait_for(lambda: not still_running(study_processes), 30, "the interrupted study's processes to end")
-    interrupted = [t for t in load(path).get_trials() if t.state == TrialState.FAIL]
-    assert len(interrupted) == 1 and "interrupted" in interrupted[0].user_attrs[FAIL_REASON_ATTR]
-
-    assert main(["run", str(path)]) == 0
-    trials = load(path).get_trials()
-    completed = {t.number: t.values for t in trials if t.state == TrialState.COMPLETE}
-    assert len(completed) == 3
-    assert all(completed[number] == values for number, values in finished_before.items())
-    retried = [t for t in trials if t.user_attrs.get("retry_of") == interrupted[0].number]
-    assert retried and retried[0].params == interrupted[0].params
-
-
 # A TRL trial (trainer: trl-grpo) runs GRPO to the tokenizer's EOS, as TRL does.
 TRL_GRPO: dict[str, Any] = {"trainer": "trl-grpo",
                             "base": {"advantage_estimator": "grpo", "num_generations": 4, "stop_token": "eos"}}
 
 
-@pytest.mark.parametrize(("command", "trainer"), [("run", "ppo_core"), ("validate", "ppo_core"), ("run", "trl-grpo")])
+@pytest.mark.parametrize(("command", "trainer", "sigint"), [("validate", "ppo_core", "default"),
+                                                           ("run", "trl-grpo", "ignored")])
 def test_sigterm_stops_every_process_requeues_and_rerun_resumes(tmp_path: Path, tiny_lm_dir: Path,
                                                                prompts_file: Path, command: str, trainer: str,
-                                                               gate: Gate) -> None:
+                                                               sigint: str, gate: Gate) -> None:
     # A batch scheduler, timeout or kill stops a job with SIGTERM, to the command alone: it must end its workers and
-    # their trials as Ctrl-C does (none outlives it), re-queue the running trial, and exit 143. A trial in TRL's own
-    # trainer is stopped and requeued alike.
+    # their trials as Ctrl-C does (none outlives it), re-queue the running trial, and exit 143. A validation run, and
+    # a trial in TRL's own trainer, are stopped and requeued alike (a ppo_core trial: the SLURM recipe's job that
+    # tests/test_tuner/test_scale_out_recipes.py stops). A command started in the background, with SIGINT ignored
+    # (inherited by every process it starts: tests/test_tuner/test_sigint_ignored.py), still stops: SIGTERM is what
+    # it passes on, and nothing ignores SIGTERM.
     trl: dict[str, Any] = dict(TRL_GRPO) if trainer != "ppo_core" else {"base": {}}
     trl["base"] = {"reward_model_path": Gate.REWARD, **trl["base"]}
     path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=3, **trl)
@@ -301,7 +255,8 @@ def test_sigterm_stops_every_process_requeues_and_rerun_resumes(tmp_path: Path, 
     else:
         arguments, study_path = ["run", str(path)], path
     process = subprocess.Popen([sys.executable, "-m", "ppo_tune", *arguments], stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, start_new_session=True)
+                               stderr=subprocess.STDOUT, start_new_session=True,
+                               preexec_fn=ignore_sigint if sigint == "ignored" else default_sigint)
     watched = (lambda: load(study_path)) if study_path else (
         lambda: optuna.load_study(study_name=f"{load_study_spec(path).name}:validation",
                                   storage=load_study_spec(path).storage))
@@ -331,6 +286,8 @@ def test_sigterm_stops_every_process_requeues_and_rerun_resumes(tmp_path: Path, 
     assert main(arguments) == 0
     finished = [t for t in watched().get_trials() if t.state == TrialState.COMPLETE]
     assert len(finished) == 3
+    if command == "validate":  # the interrupted run's retry trained on its seed: the three fresh seeds, each once
+        assert sorted(run.user_attrs[SEED_ATTR] for run in finished) == fresh_seeds(set(), 3)
 
 
 def test_a_cpu_trial_records_its_thread_count_and_show_lists_it(
@@ -348,10 +305,26 @@ def test_a_cpu_trial_records_its_thread_count_and_show_lists_it(
     assert "cpu_threads" in capsys.readouterr().out
 
 
+@pytest.fixture
+def sigint_ignored() -> Iterator[None]:
+    """SIGINT ignored in this process, as in a suite started in the background (a script's ``&``, nohup, a CI runner):
+    Python then raises no KeyboardInterrupt. Put back at the end."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+@pytest.fixture
+def sigint_raises_though_the_suite_ignores_it(sigint_ignored: None, sigint_raises: None) -> None:
+    """The tests that interrupt their own process start from SIGINT ignored, then take ``sigint_raises``
+    (tests/conftest.py), as they must to hold however the suite was started: without it their signal would be lost
+    and the worker would wait on its held trial. (A fixture's own fixtures are set up in the order it names them.)"""
+
+
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["sigint", "sigterm"])
 def test_a_second_interrupt_as_optuna_records_the_first_leaves_the_trial_failed_and_queued_again(
     tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path, gate: Gate, monkeypatch: pytest.MonkeyPatch,
-    signum: signal.Signals, sigint_raises: None,
+    signum: signal.Signals, sigint_raises_though_the_suite_ignores_it: None,
 ) -> None:
     # A worker gets Ctrl-C twice: from the terminal and passed on by ppo-tune run (and a scheduler's SIGTERM to the
     # whole job twice likewise). The second, arriving as Optuna recorded the first, cut that short: the trial stayed
@@ -385,7 +358,7 @@ def test_a_second_interrupt_as_optuna_records_the_first_leaves_the_trial_failed_
 
 
 def test_an_interrupt_taken_by_another_thread_still_ends_the_wait_on_the_trial(
-    tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path, gate: Gate, sigint_raises: None
+    tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path, gate: Gate, sigint_raises_though_the_suite_ignores_it: None
 ) -> None:
     # A process's signal may land on any of its threads (the heartbeat's, say); Python runs its handler in the main
     # thread only when that thread next runs, and a worker blocked without a bound on its trial's process never did.
@@ -402,55 +375,6 @@ def test_an_interrupt_taken_by_another_thread_still_ends_the_wait_on_the_trial(
     assert trials[0].user_attrs[FAIL_REASON_ATTR].startswith("interrupted")
 
 
-def test_sigkilled_workers_trial_is_failed_and_retried(
-    tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path, gate: Gate
-) -> None:
-    path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=2, base={"reward_model_path": Gate.REWARD})
-    kill_worker_mid_trial(path, gate)
-    assert _states(path) == [TrialState.RUNNING]  # nobody has noticed yet
-    spec = load_study_spec(path)
-    storage = open_storage(spec.storage, heartbeat_interval=spec.heartbeat_interval)
-    study_id = storage.get_study_id_from_name(spec.name)
-    # Until its heartbeat is older than the grace period (4 heartbeats of 1 s), the trial may still be alive.
-    wait_for(lambda: storage._get_stale_trial_ids(study_id), 60, "the killed worker's trial to go stale")
-    run_worker(load_study_spec(path), n_trials=2, timeout=None, threads=None)
-    trials = load(path).get_trials()
-    assert trials[0].state == TrialState.FAIL
-    retries = [t for t in trials if t.system_attrs.get("failed_trial") == 0]
-    assert len(retries) == 1 and retries[0].state == TrialState.COMPLETE
-    assert retries[0].params == trials[0].params
-
-
-def _check_parallel_study(path: Path, workers: int, n_trials: int) -> None:
-    spec = load_study_spec(path)
-    trials = load(path).get_trials()
-    finished = [t for t in trials if t.state in (TrialState.COMPLETE, TrialState.PRUNED)]
-    assert len(finished) >= n_trials
-    assert all(t.state != TrialState.FAIL for t in trials), [t.user_attrs for t in trials]
-    # A racing re-run queued as the last trials ended stays queued for a later run (one of two runs of this test here
-    # left one): it never started and has nothing stored. Nothing else may be left waiting.
-    waiting = [t for t in trials if t.state == TrialState.WAITING]
-    assert all(RACE_OF_ATTR in t.user_attrs for t in waiting), [t.user_attrs for t in waiting]
-    trials = [t for t in trials if t.state != TrialState.WAITING]
-    engine = create_engine(spec.storage)
-    metrics = read_metrics(engine, spec.name)
-    # Every update of every trial is stored exactly once, and every trial's samples are there.
-    assert metrics.groupby("trial_number").size().to_dict() == {t.number: updates_run(t) for t in trials}
-    assert not metrics.duplicated(["trial_id", "update"]).any()
-    samples = read_samples(engine, spec.name)
-    assert set(samples["trial_number"]) == {t.number for t in trials}
-    metric_rows, sample_rows = count_rows(engine, spec.name)
-    assert metric_rows == len(metrics) and sample_rows == len(samples)
-
-
-def test_two_workers_on_sqlite_lose_and_duplicate_nothing(
-    tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path
-) -> None:
-    path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=6)
-    assert main(["run", str(path), "--workers", "2"]) == 0
-    _check_parallel_study(path, workers=2, n_trials=6)
-
-
 def test_three_workers_on_postgresql_lose_and_duplicate_nothing(
     tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path
 ) -> None:
@@ -458,5 +382,5 @@ def test_three_workers_on_postgresql_lose_and_duplicate_nothing(
     name = f"pg_{os.getpid()}_{int(time.time())}"
     path = write_study(tmp_path, tiny_lm_dir, prompts_file, name=name, n_trials=6, storage=url)
     assert main(["run", str(path), "--workers", "3"]) == 0
-    _check_parallel_study(path, workers=3, n_trials=6)
+    check_nothing_lost_or_duplicated(path, n_trials=6)
     assert main(["list", "--storage", url]) == 0

@@ -6,13 +6,11 @@ import dataclasses
 import json
 import math
 import os
-import sys
 from pathlib import Path
 
 import optuna
 import pytest
-from helpers.ctrl_c import ctrl_c, start_in_terminal
-from helpers.studies import TESTS_DIR, load, wait_for, write_study
+from helpers.studies import TESTS_DIR, load, write_study
 from optuna.trial import TrialState
 
 from ppo_tune.cli import main
@@ -26,7 +24,7 @@ from tuner.production.validation import (
     validation_study_name,
 )
 from tuner.run.worker import run_worker
-from tuner.store.attrs import CONFIG_ATTR, FAIL_REASON_ATTR, SEED_ATTR, VALIDATES_ATTR
+from tuner.store.attrs import CONFIG_ATTR, SEED_ATTR, VALIDATES_ATTR
 from tuner.store.database import create_engine, open_storage
 from tuner.store.records import read_metrics
 from tuner.study.study_file import load_study_spec
@@ -160,36 +158,6 @@ def test_validate_reruns_the_top_configs_on_fresh_seeds_and_best_ranks_by_them(
     assert {r["trial"]: r["n"] for r in json.loads(capsys.readouterr().out)}[last] == 2
     assert main(["validate", "tiny", "--storage", load_study_spec(path).storage, "--trials", "99"]) == 2
     assert "--trials: study 'tiny' has no completed trial 99" in capsys.readouterr().err
-
-
-def test_an_interrupted_validation_resumes(tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path) -> None:
-    path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=1)
-    run_worker(load_study_spec(path), n_trials=1, timeout=None, threads=None)  # the study to validate
-    storage_url = load_study_spec(path).storage
-    command = [sys.executable, "-m", "ppo_tune", "validate", "tiny", "--storage", storage_url, "--top-k", "1",
-               "--seeds", "3"]
-    process = start_in_terminal(command)
-    storage = open_storage(storage_url)
-
-    def states() -> list[TrialState]:
-        try:
-            return [t.state for t in optuna.load_study(study_name=validation_study_name("tiny"),
-                                                        storage=storage).get_trials(deepcopy=False)]
-        except KeyError:
-            return []
-
-    wait_for(lambda: TrialState.COMPLETE in states() and TrialState.RUNNING in states(), 120,
-             "one finished and one running validation run")
-    ctrl_c(process)
-    output = process.communicate(timeout=60)[0].decode()
-    assert process.returncode == 130, output
-
-    assert main(["validate", "tiny", "--storage", storage_url, "--top-k", "1", "--seeds", "3"]) == 0
-    runs = optuna.load_study(study_name=validation_study_name("tiny"), storage=storage).get_trials()
-    interrupted = [run for run in runs if run.state == TrialState.FAIL]
-    assert len(interrupted) == 1 and "interrupted" in interrupted[0].user_attrs[FAIL_REASON_ATTR]
-    complete = [run for run in runs if run.state == TrialState.COMPLETE]
-    assert sorted(run.user_attrs[SEED_ATTR] for run in complete) == fresh_seeds(set(), 3)
 
 
 def test_validate_at_a_production_length_keeps_those_runs_apart_and_best_says_whether_the_winner_held(
