@@ -63,8 +63,8 @@ SIGMA_D, DELTA = 0.027, 0.02
 the difference the design must see."""
 FULL = {"sampler_seeds": 17, "validation_seeds": 5, "workers": 2}
 QUICK = {"sampler_seeds": 1, "validation_seeds": 1, "workers": 1}
-QUICK_BASE = {"total_episodes": 64, "eval_steps": 1}
-"""--quick: 2 updates a run (rollouts of 32), an evaluation at each."""
+QUICK_BASE = {"total_episodes": 64, "eval_steps": 1, "num_eval_samples": 2}
+"""--quick: 2 updates a run (rollouts of 32), an evaluation at each of 2 responses a held-out prompt."""
 
 
 def power(pairs: int, delta: float = DELTA, sigma: float = SIGMA_D, alpha: float = 0.05) -> float:
