@@ -27,7 +27,7 @@ from ppo_core.run.trainer import PPOTrainer
 from ppo_tune.cli import main
 from tuner.population.controller import EXTINCT
 from tuner.production.validation import validation_study_name
-from tuner.store.attrs import CONFIG_ATTR, CPU_THREADS_ATTR, RETRY_OF_ATTR
+from tuner.store.attrs import CONFIG_ATTR, CPU_THREADS_ATTR, DUPLICATE_OF_ATTR, RETRY_OF_ATTR, VALIDATES_ATTR
 from tuner.store.database import create_engine, open_storage
 from tuner.store.records import metrics_table
 from tuner.store.segments import generation_slots, lineage, segment_of
@@ -78,9 +78,13 @@ def test_a_population_trains_in_segments_copies_its_best_and_its_winner_replays_
 ) -> None:
     path = population_study(tmp_path, tiny_lm_dir, prompts_file)
     spec = load_study_spec(path)
-    assert main(["run", str(path), "--workers", "1"]) == 0
+    # Two workers: one that ends its segment first waits for the generation's last, and a generation both see end
+    # at once is queued twice, the second copy of each segment stopping at its start.
+    assert main(["run", str(path), "--workers", "2"]) == 0
     study = load(path)
-    trials = [t for t in study.get_trials() if segment_of(t) is not None]
+    twice = [t for t in study.get_trials() if DUPLICATE_OF_ATTR in t.user_attrs]
+    assert all(t.state == TrialState.PRUNED for t in twice)
+    trials = [t for t in study.get_trials() if segment_of(t) is not None and t not in twice]
     # 3 members x 3 generations, each segment a trial of its own, none failed.
     assert sorted((s.generation, s.member) for t in trials if (s := segment_of(t))) == \
         [(g, m) for g in range(3) for m in range(3)]
@@ -134,6 +138,7 @@ def test_a_population_trains_in_segments_copies_its_best_and_its_winner_replays_
     (replay,) = optuna.load_study(study_name=validation_study_name(spec.name),
                                   storage=open_storage(spec.storage)).get_trials()
     assert replay.state == TrialState.COMPLETE and segment_of(replay) is None
+    assert replay.user_attrs[VALIDATES_ATTR] == winner.number
     assert {**replay.user_attrs[CONFIG_ATTR], "seed": 0} == {**winner.user_attrs[CONFIG_ATTR], "seed": 0}
     assert replay.user_attrs[CONFIG_ATTR]["seed"] != winner.user_attrs[CONFIG_ATTR]["seed"]
 

@@ -20,11 +20,15 @@ from tuner.population.heading import forecast_at, heading_past
 from tuner.population.lineage import lineage_lines
 from tuner.population.plan import plan_generation
 from tuner.population.select import Standing, exploit_plan, ranked
+from tuner.production.validation import chosen_trials
 from tuner.search.space import ParamSpec
-from tuner.store.attrs import BUDGET_ATTR, CONFIG_ATTR, DUPLICATE_OF_ATTR, POPULATION_ATTR
+from tuner.store.attrs import BUDGET_ATTR, CONFIG_ATTR, DUPLICATE_OF_ATTR, POPULATION_ATTR, SPEC_ATTR
 from tuner.store.segments import Segment, duplicate_of, generation_ended, generation_slots, horizon, lineage
 from tuner.study.population_section import Population, parse_population
+from tuner.study.seed_policy import SeedPolicy
+from tuner.study.stored_spec import read_stored_spec
 from tuner.study.study_file import StudySpecError, parse_study
+from tuner.study.winner import read_winner
 
 LR = ParamSpec("learning_rate", "float", 1e-5, 1e-3, log=True)
 BETA = ParamSpec("kl_coef", "float", 0.01, 0.5, log=True)
@@ -211,6 +215,10 @@ def test_a_lineage_reads_back_from_the_last_segment_and_is_said_in_words() -> No
 
 # --- the study file ---------------------------------------------------------------------------------------------
 
+def study_mapping() -> dict[str, Any]:
+    return study()
+
+
 def study(**changes: Any) -> dict[str, Any]:
     data: dict[str, Any] = {
         "name": "pbt", "objectives": [{"metric": "eval/judge_score", "reduce": "last"}],
@@ -283,3 +291,20 @@ def test_a_population_study_parses_and_keeps_its_section(tmp_path: Path, monkeyp
     assert spec.population == Population(4, 2, mutate=("learning_rate", "kl_coef"))
     assert spec.seed_policy.name == "single" and spec.n_trials is None
     assert optuna  # the module's storage types are what the plan reads
+
+
+def test_a_populations_winner_and_ranking_are_its_last_generations_members_only() -> None:
+    # A first segment scored higher at its update than any whole run did at the end: neither best nor validate
+    # may choose it (a stored population spec read as racing by default did, and validate replayed a first segment).
+    study = optuna.create_study(direction="maximize")
+    study.set_user_attr(SPEC_ATTR, {**study_mapping(), "objectives": [{"metric": "eval/judge_score"}]})
+    config = {"learning_rate": 1e-4, "kl_coef": 0.1}
+    trials = [segment_trial(0, Segment(0, 0, 0, 2), 0.9, config), segment_trial(1, Segment(1, 0, 0, 2), 0.5, config),
+              segment_trial(2, Segment(0, 1, 2, 4, "continue", parent=0), 0.3, {**config, "learning_rate": 2e-4}),
+              segment_trial(3, Segment(1, 1, 2, 4, "continue", parent=1), 0.4, config)]
+    for trial in trials:
+        study.add_trial(trial)
+    assert read_stored_spec(study.user_attrs, 1).seed_policy == SeedPolicy()
+    winner = read_winner(study)
+    assert winner.best is not None and winner.best.number == 3
+    assert [t.number for t in winner.ranked] == [3, 2] and [t.number for t in chosen_trials(study, 2)] == [3, 2]

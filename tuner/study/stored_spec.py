@@ -99,6 +99,7 @@ def read_stored_spec(user_attrs: Mapping[str, Any], n_objectives: int) -> Stored
     _, raw_space = _lenient(lambda: trainer_names_read(trainer, mapping.get("base") or {},
                                                        mapping.get("search_space")),
                             ({}, mapping.get("search_space")))
+    population = _population(mapping, raw_space)
     return StoredSpec(
         mapping=mapping,
         trainer=trainer,
@@ -107,8 +108,10 @@ def read_stored_spec(user_attrs: Mapping[str, Any], n_objectives: int) -> Stored
         constraints=tuple(_lenient(lambda: parse_constraints(mapping.get("constraints")), [])),
         kl_guard=_lenient(lambda: parse_kl_guard(mapping.get("kl_guard")), KLGuard()),
         search_space=_search_space(raw_space),
-        seed_policy=_lenient(lambda: parse_study_seed_policy(mapping.get("seed_policy"), n_objectives), None),
-        population=_population(mapping, raw_space),
+        # A population races no configuration on seeds, whatever the default for its objectives.
+        seed_policy=SeedPolicy() if population is not None else
+        _lenient(lambda: parse_study_seed_policy(mapping.get("seed_policy"), n_objectives), None),
+        population=population,
     )
 
 
