@@ -19,7 +19,7 @@ from tuner.population.explore import drawn, perturbed
 from tuner.population.heading import forecast_at, heading_past
 from tuner.population.lineage import lineage_lines
 from tuner.population.plan import plan_generation
-from tuner.population.select import Standing, exploit_plan, ranked
+from tuner.population.select import Standing, cooling, exploit_plan, ranked
 from tuner.production.validation import chosen_trials
 from tuner.search.space import ParamSpec
 from tuner.store.attrs import BUDGET_ATTR, CONFIG_ATTR, DUPLICATE_OF_ATTR, POPULATION_ATTR, SPEC_ATTR
@@ -103,13 +103,32 @@ def test_the_kl_forecast_is_the_least_squares_line_through_the_last_evaluations_
     assert not heading_past([(12, 1.0), (24, 2.0), (36, 2.2)], 48, 5.0)  # a trend that flattens
 
 
-def test_a_member_heading_past_the_budget_is_replaced_and_never_copied() -> None:
+def test_a_member_heading_past_the_budget_cools_its_own_line_and_is_never_copied() -> None:
     trials = first_generation()  # values 0.5, 0.9, pruned, 0.7: member 1 leads
-    population = Population(size=4, segment=2, quantile=0.25, mutate=("learning_rate",), resample=0.0)
-    planned = plan_generation(trials, 0, population, {"learning_rate": LR}, 6, maximize=True, heading={1})
+    population = Population(size=4, segment=2, quantile=0.25, mutate=("learning_rate", "kl_coef"), resample=0.0)
+    planned = plan_generation(trials, 0, population, {"learning_rate": LR, "kl_coef": BETA}, 6, maximize=True,
+                              heading={1})
     assert planned is not None
-    copies = {p.segment.member: p.segment.parent for p in planned if p.segment.origin == "exploit"}
-    assert copies[1] == 3 and 1 not in copies.values()  # the leader, forecast over the budget, copies the next best
+    by_member = {p.segment.member: p for p in planned}
+    # The leader, forecast over the budget, continues its own line with its learning rate lowered and its KL
+    # coefficient raised by the extreme factors; the pruned member copies the best member not heading there.
+    cooled = by_member[1]
+    assert (cooled.segment.origin, cooled.segment.parent) == ("cool", 1)
+    assert cooled.segment.mutated == {"learning_rate": (2e-4, pytest.approx(1.6e-4)),
+                                      "kl_coef": (0.1, pytest.approx(0.125))}
+    assert cooled.config["learning_rate_schedule"] == [[3, pytest.approx(1.6e-4)]]
+    assert (by_member[2].segment.origin, by_member[2].segment.parent) == ("exploit", 3)
+    assert all(p.segment.parent != 1 for p in planned if p.segment.origin == "exploit")
+    # With perturbations off (a selection-only population) a cooled line keeps its values.
+    still = plan_generation(trials, 0, dataclasses.replace(population, perturb=(1.0,)),
+                            {"learning_rate": LR, "kl_coef": BETA}, 6, maximize=True, heading={1})
+    assert still is not None and still[1].config["learning_rate_schedule"] == [[3, 2e-4]]
+
+
+def test_only_where_every_live_member_heads_past_the_budget_do_they_donate() -> None:
+    standings = [Standing(0, 0.9, True, heading=True), Standing(1, 0.8, True, heading=True), Standing(2, None, False)]
+    plan = exploit_plan(standings, cut=1, margin=0.0, maximize=True, rng=random.Random(0))
+    assert plan == {2: 0} and cooling(standings, plan) == [0, 1]
 
 
 # --- plan ------------------------------------------------------------------------------------------------------

@@ -1,8 +1,10 @@
 """The next generation of a population, planned from how the last one ended: for each member, the segment it trains
 next, the config it trains it with and the parameters it records.
 
-A member that continues keeps its own config. A member that copies a donor takes the donor's config and adds, for
-each knob in ``mutate``, a pair ``[start + 1, new value]`` to the knob's schedule (``learning_rate_schedule``,
+A member that continues keeps its own config; one that cools (heading past the KL budget:
+:mod:`tuner.population.select`) adds pairs to its own schedules: its learning rate times the smallest factor of
+``perturb``, its KL coefficient times the largest. A member that copies a donor takes the donor's config and adds,
+for each knob in ``mutate``, a pair ``[start + 1, new value]`` to the knob's schedule (``learning_rate_schedule``,
 ``kl_coef_schedule``), the new value perturbed from the one in force at the donor's last update
 (:mod:`tuner.population.explore`). Its recorded parameters are the donor's with the perturbed knobs' new values: the
 knobs in force during the segment. Two recipients of one donor are never given the same values (a copy trained on
@@ -23,10 +25,10 @@ from optuna.trial import FrozenTrial, TrialState
 
 from ppo_core.config.schedules import value_at
 from tuner.population.explore import perturbed
-from tuner.population.select import Standing, exploit_plan
+from tuner.population.select import Standing, cooling, exploit_plan
 from tuner.search.space import ParamSpec
 from tuner.store.attrs import CONFIG_ATTR
-from tuner.store.segments import Segment, generation_slots, segment_of
+from tuner.store.segments import Origin, Segment, generation_slots, segment_of
 from tuner.study.constraints import feasible
 from tuner.study.population_section import SCHEDULED, Population
 
@@ -47,19 +49,24 @@ def standing(member: int, trial: FrozenTrial, heading: bool = False) -> Standing
     """How ``trial``'s segment ended, for ranking; ``heading``: it keeps the KL budget now but is forecast to end
     past it (:mod:`tuner.population.heading`), and ranks as if over it."""
     complete = trial.state == TrialState.COMPLETE and bool(trial.values)
-    return Standing(member, trial.values[0] if complete else None, complete and feasible(trial) and not heading)
+    return Standing(member, trial.values[0] if complete else None, complete and feasible(trial), heading)
 
 
 def _perturb_config(config: Mapping[str, Any], params: Mapping[str, Any], population: Population,
-                    space: Mapping[str, ParamSpec], start: int,
-                    rng: random.Random) -> tuple[dict[str, Any], dict[str, Any], dict[str, tuple[float, float]]]:
-    """The donor's config and params with each mutated knob perturbed from update ``start + 1`` on."""
+                    space: Mapping[str, ParamSpec], start: int, rng: random.Random,
+                    cool: bool = False) -> tuple[dict[str, Any], dict[str, Any], dict[str, tuple[float, float]]]:
+    """The donor's config and params with each mutated knob perturbed from update ``start + 1`` on; ``cool``: the
+    learning rate times the smallest factor and the KL coefficient times the largest, clipped to their ranges."""
     config, params = dict(config), dict(params)
     mutated: dict[str, tuple[float, float]] = {}
     for name in population.mutate:
         schedule_field = SCHEDULED[name]
         in_force = value_at(config.get(schedule_field), float(config[name]), start)
-        new = perturbed(in_force, space[name], population.perturb, population.resample, rng)
+        if cool:
+            factor = min(population.perturb) if name == "learning_rate" else max(population.perturb)
+            new = perturbed(in_force, space[name], (factor,), 0.0, rng)
+        else:
+            new = perturbed(in_force, space[name], population.perturb, population.resample, rng)
         pairs = [list(pair) for pair in config.get(schedule_field) or () if pair[0] <= start]
         config[schedule_field] = [*pairs, [start + 1, new]]
         params[name] = new
@@ -75,10 +82,11 @@ def plan_generation(trials: Sequence[FrozenTrial], generation: int, population: 
     study's KL budget."""
     slots = generation_slots(trials, generation)
     rng = random.Random(f"{population.seed}-{generation}")
-    plan = exploit_plan([standing(member, trial, member in heading) for member, trial in sorted(slots.items())],
-                        population.cut, population.margin, maximize, rng)
+    standings = [standing(member, trial, member in heading) for member, trial in sorted(slots.items())]
+    plan = exploit_plan(standings, population.cut, population.margin, maximize, rng)
     if plan is None:
         return None
+    cooled = set(cooling(standings, plan))
     start = next(segment.stop for t in slots.values() if (segment := segment_of(t)) is not None)
     stop = min(start + population.segment, horizon)
     planned: list[Planned] = []
@@ -87,7 +95,9 @@ def plan_generation(trials: Sequence[FrozenTrial], generation: int, population: 
         donor = slots[plan[member]] if member in plan else trial
         config, params = donor.user_attrs[CONFIG_ATTR], dict(donor.params)
         mutated: dict[str, tuple[float, float]] = {}
-        if member in plan:
+        if member in cooled:
+            config, params, mutated = _perturb_config(config, params, population, space, start, rng, cool=True)
+        elif member in plan:
             for _ in range(REDRAWS):
                 new_config, new_params, mutated = _perturb_config(config, params, population, space, start, rng)
                 values = tuple(new for _, new in mutated.values())
@@ -95,8 +105,8 @@ def plan_generation(trials: Sequence[FrozenTrial], generation: int, population: 
                     break
             taken.add((donor.number, values))
             config, params = new_config, new_params
-        segment = Segment(member, generation + 1, start, stop, "exploit" if member in plan else "continue",
-                          donor.number, mutated)
+        origin: Origin = "exploit" if member in plan else "cool" if member in cooled else "continue"
+        segment = Segment(member, generation + 1, start, stop, origin, donor.number, mutated)
         planned.append(Planned(segment, params, dict(config)))
     return planned
 

@@ -8,6 +8,9 @@ one drawn at random. A member over the budget or stopped for hacking never donat
 only a donor ahead of it by at least ``margin``; otherwise it continues its own line. With no margin, a recipient tied
 with its donor copies it too, as truncation selection does: its copy is then perturbed, which a tie has not ruled out.
 
+A member inside the constraints but heading past the KL budget by the run's end neither donates nor copies: it
+continues its own line cooled (:func:`cooling`), as RLHF practice lowers the learning rate and raises β as KL climbs.
+
 Example::
 
     plan = exploit_plan([Standing(0, 0.71, True), Standing(1, 0.64, True), ...], cut=2, margin=0.0,
@@ -30,6 +33,8 @@ class Standing:
     member: int
     value: float | None
     feasible: bool
+    heading: bool = False
+    """Inside every constraint now, but forecast to end past the KL budget (``tuner.population.heading``)."""
 
     @property
     def alive(self) -> bool:
@@ -55,11 +60,14 @@ def exploit_plan(standings: Sequence[Standing], cut: int, margin: float, maximiz
     """{recipient member: donor member} for this ranking; None when no member may donate (every one stopped or over
     a constraint: the population has nothing left to copy)."""
     order = ranked(standings, maximize)
-    donors = [s for s in order if s.alive][:cut]
+    # A member heading past the budget neither donates nor copies (it cools: cooling()); only where every member
+    # still alive is heading there do they donate, rather than leave the population nothing to copy.
+    donors = [s for s in order if s.alive and not s.heading][:cut] or [s for s in order if s.alive][:cut]
     if not donors:
         return None
     donor_ids = {s.member for s in donors}
-    recipients = [s for s in order[len(order) - cut:] if s.member not in donor_ids]
+    steady = [s for s in order if not (s.alive and s.heading)]
+    recipients = [s for s in steady[max(0, len(steady) - cut):] if s.member not in donor_ids]
     recipients += [s for s in order if not s.alive and s not in recipients]
     plan: dict[int, int] = {}
     for recipient in recipients:
@@ -70,4 +78,10 @@ def exploit_plan(standings: Sequence[Standing], cut: int, margin: float, maximiz
     return plan
 
 
-__all__ = ["Standing", "exploit_plan", "ranked"]
+def cooling(standings: Sequence[Standing], plan: dict[int, int]) -> list[int]:
+    """The members that continue their own line cooled (a lower learning rate, a higher KL coefficient): alive and
+    heading past the budget, and copying nobody."""
+    return [s.member for s in standings if s.alive and s.heading and s.member not in plan]
+
+
+__all__ = ["Standing", "cooling", "exploit_plan", "ranked"]

@@ -2,11 +2,12 @@
 
 Each segment's trial carries ``POPULATION_ATTR``, a mapping of what it is in the population (:class:`Segment`): the
 member (a slot 0..size-1), the generation (its segment's index), the updates it trains (``start`` exclusive to
-``stop`` inclusive), and where it came from: ``start`` (a first segment, configured by the sampler), ``continue`` (the
-member's own previous segment) or ``exploit`` (a copy of another member's previous segment, with ``mutated`` saying
-which knobs changed, from what to what). Its parent's trial number is ``parent``. This is the population's lineage,
-kept in the study's database with the rest of the study: a segment's metric rows begin with a copy of its parent's,
-so each segment's trial holds its lineage's whole curve, from update 0.
+``stop`` inclusive), and where it came from: ``start`` (a first segment, configured by the sampler), ``continue``
+(the member's own previous segment), ``cool`` (its own previous segment, its learning rate lowered and its KL
+coefficient raised as it heads past the KL budget) or ``exploit`` (a copy of another member's previous segment, with
+``mutated`` saying which knobs changed, from what to what). Its parent's trial number is ``parent``. This is the
+population's lineage, kept in the study's database with the rest of the study: a segment's metric rows begin with a
+copy of its parent's, so each segment's trial holds its lineage's whole curve, from update 0.
 
 A retried segment (an interrupted one, queued again) carries the same record; of a slot's trials the latest is the
 one that counts.
@@ -26,7 +27,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from tuner.store.attrs import BUDGET_ATTR, DUPLICATE_OF_ATTR, POPULATION_ATTR
 
-Origin = Literal["start", "continue", "exploit"]
+Origin = Literal["start", "continue", "cool", "exploit"]
 ENDED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
 
 
