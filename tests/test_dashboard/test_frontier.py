@@ -186,7 +186,7 @@ def test_the_page_reads_the_peak_the_tuner_reads_and_draws_it() -> None:
     peak = study_peak(paths)
     # One reading, the tuner's: the page's peak is frontier_peak's over the same evaluations.
     assert peak == frontier_peak(paths["trial"].tolist(), paths["kl"].tolist(), paths["gold"].tolist())
-    assert peak.found and math.e**2 / 1.3 < peak.kl < math.e**2 * 1.3, peak
+    assert peak.status == "peak" and math.e**2 / 1.3 < peak.kl < math.e**2 * 1.3, peak
     reading = read_peak(paths)
     assert reading.peak == peak and reading.found, reading.clearance
     lead = headline(reading)

@@ -43,7 +43,7 @@ def test_van_der_corput_equals_mirrored_binary_and_fills_the_unit_interval_evenl
 
 def test_a_found_peak_is_aimed_at_within_its_interval() -> None:
     rng = np.random.default_rng(0)
-    aims = [choose_aim(PEAK, np.array([-3.0, 3.0]), rng) for _ in range(4000)]
+    aims = [choose_aim(PEAK, np.array([-3.0, 3.0]), rng, found=True) for _ in range(4000)]
     at_peak = [a for a in aims if a.kind == "peak"]
     assert len(at_peak) / len(aims) == pytest.approx(1 - EXPLORE, abs=0.02)
     targets = np.array([a.target for a in at_peak])
@@ -55,6 +55,17 @@ def test_a_found_peak_is_aimed_at_within_its_interval() -> None:
     assert explored.min() >= -3 and explored.max() <= 3
 
 
+def test_a_highest_point_not_clear_of_the_noise_is_aimed_at_but_never_called_a_peak() -> None:
+    rng, found_rng = np.random.default_rng(3), np.random.default_rng(3)
+    for _ in range(200):
+        unclear, found = choose_aim(PEAK, np.array([-3.0, 3.0]), rng, found=False), \
+            choose_aim(PEAK, np.array([-3.0, 3.0]), found_rng, found=True)
+        assert (unclear.target, unclear.spread) == (found.target, found.spread)  # the same aim, drawn alike
+        assert unclear.kind in ("highest", "spread") and found.kind in ("peak", "spread")
+        if unclear.kind == "highest":
+            assert "no clear peak yet" in unclear.reason and "peaks at" not in unclear.reason
+
+
 def test_a_sure_peak_still_spreads_its_aim_a_little() -> None:
     assert peak_spread(replace(PEAK, kl_low=1.99, kl_high=2.01)) == MIN_SPREAD
 
@@ -63,8 +74,8 @@ def test_a_sure_peak_still_spreads_its_aim_a_little() -> None:
 def test_a_turn_outside_the_data_is_aimed_at_a_step_past_the_edge(status: str, sign: int) -> None:
     edge = replace(PEAK, status=status, kl=4.0 if status == "rising" else 0.2)
     rng = np.random.default_rng(1)
-    targets = np.array([a.target for a in (choose_aim(edge, np.array([-3.0, 3.0]), rng) for _ in range(3000))
-                        if a.kind != "spread"])
+    aims = (choose_aim(edge, np.array([-3.0, 3.0]), rng, found=False) for _ in range(3000))
+    targets = np.array([a.target for a in aims if a.kind != "spread"])
     assert float(np.median(targets)) == pytest.approx(math.log(edge.kl) + sign * STEP, abs=0.05)
     assert float(np.mean(sign * (targets - math.log(edge.kl)) > 0)) > 0.95  # past the edge, nearly always
 
@@ -72,11 +83,11 @@ def test_a_turn_outside_the_data_is_aimed_at_a_step_past_the_edge(status: str, s
 def test_no_peak_spreads_the_aim_over_the_predicted_range_and_says_why() -> None:
     rng = np.random.default_rng(2)
     none = replace(PEAK, status="none", reason="fewer than 3 trials")
-    aims = [choose_aim(none, np.array([-1.0, 0.5, 2.0]), rng) for _ in range(500)]
+    aims = [choose_aim(none, np.array([-1.0, 0.5, 2.0]), rng, found=False) for _ in range(500)]
     assert {a.kind for a in aims} == {"spread"} and aims[0].reason == "fewer than 3 trials"
     targets = [a.target for a in aims]
     assert min(targets) >= -1 and max(targets) <= 2 and np.std(targets) == pytest.approx(3 / math.sqrt(12), rel=0.1)
-    assert "no gold score" in choose_aim(None, np.array([0.0, 1.0]), rng).reason
+    assert "no gold score" in choose_aim(None, np.array([0.0, 1.0]), rng, found=False).reason
 
 
 def test_aim_weights_are_the_normal_density_normalised() -> None:
@@ -121,9 +132,9 @@ def test_random_values_stay_in_range_on_their_grid() -> None:
 
 def test_a_stored_aim_reads_as_one_line_naming_where_why_and_the_prediction() -> None:
     rng = np.random.default_rng(4)
-    aim = choose_aim(PEAK, np.array([0.0]), rng)
+    aim = choose_aim(PEAK, np.array([0.0]), rng, found=True)
     while aim.kind != "peak":
-        aim = choose_aim(PEAK, np.array([0.0]), rng)
+        aim = choose_aim(PEAK, np.array([0.0]), rng, found=True)
     stored = {**aim.to_dict(), "predicted_ln_kl": math.log(1.8), "predicted_sd": 0.2, "trials_measured": 12}
     line = aim_words(stored, 17)
     assert line.startswith(f"trial 17 aimed at {math.exp(aim.target):.3g} nats of held-out KL: the objective peaks "

@@ -201,7 +201,7 @@ def test_a_study_of_two_objectives_is_aimed_alike(tmp_path: Path) -> None:
 
     study.optimize(objective, n_trials=14)
     assert near_peak_share(study, 1.0, 6) >= 0.5
-    assert {t.user_attrs[AIM_ATTR]["kind"] for t in study.get_trials()[6:]} & {"peak", "spread"}
+    assert {t.user_attrs[AIM_ATTR]["kind"] for t in study.get_trials()[6:]} & {"peak", "highest", "spread"}
 
 
 def test_a_resumed_sampler_proposes_what_the_first_would_have(tmp_path: Path) -> None:
@@ -228,8 +228,9 @@ def test_each_trial_stores_its_aim_and_enqueued_trials_keep_their_values(tmp_pat
     assert trials[0].params == queued and AIM_ATTR not in trials[0].user_attrs
     kinds = [t.user_attrs[AIM_ATTR]["kind"] for t in trials[1:]]
     # The queued trial and one start-up trial are measured: with 2 trials the KL model exists, and their paths
-    # already show the turn, so the start-up ends there rather than after its 4 trials.
-    assert kinds[:2] == ["start", "peak"] and set(kinds) <= set(AIM_KINDS)
+    # already show the turn (found or not yet clear of the runs' noise), so the start-up ends there rather than after
+    # its 4 trials.
+    assert kinds[0] == "start" and kinds[1] in ("peak", "highest") and set(kinds) <= set(AIM_KINDS)
     for trial in trials[1:]:
         aim = trial.user_attrs[AIM_ATTR]
         assert aim["reason"] and math.isfinite(aim["target"]) and aim["trials_measured"] <= trial.number

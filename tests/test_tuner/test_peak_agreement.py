@@ -1,10 +1,10 @@
-"""The frontier sampler and the Frontier page read where gold peaks alike: on hand-made points and on every study
-stored in the repository's benchmark results.
+"""The frontier sampler and the Frontier page read where gold peaks with one meaning of "found": on hand-made points
+and on every study stored in the repository's benchmark results, the sampler aims at a *found* peak exactly where the
+page names one, at the same KL.
 
-The sampler aims at the smoothed curve's highest point wherever it lies inside the data
-(``tuner.search.frontier_points.metrics_peak``, status "peak"); the page names a peak only where gold rises to it and
-falls after it by more than the runs' noise (``tuner.search.peak_reading.PeakReading.found``). Until both read one
-"found", these tests are expected to fail: they say where the two disagree.
+Both read ``tuner.search.peak_reading`` (a peak the data single out: gold rises to it and falls after it by more than
+the runs' noise). Where the smoothed curve's highest point lies inside the data but is not clear, the sampler still
+aims there (that is what makes it clear), as a "highest" aim, never as a peak.
 """
 
 from __future__ import annotations
@@ -15,17 +15,24 @@ from pathlib import Path
 import numpy as np
 import optuna
 import pandas as pd
-import pytest
 
 from ppo_core.metric_names import EVAL_GOLD_SCORE, EVAL_KL, EVAL_SCORE
-from tuner.search.frontier_points import TRIAL_COLUMN, metrics_peak
-from tuner.search.peak_reading import read_metrics_peak
+from tuner.search.frontier_aim import choose_aim
+from tuner.search.frontier_points import TRIAL_COLUMN
+from tuner.search.peak_reading import PeakReading, read_metrics_peak
 from tuner.store.database import open_read_only_engine, open_read_only_storage
 from tuner.store.records import read_metrics
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 STORED = sorted(REPOSITORY.glob("benchmarks/**/*.db"))
-DISAGREE = pytest.mark.xfail(strict=True, reason="the sampler aims at a curve's highest point the page calls unclear")
+
+
+def sampler_aim(reading: PeakReading | None) -> tuple[str, float]:
+    """The kind and center of the aim the frontier sampler takes from ``reading``, as its proposals do (seed 0's first
+    draw, 0.64, is not one of the tenth that explore the whole range)."""
+    aim = choose_aim(reading.peak if reading else None, np.array([-3.0, 3.0]), np.random.default_rng(0),
+                     found=reading.found if reading else False)
+    return aim.kind, aim.center
 
 
 def flat_study(trials: int = 8, seed: int = 2) -> pd.DataFrame:
@@ -40,13 +47,11 @@ def flat_study(trials: int = 8, seed: int = 2) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-@DISAGREE
 def test_the_sampler_aims_only_at_a_peak_the_page_names() -> None:
-    metrics = flat_study()
-    page = read_metrics_peak(metrics)
-    sampler = metrics_peak(metrics)
-    assert page is not None and sampler is not None and not page.found and sampler.status == "peak"
-    assert sampler.found == page.found, (sampler.status, page.status, page.clearance.numbers())
+    # A flat, noisy study: its curve's highest point lies inside the data, which the sampler read as a found peak.
+    reading = read_metrics_peak(flat_study())
+    assert reading is not None and reading.highest_inside and not reading.found
+    assert sampler_aim(reading)[0] == "highest"
 
 
 def stored_metrics(tmp_path: Path) -> dict[str, pd.DataFrame]:
@@ -66,16 +71,25 @@ def stored_metrics(tmp_path: Path) -> dict[str, pd.DataFrame]:
     return studies
 
 
-@DISAGREE
 def test_the_sampler_and_the_page_agree_on_every_stored_study(tmp_path: Path) -> None:
     studies = stored_metrics(tmp_path)
     assert len(STORED) >= 10 and len(studies) >= 22  # each benchmark database with its validation study
-    disagree = {}
+    found = 0
     for name, metrics in studies.items():
-        page, sampler = read_metrics_peak(metrics), metrics_peak(metrics)
-        if page is None or sampler is None:
-            assert page is None and sampler is None, name
-            continue
-        if sampler.found != page.found or (page.found and sampler.kl != page.peak.kl):
-            disagree[name] = (sampler.status, page.status)
-    assert not disagree, disagree
+        reading = read_metrics_peak(metrics)
+        kind, center = sampler_aim(reading)
+        assert (kind == "peak") == (reading is not None and reading.found), (name, kind)
+        if reading is not None and reading.found:
+            found += 1
+            assert center == np.log(reading.peak.kl), name
+    assert found >= 3  # the three frontier studies, whose peaks both read as found
+
+
+def test_a_study_whose_every_kl_is_non_finite_reads_as_no_peak_not_an_error() -> None:
+    # The one reading thinned an empty set of finite points and raised: the Frontier page, and now the sampler,
+    # read such a study (a run that diverged at its first evaluation).
+    metrics = flat_study()
+    metrics[EVAL_KL] = float("inf")
+    reading = read_metrics_peak(metrics)
+    assert reading is not None and reading.status == "none" and not reading.found
+    assert sampler_aim(reading)[0] == "spread"

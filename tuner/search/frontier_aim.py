@@ -1,8 +1,11 @@
 """Where the frontier-guided search aims its next trial, in KL, and which candidate configuration lands there: pure
 functions over the study's peak (``tuner.search.frontier_peak``) and KL model (``tuner.search.kl_model``).
 
-- **peak**: the data show the turn. Aim at a draw from N(ln KL*, s²), s from the peak's resampled interval (an
-  80% interval spans 2·1.28 s), at least :data:`MIN_SPREAD`: the less sure the peak, the wider the aim.
+- **peak**: the data show the turn (a found peak: ``tuner.search.peak_reading.PeakReading.found``). Aim at a draw
+  from N(ln KL*, s²), s from the peak's resampled interval (an 80% interval spans 2·1.28 s), at least
+  :data:`MIN_SPREAD`: the less sure the peak, the wider the aim.
+- **highest**: the smoothed curve's highest point lies inside the data, but its rise or fall is within the runs'
+  noise, so no peak is found. Aim as at a peak: trials there are what would make it clear or move it.
 - **above** / **below**: the objective still rises at the highest KL measured, or already falls at the lowest. Aim
   :data:`STEP` beyond that edge (in ln KL), spread by half a step: where the turn must be.
 - **spread**: no peak can be read yet, or one draw in :data:`EXPLORE` (so a wrong early peak gets corrected): aim
@@ -44,7 +47,7 @@ EXPLORE = 0.1
 """The share of aims drawn over the whole predicted range even when a peak is found."""
 CANDIDATES = 512
 """Random configurations drawn per proposal, from which the aim picks; enough that a 0.3-wide aim holds dozens."""
-AIM_KINDS = ("start", "spread", "peak", "above", "below")
+AIM_KINDS = ("start", "spread", "peak", "highest", "above", "below")
 KEEP_BUDGET = 0.8
 """Held within a KL budget, a proposed configuration must keep it on a fresh seed with at least this probability
 under the KL model's predictive N(μ, sd²) of its ln KL: the share of seeds a user can expect to stay inside the
@@ -88,8 +91,9 @@ def peak_spread(peak: FrontierPeak) -> float:
     return max(width / (2 * _Z), MIN_SPREAD) if math.isfinite(width) else MIN_SPREAD
 
 
-def choose_aim(peak: FrontierPeak | None, predicted: np.ndarray, rng: np.random.Generator) -> Aim:
-    """The aim in ln KL, given the study's peak (None: no gold to read one from) and the candidates' predicted
+def choose_aim(peak: FrontierPeak | None, predicted: np.ndarray, rng: np.random.Generator, *, found: bool) -> Aim:
+    """The aim in ln KL, given the study's peak (None: no gold to read one from), whether the data single it out
+    (``found``: ``tuner.search.peak_reading.PeakReading.found``, the one meaning of it) and the candidates' predicted
     ln KL (their range is where "spread" aims)."""
     low, high = (float(np.min(predicted)), float(np.max(predicted))) if len(predicted) else (0.0, 0.0)
     explore = rng.random() < EXPLORE
@@ -101,11 +105,13 @@ def choose_aim(peak: FrontierPeak | None, predicted: np.ndarray, rng: np.random.
         return spread(peak.reason if peak is not None else "the study records no gold score to read a peak from")
     if explore:
         return spread(f"one proposal in {round(1 / EXPLORE)} explores the whole range")
-    if peak.found:
+    if peak.status == "peak":
         center, width = math.log(peak.kl), peak_spread(peak)
-        return Aim("peak", center, width, float(center + width * rng.standard_normal()),
-                   f"the objective peaks at {peak.kl:.3g} nats ({kl_range(peak.kl_low, peak.kl_high)} in "
-                   f"{INTERVAL:.0%} of resampled studies; {_support(peak)})")
+        where = f"{peak.kl:.3g} nats ({kl_range(peak.kl_low, peak.kl_high)} in {INTERVAL:.0%} of resampled studies; " \
+                f"{_support(peak)})"
+        return Aim("peak" if found else "highest", center, width, float(center + width * rng.standard_normal()),
+                   f"the objective peaks at {where}" if found else
+                   f"the objective's curve is highest at {where}, but no clear peak yet: trials there make it clear")
     edge = math.log(max(peak.kl, 1e-12))
     if peak.status == "rising":
         center, kind, words = edge + STEP, "above", "still rising at the highest KL measured"
@@ -165,8 +171,8 @@ def aim_words(aim: Mapping[str, Any], number: int) -> str:
     if aim["kind"] == "start":
         head = f"trial {number} was a start-up trial, at the {aim['target']:.0%} quantile of the step mass"
     else:
-        verb = {"peak": "aimed at", "above": "aimed past the data at", "below": "aimed below the data at",
-                "spread": "explored at"}[aim["kind"]]
+        verb = {"peak": "aimed at", "highest": "aimed at the curve's highest point,", "above": "aimed past the data at",
+                "below": "aimed below the data at", "spread": "explored at"}[aim["kind"]]
         head = f"trial {number} {verb} {math.exp(aim['target']):.3g} nats of held-out KL"
     line = f"{head}: {aim['reason']}"
     if aim.get("predicted_ln_kl") is not None:

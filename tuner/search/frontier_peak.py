@@ -12,9 +12,11 @@ read from the points themselves, with nothing known of the task beforehand:
 - its uncertainty comes from refitting on trials drawn with replacement (points of one trial move together, so they
   are resampled together): the spread of the refitted peaks, and the share of them inside the measured range.
 
-:func:`frontier_peak` does all of that and says in its ``status`` whether the data show a peak ("peak"), show the
-objective still rising at the highest KL measured ("rising": the peak lies beyond), falling from the lowest
-("falling"), or cannot be read yet ("none", with the reason). It never raises on a study's data.
+:func:`frontier_peak` does all of that and says in its ``status`` where the smoothed curve's highest point lies:
+inside the measured range ("peak"), at the highest KL measured with the objective still rising there ("rising": the
+peak lies beyond), at the lowest, falling from it ("falling"), or that no curve can be read yet ("none", with the
+reason). It never raises on a study's data. Whether the data single that point out as a peak, against the runs'
+noise, is ``tuner.search.peak_reading``'s to say: the one meaning of "found".
 """
 
 from __future__ import annotations
@@ -78,10 +80,6 @@ class FrontierPeak:
     curve_kl: tuple[float, ...] = ()
     """The smoothed curve, to draw: KL (nats) at the grid points where it could be read, and its value there."""
     curve_value: tuple[float, ...] = ()
-
-    @property
-    def found(self) -> bool:
-        return self.status == "peak"
 
 
 def kl_range(low: float, high: float) -> str:
@@ -179,6 +177,8 @@ def thin_paths(t: np.ndarray, k: np.ndarray, v: np.ndarray, per_trial: int = PER
         out_t.append(np.full(per_trial, trial))
         out_k.append(np.array([k[run].mean() for run in runs]))
         out_v.append(np.array([v[run].mean() for run in runs]))
+    if not out_t:  # no point at all: nothing to thin (np.concatenate refuses an empty list)
+        return t[:0], k[:0], v[:0]
     return np.concatenate(out_t), np.concatenate(out_k), np.concatenate(out_v)
 
 

@@ -104,7 +104,6 @@ def trajectories(metrics: pd.DataFrame, source: FrontierSource) -> pd.DataFrame:
     return frame.sort_values(["trial", "update"], kind="stable").reset_index(drop=True)
 
 
-
 def study_peak(paths: pd.DataFrame) -> FrontierPeak:
     """Where gold peaks in KL over ``paths`` (every evaluation of every trial): the tuner's own reading
     (:func:`tuner.search.frontier_peak.frontier_peak`). Without a gold score there is nothing to read: the proxy
@@ -112,10 +111,3 @@ def study_peak(paths: pd.DataFrame) -> FrontierPeak:
     rows = paths[paths["gold"].notna()]
     return frontier_peak(rows["trial"].to_numpy(dtype=int), rows["kl"].to_numpy(dtype=float),
                          rows["gold"].to_numpy(dtype=float))
-
-
-def metrics_peak(metrics: pd.DataFrame, judge: str | None = None) -> FrontierPeak | None:
-    """:func:`study_peak` over a study's metrics frame (``tuner.store.records.read_metrics``), read on ``judge`` as
-    :func:`frontier_source` reads it; None when it records no gold score, so there is no peak to read."""
-    source = frontier_source(metrics, judge)
-    return study_peak(trajectories(metrics, source)) if source.has_gold else None

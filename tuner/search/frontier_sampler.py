@@ -2,7 +2,8 @@
 
 Before a trial's parameters are suggested (``before_trial``), the sampler reads the study's own data from its
 storage: every evaluation of every trial, pruned and guarded ones included (``tuner.search.frontier_points``). It reads
-where the objective peaks in KL (``tuner.search.frontier_peak``), fits the KL a configuration reaches from its knobs
+where the objective peaks in KL, and whether that peak is found, by the one reading the Frontier page and Health also
+read (``tuner.search.peak_reading``), fits the KL a configuration reaches from its knobs
 (``tuner.search.kl_model``), draws :data:`tuner.search.frontier_aim.CANDIDATES` random configurations, and picks one the
 model says lands at the aim (``tuner.search.frontier_aim``). The trial's suggest calls then return that configuration's
 values, and the aim is stored on the trial (:data:`AIM_ATTR`) for ``ppo-tune show`` and the dashboard.
@@ -36,13 +37,15 @@ from tuner.search.frontier_aim import (
     start_aim,
     within_budget,
 )
-from tuner.search.frontier_peak import KL_FLOOR, FrontierPeak
+from tuner.search.frontier_peak import KL_FLOOR
 from tuner.search.gold_model import GoldModel, choose_near_aim, knob_row, study_gold_model
 from tuner.search.kl_model import KLModel, design_row, log10_step_mass, study_kl_model
 from tuner.search.space import ParamSpec
 
 if TYPE_CHECKING:  # pandas is imported when a proposal reads the study: a study file's check never loads it
     import pandas as pd
+
+    from tuner.search.peak_reading import PeakReading
 
 FRONTIER_SAMPLER = "frontier"
 """The sampler's name in a study file (``sampler: {name: frontier}``)."""
@@ -161,15 +164,16 @@ class FrontierSampler(optuna.samplers.BaseSampler):
         candidates = random_points(self._space, self._base, self.candidates, rng)
         gold: GoldModel | None = None
         try:
-            peak, model, measured, finals = self._read_study(study)
+            reading, model, measured, finals = self._read_study(study)
             if self.prefer_gold:
-                gold = study_gold_model(self._space, self._base, peak, finals)
+                gold = study_gold_model(self._space, self._base, reading.peak if reading else None, finals)
         except Exception as error:  # a database that cannot be read now: explore, and say why
-            peak, model, measured = None, None, 0
+            reading, model, measured = None, None, 0
             reason = f"could not read the study ({type(error).__name__}: {first_line(error)}); exploring"
         else:
             reason = ""
-        if model is None or (measured < self.n_startup_trials and not (peak is not None and peak.found)):
+        peak, found = (reading.peak, reading.found) if reading is not None else (None, False)
+        if model is None or (measured < self.n_startup_trials and not (reading is not None and reading.highest_inside)):
             if self.pilot is not None and number == 0:  # an aggressive first run, whose path sweeps KL
                 aim = Aim("start", self.pilot, 0.0, self.pilot, "a pilot run at a high step mass: its path sweeps KL")
             else:
@@ -183,7 +187,7 @@ class FrontierSampler(optuna.samplers.BaseSampler):
         else:
             rows = np.array([design_row(self._space, point, self._base) for point in candidates])
             mean, sd = model.predict(rows)
-            aim = choose_aim(peak, mean, rng)
+            aim = choose_aim(peak, mean, rng, found=found)
             budget = self._kl_budget if self.within_budget else None
             aim = within_budget(aim, budget)
             weights = budget_weights(aim_weights(mean, sd, aim.target), mean, sd, budget)
@@ -199,22 +203,23 @@ class FrontierSampler(optuna.samplers.BaseSampler):
                    "trials_measured": measured}
         return candidates[chosen], summary
 
-    def _read_study(self, study: optuna.Study) -> tuple[FrontierPeak | None, KLModel | None, int,
+    def _read_study(self, study: optuna.Study) -> tuple[PeakReading | None, KLModel | None, int,
                                                        list[tuple[Mapping[str, Any], float, float]]]:
-        """The study's peak, its KL model, how many trials have a measured KL, and each trial's last (point, KL,
-        gold)."""
-        from tuner.search.frontier_points import frontier_source, metrics_peak, trajectories
+        """The study's peak as the one reading reads it (``tuner.search.peak_reading``), its KL model, how many trials
+        have a measured KL, and each trial's last (point, KL, gold)."""
+        from tuner.search.frontier_points import frontier_source, trajectories
+        from tuner.search.peak_reading import read_metrics_peak
 
         assert self._read is not None
         metrics = self._read(study.study_name)
         params = {t.number: t.params for t in study.get_trials(deepcopy=False) if t.params}
         points = kl_points(metrics, params)
         model = study_kl_model(self._space, self._base, points, KL_FLOOR)
-        peak = metrics_peak(metrics, self._judge) if not metrics.empty else None
+        reading = read_metrics_peak(metrics, self._judge) if not metrics.empty else None
         finals: list[tuple[Mapping[str, Any], float, float]] = []
         if self.prefer_gold and not metrics.empty:
             paths = trajectories(metrics, frontier_source(metrics, self._judge)).dropna(subset=["kl", "gold"])
             last = paths.groupby("trial").tail(1)
             finals = [(params[int(t)], float(k), float(g)) for t, k, g in zip(last["trial"], last["kl"], last["gold"],
                                                                              strict=True) if int(t) in params]
-        return peak, model, len({trial for trial, *_ in points}), finals
+        return reading, model, len({trial for trial, *_ in points}), finals

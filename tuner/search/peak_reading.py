@@ -1,5 +1,6 @@
 """Where a study's gold peaks in KL, and whether the data single that peak out: the one reading the frontier sampler
-aims by, and the Frontier page, Health's advice, ``ppo-tune show`` and the peak-reading benchmark report.
+aims by (``tuner.search.frontier_aim``), and the Frontier page, Health's advice, ``ppo-tune show`` and the
+peak-reading benchmark report.
 
 :func:`tuner.search.frontier_points.study_peak` smooths the study's (KL, gold) points and finds the curve's highest
 point. Smoothing a flat, noisy study still gives a curve with a highest point, often inside the measured range and
@@ -166,6 +167,12 @@ class PeakReading:
         """A peak the data support: the only reading a KL is suggested from."""
         return self.status == "peak"
 
+    @property
+    def highest_inside(self) -> bool:
+        """Whether the smoothed curve's highest point lies inside the measured KL, found or not: where the frontier
+        search keeps trials while the peak is unclear, since that is what makes it clear."""
+        return self.peak.status == "peak"
+
 
 def read_peak(paths: pd.DataFrame) -> PeakReading:
     """:func:`study_peak` over ``paths`` and the clearance of its curve over the same points."""
@@ -174,8 +181,8 @@ def read_peak(paths: pd.DataFrame) -> PeakReading:
     return PeakReading(peak, clearance, own_turns(paths, clearance.noise))
 
 
-def read_metrics_peak(metrics: pd.DataFrame) -> PeakReading | None:
-    """:func:`read_peak` over a study's metrics frame, from the metrics the frontier reads
+def read_metrics_peak(metrics: pd.DataFrame, judge: str | None = None) -> PeakReading | None:
+    """:func:`read_peak` over a study's metrics frame, from the metrics the frontier reads, on ``judge`` where named
     (``tuner.search.frontier_points.frontier_source``); None when the study records no gold score."""
-    source = frontier_source(metrics)
+    source = frontier_source(metrics, judge)
     return read_peak(trajectories(metrics, source)) if source.has_gold else None
