@@ -145,7 +145,8 @@ def validated_mean(result: dict[str, Any]) -> float | None:
 
 def compared(results: dict[str, dict[int, dict[str, Any]]], ours: str, theirs: str) -> dict[str, Any]:
     """``ours`` against ``theirs`` by sampler seed: per seed the difference of validated means; their mean with its
-    95% t interval, and the power the design had (:func:`power`) at that many pairs."""
+    95% t interval, their SD, and the power (:func:`power`) at that many pairs, for the planned SD and for the one
+    measured."""
     seeds = sorted(set(results.get(ours, {})) & set(results.get(theirs, {})))
     differences = []
     for seed in seeds:
@@ -153,8 +154,10 @@ def compared(results: dict[str, dict[int, dict[str, Any]]], ours: str, theirs: s
         if mine is not None and other is not None:
             differences.append(mine - other)
     mean, low, high = mean_interval(differences)
+    sd = statistics.stdev(differences) if len(differences) > 1 else math.nan
     return {"pairs": len(differences), "differences": differences, "mean": mean, "ci_low": low, "ci_high": high,
-            "power_for_0.02": power(len(differences))}
+            "sd": sd, "power_for_0.02": power(len(differences)),
+            "power_at_observed_sd": power(len(differences), sigma=sd) if math.isfinite(sd) and sd > 0 else math.nan}
 
 
 def _parser() -> argparse.ArgumentParser:
