@@ -44,7 +44,13 @@ def test_a_plain_name_is_its_variant_with_one_build(alias: str, variant: str, tm
     assert task_dir(alias, tmp_path) == task_dir(variant, tmp_path)
     assert task_dir(alias, tmp_path).name.startswith(f"{variant}-")
     assert task_dir(alias, tmp_path, 3) == task_dir(variant, tmp_path, 3)
-    assert task_problem(alias) == task_problem(variant) and task_model_problem(alias) == task_model_problem(variant)
+    assert task_problem(alias) == task_problem(variant)
+    # The same packaged model asked for, each message naming the task as its config does (on a machine without the
+    # model's package the two say so alike; with it, neither says anything).
+    problems = task_model_problem(alias), task_model_problem(variant)
+    assert (problems[0] is None) == (problems[1] is None)
+    if problems[0] is not None and problems[1] is not None:
+        assert problems[0].replace(repr(alias), repr(variant)) == problems[1]
     # A config keeps the name its user wrote.
     assert build_config({"task": alias}).task == alias
 

@@ -137,8 +137,10 @@ def retry_while_locked(action: Callable[[], T], deadline_s: float = SQLITE_BUSY_
     while True:
         try:
             return action()
+        # PostgreSQL reports a table another worker created between the check and the CREATE as a ProgrammingError
+        # (DuplicateTable), not as the OperationalError SQLite raises.
         except (sqlite3.OperationalError, sqlalchemy.exc.OperationalError, sqlalchemy.exc.IntegrityError,
-                optuna.exceptions.StorageInternalError) as error:
+                sqlalchemy.exc.ProgrammingError, optuna.exceptions.StorageInternalError) as error:
             cause = error.__cause__ if isinstance(error, optuna.exceptions.StorageInternalError) else error
             text = str(cause)
             racing = "locked" in text or "already exists" in text or isinstance(cause, sqlalchemy.exc.IntegrityError)
