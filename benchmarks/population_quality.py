@@ -113,6 +113,7 @@ def run_population(path: str, name: str, storage: str, validation_seeds: int) ->
 
     from ppo_core.models.quiet import quiet_hugging_face
     from tuner.run.worker import run_worker
+    from tuner.store.segments import segment_of
     from tuner.study.reports import updates_run
     from tuner.study.study_file import load_study_spec
 
@@ -123,7 +124,7 @@ def run_population(path: str, name: str, storage: str, validation_seeds: int) ->
     run_worker(spec, None, None, threads=1)
     trials = optuna.load_study(study_name=name, storage=storage).get_trials(deepcopy=False)
     # A segment's rows include its lineage's copied ones: the updates it trained are its own segment's.
-    trained = sum(updates_run(t) - int(t.user_attrs.get("population", {}).get("start", 0)) for t in trials)
+    trained = sum(updates_run(t) - (segment.start if (segment := segment_of(t)) is not None else 0) for t in trials)
     return {"wall_s": round(time.perf_counter() - started, 1), "updates_spent": trained,
             "run_s": round(sum(t.duration.total_seconds() for t in trials if t.duration), 1),
             "validation": validate(name, storage, validation_seeds)}

@@ -3,6 +3,7 @@ study runs, followed through psutil."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -16,6 +17,7 @@ from typing import Any
 import optuna
 import psutil
 import pytest
+import sqlalchemy
 import yaml
 from optuna.trial import TrialState
 from reward_functions import GATE_ENV
@@ -24,7 +26,7 @@ from sqlalchemy.engine import make_url
 from ppo_core.errors import first_line
 from tuner.store.attrs import RACE_OF_ATTR
 from tuner.store.database import create_engine, open_storage
-from tuner.store.records import count_rows, read_metrics, read_samples
+from tuner.store.records import count_rows, metrics_table, read_metrics, read_samples
 from tuner.study.reports import updates_run
 from tuner.study.study_file import load_study_spec
 
@@ -71,6 +73,14 @@ def write_study(directory: Path, lm_dir: Path, prompts: Path, name: str = "tiny"
     path = directory / f"{name}.yaml"
     path.write_text(yaml.safe_dump(study))
     return path
+
+
+def stored_rows(storage: str, trial_number: int) -> list[dict[str, float]]:
+    """The metrics a trial of the study in ``storage`` stored, update by update, as written."""
+    query = sqlalchemy.select(metrics_table.c.metrics).where(metrics_table.c.trial_number == trial_number) \
+        .order_by(metrics_table.c.update)
+    with create_engine(storage).connect() as connection:
+        return [json.loads(row) for row in connection.scalars(query)]
 
 
 def load(path: Path) -> optuna.Study:

@@ -4,7 +4,6 @@ from update 0, and the winner's config a schedule that, replayed from scratch, i
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -14,10 +13,9 @@ from typing import Any
 
 import optuna
 import pytest
-import sqlalchemy
 import torch
 from helpers.ctrl_c import default_sigint
-from helpers.studies import TESTS_DIR, Gate, descendants, load, still_running, wait_for, write_study
+from helpers.studies import TESTS_DIR, Gate, descendants, load, still_running, stored_rows, wait_for, write_study
 from optuna.trial import TrialState
 
 from ppo_core.config.io import build_config
@@ -28,8 +26,7 @@ from ppo_tune.cli import main
 from tuner.population.controller import EXTINCT
 from tuner.production.validation import validation_study_name
 from tuner.store.attrs import CONFIG_ATTR, CPU_THREADS_ATTR, DUPLICATE_OF_ATTR, RETRY_OF_ATTR, VALIDATES_ATTR
-from tuner.store.database import create_engine, open_storage
-from tuner.store.records import metrics_table
+from tuner.store.database import open_storage
 from tuner.store.segments import generation_slots, lineage, segment_of
 from tuner.study.study_file import load_study_spec
 from tuner.study.winner import read_winner
@@ -46,14 +43,6 @@ def functions_importable(monkeypatch: pytest.MonkeyPatch) -> None:
     # The trials import the test reward and judge functions by name, as users' own modules would be.
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS_DIR), os.environ.get("PYTHONPATH", "")]))
     monkeypatch.syspath_prepend(str(TESTS_DIR))
-
-
-def stored_rows(storage: str, trial_number: int) -> list[dict[str, float]]:
-    """The metrics a trial stored, update by update, as written."""
-    query = sqlalchemy.select(metrics_table.c.metrics).where(metrics_table.c.trial_number == trial_number) \
-        .order_by(metrics_table.c.update)
-    with create_engine(storage).connect() as connection:
-        return [json.loads(row) for row in connection.scalars(query)]
 
 
 def population_study(tmp_path: Path, lm_dir: Path, prompts: Path, population: dict[str, Any] | None = None,

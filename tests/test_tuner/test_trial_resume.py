@@ -3,7 +3,6 @@ updates, its intermediate values and its KL history are those of the trial never
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -11,7 +10,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import sqlalchemy
 import torch
 from helpers.ctrl_c import default_sigint
 from helpers.studies import (
@@ -21,6 +19,7 @@ from helpers.studies import (
     kill_worker_mid_trial,
     load,
     still_running,
+    stored_rows,
     wait_for,
     write_study,
 )
@@ -32,8 +31,6 @@ from ppo_core.run.checkpoint_files import checkpoints_dir, complete_checkpoints
 from ppo_core.run.trainer import PPOTrainer
 from ppo_tune.cli import main
 from tuner.store.attrs import CONFIG_ATTR, CPU_THREADS_ATTR, KL_HISTORY_ATTR, RETRY_OF_ATTR
-from tuner.store.database import create_engine
-from tuner.store.records import metrics_table
 from tuner.study.spec_record import spec_changes
 from tuner.study.study_file import load_study_spec
 from tuner.trial.checkpoints import trial_checkpoints
@@ -46,14 +43,6 @@ def reward_functions_importable(monkeypatch: pytest.MonkeyPatch) -> None:
     # The trials import the test reward functions by name, as users' own modules would be.
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS_DIR), os.environ.get("PYTHONPATH", "")]))
     monkeypatch.syspath_prepend(str(TESTS_DIR))
-
-
-def stored_rows(storage: str, trial_number: int) -> list[dict[str, float]]:
-    """The metrics a trial stored, update by update, as written."""
-    query = sqlalchemy.select(metrics_table.c.metrics).where(metrics_table.c.trial_number == trial_number) \
-        .order_by(metrics_table.c.update)
-    with create_engine(storage).connect() as connection:
-        return [json.loads(row) for row in connection.scalars(query)]
 
 
 def test_a_sigterm_interrupted_trial_resumes_from_its_checkpoint_as_the_trial_never_interrupted(

@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 
 import optuna
+import sqlalchemy
 from optuna.trial import FrozenTrial, TrialState
 
 from ppo_core.metric_names import EVAL_KL
@@ -96,6 +97,7 @@ class PopulationController:
         self.storage_url = storage_url
         self.poll_seconds = poll_seconds
         self.sleep = sleep
+        self._engine: sqlalchemy.Engine | None = None  # made at the first ranking that reads metrics, then kept
 
     def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
         while True:
@@ -114,7 +116,7 @@ class PopulationController:
         no member is left to copy)."""
         generation = last_generation(trials)
         if _over(study, trials):
-            remove_generation_checkpoints(self.storage_url, study.study_name, trials, generation - 1)
+            remove_generation_checkpoints(study, self.storage_url, trials, generation - 1)
             return True
         length = horizon(trials)
         if length is None or not generation_ended(trials, generation, self.population.size):
@@ -129,7 +131,7 @@ class PopulationController:
             if member.segment.member not in have:
                 study.enqueue_trial(member.params, user_attrs={POPULATION_ATTR: member.segment.as_attr(),
                                                                CONFIG_ATTR: member.config}, skip_if_exists=False)
-        remove_generation_checkpoints(self.storage_url, study.study_name, trials, generation - 1)
+        remove_generation_checkpoints(study, self.storage_url, trials, generation - 1)
         return False
 
     def _heading(self, study_name: str, trials: Sequence[FrozenTrial], generation: int, length: int) -> set[int]:
@@ -138,7 +140,8 @@ class PopulationController:
         if self.kl_budget is None:
             return set()
         slots = generation_slots(trials, generation)
-        frame = read_metrics(create_engine(self.storage_url), study_name, [t.number for t in slots.values()])
+        self._engine = self._engine or create_engine(self.storage_url)
+        frame = read_metrics(self._engine, study_name, [t.number for t in slots.values()])
         heading = set()
         for member, trial in slots.items():
             rows = frame[frame["trial_number"] == trial.number]

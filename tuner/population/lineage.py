@@ -31,12 +31,11 @@ def lineage_lines(trials: Sequence[FrozenTrial], last: FrozenTrial) -> list[str]
             lines.append(f"  {where}, started by the sampler")
         elif part.origin == "continue":
             lines.append(f"  {where}, its own line")
-        elif part.origin == "cool":
-            changes = ", ".join(f"{name} {old:.3g} -> {new:.3g}" for name, (old, new) in part.mutated.items())
-            lines.append(f"  {where}, its own line cooled, heading past the KL budget: {changes}")
         else:
             changes = ", ".join(f"{name} {old:.3g} -> {new:.3g}" for name, (old, new) in part.mutated.items())
-            lines.append(f"  {where}, copied trial {part.parent} at update {part.start}: {changes}")
+            how = "its own line cooled, heading past the KL budget" if part.origin == "cool" else \
+                f"copied trial {part.parent} at update {part.start}"
+            lines.append(f"  {where}, {how}: {changes}")
     return lines
 
 

@@ -15,7 +15,7 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -99,15 +99,17 @@ def read_stored_spec(user_attrs: Mapping[str, Any], n_objectives: int) -> Stored
     _, raw_space = _lenient(lambda: trainer_names_read(trainer, mapping.get("base") or {},
                                                        mapping.get("search_space")),
                             ({}, mapping.get("search_space")))
-    population = _population(mapping, raw_space)
+    objectives: list[Objective] = _lenient(lambda: parse_objectives(mapping.get("objectives")), [])
+    space = _search_space(raw_space)
+    population = _population(mapping.get("population"), space, objectives)
     return StoredSpec(
         mapping=mapping,
         trainer=trainer,
         target=target if isinstance(target, str) else None,
-        objectives=tuple(_lenient(lambda: parse_objectives(mapping.get("objectives")), [])),
+        objectives=tuple(objectives),
         constraints=tuple(_lenient(lambda: parse_constraints(mapping.get("constraints")), [])),
         kl_guard=_lenient(lambda: parse_kl_guard(mapping.get("kl_guard")), KLGuard()),
-        search_space=_search_space(raw_space),
+        search_space=space,
         # A population races no configuration on seeds, whatever the default for its objectives.
         seed_policy=SeedPolicy() if population is not None else
         _lenient(lambda: parse_study_seed_policy(mapping.get("seed_policy"), n_objectives), None),
@@ -115,14 +117,11 @@ def read_stored_spec(user_attrs: Mapping[str, Any], n_objectives: int) -> Stored
     )
 
 
-def _population(mapping: Mapping[str, Any], raw_space: Any) -> Population | None:
+def _population(raw: Any, space: Mapping[str, ParamSpec], objectives: Sequence[Objective]) -> Population | None:
     """The stored population section, or None (none, or one that no longer parses)."""
-    objectives: list[Objective] = _lenient(lambda: parse_objectives(mapping.get("objectives")), [])
-    if mapping.get("population") is None or not objectives:
+    if raw is None or not objectives:
         return None
-    return _lenient(lambda: parse_population(mapping.get("population"), _search_space(raw_space),
-                                             objectives[0].metric), None)
-
+    return _lenient(lambda: parse_population(raw, space, objectives[0].metric), None)
 
 def _search_space(raw: Any) -> dict[str, ParamSpec]:
     """Each stored parameter parsed as the study file's parser does; one that no longer parses is left out."""

@@ -20,7 +20,7 @@ from ppo_core.errors import first_line
 from tuner.search.space import suggest_params
 from tuner.store.attrs import CONFIG_ATTR, DUPLICATE_OF_ATTR, FAIL_REASON_ATTR, VALIDATES_ATTR, retry_user_attrs
 from tuner.store.database import RetryStaleTrial
-from tuner.store.segments import duplicate_of, segment_of
+from tuner.store.segments import Segment, duplicate_of, segment_of
 from tuner.study.seed_policy import race_seed
 from tuner.study.spec import StudySpec
 from tuner.study.target import target_problem
@@ -68,11 +68,10 @@ def make_trial_function(spec: StudySpec, threads: int | None = None, queue_only:
         if queue_only and VALIDATES_ATTR not in trial.user_attrs:
             trial.study.stop()
             raise optuna.TrialPruned(NOTHING_QUEUED)
-        if spec.population is not None:
-            _check_segment(trial)
+        segment = _check_segment(trial) if spec.population is not None else None
         try:
             with interruptible():  # Ctrl-C stops the trial here; elsewhere it waits (tuner.trial.interrupts)
-                if _planned_segment(spec, trial):  # a later segment's config (its schedule) was fixed when queued
+                if segment is not None and segment.generation > 0:  # its config (its schedule) was fixed when queued
                     suggest_params(trial, spec.search_space, spec.base)  # the knobs in force, recorded as queued
                 elif VALIDATES_ATTR not in trial.user_attrs:  # a validation run's config was fixed when it was queued
                     try:
@@ -121,23 +120,19 @@ def run_trials(study: optuna.Study, trial_function: Callable[[optuna.Trial], flo
                        callbacks=[*callbacks, raise_held])
 
 
-def _check_segment(trial: optuna.Trial) -> None:
-    """In a population study, prune a trial that is no queued segment (a worker found nothing queued: the population
-    waits for a generation to end) or that repeats one queued twice (``tuner.store.segments.duplicate_of``); the
-    study goes on."""
+def _check_segment(trial: optuna.Trial) -> Segment:
+    """In a population study, the segment ``trial`` trains; pruned where it is no queued segment (a worker found
+    nothing queued: the population waits for a generation to end) or repeats one queued twice
+    (``tuner.store.segments.duplicate_of``). The study goes on."""
     frozen = trial.storage.get_trial(trial._trial_id)
-    if segment_of(frozen) is None:
+    segment = segment_of(frozen)
+    if segment is None:
         raise optuna.TrialPruned(NOTHING_QUEUED)
     repeated = duplicate_of(trial.study.get_trials(deepcopy=False), frozen)
     if repeated is not None:
         trial.set_user_attr(DUPLICATE_OF_ATTR, repeated)
         raise optuna.TrialPruned(f"not run: the same segment as trial {repeated}, queued twice")
-
-
-def _planned_segment(spec: StudySpec, trial: optuna.Trial) -> bool:
-    """Whether ``trial`` is a population segment after the first, whose config the population planned."""
-    segment = segment_of(trial.storage.get_trial(trial._trial_id)) if spec.population is not None else None
-    return segment is not None and segment.generation > 0
+    return segment
 
 
 def _remove_checkpoints(spec: StudySpec, trial: optuna.Trial) -> None:
