@@ -20,11 +20,13 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tools.provenance import REPO_ROOT
 
 TABLE_HEADING = "## Every measured figure, with its command and commit"
 HASH = re.compile(r"\b[0-9a-f]{7,40}\b")
+STANDS = re.compile(r"stands through ([0-9a-f]{7,40}):\s*(.+)$")
 PRODUCT = ("ppo_core", "tuner", "dashboard", "ppo_tune", "pyproject.toml")
 MODULE = re.compile(r"python -m ((?:benchmarks|tools)(?:\.\w+)+)")
 FILE = re.compile(r"[\w./-]+\.(?:py|yaml|sh)\b")
@@ -38,6 +40,8 @@ class Figure:
     what: str
     commit: str | None
     changed: tuple[str, ...]
+    stands: tuple[str, str] | None = None
+    """(the commit a "stands through" note was checked at, its reason): ``changed`` then counts from that commit."""
 
     @property
     def stale(self) -> bool:
@@ -67,8 +71,8 @@ def git(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def known_commit(cell: str, root: Path) -> str | None:
-    """The first word of ``cell`` that names a commit of this checkout."""
-    for word in HASH.findall(cell):
+    """The first word of ``cell`` that names a commit of this checkout (a "stands through" note's left out)."""
+    for word in HASH.findall(STANDS.sub("", cell)):
         if git(root, "cat-file", "-e", f"{word}^{{commit}}").returncode == 0:
             return word
     return None
@@ -91,12 +95,44 @@ def figures(page: str, root: Path = REPO_ROOT) -> list[Figure]:
     for cells in table_rows(page):
         what, command, measured = [*cells, "", "", ""][:3]
         commit = known_commit(measured, root)
+        note = STANDS.search(measured)
+        stands = (note.group(1), note.group(2).strip()) if note and known_commit(note.group(1), root) else None
         changed: tuple[str, ...] = ()
         if commit is not None:
-            listed = git(root, "diff", "--name-only", commit, "HEAD", "--", *code_paths(command, root)).stdout
+            since = stands[0] if stands else commit
+            listed = git(root, "diff", "--name-only", since, "HEAD", "--", *code_paths(command, root)).stdout
             changed = tuple(line for line in listed.splitlines() if line)
-        found.append(Figure(what, commit, changed))
+        found.append(Figure(what, commit, changed, stands))
     return found
+
+
+def quoted_rows(registry: dict[str, Any]) -> dict[str, list[str]]:
+    """{index row: the README bullets that quote its results files}: a README figure's evidence is the index row
+    whose registered figures read the same results file (benchmarks/figures.yaml)."""
+    entries = [entry for entry in registry["figures"] if "file" in entry]
+    bullets: dict[str, list[str]] = {}
+    for entry in entries:
+        if entry["document"] == "README.md":
+            bullets.setdefault(entry["file"], []).append(entry["row"])
+    rows: dict[str, list[str]] = {}
+    for entry in entries:
+        if entry["document"] == "benchmarks/README.md" and entry["file"] in bullets:
+            quoted = rows.setdefault(entry["row"], [])
+            quoted += [bullet for bullet in bullets[entry["file"]] if bullet not in quoted]
+    return rows
+
+
+def verdict(figure: Figure) -> str:
+    """One line: stale (since which commit, what changed), standing (why) or fresh."""
+    if figure.commit is None:
+        return f"stale: {figure.what[:90]} (names no commit of this checkout)"
+    if figure.stale:
+        since = figure.stands[0] if figure.stands else figure.commit
+        return f"stale: {figure.what[:90]} (since {since}: {summary(figure.changed)})"
+    if figure.stands:
+        return f"stands: {figure.what[:90]} (describes {figure.commit}; through {figure.stands[0]}: " \
+               f"{figure.stands[1]})"
+    return f"fresh: {figure.what[:90]} ({figure.commit})"
 
 
 def summary(changed: tuple[str, ...]) -> str:
@@ -111,17 +147,29 @@ def summary(changed: tuple[str, ...]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.stale_figures", description=__doc__.split("\n\n")[0])
     parser.add_argument("--page", type=Path, default=REPO_ROOT / "benchmarks" / "README.md")
-    parser.add_argument("--fresh", action="store_true", help="list the rows whose code has not changed instead")
+    parser.add_argument("--fresh", action="store_true",
+                        help="list the rows whose code has not changed (or that stand) instead")
+    parser.add_argument("--readme", action="store_true",
+                        help="every row whose figures README.md quotes, fresh, standing or stale")
     args = parser.parse_args(argv)
     rows = figures(args.page.read_text(), REPO_ROOT)
     if not rows:
         print(f"stale_figures: {args.page} has no table under {TABLE_HEADING!r}", file=sys.stderr)
         return 2
+    if args.readme:
+        from tools.published_figures import load_registry  # here: it reads this module's table_rows
+
+        quoted = quoted_rows(load_registry())
+        chosen = [row for row in rows if row.what in quoted]
+        for row in chosen:
+            print(f"{verdict(row)}\n  quoted by README.md: {'; '.join(quoted[row.what])}")
+        counts = {word: sum(verdict(row).startswith(word) for row in chosen) for word in ("fresh", "stands", "stale")}
+        print(f"README.md quotes {len(chosen)} rows: " + ", ".join(f"{n} {word}" for word, n in counts.items()))
+        return 0
     chosen = [row for row in rows if row.stale != args.fresh]
     for row in chosen:
-        since = f"since {row.commit}: {summary(row.changed)}" if row.commit else "names no commit of this checkout"
-        print(f"{'fresh' if args.fresh else 'stale'}: {row.what[:90]} ({since if row.stale else row.commit})")
-    print(f"{len(chosen)} of {len(rows)} figures {'fresh' if args.fresh else 'stale'}")
+        print(verdict(row))
+    print(f"{len(chosen)} of {len(rows)} figures {'fresh or standing' if args.fresh else 'stale'}")
     return 0
 
 

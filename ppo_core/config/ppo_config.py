@@ -11,7 +11,10 @@ Every problem raises :class:`ConfigError` with a one-line message that names the
 from __future__ import annotations
 
 import dataclasses
+import functools
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Literal, get_args
 
 from ppo_core.config.checks import ConfigError, accept_single_values_for_lists, check_types, field_types_of
@@ -491,9 +494,11 @@ def field_types() -> dict[str, Any]:
     return field_types_of(PPOConfig)
 
 
-def settable_fields() -> dict[str, dataclasses.Field[Any]]:
-    """PPOConfig's user-settable fields by name (derived fields excluded)."""
-    return {f.name: f for f in dataclasses.fields(PPOConfig) if f.init}
+@functools.cache
+def settable_fields() -> Mapping[str, dataclasses.Field[Any]]:
+    """PPOConfig's user-settable fields by name (derived fields excluded), read-only. Made once: the sampler reads
+    them for each of the thousands of candidates it scores a trial (dataclasses.fields walks the class each call)."""
+    return MappingProxyType({f.name: f for f in dataclasses.fields(PPOConfig) if f.init})
 
 
 __all__ = ["ConfigError", "PPOConfig", "field_types", "settable_fields"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from tools.stale_figures import TABLE_HEADING, figures, main, table_rows
+from tools.stale_figures import TABLE_HEADING, figures, main, quoted_rows, table_rows, verdict
 
 
 def git(root: Path, *args: str) -> str:
@@ -60,3 +60,34 @@ def test_a_page_without_the_table_exits_2(tmp_path: Path) -> None:
     empty = tmp_path / "README.md"
     empty.write_text("# Nothing measured\n")
     assert main(["--page", str(empty)]) == 2
+
+
+def test_a_row_that_stands_through_a_later_commit_counts_changes_from_there(tmp_path: Path) -> None:
+    (tmp_path / "ppo_core").mkdir()
+    (tmp_path / "ppo_core/core.py").write_text("x = 1\n")
+    git(tmp_path, "init", "-q")
+    measured = commit_all(tmp_path, "measured")
+    (tmp_path / "ppo_core/core.py").write_text("x = 2\n")  # a refactor that a check found leaves the runs alike
+    checked = commit_all(tmp_path, "checked")
+    note = f"{measured}, 2026-11-28; stands through {checked}: the runs are the same at both commits"
+    rows = [("standing", "`python -m benchmarks.speed`", note),
+            ("plain", "`python -m benchmarks.speed`", f"{measured}, 2026-11-28")]
+    found = {figure.what: figure for figure in figures(page(rows), tmp_path)}
+    assert found["standing"].commit == measured  # the commit it describes, not the one it was checked through
+    assert found["standing"].stands == (checked, "the runs are the same at both commits")
+    assert not found["standing"].stale and found["plain"].stale
+    assert verdict(found["standing"]).startswith(f"stands: standing (describes {measured}; through {checked}: ")
+    (tmp_path / "ppo_core/core.py").write_text("x = 3\n")  # a change after the check: stale again
+    commit_all(tmp_path, "after")
+    assert figures(page(rows), tmp_path)[0].stale
+
+
+def test_the_rows_readme_quotes_are_those_reading_its_results_files() -> None:
+    registry = {"figures": [
+        {"document": "README.md", "row": "Bullet A", "file": "a.json"},
+        {"document": "README.md", "row": "Bullet B", "file": "a.json"},
+        {"document": "benchmarks/README.md", "row": "row of a", "file": "a.json"},
+        {"document": "benchmarks/README.md", "row": "row of b", "file": "b.json"},
+        {"document": "benchmarks/README.md", "row": "row with no file", "no_results_file": "why"},
+    ]}
+    assert quoted_rows(registry) == {"row of a": ["Bullet A", "Bullet B"]}
