@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,16 @@ _ticket = 0
 def count_letter_a(prompts: list[Any], completions: list[Any], **kwargs: Any) -> list[float]:
     """Rewards responses for saying 'a': an easy target that PPO should learn quickly."""
     return [float(_text(completion).split().count("a")) for completion in completions]
+
+
+def peaks_at_update_2(prompts: list[Any], completions: list[Any], **kwargs: Any) -> list[float]:
+    """A held-out judge under which every policy peaks at update 2 and falls after, as gold falls once a policy games
+    its proxy: minus the distance from update 2 of the update being evaluated, whatever the texts. The update is read
+    from the evaluation's frame (its ``update`` argument), so that a test knows each segment's value in advance."""
+    frame = sys._getframe(1)
+    while frame.f_back is not None and not isinstance(frame.f_locals.get("update"), int):
+        frame = frame.f_back
+    return [-abs(frame.f_locals["update"] - 2.0)] * len(completions)
 
 
 def held(prompts: list[Any], completions: list[Any], **kwargs: Any) -> list[float]:

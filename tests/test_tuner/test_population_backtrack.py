@@ -131,6 +131,17 @@ def test_a_recipient_copies_a_current_donor_where_it_may_not_go_back(changes: di
     assert (copy.origin, copy.parent, copy.start) in (("exploit", 2, 4), ("continue", 3, 4)), why
 
 
+def test_a_recipient_that_goes_back_never_repeats_a_fork_already_made_from_that_end() -> None:
+    # From trial 0's end, trial 2 continued (learning rate 1e-4) and trial 3 copied it with 8e-5: going back there,
+    # member 1 takes the one factor that repeats neither run, whatever the draw.
+    population = dataclasses.replace(BACKTRACKING, mutate=("learning_rate",), perturb=(0.8, 1.0, 1.25))
+    for seed in range(10):
+        planned = plan_generation(fallen(), 1, dataclasses.replace(population, seed=seed), {"learning_rate": LR}, 6,
+                                  maximize=True, elite=fallen()[0])
+        assert planned is not None
+        assert planned[1].segment.mutated == {"learning_rate": (1e-4, pytest.approx(1.25e-4))}
+
+
 def test_with_a_chance_of_backtracking_some_recipients_go_back_and_some_copy_a_donor() -> None:
     origins = set()
     for seed in range(30):

@@ -12,7 +12,8 @@ the same data and streams would be the same run twice): a repeat is drawn again.
 
 A member that goes back to the elite (``backtrack``: :mod:`tuner.population.backtrack`) copies it as it would a
 donor, from the elite's end: its segment starts at the elite's last update and trains to the generation's stop, its
-config the elite's with the perturbed pairs from the elite's update + 1 on.
+config the elite's with the perturbed pairs from the elite's update + 1 on, drawn again where they repeat a segment
+already forked from that end (the elite's own continuation, an earlier copy of it).
 
 The plan is drawn from a stream seeded by the population's seed and the generation, so any worker that plans a
 generation plans the same one.
@@ -99,7 +100,7 @@ def plan_generation(trials: Sequence[FrozenTrial], generation: int, population: 
     back = elite if elite is not None and population.backtrack > 0 and best is not None and \
         ahead(elite.values[0], best, population.margin, maximize) else None
     planned: list[Planned] = []
-    taken: set[tuple[int, tuple[float, ...]]] = set()
+    taken = _forks(trials, back, population) if back is not None else set()
     for member, trial in sorted(slots.items()):
         donor, fork = trial, start
         origin: Origin = "continue"
@@ -125,6 +126,23 @@ def plan_generation(trials: Sequence[FrozenTrial], generation: int, population: 
         segment = Segment(member, generation + 1, fork, stop, origin, donor.number, mutated)
         planned.append(Planned(segment, params, dict(config)))
     return planned
+
+
+def _forks(trials: Sequence[FrozenTrial], elite: FrozenTrial,
+           population: Population) -> set[tuple[int, tuple[float, ...]]]:
+    """(the elite's number, the mutated knobs' values) of every segment already forked from the elite's end: its own
+    continuation and every copy of it; a recipient that goes back there draws values none of them has, or it would
+    repeat that segment's run."""
+    config, stop = elite.user_attrs[CONFIG_ATTR], _stop(elite)
+    forks = set()
+    for trial in trials:
+        segment = segment_of(trial)
+        if segment is None or segment.parent != elite.number or segment.start != stop:
+            continue
+        values = tuple(segment.mutated[name][1] if name in segment.mutated else
+                       value_at(config.get(SCHEDULED[name]), float(config[name]), stop) for name in population.mutate)
+        forks.add((elite.number, values))
+    return forks
 
 
 def _stop(trial: FrozenTrial) -> int:
