@@ -7,6 +7,8 @@ Every trace carries ``meta`` ({"role": ..., "trial": n where it draws one trial}
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from typing import Any
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -20,6 +22,9 @@ VALUE_SCALE = "Viridis"
 # The Frontier page's marks for how a trial ended.
 END_SYMBOLS = {"PRUNED": "x", "FAIL": "diamond", "RUNNING": "triangle-up"}
 END_WORDS = {"COMPLETE": "complete", "PRUNED": "pruned", "FAIL": "failed", "RUNNING": "running", "WAITING": "waiting"}
+BACKTRACK_SHIFT = 0.3
+"""How far below its member's row a segment that went back to an earlier point is drawn: it retrains updates its
+member's earlier segments already drew."""
 CURVE_NAMES = {PROXY: "proxy (objective/scores)", HELD_OUT_KL: "held-out KL (eval/kl)",
                TRAINING_KL: "training KL (objective/kl)"}
 
@@ -33,37 +38,51 @@ def _colors(values: pd.Series) -> list[str]:
             for v in values]
 
 
+def _row_y(row: Mapping[Any, Any]) -> float:
+    """Where a segment is drawn: its member's row, a little below it for one that went back to an earlier point."""
+    return float(row["member"]) + (BACKTRACK_SHIFT if row["origin"] == "backtrack" else 0.0)
+
+
 def _hover(row: pd.Series, value_label: str) -> str:
     value = f"{row['value']:.4g}" if math.isfinite(row["value"]) else "none (" + END_WORDS.get(row["state"], "") + ")"
-    origin = {"start": "started by the sampler", "continue": "its own line"}.get(
-        row["origin"], f"copied #{row['parent']}: {row['mutated'] or 'nothing mutated'}")
+    mutated = row["mutated"] or "nothing mutated"
+    origin = {"start": "started by the sampler", "continue": "its own line",
+              "backtrack": f"went back to #{row['parent']} at update {row['start']}: {mutated}"}.get(
+        row["origin"], f"copied #{row['parent']}: {mutated}")
     return (f"trial #{row['trial']}, member {row['member']}, generation {row['generation']}<br>"
             f"updates {row['start'] + 1}-{row['stop']}<br>{value_label}: {value}<br>{origin}")
 
 
 def lineage_figure(segments: pd.DataFrame, edges: pd.DataFrame, value_label: str,
                    chosen: pd.DataFrame | None = None) -> go.Figure:
-    """One row per member; each segment a line from (start, member) to (stop, member) coloured by its value, each
-    copy a dotted edge from its parent's end, ✕ and ◆ where a segment was pruned or failed, and the ``chosen``
-    lineage's segments outlined."""
+    """One row per member; each segment a line from (start, member) to (stop, member) coloured by its value (one
+    that went back to an earlier point a little below its row), each copy a dotted edge from its parent's end (a
+    dashed one from the earlier point a backtrack went back to), ✕ and ◆ where a segment was pruned or failed, and
+    the ``chosen`` lineage's segments outlined."""
     figure = go.Figure()
     for edge in edges.to_dict("records"):
-        figure.add_trace(go.Scatter(x=[edge["x0"], edge["x1"]], y=[edge["y0"], edge["y1"]], mode="lines",
-                                    hoverinfo="skip", line={"color": "#888888", "width": 1, "dash": "dot"},
-                                    showlegend=False, meta={"role": "copy", "trial": int(edge["trial"])}))
+        back = edge["origin"] == "backtrack"
+        figure.add_trace(go.Scatter(
+            x=[edge["x0"], edge["x1"]], y=[edge["y0"], edge["y1"] + (BACKTRACK_SHIFT if back else 0.0)],
+            mode="lines", hoverinfo="skip", showlegend=False,
+            line={"color": "#888888", "width": 1.5 if back else 1, "dash": "dash" if back else "dot"},
+            meta={"role": "backtrack" if back else "copy", "trial": int(edge["trial"])}))
     for row in ([] if chosen is None else chosen.to_dict("records")):
-        figure.add_trace(go.Scatter(x=[row["start"], row["stop"]], y=[row["member"], row["member"]], mode="lines",
+        y = _row_y(row)
+        figure.add_trace(go.Scatter(x=[row["start"], row["stop"]], y=[y, y], mode="lines",
                                     hoverinfo="skip", line={"color": FRONT_COLOR, "width": 11}, showlegend=False,
                                     meta={"role": "chosen", "trial": int(row["trial"])}))
     colors = _colors(segments["value"])
     for row, color in zip(segments.to_dict("records"), colors, strict=True):
-        figure.add_trace(go.Scatter(x=[row["start"], row["stop"]], y=[row["member"], row["member"]], mode="lines",
+        y = _row_y(row)
+        figure.add_trace(go.Scatter(x=[row["start"], row["stop"]], y=[y, y], mode="lines",
                                     hoverinfo="skip", line={"color": color, "width": 7}, showlegend=False,
                                     meta={"role": "segment", "trial": int(row["trial"])}))
     # The hover and the colour bar ride on one point per segment, at its middle: a line's hover reads only its ends.
     finite = segments[segments["value"].map(math.isfinite)]
+    rows_y = [_row_y(row) for row in segments.to_dict("records")]
     figure.add_trace(go.Scatter(
-        x=(segments["start"] + segments["stop"]) / 2, y=segments["member"], mode="markers",
+        x=(segments["start"] + segments["stop"]) / 2, y=rows_y, mode="markers",
         marker={"size": 9, "color": colors, "line": {"width": 1, "color": "white"}},
         hovertext=[_hover(row, value_label) for _, row in segments.iterrows()], hoverinfo="text", showlegend=False,
         meta={"role": "hover"}))
@@ -78,7 +97,8 @@ def lineage_figure(segments: pd.DataFrame, edges: pd.DataFrame, value_label: str
         if ended.empty:
             continue
         figure.add_trace(go.Scatter(
-            x=ended["stop"], y=ended["member"], mode="markers", name=END_WORDS[state], hoverinfo="skip",
+            x=ended["stop"], y=[_row_y(row) for row in ended.to_dict("records")], mode="markers",
+            name=END_WORDS[state], hoverinfo="skip",
             marker={"symbol": symbol, "size": 12, "color": STATE_COLORS[state], "line": {"width": 1}},
             meta={"role": f"end_{state.lower()}"}))
     members = sorted({int(m) for m in segments["member"]})

@@ -25,10 +25,10 @@ from optuna.trial import FrozenTrial, TrialState
 from ppo_core.config.estimator_traits import default_kl_in_reward
 from ppo_core.config.ppo_config import PPOConfig
 from ppo_core.config.schedules import value_at
-from tuner.store.segments import Segment, generation_slots, last_generation, segment_of
+from tuner.store.segments import COPIES, Segment, generation_slots, last_generation, segment_of
 
 SEGMENT_COLUMNS = ["trial", "member", "generation", "start", "stop", "origin", "parent", "state", "value", "mutated"]
-EDGE_COLUMNS = ["trial", "parent", "x0", "y0", "x1", "y1"]
+EDGE_COLUMNS = ["trial", "parent", "origin", "x0", "y0", "x1", "y1"]
 PROXY, TRAINING_KL, HELD_OUT_KL = "objective/scores", "objective/kl", "eval/kl"
 # ppo_core's own defaults, for a stored config that left a field to them.
 DEFAULTS = {field.name: field.default for field in dataclasses.fields(PPOConfig)}
@@ -62,14 +62,16 @@ def segments_frame(trials: Sequence[FrozenTrial]) -> pd.DataFrame:
 
 
 def copy_edges(segments: pd.DataFrame) -> pd.DataFrame:
-    """Each copy (an ``exploit`` segment) as an edge from its parent's end, (stop, member), to its own start."""
+    """Each copy (an ``exploit`` segment, or a ``backtrack`` one that went back to an earlier segment's end) as an
+    edge from its parent's end, (stop, member), to its own start: for a backtrack, the earlier point it went back
+    to."""
     by_trial = segments.set_index("trial")
     rows = []
-    for child in segments[segments["origin"] == "exploit"].itertuples():
+    for child in segments[segments["origin"].isin(COPIES)].itertuples():
         if child.parent not in by_trial.index:  # a parent that no longer counts: a copy of a replaced attempt
             continue
         parent = by_trial.loc[child.parent]
-        rows.append({"trial": child.trial, "parent": child.parent, "x0": int(parent["stop"]),
+        rows.append({"trial": child.trial, "parent": child.parent, "origin": child.origin, "x0": int(parent["stop"]),
                      "y0": int(parent["member"]), "x1": int(child.start), "y1": int(child.member)})
     return pd.DataFrame(rows, columns=EDGE_COLUMNS)
 

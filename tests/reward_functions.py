@@ -11,11 +11,37 @@ from typing import Any
 GATE_ENV = "PPO_TUNE_TEST_GATE"  # Ray forwards every PPO_TUNE_ variable to the trials' processes
 _calls = 0
 _ticket = 0
+# What records_progress and judges_progress were handed, a call a row: (the trainer_state's type, its global_step,
+# its max_steps, the number of completions).
+PROGRESS: dict[str, list[tuple[type, int, int, int]]] = {"reward": [], "judge": []}
 
 
 def count_letter_a(prompts: list[Any], completions: list[Any], **kwargs: Any) -> list[float]:
     """Rewards responses for saying 'a': an easy target that PPO should learn quickly."""
     return [float(_text(completion).split().count("a")) for completion in completions]
+
+
+def peaks_at_update_2(prompts: list[Any], completions: list[Any], **kwargs: Any) -> list[float]:
+    """A held-out judge under which every policy peaks at update 2 and falls after, as gold falls once a policy games
+    its proxy: minus the distance from update 2 of the updates made before the evaluation (``trainer_state``'s
+    ``global_step``: u at the evaluation after update u), whatever the texts, so that a test knows each segment's
+    value in advance."""
+    return [-abs(kwargs["trainer_state"].global_step - 2.0)] * len(completions)
+
+
+def records_progress(prompts: list[Any], completions: list[Any], trainer_state: Any,
+                     **kwargs: Any) -> list[float | None]:
+    """Scores 0 and records the ``trainer_state`` it was handed, as a curriculum would read it."""
+    PROGRESS["reward"].append((type(trainer_state), trainer_state.global_step, trainer_state.max_steps,
+                               len(completions)))
+    return [0.0] * len(completions)
+
+
+def judges_progress(prompts: list[Any], completions: list[Any], trainer_state: Any, **kwargs: Any) -> list[float]:
+    """``records_progress`` as a held-out judge, recorded apart."""
+    PROGRESS["judge"].append((type(trainer_state), trainer_state.global_step, trainer_state.max_steps,
+                              len(completions)))
+    return [0.0] * len(completions)
 
 
 def held(prompts: list[Any], completions: list[Any], **kwargs: Any) -> list[float]:

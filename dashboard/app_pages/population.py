@@ -19,6 +19,7 @@ from dashboard.population_frames import (
     stitched_curves,
 )
 from dashboard.ui import PageContext, keep_valid, picked, run_page
+from tuner.store.segments import COPIES
 
 LINEAGE_KEY = "population_lineage"
 
@@ -64,10 +65,11 @@ def render(context: PageContext) -> None:
     value = objective_labels(context.view)[context.view.objective_names[0]]
     st.caption(f"One row per member: each segment from its first update to its last, coloured by its value ({value}; "
                "grey: none, it did not complete); dotted lines: a member copying a better one's segment, then "
-               "mutated; ✕ pruned, ◆ failed, ▲ running; outlined: the chosen lineage. Hover a segment's middle for "
-               "its trial, value and what was mutated.")
+               "mutated; dashed: a member going back to the best earlier segment end of any lineage, its segment "
+               "drawn below its row; ✕ pruned, ◆ failed, ▲ running; outlined: the chosen lineage. Hover a "
+               "segment's middle for its trial, value and what was mutated.")
 
-    copies = [int(start) for start in chain.loc[chain["origin"] == "exploit", "start"]]
+    copies = [int(start) for start in chain.loc[chain["origin"].isin(COPIES), "start"]]
     config = context.view.configs.get(chosen, {})
     field = kl_field(config)
     st.subheader("Learning rate and β along the lineage")
@@ -75,7 +77,7 @@ def render(context: PageContext) -> None:
     st.plotly_chart(schedule_figure(steps, f"β ({field})", copies), key="chart_schedule")
     st.caption(f"From trial #{chosen}'s config and its schedules (learning_rate_schedule, kl_coef_schedule): the "
                f"value in force at each update. β is {field}, the KL coefficient in force for its estimator. Dotted: "
-               "where the lineage copied another member.")
+               "where the lineage copied another member or went back to an earlier point.")
 
     st.subheader("Stitched curves")
     curves = stitched_curves(context.metrics(), chosen, judge)

@@ -14,14 +14,15 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import torch
-from transformers import PreTrainedTokenizerBase
+from transformers import PreTrainedTokenizerBase, TrainerState
 
 from ppo_core.models.prompt_data import PromptSet
 
 
 @dataclass(frozen=True)
 class RewardInputs:
-    """One batch of episodes as every reward may read it: prompts and text, and the policy's token ids."""
+    """One batch of episodes as every reward may read it: prompts and text, the policy's token ids, and how far the
+    run had got when they were sampled."""
 
     prompts: PromptSet
     completions: list[str]  # each response decoded without padding or special tokens
@@ -32,6 +33,9 @@ class RewardInputs:
     response_mask: torch.Tensor  # [B, R] True up to and including the stop token
     has_stop: torch.Tensor  # [B]
     tokenizer: PreTrainedTokenizerBase
+    # The run's progress when the episodes were sampled, as TRL's GRPOTrainer hands it to reward functions
+    # (ppo_core.rewards.functions); None for episodes outside a run, which a reward function then does not get.
+    trainer_state: TrainerState | None = None
 
 
 @dataclass(frozen=True)

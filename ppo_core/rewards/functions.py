@@ -4,7 +4,18 @@
 
 ``prompts`` are the dataset's prompts (text, or lists of {role, content} messages), ``completions`` the
 policy's answers (text, or ``[{"role": "assistant", "content": ...}]`` for conversations), and ``kwargs`` the
-dataset's other columns plus ``completion_ids``. None means "no score for this row".
+dataset's other columns plus ``completion_ids`` and ``trainer_state``. None means "no score for this row".
+
+``trainer_state`` is a ``transformers.TrainerState``, as TRL passes it, for rewards that change over a run (a
+curriculum). Its ``max_steps`` is the run's number of PPO updates N, and its ``global_step`` the number of updates
+completed when the episodes were sampled: u - 1 for update u's training rollout, u for the held-out evaluation (and
+the sample recording) after update u, 0 for the evaluation at the start. TRL counts optimizer steps where ppo_core
+counts updates, each a rollout and its epochs of optimizer steps; the share of the run done, ``global_step /
+max_steps``, reads the same in both. A reward function and a judge function receive it alike::
+
+    def warming_up(completions, trainer_state, **kwargs):
+        weight = min(1.0, trainer_state.global_step / (0.2 * trainer_state.max_steps))
+        return [weight * len(completion) for completion in completions]
 """
 
 from __future__ import annotations
@@ -25,7 +36,7 @@ from ppo_core.metric_names import reward_name
 from ppo_core.rewards.base import RewardInputs, RewardScores
 
 # Keyword arguments the trainer passes itself; dataset columns of these names are not passed again.
-RESERVED = ("prompts", "completions", "completion_ids")
+RESERVED = ("prompts", "completions", "completion_ids", "trainer_state")
 
 
 class RewardFunctionError(InputError):
@@ -65,7 +76,9 @@ class FunctionReward:
         completions: list[Any] = list(inputs.completions)
         if batch.conversational:
             completions = [[{"role": "assistant", "content": text}] for text in completions]
-        columns = {name: values for name, values in batch.columns.items() if name not in RESERVED}
+        columns: dict[str, Any] = {name: values for name, values in batch.columns.items() if name not in RESERVED}
+        if inputs.trainer_state is not None:
+            columns["trainer_state"] = inputs.trainer_state
         try:
             output = self.function(prompts=list(batch.prompts), completions=completions,
                                    completion_ids=inputs.completion_ids, **columns)

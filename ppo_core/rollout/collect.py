@@ -155,7 +155,7 @@ def score_responses(setup: RunSetup, batch: PromptSet, config: PPOConfig, querie
     scores, reward_scores = models.rewards(RewardInputs(
         prompts=batch, completions=response_texts, completion_ids=completion_ids, queries=queries,
         query_mask=query_mask, responses=responses, response_mask=response_mask, has_stop=has_stop,
-        tokenizer=tokenizer,
+        tokenizer=tokenizer, trainer_state=setup.trainer_state,
     ))
     if config.missing_eos_penalty is not None:
         scores = torch.where(has_stop, scores, scores - config.missing_eos_penalty)

@@ -21,7 +21,6 @@ from contextlib import contextmanager
 from typing import Protocol
 
 import torch
-from transformers import PreTrainedTokenizerBase
 
 from ppo_core.algorithm.kl import kl_per_token
 from ppo_core.algorithm.masked import per_row_sum
@@ -52,7 +51,7 @@ class Judging(Protocol):
     @property
     def size(self) -> int: ...
 
-    def sums(self, batch: PromptSet, answered: Rollout, tokenizer: PreTrainedTokenizerBase) -> torch.Tensor: ...
+    def sums(self, batch: PromptSet, answered: Rollout, setup: RunSetup) -> torch.Tensor: ...
 
     def means(self, totals: list[float]) -> dict[str, float]: ...
 
@@ -181,7 +180,7 @@ def evaluate(rollout: Callable[[PromptSet], Rollout], setup: RunSetup, config: P
             answered = rollout(batch)
             sums = evaluation_sums(answered, config.kl_estimator).to(device)
         if judging is not None:
-            verdicts = judging.sums(batch, answered, setup.tokenizer).to(device)
+            verdicts = judging.sums(batch, answered, setup).to(device)
         answers = list(zip(answered.response_texts, answered.has_stop.tolist(), strict=True))
         if seen is not None:
             seen(answered)

@@ -7,7 +7,7 @@ from the totals.
 Example::
 
     judging = HeldOutJudging(judges, reference_answers)
-    totals = group.total(judging.sums(batch, answered, tokenizer))
+    totals = group.total(judging.sums(batch, answered, setup))
     metrics.update(judging.means(totals.tolist()))
 """
 
@@ -16,7 +16,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
-from transformers import PreTrainedTokenizerBase
 
 from ppo_core.config.ppo_config import PPOConfig
 from ppo_core.metric_names import EVAL_JUDGE_SCORE, EVAL_JUDGE_WIN_RATE, judge_metric
@@ -55,13 +54,14 @@ class ReferenceAnswers:
         return self._answers[key]
 
 
-def judge_inputs(batch: PromptSet, answered: Rollout, tokenizer: PreTrainedTokenizerBase) -> RewardInputs:
-    """A held-out rollout as a judge reads it: what a reward reads of a training rollout."""
+def judge_inputs(batch: PromptSet, answered: Rollout, setup: RunSetup) -> RewardInputs:
+    """A held-out rollout as a judge reads it: what a reward reads of a training rollout, the run's progress
+    (``setup.trainer_state``: the updates made before the evaluation) included."""
     return RewardInputs(
         prompts=batch, completions=answered.response_texts,
         completion_ids=response_token_ids(answered.responses, answered.response_mask), queries=answered.queries,
         query_mask=answered.query_mask, responses=answered.responses, response_mask=answered.response_mask,
-        has_stop=answered.has_stop, tokenizer=tokenizer,
+        has_stop=answered.has_stop, tokenizer=setup.tokenizer, trainer_state=setup.trainer_state,
     )
 
 
@@ -82,13 +82,13 @@ class HeldOutJudging:
         pointwise = 2 + (2 * names if names > 1 else 0) if names else 0
         return pointwise + (2 if self.judges.pairwise is not None else 0)
 
-    def sums(self, batch: PromptSet, answered: Rollout, tokenizer: PreTrainedTokenizerBase) -> torch.Tensor:
+    def sums(self, batch: PromptSet, answered: Rollout, setup: RunSetup) -> torch.Tensor:
         """This process's sums (layout: :attr:`size`) over its answers to ``batch``."""
         device = answered.scores.device
         parts: list[float] = []
         pointwise = self.judges.pointwise
         if pointwise is not None:
-            inputs = judge_inputs(batch, answered, tokenizer)
+            inputs = judge_inputs(batch, answered, setup)
             scores = [_precomputed(judge, answered) or judge(inputs) for judge in pointwise.rewards]
             values = torch.stack([s.values.to(device=device, dtype=torch.float32) for s in scores], dim=1)
             scored = torch.stack([s.scored.to(device) for s in scores], dim=1)

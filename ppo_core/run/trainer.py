@@ -13,7 +13,7 @@ import torch
 from accelerate import Accelerator
 from accelerate.state import AcceleratorState, PartialState
 from accelerate.utils import DistributedType, set_seed
-from transformers import PreTrainedModel, get_scheduler
+from transformers import PreTrainedModel, TrainerState, get_scheduler
 
 from ppo_core.algorithm.advantages import kl_penalty
 from ppo_core.algorithm.estimators import AdvantageInputs, estimate_advantages
@@ -94,6 +94,10 @@ class PPOTrainer:
         if self.group.is_main:
             self.callbacks = [*callbacks, *([TrackerCallback(self.accelerator)] if self.accelerator.log_with else [])]
         self.num_updates = count_updates(config, len(self.setup.train_prompts))
+        # Every reward and judge function's trainer_state, as TRL hands its own (ppo_core.rewards.functions).
+        self.state = TrainerState(max_steps=self.num_updates, is_world_process_zero=self.group.is_main,
+                                  is_local_process_zero=self.accelerator.is_local_main_process)
+        self.setup.trainer_state = self.state
         self.eval_interval = evaluation_interval(config.eval_steps, self.num_updates)
         self.parameter_counts: dict[str, ParameterCount] = {"policy": count_parameters(self.setup.models.policy)}
         if self.setup.models.value_model is not None:
@@ -210,6 +214,7 @@ class PPOTrainer:
         apply_schedules(c, self.schedulers, self.kl_controller, update)
         started = time.perf_counter()
         reset_peak_memory(self.accelerator.device)
+        self.state.global_step = update - 1  # the rewards score this rollout before the update
         rollout = self._rollout(self._next_prompts())
         self._non_finite_rewards = list(self.setup.models.rewards.non_finite)  # before an evaluation scores again
         # KL to the reference is measured whatever its placement, so a run with beta = 0 still reports it; where
@@ -235,6 +240,7 @@ class PPOTrainer:
         targets = UpdateTargets(advantages, returns, None if in_reward else kl_coefficient)
         update_stats = ppo_update(rollout, targets, self.optimisation, c, self.shuffle_generator, total,
                                   self.setup.generation_config.max_new_tokens)
+        self.state.global_step = update  # an evaluation or sample recording from here on comes after it
         if pending:
             kl = kl_per_token(rollout.logprobs, rollout.ref_logprobs, c.kl_estimator)
         for copy in (self.generation_copy, self.sampling_copy):  # the next rollout samples the policy as it now is
@@ -277,7 +283,8 @@ class PPOTrainer:
         """The update the run continues after: the checkpoint's, once restored into this trainer, or 0 without one.
         The main process's checkpoint holds on every rank."""
         chosen = self.group.from_main(str(checkpoint) if checkpoint else None)
-        return restore_checkpoint(self, Path(chosen)) if chosen else 0
+        self.state.global_step = restore_checkpoint(self, Path(chosen)) if chosen else 0
+        return self.state.global_step
 
     def evaluate(self, update: int) -> dict[str, float]:
         """The held-out evaluation's metrics (``eval/*``) for the policy as it is now, sampled on the stream

@@ -7,7 +7,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
-from transformers import GenerationConfig, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import GenerationConfig, PreTrainedModel, PreTrainedTokenizerBase, TrainerState
 
 from ppo_core.config.ppo_config import ConfigError, PPOConfig
 from ppo_core.models.generation import sampling_config
@@ -65,6 +65,9 @@ class RunSetup:
     generation_config: GenerationConfig  # its max_new_tokens is the response length
     policy_path: str  # where the policy and its tokenizer came from
     judges: Judges | None = None  # what scores the held-out evaluations, and nothing else
+    # The run's progress that every reward and judge function is handed (ppo_core.rewards.functions); the trainer
+    # keeps it. None outside a run.
+    trainer_state: TrainerState | None = None
 
     @property
     def tokenizer(self) -> PreTrainedTokenizerBase:
@@ -93,10 +96,10 @@ class RunParts:
     def gold_score(self) -> Callable[[list[str], list[str]], list[float]] | None:
         return self.task.gold_score if self.task is not None else None
 
-    def setup(self, models: RolloutModels) -> RunSetup:
+    def setup(self, models: RolloutModels, trainer_state: TrainerState | None = None) -> RunSetup:
         return RunSetup(models=models, train_prompts=self.train_prompts, eval_prompts=self.eval_prompts,
                         stop_token_id=self.stop_token_id, generation_config=self.generation_config,
-                        policy_path=self.policy_path, judges=self.judges)
+                        policy_path=self.policy_path, judges=self.judges, trainer_state=trainer_state)
 
 
 def build_setup(config: PPOConfig, device: torch.device) -> RunSetup:

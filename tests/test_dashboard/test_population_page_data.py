@@ -11,10 +11,11 @@ from typing import Any
 import optuna
 import pandas as pd
 import pytest
+from helpers.population_trials import segment_trial
 from population_study import JUDGE, NAME, SEGMENTS, WINNER, build_population_study, lineage_value
 from streamlit.testing.v1 import AppTest
 
-from dashboard.population_charts import lineage_figure, schedule_figure, stitched_figure
+from dashboard.population_charts import BACKTRACK_SHIFT, lineage_figure, schedule_figure, stitched_figure
 from dashboard.population_frames import (
     copy_edges,
     final_segments,
@@ -27,6 +28,7 @@ from dashboard.population_frames import (
 from dashboard.serve import STORAGE_ENV
 from tuner.store.database import create_engine
 from tuner.store.records import read_metrics
+from tuner.store.segments import Segment
 from tuner.study.winner import read_winner
 
 APP = Path(__file__).resolve().parents[2] / "dashboard" / "app.py"
@@ -61,8 +63,32 @@ def test_each_slot_counts_its_latest_attempt(segments: pd.DataFrame) -> None:
 def test_a_copy_is_an_edge_from_its_parents_end_to_its_start(segments: pd.DataFrame) -> None:
     edges = copy_edges(segments)
     assert edges.to_dict("records") == [
-        {"trial": 5, "parent": 1, "x0": 2, "y0": 1, "x1": 2, "y1": 2},
-        {"trial": 6, "parent": 5, "x0": 4, "y0": 2, "x1": 4, "y1": 0}]
+        {"trial": 5, "parent": 1, "origin": "exploit", "x0": 2, "y0": 1, "x1": 2, "y1": 2},
+        {"trial": 6, "parent": 5, "origin": "exploit", "x0": 4, "y0": 2, "x1": 4, "y1": 0}]
+
+
+def test_a_backtrack_is_an_edge_from_the_earlier_point_it_went_back_to() -> None:
+    # Member 1 of generation 2 went back to trial 0's end at update 2 and trains updates 3-6; it is drawn a little
+    # below its row, over its own line's earlier segments, with a dashed edge from trial 0's end.
+    config = {"learning_rate": 1e-4, "kl_coef": 0.1}
+    trials = [segment_trial(0, Segment(0, 0, 0, 2), 0.9, config), segment_trial(1, Segment(1, 0, 0, 2), 0.5, config),
+              segment_trial(2, Segment(0, 1, 2, 4, "continue", 0), 0.6, config),
+              segment_trial(3, Segment(1, 1, 2, 4, "continue", 1), 0.4, config),
+              segment_trial(4, Segment(0, 2, 4, 6, "continue", 2), 0.5, config),
+              segment_trial(5, Segment(1, 2, 2, 6, "backtrack", 0, {"learning_rate": (1e-4, 8e-5)}), 0.95, config)]
+    segments = segments_frame(trials)
+    edges = copy_edges(segments)
+    assert edges.to_dict("records") == [{"trial": 5, "parent": 0, "origin": "backtrack", "x0": 2, "y0": 0, "x1": 2,
+                                         "y1": 1}]
+    chain = lineage_rows(segments, 5)
+    assert list(chain["trial"]) == [0, 5]
+    tree = lineage_figure(segments, edges, JUDGE, chain)
+    (edge,) = [t for t in tree.data if t.meta["role"] == "backtrack"]
+    assert list(edge.x) == [2, 2] and list(edge.y) == [0, 1 + BACKTRACK_SHIFT] and edge.line.dash == "dash"
+    (line,) = [t for t in tree.data if t.meta == {"role": "segment", "trial": 5}]
+    assert list(line.x) == [2, 6] and list(line.y) == [1 + BACKTRACK_SHIFT] * 2
+    hover = next(t for t in tree.data if t.meta["role"] == "hover").hovertext
+    assert "went back to #0 at update 2: learning_rate 0.0001 → 8e-05" in hover[5]
 
 
 def test_the_winners_lineage_runs_through_its_copies(study: optuna.Study, segments: pd.DataFrame) -> None:

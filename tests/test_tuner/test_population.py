@@ -24,6 +24,7 @@ from ppo_core.metric_names import run_metrics
 from ppo_core.run.trainer import PPOTrainer
 from ppo_tune.cli import main
 from tuner.population.controller import EXTINCT
+from tuner.population.lineage import lineage_lines
 from tuner.production.validation import validation_study_name
 from tuner.store.attrs import CONFIG_ATTR, CPU_THREADS_ATTR, DUPLICATE_OF_ATTR, RETRY_OF_ATTR, VALIDATES_ATTR
 from tuner.store.database import open_storage
@@ -46,14 +47,15 @@ def functions_importable(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def population_study(tmp_path: Path, lm_dir: Path, prompts: Path, population: dict[str, Any] | None = None,
-                     base: dict[str, Any] | None = None, **overrides: Any) -> Path:
+                     base: dict[str, Any] | None = None, space: dict[str, Any] | None = None,
+                     **overrides: Any) -> Path:
     """6 updates a member (48 episodes of 8), ranked every 2 on a held-out judge: 3 generations of 3 members."""
     return write_study(
         tmp_path, lm_dir, prompts, name="population", n_trials=None,
         objectives=[{"metric": "eval/judge_score", "direction": "maximize", "reduce": "last"}],
         base={"total_episodes": 48, "eval_steps": 2, "judge_funcs": ["reward_functions:count_letter_a"],
               "num_eval_samples": 4, "num_sample_generations": 0, "kl_in_reward": True, **(base or {})},
-        search_space=SPACE,
+        search_space=space or SPACE,
         # A budget no run nears: each ranking forecasts every member's held-out KL against it, and none is held back.
         constraints=[{"metric": "eval/kl", "reduce": "last", "max": 1000.0}],
         population={"size": 3, "segment": 2, "quantile": 0.25, "mutate": ["learning_rate", "kl_coef"],
@@ -191,3 +193,49 @@ def test_an_interrupted_population_resumes_its_segment_from_the_parents_checkpoi
     slots = generation_slots(trials, 1)
     assert sorted(slots) == [0, 1] and all(t.state == TrialState.COMPLETE for t in slots.values())
     assert [int(row["update"]) for row in stored_rows(spec.storage, trials[-1].number)] == [1, 2, 3, 4]
+
+
+def test_a_population_goes_back_to_its_best_earlier_point_and_the_backtrack_replays_as_a_schedule(
+    tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path,
+) -> None:
+    # 2 members, 3 generations of 2 updates, ranked on a judge under which every policy peaks at update 2 (0) and falls
+    # after (update 4: -2): ranking generation 1, member 1 goes back to member 0's end at update 2 (the elite: ahead of
+    # both members, tied with member 1's end, and the lower trial) and trains updates 3-6.
+    path = population_study(tmp_path, tiny_lm_dir, prompts_file, population={"size": 2, "backtrack": 1.0},
+                            base={"judge_funcs": ["reward_functions:peaks_at_update_2"]})
+    spec = load_study_spec(path)
+    assert main(["run", str(path), "--workers", "2"]) == 0
+    trials = [t for t in load(path).get_trials() if segment_of(t) is not None and DUPLICATE_OF_ATTR not in t.user_attrs]
+    assert all(t.state == TrialState.COMPLETE for t in trials)
+    backs = [(t, s) for t in trials if (s := segment_of(t)) is not None and s.origin == "backtrack"]
+    assert [(s.generation, s.member, s.parent, s.start, s.stop) for _, s in backs] == [(2, 1, 0, 2, 6)]
+    ((trial, segment),) = backs
+    elite = next(t for t in trials if t.number == 0)
+    assert [t.values[0] for t in trials] == [0.0, 0.0, -2.0, -2.0, -4.0, -4.0]  # by generation, then member
+    # Its schedule: the elite's config, perturbed from update 3 on, and unlike member 1's own copy of it at update 2.
+    config = trial.user_attrs[CONFIG_ATTR]
+    for name, schedule in (("learning_rate", "learning_rate_schedule"), ("kl_coef", "kl_coef_schedule")):
+        old, new = segment.mutated[name]
+        assert old == value_at(elite.user_attrs[CONFIG_ATTR].get(schedule), config[name], 2)
+        assert config[schedule] == [[3, new]] and new == trial.params[name]
+    copied = segment_of(generation_slots(trials, 1)[1])
+    assert copied is not None and (copied.origin, copied.parent) == ("exploit", 0) and copied.mutated != segment.mutated
+    # Its rows: the elite's up to update 2 only, then its own; and its lineage in words.
+    rows = stored_rows(spec.storage, trial.number)
+    assert [int(row["update"]) for row in rows] == [1, 2, 3, 4, 5, 6]
+    assert rows[:2] == stored_rows(spec.storage, elite.number)
+    assert lineage_lines(trials, trial)[2].startswith(f"  updates 3-6 trial {trial.number}, went back to trial 0's "
+                                                      "update 2, the best earlier point: learning_rate")
+    # At the end only the last generation's checkpoints stay: the elite's went with the generations that could go back.
+    kept = sorted(p.name for p in study_checkpoints(spec.storage, spec.name).iterdir())
+    assert kept == sorted(f"trial-{t.number}" for t in generation_slots(trials, 2).values())
+
+    # Replayed from scratch, the backtracked config is the run its lineage made: the elite's updates, then its own.
+    config = build_config({**trial.user_attrs[CONFIG_ATTR], "output_dir": str(tmp_path / "replay")})
+    threads = torch.get_num_threads()
+    torch.set_num_threads(trial.user_attrs[CPU_THREADS_ATTR])
+    try:
+        whole = PPOTrainer(config).train().metrics
+    finally:
+        torch.set_num_threads(threads)
+    assert [run_metrics(row) for row in stored_rows(spec.storage, trial.number)] == [run_metrics(m) for m in whole]

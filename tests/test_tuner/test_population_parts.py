@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 import optuna
 import pytest
-from optuna.distributions import FloatDistribution
-from optuna.trial import FrozenTrial, TrialState, create_trial
+from helpers.population_trials import BETA, LR, segment_trial
+from optuna.trial import FrozenTrial, TrialState
 
 from tuner.population.explore import drawn, perturbed
 from tuner.population.heading import forecast_at, heading_past
@@ -21,18 +21,13 @@ from tuner.population.lineage import lineage_lines
 from tuner.population.plan import plan_generation
 from tuner.population.select import Standing, cooling, exploit_plan, ranked
 from tuner.production.validation import chosen_trials
-from tuner.search.space import ParamSpec
-from tuner.store.attrs import BUDGET_ATTR, CONFIG_ATTR, DUPLICATE_OF_ATTR, POPULATION_ATTR, SPEC_ATTR
+from tuner.store.attrs import CONFIG_ATTR, DUPLICATE_OF_ATTR, SPEC_ATTR
 from tuner.store.segments import Segment, duplicate_of, generation_ended, generation_slots, horizon, lineage
 from tuner.study.population_section import Population, parse_population
 from tuner.study.seed_policy import SeedPolicy
 from tuner.study.stored_spec import read_stored_spec
 from tuner.study.study_file import StudySpecError, parse_study
 from tuner.study.winner import read_winner
-
-LR = ParamSpec("learning_rate", "float", 1e-5, 1e-3, log=True)
-BETA = ParamSpec("kl_coef", "float", 0.01, 0.5, log=True)
-
 
 # --- explore ---------------------------------------------------------------------------------------------------
 
@@ -133,18 +128,6 @@ def test_only_where_every_live_member_heads_past_the_budget_do_they_donate() -> 
 
 # --- plan ------------------------------------------------------------------------------------------------------
 
-def segment_trial(number: int, segment: Segment, value: float | None, config: dict[str, Any],
-                  state: TrialState = TrialState.COMPLETE, **attrs: Any) -> FrozenTrial:
-    trial = create_trial(state=state, value=value if state == TrialState.COMPLETE else None,
-                         params={"learning_rate": config["learning_rate"], "kl_coef": config["kl_coef"]},
-                         distributions={"learning_rate": FloatDistribution(1e-5, 1e-3, log=True),
-                                        "kl_coef": FloatDistribution(0.01, 0.5, log=True)},
-                         user_attrs={POPULATION_ATTR: segment.as_attr(), CONFIG_ATTR: config, BUDGET_ATTR: 6,
-                                     **attrs})
-    trial.number = number
-    return trial
-
-
 def first_generation() -> list[FrozenTrial]:
     configs = [{"learning_rate": lr, "kl_coef": 0.1} for lr in (1e-4, 2e-4, 3e-4, 4e-4)]
     return [segment_trial(m, Segment(m, 0, 0, 2), value, configs[m],
@@ -210,7 +193,7 @@ def test_the_latest_attempt_fills_a_slot_and_a_duplicate_counts_for_nothing() ->
     trials = first_generation()
     config = {"learning_rate": 1e-4, "kl_coef": 0.1}
     retry = segment_trial(7, Segment(0, 0, 0, 2), 0.6, config)
-    twin = segment_trial(8, Segment(1, 0, 0, 2), 0.1, config, TrialState.COMPLETE, **{DUPLICATE_OF_ATTR: 1})
+    twin = segment_trial(8, Segment(1, 0, 0, 2), 0.1, config, TrialState.COMPLETE, attrs={DUPLICATE_OF_ATTR: 1})
     assert generation_slots([*trials, retry, twin], 0)[0].number == 7
     assert generation_slots([*trials, retry, twin], 0)[1].number == 1
     fresh = segment_trial(9, Segment(3, 0, 0, 2), None, config, state=TrialState.WAITING)
@@ -258,6 +241,7 @@ def test_a_population_section_defaults_to_perturbing_every_searched_knob_a_sched
     population = parse_population({"size": 8, "segment": 6}, {"learning_rate": LR, "kl_coef": BETA},
                                   "eval/gold_score")
     assert population == Population(8, 6, mutate=("learning_rate", "kl_coef"))
+    assert population is not None and population.backtrack == 0.0  # off unless asked for
     assert parse_population(None, {}, "objective/scores") is None
 
 
@@ -270,6 +254,8 @@ def test_a_population_section_defaults_to_perturbing_every_searched_knob_a_sched
     ({"size": 4, "segment": 2, "mutate": ["beta"]}, "population.mutate: beta must be searched as a float range"),
     ({"size": 4, "segment": 2, "perturb": [0.8, -1]}, "population.perturb: expected a list of positive factors"),
     ({"size": 4, "segment": 2, "speed": 1}, "population.speed: unknown key"),
+    ({"size": 4, "segment": 2, "backtrack": 1.5}, "population.backtrack: expected a number in [0, 1], got 1.5"),
+    ({"size": 4, "segment": 2, "backtrack": True}, "population.backtrack: expected a number in [0, 1], got true"),
 ])
 def test_a_wrong_population_section_is_refused_in_one_line(section: dict[str, Any], message: str) -> None:
     with pytest.raises(StudySpecError) as raised:

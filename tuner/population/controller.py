@@ -5,8 +5,9 @@ nothing to run waiting for it, on the study's own storage (no scheduler of its o
   warm start's where the study file gives some), as :func:`queue_first_generation` does from ``open_study``.
 - :class:`PopulationController` is an ``optimize`` callback. When a segment ends and with it the last of its
   generation, it queues the next generation (:mod:`tuner.population.plan`) for every member that has no trial of it
-  yet, removes the checkpoints nothing can reach any more, and stops the study once the last generation has ended or
-  no member is left to copy. Generations are synchronous: every member is ranked at the same update.
+  yet, removes the checkpoints nothing can reach any more (but the elite's, the best earlier segment end, where
+  the population backtracks: :mod:`tuner.population.backtrack`), and stops the study once the last generation has
+  ended or no member is left to copy. Generations are synchronous: every member is ranked at the same update.
 - Then, where nothing is queued, it waits: a worker whose segment ended first would otherwise start a trial of its
   own. While it waits it fails the trials of workers that died (their heartbeats stopped), so that their segments are
   queued again rather than waited for.
@@ -25,7 +26,8 @@ import sqlalchemy
 from optuna.trial import FrozenTrial, TrialState
 
 from ppo_core.metric_names import EVAL_KL
-from tuner.population.checkpoints import remove_generation_checkpoints
+from tuner.population.backtrack import elite, segment_ends
+from tuner.population.checkpoints import remove_unreachable_checkpoints
 from tuner.population.heading import heading_past
 from tuner.population.plan import plan_generation
 from tuner.search.space import ParamSpec
@@ -98,6 +100,7 @@ class PopulationController:
         self.poll_seconds = poll_seconds
         self.sleep = sleep
         self._engine: sqlalchemy.Engine | None = None  # made at the first ranking that reads metrics, then kept
+        self._heads: dict[int, bool] = {}  # ended segments' trials: whether each is heading past the KL budget
 
     def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
         while True:
@@ -116,13 +119,17 @@ class PopulationController:
         no member is left to copy)."""
         generation = last_generation(trials)
         if _over(study, trials):
-            remove_generation_checkpoints(study, self.storage_url, trials, generation - 1)
+            last = generation_slots(trials, generation).values()
+            remove_unreachable_checkpoints(study, self.storage_url, trials, [t.number for t in last])
             return True
         length = horizon(trials)
         if length is None or not generation_ended(trials, generation, self.population.size):
             return False
+        slots = generation_slots(trials, generation)
+        heading = self._heading(study.study_name, slots, length)
+        best_earlier = self._elite(study.study_name, trials, generation, length)
         planned = plan_generation(trials, generation, self.population, self.space, length, self.maximize,
-                                  self._heading(study.study_name, trials, generation, length))
+                                  {member for member, t in slots.items() if t.number in heading}, best_earlier)
         if planned is None:
             study.set_user_attr(EXTINCT, generation)
             return True
@@ -131,25 +138,37 @@ class PopulationController:
             if member.segment.member not in have:
                 study.enqueue_trial(member.params, user_attrs={POPULATION_ATTR: member.segment.as_attr(),
                                                                CONFIG_ATTR: member.config}, skip_if_exists=False)
-        remove_generation_checkpoints(study, self.storage_url, trials, generation - 1)
+        keep = [t.number for t in slots.values()] + ([best_earlier.number] if best_earlier is not None else [])
+        remove_unreachable_checkpoints(study, self.storage_url, trials, keep)
         return False
 
-    def _heading(self, study_name: str, trials: Sequence[FrozenTrial], generation: int, length: int) -> set[int]:
-        """The members of ``generation`` whose held-out KL is forecast to end past the study's KL budget
-        (:mod:`tuner.population.heading`); none without a budget."""
+    def _elite(self, study_name: str, trials: Sequence[FrozenTrial], generation: int,
+               length: int) -> FrozenTrial | None:
+        """The best segment end of the generations before ``generation`` (:mod:`tuner.population.backtrack`); None
+        where the population does not backtrack."""
+        if self.population.backtrack == 0:
+            return None
+        by_number = {t.number: t for t in trials}
+        best = elite(segment_ends(trials, generation), self.maximize,
+                     lambda number: number in self._heading(study_name, {0: by_number[number]}, length))
+        return by_number[best.trial] if best is not None else None
+
+    def _heading(self, study_name: str, slots: Mapping[int, FrozenTrial], length: int) -> set[int]:
+        """The trials among ``slots``' (ended segments) whose held-out KL is forecast to end past the study's KL
+        budget (:mod:`tuner.population.heading`); none without a budget. A trial's forecast is read once: its
+        rows no longer change."""
         if self.kl_budget is None:
             return set()
-        slots = generation_slots(trials, generation)
-        self._engine = self._engine or create_engine(self.storage_url)
-        frame = read_metrics(self._engine, study_name, [t.number for t in slots.values()])
-        heading = set()
-        for member, trial in slots.items():
-            rows = frame[frame["trial_number"] == trial.number]
-            points = [(float(u), float(k)) for u, k in zip(rows["update"], rows.get(EVAL_KL, []), strict=False)
-                      if k == k] if EVAL_KL in rows else []
-            if points and heading_past(points, length, self.kl_budget):
-                heading.add(member)
-        return heading
+        unread = [t.number for t in slots.values() if t.number not in self._heads]
+        if unread:
+            self._engine = self._engine or create_engine(self.storage_url)
+            frame = read_metrics(self._engine, study_name, unread)
+            for number in unread:
+                rows = frame[frame["trial_number"] == number]
+                points = [(float(u), float(k)) for u, k in zip(rows["update"], rows.get(EVAL_KL, []), strict=False)
+                          if k == k] if EVAL_KL in rows else []
+                self._heads[number] = bool(points) and heading_past(points, length, self.kl_budget)
+        return {t.number for t in slots.values() if self._heads[t.number]}
 
 
 __all__ = ["EXTINCT", "PopulationController", "population_over", "queue_first_generation"]

@@ -1,5 +1,6 @@
-"""A population member's lineage in words: the segments that made its run, where it copied another member and what
-it changed, for ``ppo-tune best`` to print beside the schedule its config holds.
+"""A population member's lineage in words: the segments that made its run, where it copied another member (or went back
+to an earlier one's best point) and what it changed, for ``ppo-tune best`` to print beside the schedule its config
+holds.
 
 Example::
 
@@ -33,8 +34,9 @@ def lineage_lines(trials: Sequence[FrozenTrial], last: FrozenTrial) -> list[str]
             lines.append(f"  {where}, its own line")
         else:
             changes = ", ".join(f"{name} {old:.3g} -> {new:.3g}" for name, (old, new) in part.mutated.items())
-            how = "its own line cooled, heading past the KL budget" if part.origin == "cool" else \
-                f"copied trial {part.parent} at update {part.start}"
+            how = {"cool": "its own line cooled, heading past the KL budget",
+                   "backtrack": f"went back to trial {part.parent}'s update {part.start}, the best earlier point"}.get(
+                part.origin, f"copied trial {part.parent} at update {part.start}")
             lines.append(f"  {where}, {how}: {changes}")
     return lines
 
@@ -47,7 +49,10 @@ def population_line(trials: Sequence[FrozenTrial], size: int, extinct_at: int | 
         return None
     generations = 1 + max(segment.generation for _, segment in segments)
     copies = sum(segment.origin == "exploit" for _, segment in segments)
+    backs = sum(segment.origin == "backtrack" for _, segment in segments)
     line = f"population: {size} members over {generations} generations, {copies} copies of a better member"
+    if backs:
+        line += f", {backs} back to a better earlier point"
     if extinct_at is not None:
         line += f"; stopped after generation {extinct_at}: no member completed it inside the study's constraints"
     return line

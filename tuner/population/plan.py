@@ -10,6 +10,11 @@ for each knob in ``mutate``, a pair ``[start + 1, new value]`` to the knob's sch
 knobs in force during the segment. Two recipients of one donor are never given the same values (a copy trained on
 the same data and streams would be the same run twice): a repeat is drawn again.
 
+A member that goes back to the elite (``backtrack``: :mod:`tuner.population.backtrack`) copies it as it would a
+donor, from the elite's end: its segment starts at the elite's last update and trains to the generation's stop, its
+config the elite's with the perturbed pairs from the elite's update + 1 on, drawn again where they repeat a segment
+already forked from that end (the elite's own continuation, an earlier copy of it).
+
 The plan is drawn from a stream seeded by the population's seed and the generation, so any worker that plans a
 generation plans the same one.
 """
@@ -24,11 +29,12 @@ from typing import Any
 from optuna.trial import FrozenTrial, TrialState
 
 from ppo_core.config.schedules import value_at
+from tuner.population.backtrack import ahead
 from tuner.population.explore import perturbed
-from tuner.population.select import Standing, cooling, exploit_plan
+from tuner.population.select import Standing, cooling, donors, exploit_plan
 from tuner.search.space import ParamSpec
 from tuner.store.attrs import CONFIG_ATTR
-from tuner.store.segments import Origin, Segment, generation_slots, segment_of
+from tuner.store.segments import COPIES, Origin, Segment, generation_slots, segment_of
 from tuner.study.constraints import feasible
 from tuner.study.population_section import SCHEDULED, Population
 
@@ -76,10 +82,11 @@ def _perturb_config(config: Mapping[str, Any], params: Mapping[str, Any], popula
 
 def plan_generation(trials: Sequence[FrozenTrial], generation: int, population: Population,
                     space: Mapping[str, ParamSpec], horizon: int, maximize: bool,
-                    heading: Collection[int] = ()) -> list[Planned] | None:
+                    heading: Collection[int] = (), elite: FrozenTrial | None = None) -> list[Planned] | None:
     """Generation ``generation + 1`` of the population, planned from ``generation``'s ended segments; None when no
     member may donate. ``horizon``: the run's length in updates; ``heading``: the members forecast to end past the
-    study's KL budget."""
+    study's KL budget; ``elite``: the best earlier segment end of any lineage (:mod:`tuner.population.backtrack`),
+    which a recipient goes back to with probability ``population.backtrack`` while it is ahead of the best donor."""
     slots = generation_slots(trials, generation)
     rng = random.Random(f"{population.seed}-{generation}")
     standings = [standing(member, trial, member in heading) for member, trial in sorted(slots.items())]
@@ -89,26 +96,59 @@ def plan_generation(trials: Sequence[FrozenTrial], generation: int, population: 
     cooled = set(cooling(standings, plan))
     start = next(segment.stop for t in slots.values() if (segment := segment_of(t)) is not None)
     stop = min(start + population.segment, horizon)
+    best = donors(standings, population.cut, maximize)[0].value
+    back = elite if elite is not None and population.backtrack > 0 and best is not None and \
+        ahead(elite.values[0], best, population.margin, maximize) else None
     planned: list[Planned] = []
-    taken: set[tuple[int, tuple[float, ...]]] = set()
+    taken = _forks(trials, back, population) if back is not None else set()
     for member, trial in sorted(slots.items()):
-        donor = slots[plan[member]] if member in plan else trial
+        donor, fork = trial, start
+        origin: Origin = "continue"
+        if member in plan:
+            donor, origin = slots[plan[member]], "exploit"
+            if back is not None and rng.random() < population.backtrack:
+                fork = _stop(back)
+                donor, origin = back, "backtrack"
+        elif member in cooled:
+            origin = "cool"
         config, params = donor.user_attrs[CONFIG_ATTR], dict(donor.params)
         mutated: dict[str, tuple[float, float]] = {}
-        if member in cooled:
-            config, params, mutated = _perturb_config(config, params, population, space, start, rng, cool=True)
-        elif member in plan:
+        if origin == "cool":
+            config, params, mutated = _perturb_config(config, params, population, space, fork, rng, cool=True)
+        elif origin in COPIES:
             for _ in range(REDRAWS):
-                new_config, new_params, mutated = _perturb_config(config, params, population, space, start, rng)
+                new_config, new_params, mutated = _perturb_config(config, params, population, space, fork, rng)
                 values = tuple(new for _, new in mutated.values())
                 if (donor.number, values) not in taken:
                     break
             taken.add((donor.number, values))
             config, params = new_config, new_params
-        origin: Origin = "exploit" if member in plan else "cool" if member in cooled else "continue"
-        segment = Segment(member, generation + 1, start, stop, origin, donor.number, mutated)
+        segment = Segment(member, generation + 1, fork, stop, origin, donor.number, mutated)
         planned.append(Planned(segment, params, dict(config)))
     return planned
+
+
+def _forks(trials: Sequence[FrozenTrial], elite: FrozenTrial,
+           population: Population) -> set[tuple[int, tuple[float, ...]]]:
+    """(the elite's number, the mutated knobs' values) of every segment already forked from the elite's end: its own
+    continuation and every copy of it; a recipient that goes back there draws values none of them has, or it would
+    repeat that segment's run."""
+    config, stop = elite.user_attrs[CONFIG_ATTR], _stop(elite)
+    forks = set()
+    for trial in trials:
+        segment = segment_of(trial)
+        if segment is None or segment.parent != elite.number or segment.start != stop:
+            continue
+        values = tuple(segment.mutated[name][1] if name in segment.mutated else
+                       value_at(config.get(SCHEDULED[name]), float(config[name]), stop) for name in population.mutate)
+        forks.add((elite.number, values))
+    return forks
+
+
+def _stop(trial: FrozenTrial) -> int:
+    segment = segment_of(trial)
+    assert segment is not None  # the elite is a segment's trial
+    return segment.stop
 
 
 __all__ = ["Planned", "plan_generation", "standing"]

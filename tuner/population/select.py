@@ -55,23 +55,30 @@ def ranked(standings: Sequence[Standing], maximize: bool) -> list[Standing]:
     return sorted(standings, key=key)
 
 
+def donors(standings: Sequence[Standing], cut: int, maximize: bool) -> list[Standing]:
+    """The members a recipient may copy, best first: the ``cut`` best alive and not heading past the budget; only
+    where every member still alive is heading there, the ``cut`` best of them, rather than leave the population
+    nothing to copy. Empty where no member is alive."""
+    order = ranked(standings, maximize)
+    return [s for s in order if s.alive and not s.heading][:cut] or [s for s in order if s.alive][:cut]
+
+
 def exploit_plan(standings: Sequence[Standing], cut: int, margin: float, maximize: bool,
                  rng: random.Random) -> dict[int, int] | None:
     """{recipient member: donor member} for this ranking; None when no member may donate (every one stopped or over
     a constraint: the population has nothing left to copy)."""
     order = ranked(standings, maximize)
-    # A member heading past the budget neither donates nor copies (it cools: cooling()); only where every member
-    # still alive is heading there do they donate, rather than leave the population nothing to copy.
-    donors = [s for s in order if s.alive and not s.heading][:cut] or [s for s in order if s.alive][:cut]
-    if not donors:
+    # A member heading past the budget neither donates nor copies (it cools: cooling()).
+    pool = donors(standings, cut, maximize)
+    if not pool:
         return None
-    donor_ids = {s.member for s in donors}
+    donor_ids = {s.member for s in pool}
     steady = [s for s in order if not (s.alive and s.heading)]
     recipients = [s for s in steady[max(0, len(steady) - cut):] if s.member not in donor_ids]
     recipients += [s for s in order if not s.alive and s not in recipients]
     plan: dict[int, int] = {}
     for recipient in recipients:
-        donor = rng.choice(donors)
+        donor = rng.choice(pool)
         if not recipient.alive or recipient.value is None or donor.value is None or \
                 (donor.value - recipient.value if maximize else recipient.value - donor.value) >= margin:
             plan[recipient.member] = donor.member
@@ -84,4 +91,4 @@ def cooling(standings: Sequence[Standing], plan: dict[int, int]) -> list[int]:
     return [s.member for s in standings if s.alive and s.heading and s.member not in plan]
 
 
-__all__ = ["Standing", "cooling", "exploit_plan", "ranked"]
+__all__ = ["Standing", "cooling", "donors", "exploit_plan", "ranked"]

@@ -4,10 +4,12 @@ Each segment's trial carries ``POPULATION_ATTR``, a mapping of what it is in the
 member (a slot 0..size-1), the generation (its segment's index), the updates it trains (``start`` exclusive to
 ``stop`` inclusive), and where it came from: ``start`` (a first segment, configured by the sampler), ``continue``
 (the member's own previous segment), ``cool`` (its own previous segment, its learning rate lowered and its KL
-coefficient raised as it heads past the KL budget) or ``exploit`` (a copy of another member's previous segment, with
-``mutated`` saying which knobs changed, from what to what). Its parent's trial number is ``parent``. This is the
+coefficient raised as it heads past the KL budget), ``exploit`` (a copy of another member's previous segment, with
+``mutated`` saying which knobs changed, from what to what) or ``backtrack`` (a copy of the population's elite, an
+earlier segment's end, mutated likewise: its ``start`` is the elite's ``stop``, the update it went back to, and it
+trains to its generation's stop, a longer segment). Its parent's trial number is ``parent``. This is the
 population's lineage, kept in the study's database with the rest of the study: a segment's metric rows begin with a
-copy of its parent's, so each segment's trial holds its lineage's whole curve, from update 0.
+copy of its parent's up to its ``start``, so each segment's trial holds its lineage's whole curve, from update 0.
 
 A retried segment (an interrupted one, queued again) carries the same record; of a slot's trials the latest is the
 one that counts.
@@ -27,7 +29,9 @@ from optuna.trial import FrozenTrial, TrialState
 
 from tuner.store.attrs import BUDGET_ATTR, DUPLICATE_OF_ATTR, POPULATION_ATTR
 
-Origin = Literal["start", "continue", "cool", "exploit"]
+Origin = Literal["start", "continue", "cool", "exploit", "backtrack"]
+COPIES = ("exploit", "backtrack")
+"""The origins of a segment that copied another member's (its parent, mutated)."""
 ENDED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
 
 
@@ -121,6 +125,7 @@ def duplicate_of(trials: Sequence[FrozenTrial], trial: FrozenTrial) -> int | Non
 
 
 __all__ = [
+    "COPIES",
     "ENDED",
     "Origin",
     "Segment",

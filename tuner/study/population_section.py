@@ -10,6 +10,10 @@ member of the top ``quantile`` (its checkpoint, its records and its schedule so 
 probability ``resample``, drawn afresh from that range. What comes out is a schedule (``learning_rate_schedule``,
 ``kl_coef_schedule`` in ppo_core's config) that ``best`` prints and ``validate`` replays from scratch.
 
+With ``backtrack`` (a probability, 0 by default: off) a recipient that copies goes back instead, with that
+probability, to the population's elite: the best earlier segment end of any lineage (``tuner.population.backtrack``),
+when it is ahead of the generation's best donor. That undoes a hack that began after a member's peak.
+
 Example::
 
     population: {size: 8, segment: 6, quantile: 0.25, mutate: [learning_rate, kl_coef]}
@@ -32,7 +36,7 @@ SCHEDULED = {"learning_rate": "learning_rate_schedule", "kl_coef": "kl_coef_sche
 """Each knob a population may perturb mid-run, and the config's schedule of it."""
 JUDGE_PREFIX = "eval/judge/"
 """One named judge's own metric (``eval/judge/<name>``), a held-out judge as much as their mean."""
-KEYS = ("size", "segment", "quantile", "mutate", "perturb", "resample", "margin", "seed")
+KEYS = ("size", "segment", "quantile", "mutate", "perturb", "resample", "margin", "seed", "backtrack")
 
 
 @dataclass(frozen=True)
@@ -50,6 +54,9 @@ class Population:
     """How far ahead (in the first objective) a donor must be for a member to copy it: one held-out evaluation's
     standard error is a fair choice, so that no member copies another for noise alone."""
     seed: int = 0
+    backtrack: float = 0.0
+    """The chance that a recipient which copies goes back to the elite (the best earlier segment end of any lineage,
+    ahead of the generation's best donor) rather than to a current donor; 0: never."""
 
     @property
     def cut(self) -> int:
@@ -59,7 +66,8 @@ class Population:
 
     def as_mapping(self) -> dict[str, Any]:
         return {"size": self.size, "segment": self.segment, "quantile": self.quantile, "mutate": list(self.mutate),
-                "perturb": list(self.perturb), "resample": self.resample, "margin": self.margin, "seed": self.seed}
+                "perturb": list(self.perturb), "resample": self.resample, "margin": self.margin, "seed": self.seed,
+                "backtrack": self.backtrack}
 
 
 def _whole(raw: Mapping[str, Any], key: str, default: int | None, least: int) -> int:
@@ -123,6 +131,7 @@ def parse_population(raw: Any, space: Mapping[str, ParamSpec], first_metric: str
         quantile=_fraction(mapping, "quantile", 0.25, 0.0, 0.5), mutate=_mutated(mapping.get("mutate"), space),
         perturb=tuple(float(f) for f in perturb), resample=_fraction(mapping, "resample", 0.25, 0.0, 1.0),
         margin=float(margin), seed=_whole(mapping, "seed", 0, 0),
+        backtrack=_fraction(mapping, "backtrack", 0.0, 0.0, 1.0),
     )
 
 

@@ -3,9 +3,14 @@ from the checkpoint its parent segment wrote at ``start`` (none for a first segm
 updates copied first, so that the segment's trial holds its lineage's whole curve and its reporter judges the new
 updates as one run would (the KL guard's history, the objective's last evaluations).
 
-The segment writes its own checkpoint at ``stop``, in its chain's directory (``tuner.trial.checkpoints``), for the
-next generation to continue or copy. Its config is its lineage's: the parent's config with the schedules' new pairs,
-which begin after ``start`` (the checkpoint accepts such a config: ``ppo_core.run.checkpoint_match``).
+A segment that went back to the population's elite (origin ``backtrack``) starts at the elite's last update, earlier
+than the rest of its generation, and trains to the same ``stop``: its parent is the elite, and the copied rows are
+the elite's lineage's up to that update only.
+
+The segment writes its own checkpoint at ``stop`` (none before it), in its chain's directory
+(``tuner.trial.checkpoints``), for the next generation to continue or copy. Its config is its lineage's: the parent's
+config with the schedules' new pairs, which begin after ``start`` (the checkpoint accepts such a config:
+``ppo_core.run.checkpoint_match``).
 """
 
 from __future__ import annotations
@@ -57,8 +62,9 @@ def run_segment(study: optuna.Study, storage_url: str, frozen: FrozenTrial, segm
     if launched_rank() == 0:  # an earlier attempt's partial checkpoints: the segment starts again from its parent's
         remove_trial_checkpoints(directory)
     parent = parent_checkpoint(study, storage_url, segment)
+    # Saved every ``stop`` updates: at ``stop`` alone, however long the segment (a backtracked one is longer).
     config = build_config({**frozen.user_attrs[CONFIG_ATTR], "output_dir": str(directory),
-                           "save_steps": segment.stop - segment.start})
+                           "save_steps": segment.stop})
     if parent is not None and launched_rank() == 0:
         reporter.restore(store.copy_from(parent[0]._trial_id, segment.start))
     trainer = PPOTrainer(config, [reporter])

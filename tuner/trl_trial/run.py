@@ -211,7 +211,8 @@ class TrialEvaluation:
             reference = self._reference
         return self.parts.setup(RolloutModels(policy=policy, reference=reference, value_model=None,  # type: ignore[arg-type]
                                               rewards=self.parts.rewards, gold_score=self.parts.gold_score,
-                                              tokenizer=self.parts.tokenizer))
+                                              tokenizer=self.parts.tokenizer),
+                                trainer_state=self.trainer.state)  # TRL's own, which its training rewards read
 
     def _in_eval_mode(self, run: Callable[[Any], Any]) -> Any:
         setup = self._setup()
