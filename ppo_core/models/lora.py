@@ -1,5 +1,6 @@
-"""LoRA through peft, configured with TRL ModelConfig's names: the policy's adapter, the value trunk's adapter,
-the reference as the policy with its adapters switched off, and trainable-parameter counts."""
+"""A loaded model made ready to train (gradient checkpointing, a LoRA adapter through peft configured with TRL
+ModelConfig's names, dropout off), the reference as the policy with its adapters switched off, and
+trainable-parameter counts."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import cast
+from typing import TypeVar, cast
 
 from peft import LoraConfig, PeftModel, get_peft_model
 from torch import nn
@@ -17,6 +18,8 @@ from transformers import AutoModelForCausalLM, PreTrainedModel
 from ppo_core.config.ppo_config import ConfigError, PPOConfig
 from ppo_core.errors import first_line
 from ppo_core.models.loading import LoadOptions
+
+ModuleT = TypeVar("ModuleT", bound=nn.Module)
 
 
 def lora_config(config: PPOConfig, task_type: str | None) -> LoraConfig:
@@ -35,8 +38,18 @@ def lora_config(config: PPOConfig, task_type: str | None) -> LoraConfig:
     )
 
 
-def add_adapter(model: PreTrainedModel, config: PPOConfig, task_type: str | None,
-                field_name: str) -> PreTrainedModel:
+def prepare_for_training(model: PreTrainedModel, adapter: LoraConfig | None, gradient_checkpointing: bool,
+                         field_name: str) -> PreTrainedModel:
+    """``model`` as a run trains it: with gradient checkpointing where asked, under ``adapter`` where one is given
+    (the model then frozen), and with every dropout zeroed, the adapter's own included (:func:`without_dropout`)."""
+    if gradient_checkpointing:
+        enable_gradient_checkpointing(model)
+    if adapter is not None:
+        model = add_adapter(model, adapter, field_name)
+    return without_dropout(model)
+
+
+def add_adapter(model: PreTrainedModel, adapter: LoraConfig, field_name: str) -> PreTrainedModel:
     """``model`` frozen, with a trainable LoRA adapter; a target that matches nothing is the user's error.
 
     Typed as the model it wraps: a PeftModel forwards, generates and saves through the same calls.
@@ -49,10 +62,28 @@ def add_adapter(model: PreTrainedModel, config: PPOConfig, task_type: str | None
             warnings.filterwarnings("ignore", message=r"fan_in_fan_out is set to False", category=UserWarning)
             warnings.filterwarnings("ignore", message=r"`is_gradient_checkpointing` is deprecated",
                                     category=FutureWarning)
-            return cast(PreTrainedModel, get_peft_model(model, lora_config(config, task_type)))
+            return cast(PreTrainedModel, get_peft_model(model, adapter))
     except (ValueError, KeyError) as error:
         raise ConfigError(f"{field_name}: cannot add a LoRA adapter to {model.config.model_type!r} "
                           f"({first_line(error)})") from None
+
+
+def without_dropout(model: ModuleT) -> ModuleT:
+    """Zero every dropout of a model that trains, so training mode (which gradient checkpointing needs) computes
+    what eval mode does: the update's log-probabilities must match the rollout's for the first ratio to be 1."""
+    for module in model.modules():
+        if isinstance(module, nn.Dropout):
+            module.p = 0.0
+        # Attention kernels take their dropout as a float attribute (Llama, Qwen2, GPT-NeoX), not a module.
+        if isinstance(getattr(module, "attention_dropout", None), float):
+            setattr(module, "attention_dropout", 0.0)  # noqa: B010  # mypy types Module attributes as tensors
+    return model
+
+
+def enable_gradient_checkpointing(model: PreTrainedModel) -> None:
+    """Recompute each layer's activations in the backward pass. The non-reentrant kind needs no gradient on the
+    inputs, so it works under a frozen LoRA base; it takes effect only while the model is in training mode."""
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
 
 
 @contextmanager

@@ -23,9 +23,7 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer, PreT
 from ppo_core.config.ppo_config import ConfigError
 from ppo_core.errors import first_line
 from ppo_core.metric_names import reward_name
-from ppo_core.models.fused_activations import fuse_activations
-from ppo_core.models.loading import UNREADABLE, LoadOptions
-from ppo_core.models.paths import require_model
+from ppo_core.models.loading import UNREADABLE, LoadOptions, load_pretrained
 from ppo_core.models.sequences import position_ids_from_mask
 from ppo_core.rewards.base import RewardInputs, RewardScores
 from ppo_core.rewards.pooling import Pooling, last_attended, pooled_scores, score_pooling
@@ -64,18 +62,18 @@ class SequenceClassifierReward:
         policy_tokenizer: PreTrainedTokenizerBase,
         reward_text: Callable[[str, str], str] | None = None,
     ) -> None:
-        require_model(path, "reward_model_path")
+        # ``path`` as it loads (ppo_core.models.paths.resolve_models): checked once, before anything loaded.
+        self.model: PreTrainedModel = load_pretrained(AutoModelForSequenceClassification, path, options,
+                                                      "reward_model_path", "a reward model")
+        self.model.eval()
+        self.model.requires_grad_(False)
         try:
-            self.model: PreTrainedModel = fuse_activations(AutoModelForSequenceClassification.from_pretrained(
-                path, **options.from_pretrained_kwargs()
-            )).eval()
             self.tokenizer = AutoTokenizer.from_pretrained(
                 path, padding_side="right", revision=options.revision, trust_remote_code=options.trust_remote_code
             )
         except UNREADABLE as error:
             raise ConfigError(f"reward_model_path: cannot load a reward model from {path!r} ({first_line(error)})") \
                 from None
-        self.model.requires_grad_(False)
         try:
             self.pooling = score_pooling(self.model.config)
         except ValueError as error:

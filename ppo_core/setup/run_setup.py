@@ -1,4 +1,6 @@
-"""Resolve a config into loaded models, a reward, prompts and a stop token: everything a run reads."""
+"""A config turned into everything a run reads, each part loaded once: where every model comes from
+(:func:`run_sources`, settled before anything loads), then the tokenizer, prompts, rewards, judges and how to sample
+(:func:`load_run_parts`), then the trained models (:mod:`ppo_core.setup.trained_models`)."""
 
 from __future__ import annotations
 
@@ -11,26 +13,34 @@ from transformers import GenerationConfig, PreTrainedModel, PreTrainedTokenizerB
 
 from ppo_core.config.ppo_config import ConfigError, PPOConfig
 from ppo_core.models.generation import sampling_config
-from ppo_core.models.loading import (
-    LoadOptions,
-    ValueModel,
-    enable_gradient_checkpointing,
-    load_causal_lm,
-    load_tokenizer,
-    load_trunk,
-    without_dropout,
-)
-from ppo_core.models.lora import adapters_disabled, add_adapter
-from ppo_core.models.paths import is_function_spec, resolve_models
+from ppo_core.models.loading import LoadOptions, ValueModel, load_tokenizer
+from ppo_core.models.lora import adapters_disabled
+from ppo_core.models.paths import resolve_models
 from ppo_core.models.prompt_data import PromptSet, load_prompt_sets, text_prompts
-from ppo_core.models.value_trunk import value_trunk
-from ppo_core.rewards.base import Reward, WeightedRewards
-from ppo_core.rewards.functions import FunctionReward
+from ppo_core.rewards.base import WeightedRewards
 from ppo_core.rewards.judges import Judges, load_judges
-from ppo_core.rewards.models import SequenceClassifierReward
+from ppo_core.rewards.named import weighted_rewards
 from ppo_core.setup.reported_metrics import judge_names, reward_names
+from ppo_core.setup.trained_models import policy_and_reference, value_network
 from ppo_core.tasks.builtin_task import BuiltinTask
 from ppo_core.tasks.variants import generated_length
+
+
+@dataclass(frozen=True)
+class RunSources:
+    """Where a run's parts come from, settled once before anything loads."""
+
+    config: PPOConfig  # every model path as it loads: checked, and a GGUF its dequantised copy (resolve_models)
+    task: BuiltinTask | None  # supplies what the config leaves unset
+    policy_path: str  # the policy's and its tokenizer's: sft_model_path, else the task's
+
+
+def run_sources(config: PPOConfig) -> RunSources:
+    """Check every model path ``config`` names and dequantise its GGUFs (:func:`resolve_models`), and build its task
+    (:func:`load_task`): what every role's loader then reads, with no path checked twice."""
+    resolved = resolve_models(config)
+    task = load_task(config)
+    return RunSources(resolved, task, resolved.sft_model_path or task_part(task, "sft_model_path").policy_path)
 
 
 @dataclass
@@ -99,14 +109,14 @@ class RunParts:
                         policy_path=self.policy_path, judges=self.judges)
 
 
-def build_setup(config: PPOConfig, device: torch.device) -> RunSetup:
-    """Load what ``config`` names: its run parts (:func:`load_run_parts`), the policy and its reference, and the
-    value network where the estimator reads one."""
-    parts = load_run_parts(config, device)
-    policy, reference = _policy_and_reference(config, parts.policy_path, parts.options)
+def build_setup(config: PPOConfig, sources: RunSources, device: torch.device) -> RunSetup:
+    """Load what ``config`` names from ``sources``: its run parts (:func:`load_run_parts`), the policy and its
+    reference, and the value network where the estimator reads one."""
+    parts = load_run_parts(config, sources, device)
+    policy, reference = policy_and_reference(config, parts.policy_path, parts.options)
     # Only GAE reads values: the critic-free estimators never load, hold or step a value network.
-    value_model = _value_model(config, _value_trunk_path(parts.config, parts.rewards, parts.policy_path),
-                               parts.options) if config.uses_critic else None
+    value_model = value_network(config, sources.config.value_model_path, parts.rewards, parts.policy_path,
+                                parts.options) if config.uses_critic else None
     return parts.setup(RolloutModels(
         policy=policy,
         reference=reference.to(device) if reference is not None else None,  # type: ignore[arg-type]
@@ -117,27 +127,27 @@ def build_setup(config: PPOConfig, device: torch.device) -> RunSetup:
     ))
 
 
-def load_run_parts(config: PPOConfig, device: torch.device) -> RunParts:
+def load_run_parts(config: PPOConfig, sources: RunSources, device: torch.device) -> RunParts:
     """Load what ``config`` names besides the trained models: explicit paths first, the built-in task's for the
-    rest."""
-    resolved = resolve_models(config)  # the model paths as they load; names and everything else come from config
-    task = load_task(config)
+    rest (``sources``, :func:`run_sources`)."""
+    task = sources.task
     options = LoadOptions.from_config(config)
-    sft_path = resolved.sft_model_path or task_part(task, "sft_model_path").policy_path
-    tokenizer = load_tokenizer(sft_path, options)
+    tokenizer = load_tokenizer(sources.policy_path, options)
     train_prompts, eval_prompts = prompt_sets(config, task, tokenizer)
-    rewards = _load_rewards(resolved, task, options, tokenizer, reward_names(config))
+    rewards = _load_rewards(sources.config, task, options, tokenizer, reward_names(config))
     stop_token_id = _stop_token_id(config, tokenizer)
-    judges = load_judges(resolved, task.gold_score if task is not None else None, options, tokenizer,
+    judges = load_judges(sources.config, task.gold_score if task is not None else None, options, tokenizer,
                          judge_names(config))
     if judges is not None and judges.pointwise is not None:
         judges.pointwise.to(device)
     return RunParts(
-        config=resolved, task=task, options=options, policy_path=sft_path, tokenizer=tokenizer,
+        config=sources.config, task=task, options=options, policy_path=sources.policy_path, tokenizer=tokenizer,
         rewards=rewards.to(device), train_prompts=train_prompts, eval_prompts=eval_prompts,
         stop_token_id=stop_token_id, judges=judges,
-        generation_config=sampling_config(response_length(config, task), config.temperature, tokenizer,
-                                          stop_token_id),
+        # The response length: the config's, else the task's, else TRL's default (the rule's one home).
+        generation_config=sampling_config(
+            generated_length(config.response_length, config.task if task is not None else None, config.task_seed),
+            config.temperature, tokenizer, stop_token_id),
     )
 
 
@@ -156,73 +166,25 @@ def load_task(config: PPOConfig) -> BuiltinTask | None:
 def prompt_sets(config: PPOConfig, task: BuiltinTask | None,
                 tokenizer: PreTrainedTokenizerBase) -> tuple[PromptSet, PromptSet]:
     """The training and evaluation prompts: the dataset's when the config names one, else the task's."""
-    if config.dataset_name is not None:
-        return load_prompt_sets(config, tokenizer)
-    task_prompts = task_part(task, "dataset_name")
-    return (text_prompts(task_prompts.train_prompts),
-            text_prompts(task_prompts.eval_prompts[: config.num_eval_prompts]))
-
-
-def response_length(config: PPOConfig, task: BuiltinTask | None) -> int:
-    """Tokens generated per response: the config's, else the task's, else TRL's default
-    (:func:`ppo_core.tasks.variants.generated_length`, the rule's one home)."""
-    return generated_length(config.response_length, config.task if task is not None else None, config.task_seed)
-
-
-def _policy_and_reference(config: PPOConfig, path: str,
-                          options: LoadOptions) -> tuple[PreTrainedModel, PreTrainedModel | None]:
-    """The trained policy and its frozen reference. Under LoRA the base is frozen in ``dtype`` and is itself the
-    reference once the adapters are off: one copy of the weights instead of two."""
-    if config.use_peft:
-        base = load_causal_lm(path, options)
-        if config.gradient_checkpointing:
-            enable_gradient_checkpointing(base)
-        policy = add_adapter(base, config, config.lora_task_type, "lora_target_modules")
-        return without_dropout(policy), None
-    policy = without_dropout(load_causal_lm(path, options.trainable()))
-    if config.gradient_checkpointing:
-        enable_gradient_checkpointing(policy)
-    return policy, load_causal_lm(path, options).requires_grad_(False)
-
-
-def _value_model(config: PPOConfig, trunk_path: str, options: LoadOptions) -> ValueModel:
-    """V(s) on ``trunk_path``: under LoRA (unless value_use_peft is off) a frozen trunk in ``dtype`` with its own
-    adapter, else a fully trained float32 trunk; the scalar head is always trained in float32."""
-    lora = config.use_peft and config.value_use_peft
-    trunk = load_trunk(trunk_path, options if lora else options.trainable())
-    if config.gradient_checkpointing:
-        enable_gradient_checkpointing(trunk)
-    if lora:
-        trunk = add_adapter(trunk, config, None, "value_use_peft")
-    return ValueModel(without_dropout(trunk)).eval()
+    if config.dataset_name is None:
+        task_prompts = task_part(task, "dataset_name")
+        return (text_prompts(task_prompts.train_prompts),
+                text_prompts(task_prompts.eval_prompts[: config.num_eval_prompts]))
+    return load_prompt_sets(config, tokenizer)
 
 
 def _load_rewards(config: PPOConfig, task: BuiltinTask | None, options: LoadOptions,
                   tokenizer: PreTrainedTokenizerBase, names: list[str]) -> WeightedRewards:
     """The rewards the config names, in order, or the task's proxy reward model on the text it was trained on.
-    ``names`` are the rewards' metric names, which the specs as the user wrote them give (a GGUF reward keeps its
-    file's name, not its cache directory's)."""
-    batch_size = config.local_rollout_forward_batch_size
-    if not config.named_rewards:
+    ``names`` are the named rewards' metric names (:func:`ppo_core.setup.reported_metrics.reward_names`)."""
+    if config.named_rewards:
+        specs, reward_text, metric_names = config.named_rewards, None, names
+    else:
         task_reward = task_part(task, "reward_model_path")
-        model = SequenceClassifierReward(task_reward.reward_model_path, options, batch_size, tokenizer,
-                                         reward_text=task_reward.reward_text)
-        return WeightedRewards([model], config.reward_weights)
-    rewards: list[Reward] = [
-        FunctionReward(spec, field) if is_function_spec(spec)
-        else SequenceClassifierReward(spec, options, batch_size, tokenizer)
-        for field, spec in config.named_rewards
-    ]
-    for reward, name in zip(rewards, names, strict=True):
-        reward.name = name  # distinct: two rewards of one name would share one metric
-    return WeightedRewards(rewards, config.reward_weights)
-
-
-def _value_trunk_path(config: PPOConfig, rewards: WeightedRewards, sft_path: str) -> str:
-    """The value trunk :func:`ppo_core.models.value_trunk.value_trunk` chooses among the loaded reward models."""
-    models = {reward.path: reward for reward in rewards.rewards if isinstance(reward, SequenceClassifierReward)}
-    return value_trunk(config.value_model_path, [("reward_model_path", path) for path in models], sft_path,
-                       lambda _, path: models[path].vocabulary_matches)[1]
+        specs, reward_text, metric_names = [("reward_model_path", task_reward.reward_model_path)], \
+            task_reward.reward_text, None
+    return weighted_rewards(specs, metric_names, config.reward_weights, options,
+                            config.local_rollout_forward_batch_size, tokenizer, reward_text)
 
 
 def task_part(task: BuiltinTask | None, field_name: str) -> BuiltinTask:

@@ -9,8 +9,14 @@ import torch
 from transformers import AutoModelForCausalLM
 from transformers.activations import FastGELUActivation, NewGELUActivation
 
-from ppo_core.models.fused_activations import UNFUSED_TANH_GELUS, fuse_activations
-from ppo_core.models.loading import LoadOptions, load_causal_lm, load_tokenizer, load_trunk
+from ppo_core.models.loading import (
+    UNFUSED_TANH_GELUS,
+    LoadOptions,
+    fuse_activations,
+    load_causal_lm,
+    load_tokenizer,
+    load_trunk,
+)
 from ppo_core.rewards.models import SequenceClassifierReward
 
 
