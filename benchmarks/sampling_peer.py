@@ -119,8 +119,8 @@ def prompt_batch(tokenizer: PreTrainedTokenizerBase, texts: list[str], rows: int
 
 def seeded_policy(config: PPOConfig, parts: RunParts) -> PreTrainedModel:
     """The policy as a ppo_core run builds it under LoRA, its lora_B drawn from N(0, LORA_B_STD^2)."""
-    from ppo_core.models.loading import load_causal_lm
-    from ppo_core.models.lora import lora_config, prepare_for_training
+    from ppo_core.models.loading import load_causal_lm, prepare_for_training
+    from ppo_core.setup.trained_models import lora_config
 
     policy = prepare_for_training(load_causal_lm(parts.policy_path, parts.options),
                                   lora_config(config, config.lora_task_type), False, "lora_target_modules")

@@ -50,14 +50,14 @@ from ppo_core.memory.sizes import (
     update_logits_bytes,
     weight_bytes,
 )
-from ppo_core.models.loading import LoadOptions, load_tokenizer
-from ppo_core.models.lora import ParameterCount, add_adapter, count_parameters, lora_config
+from ppo_core.models.loading import LoadOptions, add_adapter, load_tokenizer
+from ppo_core.models.lora import ParameterCount, count_parameters
 from ppo_core.models.paths import is_function_spec, require_model, resolve_models
-from ppo_core.models.prompt_data import PromptSet
+from ppo_core.models.prompt_data import PromptSet, prompt_sets
 from ppo_core.rewards.models import same_vocabulary
 from ppo_core.rollout.collect import encode_prompts
-from ppo_core.setup.run_setup import load_task, prompt_sets, task_part
-from ppo_core.setup.trained_models import value_trunk
+from ppo_core.setup.run_setup import load_task, task_part, task_prompts
+from ppo_core.setup.trained_models import lora_config, value_trunk
 from ppo_core.tasks.builtin_task import BuiltinTask
 from ppo_core.tasks.variants import generated_length
 
@@ -327,7 +327,7 @@ def _tokens(config: PPOConfig, task: BuiltinTask | None, tokenizer: PreTrainedTo
     if config.max_prompt_length is not None:
         return TokenEstimate(config.batch_size, config.max_prompt_length, config.max_prompt_length, responses,
                              prompts_measured=False)
-    lengths = prompt_lengths(prompt_sets(config, task, tokenizer)[0], tokenizer)
+    lengths = prompt_lengths(prompt_sets(config, task_prompts(config, task), tokenizer)[0], tokenizer)
     return TokenEstimate(config.batch_size, max(lengths), sum(lengths) / len(lengths), responses,
                          prompts_measured=True)
 

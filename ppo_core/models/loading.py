@@ -1,4 +1,5 @@
-"""Loading the policy, reference and tokenizer, and the value network (a trunk with a scalar head).
+"""Loading the policy, reference and tokenizer, and the value network (a trunk with a scalar head), and making a
+loaded model ready to train (:func:`prepare_for_training`: gradient checkpointing, a LoRA adapter, dropout off).
 
 Every model loads with torch's fused kernel for the tanh GELU that GPT-2-family models compute op by op
 (:func:`fuse_activations`): transformers' ``gelu_new`` (GPT-2, GPT-J, CodeGen...) and ``gelu_fast`` write the tanh
@@ -13,11 +14,13 @@ each path once, before anything loads (a GGUF is its dequantised copy by then), 
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import torch
+from peft import LoraConfig, get_peft_model
 from safetensors import SafetensorError
 from torch import nn
 from transformers import (
@@ -133,6 +136,54 @@ def load_causal_lm(path: str, options: LoadOptions = LoadOptions(),
     model = load_pretrained(AutoModelForCausalLM, path, options, field_name, "a causal LM")
     model.eval()
     return model
+
+
+def prepare_for_training(model: PreTrainedModel, adapter: LoraConfig | None, gradient_checkpointing: bool,
+                         field_name: str) -> PreTrainedModel:
+    """``model`` as a run trains it: with gradient checkpointing where asked, under ``adapter`` where one is given
+    (the model then frozen), and with every dropout zeroed, the adapter's own included (:func:`without_dropout`)."""
+    if gradient_checkpointing:
+        enable_gradient_checkpointing(model)
+    if adapter is not None:
+        model = add_adapter(model, adapter, field_name)
+    return without_dropout(model)
+
+
+def add_adapter(model: PreTrainedModel, adapter: LoraConfig, field_name: str) -> PreTrainedModel:
+    """``model`` frozen, with a trainable LoRA adapter; a target that matches nothing is the user's error.
+
+    Typed as the model it wraps: a PeftModel forwards, generates and saves through the same calls.
+    """
+    try:
+        with warnings.catch_warnings():
+            # Two warnings peft prints for every adapter, about its own code, that a user can do nothing about: on
+            # GPT-2's Conv1D layers it sets fan_in_fan_out itself, and it reads transformers 5's deprecated
+            # is_gradient_checkpointing. A study printed both for every trial.
+            warnings.filterwarnings("ignore", message=r"fan_in_fan_out is set to False", category=UserWarning)
+            warnings.filterwarnings("ignore", message=r"`is_gradient_checkpointing` is deprecated",
+                                    category=FutureWarning)
+            return cast(PreTrainedModel, get_peft_model(model, adapter))
+    except (ValueError, KeyError) as error:
+        raise ConfigError(f"{field_name}: cannot add a LoRA adapter to {model.config.model_type!r} "
+                          f"({first_line(error)})") from None
+
+
+def without_dropout(model: ModuleT) -> ModuleT:
+    """Zero every dropout of a model that trains, so training mode (which gradient checkpointing needs) computes
+    what eval mode does: the update's log-probabilities must match the rollout's for the first ratio to be 1."""
+    for module in model.modules():
+        if isinstance(module, nn.Dropout):
+            module.p = 0.0
+        # Attention kernels take their dropout as a float attribute (Llama, Qwen2, GPT-NeoX), not a module.
+        if isinstance(getattr(module, "attention_dropout", None), float):
+            setattr(module, "attention_dropout", 0.0)  # noqa: B010  # mypy types Module attributes as tensors
+    return model
+
+
+def enable_gradient_checkpointing(model: PreTrainedModel) -> None:
+    """Recompute each layer's activations in the backward pass. The non-reentrant kind needs no gradient on the
+    inputs, so it works under a frozen LoRA base; it takes effect only while the model is in training mode."""
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
 
 
 class ValueModel(nn.Module):

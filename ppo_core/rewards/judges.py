@@ -36,8 +36,8 @@ from ppo_core.config.ppo_config import ConfigError, PPOConfig
 from ppo_core.errors import InputError, first_line
 from ppo_core.metric_names import GOLD_JUDGE
 from ppo_core.models.loading import LoadOptions
-from ppo_core.rewards.base import RewardInputs, RewardScores, WeightedRewards
-from ppo_core.rewards.named import weighted_rewards
+from ppo_core.rewards.base import RewardInputs, RewardScores
+from ppo_core.rewards.weighted import WeightedRewards, weighted_rewards
 
 GoldScore = Callable[[list[str], list[str]], list[float]]
 """A built-in task's gold: (prompts, responses) -> one score each."""

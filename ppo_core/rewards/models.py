@@ -22,7 +22,6 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer, PreT
 
 from ppo_core.config.ppo_config import ConfigError
 from ppo_core.errors import first_line
-from ppo_core.metric_names import reward_name
 from ppo_core.models.loading import UNREADABLE, LoadOptions, load_pretrained
 from ppo_core.models.sequences import position_ids_from_mask
 from ppo_core.rewards.base import RewardInputs, RewardScores
@@ -61,7 +60,11 @@ class SequenceClassifierReward:
         batch_size: int,
         policy_tokenizer: PreTrainedTokenizerBase,
         reward_text: Callable[[str, str], str] | None = None,
+        *,
+        name: str,
     ) -> None:
+        """``path`` as it loads; ``name`` is its metric's name (``rewards/<name>``), which whoever names the run's
+        rewards gives (``ppo_core.rewards.weighted``)."""
         # ``path`` as it loads (ppo_core.models.paths.resolve_models): checked once, before anything loaded.
         self.model: PreTrainedModel = load_pretrained(AutoModelForSequenceClassification, path, options,
                                                       "reward_model_path", "a reward model")
@@ -83,7 +86,7 @@ class SequenceClassifierReward:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         self.path = path
         self.spec = path
-        self.name = reward_name(path, is_function=False)
+        self.name = name
         self.batch_size = batch_size
         self.reward_text = reward_text
         self.vocabulary_matches = same_vocabulary(self.tokenizer, policy_tokenizer)

@@ -12,14 +12,14 @@ import torch
 from transformers import GenerationConfig, PreTrainedModel, PreTrainedTokenizerBase
 
 from ppo_core.config.ppo_config import ConfigError, PPOConfig
-from ppo_core.models.generation import sampling_config
+from ppo_core.metric_names import reward_name
+from ppo_core.models.generation import sampling_config, stop_id
 from ppo_core.models.loading import LoadOptions, ValueModel, load_tokenizer
 from ppo_core.models.lora import adapters_disabled
 from ppo_core.models.paths import resolve_models
-from ppo_core.models.prompt_data import PromptSet, load_prompt_sets, text_prompts
-from ppo_core.rewards.base import WeightedRewards
+from ppo_core.models.prompt_data import PromptSet, prompt_sets
 from ppo_core.rewards.judges import Judges, load_judges
-from ppo_core.rewards.named import weighted_rewards
+from ppo_core.rewards.weighted import WeightedRewards, weighted_rewards
 from ppo_core.setup.reported_metrics import judge_names, reward_names
 from ppo_core.setup.trained_models import policy_and_reference, value_network
 from ppo_core.tasks.builtin_task import BuiltinTask
@@ -28,19 +28,45 @@ from ppo_core.tasks.variants import generated_length
 
 @dataclass(frozen=True)
 class RunSources:
-    """Where a run's parts come from, settled once before anything loads."""
+    """Where each of a run's parts comes from, settled once before anything loads: the config's own, else its
+    built-in task's."""
 
     config: PPOConfig  # every model path as it loads: checked, and a GGUF its dequantised copy (resolve_models)
-    task: BuiltinTask | None  # supplies what the config leaves unset
+    task: BuiltinTask | None
     policy_path: str  # the policy's and its tokenizer's: sft_model_path, else the task's
+    reward_specs: list[tuple[str, str]]  # (field, spec as it loads) of each reward: the named ones, else the task's
+    # The rewards' and the named judges' metric names, which the specs as the user wrote them give (a GGUF keeps
+    # its file's name, not its cache directory's); the task's reward model is named by its directory.
+    reward_names: list[str]
+    judge_names: list[str]
+    reward_text: Callable[[str, str], str] | None  # what the task's reward model reads instead of the episode
+    task_prompts: tuple[list[str], list[str]] | None  # the task's training and held-out prompts; None: the dataset's
 
 
 def run_sources(config: PPOConfig) -> RunSources:
-    """Check every model path ``config`` names and dequantise its GGUFs (:func:`resolve_models`), and build its task
-    (:func:`load_task`): what every role's loader then reads, with no path checked twice."""
+    """Check every model path ``config`` names and dequantise its GGUFs (:func:`resolve_models`), build its task
+    (:func:`load_task`), and take from the task what the config leaves unset: what every role's loader then reads,
+    with no path checked twice."""
     resolved = resolve_models(config)
     task = load_task(config)
-    return RunSources(resolved, task, resolved.sft_model_path or task_part(task, "sft_model_path").policy_path)
+    policy_path = resolved.sft_model_path or task_part(task, "sft_model_path").policy_path
+    reward_specs, reward_text = resolved.named_rewards, None
+    if not reward_specs:  # the task's proxy reward model, on the text it was trained on
+        task_reward = task_part(task, "reward_model_path")
+        reward_specs, reward_text = [("reward_model_path", task_reward.reward_model_path)], task_reward.reward_text
+    prompts = task_prompts(config, task)
+    # The task's reward model is named by its directory, as any model reward is.
+    names = reward_names(config) if resolved.named_rewards \
+        else [reward_name(path, is_function=False) for _, path in reward_specs]
+    return RunSources(resolved, task, policy_path, reward_specs, names, judge_names(config), reward_text, prompts)
+
+
+def task_prompts(config: PPOConfig, task: BuiltinTask | None) -> tuple[list[str], list[str]] | None:
+    """The task's training and held-out prompts where the config names no dataset; None where it names one."""
+    if config.dataset_name is not None:
+        return None
+    prompts = task_part(task, "dataset_name")
+    return prompts.train_prompts, prompts.eval_prompts
 
 
 @dataclass
@@ -128,26 +154,27 @@ def build_setup(config: PPOConfig, sources: RunSources, device: torch.device) ->
 
 
 def load_run_parts(config: PPOConfig, sources: RunSources, device: torch.device) -> RunParts:
-    """Load what ``config`` names besides the trained models: explicit paths first, the built-in task's for the
-    rest (``sources``, :func:`run_sources`)."""
+    """Load what ``config`` names besides the trained models, from where ``sources`` (:func:`run_sources`) says each
+    part comes from."""
     task = sources.task
     options = LoadOptions.from_config(config)
+    # The response length: the config's, else the task's, else TRL's default (the rule's one home).
+    response_length = generated_length(config.response_length, config.task if task is not None else None,
+                                       config.task_seed)
     tokenizer = load_tokenizer(sources.policy_path, options)
-    train_prompts, eval_prompts = prompt_sets(config, task, tokenizer)
-    rewards = _load_rewards(sources.config, task, options, tokenizer, reward_names(config))
-    stop_token_id = _stop_token_id(config, tokenizer)
+    stop_token_id = stop_id(config.stop_token, config.stop_token_id, tokenizer)
+    generation_config = sampling_config(response_length, config.temperature, tokenizer, stop_token_id)
+    train_prompts, eval_prompts = prompt_sets(config, sources.task_prompts, tokenizer)
+    rewards = weighted_rewards(sources.reward_specs, sources.reward_names, config.reward_weights, options,
+                               config.local_rollout_forward_batch_size, tokenizer, sources.reward_text)
     judges = load_judges(sources.config, task.gold_score if task is not None else None, options, tokenizer,
-                         judge_names(config))
+                         sources.judge_names)
     if judges is not None and judges.pointwise is not None:
         judges.pointwise.to(device)
     return RunParts(
         config=sources.config, task=task, options=options, policy_path=sources.policy_path, tokenizer=tokenizer,
         rewards=rewards.to(device), train_prompts=train_prompts, eval_prompts=eval_prompts,
-        stop_token_id=stop_token_id, judges=judges,
-        # The response length: the config's, else the task's, else TRL's default (the rule's one home).
-        generation_config=sampling_config(
-            generated_length(config.response_length, config.task if task is not None else None, config.task_seed),
-            config.temperature, tokenizer, stop_token_id),
+        stop_token_id=stop_token_id, generation_config=generation_config, judges=judges,
     )
 
 
@@ -163,40 +190,8 @@ def load_task(config: PPOConfig) -> BuiltinTask | None:
         raise ConfigError(f"task: {error}") from None
 
 
-def prompt_sets(config: PPOConfig, task: BuiltinTask | None,
-                tokenizer: PreTrainedTokenizerBase) -> tuple[PromptSet, PromptSet]:
-    """The training and evaluation prompts: the dataset's when the config names one, else the task's."""
-    if config.dataset_name is None:
-        task_prompts = task_part(task, "dataset_name")
-        return (text_prompts(task_prompts.train_prompts),
-                text_prompts(task_prompts.eval_prompts[: config.num_eval_prompts]))
-    return load_prompt_sets(config, tokenizer)
-
-
-def _load_rewards(config: PPOConfig, task: BuiltinTask | None, options: LoadOptions,
-                  tokenizer: PreTrainedTokenizerBase, names: list[str]) -> WeightedRewards:
-    """The rewards the config names, in order, or the task's proxy reward model on the text it was trained on.
-    ``names`` are the named rewards' metric names (:func:`ppo_core.setup.reported_metrics.reward_names`)."""
-    if config.named_rewards:
-        specs, reward_text, metric_names = config.named_rewards, None, names
-    else:
-        task_reward = task_part(task, "reward_model_path")
-        specs, reward_text, metric_names = [("reward_model_path", task_reward.reward_model_path)], \
-            task_reward.reward_text, None
-    return weighted_rewards(specs, metric_names, config.reward_weights, options,
-                            config.local_rollout_forward_batch_size, tokenizer, reward_text)
-
-
 def task_part(task: BuiltinTask | None, field_name: str) -> BuiltinTask:
     """The task that supplies what ``field_name`` leaves unset (PPOConfig requires the field when task is null)."""
     if task is None:
         raise ConfigError(f"{field_name}: required when task is null")
     return task
-
-
-def _stop_token_id(config: PPOConfig, tokenizer: PreTrainedTokenizerBase) -> int | None:
-    if config.stop_token == "eos":
-        if tokenizer.eos_token_id is None:
-            raise ConfigError("stop_token: the tokenizer has no EOS token; set stop_token_id instead")
-        return int(tokenizer.eos_token_id)
-    return config.stop_token_id

@@ -48,7 +48,8 @@ def test_every_loader_fuses_and_logits_match_the_unfused_model(tiny_lm_dir: Path
     loaded = load_causal_lm(str(tiny_lm_dir))
     assert not _unfused(loaded)
     assert not _unfused(load_trunk(str(tiny_lm_dir)))
-    reward = SequenceClassifierReward(str(tiny_rm_dir), LoadOptions(), 4, load_tokenizer(str(tiny_lm_dir)))
+    reward = SequenceClassifierReward(str(tiny_rm_dir), LoadOptions(), 4, load_tokenizer(str(tiny_lm_dir)),
+                                      name="reward")
     assert not _unfused(reward.model)
 
     plain = AutoModelForCausalLM.from_pretrained(tiny_lm_dir).eval()

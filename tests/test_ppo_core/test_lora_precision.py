@@ -18,9 +18,9 @@ from transformers import AutoModelForCausalLM
 from ppo_core import PPOConfig, PPOTrainer
 from ppo_core.config.ppo_config import ConfigError
 from ppo_core.metric_names import run_metrics
-from ppo_core.models.loading import LoadOptions, load_causal_lm
-from ppo_core.models.lora import add_adapter, lora_config
+from ppo_core.models.loading import LoadOptions, add_adapter, load_causal_lm
 from ppo_core.rollout.collect import response_logits
+from ppo_core.setup.trained_models import lora_config
 from ppo_tune.cli import main
 from tools import tiny_data, tiny_models
 

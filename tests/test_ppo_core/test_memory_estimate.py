@@ -25,8 +25,8 @@ from ppo_core.memory.sizes import (
     weight_bytes,
 )
 from ppo_core.models.loading import load_tokenizer
-from ppo_core.models.lora import lora_config
 from ppo_core.setup.run_setup import build_setup, run_sources
+from ppo_core.setup.trained_models import lora_config
 from ppo_tune.cli import main
 from tools.tiny_models import chatml_tokenizer, write_gpt2, write_llama, write_qwen2, write_reward_model
 
