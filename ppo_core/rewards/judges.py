@@ -37,7 +37,7 @@ from ppo_core.errors import InputError, first_line
 from ppo_core.metric_names import GOLD_JUDGE
 from ppo_core.models.loading import LoadOptions
 from ppo_core.rewards.base import RewardInputs, RewardScores
-from ppo_core.rewards.weighted import WeightedRewards, weighted_rewards
+from ppo_core.rewards.weighted import WeightedRewards, load_rewards
 
 GoldScore = Callable[[list[str], list[str]], list[float]]
 """A built-in task's gold: (prompts, responses) -> one score each."""
@@ -138,8 +138,9 @@ def load_judges(config: PPOConfig, gold_score: GoldScore | None, options: LoadOp
     (``ppo_core.setup.reported_metrics.judge_names``)."""
     if config.eval_steps is None:
         return None
-    pointwise = weighted_rewards(config.named_judges, names, config.judge_weights, options,
-                                 config.local_rollout_forward_batch_size, tokenizer) if config.named_judges \
+    pointwise = WeightedRewards(load_rewards(config.named_judges, names, options,
+                                             config.local_rollout_forward_batch_size, tokenizer),
+                                config.judge_weights) if config.named_judges \
         else WeightedRewards([GoldJudge(gold_score)], config.judge_weights) if gold_score is not None else None
     pairwise = PairwiseJudge(config.pairwise_judge) if config.pairwise_judge else None
     if pointwise is None and pairwise is None:

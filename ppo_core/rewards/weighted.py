@@ -1,12 +1,12 @@
 """Several rewards summed with their weights, as TRL's GRPOTrainer sums them: over the rewards that scored the row,
 where a function may return None for "not applicable" (:class:`WeightedRewards`); and loaded from the specs a config
 names, in order, each a ``module:function`` (:mod:`ppo_core.rewards.functions`) or a sequence-classification model
-(:mod:`ppo_core.rewards.models`) (:func:`weighted_rewards`). A run's rewards and its pointwise judges load alike.
+(:mod:`ppo_core.rewards.models`) (:func:`load_rewards`). A run's rewards and its pointwise judges load alike.
 
 Example::
 
-    rewards = weighted_rewards(config.named_rewards, reward_names(config), config.reward_weights, options,
-                               config.local_rollout_forward_batch_size, tokenizer)
+    rewards = WeightedRewards(load_rewards(config.named_rewards, reward_names(config), options,
+                                           config.local_rollout_forward_batch_size, tokenizer), config.reward_weights)
 """
 
 from __future__ import annotations
@@ -67,13 +67,14 @@ class WeightedRewards:
         return total, per_reward
 
 
-def weighted_rewards(specs: Sequence[tuple[str, str]], names: Sequence[str], weights: Sequence[float] | None,
-                     options: LoadOptions, batch_size: int, tokenizer: PreTrainedTokenizerBase,
-                     reward_text: Callable[[str, str], str] | None = None) -> WeightedRewards:
-    """One reward per ``(field, spec)``, a model's path as it loads (``ppo_core.models.paths.resolve_models``),
-    summed with ``weights``. ``names`` are their metric names, distinct, which the specs as the user wrote them give
-    (a GGUF keeps its file's name, not its cache directory's: ``ppo_core.setup.reported_metrics``). ``reward_text``:
-    the text a model reads instead of the episode (a built-in task's)."""
+def load_rewards(specs: Sequence[tuple[str, str]], names: Sequence[str], options: LoadOptions, batch_size: int,
+                 tokenizer: PreTrainedTokenizerBase,
+                 reward_text: Callable[[str, str], str] | None = None) -> list[Reward]:
+    """One reward per ``(field, spec)``, in order, a model's path as it loads
+    (``ppo_core.models.paths.resolve_models``). ``names`` are their metric names, distinct, which the specs as the
+    user wrote them give (a GGUF keeps its file's name, not its cache directory's:
+    ``ppo_core.setup.reported_metrics``). ``reward_text``: the text a model reads instead of the episode (a built-in
+    task's)."""
     rewards: list[Reward] = []
     for (field_name, spec), name in zip(specs, names, strict=True):
         if is_function_spec(spec):
@@ -82,7 +83,7 @@ def weighted_rewards(specs: Sequence[tuple[str, str]], names: Sequence[str], wei
             rewards.append(function)
         else:
             rewards.append(SequenceClassifierReward(spec, options, batch_size, tokenizer, reward_text, name=name))
-    return WeightedRewards(rewards, weights)
+    return rewards
 
 
-__all__ = ["WeightedRewards", "weighted_rewards"]
+__all__ = ["WeightedRewards", "load_rewards"]

@@ -19,7 +19,7 @@ from ppo_core.models.lora import adapters_disabled
 from ppo_core.models.paths import resolve_models
 from ppo_core.models.prompt_data import PromptSet, prompt_sets
 from ppo_core.rewards.judges import Judges, load_judges
-from ppo_core.rewards.weighted import WeightedRewards, weighted_rewards
+from ppo_core.rewards.weighted import WeightedRewards, load_rewards
 from ppo_core.setup.reported_metrics import judge_names, reward_names
 from ppo_core.setup.trained_models import policy_and_reference, value_network
 from ppo_core.tasks.builtin_task import BuiltinTask
@@ -56,8 +56,7 @@ def run_sources(config: PPOConfig) -> RunSources:
         reward_specs, reward_text = [("reward_model_path", task_reward.reward_model_path)], task_reward.reward_text
     prompts = task_prompts(config, task)
     # The task's reward model is named by its directory, as any model reward is.
-    names = reward_names(config) if resolved.named_rewards \
-        else [reward_name(path, is_function=False) for _, path in reward_specs]
+    names = reward_names(config) if resolved.named_rewards else [reward_name(reward_specs[0][1], is_function=False)]
     return RunSources(resolved, task, policy_path, reward_specs, names, judge_names(config), reward_text, prompts)
 
 
@@ -165,15 +164,16 @@ def load_run_parts(config: PPOConfig, sources: RunSources, device: torch.device)
     stop_token_id = stop_id(config.stop_token, config.stop_token_id, tokenizer)
     generation_config = sampling_config(response_length, config.temperature, tokenizer, stop_token_id)
     train_prompts, eval_prompts = prompt_sets(config, sources.task_prompts, tokenizer)
-    rewards = weighted_rewards(sources.reward_specs, sources.reward_names, config.reward_weights, options,
-                               config.local_rollout_forward_batch_size, tokenizer, sources.reward_text)
+    rewards = WeightedRewards(load_rewards(sources.reward_specs, sources.reward_names, options,
+                                           config.local_rollout_forward_batch_size, tokenizer, sources.reward_text),
+                              config.reward_weights).to(device)
     judges = load_judges(sources.config, task.gold_score if task is not None else None, options, tokenizer,
                          sources.judge_names)
     if judges is not None and judges.pointwise is not None:
         judges.pointwise.to(device)
     return RunParts(
         config=sources.config, task=task, options=options, policy_path=sources.policy_path, tokenizer=tokenizer,
-        rewards=rewards.to(device), train_prompts=train_prompts, eval_prompts=eval_prompts,
+        rewards=rewards, train_prompts=train_prompts, eval_prompts=eval_prompts,
         stop_token_id=stop_token_id, generation_config=generation_config, judges=judges,
     )
 
