@@ -49,9 +49,8 @@ def value_trunk(value_model_path: str | None, reward_models: Sequence[tuple[str,
 def value_network(config: PPOConfig, value_model_path: str | None, rewards: WeightedRewards, policy_path: str,
                   options: LoadOptions) -> ValueModel:
     """V(s) on the trunk :func:`value_trunk` chooses among ``value_model_path`` (as it loads), the loaded reward
-    models and the policy: under LoRA (unless value_use_peft is off) a frozen trunk in
-    ``dtype`` with its own adapter, else a fully trained float32 trunk; the scalar head is always trained in
-    float32."""
+    models and the policy: under LoRA (unless value_use_peft is off) a frozen trunk in ``dtype`` with its own
+    adapter, else a fully trained float32 trunk; the scalar head is always trained in float32."""
     models = {reward.path: reward for reward in rewards.rewards if isinstance(reward, SequenceClassifierReward)}
     _, trunk_path = value_trunk(value_model_path, [("reward_model_path", path) for path in models], policy_path,
                                 lambda _, path: models[path].vocabulary_matches)
