@@ -119,11 +119,11 @@ def prompt_batch(tokenizer: PreTrainedTokenizerBase, texts: list[str], rows: int
 
 def seeded_policy(config: PPOConfig, parts: RunParts) -> PreTrainedModel:
     """The policy as a ppo_core run builds it under LoRA, its lora_B drawn from N(0, LORA_B_STD^2)."""
-    from ppo_core.models.loading import load_causal_lm, without_dropout
-    from ppo_core.models.lora import add_adapter
+    from ppo_core.models.loading import load_causal_lm, prepare_for_training
+    from ppo_core.setup.trained_models import lora_config
 
-    policy = without_dropout(add_adapter(load_causal_lm(parts.policy_path, parts.options), config,
-                                         config.lora_task_type, "lora_target_modules"))
+    policy = prepare_for_training(load_causal_lm(parts.policy_path, parts.options),
+                                  lora_config(config, config.lora_task_type), False, "lora_target_modules")
     generator = torch.Generator().manual_seed(SEED)
     with torch.no_grad():
         for name, parameter in policy.named_parameters():
@@ -345,13 +345,13 @@ def main(argv: list[str] | None = None) -> None:
     from ppo_core.config.io import build_config
     from ppo_core.models.sampling_precision import measured_sampling_dtype
     from ppo_core.rollout.sampling_copy import SamplingCopy
-    from ppo_core.setup.run_setup import load_run_parts
+    from ppo_core.setup.run_setup import load_run_parts, run_sources
 
     started = time.perf_counter()
     work = Path(tempfile.mkdtemp(prefix="ppo-bench-sampling-peer-"))
     values = config_values(args, work)
     config = build_config(values)
-    parts = load_run_parts(config, torch.device("cpu"))
+    parts = load_run_parts(config, run_sources(config), torch.device("cpu"))
     texts = parts.eval_prompts.texts
     policy = seeded_policy(config, parts)
     # The rows the run packs its copy for (one process): ppo_core.rollout.sampling_copy.sampling_copy's.

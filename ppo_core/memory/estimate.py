@@ -50,15 +50,16 @@ from ppo_core.memory.sizes import (
     update_logits_bytes,
     weight_bytes,
 )
-from ppo_core.models.loading import LoadOptions, load_tokenizer
-from ppo_core.models.lora import ParameterCount, add_adapter, count_parameters
+from ppo_core.models.loading import LoadOptions, add_adapter, load_tokenizer
+from ppo_core.models.lora import ParameterCount, count_parameters
 from ppo_core.models.paths import is_function_spec, require_model, resolve_models
-from ppo_core.models.prompt_data import PromptSet
-from ppo_core.models.value_trunk import value_trunk
+from ppo_core.models.prompt_data import PromptSet, prompt_sets
 from ppo_core.rewards.models import same_vocabulary
 from ppo_core.rollout.collect import encode_prompts
-from ppo_core.setup.run_setup import load_task, prompt_sets, response_length, task_part
+from ppo_core.setup.run_setup import load_task, task_part, task_prompts
+from ppo_core.setup.trained_models import lora_config, value_trunk
 from ppo_core.tasks.builtin_task import BuiltinTask
+from ppo_core.tasks.variants import generated_length
 
 
 @dataclass(frozen=True)
@@ -279,7 +280,7 @@ def _adapted(model: PreTrainedModel, config: PPOConfig, task_type: str | None, f
     """The run's own ``add_adapter``, minus the FutureWarning peft triggers in transformers 5 on every model."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
-        return add_adapter(model, config, task_type, field_name)
+        return add_adapter(model, lora_config(config, task_type), field_name)
 
 
 def _reward_model_paths(config: PPOConfig, task: BuiltinTask | None) -> list[tuple[str, str]]:
@@ -297,8 +298,8 @@ def _reward(config: PPOConfig, field_name: str, path: str) -> ModelEstimate:
 
 def _value_trunk(config: PPOConfig, reward_paths: list[tuple[str, str]], policy_path: str,
                  tokenizer: PreTrainedTokenizerBase) -> tuple[str, str]:
-    """(field, path) of the value trunk, as a run chooses it (:func:`ppo_core.models.value_trunk.value_trunk`): a reward
-    model reads the policy's ids when its tokenizer has the policy's vocabulary (``same_vocabulary``, as a run
+    """(field, path) of the value trunk, as a run chooses it (:func:`ppo_core.setup.trained_models.value_trunk`): a
+    reward model reads the policy's ids when its tokenizer has the policy's vocabulary (``same_vocabulary``, as a run
     compares them: equal token -> id maps)."""
     def reads_policy_ids(field_name: str, path: str) -> bool:
         try:
@@ -322,11 +323,11 @@ def _value(config: PPOConfig, field_name: str, path: str, model_config: Pretrain
 
 
 def _tokens(config: PPOConfig, task: BuiltinTask | None, tokenizer: PreTrainedTokenizerBase) -> TokenEstimate:
-    responses = response_length(config, task)
+    responses = generated_length(config.response_length, config.task if task is not None else None, config.task_seed)
     if config.max_prompt_length is not None:
         return TokenEstimate(config.batch_size, config.max_prompt_length, config.max_prompt_length, responses,
                              prompts_measured=False)
-    lengths = prompt_lengths(prompt_sets(config, task, tokenizer)[0], tokenizer)
+    lengths = prompt_lengths(prompt_sets(config, task_prompts(config, task), tokenizer)[0], tokenizer)
     return TokenEstimate(config.batch_size, max(lengths), sum(lengths) / len(lengths), responses,
                          prompts_measured=True)
 

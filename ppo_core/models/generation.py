@@ -4,11 +4,24 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from typing import Literal
 
 import torch
 from transformers import GenerationConfig, PreTrainedModel, PreTrainedTokenizerBase
 
+from ppo_core.config.ppo_config import ConfigError
 from ppo_core.models.sequences import response_mask_after_stop
+
+
+def stop_id(stop_token: Literal["eos"] | None, stop_token_id: int | None,
+            tokenizer: PreTrainedTokenizerBase) -> int | None:
+    """The token that ends a response: the tokenizer's EOS for ``stop_token: eos``, else ``stop_token_id`` (None:
+    nothing ends one early)."""
+    if stop_token == "eos":
+        if tokenizer.eos_token_id is None:
+            raise ConfigError("stop_token: the tokenizer has no EOS token; set stop_token_id instead")
+        return int(tokenizer.eos_token_id)
+    return stop_token_id
 
 
 def sampling_config(max_new_tokens: int, temperature: float, tokenizer: PreTrainedTokenizerBase,

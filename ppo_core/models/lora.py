@@ -1,58 +1,18 @@
-"""LoRA through peft, configured with TRL ModelConfig's names: the policy's adapter, the value trunk's adapter,
-the reference as the policy with its adapters switched off, and trainable-parameter counts."""
+"""A LoRA policy once built (``ppo_core.setup.trained_models`` adds the adapters): the reference as the policy with
+its adapters switched off, trainable-parameter counts, and the adapter merged into a fresh base for saving."""
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import cast
 
-from peft import LoraConfig, PeftModel, get_peft_model
+from peft import PeftModel
 from torch import nn
 from transformers import AutoModelForCausalLM, PreTrainedModel
 
-from ppo_core.config.ppo_config import ConfigError, PPOConfig
-from ppo_core.errors import first_line
 from ppo_core.models.loading import LoadOptions
-
-
-def lora_config(config: PPOConfig, task_type: str | None) -> LoraConfig:
-    """peft's LoraConfig from the run's lora_* fields, as TRL's ``get_peft_config`` builds it.
-
-    ``task_type`` is the policy's ``lora_task_type``, or None for a bare trunk (the value network's).
-    """
-    targets: list[str] | str | None = config.lora_target_modules
-    if targets is not None and len(targets) == 1:
-        targets = targets[0]  # peft reads the string "all-linear" as a keyword, a one-item list as a module name
-    return LoraConfig(
-        task_type=task_type, r=config.lora_r, lora_alpha=config.lora_alpha, lora_dropout=config.lora_dropout,
-        target_modules=targets, target_parameters=config.lora_target_parameters,
-        modules_to_save=config.lora_modules_to_save, use_rslora=config.use_rslora, use_dora=config.use_dora,
-        bias="none",
-    )
-
-
-def add_adapter(model: PreTrainedModel, config: PPOConfig, task_type: str | None,
-                field_name: str) -> PreTrainedModel:
-    """``model`` frozen, with a trainable LoRA adapter; a target that matches nothing is the user's error.
-
-    Typed as the model it wraps: a PeftModel forwards, generates and saves through the same calls.
-    """
-    try:
-        with warnings.catch_warnings():
-            # Two warnings peft prints for every adapter, about its own code, that a user can do nothing about: on
-            # GPT-2's Conv1D layers it sets fan_in_fan_out itself, and it reads transformers 5's deprecated
-            # is_gradient_checkpointing. A study printed both for every trial.
-            warnings.filterwarnings("ignore", message=r"fan_in_fan_out is set to False", category=UserWarning)
-            warnings.filterwarnings("ignore", message=r"`is_gradient_checkpointing` is deprecated",
-                                    category=FutureWarning)
-            return cast(PreTrainedModel, get_peft_model(model, lora_config(config, task_type)))
-    except (ValueError, KeyError) as error:
-        raise ConfigError(f"{field_name}: cannot add a LoRA adapter to {model.config.model_type!r} "
-                          f"({first_line(error)})") from None
 
 
 @contextmanager

@@ -54,6 +54,16 @@ def text_prompts(texts: Sequence[str]) -> PromptSet:
     return PromptSet(prompts=list(texts), texts=list(texts))
 
 
+def prompt_sets(config: PPOConfig, task_prompts: tuple[Sequence[str], Sequence[str]] | None,
+                tokenizer: PreTrainedTokenizerBase) -> tuple[PromptSet, PromptSet]:
+    """The training and evaluation prompts: a built-in task's ``task_prompts`` (training, held-out) where the config
+    names no dataset, else the dataset's (:func:`load_prompt_sets`)."""
+    if task_prompts is not None:
+        train, evaluation = task_prompts
+        return text_prompts(train), text_prompts(evaluation[: config.num_eval_prompts])
+    return load_prompt_sets(config, tokenizer)
+
+
 def load_prompt_sets(config: PPOConfig, tokenizer: PreTrainedTokenizerBase) -> tuple[PromptSet, PromptSet]:
     """The training prompts and the evaluation prompts (the test split's, else the first training ones)."""
     assert config.dataset_name is not None  # the caller falls back to the task's prompts otherwise

@@ -1,2 +1,3 @@
-"""What scores a response: the reward protocol and the weighted sum of several rewards (``base``), Python reward
-functions (``functions``) and sequence-classifier reward models (``models``)."""
+"""What scores a response: the reward protocol (``base``), Python reward functions (``functions``),
+sequence-classifier reward models (``models``, read as ``pooling`` says), several summed with their weights and loaded
+from a config's specs (``weighted``), and the held-out judges (``judges``)."""

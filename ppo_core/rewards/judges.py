@@ -36,10 +36,8 @@ from ppo_core.config.ppo_config import ConfigError, PPOConfig
 from ppo_core.errors import InputError, first_line
 from ppo_core.metric_names import GOLD_JUDGE
 from ppo_core.models.loading import LoadOptions
-from ppo_core.models.paths import is_function_spec
-from ppo_core.rewards.base import Reward, RewardInputs, RewardScores, WeightedRewards
-from ppo_core.rewards.functions import FunctionReward
-from ppo_core.rewards.models import SequenceClassifierReward
+from ppo_core.rewards.base import RewardInputs, RewardScores
+from ppo_core.rewards.weighted import WeightedRewards, load_rewards
 
 GoldScore = Callable[[list[str], list[str]], list[float]]
 """A built-in task's gold: (prompts, responses) -> one score each."""
@@ -140,17 +138,11 @@ def load_judges(config: PPOConfig, gold_score: GoldScore | None, options: LoadOp
     (``ppo_core.setup.reported_metrics.judge_names``)."""
     if config.eval_steps is None:
         return None
-    judges: list[Reward]
-    if config.named_judges:
-        batch_size = config.local_rollout_forward_batch_size
-        judges = [FunctionReward(spec, field_name) if is_function_spec(spec)
-                  else SequenceClassifierReward(spec, options, batch_size, tokenizer)
-                  for field_name, spec in config.named_judges]
-        for judge, name in zip(judges, names, strict=True):
-            judge.name = name
-    else:
-        judges = [GoldJudge(gold_score)] if gold_score is not None else []
+    pointwise = WeightedRewards(load_rewards(config.named_judges, names, options,
+                                             config.local_rollout_forward_batch_size, tokenizer),
+                                config.judge_weights) if config.named_judges \
+        else WeightedRewards([GoldJudge(gold_score)], config.judge_weights) if gold_score is not None else None
     pairwise = PairwiseJudge(config.pairwise_judge) if config.pairwise_judge else None
-    if not judges and pairwise is None:
+    if pointwise is None and pairwise is None:
         return None
-    return Judges(WeightedRewards(judges, config.judge_weights) if judges else None, pairwise)
+    return Judges(pointwise, pairwise)

@@ -22,10 +22,7 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer, PreT
 
 from ppo_core.config.ppo_config import ConfigError
 from ppo_core.errors import first_line
-from ppo_core.metric_names import reward_name
-from ppo_core.models.fused_activations import fuse_activations
-from ppo_core.models.loading import UNREADABLE, LoadOptions
-from ppo_core.models.paths import require_model
+from ppo_core.models.loading import UNREADABLE, LoadOptions, load_pretrained
 from ppo_core.models.sequences import position_ids_from_mask
 from ppo_core.rewards.base import RewardInputs, RewardScores
 from ppo_core.rewards.pooling import Pooling, last_attended, pooled_scores, score_pooling
@@ -63,19 +60,23 @@ class SequenceClassifierReward:
         batch_size: int,
         policy_tokenizer: PreTrainedTokenizerBase,
         reward_text: Callable[[str, str], str] | None = None,
+        *,
+        name: str,
     ) -> None:
-        require_model(path, "reward_model_path")
+        """``path`` as it loads; ``name`` is its metric's name (``rewards/<name>``), which whoever names the run's
+        rewards gives (``ppo_core.rewards.weighted``)."""
+        # ``path`` as it loads (ppo_core.models.paths.resolve_models): checked once, before anything loaded.
+        self.model: PreTrainedModel = load_pretrained(AutoModelForSequenceClassification, path, options,
+                                                      "reward_model_path", "a reward model")
+        self.model.eval()
+        self.model.requires_grad_(False)
         try:
-            self.model: PreTrainedModel = fuse_activations(AutoModelForSequenceClassification.from_pretrained(
-                path, **options.from_pretrained_kwargs()
-            )).eval()
             self.tokenizer = AutoTokenizer.from_pretrained(
                 path, padding_side="right", revision=options.revision, trust_remote_code=options.trust_remote_code
             )
         except UNREADABLE as error:
             raise ConfigError(f"reward_model_path: cannot load a reward model from {path!r} ({first_line(error)})") \
                 from None
-        self.model.requires_grad_(False)
         try:
             self.pooling = score_pooling(self.model.config)
         except ValueError as error:
@@ -85,7 +86,7 @@ class SequenceClassifierReward:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         self.path = path
         self.spec = path
-        self.name = reward_name(path, is_function=False)
+        self.name = name
         self.batch_size = batch_size
         self.reward_text = reward_text
         self.vocabulary_matches = same_vocabulary(self.tokenizer, policy_tokenizer)

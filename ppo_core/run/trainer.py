@@ -47,7 +47,7 @@ from ppo_core.run.rollout_metrics import first_non_finite, rollout_metrics
 from ppo_core.run.scheduled_values import apply_schedules
 from ppo_core.run.trackers import TrackerCallback, tracker_dir
 from ppo_core.setup.run_precision import with_run_precision
-from ppo_core.setup.run_setup import RunSetup, build_setup
+from ppo_core.setup.run_setup import RunSetup, build_setup, run_sources
 
 
 @dataclass
@@ -74,9 +74,13 @@ class PPOTrainer:
     """
 
     def __init__(self, config: PPOConfig, callbacks: Sequence[TrainerCallback] = ()) -> None:
+        # Every model path checked and the task built once, before anything loads: the precision check reads the
+        # policy's shapes from them, and so does every role's loader.
+        sources = run_sources(config)
         # On a CPU a config that leaves the precision open runs in bf16 where this CPU's bf16 products are measured
         # faster (ppo_core.setup.run_precision); what each update ran in is reported under precision/*.
-        config = with_run_precision(config, on_gpu=not config.use_cpu and torch.cuda.is_available())
+        config = with_run_precision(config, sources.policy_path,
+                                    on_gpu=not config.use_cpu and torch.cuda.is_available())
         self.config = config
         set_seed(config.seed)
         self.accelerator = _accelerator(config, "bf16" if config.uses_bf16(_gpu_supports_bf16(config.use_cpu))
@@ -86,7 +90,7 @@ class PPOTrainer:
                               f"has {self.accelerator.num_processes}; build it in the launched processes")
         check_launch(self.accelerator.distributed_type)
         self.group = ProcessGroup(self.accelerator)
-        self.setup: RunSetup = build_setup(config, self.accelerator.device)
+        self.setup: RunSetup = build_setup(config, sources, self.accelerator.device)
         if self.group.world_size > 1:
             set_seed(config.seed + self.group.rank)  # the same weights everywhere, but each rank samples its own
         # Callbacks write files, trackers and studies: the main process alone runs them, on global metrics.

@@ -25,7 +25,6 @@ from torch import nn
 from transformers import AutoConfig, AutoModelForCausalLM
 
 from ppo_core.config.ppo_config import PPOConfig
-from ppo_core.models.paths import resolve_models
 from ppo_core.models.sampling_precision import measured_sampling_dtype
 
 
@@ -42,25 +41,16 @@ def shapes_model(path: str, trust_remote_code: bool = False) -> nn.Module:
     return model
 
 
-def policy_path(config: PPOConfig) -> str:
-    """Where the policy loads from: ``sft_model_path`` (a GGUF's dequantised copy), else the built-in task's."""
-    resolved = resolve_models(config)
-    if resolved.sft_model_path is not None:
-        return resolved.sft_model_path
-    from ppo_core.setup.run_setup import load_task, task_part  # the task module imports the trainer's parts
-
-    return task_part(load_task(config), "sft_model_path").policy_path
-
-
-def with_run_precision(config: PPOConfig, on_gpu: bool) -> PPOConfig:
+def with_run_precision(config: PPOConfig, policy_path: str, on_gpu: bool) -> PPOConfig:
     """``config`` with ``bf16: true, dtype: bfloat16`` where it leaves the precision open
-    (:func:`leaves_precision_open`) and the check finds bf16 the faster at the policy's shapes and the rollout's
-    rows; else ``config`` itself."""
+    (:func:`leaves_precision_open`) and the check finds bf16 the faster at the shapes of the policy at
+    ``policy_path`` (as it loads: ``ppo_core.setup.run_setup.run_sources``) and the rollout's rows; else ``config``
+    itself."""
     if not leaves_precision_open(config, on_gpu):
         return config
     rows = min(config.local_rollout_forward_batch_size, config.local_batch_size)
     try:
-        shapes = shapes_model(policy_path(config), config.trust_remote_code)
+        shapes = shapes_model(policy_path, config.trust_remote_code)
     except (OSError, ValueError):  # no model there: loading it names the field and the problem in one line
         return config
     choice = measured_sampling_dtype(shapes, rows)
@@ -69,4 +59,4 @@ def with_run_precision(config: PPOConfig, on_gpu: bool) -> PPOConfig:
     return dataclasses.replace(config, bf16=True, dtype="bfloat16")
 
 
-__all__ = ["leaves_precision_open", "policy_path", "shapes_model", "with_run_precision"]
+__all__ = ["leaves_precision_open", "shapes_model", "with_run_precision"]

@@ -1,4 +1,6 @@
-"""Resolve a config into loaded models, a reward, prompts and a stop token: everything a run reads."""
+"""A config turned into everything a run reads, each part loaded once: where every model comes from
+(:func:`run_sources`, settled before anything loads), then the tokenizer, prompts, rewards, judges and how to sample
+(:func:`load_run_parts`), then the trained models (:mod:`ppo_core.setup.trained_models`)."""
 
 from __future__ import annotations
 
@@ -10,27 +12,60 @@ import torch
 from transformers import GenerationConfig, PreTrainedModel, PreTrainedTokenizerBase, TrainerState
 
 from ppo_core.config.ppo_config import ConfigError, PPOConfig
-from ppo_core.models.generation import sampling_config
-from ppo_core.models.loading import (
-    LoadOptions,
-    ValueModel,
-    enable_gradient_checkpointing,
-    load_causal_lm,
-    load_tokenizer,
-    load_trunk,
-    without_dropout,
-)
-from ppo_core.models.lora import adapters_disabled, add_adapter
-from ppo_core.models.paths import is_function_spec, resolve_models
-from ppo_core.models.prompt_data import PromptSet, load_prompt_sets, text_prompts
-from ppo_core.models.value_trunk import value_trunk
-from ppo_core.rewards.base import Reward, WeightedRewards
-from ppo_core.rewards.functions import FunctionReward
+from ppo_core.metric_names import reward_name
+from ppo_core.models.generation import sampling_config, stop_id
+from ppo_core.models.loading import LoadOptions, ValueModel, load_tokenizer
+from ppo_core.models.lora import adapters_disabled
+from ppo_core.models.paths import resolve_models
+from ppo_core.models.prompt_data import PromptSet, prompt_sets
 from ppo_core.rewards.judges import Judges, load_judges
-from ppo_core.rewards.models import SequenceClassifierReward
+from ppo_core.rewards.weighted import WeightedRewards, load_rewards
 from ppo_core.setup.reported_metrics import judge_names, reward_names
+from ppo_core.setup.trained_models import policy_and_reference, value_network
 from ppo_core.tasks.builtin_task import BuiltinTask
 from ppo_core.tasks.variants import generated_length
+
+
+@dataclass(frozen=True)
+class RunSources:
+    """Where each of a run's parts comes from, settled once before anything loads: the config's own, else its
+    built-in task's."""
+
+    config: PPOConfig  # every model path as it loads: checked, and a GGUF its dequantised copy (resolve_models)
+    task: BuiltinTask | None
+    policy_path: str  # the policy's and its tokenizer's: sft_model_path, else the task's
+    reward_specs: list[tuple[str, str]]  # (field, spec as it loads) of each reward: the named ones, else the task's
+    # The rewards' and the named judges' metric names, which the specs as the user wrote them give (a GGUF keeps
+    # its file's name, not its cache directory's); the task's reward model is named by its directory.
+    reward_names: list[str]
+    judge_names: list[str]
+    reward_text: Callable[[str, str], str] | None  # what the task's reward model reads instead of the episode
+    task_prompts: tuple[list[str], list[str]] | None  # the task's training and held-out prompts; None: the dataset's
+
+
+def run_sources(config: PPOConfig) -> RunSources:
+    """Check every model path ``config`` names and dequantise its GGUFs (:func:`resolve_models`), build its task
+    (:func:`load_task`), and take from the task what the config leaves unset: what every role's loader then reads,
+    with no path checked twice."""
+    resolved = resolve_models(config)
+    task = load_task(config)
+    policy_path = resolved.sft_model_path or task_part(task, "sft_model_path").policy_path
+    reward_specs, reward_text = resolved.named_rewards, None
+    if not reward_specs:  # the task's proxy reward model, on the text it was trained on
+        task_reward = task_part(task, "reward_model_path")
+        reward_specs, reward_text = [("reward_model_path", task_reward.reward_model_path)], task_reward.reward_text
+    prompts = task_prompts(config, task)
+    # The task's reward model is named by its directory, as any model reward is.
+    names = reward_names(config) if resolved.named_rewards else [reward_name(reward_specs[0][1], is_function=False)]
+    return RunSources(resolved, task, policy_path, reward_specs, names, judge_names(config), reward_text, prompts)
+
+
+def task_prompts(config: PPOConfig, task: BuiltinTask | None) -> tuple[list[str], list[str]] | None:
+    """The task's training and held-out prompts where the config names no dataset; None where it names one."""
+    if config.dataset_name is not None:
+        return None
+    prompts = task_part(task, "dataset_name")
+    return prompts.train_prompts, prompts.eval_prompts
 
 
 @dataclass
@@ -102,14 +137,14 @@ class RunParts:
                         policy_path=self.policy_path, judges=self.judges, trainer_state=trainer_state)
 
 
-def build_setup(config: PPOConfig, device: torch.device) -> RunSetup:
-    """Load what ``config`` names: its run parts (:func:`load_run_parts`), the policy and its reference, and the
-    value network where the estimator reads one."""
-    parts = load_run_parts(config, device)
-    policy, reference = _policy_and_reference(config, parts.policy_path, parts.options)
+def build_setup(config: PPOConfig, sources: RunSources, device: torch.device) -> RunSetup:
+    """Load what ``config`` names from ``sources``: its run parts (:func:`load_run_parts`), the policy and its
+    reference, and the value network where the estimator reads one."""
+    parts = load_run_parts(config, sources, device)
+    policy, reference = policy_and_reference(config, parts.policy_path, parts.options)
     # Only GAE reads values: the critic-free estimators never load, hold or step a value network.
-    value_model = _value_model(config, _value_trunk_path(parts.config, parts.rewards, parts.policy_path),
-                               parts.options) if config.uses_critic else None
+    value_model = value_network(config, sources.config.value_model_path, parts.rewards, parts.policy_path,
+                                parts.options) if config.uses_critic else None
     return parts.setup(RolloutModels(
         policy=policy,
         reference=reference.to(device) if reference is not None else None,  # type: ignore[arg-type]
@@ -120,27 +155,29 @@ def build_setup(config: PPOConfig, device: torch.device) -> RunSetup:
     ))
 
 
-def load_run_parts(config: PPOConfig, device: torch.device) -> RunParts:
-    """Load what ``config`` names besides the trained models: explicit paths first, the built-in task's for the
-    rest."""
-    resolved = resolve_models(config)  # the model paths as they load; names and everything else come from config
-    task = load_task(config)
+def load_run_parts(config: PPOConfig, sources: RunSources, device: torch.device) -> RunParts:
+    """Load what ``config`` names besides the trained models, from where ``sources`` (:func:`run_sources`) says each
+    part comes from."""
+    task = sources.task
     options = LoadOptions.from_config(config)
-    sft_path = resolved.sft_model_path or task_part(task, "sft_model_path").policy_path
-    tokenizer = load_tokenizer(sft_path, options)
-    train_prompts, eval_prompts = prompt_sets(config, task, tokenizer)
-    rewards = _load_rewards(resolved, task, options, tokenizer, reward_names(config))
-    stop_token_id = _stop_token_id(config, tokenizer)
-    judges = load_judges(resolved, task.gold_score if task is not None else None, options, tokenizer,
-                         judge_names(config))
+    # The response length: the config's, else the task's, else TRL's default (the rule's one home).
+    response_length = generated_length(config.response_length, config.task if task is not None else None,
+                                       config.task_seed)
+    tokenizer = load_tokenizer(sources.policy_path, options)
+    stop_token_id = stop_id(config.stop_token, config.stop_token_id, tokenizer)
+    generation_config = sampling_config(response_length, config.temperature, tokenizer, stop_token_id)
+    train_prompts, eval_prompts = prompt_sets(config, sources.task_prompts, tokenizer)
+    rewards = WeightedRewards(load_rewards(sources.reward_specs, sources.reward_names, options,
+                                           config.local_rollout_forward_batch_size, tokenizer, sources.reward_text),
+                              config.reward_weights).to(device)
+    judges = load_judges(sources.config, task.gold_score if task is not None else None, options, tokenizer,
+                         sources.judge_names)
     if judges is not None and judges.pointwise is not None:
         judges.pointwise.to(device)
     return RunParts(
-        config=resolved, task=task, options=options, policy_path=sft_path, tokenizer=tokenizer,
-        rewards=rewards.to(device), train_prompts=train_prompts, eval_prompts=eval_prompts,
-        stop_token_id=stop_token_id, judges=judges,
-        generation_config=sampling_config(response_length(config, task), config.temperature, tokenizer,
-                                          stop_token_id),
+        config=sources.config, task=task, options=options, policy_path=sources.policy_path, tokenizer=tokenizer,
+        rewards=rewards, train_prompts=train_prompts, eval_prompts=eval_prompts,
+        stop_token_id=stop_token_id, generation_config=generation_config, judges=judges,
     )
 
 
@@ -156,88 +193,8 @@ def load_task(config: PPOConfig) -> BuiltinTask | None:
         raise ConfigError(f"task: {error}") from None
 
 
-def prompt_sets(config: PPOConfig, task: BuiltinTask | None,
-                tokenizer: PreTrainedTokenizerBase) -> tuple[PromptSet, PromptSet]:
-    """The training and evaluation prompts: the dataset's when the config names one, else the task's."""
-    if config.dataset_name is not None:
-        return load_prompt_sets(config, tokenizer)
-    task_prompts = task_part(task, "dataset_name")
-    return (text_prompts(task_prompts.train_prompts),
-            text_prompts(task_prompts.eval_prompts[: config.num_eval_prompts]))
-
-
-def response_length(config: PPOConfig, task: BuiltinTask | None) -> int:
-    """Tokens generated per response: the config's, else the task's, else TRL's default
-    (:func:`ppo_core.tasks.variants.generated_length`, the rule's one home)."""
-    return generated_length(config.response_length, config.task if task is not None else None, config.task_seed)
-
-
-def _policy_and_reference(config: PPOConfig, path: str,
-                          options: LoadOptions) -> tuple[PreTrainedModel, PreTrainedModel | None]:
-    """The trained policy and its frozen reference. Under LoRA the base is frozen in ``dtype`` and is itself the
-    reference once the adapters are off: one copy of the weights instead of two."""
-    if config.use_peft:
-        base = load_causal_lm(path, options)
-        if config.gradient_checkpointing:
-            enable_gradient_checkpointing(base)
-        policy = add_adapter(base, config, config.lora_task_type, "lora_target_modules")
-        return without_dropout(policy), None
-    policy = without_dropout(load_causal_lm(path, options.trainable()))
-    if config.gradient_checkpointing:
-        enable_gradient_checkpointing(policy)
-    return policy, load_causal_lm(path, options).requires_grad_(False)
-
-
-def _value_model(config: PPOConfig, trunk_path: str, options: LoadOptions) -> ValueModel:
-    """V(s) on ``trunk_path``: under LoRA (unless value_use_peft is off) a frozen trunk in ``dtype`` with its own
-    adapter, else a fully trained float32 trunk; the scalar head is always trained in float32."""
-    lora = config.use_peft and config.value_use_peft
-    trunk = load_trunk(trunk_path, options if lora else options.trainable())
-    if config.gradient_checkpointing:
-        enable_gradient_checkpointing(trunk)
-    if lora:
-        trunk = add_adapter(trunk, config, None, "value_use_peft")
-    return ValueModel(without_dropout(trunk)).eval()
-
-
-def _load_rewards(config: PPOConfig, task: BuiltinTask | None, options: LoadOptions,
-                  tokenizer: PreTrainedTokenizerBase, names: list[str]) -> WeightedRewards:
-    """The rewards the config names, in order, or the task's proxy reward model on the text it was trained on.
-    ``names`` are the rewards' metric names, which the specs as the user wrote them give (a GGUF reward keeps its
-    file's name, not its cache directory's)."""
-    batch_size = config.local_rollout_forward_batch_size
-    if not config.named_rewards:
-        task_reward = task_part(task, "reward_model_path")
-        model = SequenceClassifierReward(task_reward.reward_model_path, options, batch_size, tokenizer,
-                                         reward_text=task_reward.reward_text)
-        return WeightedRewards([model], config.reward_weights)
-    rewards: list[Reward] = [
-        FunctionReward(spec, field) if is_function_spec(spec)
-        else SequenceClassifierReward(spec, options, batch_size, tokenizer)
-        for field, spec in config.named_rewards
-    ]
-    for reward, name in zip(rewards, names, strict=True):
-        reward.name = name  # distinct: two rewards of one name would share one metric
-    return WeightedRewards(rewards, config.reward_weights)
-
-
-def _value_trunk_path(config: PPOConfig, rewards: WeightedRewards, sft_path: str) -> str:
-    """The value trunk :func:`ppo_core.models.value_trunk.value_trunk` chooses among the loaded reward models."""
-    models = {reward.path: reward for reward in rewards.rewards if isinstance(reward, SequenceClassifierReward)}
-    return value_trunk(config.value_model_path, [("reward_model_path", path) for path in models], sft_path,
-                       lambda _, path: models[path].vocabulary_matches)[1]
-
-
 def task_part(task: BuiltinTask | None, field_name: str) -> BuiltinTask:
     """The task that supplies what ``field_name`` leaves unset (PPOConfig requires the field when task is null)."""
     if task is None:
         raise ConfigError(f"{field_name}: required when task is null")
     return task
-
-
-def _stop_token_id(config: PPOConfig, tokenizer: PreTrainedTokenizerBase) -> int | None:
-    if config.stop_token == "eos":
-        if tokenizer.eos_token_id is None:
-            raise ConfigError("stop_token: the tokenizer has no EOS token; set stop_token_id instead")
-        return int(tokenizer.eos_token_id)
-    return config.stop_token_id

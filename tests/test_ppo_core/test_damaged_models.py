@@ -75,4 +75,4 @@ def test_damaged_weights_are_a_config_error_not_a_crash(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"sft_model_path: cannot load a causal LM from .*deserializ"):
         load_causal_lm(str(policy))
     with pytest.raises(ConfigError, match=r"reward_model_path: cannot load a reward model from .*deserializ"):
-        SequenceClassifierReward(str(reward), LoadOptions(), 4, None)  # type: ignore[arg-type]
+        SequenceClassifierReward(str(reward), LoadOptions(), 4, None, name="reward")  # type: ignore[arg-type]

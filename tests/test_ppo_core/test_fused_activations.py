@@ -9,8 +9,14 @@ import torch
 from transformers import AutoModelForCausalLM
 from transformers.activations import FastGELUActivation, NewGELUActivation
 
-from ppo_core.models.fused_activations import UNFUSED_TANH_GELUS, fuse_activations
-from ppo_core.models.loading import LoadOptions, load_causal_lm, load_tokenizer, load_trunk
+from ppo_core.models.loading import (
+    UNFUSED_TANH_GELUS,
+    LoadOptions,
+    fuse_activations,
+    load_causal_lm,
+    load_tokenizer,
+    load_trunk,
+)
 from ppo_core.rewards.models import SequenceClassifierReward
 
 
@@ -42,7 +48,8 @@ def test_every_loader_fuses_and_logits_match_the_unfused_model(tiny_lm_dir: Path
     loaded = load_causal_lm(str(tiny_lm_dir))
     assert not _unfused(loaded)
     assert not _unfused(load_trunk(str(tiny_lm_dir)))
-    reward = SequenceClassifierReward(str(tiny_rm_dir), LoadOptions(), 4, load_tokenizer(str(tiny_lm_dir)))
+    reward = SequenceClassifierReward(str(tiny_rm_dir), LoadOptions(), 4, load_tokenizer(str(tiny_lm_dir)),
+                                      name="reward")
     assert not _unfused(reward.model)
 
     plain = AutoModelForCausalLM.from_pretrained(tiny_lm_dir).eval()

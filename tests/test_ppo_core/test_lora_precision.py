@@ -18,9 +18,9 @@ from transformers import AutoModelForCausalLM
 from ppo_core import PPOConfig, PPOTrainer
 from ppo_core.config.ppo_config import ConfigError
 from ppo_core.metric_names import run_metrics
-from ppo_core.models.loading import LoadOptions, load_causal_lm
-from ppo_core.models.lora import add_adapter
+from ppo_core.models.loading import LoadOptions, add_adapter, load_causal_lm
 from ppo_core.rollout.collect import response_logits
+from ppo_core.setup.trained_models import lora_config
 from ppo_tune.cli import main
 from tools import tiny_data, tiny_models
 
@@ -186,7 +186,7 @@ def test_adding_an_adapter_prints_no_warning_of_peft_s_own(assets: dict[str, Pat
     model = load_causal_lm(str(assets[architecture]), LoadOptions())
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        adapted = add_adapter(model, PPOConfig(use_peft=True, lora_r=4), "CAUSAL_LM", "sft_model_path")
+        adapted = add_adapter(model, lora_config(PPOConfig(use_peft=True, lora_r=4), "CAUSAL_LM"), "sft_model_path")
         warnings.warn("a warning of the caller's", UserWarning, stacklevel=1)
     assert isinstance(adapted, PeftModel)
     assert [str(w.message) for w in caught] == ["a warning of the caller's"]

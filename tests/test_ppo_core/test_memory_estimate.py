@@ -25,8 +25,8 @@ from ppo_core.memory.sizes import (
     weight_bytes,
 )
 from ppo_core.models.loading import load_tokenizer
-from ppo_core.models.lora import lora_config
-from ppo_core.setup.run_setup import build_setup
+from ppo_core.setup.run_setup import build_setup, run_sources
+from ppo_core.setup.trained_models import lora_config
 from ppo_tune.cli import main
 from tools.tiny_models import chatml_tokenizer, write_gpt2, write_llama, write_qwen2, write_reward_model
 
@@ -170,7 +170,7 @@ def test_the_estimate_sizes_the_value_trunk_a_run_loads(models: dict[str, Path],
     resolved = {key: [named.get(v, v) for v in value] if isinstance(value, list) else named.get(value, value)
                 for key, value in fields.items()}
     config = run_config(models, prompts_file, policy, **resolved)
-    loaded = build_setup(config, torch.device("cpu")).models.value_model
+    loaded = build_setup(config, run_sources(config), torch.device("cpu")).models.value_model
     assert loaded is not None
     assert estimate_run(config).model("value").path == loaded.trunk.config.name_or_path
 

@@ -9,6 +9,7 @@ code."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -17,6 +18,13 @@ from helpers.tiny_runs import letter_run
 from ppo_core import PPOConfig, PPOTrainer
 from ppo_core.models import sampling_precision
 from ppo_core.setup.run_precision import leaves_precision_open, with_run_precision
+from ppo_core.setup.run_setup import run_sources
+
+
+def _policy_path(values: dict[str, Any]) -> str:
+    """Where the run's policy loads from, as the trainer finds it before the precision check."""
+    return run_sources(PPOConfig(**values)).policy_path
+
 
 
 @pytest.mark.parametrize(("values", "on_gpu", "open_"), [
@@ -52,7 +60,7 @@ def test_where_bf16_is_fast_an_open_run_stores_frozen_weights_in_bf16_and_autoca
     calls = _cpu_where_bf16_is(monkeypatch, tmp_path, 0.02)
     values = letter_run(tmp_path, 16, response_length=4, per_device_train_batch_size=8, total_episodes=8,
                         use_peft=True, lora_r=4)
-    chosen = with_run_precision(PPOConfig(**values), on_gpu=False)
+    chosen = with_run_precision(PPOConfig(**values), _policy_path(values), on_gpu=False)
     assert (chosen.bf16, chosen.dtype) == (True, "bfloat16") and calls == [8]
     trainer = PPOTrainer(PPOConfig(**values))
     policy = trainer.setup.models.policy
@@ -70,7 +78,7 @@ def test_where_bf16_is_emulated_an_open_run_stays_float32(tmp_path: Path, monkey
     values = letter_run(tmp_path, 16, response_length=4, per_device_train_batch_size=8, total_episodes=8,
                         use_peft=True, lora_r=4)
     config = PPOConfig(**values)
-    assert with_run_precision(config, on_gpu=False) is config
+    assert with_run_precision(config, _policy_path(values), on_gpu=False) is config
     (update,) = PPOTrainer(config).train().metrics
     assert update["precision/autocast_bf16"] == 0.0 and update["precision/sampling_bf16"] == 0.0
     assert calls == [8]
@@ -81,7 +89,7 @@ def test_bf16_false_keeps_a_run_in_float32_without_a_check(tmp_path: Path, monke
     values = letter_run(tmp_path, 16, response_length=4, per_device_train_batch_size=8, total_episodes=8,
                         use_peft=True, lora_r=4, bf16=False, sampling_dtype="float32")
     config = PPOConfig(**values)
-    assert with_run_precision(config, on_gpu=False) is config
+    assert with_run_precision(config, _policy_path(values), on_gpu=False) is config
     (update,) = PPOTrainer(config).train().metrics
     assert update["precision/autocast_bf16"] == 0.0 and update["precision/sampling_bf16"] == 0.0
     assert calls == []

@@ -167,7 +167,8 @@ def test_non_finite_score_stops_with_update_named(tiny_lm_dir: Path, prompts_fil
 
 def test_reward_from_a_sequence_classifier_directory(tiny_lm_dir: Path, tiny_rm_dir: Path, prompts_file: Path) -> None:
     tokenizer = load_tokenizer(str(tiny_lm_dir))
-    reward = SequenceClassifierReward(str(tiny_rm_dir), LoadOptions(), batch_size=2, policy_tokenizer=tokenizer)
+    reward = SequenceClassifierReward(str(tiny_rm_dir), LoadOptions(), batch_size=2, policy_tokenizer=tokenizer,
+                                      name="reward")
     scores = reward(reward_inputs(tokenizer, ["a b", "c"], ["d e f", "g"])).values
     # The score is read at the last real token whatever the padding: scoring alone gives the same number.
     torch.testing.assert_close(scores[1:], reward(reward_inputs(tokenizer, ["c"], ["g"])).values, atol=1e-5, rtol=0)
@@ -221,7 +222,7 @@ def test_a_reward_model_scores_an_episode_longer_than_its_positions(tiny_lm_dir:
     AutoTokenizer.from_pretrained(tiny_rm_dir).save_pretrained(short)
     tokenizer = load_tokenizer(str(tiny_lm_dir))
     reward = SequenceClassifierReward(str(short), LoadOptions(), batch_size=2, policy_tokenizer=tokenizer,
-                                      reward_text=lambda prompt, response: f"{prompt} {response}")
+                                      reward_text=lambda prompt, response: f"{prompt} {response}", name="reward")
     long_response = " ".join(["a b c"] * 10)
     inputs = reward_inputs(tokenizer, ["a", "b"], [long_response, "c"])
     scores = reward(inputs).values

@@ -39,7 +39,7 @@ from ppo_core.run.callbacks import TrainerCallback as UpdateCallback
 from ppo_core.run.distributed import ProcessGroup
 from ppo_core.run.evaluation import count_updates, evaluate, separate_rng
 from ppo_core.run.judging import held_out_judging
-from ppo_core.setup.run_setup import RolloutModels, RunParts, load_run_parts
+from ppo_core.setup.run_setup import RolloutModels, RunParts, load_run_parts, run_sources
 from tuner.exports._common import optimizer_steps_per_update
 from tuner.trl_trial.arguments import TRL_TRAINERS, TrialArguments, trial_arguments
 from tuner.trl_trial.bridge import UpdateBridge
@@ -139,7 +139,7 @@ def run_trl_trial(trainer_name: str, config: PPOConfig, callbacks: Sequence[Upda
     # a warning about TRL's code, printed by every trial, that its user can do nothing about.
     warnings.filterwarnings("ignore", category=FutureWarning, message=".*gradient_checkpointing.*")
     device = _device(config)
-    parts = load_run_parts(config, device)
+    parts = load_run_parts(config, run_sources(config), device)
     # What the config leaves to the run made explicit, so that the export (and the trial) sets it: the task's
     # response length (max_completion_length), and bf16 by ppo_core's rule for null (TRL's default is on).
     config = dataclasses.replace(config, response_length=parts.generation_config.max_new_tokens,
