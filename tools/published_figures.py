@@ -25,8 +25,8 @@ from typing import Any
 import yaml
 from scipy import stats  # type: ignore[import-untyped]
 
+from tools.index_table import table_rows
 from tools.provenance import REPO_ROOT
-from tools.stale_figures import table_rows
 
 REGISTRY = REPO_ROOT / "benchmarks" / "figures.yaml"
 INDEX = "benchmarks/README.md"

@@ -22,9 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tools.index_table import TABLE_HEADING, table_rows
 from tools.provenance import REPO_ROOT
+from tools.published_figures import load_registry
 
-TABLE_HEADING = "## Every measured figure, with its command and commit"
 HASH = re.compile(r"\b[0-9a-f]{7,40}\b")
 STANDS = re.compile(r"stands through ([0-9a-f]{7,40}):\s*(.+)$")
 PRODUCT = ("ppo_core", "tuner", "dashboard", "ppo_tune", "pyproject.toml")
@@ -46,24 +47,6 @@ class Figure:
     @property
     def stale(self) -> bool:
         return self.commit is None or bool(self.changed)
-
-
-def table_rows(page: str) -> list[list[str]]:
-    """The cells of each body row of the table under :data:`TABLE_HEADING` (its header and rule left out)."""
-    if TABLE_HEADING not in page:
-        return []
-    lines = page[page.index(TABLE_HEADING):].splitlines()
-    rows: list[list[str]] = []
-    in_table = False
-    for line in lines[1:]:
-        if line.startswith("|"):
-            in_table = True
-            cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
-            if not set("".join(cells)) <= set("-: "):
-                rows.append(cells)
-        elif in_table or line.startswith("## "):
-            break
-    return rows[1:]  # the first row is the header
 
 
 def git(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -157,8 +140,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"stale_figures: {args.page} has no table under {TABLE_HEADING!r}", file=sys.stderr)
         return 2
     if args.readme:
-        from tools.published_figures import load_registry  # here: it reads this module's table_rows
-
         quoted = quoted_rows(load_registry())
         chosen = [row for row in rows if row.what in quoted]
         for row in chosen:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from tools.stale_figures import TABLE_HEADING, figures, main, quoted_rows, table_rows, verdict
+from tools.index_table import TABLE_HEADING, table_rows
+from tools.stale_figures import figures, main, quoted_rows, verdict
 
 
 def git(root: Path, *args: str) -> str:
