@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import reward_functions
@@ -35,18 +36,23 @@ def prompts_with_a_trainer_state_column(directory: Path) -> Path:
     return directory
 
 
+def recording_run(lm_dir: Path, directory: Path, **fields: Any) -> dict[str, Any]:
+    """A run of the tiny model on data with a trainer_state column, its reward and judge recording what they are
+    handed; ``fields`` set the rest."""
+    return dict(task=None, sft_model_path=str(lm_dir),
+                dataset_name=str(prompts_with_a_trainer_state_column(directory / "data")),
+                reward_funcs=["reward_functions:records_progress"], judge_funcs=["reward_functions:judges_progress"],
+                response_length=4, num_ppo_epochs=1, total_episodes=24, num_sample_generations=0,
+                num_eval_prompts=3, learning_rate=1e-3, seed=3, **fields)
+
+
 def test_rewards_and_judges_are_handed_the_updates_completed_when_the_answers_were_sampled(
     tiny_lm_dir: Path, tmp_path: Path, progress: dict[str, list[tuple[type, int, int, int]]],
 ) -> None:
     # 3 updates of 8 episodes; held-out evaluations of 3 prompts x 2 answers at the start and after updates 2 and 3.
-    config = PPOConfig(
-        task=None, sft_model_path=str(tiny_lm_dir),
-        dataset_name=str(prompts_with_a_trainer_state_column(tmp_path / "data")),
-        reward_funcs=["reward_functions:records_progress"], judge_funcs=["reward_functions:judges_progress"],
-        response_length=4, per_device_train_batch_size=4, gradient_accumulation_steps=2, num_ppo_epochs=1,
-        total_episodes=24, num_sample_generations=0, num_eval_prompts=3, num_eval_samples=2, eval_steps=2,
-        eval_on_start=True, learning_rate=1e-3, seed=3,
-    )
+    config = PPOConfig(**recording_run(tiny_lm_dir, tmp_path, per_device_train_batch_size=4,
+                                       gradient_accumulation_steps=2, num_eval_samples=2, eval_steps=2,
+                                       eval_on_start=True))
     PPOTrainer(config).train()
     # The reward scores update u's rollout (8 rows) after u - 1 updates, and the held-out answers (6 rows) of the
     # evaluation after update u after u; the dataset's column of that name is dropped, not passed twice.
@@ -58,18 +64,12 @@ def test_rewards_and_judges_are_handed_the_updates_completed_when_the_answers_we
 def test_a_resumed_run_hands_on_from_its_checkpoints_update(
     tiny_lm_dir: Path, tmp_path: Path, progress: dict[str, list[tuple[type, int, int, int]]],
 ) -> None:
-    values = dict(
-        task=None, sft_model_path=str(tiny_lm_dir),
-        dataset_name=str(prompts_with_a_trainer_state_column(tmp_path / "data")),
-        reward_funcs=["reward_functions:records_progress"], judge_funcs=["reward_functions:judges_progress"],
-        response_length=4, per_device_train_batch_size=8, num_ppo_epochs=1, total_episodes=24,
-        num_sample_generations=0, num_eval_prompts=3, num_eval_samples=1, eval_steps=1, save_steps=1,
-        learning_rate=1e-3, seed=3, output_dir=str(tmp_path / "run"),
-    )
-    PPOTrainer(PPOConfig(**values)).train(stop_after=1)  # type: ignore[arg-type]
+    values = recording_run(tiny_lm_dir, tmp_path, per_device_train_batch_size=8, num_eval_samples=1, eval_steps=1,
+                           save_steps=1, output_dir=str(tmp_path / "run"))
+    PPOTrainer(PPOConfig(**values)).train(stop_after=1)
     for calls in progress.values():
         calls.clear()
-    PPOTrainer(PPOConfig(**values)).train(resume_from_checkpoint=tmp_path / "run" / "checkpoints" / "checkpoint-1")  # type: ignore[arg-type]
+    PPOTrainer(PPOConfig(**values)).train(resume_from_checkpoint=tmp_path / "run" / "checkpoints" / "checkpoint-1")
     assert [(step, rows) for _, step, _, rows in progress["reward"]] == [(1, 8), (2, 3), (2, 8), (3, 3)]
     assert [step for _, step, _, _ in progress["judge"]] == [2, 3]
 
