@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
@@ -141,28 +142,40 @@ def check_key(shapes: list[tuple[int, int]], rows: int) -> dict[str, object]:
             "products": "oneDNN-packed where available"}
 
 
+def cached_check(kind: str, key: Mapping[str, object], fields: tuple[str, ...],
+                 measure: Callable[[], dict[str, Any]], cache_dir: Path | None = None) -> dict[str, Any]:
+    """A machine check's result: read from ``$PPO_TUNE_CACHE/<kind>/<digest of key>.json`` where this machine made the
+    same check before (a file holding each of ``fields``), else ``measure()``, written there whole, with its key, so
+    that a study's trials measure once."""
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+    path = (cache_dir or default_cache_dir()) / kind / f"{digest}.json"
+    try:
+        cached = json.loads(path.read_text())
+    except (OSError, ValueError):
+        cached = None
+    if isinstance(cached, dict) and all(name in cached for name in fields):
+        return cached
+    result = measure()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(f".{os.getpid()}.tmp")  # processes that check at once each write whole files
+    partial.write_text(json.dumps({**result, "key": key}, indent=1) + "\n")
+    partial.replace(path)
+    return result
+
+
 def measured_sampling_dtype(model: nn.Module, rows: int, cache_dir: Path | None = None) -> SamplingPrecision:
     """The check's choice for sampling ``rows`` rows at a time from ``model``'s shapes, from the cache when this
     machine has made it before; float32 unchecked below :data:`MIN_CHECKED_WEIGHTS`."""
     shapes = weight_shapes(model)
     if sum(out_features * in_features for out_features, in_features in shapes) < MIN_CHECKED_WEIGHTS:
         return SamplingPrecision("float32", {})
-    key = check_key(shapes, rows)
-    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
-    path = (cache_dir or default_cache_dir()) / "sampling_precision" / f"{digest}.json"
-    try:
-        cached = json.loads(path.read_text())
-        return SamplingPrecision(cached["dtype"], cached["seconds"])
-    except (OSError, ValueError, KeyError):
-        pass
-    seconds = product_seconds(shapes, rows)
-    choice = SamplingPrecision(choose_sampling_dtype(seconds), seconds)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_suffix(f".{os.getpid()}.tmp")  # processes that check at once each write whole files
-    partial.write_text(json.dumps({**asdict(choice), "key": key}, indent=1) + "\n")
-    partial.replace(path)
-    return choice
+
+    def measure() -> dict[str, Any]:
+        seconds = product_seconds(shapes, rows)
+        return asdict(SamplingPrecision(choose_sampling_dtype(seconds), seconds))
+    result = cached_check("sampling_precision", check_key(shapes, rows), ("dtype", "seconds"), measure, cache_dir)
+    return SamplingPrecision(result["dtype"], result["seconds"])
 
 
-__all__ = ["MIN_CHECKED_WEIGHTS", "SamplingPrecision", "choose_sampling_dtype", "measured_sampling_dtype",
-           "product_seconds", "weight_shapes"]
+__all__ = ["MIN_CHECKED_WEIGHTS", "SamplingPrecision", "cached_check", "check_key", "choose_sampling_dtype",
+           "measured_sampling_dtype", "product_seconds", "weight_shapes"]

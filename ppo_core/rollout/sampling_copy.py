@@ -28,6 +28,7 @@ from ppo_core.config.ppo_config import PPOConfig
 from ppo_core.models.decode_attention import use_decode_attention
 from ppo_core.models.packed_linear import PackedLinear, pack_linears
 from ppo_core.models.sampling_precision import DTYPES, measured_sampling_dtype
+from ppo_core.rollout.decode_choice import measured_fused_decode
 from ppo_core.rollout.fused_decode import FusedDecoder, decodable, fused_decoder
 
 ADAPTER = "default"  # the one adapter ppo_core.models.lora adds
@@ -120,7 +121,9 @@ class SamplingCopy:
 
 def sampling_copy(config: PPOConfig, policy: PreTrainedModel, device: torch.device) -> SamplingCopy | None:
     """The copy the rollout samples from on a CPU, in ``sampling_dtype`` (auto: the dtype
-    :func:`ppo_core.models.sampling_precision.measured_sampling_dtype` picks for the rollout's rows). None, to sample
+    :func:`ppo_core.models.sampling_precision.measured_sampling_dtype` picks for the rollout's rows), decoding fused
+    where ``fused_decode`` says so (null: where :func:`ppo_core.rollout.decode_choice.measured_fused_decode` finds it
+    faster). None, to sample
     from the policy itself: on a GPU, where the copy cannot follow the policy (:func:`mergeable`), and where it would
     equal the policy (no adapter to merge, and the policy's dtype already)."""
     if device.type != "cpu" or not mergeable(policy):
@@ -130,7 +133,11 @@ def sampling_copy(config: PPOConfig, policy: PreTrainedModel, device: torch.devi
         measured_sampling_dtype(policy, rows).torch_dtype
     if not isinstance(policy, PeftModel) and policy.dtype == dtype:
         return None
-    return SamplingCopy(policy, dtype, rows, config.fused_decode)
+    fused = config.fused_decode
+    if fused is None:  # the check builds both copies, frozen, for itself alone
+        fused = measured_fused_decode(
+            policy, dtype, rows, lambda decode_fused: SamplingCopy(policy, dtype, rows, decode_fused, True).model).fused
+    return SamplingCopy(policy, dtype, rows, fused)
 
 
 def reference_copy(config: PPOConfig, policy: PreTrainedModel, reference: PreTrainedModel | None,
