@@ -152,6 +152,24 @@ def test_with_a_chance_of_backtracking_some_recipients_go_back_and_some_copy_a_d
     assert origins == {"exploit", "backtrack"}
 
 
+def test_a_generation_with_no_member_to_copy_goes_back_to_the_elite_if_the_population_backtracks() -> None:
+    # Both members of generation 1 were stopped (the KL guard, say): nothing is left to copy but the earlier ends.
+    trials = fallen()
+    trials[2:] = [segment_trial(t.number, segment, None, t.user_attrs[CONFIG_ATTR], state=TrialState.PRUNED)
+                  for t in trials[2:] if (segment := segment_of(t)) is not None]
+    assert plan_generation(trials, 1, dataclasses.replace(BACKTRACKING, backtrack=0.0), SPACE, 6, maximize=True,
+                           elite=trials[0]) is None  # without backtracking the population ends, as it always has
+    assert plan_generation(trials, 1, BACKTRACKING, SPACE, 6, maximize=True, elite=None) is None  # no earlier end
+    for chance in (1.0, 0.01):  # every member goes back, whatever the chance a recipient would take
+        planned = plan_generation(trials, 1, dataclasses.replace(BACKTRACKING, backtrack=chance), SPACE, 6,
+                                  maximize=True, elite=trials[0])
+        assert planned is not None
+        assert [(p.segment.origin, p.segment.parent, p.segment.start, p.segment.stop) for p in planned] == \
+            [("backtrack", 0, 2, 6)] * 2
+        values = [tuple(new for _, new in p.segment.mutated.values()) for p in planned]
+        assert len(set(values)) == 2  # two forks of one end never train the same run
+
+
 def test_an_infeasible_or_unfinished_end_is_never_the_elite() -> None:
     trials = fallen()
     trials[0] = segment_trial(0, Segment(0, 0, 0, 2), 0.9, dict(FIRST), constraints={"eval/kl": 0.5})

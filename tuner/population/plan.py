@@ -13,7 +13,9 @@ the same data and streams would be the same run twice): a repeat is drawn again.
 A member that goes back to the elite (``backtrack``: :mod:`tuner.population.backtrack`) copies it as it would a
 donor, from the elite's end: its segment starts at the elite's last update and trains to the generation's stop, its
 config the elite's with the perturbed pairs from the elite's update + 1 on, drawn again where they repeat a segment
-already forked from that end (the elite's own continuation, an earlier copy of it).
+already forked from that end (the elite's own continuation, an earlier copy of it). Where a generation leaves no
+member to copy (every one stopped, failed or over a constraint), a backtracking population sends every member back to
+the elite rather than end: the point where it last stood highest inside the budget.
 
 The plan is drawn from a stream seeded by the population's seed and the generation, so any worker that plans a
 generation plans the same one.
@@ -83,30 +85,35 @@ def _perturb_config(config: Mapping[str, Any], params: Mapping[str, Any], popula
 def plan_generation(trials: Sequence[FrozenTrial], generation: int, population: Population,
                     space: Mapping[str, ParamSpec], horizon: int, maximize: bool,
                     heading: Collection[int] = (), elite: FrozenTrial | None = None) -> list[Planned] | None:
-    """Generation ``generation + 1`` of the population, planned from ``generation``'s ended segments; None when no
-    member may donate. ``horizon``: the run's length in updates; ``heading``: the members forecast to end past the
-    study's KL budget; ``elite``: the best earlier segment end of any lineage (:mod:`tuner.population.backtrack`),
-    which a recipient goes back to with probability ``population.backtrack`` while it is ahead of the best donor."""
+    """Generation ``generation + 1`` of the population, planned from ``generation``'s ended segments. ``horizon``:
+    the run's length in updates; ``heading``: the members forecast to end past the study's KL budget; ``elite``: the
+    best earlier segment end of any lineage (:mod:`tuner.population.backtrack`), which a recipient goes back to with
+    probability ``population.backtrack`` while it is ahead of the best donor. Where no member may donate (every one
+    stopped or over a constraint), every member goes back to the elite if the population backtracks and has one;
+    else None: the population has nothing left to copy."""
     slots = generation_slots(trials, generation)
     rng = random.Random(f"{population.seed}-{generation}")
     standings = [standing(member, trial, member in heading) for member, trial in sorted(slots.items())]
     plan = exploit_plan(standings, population.cut, population.margin, maximize, rng)
-    if plan is None:
+    rescue = plan is None and elite is not None and population.backtrack > 0
+    if plan is None and not rescue:
         return None
+    plan = plan or {}
     cooled = set(cooling(standings, plan))
     start = next(segment.stop for t in slots.values() if (segment := segment_of(t)) is not None)
     stop = min(start + population.segment, horizon)
-    best = donors(standings, population.cut, maximize)[0].value
-    back = elite if elite is not None and population.backtrack > 0 and best is not None and \
-        ahead(elite.values[0], best, population.margin, maximize) else None
+    best = None if rescue else donors(standings, population.cut, maximize)[0].value
+    back = elite if rescue or (elite is not None and population.backtrack > 0 and best is not None and
+                               ahead(elite.values[0], best, population.margin, maximize)) else None
     planned: list[Planned] = []
     taken = _forks(trials, back, population) if back is not None else set()
     for member, trial in sorted(slots.items()):
         donor, fork = trial, start
         origin: Origin = "continue"
-        if member in plan:
-            donor, origin = slots[plan[member]], "exploit"
-            if back is not None and rng.random() < population.backtrack:
+        if rescue or member in plan:
+            if not rescue:
+                donor, origin = slots[plan[member]], "exploit"
+            if back is not None and (rescue or rng.random() < population.backtrack):
                 fork = _stop(back)
                 donor, origin = back, "backtrack"
         elif member in cooled:
