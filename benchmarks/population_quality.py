@@ -1,4 +1,4 @@
-"""Does a population beat the default search at equal compute? Four arms on the graph task, each judged by its winner
+"""Does a population beat the default search at equal compute? Five arms on the graph task, each judged by its winner
 replayed from scratch on fresh seeds, paired by sampler seed.
 
     python -m benchmarks.population_quality [--sampler-seeds 17] [--validation-seeds 5] [--task-seed T]
@@ -15,7 +15,10 @@ quarters, as a whole number of updates):
 - ``select_only``: the same population with its perturbations off (``perturb: [1.0], resample: 0``): what copying
   alone buys, the control that tells a schedule from picking a lucky run;
 - ``default``: the quickstart's search as shipped, with its seed policy and KL guard;
-- ``random``: random search, no pruner, no KL guard, one seed per configuration.
+- ``random``: random search, no pruner, no KL guard, one seed per configuration;
+- ``backtrack``: the ``population`` arm going back to its elite, the best earlier segment end of any lineage
+  (``backtrack: 1.0``, Orion's ``BacktrackExploit`` rule: a recipient goes back whenever the elite is ahead of the
+  generation's best donor), a fifth arm registered after the first run's result (the results page says when).
 
 Equal compute: every arm trains 8 runs' worth of updates (384), and each evaluates at the same updates with the same
 responses, so updates, evaluation responses and (at one thread a trial) seconds match; the searches stop once their
@@ -56,7 +59,8 @@ from tools.provenance import command_line
 from tools.quick_mode import add_quick_argument, results_path
 from tuner.production.confidence import mean_interval
 
-ARMS = ("population", "select_only", "default", "random")
+ARMS = ("population", "select_only", "default", "random", "backtrack")
+POPULATIONS = ("population", "select_only", "backtrack")
 MEMBERS, SEGMENT, UPDATES = 8, 12, 48
 SIGMA_D, DELTA = 0.027, 0.02
 """The paired standard deviation of two searches' validated means that tuning_quality measured on this task, and
@@ -95,6 +99,8 @@ def arm_studies(quickstart: dict[str, Any], work_dir: Path, seed: int, task_seed
                        "seed_policy": {"name": "single"}},
         "select_only": {**shared, "sampler": {"seed": seed}, "seed_policy": {"name": "single"},
                         "population": {**population, "perturb": [1.0], "resample": 0.0}},
+        "backtrack": {**shared, "sampler": {"seed": seed}, "seed_policy": {"name": "single"},
+                      "population": {**population, "backtrack": 1.0}},
         "default": {**shared, "sampler": {"seed": seed}},
         "random": {**shared, "sampler": {"name": "random", "seed": seed}, "pruner": {"name": "none"},
                    "seed_policy": {"name": "single"},
@@ -132,7 +138,7 @@ def run_population(path: str, name: str, storage: str, validation_seeds: int) ->
 
 def run_arm(arm: str, path: str, name: str, storage: str, budget: int, validation_seeds: int) -> dict[str, Any]:
     """One arm's study, tuned (or trained, for a population) and then validated, in this process."""
-    if arm in ("population", "select_only"):
+    if arm in POPULATIONS:
         return run_population(path, name, storage, validation_seeds)
     result = tune_and_validate(path, name, storage, budget, validation_seeds)
     return {**result, "updates_spent": sum(t["updates"] for t in result["trials"])}
@@ -170,7 +176,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--work-dir", default=None, help="The studies' files and databases (kept for --resume).")
     parser.add_argument("--resume", action="store_true", help="Go on with an interrupted run in --work-dir.")
     parser.add_argument("--arms", nargs="+", choices=ARMS, default=list(ARMS), metavar="ARM",
-                        help="Run only these arms (default all four); comparisons need both of their arms.")
+                        help="Run only these arms (default all five); comparisons need both of their arms.")
     parser.add_argument("--out", default=None, help="Results file (default "
                         "benchmarks/results/population_quality/population_quality.json).")
     add_quick_argument(parser)
@@ -204,7 +210,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     for (arm, seed), result in zip(keys, done, strict=True):
         results.setdefault(arm, {})[seed] = {**result, "validated_mean": validated_mean(result)}
     comparisons = {f"{ours}-{theirs}": compared(results, ours, theirs) for ours, theirs in (
-        ("population", "default"), ("population", "random"), ("population", "select_only"), ("default", "random"))
+        ("population", "default"), ("population", "random"), ("population", "select_only"), ("default", "random"),
+        ("backtrack", "default"), ("backtrack", "population"))
         if ours in results and theirs in results}
     report = {
         "command": command_line("benchmarks.population_quality", argv), "machine": machine_facts("cpu"),

@@ -49,7 +49,7 @@ def test_the_quick_run_compares_every_arm_and_a_resume_reads_it_back(tmp_path: P
         assert result["updates_spent"] == 4, arm  # equal compute: 2 runs of 2 updates
         assert math.isfinite(result["validated_mean"]) and result["validation"]["runs"], arm
     assert set(report["comparisons"]) == {"population-default", "population-random", "population-select_only",
-                                          "default-random"}
+                                          "default-random", "backtrack-default", "backtrack-population"}
     assert all(c["pairs"] == 1 for c in report["comparisons"].values())
     # The resumed run trained nothing again: the same winners, validated the same.
     assert {arm: r["0"]["validated_mean"] for arm, r in resumed["arms"].items()} == \
