@@ -102,12 +102,22 @@ def product_seconds(shapes: list[tuple[int, int]], rows: int, repeats: int = REP
     a busy moment of a shared machine slows both."""
     generator = torch.Generator().manual_seed(0)
     runs = {name: products(shapes, rows, dtype, generator) for name, dtype in DTYPES.items()}
-    best = dict.fromkeys(DTYPES, float("inf"))
-    for _ in range(repeats + 1):  # the first pass warms the kernels up
-        for name in DTYPES:
+    return interleaved_best({name: functools.partial(_run_all, runs[name]) for name in DTYPES}, repeats)
+
+
+def _run_all(runs: list[Callable[[], torch.Tensor]]) -> None:
+    for run in runs:
+        run()
+
+
+def interleaved_best(passes: Mapping[str, Callable[[], object]], repeats: int) -> dict[str, float]:
+    """The best wall time of each named pass over ``repeats`` rounds, after one round that warms the kernels up; the
+    passes take turns within a round, so a busy moment of a shared machine slows each alike."""
+    best = dict.fromkeys(passes, float("inf"))
+    for _ in range(repeats + 1):
+        for name, one_pass in passes.items():
             started = time.perf_counter()
-            for run in runs[name]:
-                run()
+            one_pass()
             best[name] = min(best[name], time.perf_counter() - started)
     return best
 
@@ -178,4 +188,4 @@ def measured_sampling_dtype(model: nn.Module, rows: int, cache_dir: Path | None 
 
 
 __all__ = ["MIN_CHECKED_WEIGHTS", "SamplingPrecision", "cached_check", "check_key", "choose_sampling_dtype",
-           "measured_sampling_dtype", "product_seconds", "weight_shapes"]
+           "interleaved_best", "measured_sampling_dtype", "product_seconds", "weight_shapes"]

@@ -17,7 +17,7 @@ are teacher-forced), so a run samples the same tokens whether the answer came fr
 
 from __future__ import annotations
 
-import time
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -26,7 +26,13 @@ import torch
 from peft import PeftModel
 from transformers import PreTrainedModel
 
-from ppo_core.models.sampling_precision import MIN_CHECKED_WEIGHTS, cached_check, check_key, weight_shapes
+from ppo_core.models.sampling_precision import (
+    MIN_CHECKED_WEIGHTS,
+    cached_check,
+    check_key,
+    interleaved_best,
+    weight_shapes,
+)
 from ppo_core.rollout.fused_decode import decodable
 from ppo_core.rollout.sampling_loop import loop_logits
 
@@ -57,13 +63,8 @@ def decode_seconds(models: Mapping[str, PreTrainedModel], rows: int, prompt_toke
     queries = torch.randint(0, vocab, (rows, prompt_tokens), generator=generator)
     responses = torch.randint(0, vocab, (rows, new_tokens), generator=generator)
     mask = torch.ones_like(queries)
-    best = dict.fromkeys(models, float("inf"))
-    for _ in range(repeats + 1):  # the first pass warms the kernels up
-        for name, model in models.items():
-            started = time.perf_counter()
-            loop_logits(model, queries, mask, responses)
-            best[name] = min(best[name], time.perf_counter() - started)
-    return best
+    return interleaved_best({name: functools.partial(loop_logits, model, queries, mask, responses)
+                             for name, model in models.items()}, repeats)
 
 
 @dataclass(frozen=True)
