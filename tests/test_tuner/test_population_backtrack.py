@@ -17,7 +17,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from tuner.population.backtrack import SegmentEnd, ahead, elite, segment_ends
 from tuner.population.checkpoints import remove_unreachable_checkpoints
-from tuner.population.controller import PopulationController
+from tuner.population.controller import EXTINCT, PopulationController
 from tuner.population.lineage import lineage_lines, population_line
 from tuner.population.plan import plan_generation
 from tuner.store.attrs import BUDGET_ATTR, CONFIG_ATTR
@@ -270,3 +270,18 @@ def test_the_controller_sends_a_recipient_back_and_keeps_the_elites_checkpoint_u
     assert [(s.member, s.origin, s.parent, s.start, s.stop) for s in fourth if s] == [
         (0, "continue", third[0].number, 8, 10), (1, "backtrack", back.number, 6, 10)]
     assert population.checkpoints() == [back.number, *(t.number for t in third)]
+
+
+def test_the_controller_sends_every_member_back_when_a_generation_leaves_none_to_copy(tmp_path: Path) -> None:
+    population = StoredPopulation(tmp_path)
+    trials = fallen(horizon=10)
+    for trial in trials[2:]:  # generation 1 stopped whole (by the KL guard, say)
+        trial.state, trial.values = TrialState.PRUNED, None
+    for trial in trials:
+        population.add(trial)
+    population.rank()
+    assert EXTINCT not in population.study.user_attrs  # not ended: it goes back to where it stood highest
+    queued = [segment_of(t) for t in population.study.trials if t.state == TrialState.WAITING]
+    assert [(s.member, s.origin, s.parent, s.start, s.stop) for s in queued if s] == [
+        (0, "backtrack", 0, 2, 6), (1, "backtrack", 0, 2, 6)]
+    assert 0 in population.checkpoints()  # the elite's checkpoint, which both start from, is kept
