@@ -33,6 +33,11 @@ of this task: 17 pairs give 80%. The rule registered in advance (benchmarks/resu
 that a population becomes the default only where its paired interval against the default lies above zero at a design
 with that power, on task seeds it was not designed on.
 
+``--study FILE`` runs the arms on another study file instead (``studies/text.yaml``: SmolLM2 on the text task), as
+it stands: its base, objective, constraints and space, each run as long as its base says, a population ranked at its
+``eval_steps`` (which must divide the run into whole segments); under ``--quick`` its task is the text task's tiny
+variant with its companion policy. Its studies are named after it (``pq-<name>-<arm>-s<seed>``).
+
 ``--arms`` runs some of the arms only (``--arms population default``: the primary comparison, at half the compute a
 pair). ``--resume`` goes on with an interrupted run in its ``--work-dir``: finished studies are read, an unfinished one
 continues, and finished validation runs are kept. ``--quick`` is a smoke run of every step: 2 members of 2 updates,
@@ -47,6 +52,7 @@ import json
 import math
 import statistics
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +60,7 @@ import yaml
 
 from benchmarks.common.json_safe import json_safe
 from benchmarks.common.machine import machine_facts
+from benchmarks.real_model_study import QUICK_STUDY
 from benchmarks.tuning_quality import QUICKSTART, RESULTS, run_jobs, tune_and_validate, validate
 from tools.provenance import command_line
 from tools.quick_mode import add_quick_argument, results_path
@@ -84,16 +91,56 @@ def power(pairs: int, delta: float = DELTA, sigma: float = SIGMA_D, alpha: float
     return float(stats.nct.sf(critical, freedom, shift) + stats.nct.cdf(-critical, freedom, shift))
 
 
-def arm_studies(quickstart: dict[str, Any], work_dir: Path, seed: int, task_seed: int | None,
-                quick: bool) -> dict[str, dict[str, Any]]:
-    """Each arm's study file for sampler seed ``seed`` (see the module's docstring), each in its own SQLite file."""
-    base = {**quickstart["base"], "gradient_accumulation_steps": 2, "eval_steps": SEGMENT,
-            **(QUICK_BASE if quick else {}), **({} if task_seed is None else {"task_seed": task_seed})}
-    space = {name: spec for name, spec in quickstart["search_space"].items() if name != "rollout_batch_size"}
-    shared = {**copy.deepcopy(quickstart), "base": base, "search_space": space}
+@dataclass(frozen=True)
+class Design:
+    """What every arm of one run shares: the base and space, a population's segment and a run's updates, the prefix
+    of its studies' names."""
+
+    base: dict[str, Any]
+    space: dict[str, Any]
+    segment: int
+    updates: int
+    prefix: str
+
+
+def design(definition: dict[str, Any], own: bool, quick: bool) -> Design:
+    """The arms' shared design on the quickstart (``own`` False: the rollout fixed at 32 episodes, evaluations every
+    :data:`SEGMENT` updates) or on a study file of the user's as it stands (ranked at its ``eval_steps``); under
+    ``quick`` runs of 2 updates ranked at each (a study file of the user's on the text task's tiny variant)."""
+    from tuner.search.kl_model import mass_factors
+
+    base, space = dict(definition["base"]), dict(definition["search_space"])
+    if not own:
+        base.update({"gradient_accumulation_steps": 2, "eval_steps": SEGMENT})
+        space.pop("rollout_batch_size", None)
+        segment, updates, prefix = SEGMENT, UPDATES, "pq"
+    else:
+        updates = int(mass_factors({}, base)["updates"])
+        every = base.get("eval_steps")
+        if not isinstance(every, int) or every < 1 or updates % every:
+            raise ValueError(f"--study: its base's eval_steps ({every}) must be a whole number of updates that "
+                             f"divides the run's {updates}: a population is ranked at each evaluation")
+        segment, prefix = every, f"pq-{definition['name']}"
+    if quick:
+        if own:  # the tiny variant's own policy: the study's model path goes
+            base = {key: value for key, value in {**base, **QUICK_STUDY["base"], "eval_steps": 1}.items()
+                    if value is not None}
+        else:
+            base.update(QUICK_BASE)
+        segment, updates = 1, 2
+    return Design(base, space, segment, updates, prefix)
+
+
+def arm_studies(definition: dict[str, Any], work_dir: Path, seed: int, task_seed: int | None, quick: bool,
+                own: bool = False) -> dict[str, dict[str, Any]]:
+    """Each arm's study file for sampler seed ``seed`` (see the module's docstring), each in its own SQLite file:
+    on the quickstart, or (``own``) on the study file ``definition`` as it stands."""
+    shape = design(definition, own, quick)
+    base = {**shape.base, **({} if task_seed is None else {"task_seed": task_seed})}
+    shared = {**copy.deepcopy(definition), "base": base, "search_space": shape.space}
     for key in ("n_trials", "timeout"):
-        shared.pop(key)
-    population = {"size": 2 if quick else MEMBERS, "segment": 1 if quick else SEGMENT, "seed": seed}
+        shared.pop(key, None)
+    population = {"size": 2 if quick else MEMBERS, "segment": shape.segment, "seed": seed}
     studies = {
         "population": {**shared, "sampler": {"seed": seed}, "population": population,
                        "seed_policy": {"name": "single"}},
@@ -104,10 +151,10 @@ def arm_studies(quickstart: dict[str, Any], work_dir: Path, seed: int, task_seed
         "default": {**shared, "sampler": {"seed": seed}},
         "random": {**shared, "sampler": {"name": "random", "seed": seed}, "pruner": {"name": "none"},
                    "seed_policy": {"name": "single"},
-                   "kl_guard": {**quickstart.get("kl_guard", {}), "enabled": False}},
+                   "kl_guard": {**definition.get("kl_guard", {}), "enabled": False}},
     }
     for arm, study in studies.items():
-        study["name"] = f"pq-{arm}-s{seed}"
+        study["name"] = f"{shape.prefix}-{arm}-s{seed}"
         study["storage"] = f"sqlite:///{work_dir / study['name']}.db"
     return studies
 
@@ -172,6 +219,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--sampler-seeds", type=int, default=None, help="Pairs: sampler seeds (default 17).")
     parser.add_argument("--validation-seeds", type=int, default=None, help="Fresh seeds per winner (default 5).")
     parser.add_argument("--task-seed", type=int, default=None, help="Another draw of the graph task (task_seed).")
+    parser.add_argument("--study", type=Path, default=QUICKSTART,
+                        help="The study file the arms share (default studies/quickstart.yaml, with the rollout and "
+                             "evaluations fixed as above; another as it stands).")
     parser.add_argument("--workers", type=int, default=None, help="Studies at a time (default 2).")
     parser.add_argument("--work-dir", default=None, help="The studies' files and databases (kept for --resume).")
     parser.add_argument("--resume", action="store_true", help="Go on with an interrupted run in --work-dir.")
@@ -184,20 +234,28 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
     sizes = {**(QUICK if args.quick else FULL), **{key: value for key, value in (
         ("sampler_seeds", args.sampler_seeds), ("validation_seeds", args.validation_seeds),
         ("workers", args.workers)) if value is not None}}
+    if not args.study.is_file():
+        parser.error(f"--study: no file {args.study}")
+    definition = yaml.safe_load(args.study.read_text())
+    own = args.study.resolve() != QUICKSTART.resolve()
+    try:
+        shape = design(definition, own, args.quick)
+    except ValueError as error:
+        parser.error(str(error))
+    budget = (2 if args.quick else MEMBERS) * shape.updates
     out = results_path(args.out, RESULTS / "population_quality" / "population_quality.json", args.quick)
     work_dir = Path(args.work_dir) if args.work_dir else out.parent / "work"
     if work_dir.exists() and any(work_dir.iterdir()) and not args.resume:
         raise SystemExit(f"--work-dir: {work_dir} holds an earlier run; add --resume to go on with it")
     work_dir.mkdir(parents=True, exist_ok=True)
-    quickstart = yaml.safe_load(QUICKSTART.read_text())
-    budget = (2 if args.quick else MEMBERS) * (2 if args.quick else UPDATES)
     jobs, keys = [], []
     for seed in range(sizes["sampler_seeds"]):
-        for arm, study in arm_studies(quickstart, work_dir, seed, args.task_seed, args.quick).items():
+        for arm, study in arm_studies(definition, work_dir, seed, args.task_seed, args.quick, own).items():
             if arm not in args.arms:
                 continue
             path = work_dir / f"{study['name']}.yaml"
@@ -216,7 +274,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     report = {
         "command": command_line("benchmarks.population_quality", argv), "machine": machine_facts("cpu"),
         "settings": {**sizes, "arms": list(args.arms), "budget_updates": budget, "task_seed": args.task_seed,
-                     "quick": args.quick, "members": MEMBERS, "segment": SEGMENT, "sigma_d": SIGMA_D, "delta": DELTA,
+                     "study": str(args.study),
+                     "quick": args.quick, "members": MEMBERS, "segment": shape.segment, "sigma_d": SIGMA_D,
+                     "delta": DELTA,
                      "power_planned": power(sizes["sampler_seeds"])},
         "wall_s": round(time.perf_counter() - started, 1),
         "comparisons": comparisons,

@@ -10,9 +10,13 @@ import numpy as np
 import optuna
 import pytest
 import torch
+import yaml
 from scipy import stats  # type: ignore[import-untyped]
 
 from benchmarks import population_quality
+from tuner.study.study_file import load_study_spec
+
+REPO = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.heavy  # runs studies: scheduled first
 
@@ -54,3 +58,31 @@ def test_the_quick_run_compares_every_arm_and_a_resume_reads_it_back(tmp_path: P
     # The resumed run trained nothing again: the same winners, validated the same.
     assert {arm: r["0"]["validated_mean"] for arm, r in resumed["arms"].items()} == \
         {arm: r["0"]["validated_mean"] for arm, r in report["arms"].items()}
+
+
+def test_on_another_study_file_the_arms_keep_it_as_it_stands_and_are_ranked_at_its_evaluations(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = yaml.safe_load((REPO / "studies" / "text.yaml").read_text())
+    studies = population_quality.arm_studies(text, tmp_path, 3, None, quick=False, own=True)
+    assert set(studies) == set(population_quality.ARMS)
+    for arm, study in studies.items():
+        assert study["name"] == f"pq-smollm2_text-{arm}-s3"
+        assert study["base"] == text["base"] and study["search_space"] == text["search_space"], arm
+        assert study["objectives"] == text["objectives"] and study["constraints"] == text["constraints"], arm
+        path = tmp_path / f"{study['name']}.yaml"
+        path.write_text(yaml.safe_dump(study))
+        load_study_spec(path)  # each arm is a study the tuner runs
+    # A population of 8 ranked at each of the study's evaluations, every 16 of its 48 updates.
+    assert studies["population"]["population"] == {"size": 8, "segment": 16, "seed": 3}
+    assert studies["default"]["seed_policy"] == text["seed_policy"]  # the shipped search, racing as shipped
+    quick = population_quality.arm_studies(text, tmp_path, 0, None, quick=True, own=True)["population"]
+    assert quick["base"]["task"] == "fortunes_tiny" and "sft_model_path" not in quick["base"]
+    # A study whose evaluations do not cut its run into whole segments is refused in one line, before any file.
+    uneven = tmp_path / "uneven.yaml"
+    uneven.write_text(yaml.safe_dump({**text, "base": {**text["base"], "eval_steps": 20}}))
+    with pytest.raises(SystemExit) as exited:
+        population_quality.main(["--study", str(uneven), "--work-dir", str(tmp_path / "work")])
+    assert exited.value.code == 2 and not (tmp_path / "work").exists()
+    assert "eval_steps (20) must be a whole number of updates that divides the run's 48" in \
+        capsys.readouterr().err.splitlines()[-1]
