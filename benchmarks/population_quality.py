@@ -22,7 +22,9 @@ quarters, as a whole number of updates):
 
 Equal compute: every arm trains 8 runs' worth of updates (384), and each evaluates at the same updates with the same
 responses, so updates, evaluation responses and (at one thread a trial) seconds match; the searches stop once their
-trials have run 384 updates (``benchmarks.tuning_quality.BudgetStop``). Each arm's winner (``ppo-tune validate
+trials have run 384 updates (``benchmarks.tuning_quality.BudgetStop``). The one exception is ``backtrack``: a member
+that goes back trains from the elite's update to its generation's stop, so that arm may spend more (its
+``updates_spent`` says how many, and more updates favour it). Each arm's winner (``ppo-tune validate
 --top-k 1``: for a population, its winning member's schedule, replayed from update 0) is retrained on the same fresh
 seeds, and the arms are compared by sampler seed: per seed, the difference of validated means, their mean and its 95%
 t interval.
