@@ -152,6 +152,12 @@ def check_key(shapes: list[tuple[int, int]], rows: int) -> dict[str, object]:
             "products": "oneDNN-packed where available"}
 
 
+def too_small_to_check(shapes: list[tuple[int, int]]) -> bool:
+    """Whether a model of these matrix shapes has fewer than :data:`MIN_CHECKED_WEIGHTS` weights: too small for a
+    machine check's timing to mean anything."""
+    return sum(out_features * in_features for out_features, in_features in shapes) < MIN_CHECKED_WEIGHTS
+
+
 def cached_check(kind: str, key: Mapping[str, object], fields: tuple[str, ...],
                  measure: Callable[[], dict[str, Any]], cache_dir: Path | None = None) -> dict[str, Any]:
     """A machine check's result: read from ``$PPO_TUNE_CACHE/<kind>/<digest of key>.json`` where this machine made the
@@ -177,7 +183,7 @@ def measured_sampling_dtype(model: nn.Module, rows: int, cache_dir: Path | None 
     """The check's choice for sampling ``rows`` rows at a time from ``model``'s shapes, from the cache when this
     machine has made it before; float32 unchecked below :data:`MIN_CHECKED_WEIGHTS`."""
     shapes = weight_shapes(model)
-    if sum(out_features * in_features for out_features, in_features in shapes) < MIN_CHECKED_WEIGHTS:
+    if too_small_to_check(shapes):
         return SamplingPrecision("float32", {})
 
     def measure() -> dict[str, Any]:
@@ -188,4 +194,4 @@ def measured_sampling_dtype(model: nn.Module, rows: int, cache_dir: Path | None 
 
 
 __all__ = ["MIN_CHECKED_WEIGHTS", "SamplingPrecision", "cached_check", "check_key", "choose_sampling_dtype",
-           "interleaved_best", "measured_sampling_dtype", "product_seconds", "weight_shapes"]
+           "interleaved_best", "measured_sampling_dtype", "product_seconds", "too_small_to_check", "weight_shapes"]

@@ -27,10 +27,10 @@ from peft import PeftModel
 from transformers import PreTrainedModel
 
 from ppo_core.models.sampling_precision import (
-    MIN_CHECKED_WEIGHTS,
     cached_check,
     check_key,
     interleaved_best,
+    too_small_to_check,
     weight_shapes,
 )
 from ppo_core.rollout.fused_decode import decodable
@@ -86,7 +86,7 @@ def measured_fused_decode(policy: PreTrainedModel, dtype: torch.dtype, rows: int
     if not decodable(body):
         return DecodeChoice(False, {})
     shapes = weight_shapes(policy)
-    if sum(out_features * in_features for out_features, in_features in shapes) < MIN_CHECKED_WEIGHTS:
+    if too_small_to_check(shapes):
         return DecodeChoice(True, {})
 
     def measure() -> dict[str, object]:
