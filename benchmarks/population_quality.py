@@ -1,4 +1,4 @@
-"""Does a population beat the default search at equal compute? Five arms on the graph task, each judged by its winner
+"""Does a population beat the default search at equal compute? Six arms on the graph task, each judged by its winner
 replayed from scratch on fresh seeds, paired by sampler seed.
 
     python -m benchmarks.population_quality [--sampler-seeds 17] [--validation-seeds 5] [--task-seed T]
@@ -18,7 +18,9 @@ quarters, as a whole number of updates):
 - ``random``: random search, no pruner, no KL guard, one seed per configuration;
 - ``backtrack``: the ``population`` arm going back to its elite, the best earlier segment end of any lineage
   (``backtrack: 1.0``, Orion's ``BacktrackExploit`` rule: a recipient goes back whenever the elite is ahead of the
-  generation's best donor), a fifth arm registered after the first run's result (the results page says when).
+  generation's best donor), a fifth arm registered after the first run's result (the results page says when);
+- ``proxy``: the ``population`` arm ranking its members on the proxy it trains on (``exploit_on: eval/score``), its
+  winner still chosen on gold: what ranking on the held-out gold buys, the sixth arm (registered as the fifth was).
 
 Equal compute: every arm trains 8 runs' worth of updates (384), and each evaluates at the same updates with the same
 responses, so updates, evaluation responses and (at one thread a trial) seconds match; the searches stop once their
@@ -64,12 +66,13 @@ from benchmarks.common.json_safe import json_safe
 from benchmarks.common.machine import machine_facts
 from benchmarks.real_model_study import QUICK_STUDY
 from benchmarks.tuning_quality import QUICKSTART, RESULTS, run_jobs, tune_and_validate, validate
+from ppo_core.metric_names import EVAL_SCORE
 from tools.provenance import command_line
 from tools.quick_mode import add_quick_argument, results_path
 from tuner.production.confidence import mean_interval
 
-ARMS = ("population", "select_only", "default", "random", "backtrack")
-POPULATIONS = ("population", "select_only", "backtrack")
+ARMS = ("population", "select_only", "default", "random", "backtrack", "proxy")
+POPULATIONS = ("population", "select_only", "backtrack", "proxy")
 MEMBERS, SEGMENT, UPDATES = 8, 12, 48
 SIGMA_D, DELTA = 0.027, 0.02
 """The paired standard deviation of two searches' validated means that tuning_quality measured on this task, and
@@ -150,6 +153,8 @@ def arm_studies(definition: dict[str, Any], work_dir: Path, seed: int, task_seed
                         "population": {**population, "perturb": [1.0], "resample": 0.0}},
         "backtrack": {**shared, "sampler": {"seed": seed}, "seed_policy": {"name": "single"},
                       "population": {**population, "backtrack": 1.0}},
+        "proxy": {**shared, "sampler": {"seed": seed}, "seed_policy": {"name": "single"},
+                  "population": {**population, "exploit_on": EVAL_SCORE}},
         "default": {**shared, "sampler": {"seed": seed}},
         "random": {**shared, "sampler": {"name": "random", "seed": seed}, "pruner": {"name": "none"},
                    "seed_policy": {"name": "single"},
@@ -228,7 +233,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--work-dir", default=None, help="The studies' files and databases (kept for --resume).")
     parser.add_argument("--resume", action="store_true", help="Go on with an interrupted run in --work-dir.")
     parser.add_argument("--arms", nargs="+", choices=ARMS, default=list(ARMS), metavar="ARM",
-                        help="Run only these arms (default all five); comparisons need both of their arms.")
+                        help="Run only these arms (default all six); comparisons need both of their arms.")
     parser.add_argument("--out", default=None, help="Results file (default "
                         "benchmarks/results/population_quality/population_quality.json).")
     add_quick_argument(parser)
@@ -271,7 +276,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         results.setdefault(arm, {})[seed] = {**result, "validated_mean": validated_mean(result)}
     comparisons = {f"{ours}-{theirs}": compared(results, ours, theirs) for ours, theirs in (
         ("population", "default"), ("population", "random"), ("population", "select_only"), ("default", "random"),
-        ("backtrack", "default"), ("backtrack", "population"))
+        ("backtrack", "default"), ("backtrack", "population"), ("population", "proxy"))
         if ours in results and theirs in results}
     report = {
         "command": command_line("benchmarks.population_quality", argv), "machine": machine_facts("cpu"),

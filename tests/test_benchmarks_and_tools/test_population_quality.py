@@ -53,7 +53,8 @@ def test_the_quick_run_compares_every_arm_and_a_resume_reads_it_back(tmp_path: P
         assert result["updates_spent"] == 4, arm  # equal compute: 2 runs of 2 updates
         assert math.isfinite(result["validated_mean"]) and result["validation"]["runs"], arm
     assert set(report["comparisons"]) == {"population-default", "population-random", "population-select_only",
-                                          "default-random", "backtrack-default", "backtrack-population"}
+                                          "default-random", "backtrack-default", "backtrack-population",
+                                          "population-proxy"}
     assert all(c["pairs"] == 1 for c in report["comparisons"].values())
     # The resumed run trained nothing again: the same winners, validated the same.
     assert {arm: r["0"]["validated_mean"] for arm, r in resumed["arms"].items()} == \
@@ -76,6 +77,8 @@ def test_on_another_study_file_the_arms_keep_it_as_it_stands_and_are_ranked_at_i
     # A population of 8 ranked at each of the study's evaluations, every 16 of its 48 updates.
     assert studies["population"]["population"] == {"size": 8, "segment": 16, "seed": 3}
     assert studies["default"]["seed_policy"] == text["seed_policy"]  # the shipped search, racing as shipped
+    # The control ranks its members on the proxy; its winner, like every arm's, is chosen on the study's gold.
+    assert studies["proxy"]["population"] == {"size": 8, "segment": 16, "seed": 3, "exploit_on": "eval/score"}
     quick = population_quality.arm_studies(text, tmp_path, 0, None, quick=True, own=True)["population"]
     assert quick["base"]["task"] == "fortunes_tiny" and "sft_model_path" not in quick["base"]
     # A study whose evaluations do not cut its run into whole segments is refused in one line, before any file.

@@ -24,7 +24,7 @@ Example::
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from optuna.trial import FrozenTrial, TrialState
@@ -49,16 +49,25 @@ class SegmentEnd:
         return self.feasible and self.value is not None and math.isfinite(self.value)
 
 
-def segment_ends(trials: Sequence[FrozenTrial], before: int) -> list[SegmentEnd]:
-    """The end of every member's segment (the attempt that counts) in each generation before ``before``."""
+def ranking_value(trial: FrozenTrial, scores: Mapping[int, float] | None = None) -> float | None:
+    """What ``trial``'s segment end is ranked on: its first objective, or its score in ``scores`` (trial number to
+    the study's ``exploit_on`` metric, reduced as the first objective is); None where it did not complete."""
+    if trial.state != TrialState.COMPLETE or not trial.values:
+        return None
+    return trial.values[0] if scores is None else scores.get(trial.number)
+
+
+def segment_ends(trials: Sequence[FrozenTrial], before: int,
+                 scores: Mapping[int, float] | None = None) -> list[SegmentEnd]:
+    """The end of every member's segment (the attempt that counts) in each generation before ``before``, valued as
+    :func:`ranking_value` says."""
     ends = []
     for generation in range(before):
         for trial in generation_slots(trials, generation).values():
             segment = segment_of(trial)
-            complete = trial.state == TrialState.COMPLETE and bool(trial.values)
             if segment is not None:
-                ends.append(SegmentEnd(trial.number, segment.stop, trial.values[0] if complete else None,
-                                       complete and feasible(trial)))
+                value = ranking_value(trial, scores)
+                ends.append(SegmentEnd(trial.number, segment.stop, value, value is not None and feasible(trial)))
     return ends
 
 
@@ -78,4 +87,4 @@ def ahead(value: float, than: float, margin: float, maximize: bool) -> bool:
     return gain > 0 and gain >= margin
 
 
-__all__ = ["SegmentEnd", "ahead", "elite", "segment_ends"]
+__all__ = ["SegmentEnd", "ahead", "elite", "ranking_value", "segment_ends"]

@@ -25,7 +25,7 @@ import optuna
 import sqlalchemy
 from optuna.trial import FrozenTrial, TrialState
 
-from ppo_core.metric_names import EVAL_KL
+from ppo_core.metric_names import EVAL_KL, EVAL_SCORE
 from tuner.population.backtrack import elite, segment_ends
 from tuner.population.checkpoints import remove_unreachable_checkpoints
 from tuner.population.heading import heading_past
@@ -44,6 +44,7 @@ from tuner.store.segments import (
     segment_of,
 )
 from tuner.study.population_section import Population
+from tuner.study.reduction import Reduction, reduce_history
 from tuner.trial.interrupts import interruptible
 
 POLL_SECONDS = 1.0
@@ -64,8 +65,13 @@ def queue_first_generation(study: optuna.Study, population: Population) -> list[
         study.enqueue_trial({}, user_attrs={POPULATION_ATTR: Segment(member, 0, 0, first).as_attr()},
                             skip_if_exists=False)
     starts = sum(WARM_START_ATTR in t.user_attrs for t in waiting)
-    return [f"population: {population.size} members, ranked every {population.segment} updates on the first "
-            f"objective" + (f"; {starts} of them start from the warm starts" if starts else "")]
+    on = "the first objective" if population.exploit_on is None else population.exploit_on
+    lines = [f"population: {population.size} members, ranked every {population.segment} updates on {on}" +
+             (f"; {starts} of them start from the warm starts" if starts else "")]
+    if population.exploit_on == EVAL_SCORE:
+        lines.append(f"population: ranked on the proxy {EVAL_SCORE}, a control: members copy whichever member games "
+                     "the reward they train on")
+    return lines
 
 
 def _over(study: optuna.Study, trials: Sequence[FrozenTrial]) -> bool:
@@ -87,12 +93,16 @@ def population_over(study: optuna.Study) -> bool:
 
 class PopulationController:
     """An ``optimize`` callback: queue each generation when the one before has ended; wait while nothing is queued
-    (see the module's docstring). ``maximize``: the first objective's direction."""
+    (see the module's docstring). ``maximize``: the first objective's direction; ``ranking``: its reduction, which
+    a population ranked on another metric (``population.exploit_on``) reduces that metric's history with."""
 
     def __init__(self, population: Population, space: Mapping[str, ParamSpec], maximize: bool,
                  storage_url: str, kl_budget: float | None = None, poll_seconds: float = POLL_SECONDS,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 sleep: Callable[[float], None] = time.sleep, ranking: Reduction | None = None) -> None:
+        if population.exploit_on is not None and ranking is None:
+            raise ValueError("a population ranked on population.exploit_on needs the first objective's reduction")
         self.population = population
+        self.ranking = ranking
         self.kl_budget = kl_budget
         self.space = space
         self.maximize = maximize
@@ -101,6 +111,7 @@ class PopulationController:
         self.sleep = sleep
         self._engine: sqlalchemy.Engine | None = None  # made at the first ranking that reads metrics, then kept
         self._heads: dict[int, bool] = {}  # ended segments' trials: whether each is heading past the KL budget
+        self._scores: dict[int, float] = {}  # completed segments' trials: their exploit_on metric, reduced
 
     def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
         while True:
@@ -127,9 +138,11 @@ class PopulationController:
             return False
         slots = generation_slots(trials, generation)
         heading = self._heading(study.study_name, slots, length)
-        best_earlier = self._elite(study.study_name, trials, generation, length)
+        scores = self._scored(study.study_name, trials)
+        best_earlier = self._elite(study.study_name, trials, generation, length, scores)
         planned = plan_generation(trials, generation, self.population, self.space, length, self.maximize,
-                                  {member for member, t in slots.items() if t.number in heading}, best_earlier)
+                                  {member for member, t in slots.items() if t.number in heading}, best_earlier,
+                                  scores)
         if planned is None:
             study.set_user_attr(EXTINCT, generation)
             return True
@@ -142,16 +155,35 @@ class PopulationController:
         remove_unreachable_checkpoints(study, self.storage_url, trials, keep)
         return False
 
-    def _elite(self, study_name: str, trials: Sequence[FrozenTrial], generation: int,
-               length: int) -> FrozenTrial | None:
+    def _elite(self, study_name: str, trials: Sequence[FrozenTrial], generation: int, length: int,
+               scores: Mapping[int, float] | None = None) -> FrozenTrial | None:
         """The best segment end of the generations before ``generation`` (:mod:`tuner.population.backtrack`); None
         where the population does not backtrack."""
         if self.population.backtrack == 0:
             return None
         by_number = {t.number: t for t in trials}
-        best = elite(segment_ends(trials, generation), self.maximize,
+        best = elite(segment_ends(trials, generation, scores), self.maximize,
                      lambda number: number in self._heading(study_name, {0: by_number[number]}, length))
         return by_number[best.trial] if best is not None else None
+
+    def _scored(self, study_name: str, trials: Sequence[FrozenTrial]) -> dict[int, float] | None:
+        """Each completed segment's ``population.exploit_on`` metric over its lineage's updates, reduced as the first
+        objective is (NaN where it never reported it: such a member cannot donate); None where the population ranks
+        on its first objective. A trial's score is read once: its rows no longer change."""
+        metric = self.population.exploit_on
+        if metric is None:
+            return None
+        assert self.ranking is not None  # __init__ refuses an exploit_on without it
+        unread = [t.number for t in trials if t.state == TrialState.COMPLETE and segment_of(t) is not None and
+                  t.number not in self._scores]
+        if unread:
+            self._engine = self._engine or create_engine(self.storage_url)
+            frame = read_metrics(self._engine, study_name, unread)
+            for number in unread:
+                rows = frame[frame["trial_number"] == number]
+                history = [float(v) for v in rows[metric] if v == v] if metric in rows else []
+                self._scores[number] = reduce_history(history, self.ranking)
+        return dict(self._scores)
 
     def _heading(self, study_name: str, slots: Mapping[int, FrozenTrial], length: int) -> set[int]:
         """The trials among ``slots``' (ended segments) whose held-out KL is forecast to end past the study's KL

@@ -28,10 +28,10 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from optuna.trial import FrozenTrial, TrialState
+from optuna.trial import FrozenTrial
 
 from ppo_core.config.schedules import value_at
-from tuner.population.backtrack import ahead
+from tuner.population.backtrack import ahead, ranking_value
 from tuner.population.explore import perturbed
 from tuner.population.select import Standing, cooling, donors, exploit_plan
 from tuner.search.space import ParamSpec
@@ -53,11 +53,13 @@ class Planned:
     config: dict[str, Any]
 
 
-def standing(member: int, trial: FrozenTrial, heading: bool = False) -> Standing:
-    """How ``trial``'s segment ended, for ranking; ``heading``: it keeps the KL budget now but is forecast to end
-    past it (:mod:`tuner.population.heading`), and ranks as if over it."""
-    complete = trial.state == TrialState.COMPLETE and bool(trial.values)
-    return Standing(member, trial.values[0] if complete else None, complete and feasible(trial), heading)
+def standing(member: int, trial: FrozenTrial, heading: bool = False,
+             scores: Mapping[int, float] | None = None) -> Standing:
+    """How ``trial``'s segment ended, for ranking (on its first objective, or on ``scores``: see
+    :func:`~tuner.population.backtrack.ranking_value`); ``heading``: it keeps the KL budget now but is forecast to
+    end past it (:mod:`tuner.population.heading`), and ranks as if over it."""
+    value = ranking_value(trial, scores)
+    return Standing(member, value, value is not None and feasible(trial), heading)
 
 
 def _perturb_config(config: Mapping[str, Any], params: Mapping[str, Any], population: Population,
@@ -84,16 +86,18 @@ def _perturb_config(config: Mapping[str, Any], params: Mapping[str, Any], popula
 
 def plan_generation(trials: Sequence[FrozenTrial], generation: int, population: Population,
                     space: Mapping[str, ParamSpec], horizon: int, maximize: bool,
-                    heading: Collection[int] = (), elite: FrozenTrial | None = None) -> list[Planned] | None:
+                    heading: Collection[int] = (), elite: FrozenTrial | None = None,
+                    scores: Mapping[int, float] | None = None) -> list[Planned] | None:
     """Generation ``generation + 1`` of the population, planned from ``generation``'s ended segments. ``horizon``:
     the run's length in updates; ``heading``: the members forecast to end past the study's KL budget; ``elite``: the
     best earlier segment end of any lineage (:mod:`tuner.population.backtrack`), which a recipient goes back to with
     probability ``population.backtrack`` while it is ahead of the best donor. Where no member may donate (every one
     stopped or over a constraint), every member goes back to the elite if the population backtracks and has one;
-    else None: the population has nothing left to copy."""
+    else None: the population has nothing left to copy. ``scores``: what the members are ranked on where it is not
+    their first objective (:func:`~tuner.population.backtrack.ranking_value`)."""
     slots = generation_slots(trials, generation)
     rng = random.Random(f"{population.seed}-{generation}")
-    standings = [standing(member, trial, member in heading) for member, trial in sorted(slots.items())]
+    standings = [standing(member, trial, member in heading, scores) for member, trial in sorted(slots.items())]
     plan = exploit_plan(standings, population.cut, population.margin, maximize, rng)
     rescue = plan is None and elite is not None and population.backtrack > 0
     if plan is None and not rescue:
@@ -103,8 +107,9 @@ def plan_generation(trials: Sequence[FrozenTrial], generation: int, population: 
     start = next(segment.stop for t in slots.values() if (segment := segment_of(t)) is not None)
     stop = min(start + population.segment, horizon)
     best = None if rescue else donors(standings, population.cut, maximize)[0].value
-    back = elite if rescue or (elite is not None and population.backtrack > 0 and best is not None and
-                               ahead(elite.values[0], best, population.margin, maximize)) else None
+    held = ranking_value(elite, scores) if elite is not None and population.backtrack > 0 else None
+    back = elite if rescue or (held is not None and best is not None and
+                               ahead(held, best, population.margin, maximize)) else None
     planned: list[Planned] = []
     taken = _forks(trials, back, population) if back is not None else set()
     for member, trial in sorted(slots.items()):

@@ -131,7 +131,7 @@ def run_worker(
         if population_over(study):
             return
         queuer = PopulationController(spec.population, spec.search_space, spec.directions[0] == "maximize",
-                                      spec.storage, upper_limit(spec.constraints))
+                                      spec.storage, upper_limit(spec.constraints), ranking=spec.objectives[0])
     elif not queue_only:
         queuer = Racing(spec.seed_policy, int(spec.base.get("seed", PPOConfig.seed)), TrialBudget(n_trials, timeout))
     run_trials(study, make_trial_function(spec, threads, queue_only, launch), timeout=timeout,

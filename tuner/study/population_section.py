@@ -14,6 +14,11 @@ With ``backtrack`` (a probability, 0 by default: off) a recipient that copies go
 probability, to the population's elite: the best earlier segment end of any lineage (``tuner.population.backtrack``),
 when it is ahead of the generation's best donor. That undoes a hack that began after a member's peak.
 
+``exploit_on`` ranks the members on another metric at each segment's end, reduced as the first objective is: another
+held-out judge, or the proxy (``eval/score``) as a control only, which shows what ranking on the judge buys
+(``benchmarks/results/population_quality/``): ranked on the proxy, a population copies whichever member games it.
+The study's winner is still chosen by its first objective, which must be a held-out judge either way.
+
 Example::
 
     population: {size: 8, segment: 6, quantile: 0.25, mutate: [learning_rate, kl_coef]}
@@ -27,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ppo_core.config.value_types import fits
-from ppo_core.metric_names import HELD_OUT_JUDGE_METRICS
+from ppo_core.metric_names import EVAL_SCORE, HELD_OUT_JUDGE_METRICS
 from tuner.search.space import ParamSpec, choose_point, config_values, first_value
 from tuner.study.seed_policy import SeedPolicy
 from tuner.study.values import as_mapping, check_keys, fail, show_value
@@ -36,7 +41,8 @@ SCHEDULED = {"learning_rate": "learning_rate_schedule", "kl_coef": "kl_coef_sche
 """Each knob a population may perturb mid-run, and the config's schedule of it."""
 JUDGE_PREFIX = "eval/judge/"
 """One named judge's own metric (``eval/judge/<name>``), a held-out judge as much as their mean."""
-KEYS = ("size", "segment", "quantile", "mutate", "perturb", "resample", "margin", "seed", "backtrack")
+KEYS = ("size", "segment", "quantile", "mutate", "perturb", "resample", "margin", "seed", "backtrack",
+        "exploit_on")
 
 
 @dataclass(frozen=True)
@@ -57,6 +63,9 @@ class Population:
     backtrack: float = 0.0
     """The chance that a recipient which copies goes back to the elite (the best earlier segment end of any lineage,
     ahead of the generation's best donor) rather than to a current donor; 0: never."""
+    exploit_on: str | None = None
+    """The metric members are ranked on at each segment's end, where it is not the first objective: another held-out
+    judge, or the proxy as a control; None: the first objective."""
 
     @property
     def cut(self) -> int:
@@ -67,7 +76,7 @@ class Population:
     def as_mapping(self) -> dict[str, Any]:
         return {"size": self.size, "segment": self.segment, "quantile": self.quantile, "mutate": list(self.mutate),
                 "perturb": list(self.perturb), "resample": self.resample, "margin": self.margin, "seed": self.seed,
-                "backtrack": self.backtrack}
+                "backtrack": self.backtrack, **({"exploit_on": self.exploit_on} if self.exploit_on else {})}
 
 
 def _whole(raw: Mapping[str, Any], key: str, default: int | None, least: int) -> int:
@@ -109,6 +118,17 @@ def _mutated(raw: Any, space: Mapping[str, ParamSpec]) -> tuple[str, ...]:
     return tuple(raw)
 
 
+def _exploit_on(raw: Any, first_metric: str) -> str | None:
+    """The metric ranked on where it is not the first objective (None where it is, or is not given)."""
+    if raw is None or raw == first_metric:
+        return None
+    if not isinstance(raw, str) or not (raw in HELD_OUT_JUDGE_METRICS or raw.startswith(JUDGE_PREFIX) or
+                                        raw == EVAL_SCORE):
+        raise fail(f"population.exploit_on: expected a held-out judge ({', '.join(HELD_OUT_JUDGE_METRICS)}, "
+                   f"{JUDGE_PREFIX}<name>) or, as a control, the proxy {EVAL_SCORE}; got {show_value(raw)}")
+    return raw
+
+
 def parse_population(raw: Any, space: Mapping[str, ParamSpec], first_metric: str) -> Population | None:
     """The ``population:`` section (None when absent), or StudySpecError naming the key that is wrong."""
     if raw is None:
@@ -132,6 +152,7 @@ def parse_population(raw: Any, space: Mapping[str, ParamSpec], first_metric: str
         perturb=tuple(float(f) for f in perturb), resample=_fraction(mapping, "resample", 0.25, 0.0, 1.0),
         margin=float(margin), seed=_whole(mapping, "seed", 0, 0),
         backtrack=_fraction(mapping, "backtrack", 0.0, 0.0, 1.0),
+        exploit_on=_exploit_on(mapping.get("exploit_on"), first_metric),
     )
 
 
