@@ -13,7 +13,7 @@ from typing import Any
 import optuna
 import pytest
 import yaml
-from helpers.studies import TESTS_DIR, Gate, kill_worker_mid_trial, load, write_study
+from helpers.studies import TESTS_DIR, load, write_study
 from optuna.distributions import BaseDistribution
 from optuna.trial import TrialState
 
@@ -97,23 +97,7 @@ def test_the_same_error_k_times_in_a_row_stops_the_study(
     assert "stopped after 3 trials in a row failed with: RewardFunctionError" in error, error
 
 
-def test_a_resume_right_after_a_killed_worker_fails_its_trial_with_a_reason_and_retries_it(
-    tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path, gate: Gate
-) -> None:
-    # Rerunning at once left the dead trial RUNNING and the study stopped one trial short; only a later run failed
-    # it, with an empty reason.
-    path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=2, base={"reward_model_path": Gate.REWARD})
-    kill_worker_mid_trial(path, gate)
-    assert [t.state for t in load(path).get_trials()] == [TrialState.RUNNING]  # nobody has noticed yet
-    assert main(["run", str(path)]) == 0  # at once: within the heartbeat grace period
-    trials = load(path).get_trials()
-    assert trials[0].state == TrialState.FAIL
-    assert trials[0].user_attrs[FAIL_REASON_ATTR] == "worker stopped sending heartbeats"
-    retries = [t for t in trials if t.user_attrs.get(RETRY_OF_ATTR) == 0]
-    assert len(retries) == 1 and retries[0].params == trials[0].params
-    assert retries[0].state == TrialState.COMPLETE and retries[0].system_attrs["failed_trial"] == 0
-    assert FAIL_REASON_ATTR not in retries[0].user_attrs  # the dead trial's reason stays with it
-    assert sum(t.state == TrialState.COMPLETE for t in trials) == 2  # not one short
+# A resume right after a killed worker: tests/test_tuner/test_trial_resume.py, with the checkpoint it resumes from.
 
 
 def test_a_running_trial_that_never_sent_a_heartbeat_is_failed_and_retried_once_past_the_grace(

@@ -30,7 +30,7 @@ from ppo_core.metric_names import run_metrics
 from ppo_core.run.checkpoint_files import checkpoints_dir, complete_checkpoints
 from ppo_core.run.trainer import PPOTrainer
 from ppo_tune.cli import main
-from tuner.store.attrs import CONFIG_ATTR, CPU_THREADS_ATTR, KL_HISTORY_ATTR, RETRY_OF_ATTR
+from tuner.store.attrs import CONFIG_ATTR, CPU_THREADS_ATTR, FAIL_REASON_ATTR, KL_HISTORY_ATTR, RETRY_OF_ATTR
 from tuner.study.spec_record import spec_changes
 from tuner.study.study_file import load_study_spec
 from tuner.trial.checkpoints import trial_checkpoints
@@ -97,22 +97,29 @@ def test_how_often_trials_save_is_no_change_to_the_study() -> None:
         ["base.learning_rate 0.001 -> 0.002"]
 
 
-def test_a_killed_workers_trial_resumes_from_its_checkpoint(
+def test_a_resume_right_after_a_killed_worker_fails_its_trial_with_a_reason_and_retries_it_from_its_checkpoint(
     tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path, gate: Gate,
 ) -> None:
     # SIGKILL gives no worker a chance to queue its trial again: the run that follows finds it RUNNING with no
     # heartbeat, fails it and queues its retry (tuner.store.database.RetryStaleTrial), which must continue from the
-    # checkpoint the dead trial wrote after update 1, not train update 1 again.
+    # checkpoint the dead trial wrote after update 1, not train update 1 again. Rerunning at once once left the dead
+    # trial RUNNING and the study stopped one trial short; only a later run failed it, with an empty reason.
     base = {"reward_model_path": Gate.REWARD, "num_sample_generations": 0, "save_steps": 1}
-    path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=1, base=base)
+    path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=2, base=base)
     spec = load_study_spec(path)
     kill_worker_mid_trial(path, gate)
+    assert [t.state for t in load(path).get_trials()] == [TrialState.RUNNING]  # nobody has noticed yet
     assert [update for update, _ in complete_checkpoints(checkpoints_dir(trial_checkpoints(spec.storage, spec.name,
                                                                                            0)))] == [1]
-    assert main(["run", str(path)]) == 0
-    dead, retry = load(path).get_trials()
-    assert dead.state == TrialState.FAIL and retry.state == TrialState.COMPLETE
-    assert retry.user_attrs[RETRY_OF_ATTR] == dead.number
+    assert main(["run", str(path)]) == 0  # at once: within the heartbeat grace period
+    trials = load(path).get_trials()
+    dead = trials[0]
+    assert dead.state == TrialState.FAIL and dead.user_attrs[FAIL_REASON_ATTR] == "worker stopped sending heartbeats"
+    [retry] = [t for t in trials if t.user_attrs.get(RETRY_OF_ATTR) == dead.number]
+    assert retry.state == TrialState.COMPLETE and retry.params == dead.params
+    assert retry.system_attrs["failed_trial"] == dead.number
+    assert FAIL_REASON_ATTR not in retry.user_attrs  # the dead trial's reason stays with it
+    assert sum(t.state == TrialState.COMPLETE for t in trials) == 2  # not one short
     first, resumed = stored_rows(spec.storage, dead.number), stored_rows(spec.storage, retry.number)
     # Update 1 is the dead trial's own row, timings and all, copied: the retry did not train it again.
     assert len(first) == 1 and resumed[0] == first[0] and len(resumed) == retry.user_attrs["budget_updates"]
