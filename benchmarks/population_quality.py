@@ -166,6 +166,37 @@ def arm_studies(definition: dict[str, Any], work_dir: Path, seed: int, task_seed
     return studies
 
 
+def copy_gaps(trials: list[Any]) -> list[float]:
+    """For every copy a population made (a segment of origin ``exploit``): the donor's first objective minus the
+    recipient's own at the ranking that made it (each the value of its segment ending there), where both completed.
+    Ranked on its first objective with no margin a population copies only donors ahead (every gap >= 0); a gap below
+    0 is a copy of a member behind on the objective, which a population ranked on another metric can make."""
+    from optuna.trial import TrialState
+
+    from tuner.store.segments import generation_slots, segment_of
+
+    by_number = {t.number: t for t in trials}
+    gaps = []
+    for trial in trials:
+        segment = segment_of(trial)
+        if segment is None or segment.origin != "exploit" or segment.parent is None:
+            continue
+        own = generation_slots(trials, segment.generation - 1).get(segment.member)
+        donor = by_number.get(segment.parent)
+        if own is not None and donor is not None and all(t.state == TrialState.COMPLETE and t.values
+                                                          for t in (own, donor)):
+            gaps.append(donor.values[0] - own.values[0])
+    return gaps
+
+
+def copy_summary(studies: list[dict[str, Any]]) -> dict[str, Any]:
+    """An arm's copies over its studies (:func:`copy_gaps`): how many, how many of a donor behind on the objective,
+    and the donors' mean lead."""
+    gaps = [gap for study in studies for gap in study.get("copy_gaps", [])]
+    return {"copies": len(gaps), "behind": sum(gap < 0 for gap in gaps),
+            "mean_gap": statistics.fmean(gaps) if gaps else math.nan}
+
+
 def run_population(path: str, name: str, storage: str, validation_seeds: int) -> dict[str, Any]:
     """A population study run to its end in this process (one thread a trial; a finished one is only read), then its
     winner validated."""
@@ -185,7 +216,9 @@ def run_population(path: str, name: str, storage: str, validation_seeds: int) ->
     trials = optuna.load_study(study_name=name, storage=storage).get_trials(deepcopy=False)
     # A segment's rows include its lineage's copied ones: the updates it trained are its own segment's.
     trained = sum(updates_run(t) - (segment.start if (segment := segment_of(t)) is not None else 0) for t in trials)
+    gaps = copy_gaps(trials)
     return {"wall_s": round(time.perf_counter() - started, 1), "updates_spent": trained,
+            "copies": len(gaps), "copies_behind": sum(gap < 0 for gap in gaps), "copy_gaps": gaps,
             "run_s": round(sum(t.duration.total_seconds() for t in trials if t.duration), 1),
             "validation": validate(name, storage, validation_seeds)}
 
@@ -278,6 +311,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         ("population", "default"), ("population", "random"), ("population", "select_only"), ("default", "random"),
         ("backtrack", "default"), ("backtrack", "population"), ("population", "proxy"))
         if ours in results and theirs in results}
+    copies = {arm: copy_summary(list(results[arm].values())) for arm in POPULATIONS if arm in results}
     report = {
         "command": command_line("benchmarks.population_quality", argv), "machine": machine_facts("cpu"),
         "settings": {**sizes, "arms": list(args.arms), "budget_updates": budget, "task_seed": args.task_seed,
@@ -287,10 +321,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                      "power_planned": power(sizes["sampler_seeds"])},
         "wall_s": round(time.perf_counter() - started, 1),
         "comparisons": comparisons,
+        "copies": copies,
         "arms": {arm: {str(seed): result for seed, result in by_seed.items()} for arm, by_seed in results.items()},
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(json_safe(report), indent=2) + "\n")
+    for arm, summary in copies.items():
+        print(f"{arm}: {summary['copies']} copies, {summary['behind']} of a donor behind on the objective")
     for name, comparison in comparisons.items():
         print(f"{name}: {comparison['mean']:+.4f} [{comparison['ci_low']:+.4f}, {comparison['ci_high']:+.4f}] over "
               f"{comparison['pairs']} pairs (power for 0.02: {comparison['power_for_0.02']:.2f})")

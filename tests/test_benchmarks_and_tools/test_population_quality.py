@@ -11,9 +11,12 @@ import optuna
 import pytest
 import torch
 import yaml
+from helpers.population_trials import segment_trial
+from optuna.trial import TrialState
 from scipy import stats  # type: ignore[import-untyped]
 
 from benchmarks import population_quality
+from tuner.store.segments import Segment
 from tuner.study.study_file import load_study_spec
 
 REPO = Path(__file__).resolve().parents[2]
@@ -33,6 +36,20 @@ def simulated_power(pairs: int, delta: float, sigma: float, draws: int = 40_000)
 def test_the_designs_power_is_a_paired_t_tests(pairs: int) -> None:
     assert population_quality.power(pairs) == pytest.approx(simulated_power(pairs, 0.02, 0.027), abs=0.01)
     assert population_quality.power(17) > 0.8 > population_quality.power(16) - 0.02
+
+
+def test_a_copys_gap_is_its_donors_objective_less_its_recipients_at_the_ranking_that_made_it() -> None:
+    config = {"learning_rate": 1e-4, "kl_coef": 0.05}
+    trials = [segment_trial(0, Segment(0, 0, 0, 2), 0.9, config), segment_trial(1, Segment(1, 0, 0, 2), 0.5, config),
+              segment_trial(2, Segment(2, 0, 0, 2), None, config, state=TrialState.PRUNED),
+              segment_trial(3, Segment(0, 1, 2, 4, "exploit", 1), 0.6, config),  # copied a member behind: -0.4
+              segment_trial(4, Segment(1, 1, 2, 4, "exploit", 0), 0.8, config),  # copied the leader: +0.4
+              segment_trial(5, Segment(2, 1, 2, 4, "exploit", 0), 0.7, config),  # its own end unknown: no gap
+              segment_trial(6, Segment(0, 2, 4, 6, "continue", 3), 0.65, config),
+              segment_trial(7, Segment(1, 2, 4, 6, "exploit", 5), 0.75, config)]  # 0.7 - 0.8 at generation 1
+    assert population_quality.copy_gaps(trials) == [pytest.approx(-0.4), pytest.approx(0.4), pytest.approx(-0.1)]
+    summary = population_quality.copy_summary([{"copy_gaps": [-0.4, 0.4]}, {"copy_gaps": [-0.1]}, {}])
+    assert summary["copies"] == 3 and summary["behind"] == 2 and summary["mean_gap"] == pytest.approx(-0.1 / 3)
 
 
 def test_the_quick_run_compares_every_arm_and_a_resume_reads_it_back(tmp_path: Path) -> None:
@@ -56,6 +73,7 @@ def test_the_quick_run_compares_every_arm_and_a_resume_reads_it_back(tmp_path: P
                                           "default-random", "backtrack-default", "backtrack-population",
                                           "population-proxy"}
     assert all(c["pairs"] == 1 for c in report["comparisons"].values())
+    assert set(report["copies"]) == set(population_quality.POPULATIONS)  # each population's copies, read back
     # The resumed run trained nothing again: the same winners, validated the same.
     assert {arm: r["0"]["validated_mean"] for arm, r in resumed["arms"].items()} == \
         {arm: r["0"]["validated_mean"] for arm, r in report["arms"].items()}
