@@ -146,16 +146,18 @@ def arm_studies(definition: dict[str, Any], work_dir: Path, seed: int, task_seed
     for key in ("n_trials", "timeout"):
         shared.pop(key, None)
     population = {"size": 2 if quick else MEMBERS, "segment": shape.segment, "seed": seed}
+    # The study's own sampler and its settings (the text study's within_budget), drawn at this pair's seed.
+    sampler = {**definition.get("sampler", {}), "seed": seed}
     studies = {
-        "population": {**shared, "sampler": {"seed": seed}, "population": population,
+        "population": {**shared, "sampler": sampler, "population": population,
                        "seed_policy": {"name": "single"}},
-        "select_only": {**shared, "sampler": {"seed": seed}, "seed_policy": {"name": "single"},
+        "select_only": {**shared, "sampler": sampler, "seed_policy": {"name": "single"},
                         "population": {**population, "perturb": [1.0], "resample": 0.0}},
-        "backtrack": {**shared, "sampler": {"seed": seed}, "seed_policy": {"name": "single"},
+        "backtrack": {**shared, "sampler": sampler, "seed_policy": {"name": "single"},
                       "population": {**population, "backtrack": 1.0}},
-        "proxy": {**shared, "sampler": {"seed": seed}, "seed_policy": {"name": "single"},
+        "proxy": {**shared, "sampler": sampler, "seed_policy": {"name": "single"},
                   "population": {**population, "exploit_on": EVAL_SCORE}},
-        "default": {**shared, "sampler": {"seed": seed}},
+        "default": {**shared, "sampler": sampler},
         "random": {**shared, "sampler": {"name": "random", "seed": seed}, "pruner": {"name": "none"},
                    "seed_policy": {"name": "single"},
                    "kl_guard": {**definition.get("kl_guard", {}), "enabled": False}},

@@ -89,6 +89,8 @@ def test_on_another_study_file_the_arms_keep_it_as_it_stands_and_are_ranked_at_i
         assert study["name"] == f"pq-smollm2_text-{arm}-s3"
         assert study["base"] == text["base"] and study["search_space"] == text["search_space"], arm
         assert study["objectives"] == text["objectives"] and study["constraints"] == text["constraints"], arm
+        if arm != "random":  # the study's own sampler, its settings kept (within_budget), at the pair's seed
+            assert study["sampler"] == {**text["sampler"], "seed": 3}, arm
         path = tmp_path / f"{study['name']}.yaml"
         path.write_text(yaml.safe_dump(study))
         load_study_spec(path)  # each arm is a study the tuner runs
