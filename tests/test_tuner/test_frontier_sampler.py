@@ -236,6 +236,31 @@ def test_each_trial_stores_its_aim_and_enqueued_trials_keep_their_values(tmp_pat
         assert aim["reason"] and math.isfinite(aim["target"]) and aim["trials_measured"] <= trial.number
 
 
+def test_trials_queued_with_open_knobs_are_proposed_by_their_number_not_alike_in_every_worker(tmp_path: Path) -> None:
+    # A population's first generation is queued with no value fixed. Its knobs came from a random sampler seeded alike
+    # in every worker, so two workers starting together ran the same configuration: under `ppo-tune run --workers 2`
+    # the population's 8 members were 4 pairs of twins.
+    url = f"sqlite:///{tmp_path / 'queued.db'}"
+    engine = create_engine(url)
+    create_tables(engine)
+    workers = [FrontierSampler(seed=0).attach(SPACE, BASE, lambda name: read_metrics(engine, name)) for _ in range(2)]
+    optuna.create_study(study_name="synthetic", storage=url, direction="maximize")
+    studies = [optuna.load_study(study_name="synthetic", storage=url, sampler=sampler) for sampler in workers]
+    for _ in range(2):
+        studies[0].enqueue_trial({})
+    studies[0].enqueue_trial({"learning_rate": 1e-5})  # a warm start that fixes one knob keeps it
+    asked = [study.ask() for study in (*studies, studies[0])]
+    points = [{name: suggest_value(trial, spec) for name, spec in SPACE.items()} for trial in asked]
+    assert points[0] != points[1]
+    # Each is what any worker proposes for that trial's number: a resumed or a second worker agrees.
+    for trial, point in zip(asked[:2], points[:2], strict=True):
+        proposed = FrontierSampler(seed=0).attach(SPACE, BASE, lambda name: read_metrics(engine, name)).propose(
+            studies[0], trial.number)[0]
+        assert point == {name: proposed[name] for name in SPACE}
+        assert studies[0].trials[trial.number].user_attrs[AIM_ATTR]["kind"] == "start"
+    assert points[2]["learning_rate"] == 1e-5
+
+
 def test_a_study_it_cannot_read_is_explored_and_says_why(tmp_path: Path) -> None:
     def unreadable(name: str) -> Any:
         raise OSError("disk I/O error")

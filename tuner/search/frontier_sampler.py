@@ -9,13 +9,16 @@ model says lands at the aim (``tuner.search.frontier_aim``). The trial's suggest
 values, and the aim is stored on the trial (:data:`AIM_ATTR`) for ``ppo-tune show`` and the dashboard.
 
 Everything a proposal depends on comes from storage, and its random draws from the study's seed and the trial's
-number: a study killed with ``kill -9`` proposes on resume what it would have proposed. Enqueued trials (warm
-starts, racing re-runs, validation runs) keep their fixed values. Whatever goes wrong in reading or fitting, the
-trial is proposed by exploring, and the aim's reason says why: a sampler never fails a worker.
+number: a study killed with ``kill -9`` proposes on resume what it would have proposed, and two workers propose their
+trials apart. Enqueued trials (warm starts, racing re-runs, validation runs) keep their fixed values; one that leaves
+searched knobs open (a population's first generation is queued with none fixed) is proposed like any other trial.
+Whatever goes wrong in reading or fitting, the trial is proposed by exploring, and the aim's reason says why: a
+sampler never fails a worker.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -57,6 +60,15 @@ AIM_ATTR = "frontier_aim"
 """A proposed trial's aim: kind, center, spread, target and reason (``tuner.search.frontier_aim.Aim``), and the chosen
 configuration's predicted ln KL and its sd (None before the KL model exists)."""
 FIXED_PARAMS_SYSTEM_ATTR = "fixed_params"  # where Optuna keeps an enqueued trial's values
+
+
+def _fixed(trial: FrozenTrial) -> Mapping[str, Any]:
+    """The values an enqueued trial was queued with (none for a trial the sampler proposes). Its open knobs used to
+    come from a random sampler seeded alike in every worker, so two workers drew the same ones."""
+    fixed = trial.system_attrs.get(FIXED_PARAMS_SYSTEM_ATTR)
+    if isinstance(fixed, str):  # stored as JSON by some Optuna versions
+        fixed = json.loads(fixed)
+    return fixed if isinstance(fixed, Mapping) else {}
 
 MetricsReader = Callable[[str], "pd.DataFrame"]
 """The study's metrics frame by study name (``tuner.store.records.read_metrics`` on the study's database)."""
@@ -139,7 +151,7 @@ class FrontierSampler(optuna.samplers.BaseSampler):
         return {}
 
     def before_trial(self, study: optuna.Study, trial: FrozenTrial) -> None:
-        if FIXED_PARAMS_SYSTEM_ATTR in trial.system_attrs or self._read is None or not self._space:
+        if self._read is None or not self._space or set(self._space) <= set(_fixed(trial)):
             return
         point, aim = self.propose(study, trial.number)
         self._chosen[trial._trial_id] = point
