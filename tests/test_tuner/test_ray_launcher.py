@@ -250,7 +250,9 @@ def test_a_trial_in_trls_own_trainer_runs_on_ray(
 def test_trials_of_two_gpus_run_two_at_a_time_on_four(
     ray_head: str, tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path
 ) -> None:
-    path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=3, processes_per_trial=2)
+    # Heartbeats every 10 s, not the helper's 1 s: four trial processes and Ray on 2 cores delayed a worker's beats
+    # past the 1 s helper's 4 s grace, and another worker failed its running trial as stale (a full suite in CI).
+    path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=3, processes_per_trial=2, heartbeat_interval=10)
     # Three workers ask Optuna for three trials at once: Ray must queue the third until two GPUs are free.
     assert main(["run", str(path), "--launcher", "ray", "--ray-address", ray_head, "--workers", "3"]) == 0
     trials = load(path).get_trials()
