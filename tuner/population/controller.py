@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
+from typing import TypeVar
 
 import optuna
+import pandas as pd
 import sqlalchemy
 from optuna.trial import FrozenTrial, TrialState
 
@@ -48,6 +50,7 @@ from tuner.study.reduction import Reduction, reduce_history
 from tuner.trial.interrupts import interruptible
 
 POLL_SECONDS = 1.0
+T = TypeVar("T")
 EXTINCT = "population_extinct"
 """Study user attribute set when a generation left no member to copy: the generation it happened at."""
 
@@ -174,15 +177,10 @@ class PopulationController:
         if metric is None:
             return None
         assert self.ranking is not None  # __init__ refuses an exploit_on without it
-        unread = [t.number for t in trials if t.state == TrialState.COMPLETE and segment_of(t) is not None and
-                  t.number not in self._scores]
-        if unread:
-            self._engine = self._engine or create_engine(self.storage_url)
-            frame = read_metrics(self._engine, study_name, unread)
-            for number in unread:
-                rows = frame[frame["trial_number"] == number]
-                history = [float(v) for v in rows[metric] if v == v] if metric in rows else []
-                self._scores[number] = reduce_history(history, self.ranking)
+        ranking = self.ranking
+        self._read_once(study_name, [t.number for t in trials if t.state == TrialState.COMPLETE and
+                                     segment_of(t) is not None], self._scores,
+                        lambda rows: reduce_history([value for _, value in _points(rows, metric)], ranking))
         return dict(self._scores)
 
     def _heading(self, study_name: str, slots: Mapping[int, FrozenTrial], length: int) -> set[int]:
@@ -191,16 +189,29 @@ class PopulationController:
         rows no longer change."""
         if self.kl_budget is None:
             return set()
-        unread = [t.number for t in slots.values() if t.number not in self._heads]
+        budget = self.kl_budget
+        self._read_once(study_name, [t.number for t in slots.values()], self._heads,
+                        lambda rows: bool(points := _points(rows, EVAL_KL)) and heading_past(points, length, budget))
+        return {t.number for t in slots.values() if self._heads[t.number]}
+
+    def _read_once(self, study_name: str, numbers: Sequence[int], cache: dict[int, T],
+                   value_of: Callable[[pd.DataFrame], T]) -> None:
+        """``cache[n] = value_of(trial n's stored rows)`` for each of ``numbers`` not yet in ``cache``, in one read:
+        an ended segment's rows no longer change."""
+        unread = [number for number in numbers if number not in cache]
         if unread:
             self._engine = self._engine or create_engine(self.storage_url)
             frame = read_metrics(self._engine, study_name, unread)
             for number in unread:
-                rows = frame[frame["trial_number"] == number]
-                points = [(float(u), float(k)) for u, k in zip(rows["update"], rows.get(EVAL_KL, []), strict=False)
-                          if k == k] if EVAL_KL in rows else []
-                self._heads[number] = bool(points) and heading_past(points, length, self.kl_budget)
-        return {t.number for t in slots.values() if self._heads[t.number]}
+                cache[number] = value_of(frame[frame["trial_number"] == number])
+
+
+def _points(rows: pd.DataFrame, metric: str) -> list[tuple[float, float]]:
+    """(update, value) of each of ``rows`` that reported ``metric``."""
+    if metric not in rows:
+        return []
+    return [(float(update), float(value)) for update, value in zip(rows["update"], rows[metric], strict=True)
+            if value == value]
 
 
 __all__ = ["EXTINCT", "PopulationController", "population_over", "queue_first_generation"]

@@ -18,7 +18,6 @@ sampler never fails a worker.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -66,8 +65,6 @@ def _fixed(trial: FrozenTrial) -> Mapping[str, Any]:
     """The values an enqueued trial was queued with (none for a trial the sampler proposes). Its open knobs used to
     come from a random sampler seeded alike in every worker, so two workers drew the same ones."""
     fixed = trial.system_attrs.get(FIXED_PARAMS_SYSTEM_ATTR)
-    if isinstance(fixed, str):  # stored as JSON by some Optuna versions
-        fixed = json.loads(fixed)
     return fixed if isinstance(fixed, Mapping) else {}
 
 MetricsReader = Callable[[str], "pd.DataFrame"]
