@@ -20,9 +20,10 @@ from optuna.trial import TrialState
 from ppo_tune.cli import main
 from tuner.run.worker import run_worker
 from tuner.store.attrs import FAIL_REASON_ATTR, RETRY_OF_ATTR
-from tuner.store.database import GRACE_HEARTBEATS, open_storage
+from tuner.store.database import GRACE_HEARTBEATS, RetryStaleTrial, open_storage
 from tuner.study.spec_record import spec_changes
 from tuner.study.study_file import load_study_spec
+from tuner.trial.trial_function import run_trials
 
 pytestmark = pytest.mark.heavy  # starts processes or studies: scheduled first
 
@@ -127,6 +128,32 @@ def test_a_running_trial_that_never_sent_a_heartbeat_is_failed_and_retried_once_
     assert storage.get_trial(fresh).state == TrialState.RUNNING
     retries = [t for t in study.get_trials() if t.user_attrs.get(RETRY_OF_ATTR) == storage.get_trial(dead).number]
     assert [t.state for t in retries] == [TrialState.WAITING]
+
+
+@pytest.mark.parametrize("ends", ["with a value", "pruned"])
+def test_a_worker_whose_trial_another_failed_as_stale_goes_on_to_the_next_trial(tmp_path: Path, ends: str) -> None:
+    # A worker's heartbeats came late on a loaded machine: another worker failed its running trial as stale and
+    # queued the retry, and the first worker, telling the trial's end, crashed on Optuna's "Cannot tell a FAIL
+    # trial" (or the assertion Optuna raises over it when the trial returned a value), so ppo-tune run exited 1.
+    storage = open_storage(f"sqlite:///{tmp_path / 'stale.db'}", heartbeat_interval=1)
+    study = optuna.create_study(study_name="stale", storage=storage)
+    calls = []
+
+    def trial_function(trial: optuna.Trial) -> float:
+        x = trial.suggest_float("x", 0.0, 1.0)
+        calls.append(trial.number)
+        if len(calls) == 1:  # what another worker's fail_stale_trials does to this running trial
+            storage.set_trial_state_values(trial._trial_id, TrialState.FAIL)
+            RetryStaleTrial(1)(study, storage.get_trial(trial._trial_id))
+            if ends == "pruned":
+                raise optuna.TrialPruned()
+        return x
+
+    run_trials(study, trial_function, n_trials=3)
+    trials = study.get_trials()
+    assert calls == [0, 1, 2]  # the worker went on, and ended as many trials as it was asked to
+    assert [t.state for t in trials] == [TrialState.FAIL, TrialState.COMPLETE, TrialState.COMPLETE]
+    assert trials[1].user_attrs[RETRY_OF_ATTR] == 0 and trials[1].params == trials[0].params  # the retry ran
 
 
 def test_two_workers_never_claim_the_same_queued_trial_on_sqlite(tmp_path: Path) -> None:

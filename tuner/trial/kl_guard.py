@@ -29,7 +29,6 @@ from collections.abc import Sequence
 import optuna
 from optuna.pruners import BasePruner
 from optuna.trial import FrozenTrial
-from scipy import stats  # type: ignore[import-untyped]
 
 from tuner.store.attrs import BUDGET_ATTR, KL_HISTORY_ATTR, NON_FINITE_ATTR, RACE_OF_ATTR
 from tuner.study.spec import KLGuard
@@ -62,7 +61,11 @@ def forecast_lower_bound(values: Sequence[float], ahead: int, confidence: float)
     noise = sum((y - (y_mean + slope * (x - x_mean))) ** 2 for x, y in enumerate(values)) / (n - 2)
     x0 = n - 1 + ahead
     forecast = y_mean + slope * (x0 - x_mean)
-    return forecast - float(stats.t.ppf(confidence, n - 2)) * math.sqrt(noise * (1 / n + (x0 - x_mean) ** 2 / spread))
+    # scipy.special's t quantile (what scipy.stats.t.ppf calls), imported here: every trial process imports this
+    # module, and scipy.stats costs it about 0.4 s of import where scipy.special costs a tenth of that.
+    from scipy.special import stdtrit  # type: ignore[import-untyped]
+
+    return forecast - float(stdtrit(n - 2, confidence)) * math.sqrt(noise * (1 / n + (x0 - x_mean) ** 2 / spread))
 
 
 def kl_level(kl_history: Sequence[float], window: int) -> float:

@@ -8,7 +8,9 @@ imports none of that (nor the trainer, nor torch).
 
 from __future__ import annotations
 
+import logging
 import os
+import time
 from collections.abc import Callable, Sequence
 
 import optuna
@@ -31,10 +33,14 @@ from tuner.trial.protocol import Outcome, TrialJob
 
 INTERRUPTED = "interrupted (Ctrl-C); queued again for the resumed study"
 NOTHING_QUEUED = "not run: the queue was empty"
+ALREADY_OVER = "Cannot tell a "
+"""How Optuna's tell begins its refusal of a trial that another worker has already ended."""
 LOST_RETRIES = 2
 """Times a trial lost to something outside it (under ``--launcher ray``: its process killed, its node or Ray worker
 gone) is queued again, in a chain of retries: a preempted node may be preempted again, a trial the kernel's OOM
 killer ends every time should not run forever."""
+
+_logger = logging.getLogger(__name__)
 
 Launch = Callable[[TrialJob, int, float | None, BaseStorage], tuple[Outcome, bool]]
 """Runs a trial's process(es) and returns how the trial ended, and whether it was lost to something outside it (a
@@ -115,9 +121,39 @@ def run_trials(study: optuna.Study, trial_function: Callable[[optuna.Trial], flo
     """``study.optimize`` with :func:`make_trial_function`'s function, as a worker runs it: a failing trial is
     recorded and the next one runs, and Ctrl-C or SIGTERM ends it with the trial it interrupted recorded and queued
     again."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    ended = [0]  # trials this worker ended, for n_trials across the restarts below
+
+    def count(study: optuna.Study, trial: FrozenTrial) -> None:
+        ended[0] += 1
+
     with interrupts_held():
-        study.optimize(trial_function, n_trials=n_trials, timeout=timeout, catch=(Exception,),
-                       callbacks=[*callbacks, raise_held])
+        while True:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            try:
+                study.optimize(trial_function, n_trials=None if n_trials is None else n_trials - ended[0],
+                               timeout=left, catch=(Exception,), callbacks=[count, *callbacks, raise_held])
+                return
+            except (ValueError, AssertionError) as error:
+                # Another worker failed the trial as stale while it ran here (this worker's heartbeats came late,
+                # on a loaded machine) and queued its retry. The study goes on with the retry; this worker goes on
+                # with the next trial, not out of the study.
+                if not _over_elsewhere(error):
+                    raise
+                ended[0] += 1
+                _logger.warning("a trial ended here after another worker had failed it as stale (its heartbeats "
+                                "came late); its retry runs in its place")
+
+
+def _over_elsewhere(error: BaseException) -> bool:
+    """Whether ``error`` is Optuna's refusal to tell a trial that is over already, or the assertion its
+    ``_run_trial`` raises over that refusal when the trial's function had returned a value."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, ValueError) and str(seen).startswith(ALREADY_OVER):
+            return True
+        seen = seen.__context__
+    return False
 
 
 def _check_segment(trial: optuna.Trial) -> Segment:
