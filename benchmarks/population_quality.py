@@ -199,6 +199,16 @@ def copy_summary(studies: list[dict[str, Any]]) -> dict[str, Any]:
             "mean_gap": statistics.fmean(gaps) if gaps else math.nan}
 
 
+def feasible_summary(studies: list[dict[str, Any]]) -> dict[str, Any]:
+    """An arm's validation runs over its studies: how many ended, and how many of those kept the study's constraints
+    (its KL budget). A winner whose replays pass the budget gains gold the budget was meant to forbid, so the share
+    is read beside the comparison of validated means, which counts every run."""
+    validations = [study.get("validation", {}) for study in studies]
+    runs = sum(v.get("n", 0) for v in validations)
+    feasible = sum(v.get("feasible_runs") or 0 for v in validations)
+    return {"runs": runs, "feasible": feasible, "share": feasible / runs if runs else math.nan}
+
+
 def run_population(path: str, name: str, storage: str, validation_seeds: int) -> dict[str, Any]:
     """A population study run to its end in this process (one thread a trial; a finished one is only read), then its
     winner validated."""
@@ -314,6 +324,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         ("backtrack", "default"), ("backtrack", "population"), ("population", "proxy"))
         if ours in results and theirs in results}
     copies = {arm: copy_summary(list(results[arm].values())) for arm in POPULATIONS if arm in results}
+    feasible = {arm: feasible_summary(list(by_seed.values())) for arm, by_seed in results.items()}
     report = {
         "command": command_line("benchmarks.population_quality", argv), "machine": machine_facts("cpu"),
         "settings": {**sizes, "arms": list(args.arms), "budget_updates": budget, "task_seed": args.task_seed,
@@ -324,12 +335,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "wall_s": round(time.perf_counter() - started, 1),
         "comparisons": comparisons,
         "copies": copies,
+        "feasible": feasible,
         "arms": {arm: {str(seed): result for seed, result in by_seed.items()} for arm, by_seed in results.items()},
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(json_safe(report), indent=2) + "\n")
     for arm, summary in copies.items():
         print(f"{arm}: {summary['copies']} copies, {summary['behind']} of a donor behind on the objective")
+    for arm, summary in feasible.items():
+        print(f"{arm}: {summary['feasible']} of {summary['runs']} validation runs within the study's constraints")
     for name, comparison in comparisons.items():
         print(f"{name}: {comparison['mean']:+.4f} [{comparison['ci_low']:+.4f}, {comparison['ci_high']:+.4f}] over "
               f"{comparison['pairs']} pairs (power for 0.02: {comparison['power_for_0.02']:.2f})")

@@ -52,6 +52,14 @@ def test_a_copys_gap_is_its_donors_objective_less_its_recipients_at_the_ranking_
     assert summary["copies"] == 3 and summary["behind"] == 2 and summary["mean_gap"] == pytest.approx(-0.1 / 3)
 
 
+def test_an_arms_feasible_share_counts_every_validation_run_and_those_within_the_constraints() -> None:
+    # Replays that pass the study's KL budget count in the validated mean; the share says how many did not.
+    studies = [{"validation": {"n": 5, "feasible_runs": 4}}, {"validation": {"n": 5, "feasible_runs": 3}},
+               {"validation": {"n": 2, "feasible_runs": None}}, {}]  # no constraint recorded; a study not validated
+    assert population_quality.feasible_summary(studies) == {"runs": 12, "feasible": 7, "share": 7 / 12}
+    assert math.isnan(population_quality.feasible_summary([{}])["share"])
+
+
 def test_the_quick_run_compares_every_arm_and_a_resume_reads_it_back(tmp_path: Path) -> None:
     threads, verbosity = torch.get_num_threads(), optuna.logging.get_verbosity()
     work = tmp_path / "work"
@@ -74,6 +82,8 @@ def test_the_quick_run_compares_every_arm_and_a_resume_reads_it_back(tmp_path: P
                                           "population-proxy"}
     assert all(c["pairs"] == 1 for c in report["comparisons"].values())
     assert set(report["copies"]) == set(population_quality.POPULATIONS)  # each population's copies, read back
+    assert {arm: summary["runs"] for arm, summary in report["feasible"].items()} == \
+        {arm: by_seed["0"]["validation"]["n"] for arm, by_seed in report["arms"].items()}
     # The resumed run trained nothing again: the same winners, validated the same.
     assert {arm: r["0"]["validated_mean"] for arm, r in resumed["arms"].items()} == \
         {arm: r["0"]["validated_mean"] for arm, r in report["arms"].items()}
