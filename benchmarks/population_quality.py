@@ -73,6 +73,9 @@ from tuner.production.confidence import mean_interval
 
 ARMS = ("population", "select_only", "default", "random", "backtrack", "proxy")
 POPULATIONS = ("population", "select_only", "backtrack", "proxy")
+COMPARISONS = (("population", "default"), ("population", "random"), ("population", "select_only"),
+               ("default", "random"), ("backtrack", "default"), ("backtrack", "population"), ("population", "proxy"))
+"""The registered comparisons, (ours, theirs): each is reported where both arms ran."""
 MEMBERS, SEGMENT, UPDATES = 8, 12, 48
 SIGMA_D, DELTA = 0.027, 0.02
 """The paired standard deviation of two searches' validated means that tuning_quality measured on this task, and
@@ -243,20 +246,25 @@ def run_arm(arm: str, path: str, name: str, storage: str, budget: int, validatio
     return {**result, "updates_spent": sum(t["updates"] for t in result["trials"])}
 
 
-def validated_mean(result: dict[str, Any]) -> float | None:
+def validated_mean(result: dict[str, Any], within_budget: bool = False) -> float | None:
+    """The mean first objective of a winner's completed validation runs; ``within_budget``, of those that kept the
+    study's constraints only (a run stored before runs carried ``feasible`` counts as kept)."""
     values = [run["value"] for run in result["validation"].get("runs", [])
-              if run["state"] == "COMPLETE" and run["value"] is not None]
+              if run["state"] == "COMPLETE" and run["value"] is not None
+              and (not within_budget or run.get("feasible", True))]
     return statistics.fmean(values) if values else None
 
 
-def compared(results: dict[str, dict[int, dict[str, Any]]], ours: str, theirs: str) -> dict[str, Any]:
-    """``ours`` against ``theirs`` by sampler seed: per seed the difference of validated means; their mean with its
-    95% t interval, their SD, and the power (:func:`power`) at that many pairs, for the planned SD and for the one
-    measured."""
+def compared(results: dict[str, dict[int, dict[str, Any]]], ours: str, theirs: str,
+             within_budget: bool = False) -> dict[str, Any]:
+    """``ours`` against ``theirs`` by sampler seed: per seed the difference of validated means (``within_budget``:
+    of the runs that kept the study's constraints); their mean with its 95% t interval, their SD, and the power
+    (:func:`power`) at that many pairs, for the planned SD and for the one measured."""
     seeds = sorted(set(results.get(ours, {})) & set(results.get(theirs, {})))
     differences = []
     for seed in seeds:
-        mine, other = validated_mean(results[ours][seed]), validated_mean(results[theirs][seed])
+        mine = validated_mean(results[ours][seed], within_budget)
+        other = validated_mean(results[theirs][seed], within_budget)
         if mine is not None and other is not None:
             differences.append(mine - other)
     mean, low, high = mean_interval(differences)
@@ -319,10 +327,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     results: dict[str, dict[int, dict[str, Any]]] = {}
     for (arm, seed), result in zip(keys, done, strict=True):
         results.setdefault(arm, {})[seed] = {**result, "validated_mean": validated_mean(result)}
-    comparisons = {f"{ours}-{theirs}": compared(results, ours, theirs) for ours, theirs in (
-        ("population", "default"), ("population", "random"), ("population", "select_only"), ("default", "random"),
-        ("backtrack", "default"), ("backtrack", "population"), ("population", "proxy"))
-        if ours in results and theirs in results}
+    pairs = [(ours, theirs) for ours, theirs in COMPARISONS if ours in results and theirs in results]
+    comparisons = {f"{ours}-{theirs}": compared(results, ours, theirs) for ours, theirs in pairs}
+    # Read beside the registered comparisons, not instead of them: each winner's runs within the study's budget only.
+    within_budget = {f"{ours}-{theirs}": compared(results, ours, theirs, within_budget=True) for ours, theirs in pairs}
     copies = {arm: copy_summary(list(results[arm].values())) for arm in POPULATIONS if arm in results}
     feasible = {arm: feasible_summary(list(by_seed.values())) for arm, by_seed in results.items()}
     report = {
@@ -334,6 +342,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                      "power_planned": power(sizes["sampler_seeds"])},
         "wall_s": round(time.perf_counter() - started, 1),
         "comparisons": comparisons,
+        "comparisons_within_budget": within_budget,
         "copies": copies,
         "feasible": feasible,
         "arms": {arm: {str(seed): result for seed, result in by_seed.items()} for arm, by_seed in results.items()},
@@ -347,6 +356,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     for name, comparison in comparisons.items():
         print(f"{name}: {comparison['mean']:+.4f} [{comparison['ci_low']:+.4f}, {comparison['ci_high']:+.4f}] over "
               f"{comparison['pairs']} pairs (power for 0.02: {comparison['power_for_0.02']:.2f})")
+    for name, comparison in within_budget.items():
+        print(f"{name}, the runs within the study's constraints only: {comparison['mean']:+.4f} "
+              f"[{comparison['ci_low']:+.4f}, {comparison['ci_high']:+.4f}] over {comparison['pairs']} pairs")
     print(f"results: {out}")
     return report
 

@@ -275,6 +275,7 @@ def validate(name: str, storage: str, seeds: int, eval_samples: int | None = Non
     from tuner.production.validation import load_validation
     from tuner.store.attrs import SEED_ATTR
     from tuner.store.database import open_storage
+    from tuner.study.constraints import feasible
 
     started = time.perf_counter()
     results = validate_here(name, storage, top_k=1, seeds=seeds, threads=1, eval_samples=eval_samples)
@@ -285,7 +286,7 @@ def validate(name: str, storage: str, seeds: int, eval_samples: int | None = Non
     assert validation is not None  # validate_here created it
     trials = validation.get_trials(deepcopy=False)
     runs = [{"seed": t.user_attrs.get(SEED_ATTR), "state": t.state.name,
-             "value": t.values[0] if t.values else None} for t in trials]
+             "value": t.values[0] if t.values else None, "feasible": feasible(t)} for t in trials]
     return {**results[0].to_dict(), "wall_s": wall, "run_s": round(run_seconds(trials), 1), "runs": runs}
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import optuna
@@ -54,10 +55,18 @@ def test_a_copys_gap_is_its_donors_objective_less_its_recipients_at_the_ranking_
 
 def test_an_arms_feasible_share_counts_every_validation_run_and_those_within_the_constraints() -> None:
     # Replays that pass the study's KL budget count in the validated mean; the share says how many did not.
-    studies = [{"validation": {"n": 5, "feasible_runs": 4}}, {"validation": {"n": 5, "feasible_runs": 3}},
-               {"validation": {"n": 2, "feasible_runs": None}}, {}]  # no constraint recorded; a study not validated
+    studies: list[dict[str, Any]] = [
+        {"validation": {"n": 5, "feasible_runs": 4}}, {"validation": {"n": 5, "feasible_runs": 3}},
+        {"validation": {"n": 2, "feasible_runs": None}}, {}]  # no constraint recorded; a study not validated
     assert population_quality.feasible_summary(studies) == {"runs": 12, "feasible": 7, "share": 7 / 12}
     assert math.isnan(population_quality.feasible_summary([{}])["share"])
+    # Read within the budget, a winner's mean leaves out its runs past it; runs stored without the flag count.
+    runs = [{"state": "COMPLETE", "value": 0.8, "feasible": False},
+            {"state": "COMPLETE", "value": 0.5, "feasible": True},
+            {"state": "COMPLETE", "value": 0.3}, {"state": "FAIL", "value": None, "feasible": False}]
+    result = {"validation": {"runs": runs}}
+    assert population_quality.validated_mean(result) == pytest.approx(1.6 / 3)
+    assert population_quality.validated_mean(result, within_budget=True) == pytest.approx(0.4)
 
 
 def test_the_quick_run_compares_every_arm_and_a_resume_reads_it_back(tmp_path: Path) -> None:
@@ -81,6 +90,8 @@ def test_the_quick_run_compares_every_arm_and_a_resume_reads_it_back(tmp_path: P
                                           "default-random", "backtrack-default", "backtrack-population",
                                           "population-proxy"}
     assert all(c["pairs"] == 1 for c in report["comparisons"].values())
+    assert set(report["comparisons_within_budget"]) == set(report["comparisons"])
+    assert all("feasible" in run for by_seed in report["arms"].values() for run in by_seed["0"]["validation"]["runs"])
     assert set(report["copies"]) == set(population_quality.POPULATIONS)  # each population's copies, read back
     assert {arm: summary["runs"] for arm, summary in report["feasible"].items()} == \
         {arm: by_seed["0"]["validation"]["n"] for arm, by_seed in report["arms"].items()}
