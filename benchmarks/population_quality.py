@@ -212,6 +212,17 @@ def feasible_summary(studies: list[dict[str, Any]]) -> dict[str, Any]:
     return {"runs": runs, "feasible": feasible, "share": feasible / runs if runs else math.nan}
 
 
+def trained_updates(trials: list[Any]) -> int:
+    """The PPO updates a population's trials trained. A segment's KL history includes the updates it copied from its
+    lineage, so each counts from its segment's start; a segment pruned before it trained (queued twice, or nothing
+    queued for its worker) trained none, though it starts past update 0."""
+    from tuner.store.segments import segment_of
+    from tuner.study.reports import updates_run
+
+    return sum(max(0, updates_run(t) - (segment.start if (segment := segment_of(t)) is not None else 0))
+               for t in trials)
+
+
 def run_population(path: str, name: str, storage: str, validation_seeds: int) -> dict[str, Any]:
     """A population study run to its end in this process (one thread a trial; a finished one is only read), then its
     winner validated."""
@@ -219,8 +230,6 @@ def run_population(path: str, name: str, storage: str, validation_seeds: int) ->
 
     from ppo_core.models.quiet import quiet_hugging_face
     from tuner.run.worker import run_worker
-    from tuner.store.segments import segment_of
-    from tuner.study.reports import updates_run
     from tuner.study.study_file import load_study_spec
 
     quiet_hugging_face()
@@ -229,10 +238,8 @@ def run_population(path: str, name: str, storage: str, validation_seeds: int) ->
     started = time.perf_counter()
     run_worker(spec, None, None, threads=1)
     trials = optuna.load_study(study_name=name, storage=storage).get_trials(deepcopy=False)
-    # A segment's rows include its lineage's copied ones: the updates it trained are its own segment's.
-    trained = sum(updates_run(t) - (segment.start if (segment := segment_of(t)) is not None else 0) for t in trials)
     gaps = copy_gaps(trials)
-    return {"wall_s": round(time.perf_counter() - started, 1), "updates_spent": trained,
+    return {"wall_s": round(time.perf_counter() - started, 1), "updates_spent": trained_updates(trials),
             "copies": len(gaps), "copies_behind": sum(gap < 0 for gap in gaps), "copy_gaps": gaps,
             "run_s": round(sum(t.duration.total_seconds() for t in trials if t.duration), 1),
             "validation": validate(name, storage, validation_seeds)}

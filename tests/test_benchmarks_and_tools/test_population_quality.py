@@ -17,6 +17,7 @@ from optuna.trial import TrialState
 from scipy import stats  # type: ignore[import-untyped]
 
 from benchmarks import population_quality
+from tuner.store.attrs import KL_HISTORY_ATTR
 from tuner.store.segments import Segment
 from tuner.study.study_file import load_study_spec
 
@@ -51,6 +52,16 @@ def test_a_copys_gap_is_its_donors_objective_less_its_recipients_at_the_ranking_
     assert population_quality.copy_gaps(trials) == [pytest.approx(-0.4), pytest.approx(0.4), pytest.approx(-0.1)]
     summary = population_quality.copy_summary([{"copy_gaps": [-0.4, 0.4]}, {"copy_gaps": [-0.1]}, {}])
     assert summary["copies"] == 3 and summary["behind"] == 2 and summary["mean_gap"] == pytest.approx(-0.1 / 3)
+
+
+def test_a_populations_updates_count_each_segment_from_its_start_and_a_segment_pruned_unrun_as_none() -> None:
+    config = {"learning_rate": 1e-4, "kl_coef": 0.05}
+    history = {KL_HISTORY_ATTR: [0.1] * 4}  # a copied segment's history holds its lineage's 2 updates and its own 2
+    trials = [segment_trial(0, Segment(0, 0, 0, 2), 0.9, config, attrs={KL_HISTORY_ATTR: [0.1, 0.2]}),
+              segment_trial(1, Segment(0, 1, 2, 4, "exploit", 0), 0.8, config, attrs=history),
+              segment_trial(2, Segment(1, 1, 2, 4, "exploit", 0), None, config, state=TrialState.PRUNED)]
+    # Counted from its start, the unrun duplicate was -2 and took 2 off the first two's 4: a worker queued it twice.
+    assert population_quality.trained_updates(trials) == 4
 
 
 def test_an_arms_feasible_share_counts_every_validation_run_and_those_within_the_constraints() -> None:
