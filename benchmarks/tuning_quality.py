@@ -286,7 +286,8 @@ def validate(name: str, storage: str, seeds: int, eval_samples: int | None = Non
     assert validation is not None  # validate_here created it
     trials = validation.get_trials(deepcopy=False)
     runs = [{"seed": t.user_attrs.get(SEED_ATTR), "state": t.state.name,
-             "value": t.values[0] if t.values else None, "feasible": feasible(t)} for t in trials]
+             "value": t.values[0] if t.values else None, "feasible": feasible(t),
+             "constraints": dict(t.constraints)} for t in trials]
     return {**results[0].to_dict(), "wall_s": wall, "run_s": round(run_seconds(trials), 1), "runs": runs}
 
 
