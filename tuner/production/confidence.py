@@ -6,6 +6,8 @@ import math
 import statistics
 from collections.abc import Sequence
 
+from tuner.study.student_t import t_quantile
+
 CONFIDENCE = 0.95
 
 
@@ -22,9 +24,5 @@ def mean_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> tu
     mean = statistics.fmean(values)
     if n == 1:
         return mean, math.nan, math.nan
-    # Imported here, and from scipy.special (what scipy.stats.t.ppf calls) rather than scipy.stats: the dashboard's
-    # Study page imports this module for every study, and scipy.stats costs about 0.9 s to import, scipy.special 0.3.
-    from scipy.special import stdtrit  # type: ignore[import-untyped]
-
-    half_width = float(stdtrit(n - 1, (1 + confidence) / 2)) * statistics.stdev(values) / math.sqrt(n)
+    half_width = t_quantile((1 + confidence) / 2, n - 1) * statistics.stdev(values) / math.sqrt(n)
     return mean, mean - half_width, mean + half_width
