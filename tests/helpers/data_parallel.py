@@ -27,7 +27,8 @@ def run(tmp_path: Path, name: str, processes: int, config: Path,
         **overrides: Any) -> tuple[list[dict[str, Any]], dict[int, list[dict]]]:
     """Train from the CLI on ``processes`` CPU processes; the metrics it wrote and each rank's reward log. One process
     trains in this one (its imports are done); two run under ``accelerate launch`` with the GPUs hidden, as on a
-    machine without one: two ranks on one GPU stop in NCCL ("Duplicate GPU detected")."""
+    machine without one: two ranks on one GPU stop in NCCL ("Duplicate GPU detected"). Every rank of a launch must
+end its process group once before its exit."""
     log_dir = tmp_path / f"{name}_log"
     log_dir.mkdir()
     output = tmp_path / name
@@ -38,16 +39,22 @@ def run(tmp_path: Path, name: str, processes: int, config: Path,
             patch.setenv(LOG_DIR_ENV, str(log_dir))
             assert main([*arguments, "--set", "use_cpu=true"]) == 0
     else:
+        # ppo-tune as its own process on each rank, whose view of the process group end_of_launch writes at exit.
+        views = tmp_path / f"{name}_views"
+        views.mkdir()
         launcher = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes",
                     str(processes), "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
-                    "--main_process_port", "0", "-m", "ppo_tune"]
+                    "--main_process_port", "0", "-m", "end_of_launch", "--cli", str(views)]
         env = {**os.environ, LOG_DIR_ENV: str(log_dir), "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'tests'}",
                "CUDA_VISIBLE_DEVICES": ""}
         completed = subprocess.run([*launcher, *arguments], cwd=ROOT, env=env, capture_output=True, text=True,
                                    timeout=600)
         assert completed.returncode == 0, completed.stderr[-3000:]
-        # No rank aborted at its exit, after a run that succeeded (test_data_parallel.py's launches check the same).
+        # Each rank ended its process group once, before its exit, and none aborted at its exit after a run that
+        # succeeded (test_data_parallel.py says why; its launch with a tracker checks the same).
         assert "terminate called" not in completed.stderr, completed.stderr[-3000:]
+        seen = {path.stem: json.loads(path.read_text()) for path in views.glob("rank*.json")}
+        assert seen == {f"rank{rank}": {"initialized": False, "destroyed": 1} for rank in range(processes)}, seen
     metrics = [json.loads(line) for line in (output / "metrics.jsonl").read_text().splitlines()]
     logs = {int(path.stem.removeprefix("rank")): [json.loads(line) for line in path.read_text().splitlines()]
             for path in log_dir.glob("rank*.jsonl")}

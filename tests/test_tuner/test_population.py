@@ -204,7 +204,8 @@ def test_a_population_goes_back_to_its_best_earlier_point_and_the_backtrack_repl
     path = population_study(tmp_path, tiny_lm_dir, prompts_file, population={"size": 2, "backtrack": 1.0},
                             base={"judge_funcs": ["reward_functions:peaks_at_update_2"]})
     spec = load_study_spec(path)
-    assert main(["run", str(path), "--workers", "2"]) == 0
+    # One worker, in this process: the first test runs a population on two workers; this one is about the backtrack.
+    assert main(["run", str(path), "--workers", "1"]) == 0
     trials = [t for t in load(path).get_trials() if segment_of(t) is not None and DUPLICATE_OF_ATTR not in t.user_attrs]
     assert all(t.state == TrialState.COMPLETE for t in trials)
     backs = [(t, s) for t in trials if (s := segment_of(t)) is not None and s.origin == "backtrack"]
