@@ -233,6 +233,27 @@ def test_validate_says_when_the_winner_broke_the_studys_constraints_on_fresh_see
            "validated runs" in err
 
 
+def test_best_says_when_its_validated_winner_broke_the_studys_constraints_on_fresh_seeds(
+    tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A study tuned without a bound, then given one no run can keep (--allow-changes): its winner stays the tuned
+    # trial, whose fresh-seed runs all break the bound. best printed the validated mean alone, so the winner read as
+    # validated when its mean was of runs the study now refuses (a population's replays passed the KL budget so).
+    path = write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=1)
+    spec = load_study_spec(path)
+    run_worker(spec, n_trials=1, timeout=None, threads=None)
+    write_study(tmp_path, tiny_lm_dir, prompts_file, n_trials=1,
+                constraints=[{"metric": "objective/scores", "reduce": "last", "min": 1.0e9}])
+    assert main(["run", str(path), "--allow-changes"]) == 0
+    assert main(["validate", "tiny", "--storage", spec.storage, "--top-k", "1", "--seeds", "2"]) == 0
+    capsys.readouterr()
+    assert main(["best", "tiny", "--storage", spec.storage, "--format", "yaml"]) == 0
+    header = capsys.readouterr().out.splitlines()[0]
+    assert header.startswith("# best trial 0 by validated mean (ppo-tune validate): ")
+    assert header.endswith("; kept the study's constraints (objective/scores (last) >= 1e+09) on 0 of its 2 validated "
+                           "runs"), header
+
+
 def test_validate_names_no_constraint_where_the_study_has_none() -> None:
     from tuner.cli.winner_commands import constraint_notices
     from tuner.production.validation import ValidatedConfig

@@ -164,6 +164,11 @@ def command_best(args: argparse.Namespace) -> int:
         header = (f"best trial {chosen.number} by validated mean (ppo-tune validate): {mean:.4f}, 95% CI "
                   f"{low:.4f} to {high:.4f} over {validation.n} fresh seeds; tuning value {chosen.values[0]:.4f}")
         header += passed_over(validated, study.directions[0] == StudyDirection.MAXIMIZE)
+        # The validated mean includes fresh runs the study's constraints would have refused: said where the winner
+        # is read, not only by the validate that ran them (a population's replays passed its KL budget this way).
+        stored = read_stored_spec(study.user_attrs, len(study.directions))
+        header += "".join(f"; {line.removeprefix(f'trial {validation.trial} ')}" for line in constraint_notices(
+            [validation], [text for c in stored.constraints for text, _, _ in c.bounds()]))
     elif len(best) > 1:
         header += f" (first of {len(best)} Pareto-optimal trials, by the first objective)"
     config = trial_config(chosen)
