@@ -135,7 +135,6 @@ def constraint_notices(results: list[Any], bounds: list[str]) -> list[str]:
 
 def command_best(args: argparse.Namespace) -> int:
     import yaml
-    from optuna.study import StudyDirection
 
     from tuner.exports import FORMATS, exported
     from tuner.population.lineage import lineage_lines
@@ -160,15 +159,7 @@ def command_best(args: argparse.Namespace) -> int:
     if validated:
         validation = validated[0]
         chosen = study.get_trials(deepcopy=False)[validation.trial]
-        mean, low, high = validation.interval
-        header = (f"best trial {chosen.number} by validated mean (ppo-tune validate): {mean:.4f}, 95% CI "
-                  f"{low:.4f} to {high:.4f} over {validation.n} fresh seeds; tuning value {chosen.values[0]:.4f}")
-        header += passed_over(validated, study.directions[0] == StudyDirection.MAXIMIZE)
-        # The validated mean includes fresh runs the study's constraints would have refused: said where the winner
-        # is read, not only by the validate that ran them (a population's replays passed its KL budget this way).
-        stored = read_stored_spec(study.user_attrs, len(study.directions))
-        header += "".join(f"; {line.removeprefix(f'trial {validation.trial} ')}" for line in constraint_notices(
-            [validation], [text for c in stored.constraints for text, _, _ in c.bounds()]))
+        header = _validated_header(study, chosen, validated)
     elif len(best) > 1:
         header += f" (first of {len(best)} Pareto-optimal trials, by the first objective)"
     config = trial_config(chosen)
@@ -218,6 +209,25 @@ def command_best(args: argparse.Namespace) -> int:
         if told:
             print(f"ppo-tune best: {told}", file=sys.stderr)
     return 0
+
+
+def _validated_header(study: optuna.Study, chosen: optuna.trial.FrozenTrial, validated: list[Any]) -> str:
+    """``best``'s first line for a winner chosen by validated mean: the mean, any better mean it passed over, and how
+    many of its fresh runs kept the study's constraints where some did not. The mean includes runs the constraints
+    would have refused, so that is said where the winner is read, not only by the validate that ran them (a
+    population's replays passed its KL budget so)."""
+    from optuna.study import StudyDirection
+
+    from tuner.study.stored_spec import read_stored_spec
+
+    validation = validated[0]
+    mean, low, high = validation.interval
+    header = (f"best trial {chosen.number} by validated mean (ppo-tune validate): {mean:.4f}, 95% CI "
+              f"{low:.4f} to {high:.4f} over {validation.n} fresh seeds; tuning value {chosen.values[0]:.4f}")
+    header += passed_over(validated, study.directions[0] == StudyDirection.MAXIMIZE)
+    stored = read_stored_spec(study.user_attrs, len(study.directions))
+    return header + "".join(f"; {line.removeprefix(f'trial {validation.trial} ')}" for line in constraint_notices(
+        [validation], [text for c in stored.constraints for text, _, _ in c.bounds()]))
 
 
 def _comments(lines: list[str], carried: Carried | None, unpiloted: str | None) -> list[str]:
