@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from tuner.cli.common import UsageError, default_workers, find_named_study, launcher, print_frame
@@ -14,6 +15,7 @@ if TYPE_CHECKING:  # optuna and pandas load only for the commands that use them
     import optuna
 
     from tuner.production.horizon import Carried
+    from tuner.study.constraints import Constraint
 
 
 def command_validate(args: argparse.Namespace) -> int:
@@ -84,7 +86,7 @@ def command_validate(args: argparse.Namespace) -> int:
         _print_validation(results, study.metric_names[0] if study.metric_names else "value",
                           args.name + at + on + (f" (rule {', '.join(rules)})" if rules else ""),
                           bool(stored.constraints))
-    for line in constraint_notices(results, [text for c in stored.constraints for text, _, _ in c.bounds()]):
+    for line in constraint_notices(results, bound_texts(stored.constraints)):
         print(f"ppo-tune validate: {line}", file=sys.stderr)
     if status in (130, 143):  # interrupted or terminated: what finished is printed above, the rest is queued
         return status
@@ -124,13 +126,24 @@ def passed_over(validated: list[Any], maximize: bool) -> str:
                    f"constraints on {r.feasible_runs} of its {r.n} fresh seeds" for r in over)
 
 
+def bound_texts(constraints: Sequence[Constraint]) -> list[str]:
+    """Each bound of the study's constraints as it reads, e.g. ``eval/kl (last) <= 10``."""
+    return [text for constraint in constraints for text, _, _ in constraint.bounds()]
+
+
+def kept_constraints(result: Any, bounds: list[str]) -> str | None:
+    """How many of a validated configuration's completed runs kept the study's constraints, when some did not (its
+    mean is not a mean of runs the study would have accepted); None when all did or the study has none."""
+    if not bounds or not result.n or result.feasible_runs >= result.n:
+        return None
+    return (f"kept the study's constraints ({'; '.join(bounds)}) on {result.feasible_runs} of its {result.n} "
+            "validated runs")
+
+
 def constraint_notices(results: list[Any], bounds: list[str]) -> list[str]:
     """One line for each validated configuration whose completed runs broke the study's constraints on some fresh
-    seeds: its mean is not a mean of runs the study would have accepted."""
-    if not bounds:
-        return []
-    return [f"trial {r.trial} kept the study's constraints ({'; '.join(bounds)}) on {r.feasible_runs} of its {r.n} "
-            f"validated runs" for r in results if r.n and r.feasible_runs < r.n]
+    seeds."""
+    return [f"trial {r.trial} {kept}" for r in results if (kept := kept_constraints(r, bounds))]
 
 
 def command_best(args: argparse.Namespace) -> int:
@@ -226,8 +239,8 @@ def _validated_header(study: optuna.Study, chosen: optuna.trial.FrozenTrial, val
               f"{low:.4f} to {high:.4f} over {validation.n} fresh seeds; tuning value {chosen.values[0]:.4f}")
     header += passed_over(validated, study.directions[0] == StudyDirection.MAXIMIZE)
     stored = read_stored_spec(study.user_attrs, len(study.directions))
-    return header + "".join(f"; {line.removeprefix(f'trial {validation.trial} ')}" for line in constraint_notices(
-        [validation], [text for c in stored.constraints for text, _, _ in c.bounds()]))
+    kept = kept_constraints(validation, bound_texts(stored.constraints))
+    return header + (f"; {kept}" if kept else "")
 
 
 def _comments(lines: list[str], carried: Carried | None, unpiloted: str | None) -> list[str]:
