@@ -61,11 +61,11 @@ def oracle(table: Path, space: Path) -> tuple[int, dict[str, Any], float, int]:
     read = load_table(table, spec.objectives[0], spec.constraints)
     feasible = [config for config in read.configs.values() if config.true_feasible and math.isfinite(config.true_value)]
     if not feasible:
-        raise SystemExit(f"--table: {table} has no configuration that keeps its constraints on every seed")
+        raise ValueError(f"--table: {table} has no configuration that keeps its constraints on every seed")
     best = max(feasible, key=lambda config: config.true_value)
     task_seeds = {int(row["task_seed"]) for row in table_rows(table)}
     if len(task_seeds) != 1:
-        raise SystemExit(f"--table: {table} mixes task seeds {sorted(task_seeds)}; a table is of one task seed")
+        raise ValueError(f"--table: {table} mixes task seeds {sorted(task_seeds)}; a table is of one task seed")
     return best.config_id, dict(best.params), best.true_value, task_seeds.pop()
 
 
@@ -89,7 +89,7 @@ def population_values(arms_file: Path, arm: str) -> dict[int, dict[int, float]]:
     """The arm's winners' completed validation values, by sampler seed and then fresh seed."""
     report = json.loads(arms_file.read_text())
     if arm not in report["arms"]:
-        raise SystemExit(f"--arm: {arms_file} has no arm {arm!r} (it has {', '.join(report['arms'])})")
+        raise ValueError(f"--arm: {arms_file} has no arm {arm!r} (it has {', '.join(report['arms'])})")
     return {int(seed): {int(run["seed"]): float(run["value"]) for run in result["validation"]["runs"]
                         if run["state"] == "COMPLETE" and run["value"] is not None}
             for seed, result in report["arms"][arm].items()}
@@ -158,9 +158,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     work_dir = Path(args.work_dir) if args.work_dir else out.parent / "moonshot_work"
     if work_dir.exists() and any(work_dir.iterdir()) and not args.resume:
         raise SystemExit(f"--work-dir: {work_dir} holds an earlier run; add --resume to go on with it")
+    try:
+        config_id, params, table_value, task_seed = oracle(args.table, args.space)
+        ours = population_values(args.arms_file, args.arm)
+    except ValueError as error:
+        parser.error(str(error))
     work_dir.mkdir(parents=True, exist_ok=True)
-    config_id, params, table_value, task_seed = oracle(args.table, args.space)
-    ours = population_values(args.arms_file, args.arm)
     study = oracle_study(args.space, params, task_seed, work_dir, args.quick)
     path = work_dir / f"{study['name']}.yaml"
     path.write_text(yaml.safe_dump(study, sort_keys=False))
@@ -169,14 +172,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     oracle_runs = [run["value"] for run in result["validation"]["runs"]
                    if run["state"] == "COMPLETE" and run["value"] is not None]
     comparison = moonshot_interval(ours, oracle_runs)
-    report = {
+    oracle_mean = statistics.fmean(oracle_runs) if oracle_runs else None
+    report: dict[str, Any] = {
         "command": command_line("benchmarks.population_moonshot", argv), "machine": machine_facts("cpu"),
         "settings": {"table": str(args.table), "space": str(args.space), "arms_file": str(args.arms_file),
                      "arm": args.arm, "oracle_seeds": seeds, "quick": args.quick},
         "wall_s": round(time.perf_counter() - started, 1),
         "oracle": {"config_id": config_id, "params": params, "table_value": table_value, "task_seed": task_seed,
                    "validation": result["validation"],
-                   "mean": statistics.fmean(oracle_runs) if oracle_runs else None,
+                   "mean": oracle_mean,
                    "feasible_runs": sum(bool(run.get("feasible")) for run in result["validation"]["runs"])},
         "population": {"arm": args.arm, "sampler_seeds": len(ours),
                        "mean": statistics.fmean(statistics.fmean(runs.values()) for runs in ours.values() if runs)},
@@ -185,7 +189,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(json_safe(report), indent=2) + "\n")
     print(f"oracle: configuration {config_id} of {args.table.name} (table value {table_value:.4f}), "
-          f"{len(oracle_runs)} fresh seeds, mean {report['oracle']['mean']}")
+          f"{len(oracle_runs)} fresh seeds, mean {oracle_mean}")
     print(f"{args.arm} - oracle: {comparison['mean']:+.4f} [{comparison['ci_low']:+.4f}, {comparison['ci_high']:+.4f}]"
           f" (df {comparison['df']:.0f})")
     print(f"results: {out}")

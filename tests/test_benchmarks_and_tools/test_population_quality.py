@@ -1,9 +1,11 @@
 """The population benchmark: its power against a slow reference, and its quick mode through every step (each arm's
-study, its winner validated, the paired comparisons), with a resumed run reading what the first one finished."""
+study, its winner validated, the paired comparisons), with a resumed run reading what the first one finished; its
+moonshot (a curve table's best configuration retrained against the population's winners) on the quick run's arms."""
 
 from __future__ import annotations
 
 import math
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +18,7 @@ from helpers.population_trials import segment_trial
 from optuna.trial import TrialState
 from scipy import stats  # type: ignore[import-untyped]
 
-from benchmarks import population_quality
+from benchmarks import population_moonshot, population_quality
 from tuner.store.attrs import KL_HISTORY_ATTR
 from tuner.store.segments import Segment
 from tuner.study.study_file import load_study_spec
@@ -89,6 +91,9 @@ def test_the_quick_run_compares_every_arm_and_a_resume_reads_it_back(tmp_path: P
             population_quality.main(["--quick", "--out", str(tmp_path / "again.json"), "--work-dir", str(work)])
         resumed = population_quality.main(["--quick", "--out", str(tmp_path / "again.json"), "--work-dir",
                                            str(work), "--resume"])
+        # The moonshot reads the quick run's arms in this process, whose fork server its runs share.
+        moonshot = population_moonshot.main(["--quick", "--arms-file", str(tmp_path / "pq.json"), "--out",
+                                             str(tmp_path / "moonshot.json"), "--work-dir", str(tmp_path / "oracle")])
     finally:
         torch.set_num_threads(threads)
         optuna.logging.set_verbosity(verbosity)
@@ -112,6 +117,64 @@ def test_the_quick_run_compares_every_arm_and_a_resume_reads_it_back(tmp_path: P
     # The resumed run trained nothing again: the same winners, validated the same.
     assert {arm: r["0"]["validated_mean"] for arm, r in resumed["arms"].items()} == \
         {arm: r["0"]["validated_mean"] for arm, r in report["arms"].items()}
+    # The oracle is task seed 1's table's best row, retrained on the tiny task with the table's point queued.
+    oracle = moonshot["oracle"]
+    assert oracle["config_id"] == 43 and oracle["task_seed"] == 1 and oracle["table_value"] == pytest.approx(0.8194,
+                                                                                                            abs=1e-4)
+    assert [run["seed"] for run in oracle["validation"]["runs"]] == [1000, 1001]
+    trial = optuna.load_study(study_name="moonshot-oracle-t1",
+                              storage=f"sqlite:///{tmp_path / 'oracle' / 'moonshot-oracle-t1.db'}").trials[0]
+    assert trial.params == pytest.approx(oracle["params"]) and trial.state == TrialState.COMPLETE
+    assert moonshot["population"]["mean"] == pytest.approx(report["arms"]["population"]["0"]["validated_mean"])
+    assert moonshot["comparison"]["mean"] == pytest.approx(moonshot["population"]["mean"] - oracle["mean"])
+
+
+def slow_moonshot_interval(ours: dict[int, dict[int, float]], oracle: list[float]) -> tuple[float, float, float]:
+    """The moonshot's interval written out with loops, its t quantile from scipy.stats."""
+    rows = [sum(runs.values()) / len(runs) for runs in ours.values()]
+    fresh = sorted({seed for runs in ours.values() for seed in runs})
+    columns = []
+    for seed in fresh:
+        values = [runs[seed] for runs in ours.values() if seed in runs]
+        columns.append(sum(values) / len(values))
+    parts, freedoms = [], []
+    for values in (rows, oracle, columns):
+        n = len(values)
+        mean = sum(values) / n
+        parts.append(sum((v - mean) ** 2 for v in values) / (n - 1) / n)
+        freedoms.append(n - 1)
+    variance = sum(parts)
+    df = math.floor(variance ** 2 / sum(p ** 2 / f for p, f in zip(parts, freedoms, strict=True)))
+    mean = sum(rows) / len(rows) - sum(oracle) / len(oracle)
+    half = float(stats.t.ppf(0.975, df)) * math.sqrt(variance)
+    return mean, mean - half, mean + half
+
+
+def test_the_moonshots_interval_counts_both_groups_and_the_fresh_seeds_the_winners_share() -> None:
+    rng = np.random.default_rng(3)
+    ours = {k: {1000 + j: float(0.75 + rng.normal(0, 0.03) + 0.01 * j) for j in range(5)} for k in range(17)}
+    ours[4].pop(1003)  # a validation run that failed: its winner's mean is of the other four
+    oracle = [float(v) for v in 0.78 + rng.normal(0, 0.04, size=20)]
+    got = population_moonshot.moonshot_interval(ours, oracle)
+    assert (got["mean"], got["ci_low"], got["ci_high"]) == pytest.approx(slow_moonshot_interval(ours, oracle))
+    # The winners' shared seeds widen the interval: a seed that moves every winner moves their mean.
+    without_shared = math.sqrt(got["se"] ** 2 - statistics.variance(
+        [statistics.fmean(r[s] for r in ours.values() if s in r) for s in range(1000, 1005)]) / 5)
+    assert got["se"] > without_shared
+    one_oracle_run = population_moonshot.moonshot_interval(ours, oracle[:1])
+    assert one_oracle_run["mean"] == pytest.approx(statistics.fmean(
+        statistics.fmean(r.values()) for r in ours.values()) - oracle[0]) and math.isnan(one_oracle_run["ci_low"])
+
+
+@pytest.mark.parametrize(("arguments", "named"), [(["--oracle-seeds", "1"], "--oracle-seeds: 1"),
+                                                  (["--arm", "nobody"], "--arm: "),
+                                                  (["--table", "missing.jsonl"], "--table: no file")])
+def test_the_moonshot_refuses_bad_input_in_one_line_before_any_file(arguments: list[str], named: str, tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        population_moonshot.main(["--quick", "--work-dir", str(tmp_path / "work"), *arguments])
+    assert exited.value.code == 2 and not (tmp_path / "work").exists()
+    assert named in capsys.readouterr().err.splitlines()[-1]
 
 
 def test_on_another_study_file_the_arms_keep_it_as_it_stands_and_are_ranked_at_its_evaluations(
