@@ -1,7 +1,7 @@
 """Does a population's schedule beat every constant? The population arm's winners against the best fixed
 configuration of a curve table, each retrained from update 0 on fresh seeds.
 
-    python -m benchmarks.population_moonshot [--table FILE] [--arms-file FILE] [--arm population]
+    python -m benchmarks.population_moonshot [--table FILE] [--arms-file FILE] [--arms population ...]
                                              [--oracle-seeds 20] [--work-dir DIR] [--resume] [--quick]
 
 The oracle is the curve table's best configuration (``benchmarks.replay``'s reading of a table: the best mean
@@ -19,8 +19,9 @@ population benchmark's results file (``--arms-file``): each sampler seed's winne
 
 The comparison (:func:`moonshot_interval`) is the population's mean validated value over its sampler seeds minus the
 oracle's mean over its fresh seeds, with a Welch-Satterthwaite 95% t interval whose variance also counts the fresh
-seeds the population's winners share. ``--resume`` goes on in ``--work-dir``: the finished study is read and finished
-validation runs are kept. ``--quick``: the oracle on the graph task's tiny variant, 2 updates a run, 2 fresh seeds.
+seeds the population's winners share; each arm named in ``--arms`` (the first is the registered comparison, the
+others are read beside it) against the same oracle runs. ``--resume`` goes on in ``--work-dir``: the finished study
+is read and finished validation runs are kept. ``--quick``: the oracle on the graph task's tiny variant, 2 updates a run, 2 fresh seeds.
 """
 
 from __future__ import annotations
@@ -135,7 +136,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--space", type=Path, default=TABLE_SPACE, help="The space file the table was drawn from.")
     parser.add_argument("--arms-file", type=Path, default=ARMS_FILE,
                         help="benchmarks.population_quality's results file holding the arm.")
-    parser.add_argument("--arm", default="population", help="The arm whose winners are compared (default population).")
+    parser.add_argument("--arms", nargs="+", default=["population"], metavar="ARM",
+                        help="The arms whose winners are compared with the oracle (default population).")
     parser.add_argument("--oracle-seeds", type=int, default=None, help="Fresh seeds for the oracle (default 20).")
     parser.add_argument("--work-dir", default=None, help="The oracle's study file and database (kept for --resume).")
     parser.add_argument("--resume", action="store_true", help="Go on with an interrupted run in --work-dir.")
@@ -160,7 +162,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         raise SystemExit(f"--work-dir: {work_dir} holds an earlier run; add --resume to go on with it")
     try:
         config_id, params, table_value, task_seed = oracle(args.table, args.space)
-        ours = population_values(args.arms_file, args.arm)
+        arms = {arm: population_values(args.arms_file, arm) for arm in args.arms}
     except ValueError as error:
         parser.error(str(error))
     work_dir.mkdir(parents=True, exist_ok=True)
@@ -171,27 +173,28 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     result = tune_and_validate(str(path), study["name"], study["storage"], None, seeds)
     oracle_runs = [run["value"] for run in result["validation"]["runs"]
                    if run["state"] == "COMPLETE" and run["value"] is not None]
-    comparison = moonshot_interval(ours, oracle_runs)
+    comparisons = {arm: {"sampler_seeds": len(ours), "mean": statistics.fmean(
+        statistics.fmean(runs.values()) for runs in ours.values() if runs), **moonshot_interval(ours, oracle_runs)}
+        for arm, ours in arms.items()}
     oracle_mean = statistics.fmean(oracle_runs) if oracle_runs else None
     report: dict[str, Any] = {
         "command": command_line("benchmarks.population_moonshot", argv), "machine": machine_facts("cpu"),
         "settings": {"table": str(args.table), "space": str(args.space), "arms_file": str(args.arms_file),
-                     "arm": args.arm, "oracle_seeds": seeds, "quick": args.quick},
+                     "arms": args.arms, "oracle_seeds": seeds, "quick": args.quick},
         "wall_s": round(time.perf_counter() - started, 1),
         "oracle": {"config_id": config_id, "params": params, "table_value": table_value, "task_seed": task_seed,
                    "validation": result["validation"],
                    "mean": oracle_mean,
                    "feasible_runs": sum(bool(run.get("feasible")) for run in result["validation"]["runs"])},
-        "population": {"arm": args.arm, "sampler_seeds": len(ours),
-                       "mean": statistics.fmean(statistics.fmean(runs.values()) for runs in ours.values() if runs)},
-        "comparison": comparison,
+        "comparisons": comparisons,
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(json_safe(report), indent=2) + "\n")
     print(f"oracle: configuration {config_id} of {args.table.name} (table value {table_value:.4f}), "
           f"{len(oracle_runs)} fresh seeds, mean {oracle_mean}")
-    print(f"{args.arm} - oracle: {comparison['mean']:+.4f} [{comparison['ci_low']:+.4f}, {comparison['ci_high']:+.4f}]"
-          f" (df {comparison['df']:.0f})")
+    for arm, comparison in comparisons.items():
+        print(f"{arm} - oracle: {comparison['mean']:+.4f} [{comparison['ci_low']:+.4f}, {comparison['ci_high']:+.4f}]"
+              f" (df {comparison['df']:.0f})")
     print(f"results: {out}")
     return report
 

@@ -92,7 +92,8 @@ def test_the_quick_run_compares_every_arm_and_a_resume_reads_it_back(tmp_path: P
         resumed = population_quality.main(["--quick", "--out", str(tmp_path / "again.json"), "--work-dir",
                                            str(work), "--resume"])
         # The moonshot reads the quick run's arms in this process, whose fork server its runs share.
-        moonshot = population_moonshot.main(["--quick", "--arms-file", str(tmp_path / "pq.json"), "--out",
+        moonshot = population_moonshot.main(["--quick", "--arms-file", str(tmp_path / "pq.json"), "--arms",
+                                             "population", "default", "--out",
                                              str(tmp_path / "moonshot.json"), "--work-dir", str(tmp_path / "oracle")])
     finally:
         torch.set_num_threads(threads)
@@ -125,8 +126,9 @@ def test_the_quick_run_compares_every_arm_and_a_resume_reads_it_back(tmp_path: P
     trial = optuna.load_study(study_name="moonshot-oracle-t1",
                               storage=f"sqlite:///{tmp_path / 'oracle' / 'moonshot-oracle-t1.db'}").trials[0]
     assert trial.params == pytest.approx(oracle["params"]) and trial.state == TrialState.COMPLETE
-    assert moonshot["population"]["mean"] == pytest.approx(report["arms"]["population"]["0"]["validated_mean"])
-    assert moonshot["comparison"]["mean"] == pytest.approx(moonshot["population"]["mean"] - oracle["mean"])
+    for arm in ("population", "default"):  # each arm against the same oracle runs
+        assert moonshot["comparisons"][arm]["mean"] == pytest.approx(
+            report["arms"][arm]["0"]["validated_mean"] - oracle["mean"])
 
 
 def slow_moonshot_interval(ours: dict[int, dict[int, float]], oracle: list[float]) -> tuple[float, float, float]:
@@ -167,7 +169,7 @@ def test_the_moonshots_interval_counts_both_groups_and_the_fresh_seeds_the_winne
 
 
 @pytest.mark.parametrize(("arguments", "named"), [(["--oracle-seeds", "1"], "--oracle-seeds: 1"),
-                                                  (["--arm", "nobody"], "--arm: "),
+                                                  (["--arms", "population", "nobody"], "--arm: "),
                                                   (["--table", "missing.jsonl"], "--table: no file")])
 def test_the_moonshot_refuses_bad_input_in_one_line_before_any_file(arguments: list[str], named: str, tmp_path: Path,
                                                                     capsys: pytest.CaptureFixture[str]) -> None:
