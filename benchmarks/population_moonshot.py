@@ -21,7 +21,8 @@ The comparison (:func:`moonshot_interval`) is the population's mean validated va
 oracle's mean over its fresh seeds, with a Welch-Satterthwaite 95% t interval whose variance also counts the fresh
 seeds the population's winners share; each arm named in ``--arms`` (the first is the registered comparison, the
 others are read beside it) against the same oracle runs. ``--resume`` goes on in ``--work-dir``: the finished study
-is read and finished validation runs are kept. ``--quick``: the oracle on the graph task's tiny variant, 2 updates a run, 2 fresh seeds.
+is read and finished validation runs are kept. ``--quick``: the oracle on the graph task's tiny variant, 2 updates
+a run, 2 fresh seeds.
 """
 
 from __future__ import annotations
