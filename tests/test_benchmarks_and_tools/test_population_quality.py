@@ -127,8 +127,9 @@ def test_the_quick_run_compares_every_arm_and_a_resume_reads_it_back(tmp_path: P
                               storage=f"sqlite:///{tmp_path / 'oracle' / 'moonshot-oracle-t1.db'}").trials[0]
     assert trial.params == pytest.approx(oracle["params"]) and trial.state == TrialState.COMPLETE
     for arm in ("population", "default"):  # each arm against the same oracle runs
-        assert moonshot["comparisons"][arm]["mean"] == pytest.approx(
-            report["arms"][arm]["0"]["validated_mean"] - oracle["mean"])
+        compared = moonshot["comparisons"][arm]
+        assert compared["arm_mean"] == pytest.approx(report["arms"][arm]["0"]["validated_mean"])
+        assert compared["mean"] == pytest.approx(compared["arm_mean"] - oracle["mean"])
 
 
 def slow_moonshot_interval(ours: dict[int, dict[int, float]], oracle: list[float]) -> tuple[float, float, float]:
