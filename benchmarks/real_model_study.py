@@ -48,7 +48,7 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -181,16 +181,25 @@ def run_baseline(job: BaselineJob) -> dict[str, Any]:
 
 
 def run_baselines(jobs: Sequence[BaselineJob], out: Path, workers: int) -> None:
-    """Each job not yet in ``out`` (JSON lines), appended as it finishes."""
+    """Each job not yet in ``out`` (JSON lines), appended as it finishes: ``workers`` at a time in a pool of fresh
+    interpreters, or with one worker one after another in this process, where a pool of one would only start a
+    second interpreter to import torch and transformers again."""
     done = {(r["arm"], r["seed"]) for r in read_lines(out)}
     todo = [job for job in jobs if (job.arm, job.seed) not in done]
     if not todo:
         return
     out.parent.mkdir(parents=True, exist_ok=True)
-    with worker_pool(min(workers, len(todo))) as pool:
-        for record in pool.map(run_baseline, todo):
-            with out.open("a") as handle:
-                handle.write(json.dumps(record) + "\n")
+    for record in _finished(todo, min(workers, len(todo))):
+        with out.open("a") as handle:
+            handle.write(json.dumps(record) + "\n")
+
+
+def _finished(todo: Sequence[BaselineJob], workers: int) -> Iterator[dict[str, Any]]:
+    if workers == 1:
+        yield from map(run_baseline, todo)
+        return
+    with worker_pool(workers) as pool:
+        yield from pool.map(run_baseline, todo)
 
 
 def read_lines(path: Path) -> list[dict[str, Any]]:

@@ -17,7 +17,7 @@ import argparse
 import json
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import as_completed
 from pathlib import Path
 from typing import Any
@@ -100,6 +100,18 @@ def run_job(task: str, values: dict[str, Any], trainer: str, seed: int) -> dict[
             "evaluations": recorder.evaluations}
 
 
+def finished_runs(jobs: list[tuple[str, dict[str, Any], str, int]], workers: int) -> Iterator[dict[str, Any]]:
+    """Each job's run (:func:`run_job`) as it ends, ``workers`` at a time in a pool of fresh interpreters; with one
+    worker, one after another in this process, where a pool of one would only start a second interpreter to import
+    torch, transformers and TRL again."""
+    if workers == 1:
+        yield from (run_job(*job) for job in jobs)
+        return
+    with worker_pool(workers) as pool:
+        for future in as_completed([pool.submit(run_job, *job) for job in jobs]):
+            yield future.result()
+
+
 def read_runs(path: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
@@ -160,16 +172,12 @@ def main(argv: list[str] | None = None) -> None:
     jobs = [(task, trainer, seed) for seed in seeds for task in tasks for trainer in TRAINERS
             if (task, trainer, seed) not in done]
     started = time.perf_counter()
-    with worker_pool(args.workers) as pool:
-        futures = {pool.submit(run_job, task, tasks[task], trainer, seed): (task, trainer, seed)
-                   for task, trainer, seed in jobs}
-        for future in as_completed(futures):
-            run = future.result()
-            with runs_file.open("a") as file:
-                file.write(json.dumps(json_safe(run)) + "\n")
-            print(f"{run['task']:5s} {run['trainer']:8s} seed {run['seed']}: gold "
-                  f"{run['evaluations'][-1]['gold']:.3f}, KL {run['evaluations'][-1]['kl']:.2f} "
-                  f"({run['seconds']:.0f} s)", flush=True)
+    for run in finished_runs([(task, tasks[task], trainer, seed) for task, trainer, seed in jobs], args.workers):
+        with runs_file.open("a") as file:
+            file.write(json.dumps(json_safe(run)) + "\n")
+        print(f"{run['task']:5s} {run['trainer']:8s} seed {run['seed']}: gold "
+              f"{run['evaluations'][-1]['gold']:.3f}, KL {run['evaluations'][-1]['kl']:.2f} "
+              f"({run['seconds']:.0f} s)", flush=True)
     runs = [run for run in read_runs(runs_file) if run["task"] in tasks and run["seed"] in seeds]
     summary = summarise(runs, list(tasks))
     command = command_line("benchmarks.trl_trials", argv)

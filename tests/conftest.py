@@ -12,20 +12,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-import torch
-from tokenizers import Tokenizer, models, pre_tokenizers
-from transformers import (
-    GenerationConfig,
-    GPT2Config,
-    GPT2ForSequenceClassification,
-    GPT2LMHeadModel,
-    PreTrainedTokenizerFast,
-)
 
 from tuner.trial.frozen_heap import freeze_now
 
 if TYPE_CHECKING:
     from helpers.studies import Gate
+    from transformers import GPT2Config, PreTrainedTokenizerFast
+
+# torch, tokenizers and transformers are imported where they are used, not here: under pytest-xdist the controller
+# process loads this file too, runs no test, and would spend seconds importing them before any worker starts.
 
 # The shared helpers' asserts (tests/helpers/: the peers' comparison, the exports' reading, the runs) report the values
 # they compared, as they did in the test files they came from. Registered before any test module imports them.
@@ -41,6 +36,8 @@ def pytest_configure(config: pytest.Config) -> None:
     that finds another worker's cluster recorded would join it. (A developer's own cluster stays out of the tests
     too.) PostgreSQL is made per worker by ``helpers.studies.postgres_url``."""
     if os.environ.get("PYTEST_XDIST_WORKER"):
+        import torch
+
         # One torch thread per worker, and in every process it starts: with the cores shared by the workers, a
         # second thread only waits on a descheduled peer (one run took 151 s instead of 19 s that way).
         os.environ["OMP_NUM_THREADS"] = "1"
@@ -58,6 +55,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def _tokenizer() -> PreTrainedTokenizerFast:
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
     vocab = {token: index for index, token in enumerate(["<pad>", "<eos>", "<unk>", *WORDS])}
     backend = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
     backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
@@ -67,6 +67,8 @@ def _tokenizer() -> PreTrainedTokenizerFast:
 
 
 def _gpt2_config(tokenizer: PreTrainedTokenizerFast) -> GPT2Config:
+    from transformers import GPT2Config
+
     config = GPT2Config(
         vocab_size=len(tokenizer), n_positions=64, n_embd=32, n_layer=2, n_head=2,
         pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
@@ -104,6 +106,9 @@ def sigint_raises() -> Iterator[None]:
 @pytest.fixture(scope="session")
 def tiny_lm_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A randomly initialised 2-layer GPT-2 and its word-level tokenizer, saved with save_pretrained."""
+    import torch
+    from transformers import GPT2LMHeadModel
+
     directory = tmp_path_factory.mktemp("tiny_lm")
     tokenizer = _tokenizer()
     torch.manual_seed(0)
@@ -116,6 +121,9 @@ def tiny_lm_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def wider_lm_dir(tiny_lm_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A 4-layer, 128-wide GPT-2 with the tiny one's tokenizer (about 30x its parameters): wide enough that bf16
     rounding differs between cached decoding and a full pass, and a larger policy for the same prompts."""
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
+
     directory = tmp_path_factory.mktemp("wider_lm")
     tokenizer = PreTrainedTokenizerFast.from_pretrained(tiny_lm_dir)
     config = GPT2Config.from_pretrained(tiny_lm_dir, n_embd=128, n_layer=4, n_head=4)
@@ -128,6 +136,9 @@ def wider_lm_dir(tiny_lm_dir: Path, tmp_path_factory: pytest.TempPathFactory) ->
 @pytest.fixture(scope="session")
 def tiny_rm_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A randomly initialised one-label GPT-2 sequence classifier: a reward model."""
+    import torch
+    from transformers import GPT2ForSequenceClassification
+
     directory = tmp_path_factory.mktemp("tiny_rm")
     tokenizer = _tokenizer()
     torch.manual_seed(1)
@@ -138,6 +149,8 @@ def tiny_rm_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def prompts_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    import torch
+
     path = tmp_path_factory.mktemp("prompts") / "prompts.txt"
     generator = torch.Generator().manual_seed(0)
     lines = []
@@ -155,6 +168,9 @@ def eos_loving_lm_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     The final layer norm outputs a constant vector v, and EOS's (tied) embedding is a large multiple of v,
     so EOS's logit dwarfs the others whatever the input.
     """
+    import torch
+    from transformers import GPT2LMHeadModel
+
     directory = tmp_path_factory.mktemp("eos_loving_lm")
     tokenizer = _tokenizer()
     torch.manual_seed(2)
@@ -179,6 +195,8 @@ SAMPLING_DEFAULTS = {
 @pytest.fixture(scope="session")
 def lm_with_sampling_defaults_dir(tiny_lm_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """``tiny_lm_dir``'s weights and tokenizer, plus a generation_config.json full of sampling defaults."""
+    from transformers import GenerationConfig, GPT2LMHeadModel, PreTrainedTokenizerFast
+
     directory = tmp_path_factory.mktemp("lm_with_sampling_defaults")
     model = GPT2LMHeadModel.from_pretrained(tiny_lm_dir)
     model.generation_config = GenerationConfig(
@@ -192,6 +210,10 @@ def lm_with_sampling_defaults_dir(tiny_lm_dir: Path, tmp_path_factory: pytest.Te
 @pytest.fixture(scope="session")
 def small_vocab_rm_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A GPT-2 reward model whose word-level vocabulary (a-e) is smaller than, and different from, the policy's."""
+    import torch
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import GPT2ForSequenceClassification, PreTrainedTokenizerFast
+
     directory = tmp_path_factory.mktemp("small_vocab_rm")
     vocab = {token: index for index, token in enumerate(["<unk>", "<pad>", "<eos>", "a", "b", "c", "d", "e"])}
     backend = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
@@ -218,6 +240,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     Under pytest-xdist (``--dist loadgroup``) the tests of a module that share one of its module-scoped fixtures
     (a Ray cluster, a benchmark's run, a study built once) form a group that runs on one worker, which builds the
     fixture once; every other test goes to whichever worker is free."""
+    import torch
+
     for item, group in _shared_fixture_groups(items).items():
         item.add_marker(pytest.mark.xdist_group(group))
     # The heavy tests first, so that the parallel suite's last minutes are not one worker finishing one of them.

@@ -78,7 +78,7 @@ def test_quick_run_pairs_every_arm_on_the_validation_seed_and_resumes_without_re
     assert json.loads(out.read_text())["arms"] == result["arms"]
 
     # The re-measure: the validated winner and both baselines again, on a fresh seed, each evaluation wider. In this
-    # process (its runs still go to a spawned pool): the command line was run above, and each start costs seconds.
+    # process (with one worker its runs train here too): the command line was run above, and each start costs seconds.
     remeasure = ["--quick", "--workers", "1", "--work-dir", str(work), "--out", str(out), "--eval-samples", "2",
                  "--eval-prompts", "3"]
     real_model_study.main(remeasure)
@@ -147,7 +147,7 @@ def test_baselines_already_recorded_are_not_run_again(tmp_path: Path) -> None:
     out = tmp_path / "baselines.jsonl"
     record = {"arm": "untuned", "seed": 7, "score": 0.5, "final_kl": 0.0, "updates": 0, "seconds": 1.0}
     out.write_text(json.dumps(record) + "\n")
-    # A job whose values could not even build a config: were it run, the pool would raise.
+    # A job whose values could not even build a config: were it run, it would raise.
     job = real_model_study.BaselineJob("untuned", 7, {"task": "no such task"}, {"metric": "eval/gold_score"}, False)
     real_model_study.run_baselines([job], out, workers=1)
     assert out.read_text() == json.dumps(record) + "\n"

@@ -20,9 +20,11 @@ pytestmark = pytest.mark.heavy  # trains in processes of its own: scheduled firs
 
 
 def run_quick(out: Path, work: Path) -> tuple[dict[str, Any], str]:
-    """``python -m benchmarks.trl_trials --quick``: the JSON it wrote and what it printed."""
-    completed = subprocess.run([sys.executable, "-m", "benchmarks.trl_trials", "--quick", "--out", str(out),
-                                "--work-dir", str(work)], cwd=REPO, capture_output=True, text=True, check=False)
+    """``python -m benchmarks.trl_trials --quick --workers 1``: the JSON it wrote and what it printed. One worker runs
+    both trainers in the command's own process, one after the other (a pool would start two more interpreters)."""
+    completed = subprocess.run([sys.executable, "-m", "benchmarks.trl_trials", "--quick", "--workers", "1", "--out",
+                                str(out), "--work-dir", str(work)], cwd=REPO, capture_output=True, text=True,
+                               check=False)
     assert completed.returncode == 0, completed.stderr[-4000:]
     return json.loads(out.read_text()), completed.stdout
 
