@@ -163,6 +163,21 @@ def test_a_population_whose_members_are_all_stopped_ends_and_names_no_winner(
     assert main(["best", spec.name, "--storage", spec.storage]) == 2
 
 
+def test_a_population_whose_members_all_fail_before_training_ends_instead_of_waiting(
+    tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Regression: no member reached its first update, so none recorded the run's length, and the controller waited
+    # for a ranking that could never come, polling for ever, its study never ending.
+    path = population_study(tmp_path, tiny_lm_dir, prompts_file, population={"size": 2},
+                            base={"judge_funcs": ["no_such_module:score"]})  # each trial fails as it builds
+    assert main(["run", str(path), "--workers", "1"]) == 1  # no trial completed
+    study = load(path)
+    assert [t.state for t in study.get_trials()] == [TrialState.FAIL] * 2  # the first generation, nothing after
+    assert study.user_attrs[EXTINCT] == 0
+    assert "stopped after generation 0: no member completed it inside the study's constraints" in \
+        capsys.readouterr().err
+
+
 def test_an_interrupted_population_resumes_its_segment_from_the_parents_checkpoint(
     tmp_path: Path, tiny_lm_dir: Path, prompts_file: Path, gate: Gate,
 ) -> None:

@@ -130,15 +130,18 @@ class PopulationController:
 
     def _advance(self, study: optuna.Study, trials: Sequence[FrozenTrial]) -> bool:
         """Queue what the ended generations call for; whether the population is over (its last generation ended, or
-        no member is left to copy)."""
+        no member is left to copy, as when every member failed before its first update)."""
         generation = last_generation(trials)
         if _over(study, trials):
             last = generation_slots(trials, generation).values()
             remove_unreachable_checkpoints(study, self.storage_url, trials, [t.number for t in last])
             return True
-        length = horizon(trials)
-        if length is None or not generation_ended(trials, generation, self.population.size):
+        if not generation_ended(trials, generation, self.population.size):
             return False
+        length = horizon(trials)
+        if length is None:  # every member ended before its first update: there is nothing to rank or copy
+            study.set_user_attr(EXTINCT, generation)
+            return True
         slots = generation_slots(trials, generation)
         heading = self._heading(study.study_name, slots, length)
         scores = self._scored(study.study_name, trials)
