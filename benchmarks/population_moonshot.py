@@ -21,8 +21,8 @@ The comparison (:func:`moonshot_interval`) is the population's mean validated va
 oracle's mean over its fresh seeds, with a Welch-Satterthwaite 95% t interval whose variance also counts the fresh
 seeds the population's winners share; each arm named in ``--arms`` (the first is the registered comparison, the
 others are read beside it) against the same oracle runs. ``--resume`` goes on in ``--work-dir``: the finished study
-is read and finished validation runs are kept. ``--quick``: the oracle on the graph task's tiny variant, 2 updates
-a run, 2 fresh seeds.
+is read and finished validation runs are kept. ``--quick``: the oracle on the graph task's tiny variant (at that
+variant's own task seed), 2 updates a run, 2 fresh seeds.
 """
 
 from __future__ import annotations
@@ -77,8 +77,8 @@ def oracle_study(space: Path, params: Mapping[str, Any], task_seed: int, work_di
     guard, at the table's task seed, one trial of the queued configuration on a random sampler with no pruner."""
     definition = yaml.safe_load(space.read_text())
     base = {**definition["base"], "task_seed": task_seed}
-    if quick:
-        base = {**base, **QUICK_BASE, "task": QUICK_TASKS[base["task"]]}
+    if quick:  # the tiny variant at its own seed: the one the suite's other runs have built already
+        base = {**definition["base"], **QUICK_BASE, "task": QUICK_TASKS[definition["base"]["task"]]}
     name = f"moonshot-oracle-t{task_seed}"
     study = {**definition, "name": name, "storage": f"sqlite:///{work_dir / name}.db", "n_trials": 1, "base": base,
              "sampler": {"name": "random", "seed": 0}, "pruner": {"name": "none"},

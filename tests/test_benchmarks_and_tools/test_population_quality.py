@@ -123,6 +123,9 @@ def test_the_quick_run_compares_every_arm_and_a_resume_reads_it_back(tmp_path: P
     assert oracle["config_id"] == 43 and oracle["task_seed"] == 1 and oracle["table_value"] == pytest.approx(0.8194,
                                                                                                             abs=1e-4)
     assert [run["seed"] for run in oracle["validation"]["runs"]] == [1000, 1001]
+    # Quick, at the tiny task's own seed: a build the suite has already made, not another task seed's.
+    spec = load_study_spec(tmp_path / "oracle" / "moonshot-oracle-t1.yaml")
+    assert spec.base["task"] == "shortest_path_tiny" and "task_seed" not in spec.base
     trial = optuna.load_study(study_name="moonshot-oracle-t1",
                               storage=f"sqlite:///{tmp_path / 'oracle' / 'moonshot-oracle-t1.db'}").trials[0]
     assert trial.params == pytest.approx(oracle["params"]) and trial.state == TrialState.COMPLETE
