@@ -161,9 +161,6 @@ setup_for_tests() {
   apt_install postgresql chromium >"$apt_log" 2>&1 &
   apt_pid=$!
   install_project "$TEST_EXTRAS"
-  # What a caller needs only the environment for (CI's type check) starts here, beside the rest, which waits mostly on
-  # downloads and on PostgreSQL: the caller defines after_install.
-  if declare -F after_install >/dev/null; then after_install; fi
   # The trl-grpo/trl-rloo export tests parse with the release the exports were written against, kept beside the
   # environment (no dependencies: the project's own serve it), whatever TRL the environment has.
   local trl_latest
