@@ -30,11 +30,10 @@ import json
 import sys
 import time
 from collections.abc import Iterator
-from concurrent.futures import as_completed
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common.pool import worker_pool
+from benchmarks.common.pool import each_result
 from tools.quick_mode import add_quick_argument, results_path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -157,16 +156,9 @@ def jobs(points: list[dict[str, Any]], seeds: int, task_seed: int, base: dict[st
 
 
 def finished_runs(work: list[dict[str, Any]], workers: int) -> Iterator[dict[str, Any]]:
-    """Each job's row (:func:`run_curve`) as its run ends, ``workers`` runs at a time in a pool of fresh interpreters
-    (no forked torch state); with one worker, one after another in this process, where a pool of one would only
-    start a second interpreter to import torch again."""
-    if workers == 1:
-        yield from map(run_curve, work)
-        return
-    with worker_pool(workers) as pool:
-        futures = [pool.submit(run_curve, job) for job in work]
-        for future in as_completed(futures):
-            yield future.result()
+    """Each job's row (:func:`run_curve`) as its run ends, ``workers`` runs at a time
+    (:func:`benchmarks.common.pool.each_result`: fresh interpreters, no forked torch state; one worker runs here)."""
+    return each_result(run_curve, [(job,) for job in work], workers, ordered=False)
 
 
 def main(argv: list[str] | None = None) -> None:

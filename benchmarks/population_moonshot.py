@@ -40,6 +40,7 @@ import yaml
 
 from benchmarks.common.json_safe import json_safe
 from benchmarks.common.machine import machine_facts
+from benchmarks.common.work_dir import add_work_dir_arguments, prepared_work_dir
 from benchmarks.curve_table import QUICK_TASKS, TABLE_SPACE
 from benchmarks.tuning_quality import RESULTS, tune_and_validate
 from tools.provenance import command_line
@@ -56,7 +57,7 @@ QUICK_BASE = {"total_episodes": 64, "num_eval_samples": 2}
 def oracle(table: Path, space: Path) -> tuple[int, dict[str, Any], float, int]:
     """The table's best configuration (the best mean objective over the table's seeds among those that keep the
     space file's constraints, as ``benchmarks.replay`` reads a table): its id, point, table value and task seed."""
-    from benchmarks.replay.table import load_table, table_rows
+    from benchmarks.replay.table import load_table
     from tuner.study.study_file import load_study_spec
 
     spec = load_study_spec(str(space))
@@ -65,7 +66,7 @@ def oracle(table: Path, space: Path) -> tuple[int, dict[str, Any], float, int]:
     if not feasible:
         raise ValueError(f"--table: {table} has no configuration that keeps its constraints on every seed")
     best = max(feasible, key=lambda config: config.true_value)
-    task_seeds = {int(row["task_seed"]) for row in table_rows(table)}
+    task_seeds = {task_seed for task_seed, _ in read.seeds}  # each run's seed key: (task seed, training seed)
     if len(task_seeds) != 1:
         raise ValueError(f"--table: {table} mixes task seeds {sorted(task_seeds)}; a table is of one task seed")
     return best.config_id, dict(best.params), best.true_value, task_seeds.pop()
@@ -140,8 +141,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--arms", nargs="+", default=["population"], metavar="ARM",
                         help="The arms whose winners are compared with the oracle (default population).")
     parser.add_argument("--oracle-seeds", type=int, default=None, help="Fresh seeds for the oracle (default 20).")
-    parser.add_argument("--work-dir", default=None, help="The oracle's study file and database (kept for --resume).")
-    parser.add_argument("--resume", action="store_true", help="Go on with an interrupted run in --work-dir.")
+    add_work_dir_arguments(parser, "The oracle's study file and database")
     parser.add_argument("--out", default=None, help="Results file (default "
                         "benchmarks/results/population_quality/population_moonshot.json).")
     add_quick_argument(parser)
@@ -158,15 +158,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if seeds < 2:
         parser.error(f"--oracle-seeds: {seeds}; the oracle's spread needs at least 2 fresh seeds")
     out = results_path(args.out, RESULTS / "population_quality" / "population_moonshot.json", args.quick)
-    work_dir = Path(args.work_dir) if args.work_dir else out.parent / "moonshot_work"
-    if work_dir.exists() and any(work_dir.iterdir()) and not args.resume:
-        raise SystemExit(f"--work-dir: {work_dir} holds an earlier run; add --resume to go on with it")
     try:
         config_id, params, table_value, task_seed = oracle(args.table, args.space)
         arms = {arm: population_values(args.arms_file, arm) for arm in args.arms}
     except ValueError as error:
         parser.error(str(error))
-    work_dir.mkdir(parents=True, exist_ok=True)
+    work_dir = prepared_work_dir(args, out.parent / "moonshot_work")
     study = oracle_study(args.space, params, task_seed, work_dir, args.quick)
     path = work_dir / f"{study['name']}.yaml"
     path.write_text(yaml.safe_dump(study, sort_keys=False))

@@ -64,6 +64,7 @@ import yaml
 
 from benchmarks.common.json_safe import json_safe
 from benchmarks.common.machine import machine_facts
+from benchmarks.common.work_dir import add_work_dir_arguments, prepared_work_dir
 from benchmarks.real_model_study import QUICK_STUDY
 from benchmarks.tuning_quality import QUICKSTART, RESULTS, run_jobs, tune_and_validate, validate
 from ppo_core.metric_names import EVAL_SCORE
@@ -290,8 +291,7 @@ def _parser() -> argparse.ArgumentParser:
                         help="The study file the arms share (default studies/quickstart.yaml, with the rollout and "
                              "evaluations fixed as above; another as it stands).")
     parser.add_argument("--workers", type=int, default=None, help="Studies at a time (default 2).")
-    parser.add_argument("--work-dir", default=None, help="The studies' files and databases (kept for --resume).")
-    parser.add_argument("--resume", action="store_true", help="Go on with an interrupted run in --work-dir.")
+    add_work_dir_arguments(parser, "The studies' files and databases")
     parser.add_argument("--arms", nargs="+", choices=ARMS, default=list(ARMS), metavar="ARM",
                         help="Run only these arms (default all six); comparisons need both of their arms.")
     parser.add_argument("--out", default=None, help="Results file (default "
@@ -316,10 +316,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         parser.error(str(error))
     budget = (2 if args.quick else MEMBERS) * shape.updates
     out = results_path(args.out, RESULTS / "population_quality" / "population_quality.json", args.quick)
-    work_dir = Path(args.work_dir) if args.work_dir else out.parent / "work"
-    if work_dir.exists() and any(work_dir.iterdir()) and not args.resume:
-        raise SystemExit(f"--work-dir: {work_dir} holds an earlier run; add --resume to go on with it")
-    work_dir.mkdir(parents=True, exist_ok=True)
+    work_dir = prepared_work_dir(args, out.parent / "work")
     jobs, keys = [], []
     for seed in range(sizes["sampler_seeds"]):
         for arm, study in arm_studies(definition, work_dir, seed, args.task_seed, args.quick, own).items():

@@ -48,14 +48,14 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from benchmarks.common.machine import cpu_model, machine_facts
-from benchmarks.common.pool import worker_pool
+from benchmarks.common.pool import each_result
 from ppo_core.config.ppo_config import PPOConfig
 from tools.provenance import commit_at_start
 from tools.quick_mode import RESULTS, add_quick_argument, results_path
@@ -181,25 +181,16 @@ def run_baseline(job: BaselineJob) -> dict[str, Any]:
 
 
 def run_baselines(jobs: Sequence[BaselineJob], out: Path, workers: int) -> None:
-    """Each job not yet in ``out`` (JSON lines), appended as it finishes: ``workers`` at a time in a pool of fresh
-    interpreters, or with one worker one after another in this process, where a pool of one would only start a
-    second interpreter to import torch and transformers again."""
+    """Each job not yet in ``out`` (JSON lines), appended as it finishes, ``workers`` at a time
+    (:func:`benchmarks.common.pool.each_result`)."""
     done = {(r["arm"], r["seed"]) for r in read_lines(out)}
     todo = [job for job in jobs if (job.arm, job.seed) not in done]
     if not todo:
         return
     out.parent.mkdir(parents=True, exist_ok=True)
-    for record in _finished(todo, min(workers, len(todo))):
+    for record in each_result(run_baseline, [(job,) for job in todo], min(workers, len(todo))):
         with out.open("a") as handle:
             handle.write(json.dumps(record) + "\n")
-
-
-def _finished(todo: Sequence[BaselineJob], workers: int) -> Iterator[dict[str, Any]]:
-    if workers == 1:
-        yield from map(run_baseline, todo)
-        return
-    with worker_pool(workers) as pool:
-        yield from pool.map(run_baseline, todo)
 
 
 def read_lines(path: Path) -> list[dict[str, Any]]:

@@ -62,7 +62,7 @@ import yaml
 
 from benchmarks.common.json_safe import json_safe
 from benchmarks.common.machine import machine_facts
-from benchmarks.common.pool import worker_pool
+from benchmarks.common.pool import each_result
 from tools.provenance import command_line
 from tools.quick_mode import add_quick_argument, results_path
 from tuner.production.confidence import mean_interval
@@ -301,15 +301,10 @@ def tune_and_validate(path: str, name: str, storage: str, budget: int | None, va
 
 
 def run_jobs(function: Callable[..., T], jobs: Sequence[tuple[Any, ...]], workers: int) -> list[T]:
-    """``function(*job)`` for each job, in order, in a pool of ``workers`` processes: for this benchmark each job is a
-    study tuned and then validated (:func:`tune_and_validate`) in one process, whose imports and fork server serve
-    both. With one worker, in this process: a pool of one would only start a second interpreter, and a second fork
-    server, to run the same studies one after another."""
-    if workers == 1:
-        return [function(*job) for job in jobs]
-    with worker_pool(workers) as pool:
-        futures = [pool.submit(function, *job) for job in jobs]
-        return [future.result() for future in futures]
+    """``function(*job)`` for each job, in order (:func:`benchmarks.common.pool.each_result`): for this benchmark each
+    job is a study tuned and then validated (:func:`tune_and_validate`) in one process, whose imports and fork server
+    serve both."""
+    return list(each_result(function, jobs, workers))
 
 
 COSTS = {"updates": "updates", "episodes": "episodes", "seconds": "duration_s"}

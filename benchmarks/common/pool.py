@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from typing import Any, TypeVar
 
 from tuner.trial.lifetime import die_with_parent
+
+T = TypeVar("T")
 
 
 def worker_pool(workers: int) -> ProcessPoolExecutor:
@@ -22,3 +26,16 @@ def worker_pool(workers: int) -> ProcessPoolExecutor:
     # measurement killed in the meantime would otherwise leave it running.
     return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=die_with_parent,
                                initargs=(os.getpid(),))
+
+
+def each_result(function: Callable[..., T], jobs: Sequence[tuple[Any, ...]], workers: int,
+                ordered: bool = True) -> Iterator[T]:
+    """``function(*job)`` for each job: ``workers`` at a time in a :func:`worker_pool`, each result as it comes
+    (``ordered`` False) or in the jobs' order; with one worker, one after another in this process, where a pool of
+    one would only start a second interpreter to import torch, transformers and their like again."""
+    if workers == 1:
+        yield from (function(*job) for job in jobs)
+        return
+    with worker_pool(workers) as pool:
+        futures = [pool.submit(function, *job) for job in jobs]
+        yield from (future.result() for future in (futures if ordered else as_completed(futures)))
