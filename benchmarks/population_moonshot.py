@@ -92,7 +92,7 @@ def population_values(arms_file: Path, arm: str) -> dict[int, dict[int, float]]:
     """The arm's winners' completed validation values, by sampler seed and then fresh seed."""
     report = json.loads(arms_file.read_text())
     if arm not in report["arms"]:
-        raise ValueError(f"--arm: {arms_file} has no arm {arm!r} (it has {', '.join(report['arms'])})")
+        raise ValueError(f"--arms: {arms_file} has no arm {arm!r} (it has {', '.join(report['arms'])})")
     return {int(seed): {int(run["seed"]): float(run["value"]) for run in result["validation"]["runs"]
                         if run["state"] == "COMPLETE" and run["value"] is not None}
             for seed, result in report["arms"][arm].items()}

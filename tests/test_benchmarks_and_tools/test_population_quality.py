@@ -173,7 +173,7 @@ def test_the_moonshots_interval_counts_both_groups_and_the_fresh_seeds_the_winne
 
 
 @pytest.mark.parametrize(("arguments", "named"), [(["--oracle-seeds", "1"], "--oracle-seeds: 1"),
-                                                  (["--arms", "population", "nobody"], "--arm: "),
+                                                  (["--arms", "population", "nobody"], "--arms: "),
                                                   (["--table", "missing.jsonl"], "--table: no file")])
 def test_the_moonshot_refuses_bad_input_in_one_line_before_any_file(arguments: list[str], named: str, tmp_path: Path,
                                                                     capsys: pytest.CaptureFixture[str]) -> None:
